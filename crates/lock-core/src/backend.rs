@@ -1,0 +1,126 @@
+//! The contract between the lock API and a locking strategy.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::LockError;
+use crate::key::{FencingToken, LockKey, OwnerToken};
+
+/// What an acquire attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AcquireOutcome {
+    /// The lock is now held by the caller's owner token for the requested TTL.
+    Acquired {
+        /// The fencing token of this hold, if the strategy issues tokens.
+        fencing_token: Option<FencingToken>,
+    },
+    /// Someone else holds the lock.
+    Held {
+        /// How long the holder's lease has left, if known; a waiter need not
+        /// sleep past it.
+        remaining: Option<Duration>,
+    },
+}
+
+/// What a renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExtendOutcome {
+    /// The lease now runs for the requested TTL from the moment of the call.
+    Extended,
+    /// The key is gone or held by another owner; nothing was changed.
+    NotHeld,
+}
+
+/// What a release found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// The caller's hold was removed.
+    Released,
+    /// The key is gone or held by another owner; nothing was changed.
+    NotHeld,
+}
+
+/// A snapshot of one lock, for operators and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockState {
+    /// Nobody holds the lock.
+    Free {
+        /// The last fencing token issued for this key, if any.
+        last_token: Option<FencingToken>,
+    },
+    /// Someone holds the lock.
+    Held {
+        /// The remaining TTL; `None` if the key has no expiry (written by
+        /// something other than this library).
+        remaining: Option<Duration>,
+        /// The fencing token of the current hold, if the strategy issues tokens.
+        token: Option<FencingToken>,
+        /// How many times the holder has entered the lock, for reentrant
+        /// strategies; `None` for the others.
+        hold_count: Option<u64>,
+    },
+}
+
+impl LockState {
+    /// Whether someone holds the lock.
+    pub fn is_held(&self) -> bool {
+        matches!(self, LockState::Held { .. })
+    }
+}
+
+/// A locking strategy: how one key is taken, renewed, given back and inspected.
+///
+/// The high-level API ([`crate::LockManager`]) adds waiting, retries, the
+/// watchdog and guards on top of any backend; backends only implement these
+/// four single attempts.
+///
+/// # Contract
+///
+/// Every implementation keeps these rules; `lock-testkit`'s contract suite
+/// checks them against real Redis servers.
+///
+/// 1. **Mutual exclusion.** While a lease acquired with `owner` and `ttl` has not
+///    expired and has not been released, `try_acquire` with any other owner
+///    returns [`AcquireOutcome::Held`].
+/// 2. **Expiry.** If the holder neither extends nor releases, the key is free
+///    again at most `ttl` after the acquire was sent (plus the server's expiry
+///    granularity), even if the holder vanished.
+/// 3. **Only the owner.** `extend` and `release` with another owner change
+///    nothing and return `NotHeld`.
+/// 4. **Extend.** An `extend` that returns `Extended` restarts the TTL from the
+///    moment the server ran it.
+/// 5. **Fencing.** If the backend issues fencing tokens, each outermost
+///    acquisition of a key returns a token greater than every token returned
+///    before for that key, as long as the server keeps its data.
+/// 6. **One attempt.** Each method makes one attempt, bounded by the backend's
+///    command timeout; it never waits for the lock to become free.
+/// 7. **Replies are checked.** A reply of the wrong shape is an error
+///    ([`LockError::UnexpectedReply`]), never a guess.
+/// 8. **Safe to abandon.** Dropping an `acquire` future leaves at worst a key
+///    that expires after `ttl`.
+///
+/// The trait is object safe: `Arc<dyn LockBackend>` is how the rest of the
+/// library holds a backend.
+#[async_trait]
+pub trait LockBackend: Send + Sync + fmt::Debug {
+    /// A short name of the strategy, for logs: `"single"`, `"reentrant"`, ...
+    fn strategy(&self) -> &'static str;
+
+    /// Tries once to take `key` for `owner` for `ttl`.
+    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<AcquireOutcome, LockError>;
+
+    /// Renews `owner`'s lease on `key` to run `ttl` from now.
+    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<ExtendOutcome, LockError>;
+
+    /// Gives back `owner`'s hold on `key`.
+    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<ReleaseOutcome, LockError>;
+
+    /// Reads the state of `key` without changing it.
+    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
+}

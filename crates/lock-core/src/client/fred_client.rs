@@ -1,0 +1,160 @@
+//! [`NodeClient`] over the `fred` crate, with its reconnect policy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::prelude::{Builder, Client, ClientLike, Config, ErrorKind, ReconnectPolicy, Value};
+use fred::types::{ClusterHash, CustomCommand};
+
+use super::{server_error, ConnectOptions, NodeClient, Reply};
+use crate::config::NodeUrl;
+use crate::error::LockError;
+
+/// A node reached through the `fred` crate.
+pub struct FredNode {
+    client: Client,
+    address: String,
+    command_timeout: Duration,
+    owned: bool,
+}
+
+impl std::fmt::Debug for FredNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FredNode").field("address", &self.address).finish_non_exhaustive()
+    }
+}
+
+impl FredNode {
+    /// Wraps a client the caller built and initialised. `address` is used in
+    /// errors and logs.
+    pub fn from_client(client: Client, address: impl Into<String>, command_timeout: Duration) -> Self {
+        FredNode {
+            client,
+            address: address.into(),
+            command_timeout,
+            owned: false,
+        }
+    }
+}
+
+impl Drop for FredNode {
+    fn drop(&mut self) {
+        // fred keeps a routing task (and its reconnect loop) alive until `quit`.
+        // A client we created is closed here, without waiting, so dropping never
+        // blocks; a client the caller handed in stays theirs to close.
+        if !self.owned {
+            return;
+        }
+        let client = self.client.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = client.quit().await;
+            });
+        }
+    }
+}
+
+pub(super) async fn connect(url: &NodeUrl, options: ConnectOptions) -> Result<Arc<dyn NodeClient>, LockError> {
+    let address = url.address();
+    let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
+        field: "nodes".into(),
+        reason: err.details().to_owned(),
+    })?;
+    let connect_millis = u32::try_from(options.connect_timeout.as_millis()).unwrap_or(u32::MAX);
+    let client = Builder::from_config(config)
+        .with_connection_config(|connection| {
+            connection.connection_timeout = options.connect_timeout;
+            connection.internal_command_timeout = options.connect_timeout;
+            connection.max_command_attempts = 2;
+        })
+        .with_performance_config(|performance| {
+            performance.default_command_timeout = options.command_timeout;
+        })
+        .set_policy(ReconnectPolicy::new_exponential(0, 10, connect_millis.clamp(10, 2_000), 2))
+        .build()
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    client
+        .init()
+        .await
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let node = FredNode {
+        client,
+        address,
+        command_timeout: options.command_timeout,
+        owned: true,
+    };
+    Ok(Arc::new(node))
+}
+
+#[async_trait]
+impl NodeClient for FredNode {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
+        let command = CustomCommand::new_static(name, ClusterHash::Random, false);
+        let args: Vec<Value> = args.iter().map(|arg| Value::Bytes(arg.to_vec().into())).collect();
+        let value: Value = self
+            .client
+            .custom(command, args)
+            .await
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        convert(&self.address, value)
+    }
+}
+
+fn convert(address: &str, value: Value) -> Result<Reply, LockError> {
+    Ok(match value {
+        Value::Null => Reply::Nil,
+        Value::Integer(value) => Reply::Int(value),
+        Value::Boolean(flag) => Reply::Int(i64::from(flag)),
+        Value::Bytes(bytes) => Reply::Data(bytes.to_vec()),
+        Value::String(text) => Reply::Data(text.as_bytes().to_vec()),
+        Value::Array(items) => Reply::Array(
+            items
+                .into_iter()
+                .map(|item| convert(address, item))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(map) => {
+            let mut items = Vec::new();
+            for (key, value) in map.inner() {
+                items.push(Reply::Data(key.as_bytes().to_vec()));
+                items.push(convert(address, value)?);
+            }
+            Reply::Array(items)
+        }
+        other => {
+            return Err(LockError::UnexpectedReply {
+                node: address.to_owned(),
+                script: "command",
+                reply: format!("{other:?}"),
+            })
+        }
+    })
+}
+
+fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) -> LockError {
+    let node = address.to_owned();
+    match err.kind() {
+        ErrorKind::Auth => LockError::Authentication {
+            node,
+            message: err.details().to_owned(),
+        },
+        ErrorKind::Timeout => LockError::Timeout {
+            node,
+            after: command_timeout,
+        },
+        ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Routing => LockError::Connection {
+            node,
+            source: Box::new(err),
+        },
+        ErrorKind::Config | ErrorKind::Url => LockError::InvalidConfig {
+            field: "nodes".into(),
+            reason: err.details().to_owned(),
+        },
+        _ => server_error(address, err.details().to_owned()),
+    }
+}

@@ -1,0 +1,255 @@
+//! The one place that knows which Redis client library is in use.
+//!
+//! Everything above this module talks to a node through [`NodeClient`], a small
+//! trait that sends one command and returns a [`Reply`]. Each client library
+//! has one file here, compiled when its cargo feature is on; both can be on at
+//! once, and the choice is made per connection by [`ClientKind`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::config::{LockConfig, NodeUrl};
+use crate::error::LockError;
+
+#[cfg(feature = "fred")]
+mod fred_client;
+#[cfg(feature = "redis")]
+mod redis_client;
+
+#[cfg(feature = "fred")]
+pub use fred_client::FredNode;
+#[cfg(feature = "redis")]
+pub use redis_client::RedisNode;
+
+/// Which Redis client library talks to the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientKind {
+    /// The `redis` crate (redis-rs), through its reconnecting `ConnectionManager`.
+    Redis,
+    /// The `fred` crate, with its reconnect policy.
+    Fred,
+}
+
+impl ClientKind {
+    /// Every kind, compiled in or not.
+    pub const ALL: [ClientKind; 2] = [ClientKind::Redis, ClientKind::Fred];
+
+    /// The name used in config files and as the cargo feature.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientKind::Redis => "redis",
+            ClientKind::Fred => "fred",
+        }
+    }
+
+    /// Whether this client's cargo feature is enabled in this build.
+    pub fn is_compiled(self) -> bool {
+        match self {
+            ClientKind::Redis => cfg!(feature = "redis"),
+            ClientKind::Fred => cfg!(feature = "fred"),
+        }
+    }
+
+    /// The kinds compiled into this build, `redis` first.
+    pub fn compiled() -> Vec<ClientKind> {
+        Self::ALL.into_iter().filter(|kind| kind.is_compiled()).collect()
+    }
+}
+
+impl Default for ClientKind {
+    /// `redis` when compiled in, otherwise `fred`.
+    fn default() -> Self {
+        if ClientKind::Redis.is_compiled() || !ClientKind::Fred.is_compiled() {
+            ClientKind::Redis
+        } else {
+            ClientKind::Fred
+        }
+    }
+}
+
+impl fmt::Display for ClientKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ClientKind {
+    type Err = LockError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| LockError::config("client", format!("`{text}` is not one of `redis`, `fred`")))
+    }
+}
+
+/// Time limits for one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectOptions {
+    /// The limit on connecting and authenticating.
+    pub connect_timeout: Duration,
+    /// The limit on waiting for one reply.
+    pub command_timeout: Duration,
+}
+
+impl ConnectOptions {
+    /// Options with the given limits.
+    pub fn new(connect_timeout: Duration, command_timeout: Duration) -> Self {
+        ConnectOptions {
+            connect_timeout,
+            command_timeout,
+        }
+    }
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self::from(&LockConfig::default())
+    }
+}
+
+impl From<&LockConfig> for ConnectOptions {
+    fn from(config: &LockConfig) -> Self {
+        ConnectOptions::new(config.connect_timeout, config.command_timeout)
+    }
+}
+
+/// A reply from Redis, independent of the client library that read it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// `nil`.
+    Nil,
+    /// An integer.
+    Int(i64),
+    /// A bulk string.
+    Data(Vec<u8>),
+    /// A simple status such as `OK`.
+    Status(String),
+    /// An array (RESP3 maps and sets arrive flattened into arrays).
+    Array(Vec<Reply>),
+}
+
+impl Reply {
+    /// The integer, if this is one.
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(value) => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// The elements, if this is an array.
+    pub fn as_array(&self) -> Option<&[Reply]> {
+        match self {
+            Reply::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// The text of a bulk string or status, if it is UTF-8.
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Reply::Data(bytes) => std::str::from_utf8(bytes).ok(),
+            Reply::Status(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Nil => f.write_str("nil"),
+            Reply::Int(value) => write!(f, "{value}"),
+            Reply::Data(bytes) => write!(f, "{:?}", String::from_utf8_lossy(bytes)),
+            Reply::Status(text) => f.write_str(text),
+            Reply::Array(items) => {
+                f.write_str("[")?;
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+/// One connection to one Redis node, whatever library holds it.
+///
+/// Implementations reconnect on their own after a broken connection, bound
+/// every command by the command timeout, and map their errors onto
+/// [`LockError`]: `Timeout`, `Connection`, `Authentication` or `Server` (whose
+/// message starts with the server's error code, such as `NOSCRIPT`).
+#[async_trait]
+pub trait NodeClient: Send + Sync + fmt::Debug {
+    /// The node's `host:port`, for errors and logs.
+    fn address(&self) -> &str;
+
+    /// Sends `name args...` and returns the reply.
+    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError>;
+}
+
+/// Connects to `url` with the chosen client and checks the connection with a
+/// `PING`, all within `options.connect_timeout` (plus one command timeout for
+/// the `PING`).
+///
+/// Errors: [`LockError::InvalidConfig`] for a malformed URL,
+/// [`LockError::ClientNotCompiled`] when the client's feature is off,
+/// [`LockError::Authentication`] for refused credentials, and
+/// [`LockError::Connection`] or [`LockError::Timeout`] when the node cannot be reached.
+pub async fn connect(kind: ClientKind, url: &NodeUrl, options: ConnectOptions) -> Result<Arc<dyn NodeClient>, LockError> {
+    url.validate()?;
+    let address = url.address();
+    let connecting = async {
+        match kind {
+            #[cfg(feature = "redis")]
+            ClientKind::Redis => redis_client::connect(url, options).await,
+            #[cfg(feature = "fred")]
+            ClientKind::Fred => fred_client::connect(url, options).await,
+            #[allow(unreachable_patterns)]
+            other => Err(LockError::ClientNotCompiled { client: other.name() }),
+        }
+    };
+    let node = tokio::time::timeout(options.connect_timeout, connecting)
+        .await
+        .map_err(|_| LockError::Timeout {
+            node: address.clone(),
+            after: options.connect_timeout,
+        })??;
+    let pong = node.command("PING", &[]).await?;
+    if pong.as_text() != Some("PONG") {
+        return Err(LockError::UnexpectedReply {
+            node: address,
+            script: "PING",
+            reply: pong.to_string(),
+        });
+    }
+    Ok(node)
+}
+
+/// Maps a server error line (`CODE message`) to the right [`LockError`].
+pub(crate) fn server_error(node: &str, message: String) -> LockError {
+    let code = message.split_whitespace().next().unwrap_or("");
+    if matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM") || message.contains("invalid password") {
+        LockError::Authentication {
+            node: node.to_owned(),
+            message,
+        }
+    } else {
+        LockError::Server {
+            node: node.to_owned(),
+            message,
+        }
+    }
+}

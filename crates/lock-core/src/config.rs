@@ -1,0 +1,493 @@
+//! Configuration as data: serde-deserialisable, with documented defaults and a
+//! `validate` that names the field at fault.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::client::ClientKind;
+use crate::error::LockError;
+use crate::key::validate_prefix;
+use crate::timing::{validate_ttl, MIN_TTL};
+
+/// How a lock is taken, kept and waited for. Durations are written for humans in
+/// config files: `"30s"`, `"250ms"`, `"1m 30s"`.
+///
+/// ```
+/// let config: lock_core::LockConfig = toml::from_str(r#"
+///     nodes = ["redis://:secret@127.0.0.1:6379/0"]
+///     ttl = "10s"
+///     [retry]
+///     max_delay = "200ms"
+/// "#).unwrap();
+/// config.validate().unwrap();
+/// assert!(!format!("{config:?}").contains("secret"));
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LockConfig {
+    /// The Redis nodes, as `redis://[user[:password]@]host[:port][/db]` URLs.
+    /// Single-node strategies use the first. Default: `["redis://127.0.0.1:6379"]`.
+    pub nodes: Vec<NodeUrl>,
+    /// The Redis client library to talk through. Default: `redis` when that cargo
+    /// feature is enabled, otherwise `fred`.
+    pub client: ClientKind,
+    /// How long a lease lasts unless renewed. Default: 30 s.
+    #[serde(with = "humantime_serde")]
+    pub ttl: Duration,
+    /// Prepended to every lock name to form the Redis key. Must not contain `{` or
+    /// `}`. Default: `"lock:"`.
+    pub key_prefix: String,
+    /// How long `acquire` waits for a held lock before giving up. Zero means one
+    /// attempt. Default: 10 s.
+    #[serde(with = "humantime_serde")]
+    pub wait_timeout: Duration,
+    /// The delays between acquire attempts while waiting.
+    pub retry: RetryPolicy,
+    /// Automatic renewal of held leases.
+    pub watchdog: WatchdogConfig,
+    /// How long to wait for a connection (and authentication) to a node.
+    /// Default: 5 s.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// How long to wait for the reply to one command. Default: 2 s.
+    #[serde(with = "humantime_serde")]
+    pub command_timeout: Duration,
+    /// The fraction of the TTL given up for clocks running at different rates;
+    /// the lease is trusted for `ttl - (ttl × factor + 2 ms)` after the request was
+    /// sent. Must be in `[0, 0.5)`. Default: 0.01.
+    pub clock_drift_factor: f64,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            nodes: vec![NodeUrl::new("redis://127.0.0.1:6379")],
+            client: ClientKind::default(),
+            ttl: Duration::from_secs(30),
+            key_prefix: "lock:".to_owned(),
+            wait_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            watchdog: WatchdogConfig::default(),
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(2),
+            clock_drift_factor: 0.01,
+        }
+    }
+}
+
+impl LockConfig {
+    /// A default config pointing at the given nodes.
+    pub fn with_nodes<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        LockConfig {
+            nodes: nodes.into_iter().map(NodeUrl::new).collect(),
+            ..LockConfig::default()
+        }
+    }
+
+    /// Checks every field and returns the first problem as
+    /// [`LockError::InvalidConfig`] naming the field.
+    pub fn validate(&self) -> Result<(), LockError> {
+        if self.nodes.is_empty() {
+            return Err(LockError::config("nodes", "at least one node URL is needed"));
+        }
+        for (index, node) in self.nodes.iter().enumerate() {
+            node.parse()
+                .map_err(|reason| LockError::config(format!("nodes[{index}]"), reason))?;
+        }
+        validate_ttl(self.ttl).map_err(|err| match err {
+            LockError::InvalidTtl { reason, .. } => LockError::config("ttl", reason),
+            other => other,
+        })?;
+        validate_prefix(&self.key_prefix).map_err(|reason| LockError::config("key_prefix", reason))?;
+        self.retry.validate()?;
+        self.watchdog.validate(self.ttl)?;
+        validate_timeout("connect_timeout", self.connect_timeout)?;
+        validate_timeout("command_timeout", self.command_timeout)?;
+        if !(0.0..0.5).contains(&self.clock_drift_factor) {
+            return Err(LockError::config(
+                "clock_drift_factor",
+                format!("{} is outside [0, 0.5)", self.clock_drift_factor),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The renewal interval in force: the configured one, or a third of the TTL.
+    pub fn renew_interval(&self) -> Duration {
+        self.watchdog
+            .interval
+            .unwrap_or_else(|| crate::timing::default_renew_interval(self.ttl))
+    }
+}
+
+fn validate_timeout(field: &str, value: Duration) -> Result<(), LockError> {
+    if value.is_zero() {
+        return Err(LockError::config(field, "must be greater than zero"));
+    }
+    if value > Duration::from_secs(600) {
+        return Err(LockError::config(field, "must be at most 10 minutes"));
+    }
+    Ok(())
+}
+
+/// Exponential backoff with full jitter between acquire attempts: attempt `n`
+/// sleeps a uniformly random time in `[0, min(max_delay, initial_delay × multiplier^n)]`,
+/// so contenders that failed together do not retry together. A wait never sleeps
+/// past the moment the holder's TTL runs out.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// The cap of the first delay. Default: 10 ms.
+    #[serde(with = "humantime_serde")]
+    pub initial_delay: Duration,
+    /// The largest cap any delay reaches. Default: 200 ms.
+    #[serde(with = "humantime_serde")]
+    pub max_delay: Duration,
+    /// How much the cap grows per attempt; at least 1. Default: 2.
+    pub multiplier: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(200),
+            multiplier: 2.0,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// A policy with the given bounds and a multiplier of 2.
+    pub fn new(initial_delay: Duration, max_delay: Duration) -> Self {
+        RetryPolicy {
+            initial_delay,
+            max_delay,
+            multiplier: 2.0,
+        }
+    }
+
+    /// Checks the policy; errors name `retry.<field>`.
+    pub fn validate(&self) -> Result<(), LockError> {
+        if self.initial_delay < MIN_TTL {
+            return Err(LockError::config("retry.initial_delay", "must be at least 1 ms"));
+        }
+        if self.max_delay < self.initial_delay {
+            return Err(LockError::config("retry.max_delay", "must not be below retry.initial_delay"));
+        }
+        if self.max_delay > Duration::from_secs(60) {
+            return Err(LockError::config("retry.max_delay", "must be at most 60 s"));
+        }
+        if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
+            return Err(LockError::config("retry.multiplier", "must be a finite number of at least 1"));
+        }
+        Ok(())
+    }
+
+    /// The upper bound of the delay before attempt `attempt` (0 for the first retry).
+    pub fn delay_cap(&self, attempt: u32) -> Duration {
+        let exponent = i32::try_from(attempt).unwrap_or(i32::MAX);
+        let factor = self.multiplier.max(1.0).powi(exponent);
+        Duration::try_from_secs_f64(self.initial_delay.as_secs_f64() * factor)
+            .unwrap_or(self.max_delay)
+            .min(self.max_delay)
+    }
+
+    /// A random delay in `[0, delay_cap(attempt)]` (full jitter).
+    pub fn jittered_delay(&self, attempt: u32) -> Duration {
+        use rand::Rng;
+        let cap = self.delay_cap(attempt);
+        let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(rand::rng().random_range(0..=nanos))
+    }
+}
+
+/// Automatic renewal of held leases.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct WatchdogConfig {
+    /// Whether held leases are renewed in the background until released.
+    /// Default: true.
+    pub enabled: bool,
+    /// How often to renew; must be below the TTL. Default: a third of the TTL.
+    #[serde(with = "humantime_serde")]
+    pub interval: Option<Duration>,
+}
+
+impl Default for WatchdogConfig {
+    fn default() -> Self {
+        WatchdogConfig {
+            enabled: true,
+            interval: None,
+        }
+    }
+}
+
+impl WatchdogConfig {
+    fn validate(&self, ttl: Duration) -> Result<(), LockError> {
+        if let Some(interval) = self.interval {
+            if interval < MIN_TTL {
+                return Err(LockError::config("watchdog.interval", "must be at least 1 ms"));
+            }
+            if interval >= ttl {
+                return Err(LockError::config(
+                    "watchdog.interval",
+                    "must be below the TTL, or the lease expires between renewals",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The URL of one Redis node: `redis://[user[:password]@]host[:port][/db]`.
+///
+/// It is checked by [`LockConfig::validate`] and when a client connects.
+/// `Debug` and `Display` hide the password.
+#[derive(Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(transparent)]
+pub struct NodeUrl(String);
+
+/// The parts of a [`NodeUrl`].
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct ParsedUrl {
+    pub host: String,
+    pub port: u16,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub db: u32,
+}
+
+impl NodeUrl {
+    /// Wraps a URL; it is checked when validated or used.
+    pub fn new(url: impl Into<String>) -> Self {
+        NodeUrl(url.into())
+    }
+
+    /// The URL as given, password included. Keep it out of logs.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `host:port`, for messages and logs; the raw text if the URL is malformed.
+    pub fn address(&self) -> String {
+        match self.parse() {
+            Ok(parsed) => format_address(&parsed.host, parsed.port),
+            Err(_) => "<malformed node url>".to_owned(),
+        }
+    }
+
+    /// Checks the URL; errors with [`LockError::InvalidConfig`] on field `nodes`.
+    pub fn validate(&self) -> Result<(), LockError> {
+        self.parse().map(|_| ()).map_err(|reason| LockError::config("nodes", reason))
+    }
+
+    pub(crate) fn parse(&self) -> Result<ParsedUrl, String> {
+        let rest = if let Some(rest) = self.0.strip_prefix("redis://") {
+            rest
+        } else if self.0.starts_with("rediss://") {
+            return Err("TLS (`rediss://`) is not supported yet; use `redis://`".to_owned());
+        } else {
+            return Err("a node URL must start with `redis://`".to_owned());
+        };
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => (Some(userinfo), hostport),
+            None => (None, authority),
+        };
+        let (username, password) = match userinfo {
+            None => (None, None),
+            Some(info) => match info.split_once(':') {
+                Some((user, pass)) => (non_empty(user), non_empty(pass)),
+                None => (non_empty(info), None),
+            },
+        };
+        let (host, port) = split_host_port(hostport)?;
+        let db = match path.trim_end_matches('/') {
+            "" => 0,
+            db => db
+                .parse::<u32>()
+                .map_err(|_| format!("the database `{db}` is not a number"))?,
+        };
+        Ok(ParsedUrl {
+            host,
+            port,
+            username,
+            password,
+            db,
+        })
+    }
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_owned())
+}
+
+fn split_host_port(hostport: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| "an IPv6 host is missing its closing `]`".to_owned())?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (hostport, None),
+        }
+    };
+    if host.is_empty() {
+        return Err("the URL has no host".to_owned());
+    }
+    if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '@') {
+        return Err(format!("the host `{host}` is malformed"));
+    }
+    let port = match port {
+        None => 6379,
+        Some(port) => match port.parse::<u16>() {
+            Ok(0) | Err(_) => return Err(format!("the port `{port}` is not a number in 1..=65535")),
+            Ok(port) => port,
+        },
+    };
+    Ok((host.to_owned(), port))
+}
+
+fn format_address(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+impl fmt::Debug for NodeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeUrl({self})")
+    }
+}
+
+impl fmt::Display for NodeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.parse() {
+            Ok(url) => {
+                f.write_str("redis://")?;
+                match (&url.username, &url.password) {
+                    (Some(user), Some(_)) => write!(f, "{user}:***@")?,
+                    (None, Some(_)) => f.write_str(":***@")?,
+                    (Some(user), None) => write!(f, "{user}@")?,
+                    (None, None) => {}
+                }
+                write!(f, "{}/{}", format_address(&url.host, url.port), url.db)
+            }
+            Err(_) => f.write_str("<malformed node url>"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        LockConfig::default().validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn durations_are_human_readable() {
+        let config: LockConfig = toml::from_str(
+            r#"
+            ttl = "250ms"
+            wait_timeout = "1m 30s"
+            [watchdog]
+            interval = "50ms"
+            "#,
+        )
+        .expect("parses");
+        assert_eq!(config.ttl, Duration::from_millis(250));
+        assert_eq!(config.wait_timeout, Duration::from_secs(90));
+        assert_eq!(config.renew_interval(), Duration::from_millis(50));
+        config.validate().expect("valid");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = toml::from_str::<LockConfig>("tll = \"1s\"").expect_err("typo must fail");
+        assert!(err.to_string().contains("tll"), "{err}");
+    }
+
+    fn field_of(config: &LockConfig) -> String {
+        match config.validate() {
+            Err(LockError::InvalidConfig { field, .. }) => field,
+            other => panic!("expected InvalidConfig, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let base = LockConfig::default();
+        let cases: Vec<(LockConfig, &str)> = vec![
+            (LockConfig { nodes: vec![], ..base.clone() }, "nodes"),
+            (LockConfig::with_nodes(["http://x"]), "nodes[0]"),
+            (LockConfig::with_nodes(["redis://127.0.0.1:6379", "redis://:0"]), "nodes[1]"),
+            (LockConfig { ttl: Duration::ZERO, ..base.clone() }, "ttl"),
+            (LockConfig { ttl: Duration::from_micros(10), ..base.clone() }, "ttl"),
+            (LockConfig { ttl: Duration::from_secs(u64::MAX), ..base.clone() }, "ttl"),
+            (LockConfig { key_prefix: "a{".into(), ..base.clone() }, "key_prefix"),
+            (LockConfig { retry: RetryPolicy::new(Duration::ZERO, Duration::ZERO), ..base.clone() }, "retry.initial_delay"),
+            (LockConfig { retry: RetryPolicy::new(Duration::from_secs(1), Duration::from_millis(1)), ..base.clone() }, "retry.max_delay"),
+            (
+                LockConfig { retry: RetryPolicy { multiplier: f64::NAN, ..RetryPolicy::default() }, ..base.clone() },
+                "retry.multiplier",
+            ),
+            (
+                LockConfig { watchdog: WatchdogConfig { enabled: true, interval: Some(Duration::from_secs(30)) }, ..base.clone() },
+                "watchdog.interval",
+            ),
+            (LockConfig { connect_timeout: Duration::ZERO, ..base.clone() }, "connect_timeout"),
+            (LockConfig { command_timeout: Duration::from_secs(3600), ..base.clone() }, "command_timeout"),
+            (LockConfig { clock_drift_factor: 0.5, ..base.clone() }, "clock_drift_factor"),
+            (LockConfig { clock_drift_factor: -0.1, ..base.clone() }, "clock_drift_factor"),
+        ];
+        for (config, field) in cases {
+            assert_eq!(field_of(&config), field, "{config:?}");
+        }
+    }
+
+    #[test]
+    fn urls_parse_and_hide_passwords() {
+        let url = NodeUrl::new("redis://user:pa55@localhost:6380/2");
+        let parsed = url.parse().expect("valid");
+        assert_eq!(parsed.host, "localhost");
+        assert_eq!(parsed.port, 6380);
+        assert_eq!(parsed.username.as_deref(), Some("user"));
+        assert_eq!(parsed.password.as_deref(), Some("pa55"));
+        assert_eq!(parsed.db, 2);
+        assert_eq!(url.to_string(), "redis://user:***@localhost:6380/2");
+        assert!(!format!("{url:?}").contains("pa55"));
+        assert_eq!(NodeUrl::new("redis://[::1]").address(), "[::1]:6379");
+        for bad in ["", "redis://", "redis://:6379", "redis://h:99999", "redis://h:x", "redis://h/db", "tcp://h", "rediss://h", "redis://[::1"] {
+            assert!(NodeUrl::new(bad).parse().is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn backoff_caps_grow_and_saturate() {
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.delay_cap(0), Duration::from_millis(10));
+        assert_eq!(policy.delay_cap(1), Duration::from_millis(20));
+        assert_eq!(policy.delay_cap(100), Duration::from_millis(200));
+        assert_eq!(policy.delay_cap(u32::MAX), Duration::from_millis(200));
+        for attempt in 0..20 {
+            assert!(policy.jittered_delay(attempt) <= policy.delay_cap(attempt));
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! The one error type of the lock API.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from a lower layer (a Redis client, an I/O call).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a lease stopped being valid before its holder released it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// A renewal found the key gone or held by another owner: someone deleted or
+    /// overwrote it, or it expired before the renewal reached the server.
+    NotHeld,
+    /// The lease's deadline passed without a successful renewal (the server was
+    /// unreachable, or renewal was turned off and nobody extended the lease).
+    Expired,
+}
+
+impl fmt::Display for LossReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LossReason::NotHeld => "the key is gone or held by another owner",
+            LossReason::Expired => "the lease expired before it could be renewed",
+        })
+    }
+}
+
+/// Everything that can go wrong when taking, keeping or giving back a lock.
+///
+/// Match on the variant to act; [`LockError::is_retryable`] says whether the same
+/// call may succeed if tried again later.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock name is empty, too long, or otherwise unusable as a Redis key.
+    #[error("invalid lock key: {reason}")]
+    InvalidKey {
+        /// What is wrong with the key.
+        reason: String,
+    },
+    /// The TTL is zero, below one millisecond, or above [`crate::MAX_TTL`].
+    #[error("invalid TTL {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The TTL that was rejected.
+        ttl: Duration,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// An owner token supplied by the caller is empty or too long.
+    #[error("invalid owner token: {reason}")]
+    InvalidOwner {
+        /// What is wrong with the token.
+        reason: String,
+    },
+    /// A configuration field has a value that cannot work; `field` names it.
+    #[error("invalid config field `{field}`: {reason}")]
+    InvalidConfig {
+        /// The dotted path of the field, for example `retry.max_delay`.
+        field: String,
+        /// Why the value was rejected.
+        reason: String,
+    },
+    /// The lock was held by someone else for the whole wait.
+    #[error("lock `{key}` was not acquired within {waited:?} ({attempts} attempts)")]
+    NotAcquired {
+        /// The lock name.
+        key: String,
+        /// How long the caller waited.
+        waited: Duration,
+        /// How many acquire attempts were made.
+        attempts: u32,
+    },
+    /// The lease ended before its holder released it; whatever ran under it may
+    /// have overlapped with another holder.
+    #[error("lease on `{key}` was lost: {reason}")]
+    LeaseLost {
+        /// The lock name.
+        key: String,
+        /// How it was lost.
+        reason: LossReason,
+    },
+    /// An extend or release was refused because this owner does not hold the lock.
+    #[error("lock `{key}` is not held by this owner")]
+    NotOwner {
+        /// The lock name.
+        key: String,
+    },
+    /// No connection could be made to a node, or it broke.
+    #[error("connection to {node} failed: {source}")]
+    Connection {
+        /// The node's address, without credentials.
+        node: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// The node refused the credentials (wrong password or user, or none given).
+    #[error("authentication failed on {node}: {message}")]
+    Authentication {
+        /// The node's address, without credentials.
+        node: String,
+        /// The server's or client's message.
+        message: String,
+    },
+    /// The node did not answer in time. The command may or may not have run.
+    #[error("{node} did not answer within {after:?}")]
+    Timeout {
+        /// The node's address, without credentials.
+        node: String,
+        /// The timeout that ran out.
+        after: Duration,
+    },
+    /// The node answered with an error (for example `WRONGTYPE`, `BUSY`, `LOADING`).
+    #[error("{node} answered with an error: {message}")]
+    Server {
+        /// The node's address, without credentials.
+        node: String,
+        /// The error line the server sent, code first.
+        message: String,
+    },
+    /// A script answered with a shape it is documented never to produce. The key
+    /// may have been written by something other than this library.
+    #[error("unexpected reply from {node} to `{script}`: {reply}")]
+    UnexpectedReply {
+        /// The node's address, without credentials.
+        node: String,
+        /// The script or command that was run.
+        script: &'static str,
+        /// The reply, rendered for humans.
+        reply: String,
+    },
+    /// The config names a Redis client whose cargo feature is not enabled.
+    #[error("the `{client}` client is not compiled in: enable the cargo feature `{client}`")]
+    ClientNotCompiled {
+        /// The client's name, which is also the feature's name.
+        client: &'static str,
+    },
+}
+
+impl LockError {
+    /// Whether the same call may succeed if made again later without changing
+    /// anything: true for contention, time-outs, broken connections and servers
+    /// that are busy or loading; false for bad input, bad credentials, lost
+    /// leases and replies that show the key was tampered with.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LockError::NotAcquired { .. }
+            | LockError::Connection { .. }
+            | LockError::Timeout { .. } => true,
+            LockError::Server { message, .. } => {
+                const TRANSIENT: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
+                let code = message.split_whitespace().next().unwrap_or("");
+                TRANSIENT.contains(&code)
+            }
+            LockError::InvalidKey { .. }
+            | LockError::InvalidTtl { .. }
+            | LockError::InvalidOwner { .. }
+            | LockError::InvalidConfig { .. }
+            | LockError::LeaseLost { .. }
+            | LockError::NotOwner { .. }
+            | LockError::Authentication { .. }
+            | LockError::UnexpectedReply { .. }
+            | LockError::ClientNotCompiled { .. } => false,
+        }
+    }
+
+    pub(crate) fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        LockError::InvalidConfig {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_server_errors_are_the_transient_codes() {
+        let busy = LockError::Server {
+            node: "n".into(),
+            message: "BUSY Redis is busy running a script".into(),
+        };
+        let wrongtype = LockError::Server {
+            node: "n".into(),
+            message: "WRONGTYPE Operation against a key".into(),
+        };
+        assert!(busy.is_retryable());
+        assert!(!wrongtype.is_retryable());
+    }
+}

@@ -1,0 +1,254 @@
+//! Lock names, owner tokens and fencing tokens: the values a lock is made of.
+
+use std::fmt;
+
+use crate::error::LockError;
+
+/// The longest lock name accepted, in bytes. Redis accepts far longer keys, but a
+/// lock name is an identifier, and a bound keeps a mistaken payload out of Redis.
+pub const MAX_KEY_LEN: usize = 512;
+
+/// The longest key prefix accepted, in bytes.
+pub const MAX_PREFIX_LEN: usize = 128;
+
+/// The longest caller-chosen owner token accepted, in bytes.
+pub const MAX_OWNER_LEN: usize = 256;
+
+/// A validated lock name and the Redis keys derived from it.
+///
+/// The lock key is `<prefix>{<name>}` and the fencing counter is
+/// `<prefix>{<name>}:fence`: both carry the hash tag `{<name>}`, so in Redis Cluster
+/// they live in one slot and one script can touch both.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockKey {
+    name: String,
+    redis_key: String,
+    fence_key: String,
+}
+
+impl LockKey {
+    /// Validates `name` and derives the keys under `prefix`.
+    ///
+    /// Errors with [`LockError::InvalidKey`] when the name is empty or longer than
+    /// [`MAX_KEY_LEN`] bytes, or when the prefix is longer than [`MAX_PREFIX_LEN`]
+    /// or contains `{` or `}` (which would move the hash tag).
+    pub fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
+        let invalid = |reason: String| LockError::InvalidKey { reason };
+        if name.is_empty() {
+            return Err(invalid("the lock name is empty".into()));
+        }
+        if name.len() > MAX_KEY_LEN {
+            return Err(invalid(format!(
+                "the lock name is {} bytes long; the maximum is {MAX_KEY_LEN}",
+                name.len()
+            )));
+        }
+        validate_prefix(prefix).map_err(invalid)?;
+        let redis_key = format!("{prefix}{{{name}}}");
+        let fence_key = format!("{redis_key}:fence");
+        Ok(LockKey {
+            name: name.to_owned(),
+            redis_key,
+            fence_key,
+        })
+    }
+
+    /// The name the caller chose.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Redis key that holds the lock.
+    pub fn redis_key(&self) -> &str {
+        &self.redis_key
+    }
+
+    /// The Redis key that holds the fencing counter.
+    pub fn fence_key(&self) -> &str {
+        &self.fence_key
+    }
+}
+
+impl fmt::Debug for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LockKey").field(&self.redis_key).finish()
+    }
+}
+
+impl fmt::Display for LockKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// Checks a key prefix; returns the reason it is unusable.
+pub(crate) fn validate_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(format!(
+            "the key prefix is {} bytes long; the maximum is {MAX_PREFIX_LEN}",
+            prefix.len()
+        ));
+    }
+    if prefix.contains(['{', '}']) {
+        return Err("the key prefix must not contain `{` or `}`: the lock name is the hash tag".into());
+    }
+    Ok(())
+}
+
+/// The secret that proves who holds a lock: stored as the lock's value and
+/// compared by the release and renewal scripts.
+///
+/// Generated tokens are 128 bits from the operating system's random generator,
+/// hex-encoded. `Debug` never prints the token, and neither does any log event:
+/// whoever knows it can release the lock.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct OwnerToken(String);
+
+impl OwnerToken {
+    /// A fresh token: 16 bytes from the OS generator as 32 hex digits.
+    ///
+    /// Errors with [`LockError::InvalidOwner`] only
+    /// if the OS generator fails, which on supported platforms it does not.
+    pub fn generate() -> Result<Self, LockError> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).map_err(|err| LockError::InvalidOwner {
+            reason: format!("the OS random generator failed: {err}"),
+        })?;
+        let mut hex = String::with_capacity(32);
+        for byte in bytes {
+            hex.push_str(&format!("{byte:02x}"));
+        }
+        Ok(OwnerToken(hex))
+    }
+
+    /// A caller-chosen token, for owners that must be recognised across
+    /// processes (re-entry by a known identity). Errors with
+    /// [`LockError::InvalidOwner`] when it is empty or over [`MAX_OWNER_LEN`] bytes.
+    pub fn from_string(token: impl Into<String>) -> Result<Self, LockError> {
+        let token = token.into();
+        if token.is_empty() {
+            return Err(LockError::InvalidOwner {
+                reason: "the owner token is empty".into(),
+            });
+        }
+        if token.len() > MAX_OWNER_LEN {
+            return Err(LockError::InvalidOwner {
+                reason: format!(
+                    "the owner token is {} bytes long; the maximum is {MAX_OWNER_LEN}",
+                    token.len()
+                ),
+            });
+        }
+        Ok(OwnerToken(token))
+    }
+
+    /// The token's text, as stored in Redis. Keep it out of logs.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for OwnerToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OwnerToken(<redacted>)")
+    }
+}
+
+/// A number that grows with every outermost acquisition of a lock.
+///
+/// # What it guarantees
+///
+/// Every successful outermost acquire of a key on a node returns a token greater
+/// than every token returned earlier for that key by that node. It is produced in
+/// the same atomic script as the acquire, so no two holders ever see the same
+/// token. A resource that remembers the highest token it has accepted and
+/// refuses writes carrying a lower one stays safe even when a paused holder
+/// wakes up after its lease expired and writes late (Kleppmann's fencing).
+///
+/// # What it does not
+///
+/// The counter lives in Redis. If the node loses data (a restart without
+/// persistence, a failover to a replica that had not received the last
+/// increment, a `FLUSHALL`), the counter starts again and tokens go backwards.
+/// Run Redis with AOF `fsync always` where that matters, or have the resource
+/// also reject tokens it has already seen from an older epoch.
+///
+/// ```
+/// use lock_core::FencingToken;
+///
+/// /// A storage service that accepts a write only with the newest token.
+/// struct FencedStore { highest_seen: u64, value: String }
+///
+/// impl FencedStore {
+///     fn write(&mut self, token: FencingToken, value: &str) -> Result<(), String> {
+///         if token.get() < self.highest_seen {
+///             return Err(format!("stale token {token}: already saw {}", self.highest_seen));
+///         }
+///         self.highest_seen = token.get();
+///         self.value = value.to_owned();
+///         Ok(())
+///     }
+/// }
+///
+/// let mut store = FencedStore { highest_seen: 0, value: String::new() };
+/// store.write(FencingToken::new(34), "from the holder that paused").unwrap();
+/// store.write(FencingToken::new(35), "from the next holder").unwrap();
+/// assert!(store.write(FencingToken::new(34), "late write").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct FencingToken(u64);
+
+impl FencingToken {
+    /// Wraps a raw counter value.
+    pub const fn new(value: u64) -> Self {
+        FencingToken(value)
+    }
+
+    /// The raw counter value.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_hash_tag() {
+        let key = LockKey::new("lock:", "order:42").expect("valid key");
+        assert_eq!(key.redis_key(), "lock:{order:42}");
+        assert_eq!(key.fence_key(), "lock:{order:42}:fence");
+    }
+
+    #[test]
+    fn empty_and_oversized_names_are_rejected() {
+        assert!(matches!(LockKey::new("lock:", ""), Err(LockError::InvalidKey { .. })));
+        let long = "x".repeat(MAX_KEY_LEN + 1);
+        assert!(matches!(LockKey::new("lock:", &long), Err(LockError::InvalidKey { .. })));
+        assert!(LockKey::new("lock:", &"x".repeat(MAX_KEY_LEN)).is_ok());
+        assert!(matches!(LockKey::new("a{b", "k"), Err(LockError::InvalidKey { .. })));
+    }
+
+    #[test]
+    fn generated_tokens_are_distinct_and_hidden_in_debug() {
+        let a = OwnerToken::generate().expect("os rng");
+        let b = OwnerToken::generate().expect("os rng");
+        assert_ne!(a, b);
+        assert_eq!(a.expose().len(), 32);
+        assert!(!format!("{a:?}").contains(a.expose()));
+    }
+
+    #[test]
+    fn caller_tokens_are_bounded() {
+        assert!(OwnerToken::from_string("").is_err());
+        assert!(OwnerToken::from_string("x".repeat(MAX_OWNER_LEN + 1)).is_err());
+        assert!(OwnerToken::from_string("worker-7").is_ok());
+    }
+}

@@ -1,0 +1,41 @@
+//! The core of a distributed lock toolkit on Redis: the [`LockBackend`] contract
+//! that every strategy implements, the [`LockManager`] that waits, renews and
+//! hands out [`LeaseGuard`]s over any backend, fencing tokens, errors, config,
+//! the Lua scripts, and the one module that talks to a Redis client.
+//!
+//! # Guarantees, plainly
+//!
+//! A lease is trusted until a deadline computed on the holder's monotonic clock
+//! from the moment the acquire was *sent*, minus a clock-drift allowance. A
+//! process that pauses (GC, swap, SIGSTOP) can still act after its deadline;
+//! only a resource that checks the [`FencingToken`] is safe against that. The
+//! watchdog renews held leases and reports a loss through
+//! [`LeaseGuard::lost`]; it cannot prevent one.
+//!
+//! # Clients
+//!
+//! Enable the cargo feature `redis` (redis-rs) or `fred`, or both; pick one per
+//! connection with [`ClientKind`].
+
+mod backend;
+pub mod client;
+mod config;
+mod error;
+mod guard;
+mod key;
+mod manager;
+pub mod script;
+pub mod timing;
+mod watchdog;
+
+pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
+pub use client::{ClientKind, ConnectOptions, NodeClient, Reply};
+pub use config::{LockConfig, NodeUrl, RetryPolicy, WatchdogConfig};
+pub use error::{BoxError, LockError, LossReason};
+pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
+pub use key::{FencingToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN};
+pub use manager::LockManager;
+pub use timing::{MAX_TTL, MIN_TTL};
+
+/// Re-exported so backends and users name the same `async_trait`.
+pub use async_trait::async_trait;

@@ -1,0 +1,255 @@
+//! The high-level lock API over any backend: try once, wait with backoff, or
+//! run a closure under the lock.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::backend::{AcquireOutcome, LockBackend, LockState};
+use crate::config::LockConfig;
+use crate::error::LockError;
+use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared, LeaseStatus};
+use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::timing::lease_deadline;
+use crate::watchdog;
+
+/// Takes and holds locks through one backend, with one config.
+///
+/// Cheap to clone: clones share the backend.
+///
+/// ```no_run
+/// # async fn demo(backend: std::sync::Arc<dyn lock_core::LockBackend>) -> Result<(), lock_core::LockError> {
+/// use lock_core::{LockConfig, LockManager};
+///
+/// let locks = LockManager::new(backend, LockConfig::default())?;
+/// let charged = locks
+///     .with_lock("order:1001", |lease| async move {
+///         // Send lease.fencing_token() along with every write you make here.
+///         format!("charged under token {:?}", lease.fencing_token())
+///     })
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockManager {
+    backend: Arc<dyn LockBackend>,
+    config: Arc<LockConfig>,
+}
+
+/// The result of one acquire attempt.
+enum Attempt {
+    Acquired(LeaseGuard),
+    Held { remaining: Option<Duration> },
+}
+
+impl LockManager {
+    /// A manager over `backend`. Errors with [`LockError::InvalidConfig`] if the
+    /// config does not validate.
+    pub fn new(backend: Arc<dyn LockBackend>, config: LockConfig) -> Result<Self, LockError> {
+        config.validate()?;
+        Ok(LockManager {
+            backend,
+            config: Arc::new(config),
+        })
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> &Arc<dyn LockBackend> {
+        &self.backend
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> &LockConfig {
+        &self.config
+    }
+
+    /// The validated key for a lock name under the configured prefix.
+    pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
+        LockKey::new(&self.config.key_prefix, name)
+    }
+
+    /// Tries once. `Ok(None)` when someone else holds the lock.
+    pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
+        let key = self.key(name)?;
+        let owner = OwnerToken::generate()?;
+        match self.attempt(&key, &owner).await? {
+            Attempt::Acquired(guard) => Ok(Some(guard)),
+            Attempt::Held { .. } => Ok(None),
+        }
+    }
+
+    /// Waits up to the configured `wait_timeout` for the lock.
+    pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
+        self.acquire_within(name, self.config.wait_timeout).await
+    }
+
+    /// Waits up to `wait` for the lock, retrying with exponential backoff and
+    /// full jitter, never sleeping past the holder's remaining TTL. Transient
+    /// errors (time-outs, broken connections) are retried within the wait too.
+    ///
+    /// Errors: [`LockError::NotAcquired`] when the wait runs out (or the last
+    /// transient error, if the node never answered), and any non-retryable error
+    /// at once.
+    pub async fn acquire_within(&self, name: &str, wait: Duration) -> Result<LeaseGuard, LockError> {
+        let key = self.key(name)?;
+        let owner = OwnerToken::generate()?;
+        let started = Instant::now();
+        let give_up_at = started.checked_add(wait);
+        let mut attempts: u32 = 0;
+        loop {
+            let result = self.attempt(&key, &owner).await;
+            attempts = attempts.saturating_add(1);
+            let holder_remaining = match result {
+                Ok(Attempt::Acquired(guard)) => {
+                    if attempts > 1 {
+                        tracing::debug!(key = name, attempts, waited_us = started.elapsed().as_micros() as u64, "acquired after waiting");
+                    }
+                    return Ok(guard);
+                }
+                Ok(Attempt::Held { remaining }) => remaining,
+                Err(err) if err.is_retryable() => {
+                    let now = Instant::now();
+                    if give_up_at.is_some_and(|at| now >= at) {
+                        return Err(err);
+                    }
+                    tracing::debug!(key = name, error = %err, "acquire attempt failed; retrying");
+                    None
+                }
+                Err(err) => return Err(err),
+            };
+            let now = Instant::now();
+            let left = give_up_at.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+            if left.is_zero() {
+                tracing::debug!(key = name, attempts, "gave up waiting");
+                return Err(LockError::NotAcquired {
+                    key: name.to_owned(),
+                    waited: now.saturating_duration_since(started),
+                    attempts,
+                });
+            }
+            let mut delay = self.config.retry.jittered_delay(attempts - 1);
+            if let Some(remaining) = holder_remaining {
+                delay = delay.min(remaining);
+            }
+            tokio::time::sleep(delay.min(left)).await;
+        }
+    }
+
+    /// Runs `work` while holding the lock named `name` (waiting up to the
+    /// configured `wait_timeout` for it), then releases it.
+    ///
+    /// `work` receives a [`LeaseHandle`] to read the fencing token and to notice
+    /// a loss while it runs. Returns `work`'s output only if the lease held until
+    /// the release; if it was lost at any point, returns [`LockError::LeaseLost`]
+    /// after `work` finished, because its effects may have overlapped with
+    /// another holder's. A failed release after a lease that held throughout
+    /// still returns the output: the key expires by its TTL.
+    pub async fn with_lock<F, Fut, T>(&self, name: &str, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire(name).await?;
+        let output = work(guard.handle()).await;
+        match guard.release().await {
+            Ok(()) => Ok(output),
+            Err(err @ LockError::LeaseLost { .. }) => Err(err),
+            Err(err) => {
+                tracing::warn!(key = name, error = %err, "release failed after the work finished; the key will expire by its TTL");
+                Ok(output)
+            }
+        }
+    }
+
+    /// Reads the state of the lock named `name`.
+    pub async fn inspect(&self, name: &str) -> Result<LockState, LockError> {
+        let key = self.key(name)?;
+        self.backend.inspect(&key).await
+    }
+
+    async fn attempt(&self, key: &LockKey, owner: &OwnerToken) -> Result<Attempt, LockError> {
+        let ttl = self.config.ttl;
+        let sent_at = Instant::now();
+        // If this future is dropped mid-request, or the reply is lost, the acquire
+        // may have run: the reply-loss guard releases it in the background so no
+        // key stays held by a token nobody has.
+        let pending = PendingAcquire::arm(&self.backend, key, owner);
+        let outcome = self.backend.try_acquire(key, owner, ttl).await;
+        match outcome {
+            Ok(AcquireOutcome::Acquired { fencing_token }) => {
+                pending.disarm();
+                Ok(Attempt::Acquired(self.hold(key.clone(), owner.clone(), fencing_token, sent_at)))
+            }
+            Ok(AcquireOutcome::Held { remaining }) => {
+                pending.disarm();
+                Ok(Attempt::Held { remaining })
+            }
+            Err(err @ (LockError::Timeout { .. } | LockError::Connection { .. })) => Err(err),
+            Err(err) => {
+                pending.disarm();
+                Err(err)
+            }
+        }
+    }
+
+    fn hold(&self, key: LockKey, owner: OwnerToken, fencing_token: Option<FencingToken>, sent_at: Instant) -> LeaseGuard {
+        let ttl = self.config.ttl;
+        // A TTL shorter than the drift allowance leaves nothing usable: the lease
+        // starts out expired and its loss is reported at once.
+        let valid_until = lease_deadline(sent_at, ttl, self.config.clock_drift_factor).unwrap_or(sent_at);
+        tracing::debug!(
+            key = key.name(),
+            fencing_token = fencing_token.map(FencingToken::get),
+            strategy = self.backend.strategy(),
+            elapsed_us = sent_at.elapsed().as_micros() as u64,
+            "lock acquired"
+        );
+        let (status, _) = watch::channel(LeaseStatus::Held { valid_until });
+        let shared = Arc::new(LeaseShared {
+            backend: Arc::clone(&self.backend),
+            key,
+            owner,
+            fencing_token,
+            ttl,
+            drift_factor: self.config.clock_drift_factor,
+            status,
+        });
+        let renew_every = self.config.watchdog.enabled.then(|| self.config.renew_interval());
+        let keeper = tokio::spawn(watchdog::keep(Arc::clone(&shared), renew_every));
+        LeaseGuard::new(shared, Some(keeper))
+    }
+}
+
+/// Releases an acquire in the background unless disarmed: the acquire's reply
+/// was lost (time-out, broken connection) or its future was dropped.
+struct PendingAcquire<'a> {
+    backend: &'a Arc<dyn LockBackend>,
+    key: &'a LockKey,
+    owner: &'a OwnerToken,
+    armed: bool,
+}
+
+impl<'a> PendingAcquire<'a> {
+    fn arm(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey, owner: &'a OwnerToken) -> Self {
+        PendingAcquire {
+            backend,
+            key,
+            owner,
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingAcquire<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            spawn_release(Arc::clone(self.backend), self.key.clone(), self.owner.clone());
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Lua scripts: their sources (in `lua/*.lua`), their SHA-1 digests, and
+//! EVALSHA with a reload on `NOSCRIPT`.
+
+use std::sync::OnceLock;
+
+use crate::client::{NodeClient, Reply};
+use crate::error::LockError;
+
+/// A Lua script run by digest. The digest is computed once, on first use.
+#[derive(Debug)]
+pub struct Script {
+    name: &'static str,
+    source: &'static str,
+    sha1: OnceLock<String>,
+}
+
+impl Script {
+    /// A script named `name` (for errors and logs) with the given source.
+    pub const fn new(name: &'static str, source: &'static str) -> Self {
+        Script {
+            name,
+            source,
+            sha1: OnceLock::new(),
+        }
+    }
+
+    /// The script's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Lua source.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The hex SHA-1 of the source, as Redis names it.
+    pub fn sha1(&self) -> &str {
+        self.sha1
+            .get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+    }
+
+    /// Runs the script on `node` with EVALSHA. If the node answers `NOSCRIPT`
+    /// (it restarted, or someone ran `SCRIPT FLUSH`), loads the script and runs
+    /// it once more: one extra round trip, once per node and flush.
+    pub async fn run(&self, node: &dyn NodeClient, keys: &[&str], args: &[&[u8]]) -> Result<Reply, LockError> {
+        let key_count = keys.len().to_string();
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
+        argv.push(self.sha1().as_bytes());
+        argv.push(key_count.as_bytes());
+        argv.extend(keys.iter().map(|key| key.as_bytes()));
+        argv.extend_from_slice(args);
+        match node.command("EVALSHA", &argv).await {
+            Err(LockError::Server { message, .. }) if message.starts_with("NOSCRIPT") => {
+                tracing::debug!(script = self.name, node = node.address(), "script missing on node; loading it");
+                self.load(node).await?;
+                node.command("EVALSHA", &argv).await
+            }
+            other => other,
+        }
+    }
+
+    /// Loads the script into `node`'s script cache and checks the digest it reports.
+    pub async fn load(&self, node: &dyn NodeClient) -> Result<(), LockError> {
+        let reply = node.command("SCRIPT", &[b"LOAD", self.source.as_bytes()]).await?;
+        if reply.as_text() == Some(self.sha1()) {
+            Ok(())
+        } else {
+            Err(self.unexpected(node, &reply))
+        }
+    }
+
+    /// The error for a reply this script is documented never to give.
+    pub fn unexpected(&self, node: &dyn NodeClient, reply: &Reply) -> LockError {
+        LockError::UnexpectedReply {
+            node: node.address().to_owned(),
+            script: self.name,
+            reply: reply.to_string(),
+        }
+    }
+}
+
+/// The single-node scripts. Each file documents its KEYS, ARGV and reply.
+pub mod single {
+    use super::Script;
+
+    /// `SET NX PX` plus the next fencing token: `lua/acquire.lua`.
+    pub static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
+    /// Compare-and-extend: `lua/extend.lua`.
+    pub static EXTEND: Script = Script::new("extend", include_str!("../lua/extend.lua"));
+    /// Compare-and-delete: `lua/release.lua`.
+    pub static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
+    /// Remaining TTL and last fencing token: `lua/inspect.lua`.
+    pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_matches_redis_sha1_of_the_source() {
+        let script = Script::new("t", "return 1");
+        // `redis-cli SCRIPT LOAD "return 1"` answers this digest.
+        assert_eq!(script.sha1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    }
+
+    #[test]
+    fn every_script_documents_keys_argv_and_reply() {
+        for script in [&single::ACQUIRE, &single::EXTEND, &single::RELEASE, &single::INSPECT] {
+            let header = script.source().lines().take_while(|line| line.starts_with("--")).collect::<Vec<_>>().join("\n");
+            assert!(header.contains("KEYS[1]"), "{} lacks KEYS docs", script.name());
+            assert!(header.contains("Reply"), "{} lacks reply docs", script.name());
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! The task that keeps a held lease alive and reports its loss.
+//!
+//! One keeper runs per guard. With renewal on, it extends the lease every
+//! renewal interval and marks it lost when an extend finds the key gone or
+//! taken, or when the deadline passes while the node cannot be reached. With
+//! renewal off, it only marks the lease lost (expired) at its deadline, so the
+//! loss signal means the same in both modes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::ExtendOutcome;
+use crate::error::LossReason;
+use crate::guard::{LeaseShared, LeaseStatus};
+use crate::key::FencingToken;
+use crate::timing::lease_deadline;
+
+/// How soon to try again after a renewal failed: a third of the interval, but
+/// at least 5 ms so a dead node is not hammered.
+fn retry_delay(interval: Duration) -> Duration {
+    (interval / 3).max(Duration::from_millis(5))
+}
+
+/// Runs until the lease is released (the guard aborts this task) or lost.
+pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>) {
+    let mut status = shared.status.subscribe();
+    let mut next_renewal = renew_every.map(|interval| Instant::now() + interval);
+    loop {
+        let valid_until = match shared.status() {
+            LeaseStatus::Held { valid_until } => valid_until,
+            LeaseStatus::Lost { .. } | LeaseStatus::Released => return,
+        };
+        let wake_at = next_renewal.map_or(valid_until, |at| at.min(valid_until));
+        tokio::select! {
+            changed = status.changed() => {
+                // A manual extend moved the deadline, or the lease ended.
+                if changed.is_err() {
+                    return;
+                }
+                continue;
+            }
+            () = tokio::time::sleep_until(wake_at.into()) => {}
+        }
+        if Instant::now() >= valid_until {
+            shared.lose(LossReason::Expired);
+            return;
+        }
+        let Some(interval) = renew_every else { continue };
+        next_renewal = Some(renew(&shared, interval, valid_until).await);
+    }
+}
+
+/// One renewal; returns when to renew next.
+async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -> Instant {
+    let sent_at = Instant::now();
+    let extend = shared.backend.extend(&shared.key, &shared.owner, shared.ttl);
+    let outcome = tokio::select! {
+        outcome = extend => outcome,
+        () = tokio::time::sleep_until(valid_until.into()) => {
+            // The deadline passed while the renewal was in flight: by our
+            // conservative clock the lease is gone, whatever the reply says later.
+            shared.lose(LossReason::Expired);
+            return sent_at;
+        }
+    };
+    let fencing_token = shared.fencing_token.map(FencingToken::get);
+    match outcome {
+        Ok(ExtendOutcome::Extended) => {
+            if let Some(deadline) = lease_deadline(sent_at, shared.ttl, shared.drift_factor) {
+                shared.renewed(deadline);
+            }
+            tracing::debug!(
+                key = shared.key.name(),
+                fencing_token,
+                elapsed_us = sent_at.elapsed().as_micros() as u64,
+                "lease renewed"
+            );
+            sent_at + interval
+        }
+        Ok(ExtendOutcome::NotHeld) => {
+            shared.lose(LossReason::NotHeld);
+            sent_at
+        }
+        Err(err) => {
+            tracing::warn!(
+                key = shared.key.name(),
+                fencing_token,
+                error = %err,
+                remaining_ms = valid_until.saturating_duration_since(Instant::now()).as_millis() as u64,
+                "lease renewal failed; retrying until the deadline"
+            );
+            Instant::now() + retry_delay(interval)
+        }
+    }
+}
