@@ -1,1 +1,30 @@
-pub fn x(){}
+//! Locks on one Redis node.
+//!
+//! A lock is a string key set with `SET key <owner token> NX PX <ttl>`, where the
+//! owner token is 128 random bits from the OS generator. Acquire, renewal
+//! (compare-and-extend) and release (compare-and-delete) are each one Lua script
+//! and one round trip; the acquire script also increments the key's fencing
+//! counter in the same atomic step.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), lock_core::LockError> {
+//! use lock_core::LockConfig;
+//!
+//! let config = LockConfig::with_nodes(["redis://127.0.0.1:6379"]);
+//! let locks = lock_redis_single::lock_manager(config).await?;
+//! let guard = locks.acquire("report:daily").await?;
+//! println!("holding with fencing token {:?}", guard.fencing_token());
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What it does not survive
+//!
+//! One node is one point of failure: if it restarts without persistence or
+//! fails over to a replica that missed the write, a held lock can be granted
+//! again and fencing tokens can go backwards. Use Redlock over independent
+//! nodes, or persistence with `appendfsync always`, where that matters.
+
+mod backend;
+
+pub use backend::{lock_manager, SingleNodeBackend};

@@ -1,1 +1,84 @@
-pub fn x(){}
+//! Test tools for lock strategies, on real Redis servers: no mocks.
+//!
+//! - [`RedisServer`] starts `redis-server` (from `$REDIS_SERVER` or `PATH`) on a
+//!   free loopback port without persistence, pauses, resumes, kills and
+//!   restarts it, and kills it when dropped.
+//! - [`contract`] holds the checks every strategy must pass, and
+//!   [`contract_suite!`] turns them into tests for one strategy and client.
+//! - [`model`] runs random operation sequences against a reference model.
+
+pub mod contract;
+pub mod model;
+mod server;
+
+pub use contract::{BackendFactory, Capabilities, Deployment};
+/// The boxed future a [`BackendFactory`] returns.
+pub use futures::future::BoxFuture;
+pub use server::{find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV};
+
+use std::future::Future;
+use std::time::Duration;
+
+/// The longest any single check may run before it is failed.
+pub const CHECK_TIME_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs an async check on a fresh two-thread runtime, failing it if it runs
+/// past [`CHECK_TIME_LIMIT`]. Logs go to the test output when `RUST_LOG` is set.
+pub fn run<F: Future<Output = ()>>(check: F) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        if tokio::time::timeout(CHECK_TIME_LIMIT, check).await.is_err() {
+            panic!("the check ran past {CHECK_TIME_LIMIT:?}");
+        }
+    });
+}
+
+/// Expands to one `#[test]` per contract check, each calling the check with
+/// the factory expression (evaluated afresh per test).
+///
+/// ```ignore
+/// mod single_on_redis {
+///     lock_testkit::contract_suite!(MyFactory::new(ClientKind::Redis));
+/// }
+/// ```
+#[macro_export]
+macro_rules! contract_suite {
+    ($factory:expr) => {
+        $crate::contract_suite!(@checks $factory;
+            mutual_exclusion,
+            only_owner_can_release_or_extend,
+            expiry_frees_the_key,
+            extend_keeps_the_key,
+            fencing_tokens_increase,
+            watchdog_keeps_the_lease,
+            watchdog_reports_a_deleted_key,
+            watchdog_reports_an_overwritten_key,
+            loss_at_deadline_without_watchdog,
+            recovers_after_script_flush,
+            dropped_guard_releases,
+            abandoned_acquire_leaves_no_holder,
+            with_lock_reports_loss,
+            inspect_reports_state,
+            bad_input_is_rejected,
+            server_down_is_a_clear_error,
+            bad_credentials_and_urls_are_rejected,
+        );
+    };
+    (@checks $factory:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let factory = $factory;
+                $crate::run(async move { $crate::contract::$check(&factory).await });
+            }
+        )+
+    };
+}

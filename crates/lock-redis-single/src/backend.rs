@@ -1,0 +1,139 @@
+//! The single-node [`LockBackend`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::client::{self, NodeClient, Reply};
+use lock_core::script::{single, Script};
+use lock_core::timing::{ttl_millis, validate_ttl};
+use lock_core::{
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend, LockConfig, LockError,
+    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+};
+
+/// A lock backend over one Redis node.
+#[derive(Debug, Clone)]
+pub struct SingleNodeBackend {
+    node: Arc<dyn NodeClient>,
+}
+
+/// Connects to the first node of `config` with its client and returns a
+/// [`LockManager`] over the single-node strategy.
+///
+/// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
+/// errors of [`SingleNodeBackend::connect`].
+pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
+    config.validate()?;
+    let backend = SingleNodeBackend::connect(config.client, &config.nodes[0], ConnectOptions::from(&config)).await?;
+    LockManager::new(Arc::new(backend), config)
+}
+
+impl SingleNodeBackend {
+    /// Connects to the node at `url` through the `kind` client.
+    ///
+    /// Errors within `options.connect_timeout`: [`LockError::InvalidConfig`] for a
+    /// malformed URL, [`LockError::Authentication`] for a wrong password,
+    /// [`LockError::Connection`] or [`LockError::Timeout`] for an unreachable
+    /// node, [`LockError::ClientNotCompiled`] when the client's feature is off.
+    pub async fn connect(kind: ClientKind, url: &NodeUrl, options: ConnectOptions) -> Result<Self, LockError> {
+        let node = client::connect(kind, url, options).await?;
+        Ok(Self::from_node(node))
+    }
+
+    /// A backend over a connection you already have, for example
+    /// `Arc::new(RedisNode::from_manager(..))` wrapping your own client.
+    pub fn from_node(node: Arc<dyn NodeClient>) -> Self {
+        SingleNodeBackend { node }
+    }
+
+    /// The connection in use.
+    pub fn node(&self) -> &Arc<dyn NodeClient> {
+        &self.node
+    }
+
+    async fn run(&self, script: &Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, LockError> {
+        script.run(self.node.as_ref(), keys, args).await
+    }
+
+    fn unexpected(&self, script: &Script, reply: &Reply) -> LockError {
+        script.unexpected(self.node.as_ref(), reply)
+    }
+}
+
+#[async_trait]
+impl LockBackend for SingleNodeBackend {
+    fn strategy(&self) -> &'static str {
+        "single"
+    }
+
+    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<AcquireOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let keys = [key.redis_key(), key.fence_key()];
+        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let reply = self.run(&single::ACQUIRE, &keys, &args).await?;
+        match reply.as_array() {
+            Some([Reply::Int(1), Reply::Int(token)]) if *token >= 1 => Ok(AcquireOutcome::Acquired {
+                fencing_token: Some(FencingToken::new(token.unsigned_abs())),
+            }),
+            Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
+                remaining: remaining_ttl(*pttl),
+            }),
+            _ => Err(self.unexpected(&single::ACQUIRE, &reply)),
+        }
+    }
+
+    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<ExtendOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let reply = self.run(&single::EXTEND, &[key.redis_key()], &args).await?;
+        match reply {
+            Reply::Int(1) => Ok(ExtendOutcome::Extended),
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => Err(self.unexpected(&single::EXTEND, &other)),
+        }
+    }
+
+    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<ReleaseOutcome, LockError> {
+        let reply = self
+            .run(&single::RELEASE, &[key.redis_key()], &[owner.expose().as_bytes()])
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(ReleaseOutcome::Released),
+            Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
+            other => Err(self.unexpected(&single::RELEASE, &other)),
+        }
+    }
+
+    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let keys = [key.redis_key(), key.fence_key()];
+        let reply = self.run(&single::INSPECT, &keys, &[]).await?;
+        let (pttl, counter) = match reply.as_array() {
+            Some([Reply::Int(pttl), counter]) => (*pttl, counter),
+            _ => return Err(self.unexpected(&single::INSPECT, &reply)),
+        };
+        let token = match counter {
+            Reply::Nil => None,
+            other => match other.as_text().and_then(|text| text.parse::<u64>().ok()) {
+                Some(value) => Some(FencingToken::new(value)),
+                None => return Err(self.unexpected(&single::INSPECT, &reply)),
+            },
+        };
+        Ok(if pttl == -2 {
+            LockState::Free { last_token: token }
+        } else {
+            LockState::Held {
+                remaining: remaining_ttl(pttl),
+                token,
+                hold_count: None,
+            }
+        })
+    }
+}
+
+/// A PTTL reply as a remaining TTL: `None` for a key without expiry (-1).
+fn remaining_ttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}

@@ -1,0 +1,499 @@
+//! The contract suite: plain async checks that every lock strategy passes, on
+//! every client. [`crate::contract_suite!`] turns them into one test each.
+//!
+//! Each check starts its own servers, so checks are independent and can run in
+//! parallel. Every check is bounded: small counts, short TTLs, and
+//! [`crate::run`] aborts any check that runs past its time limit.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use lock_core::{
+    AcquireOutcome, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState,
+    LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, MAX_KEY_LEN, MAX_TTL,
+};
+
+use crate::server::{free_port, RedisServer};
+
+/// What a strategy supports; checks adapt to it instead of being skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Whether acquires return fencing tokens.
+    pub fencing: bool,
+}
+
+impl Capabilities {
+    /// A strategy that issues fencing tokens (or not).
+    pub fn new(fencing: bool) -> Self {
+        Capabilities { fencing }
+    }
+}
+
+/// Builds the backend under test over servers the check started.
+pub trait BackendFactory: Send + Sync {
+    /// How many servers the strategy needs.
+    fn node_count(&self) -> usize {
+        1
+    }
+
+    /// What the strategy supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Connects a backend to the nodes at `urls` (one per server).
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [NodeUrl],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>>;
+}
+
+/// Servers and a backend connected to them.
+pub struct Deployment {
+    /// The servers, killed when the deployment is dropped.
+    pub servers: Vec<RedisServer>,
+    /// The backend under test.
+    pub backend: Arc<dyn LockBackend>,
+}
+
+impl Deployment {
+    /// Starts the factory's servers and connects its backend.
+    pub async fn start(factory: &dyn BackendFactory) -> Self {
+        let servers: Vec<RedisServer> = (0..factory.node_count())
+            .map(|_| RedisServer::start().expect("start redis-server"))
+            .collect();
+        let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
+        let backend = factory
+            .connect(&urls, fast_options())
+            .await
+            .expect("connect the backend under test");
+        Deployment { servers, backend }
+    }
+
+    /// A manager over the backend with `config`.
+    pub fn manager(&self, config: LockConfig) -> LockManager {
+        LockManager::new(Arc::clone(&self.backend), config).expect("valid test config")
+    }
+
+    /// Runs an admin command on every server (fault injection).
+    pub fn admin_all(&self, args: &[&str]) {
+        for server in &self.servers {
+            server.admin(args).expect("admin command");
+        }
+    }
+}
+
+/// Connection limits for tests: short, so failures show quickly.
+pub fn fast_options() -> ConnectOptions {
+    ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+/// A config for tests: the given TTL, short waits and backoff.
+pub fn fast_config(ttl: Duration) -> LockConfig {
+    let mut config = LockConfig::default();
+    config.ttl = ttl;
+    config.wait_timeout = Duration::from_secs(10);
+    config.retry = RetryPolicy::new(Duration::from_millis(1), Duration::from_millis(20));
+    config.connect_timeout = Duration::from_secs(2);
+    config.command_timeout = Duration::from_millis(500);
+    config
+}
+
+fn key(name: &str) -> LockKey {
+    LockKey::new("lock:", name).expect("valid key")
+}
+
+fn owner() -> OwnerToken {
+    OwnerToken::generate().expect("os rng")
+}
+
+async fn acquire(backend: &dyn LockBackend, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> AcquireOutcome {
+    backend.try_acquire(key, owner, ttl).await.expect("try_acquire")
+}
+
+fn acquired(outcome: AcquireOutcome) -> bool {
+    matches!(outcome, AcquireOutcome::Acquired { .. })
+}
+
+/// Many tasks contend for one lock; at most one is ever inside, and every one
+/// gets in.
+pub async fn mutual_exclusion(factory: &dyn BackendFactory) {
+    const TASKS: usize = 12;
+    const ROUNDS: usize = 8;
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let inside = Arc::new(AtomicUsize::new(0));
+    let entries = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (locks, inside, entries) = (locks.clone(), Arc::clone(&inside), Arc::clone(&entries));
+        tasks.push(tokio::spawn(async move {
+            let mut tokens = Vec::new();
+            for _ in 0..ROUNDS {
+                let guard = locks.acquire("contended").await.expect("acquire within the wait");
+                let before = inside.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(before, 0, "another holder was inside the critical section");
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                entries.fetch_add(1, Ordering::SeqCst);
+                tokens.push(guard.fencing_token());
+                guard.release().await.expect("release a held lease");
+            }
+            tokens
+        }));
+    }
+    let mut tokens = Vec::new();
+    for task in tasks {
+        tokens.extend(task.await.expect("task"));
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), TASKS * ROUNDS, "every task got in every round");
+    if factory.capabilities().fencing {
+        let mut values: Vec<u64> = tokens.iter().map(|token| token.expect("token").get()).collect();
+        values.sort_unstable();
+        values.dedup();
+        assert_eq!(values.len(), TASKS * ROUNDS, "two holders shared a fencing token");
+    }
+}
+
+/// Another owner can neither release nor extend a held lock, and cannot take it.
+pub async fn only_owner_can_release_or_extend(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder, intruder) = (key("owned"), owner(), owner());
+    let ttl = Duration::from_secs(10);
+    assert!(acquired(acquire(backend, &key, &holder, ttl).await), "a free key is acquired");
+    assert!(
+        matches!(acquire(backend, &key, &intruder, ttl).await, AcquireOutcome::Held { remaining: Some(left) } if left <= ttl),
+        "a held key is reported held with its remaining TTL"
+    );
+    assert_eq!(backend.release(&key, &intruder).await.expect("release"), ReleaseOutcome::NotHeld);
+    assert_eq!(backend.extend(&key, &intruder, ttl).await.expect("extend"), ExtendOutcome::NotHeld);
+    assert!(backend.inspect(&key).await.expect("inspect").is_held(), "the intruder changed nothing");
+    assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
+    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::NotHeld, "a second release finds nothing");
+    assert!(!backend.inspect(&key).await.expect("inspect").is_held());
+}
+
+/// A lease nobody renews frees the key after its TTL.
+pub async fn expiry_frees_the_key(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, first, second) = (key("expiring"), owner(), owner());
+    let ttl = Duration::from_millis(150);
+    assert!(acquired(acquire(backend, &key, &first, ttl).await));
+    assert!(!acquired(acquire(backend, &key, &second, ttl).await), "held before the TTL");
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    assert!(acquired(acquire(backend, &key, &second, ttl).await), "free after the TTL");
+    assert_eq!(backend.extend(&key, &first, ttl).await.expect("extend"), ExtendOutcome::NotHeld, "the expired owner cannot extend");
+}
+
+/// Extending keeps a lease alive past its original TTL.
+pub async fn extend_keeps_the_key(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder, other) = (key("extended"), owner(), owner());
+    let ttl = Duration::from_millis(200);
+    assert!(acquired(acquire(backend, &key, &holder, ttl).await));
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
+    }
+    assert!(!acquired(acquire(backend, &key, &other, ttl).await), "held 400 ms into a 200 ms TTL");
+}
+
+/// Fencing tokens grow with every acquisition, across owners and expiry; a
+/// strategy without tokens returns none.
+pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let key = key("fenced");
+    let mut last = None;
+    for round in 0..6 {
+        let holder = owner();
+        let ttl = Duration::from_millis(if round % 2 == 0 { 10_000 } else { 30 });
+        let token = match acquire(backend, &key, &holder, ttl).await {
+            AcquireOutcome::Acquired { fencing_token } => fencing_token,
+            other => panic!("round {round}: expected to acquire, got {other:?}"),
+        };
+        if !factory.capabilities().fencing {
+            assert_eq!(token, None, "a strategy without fencing returned a token");
+            return;
+        }
+        let token = token.expect("a fencing strategy returns a token");
+        assert!(last.is_none_or(|last| token > last), "round {round}: token {token} is not above {last:?}");
+        match backend.inspect(&key).await.expect("inspect") {
+            LockState::Held { token: Some(seen), .. } => assert_eq!(seen, token, "inspect shows the current token"),
+            other => panic!("inspect of a held key: {other:?}"),
+        }
+        last = Some(token);
+        if round % 2 == 0 {
+            backend.release(&key, &holder).await.expect("release");
+        } else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert!(
+        matches!(backend.inspect(&key).await.expect("inspect"), LockState::Free { last_token } if last_token == last),
+        "a free key reports the last token issued"
+    );
+}
+
+/// The watchdog keeps a lease across several TTLs and the loss signal stays quiet.
+pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(300);
+    let locks = deployment.manager(fast_config(ttl));
+    let guard = locks.try_acquire("kept").await.expect("try_acquire").expect("free key");
+    let until = Instant::now() + ttl * 4;
+    while Instant::now() < until {
+        assert!(guard.is_valid(), "the lease lapsed while the watchdog ran");
+        assert!(locks.try_acquire("kept").await.expect("try_acquire").is_none(), "another owner got in");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1), guard.lost()).await.is_err(),
+        "the loss signal fired for a kept lease"
+    );
+    guard.release().await.expect("release a kept lease");
+}
+
+async fn assert_loss_reported(deployment: &Deployment, name: &str, sabotage: &[&str]) {
+    let ttl = Duration::from_millis(300);
+    let locks = deployment.manager(fast_config(ttl));
+    let guard = locks.try_acquire(name).await.expect("try_acquire").expect("free key");
+    let lost_key = locks.key(name).expect("key");
+    let args: Vec<&str> = sabotage.iter().map(|arg| if *arg == "KEY" { lost_key.redis_key() } else { arg }).collect();
+    deployment.admin_all(&args);
+    let reason = tokio::time::timeout(ttl * 2, guard.lost())
+        .await
+        .expect("the loss is reported within two TTLs");
+    assert_eq!(reason, Some(LossReason::NotHeld));
+    assert!(!guard.is_valid());
+    assert!(matches!(guard.release().await, Err(LockError::LeaseLost { .. })), "release reports the loss");
+}
+
+/// The watchdog reports a loss when the key is deleted behind its back.
+pub async fn watchdog_reports_a_deleted_key(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    assert_loss_reported(&deployment, "deleted", &["DEL", "KEY"]).await;
+}
+
+/// The watchdog reports a loss when the key is overwritten by someone else.
+pub async fn watchdog_reports_an_overwritten_key(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    assert_loss_reported(&deployment, "overwritten", &["SET", "KEY", "intruder", "PX", "60000"]).await;
+}
+
+/// Without a watchdog, the loss signal fires at the deadline.
+pub async fn loss_at_deadline_without_watchdog(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let mut config = fast_config(Duration::from_millis(100));
+    config.watchdog.enabled = false;
+    let locks = deployment.manager(config);
+    let guard = locks.try_acquire("unwatched").await.expect("try_acquire").expect("free key");
+    let started = Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(1), guard.lost()).await.expect("loss reported");
+    assert_eq!(reason, Some(LossReason::Expired));
+    assert!(started.elapsed() < Duration::from_millis(150), "reported at the deadline, not later");
+    assert!(matches!(guard.release().await, Err(LockError::LeaseLost { reason: LossReason::Expired, .. })));
+}
+
+/// After `SCRIPT FLUSH` every operation still works (scripts are reloaded).
+pub async fn recovers_after_script_flush(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder) = (key("flushed"), owner());
+    let ttl = Duration::from_secs(5);
+    deployment.admin_all(&["SCRIPT", "FLUSH"]);
+    assert!(acquired(acquire(backend, &key, &holder, ttl).await));
+    deployment.admin_all(&["SCRIPT", "FLUSH"]);
+    assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
+    deployment.admin_all(&["SCRIPT", "FLUSH"]);
+    assert!(backend.inspect(&key).await.expect("inspect").is_held());
+    deployment.admin_all(&["SCRIPT", "FLUSH"]);
+    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::Released);
+}
+
+/// A dropped guard releases in the background, long before the TTL.
+pub async fn dropped_guard_releases(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(30)));
+    let guard = locks.try_acquire("dropped").await.expect("try_acquire").expect("free key");
+    let handle = guard.handle();
+    drop(guard);
+    assert_eq!(handle.lost().await, None, "a dropped guard counts as released, not lost");
+    let started = Instant::now();
+    while locks.inspect("dropped").await.expect("inspect").is_held() {
+        assert!(started.elapsed() < Duration::from_secs(2), "the dropped guard was not released");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An acquire whose reply never arrives (the server froze past the command
+/// timeout) leaves no key held by a token nobody owns: the background release
+/// removes it once the server answers again, well before the TTL.
+pub async fn abandoned_acquire_leaves_no_holder(factory: &dyn BackendFactory) {
+    let mut deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_secs(20);
+    let locks = deployment.manager(fast_config(ttl));
+    // Load the scripts first: otherwise the frozen EVALSHA would answer
+    // NOSCRIPT on resume and the check would pass without testing anything.
+    let warm_up = locks.try_acquire("warm-up").await.expect("try_acquire").expect("free key");
+    warm_up.release().await.expect("release");
+    for server in &mut deployment.servers {
+        server.pause().expect("SIGSTOP");
+    }
+    let attempt = tokio::time::timeout(Duration::from_secs(5), locks.try_acquire("frozen")).await;
+    assert!(
+        matches!(attempt, Ok(Err(LockError::Timeout { .. } | LockError::Connection { .. }))),
+        "an acquire against a frozen server fails with a timeout, got {attempt:?}"
+    );
+    for server in &mut deployment.servers {
+        server.resume().expect("SIGCONT");
+    }
+    let started = Instant::now();
+    loop {
+        match locks.inspect("frozen").await {
+            Ok(state) if !state.is_held() => break,
+            _ => {}
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the unowned acquire still holds the key 5 s after the server came back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let guard = locks.try_acquire("frozen").await.expect("try_acquire");
+    assert!(guard.is_some(), "the key is free for the next owner");
+}
+
+/// `with_lock` returns the work's output when the lease held, and
+/// `LeaseLost` when it was lost while the work ran.
+pub async fn with_lock_reports_loss(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_millis(300)));
+    let output = locks
+        .with_lock("work", |lease| async move { lease.fencing_token().map_or(0, |token| token.get()) + 1 })
+        .await
+        .expect("work under a held lease");
+    assert!(output >= 1);
+    let redis_key = locks.key("work").expect("key").redis_key().to_owned();
+    let result = locks
+        .with_lock("work", |lease| {
+            let deployment = &deployment;
+            async move {
+                deployment.admin_all(&["DEL", &redis_key]);
+                lease.lost().await
+            }
+        })
+        .await;
+    assert!(
+        matches!(result, Err(LockError::LeaseLost { reason: LossReason::NotHeld, .. })),
+        "with_lock must report the loss, got {result:?}"
+    );
+}
+
+/// Inspect reports free and held keys with their TTL.
+pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let key = key("inspected");
+    assert!(matches!(backend.inspect(&key).await.expect("inspect"), LockState::Free { last_token: None }));
+    let ttl = Duration::from_secs(10);
+    assert!(acquired(acquire(backend, &key, &owner(), ttl).await));
+    match backend.inspect(&key).await.expect("inspect") {
+        LockState::Held { remaining: Some(left), .. } => {
+            assert!(left <= ttl && left > ttl / 2, "remaining {left:?} for a {ttl:?} TTL")
+        }
+        other => panic!("expected a held key, got {other:?}"),
+    }
+}
+
+/// Bad keys and TTLs get typed errors, at the backend and at the manager.
+pub async fn bad_input_is_rejected(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let locks = deployment.manager(fast_config(Duration::from_secs(1)));
+    let holder = owner();
+    let valid = key("valid");
+    for ttl in [Duration::ZERO, Duration::from_micros(500), MAX_TTL + Duration::from_secs(1), Duration::MAX] {
+        assert!(
+            matches!(backend.try_acquire(&valid, &holder, ttl).await, Err(LockError::InvalidTtl { .. })),
+            "try_acquire with TTL {ttl:?}"
+        );
+        assert!(
+            matches!(backend.extend(&valid, &holder, ttl).await, Err(LockError::InvalidTtl { .. })),
+            "extend with TTL {ttl:?}"
+        );
+    }
+    let long = "k".repeat(MAX_KEY_LEN + 1);
+    for name in ["", long.as_str()] {
+        assert!(matches!(locks.try_acquire(name).await, Err(LockError::InvalidKey { .. })), "name of {} bytes", name.len());
+        assert!(matches!(locks.acquire(name).await, Err(LockError::InvalidKey { .. })));
+        assert!(matches!(locks.inspect(name).await, Err(LockError::InvalidKey { .. })));
+    }
+    // A key of the wrong type is reported, not misread.
+    let wrong = key("wrongtype");
+    deployment.admin_all(&["RPUSH", wrong.redis_key(), "x"]);
+    let outcome = backend.release(&wrong, &holder).await;
+    assert!(
+        matches!(outcome, Err(LockError::Server { ref message, .. }) if message.starts_with("WRONGTYPE")),
+        "release of a list key: {outcome:?}"
+    );
+}
+
+/// A node that is down gives a clear error within the connect timeout, and a
+/// node that dies later fails operations within the command timeout.
+pub async fn server_down_is_a_clear_error(factory: &dyn BackendFactory) {
+    let urls: Vec<NodeUrl> = (0..factory.node_count())
+        .map(|_| NodeUrl::new(format!("redis://127.0.0.1:{}", free_port().expect("port"))))
+        .collect();
+    let options = fast_options();
+    let started = Instant::now();
+    let result = tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options)).await;
+    let result = result.expect("connect must not hang when the server is down");
+    assert!(
+        matches!(result, Err(LockError::Connection { .. } | LockError::Timeout { .. })),
+        "connect to a closed port: {result:?}"
+    );
+    assert!(started.elapsed() <= options.connect_timeout + Duration::from_millis(500));
+
+    let mut deployment = Deployment::start(factory).await;
+    for server in &mut deployment.servers {
+        server.kill().expect("kill -9");
+    }
+    let started = Instant::now();
+    let outcome = deployment.backend.try_acquire(&key("dead"), &owner(), Duration::from_secs(1)).await;
+    assert!(outcome.is_err(), "acquire on a dead server: {outcome:?}");
+    assert!(outcome.as_ref().is_err_and(LockError::is_retryable), "a dead server is worth retrying: {outcome:?}");
+    assert!(started.elapsed() < options.connect_timeout + options.command_timeout * 2, "failed after {:?}", started.elapsed());
+}
+
+/// A wrong password, or none, is an authentication error; a malformed URL is a
+/// config error.
+pub async fn bad_credentials_and_urls_are_rejected(factory: &dyn BackendFactory) {
+    let servers: Vec<RedisServer> = (0..factory.node_count())
+        .map(|_| RedisServer::builder().password("correct-horse").start().expect("start redis-server"))
+        .collect();
+    let options = fast_options();
+    for (label, urls) in [
+        ("wrong password", servers.iter().map(|server| server.url_with_password("wrong")).collect::<Vec<_>>()),
+        (
+            "no password",
+            servers.iter().map(|server| NodeUrl::new(format!("redis://127.0.0.1:{}", server.port()))).collect(),
+        ),
+    ] {
+        let result = tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options))
+            .await
+            .expect("connect must not hang on bad credentials");
+        assert!(matches!(result, Err(LockError::Authentication { .. })), "{label}: {result:?}");
+    }
+    let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
+    factory.connect(&urls, options).await.expect("the right password connects");
+    for bad in ["", "127.0.0.1:6379", "redis://", "redis://host:notaport", "http://127.0.0.1"] {
+        let urls = vec![NodeUrl::new(bad); factory.node_count()];
+        let result = factory.connect(&urls, options).await;
+        assert!(matches!(result, Err(LockError::InvalidConfig { .. })), "url {bad:?}: {result:?}");
+    }
+}

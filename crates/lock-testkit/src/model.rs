@@ -1,0 +1,200 @@
+//! Property tests against a reference model: random sequences of acquire,
+//! extend, release and expiry from several owners, run on a real server and
+//! compared step by step with what a fenced mutex must do.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use lock_core::{AcquireOutcome, ExtendOutcome, LockBackend, LockKey, LockState, OwnerToken, ReleaseOutcome};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::contract::{BackendFactory, Deployment};
+
+/// One step of a generated scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `owner` tries to take `key`.
+    Acquire {
+        /// Which owner (an index).
+        owner: usize,
+        /// Which key (an index).
+        key: usize,
+    },
+    /// `owner` tries to renew `key`.
+    Extend {
+        /// Which owner (an index).
+        owner: usize,
+        /// Which key (an index).
+        key: usize,
+    },
+    /// `owner` tries to release `key`.
+    Release {
+        /// Which owner (an index).
+        owner: usize,
+        /// Which key (an index).
+        key: usize,
+    },
+    /// `key`'s TTL runs out (made to happen at once on the server).
+    Expire {
+        /// Which key (an index).
+        key: usize,
+    },
+}
+
+/// One operation by one of `owners` owners on one of `keys` keys.
+pub fn op_strategy(owners: usize, keys: usize) -> impl Strategy<Value = Op> {
+    let owner = 0..owners;
+    let key = 0..keys;
+    prop_oneof![
+        3 => (owner.clone(), key.clone()).prop_map(|(owner, key)| Op::Acquire { owner, key }),
+        2 => (owner.clone(), key.clone()).prop_map(|(owner, key)| Op::Extend { owner, key }),
+        3 => (owner, key.clone()).prop_map(|(owner, key)| Op::Release { owner, key }),
+        1 => key.prop_map(|key| Op::Expire { key }),
+    ]
+}
+
+/// A scenario of up to `max_len` operations.
+pub fn scenario_strategy(owners: usize, keys: usize, max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+    proptest::collection::vec(op_strategy(owners, keys), 1..=max_len)
+}
+
+/// The reference model of a fenced mutex: who holds each key, and the last
+/// token issued for it.
+#[derive(Debug, Default)]
+struct MutexModel {
+    holder: HashMap<usize, usize>,
+    last_token: HashMap<usize, u64>,
+}
+
+const OWNERS: usize = 3;
+const KEYS: usize = 2;
+const TTL: Duration = Duration::from_secs(60);
+
+/// Runs `cases` random scenarios against the factory's backend and the model.
+/// Panics with the shrunk failing scenario if they ever disagree.
+pub fn check_mutex_model(factory: &dyn BackendFactory, cases: u32) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let deployment = runtime.block_on(Deployment::start(factory));
+    let fencing = factory.capabilities().fencing;
+    let owners: Vec<OwnerToken> = (0..OWNERS).map(|_| OwnerToken::generate().expect("os rng")).collect();
+    let keys: Vec<LockKey> = (0..KEYS)
+        .map(|index| LockKey::new("model:", &format!("k{index}")).expect("key"))
+        .collect();
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&scenario_strategy(OWNERS, KEYS, 30), |scenario| {
+        deployment.admin_all(&["FLUSHALL"]);
+        runtime.block_on(run_scenario(&deployment, &owners, &keys, fencing, &scenario))
+    });
+    if let Err(failure) = result {
+        panic!("the backend disagreed with the model: {failure}");
+    }
+}
+
+async fn run_scenario(
+    deployment: &Deployment,
+    owners: &[OwnerToken],
+    keys: &[LockKey],
+    fencing: bool,
+    scenario: &[Op],
+) -> Result<(), TestCaseError> {
+    let backend: &dyn LockBackend = deployment.backend.as_ref();
+    let mut model = MutexModel::default();
+    for (step, op) in scenario.iter().enumerate() {
+        match *op {
+            Op::Acquire { owner, key } => {
+                let outcome = backend
+                    .try_acquire(&keys[key], &owners[owner], TTL)
+                    .await
+                    .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
+                match (model.holder.get(&key), outcome) {
+                    (None, AcquireOutcome::Acquired { fencing_token }) => {
+                        if fencing {
+                            let token = fencing_token
+                                .ok_or_else(|| TestCaseError::fail(format!("step {step}: no token")))?
+                                .get();
+                            let last = model.last_token.get(&key).copied().unwrap_or(0);
+                            prop_assert!(token > last, "step {}: token {} not above {}", step, token, last);
+                            model.last_token.insert(key, token);
+                        }
+                        model.holder.insert(key, owner);
+                    }
+                    (Some(_), AcquireOutcome::Held { .. }) => {}
+                    (expected, actual) => {
+                        prop_assert!(false, "step {} {:?}: model holder {:?}, backend said {:?}", step, op, expected, actual)
+                    }
+                }
+            }
+            Op::Extend { owner, key } => {
+                let outcome = backend
+                    .extend(&keys[key], &owners[owner], TTL)
+                    .await
+                    .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
+                let expected = if model.holder.get(&key) == Some(&owner) {
+                    ExtendOutcome::Extended
+                } else {
+                    ExtendOutcome::NotHeld
+                };
+                prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
+            }
+            Op::Release { owner, key } => {
+                let outcome = backend
+                    .release(&keys[key], &owners[owner])
+                    .await
+                    .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
+                let expected = if model.holder.get(&key) == Some(&owner) {
+                    model.holder.remove(&key);
+                    ReleaseOutcome::Released
+                } else {
+                    ReleaseOutcome::NotHeld
+                };
+                prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
+            }
+            Op::Expire { key } => {
+                expire_now(deployment, &keys[key]).await;
+                model.holder.remove(&key);
+            }
+        }
+        for (index, key) in keys.iter().enumerate() {
+            let state = backend
+                .inspect(key)
+                .await
+                .map_err(|err| TestCaseError::fail(format!("step {step} inspect: {err}")))?;
+            prop_assert_eq!(state.is_held(), model.holder.contains_key(&index), "step {} {:?}: held state of key {}", step, op, index);
+            if fencing {
+                let token = match state {
+                    LockState::Free { last_token } => last_token,
+                    LockState::Held { token, .. } => token,
+                    _ => None,
+                };
+                prop_assert_eq!(token.map(|token| token.get()), model.last_token.get(&index).copied(), "step {} token of key {}", step, index);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes the key's TTL run out now: `PEXPIRE key 1`, then waits until the
+/// server has expired it, so real expiry (not a `DEL`) is what the scenario sees.
+async fn expire_now(deployment: &Deployment, key: &LockKey) {
+    deployment.admin_all(&["PEXPIRE", key.redis_key(), "1"]);
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let gone = deployment
+            .servers
+            .iter()
+            .all(|server| server.admin(&["EXISTS", key.redis_key()]).ok().and_then(|reply| reply.as_int()) == Some(0));
+        if gone {
+            return;
+        }
+    }
+    panic!("key {key:?} did not expire within 200 ms of PEXPIRE 1");
+}
