@@ -1,1 +1,143 @@
-fn main(){}
+//! The project's chores, run as `cargo xtask <task>`:
+//!
+//! - `test`: finds (or, as root on Debian, installs) redis-server, then runs
+//!   `cargo fmt --check`, clippy with `-D warnings`, and the tests with the
+//!   `redis` client, the `fred` client, and both.
+//! - `demo`: the duplicate-order and stock-deduction scenarios on a local
+//!   redis-server that the demo starts and stops itself.
+//! - `bench`: the acquire+release benchmark against the raw-command floor.
+
+mod redis_server;
+
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "usage: cargo xtask <test | demo | bench>
+
+  test   fmt check, clippy -D warnings, tests with --features redis, fred, and both
+  demo   duplicate order prevention and stock deduction on a local redis-server
+  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA";
+
+fn main() -> ExitCode {
+    let task = std::env::args().nth(1);
+    let result = match task.as_deref() {
+        Some("test") => test(),
+        Some("demo") => demo(),
+        Some("bench") => bench(),
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown task `{other}`\n\n{USAGE}")),
+        None => Err(USAGE.to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The feature sets the tests run under: each client alone, then both.
+const CLIENT_FEATURES: [(&str, &str); 3] = [
+    ("redis", "lock-redis-single/redis"),
+    ("fred", "lock-redis-single/fred"),
+    (
+        "redis and fred",
+        "lock-redis-single/redis,lock-redis-single/fred",
+    ),
+];
+
+fn test() -> Result<(), String> {
+    let redis_server = redis_server::ensure()?;
+    cargo(
+        &["fmt", "--all", "--", "--check"],
+        "formatting (cargo fmt --all to fix)",
+    )?;
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        "clippy",
+    )?;
+    for (label, features) in CLIENT_FEATURES {
+        println!("xtask: tests with the {label} client");
+        let status = Command::new(cargo_bin())
+            .args(["test", "--workspace", "--features", features])
+            .env("REDIS_SERVER", &redis_server)
+            .status()
+            .map_err(|err| format!("could not run cargo: {err}"))?;
+        if !status.success() {
+            return Err(format!("tests with the {label} client failed"));
+        }
+    }
+    println!("xtask: all checks passed");
+    Ok(())
+}
+
+fn demo() -> Result<(), String> {
+    let redis_server = redis_server::ensure()?;
+    let status = Command::new(cargo_bin())
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "lock-redis-single",
+            "--example",
+            "demo",
+            "--features",
+            "redis",
+        ])
+        .env("REDIS_SERVER", &redis_server)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| "the demo failed".to_owned())
+}
+
+fn bench() -> Result<(), String> {
+    let redis_server = redis_server::ensure()?;
+    let status = Command::new(cargo_bin())
+        .args([
+            "bench",
+            "-p",
+            "lock-redis-single",
+            "--bench",
+            "acquire_release",
+            "--features",
+            "redis,fred",
+        ])
+        .env("REDIS_SERVER", &redis_server)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| "the benchmark failed".to_owned())
+}
+
+fn cargo(args: &[&str], what: &str) -> Result<(), String> {
+    println!("xtask: cargo {}", args.join(" "));
+    let status = Command::new(cargo_bin())
+        .args(args)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| format!("{what} failed"))
+}
+
+/// The cargo that runs this xtask, so a toolchain override stays in force.
+fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}

@@ -113,13 +113,24 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     fn strategy(&self) -> &'static str;
 
     /// Tries once to take `key` for `owner` for `ttl`.
-    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<AcquireOutcome, LockError>;
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError>;
 
     /// Renews `owner`'s lease on `key` to run `ttl` from now.
-    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<ExtendOutcome, LockError>;
+    async fn extend(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError>;
 
     /// Gives back `owner`'s hold on `key`.
-    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<ReleaseOutcome, LockError>;
+    async fn release(&self, key: &LockKey, owner: &OwnerToken)
+        -> Result<ReleaseOutcome, LockError>;
 
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;

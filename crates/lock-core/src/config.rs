@@ -95,7 +95,10 @@ impl LockConfig {
     /// [`LockError::InvalidConfig`] naming the field.
     pub fn validate(&self) -> Result<(), LockError> {
         if self.nodes.is_empty() {
-            return Err(LockError::config("nodes", "at least one node URL is needed"));
+            return Err(LockError::config(
+                "nodes",
+                "at least one node URL is needed",
+            ));
         }
         for (index, node) in self.nodes.iter().enumerate() {
             node.parse()
@@ -105,7 +108,8 @@ impl LockConfig {
             LockError::InvalidTtl { reason, .. } => LockError::config("ttl", reason),
             other => other,
         })?;
-        validate_prefix(&self.key_prefix).map_err(|reason| LockError::config("key_prefix", reason))?;
+        validate_prefix(&self.key_prefix)
+            .map_err(|reason| LockError::config("key_prefix", reason))?;
         self.retry.validate()?;
         self.watchdog.validate(self.ttl)?;
         validate_timeout("connect_timeout", self.connect_timeout)?;
@@ -178,16 +182,25 @@ impl RetryPolicy {
     /// Checks the policy; errors name `retry.<field>`.
     pub fn validate(&self) -> Result<(), LockError> {
         if self.initial_delay < MIN_TTL {
-            return Err(LockError::config("retry.initial_delay", "must be at least 1 ms"));
+            return Err(LockError::config(
+                "retry.initial_delay",
+                "must be at least 1 ms",
+            ));
         }
         if self.max_delay < self.initial_delay {
-            return Err(LockError::config("retry.max_delay", "must not be below retry.initial_delay"));
+            return Err(LockError::config(
+                "retry.max_delay",
+                "must not be below retry.initial_delay",
+            ));
         }
         if self.max_delay > Duration::from_secs(60) {
             return Err(LockError::config("retry.max_delay", "must be at most 60 s"));
         }
         if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
-            return Err(LockError::config("retry.multiplier", "must be a finite number of at least 1"));
+            return Err(LockError::config(
+                "retry.multiplier",
+                "must be a finite number of at least 1",
+            ));
         }
         Ok(())
     }
@@ -236,7 +249,10 @@ impl WatchdogConfig {
     fn validate(&self, ttl: Duration) -> Result<(), LockError> {
         if let Some(interval) = self.interval {
             if interval < MIN_TTL {
-                return Err(LockError::config("watchdog.interval", "must be at least 1 ms"));
+                return Err(LockError::config(
+                    "watchdog.interval",
+                    "must be at least 1 ms",
+                ));
             }
             if interval >= ttl {
                 return Err(LockError::config(
@@ -288,7 +304,9 @@ impl NodeUrl {
 
     /// Checks the URL; errors with [`LockError::InvalidConfig`] on field `nodes`.
     pub fn validate(&self) -> Result<(), LockError> {
-        self.parse().map(|_| ()).map_err(|reason| LockError::config("nodes", reason))
+        self.parse()
+            .map(|_| ())
+            .map_err(|reason| LockError::config("nodes", reason))
     }
 
     pub(crate) fn parse(&self) -> Result<ParsedUrl, String> {
@@ -353,7 +371,9 @@ fn split_host_port(hostport: &str) -> Result<(String, u16), String> {
     let port = match port {
         None => 6379,
         Some(port) => match port.parse::<u16>() {
-            Ok(0) | Err(_) => return Err(format!("the port `{port}` is not a number in 1..=65535")),
+            Ok(0) | Err(_) => {
+                return Err(format!("the port `{port}` is not a number in 1..=65535"))
+            }
             Ok(port) => port,
         },
     };
@@ -398,7 +418,9 @@ mod tests {
 
     #[test]
     fn defaults_validate() {
-        LockConfig::default().validate().expect("defaults are valid");
+        LockConfig::default()
+            .validate()
+            .expect("defaults are valid");
     }
 
     #[test]
@@ -435,27 +457,108 @@ mod tests {
     fn each_bad_field_is_named() {
         let base = LockConfig::default();
         let cases: Vec<(LockConfig, &str)> = vec![
-            (LockConfig { nodes: vec![], ..base.clone() }, "nodes"),
-            (LockConfig::with_nodes(["http://x"]), "nodes[0]"),
-            (LockConfig::with_nodes(["redis://127.0.0.1:6379", "redis://:0"]), "nodes[1]"),
-            (LockConfig { ttl: Duration::ZERO, ..base.clone() }, "ttl"),
-            (LockConfig { ttl: Duration::from_micros(10), ..base.clone() }, "ttl"),
-            (LockConfig { ttl: Duration::from_secs(u64::MAX), ..base.clone() }, "ttl"),
-            (LockConfig { key_prefix: "a{".into(), ..base.clone() }, "key_prefix"),
-            (LockConfig { retry: RetryPolicy::new(Duration::ZERO, Duration::ZERO), ..base.clone() }, "retry.initial_delay"),
-            (LockConfig { retry: RetryPolicy::new(Duration::from_secs(1), Duration::from_millis(1)), ..base.clone() }, "retry.max_delay"),
             (
-                LockConfig { retry: RetryPolicy { multiplier: f64::NAN, ..RetryPolicy::default() }, ..base.clone() },
+                LockConfig {
+                    nodes: vec![],
+                    ..base.clone()
+                },
+                "nodes",
+            ),
+            (LockConfig::with_nodes(["http://x"]), "nodes[0]"),
+            (
+                LockConfig::with_nodes(["redis://127.0.0.1:6379", "redis://:0"]),
+                "nodes[1]",
+            ),
+            (
+                LockConfig {
+                    ttl: Duration::ZERO,
+                    ..base.clone()
+                },
+                "ttl",
+            ),
+            (
+                LockConfig {
+                    ttl: Duration::from_micros(10),
+                    ..base.clone()
+                },
+                "ttl",
+            ),
+            (
+                LockConfig {
+                    ttl: Duration::from_secs(u64::MAX),
+                    ..base.clone()
+                },
+                "ttl",
+            ),
+            (
+                LockConfig {
+                    key_prefix: "a{".into(),
+                    ..base.clone()
+                },
+                "key_prefix",
+            ),
+            (
+                LockConfig {
+                    retry: RetryPolicy::new(Duration::ZERO, Duration::ZERO),
+                    ..base.clone()
+                },
+                "retry.initial_delay",
+            ),
+            (
+                LockConfig {
+                    retry: RetryPolicy::new(Duration::from_secs(1), Duration::from_millis(1)),
+                    ..base.clone()
+                },
+                "retry.max_delay",
+            ),
+            (
+                LockConfig {
+                    retry: RetryPolicy {
+                        multiplier: f64::NAN,
+                        ..RetryPolicy::default()
+                    },
+                    ..base.clone()
+                },
                 "retry.multiplier",
             ),
             (
-                LockConfig { watchdog: WatchdogConfig { enabled: true, interval: Some(Duration::from_secs(30)) }, ..base.clone() },
+                LockConfig {
+                    watchdog: WatchdogConfig {
+                        enabled: true,
+                        interval: Some(Duration::from_secs(30)),
+                    },
+                    ..base.clone()
+                },
                 "watchdog.interval",
             ),
-            (LockConfig { connect_timeout: Duration::ZERO, ..base.clone() }, "connect_timeout"),
-            (LockConfig { command_timeout: Duration::from_secs(3600), ..base.clone() }, "command_timeout"),
-            (LockConfig { clock_drift_factor: 0.5, ..base.clone() }, "clock_drift_factor"),
-            (LockConfig { clock_drift_factor: -0.1, ..base.clone() }, "clock_drift_factor"),
+            (
+                LockConfig {
+                    connect_timeout: Duration::ZERO,
+                    ..base.clone()
+                },
+                "connect_timeout",
+            ),
+            (
+                LockConfig {
+                    command_timeout: Duration::from_secs(3600),
+                    ..base.clone()
+                },
+                "command_timeout",
+            ),
+            (
+                LockConfig {
+                    clock_drift_factor: 0.5,
+                    ..base.clone()
+                },
+                "clock_drift_factor",
+            ),
+            (
+                LockConfig {
+                    clock_drift_factor: -0.1,
+                    ..base.clone()
+                },
+                "clock_drift_factor",
+            ),
         ];
         for (config, field) in cases {
             assert_eq!(field_of(&config), field, "{config:?}");
@@ -474,8 +577,21 @@ mod tests {
         assert_eq!(url.to_string(), "redis://user:***@localhost:6380/2");
         assert!(!format!("{url:?}").contains("pa55"));
         assert_eq!(NodeUrl::new("redis://[::1]").address(), "[::1]:6379");
-        for bad in ["", "redis://", "redis://:6379", "redis://h:99999", "redis://h:x", "redis://h/db", "tcp://h", "rediss://h", "redis://[::1"] {
-            assert!(NodeUrl::new(bad).parse().is_err(), "{bad} should be rejected");
+        for bad in [
+            "",
+            "redis://",
+            "redis://:6379",
+            "redis://h:99999",
+            "redis://h:x",
+            "redis://h/db",
+            "tcp://h",
+            "rediss://h",
+            "redis://[::1",
+        ] {
+            assert!(
+                NodeUrl::new(bad).parse().is_err(),
+                "{bad} should be rejected"
+            );
         }
     }
 

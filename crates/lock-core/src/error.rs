@@ -150,7 +150,8 @@ impl LockError {
             | LockError::Connection { .. }
             | LockError::Timeout { .. } => true,
             LockError::Server { message, .. } => {
-                const TRANSIENT: [&str; 5] = ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
+                const TRANSIENT: [&str; 5] =
+                    ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
                 let code = message.split_whitespace().next().unwrap_or("");
                 TRANSIENT.contains(&code)
             }

@@ -52,7 +52,9 @@ impl LeaseShared {
     /// Moves a held lease to a later deadline; never shortens it.
     pub(crate) fn renewed(&self, valid_until: Instant) {
         self.status.send_if_modified(|status| match status {
-            LeaseStatus::Held { valid_until: current } if *current < valid_until => {
+            LeaseStatus::Held {
+                valid_until: current,
+            } if *current < valid_until => {
                 *current = valid_until;
                 true
             }
@@ -64,7 +66,10 @@ impl LeaseShared {
     pub(crate) fn lose(&self, reason: LossReason) -> bool {
         let changed = self.status.send_if_modified(|status| match *status {
             LeaseStatus::Held { valid_until } => {
-                *status = LeaseStatus::Lost { reason, valid_until };
+                *status = LeaseStatus::Lost {
+                    reason,
+                    valid_until,
+                };
                 true
             }
             _ => false,
@@ -116,7 +121,9 @@ impl LeaseHandle {
     /// the last such instant; after release, `None`.
     pub fn valid_until(&self) -> Option<Instant> {
         match self.status() {
-            LeaseStatus::Held { valid_until } | LeaseStatus::Lost { valid_until, .. } => Some(valid_until),
+            LeaseStatus::Held { valid_until } | LeaseStatus::Lost { valid_until, .. } => {
+                Some(valid_until)
+            }
             LeaseStatus::Released => None,
         }
     }
@@ -130,7 +137,9 @@ impl LeaseHandle {
     /// How long the lease is still known valid; zero once lost or released.
     pub fn remaining(&self) -> Duration {
         match self.status() {
-            LeaseStatus::Held { valid_until } => valid_until.saturating_duration_since(Instant::now()),
+            LeaseStatus::Held { valid_until } => {
+                valid_until.saturating_duration_since(Instant::now())
+            }
             _ => Duration::ZERO,
         }
     }
@@ -139,7 +148,10 @@ impl LeaseHandle {
     /// was released. Select on it next to long work to stop when the lock is gone.
     pub async fn lost(&self) -> Option<LossReason> {
         let mut status = self.shared.status.subscribe();
-        let outcome = match status.wait_for(|status| !matches!(status, LeaseStatus::Held { .. })).await {
+        let outcome = match status
+            .wait_for(|status| !matches!(status, LeaseStatus::Held { .. }))
+            .await
+        {
             Ok(status) => *status,
             // The sender lives in `shared`, which this handle keeps alive.
             Err(_) => LeaseStatus::Released,
@@ -224,15 +236,27 @@ impl LeaseGuard {
         match shared.status() {
             LeaseStatus::Held { .. } => {}
             LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&shared.key, reason)),
-            LeaseStatus::Released => return Err(LockError::NotOwner { key: shared.key.name().to_owned() }),
+            LeaseStatus::Released => {
+                return Err(LockError::NotOwner {
+                    key: shared.key.name().to_owned(),
+                })
+            }
         }
         let sent_at = Instant::now();
-        match shared.backend.extend(&shared.key, &shared.owner, ttl).await? {
+        match shared
+            .backend
+            .extend(&shared.key, &shared.owner, ttl)
+            .await?
+        {
             ExtendOutcome::Extended => {
                 if let Some(valid_until) = lease_deadline(sent_at, ttl, shared.drift_factor) {
                     shared.renewed(valid_until);
                 }
-                tracing::debug!(key = shared.key.name(), ttl_ms = ttl.as_millis() as u64, "lease extended");
+                tracing::debug!(
+                    key = shared.key.name(),
+                    ttl_ms = ttl.as_millis() as u64,
+                    "lease extended"
+                );
                 Ok(())
             }
             ExtendOutcome::NotHeld => {
@@ -286,7 +310,11 @@ impl Drop for LeaseGuard {
         if matches!(shared.mark_released(), LeaseStatus::Released) {
             return;
         }
-        spawn_release(Arc::clone(&shared.backend), shared.key.clone(), shared.owner.clone());
+        spawn_release(
+            Arc::clone(&shared.backend),
+            shared.key.clone(),
+            shared.owner.clone(),
+        );
     }
 }
 
@@ -302,7 +330,10 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
 /// (dropped during shutdown) nothing is sent and the TTL frees the key.
 pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, owner: OwnerToken) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::debug!(key = key.name(), "no runtime to release on; the key will expire by its TTL");
+        tracing::debug!(
+            key = key.name(),
+            "no runtime to release on; the key will expire by its TTL"
+        );
         return;
     };
     runtime.spawn(async move {

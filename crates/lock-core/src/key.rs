@@ -90,7 +90,9 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), String> {
         ));
     }
     if prefix.contains(['{', '}']) {
-        return Err("the key prefix must not contain `{` or `}`: the lock name is the hash tag".into());
+        return Err(
+            "the key prefix must not contain `{` or `}`: the lock name is the hash tag".into(),
+        );
     }
     Ok(())
 }
@@ -195,7 +197,9 @@ impl fmt::Debug for OwnerToken {
 /// store.write(FencingToken::new(35), "from the next holder").unwrap();
 /// assert!(store.write(FencingToken::new(34), "late write").is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct FencingToken(u64);
 
 impl FencingToken {
@@ -229,11 +233,20 @@ mod tests {
 
     #[test]
     fn empty_and_oversized_names_are_rejected() {
-        assert!(matches!(LockKey::new("lock:", ""), Err(LockError::InvalidKey { .. })));
+        assert!(matches!(
+            LockKey::new("lock:", ""),
+            Err(LockError::InvalidKey { .. })
+        ));
         let long = "x".repeat(MAX_KEY_LEN + 1);
-        assert!(matches!(LockKey::new("lock:", &long), Err(LockError::InvalidKey { .. })));
+        assert!(matches!(
+            LockKey::new("lock:", &long),
+            Err(LockError::InvalidKey { .. })
+        ));
         assert!(LockKey::new("lock:", &"x".repeat(MAX_KEY_LEN)).is_ok());
-        assert!(matches!(LockKey::new("a{b", "k"), Err(LockError::InvalidKey { .. })));
+        assert!(matches!(
+            LockKey::new("a{b", "k"),
+            Err(LockError::InvalidKey { .. })
+        ));
     }
 
     #[test]

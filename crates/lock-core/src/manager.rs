@@ -92,7 +92,11 @@ impl LockManager {
     /// Errors: [`LockError::NotAcquired`] when the wait runs out (or the last
     /// transient error, if the node never answered), and any non-retryable error
     /// at once.
-    pub async fn acquire_within(&self, name: &str, wait: Duration) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire_within(
+        &self,
+        name: &str,
+        wait: Duration,
+    ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let owner = OwnerToken::generate()?;
         let started = Instant::now();
@@ -104,7 +108,12 @@ impl LockManager {
             let holder_remaining = match result {
                 Ok(Attempt::Acquired(guard)) => {
                     if attempts > 1 {
-                        tracing::debug!(key = name, attempts, waited_us = started.elapsed().as_micros() as u64, "acquired after waiting");
+                        tracing::debug!(
+                            key = name,
+                            attempts,
+                            waited_us = started.elapsed().as_micros() as u64,
+                            "acquired after waiting"
+                        );
                     }
                     return Ok(guard);
                 }
@@ -180,7 +189,12 @@ impl LockManager {
         match outcome {
             Ok(AcquireOutcome::Acquired { fencing_token }) => {
                 pending.disarm();
-                Ok(Attempt::Acquired(self.hold(key.clone(), owner.clone(), fencing_token, sent_at)))
+                Ok(Attempt::Acquired(self.hold(
+                    key.clone(),
+                    owner.clone(),
+                    fencing_token,
+                    sent_at,
+                )))
             }
             Ok(AcquireOutcome::Held { remaining }) => {
                 pending.disarm();
@@ -194,11 +208,18 @@ impl LockManager {
         }
     }
 
-    fn hold(&self, key: LockKey, owner: OwnerToken, fencing_token: Option<FencingToken>, sent_at: Instant) -> LeaseGuard {
+    fn hold(
+        &self,
+        key: LockKey,
+        owner: OwnerToken,
+        fencing_token: Option<FencingToken>,
+        sent_at: Instant,
+    ) -> LeaseGuard {
         let ttl = self.config.ttl;
         // A TTL shorter than the drift allowance leaves nothing usable: the lease
         // starts out expired and its loss is reported at once.
-        let valid_until = lease_deadline(sent_at, ttl, self.config.clock_drift_factor).unwrap_or(sent_at);
+        let valid_until =
+            lease_deadline(sent_at, ttl, self.config.clock_drift_factor).unwrap_or(sent_at);
         tracing::debug!(
             key = key.name(),
             fencing_token = fencing_token.map(FencingToken::get),
@@ -216,7 +237,11 @@ impl LockManager {
             drift_factor: self.config.clock_drift_factor,
             status,
         });
-        let renew_every = self.config.watchdog.enabled.then(|| self.config.renew_interval());
+        let renew_every = self
+            .config
+            .watchdog
+            .enabled
+            .then(|| self.config.renew_interval());
         let keeper = tokio::spawn(watchdog::keep(Arc::clone(&shared), renew_every));
         LeaseGuard::new(shared, Some(keeper))
     }
@@ -249,7 +274,11 @@ impl<'a> PendingAcquire<'a> {
 impl Drop for PendingAcquire<'_> {
     fn drop(&mut self) {
         if self.armed {
-            spawn_release(Arc::clone(self.backend), self.key.clone(), self.owner.clone());
+            spawn_release(
+                Arc::clone(self.backend),
+                self.key.clone(),
+                self.owner.clone(),
+            );
         }
     }
 }

@@ -43,7 +43,12 @@ impl Script {
     /// Runs the script on `node` with EVALSHA. If the node answers `NOSCRIPT`
     /// (it restarted, or someone ran `SCRIPT FLUSH`), loads the script and runs
     /// it once more: one extra round trip, once per node and flush.
-    pub async fn run(&self, node: &dyn NodeClient, keys: &[&str], args: &[&[u8]]) -> Result<Reply, LockError> {
+    pub async fn run(
+        &self,
+        node: &dyn NodeClient,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
         let key_count = keys.len().to_string();
         let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
         argv.push(self.sha1().as_bytes());
@@ -52,7 +57,11 @@ impl Script {
         argv.extend_from_slice(args);
         match node.command("EVALSHA", &argv).await {
             Err(LockError::Server { message, .. }) if message.starts_with("NOSCRIPT") => {
-                tracing::debug!(script = self.name, node = node.address(), "script missing on node; loading it");
+                tracing::debug!(
+                    script = self.name,
+                    node = node.address(),
+                    "script missing on node; loading it"
+                );
                 self.load(node).await?;
                 node.command("EVALSHA", &argv).await
             }
@@ -62,7 +71,9 @@ impl Script {
 
     /// Loads the script into `node`'s script cache and checks the digest it reports.
     pub async fn load(&self, node: &dyn NodeClient) -> Result<(), LockError> {
-        let reply = node.command("SCRIPT", &[b"LOAD", self.source.as_bytes()]).await?;
+        let reply = node
+            .command("SCRIPT", &[b"LOAD", self.source.as_bytes()])
+            .await?;
         if reply.as_text() == Some(self.sha1()) {
             Ok(())
         } else {
@@ -107,10 +118,28 @@ mod tests {
 
     #[test]
     fn every_script_documents_keys_argv_and_reply() {
-        for script in [&single::ACQUIRE, &single::EXTEND, &single::RELEASE, &single::INSPECT] {
-            let header = script.source().lines().take_while(|line| line.starts_with("--")).collect::<Vec<_>>().join("\n");
-            assert!(header.contains("KEYS[1]"), "{} lacks KEYS docs", script.name());
-            assert!(header.contains("Reply"), "{} lacks reply docs", script.name());
+        for script in [
+            &single::ACQUIRE,
+            &single::EXTEND,
+            &single::RELEASE,
+            &single::INSPECT,
+        ] {
+            let header = script
+                .source()
+                .lines()
+                .take_while(|line| line.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            assert!(
+                header.contains("KEYS[1]"),
+                "{} lacks KEYS docs",
+                script.name()
+            );
+            assert!(
+                header.contains("Reply"),
+                "{} lacks reply docs",
+                script.name()
+            );
         }
     }
 }

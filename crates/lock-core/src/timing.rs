@@ -28,7 +28,10 @@ pub fn validate_ttl(ttl: Duration) -> Result<(), LockError> {
     } else if ttl < MIN_TTL {
         "the TTL is below one millisecond, the precision of Redis expiry".to_owned()
     } else if ttl > MAX_TTL {
-        format!("the TTL is above the maximum of {}", humantime::format_duration(MAX_TTL))
+        format!(
+            "the TTL is above the maximum of {}",
+            humantime::format_duration(MAX_TTL)
+        )
     } else if !ttl.subsec_nanos().is_multiple_of(1_000_000) {
         "the TTL is not a whole number of milliseconds".to_owned()
     } else {
@@ -134,6 +137,9 @@ mod tests {
 
     #[test]
     fn a_one_millisecond_lease_has_no_usable_validity() {
-        assert_eq!(lease_deadline(Instant::now(), Duration::from_millis(1), 0.01), None);
+        assert_eq!(
+            lease_deadline(Instant::now(), Duration::from_millis(1), 0.01),
+            None
+        );
     }
 }

@@ -45,7 +45,9 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
             shared.lose(LossReason::Expired);
             return;
         }
-        let Some(interval) = renew_every else { continue };
+        let Some(interval) = renew_every else {
+            continue;
+        };
         next_renewal = Some(renew(&shared, interval, valid_until).await);
     }
 }
@@ -53,7 +55,9 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
 /// One renewal; returns when to renew next.
 async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -> Instant {
     let sent_at = Instant::now();
-    let extend = shared.backend.extend(&shared.key, &shared.owner, shared.ttl);
+    let extend = shared
+        .backend
+        .extend(&shared.key, &shared.owner, shared.ttl);
     let outcome = tokio::select! {
         outcome = extend => outcome,
         () = tokio::time::sleep_until(valid_until.into()) => {

@@ -1,1 +1,190 @@
-fn main(){}
+//! Uncontended acquire+release cycles per second, against the floor measured in
+//! the same run on the same server and connection kind: a raw `SET key val NX PX`
+//! followed by a raw `EVALSHA` compare-and-delete (two round trips, the least a
+//! lock can cost).
+//!
+//! A third figure, "scripts", runs our acquire and release scripts through the
+//! same raw connection without the lock API: the gap between it and the floor is
+//! what the server spends on the fenced acquire (a Lua call that also INCRs the
+//! fencing counter); the gap between "ours" and it is our client-side cost.
+//!
+//! Run with `cargo xtask bench`. `BENCH_SECONDS` sets the length of one
+//! measurement (default 2); each figure is the median of `BENCH_ROUNDS` (default
+//! 3) interleaved measurements.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_core::client::{self, NodeClient};
+use lock_core::script::single::{ACQUIRE, RELEASE};
+use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::RedisServer;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs `tasks` loops of `cycle(task, i)` for `length`, returns cycles per second.
+async fn measure<F, Fut>(tasks: usize, length: Duration, cycle: F) -> f64
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let cycle = Arc::new(cycle);
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let (cycle, stop, done) = (Arc::clone(&cycle), Arc::clone(&stop), Arc::clone(&done));
+        handles.push(tokio::spawn(async move {
+            let mut count = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                cycle(task, count).await;
+                count += 1;
+            }
+            done.fetch_add(count, Ordering::Relaxed);
+        }));
+    }
+    tokio::time::sleep(length).await;
+    stop.store(true, Ordering::Relaxed);
+    for handle in handles {
+        handle.await.expect("bench task");
+    }
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    RELEASE
+        .load(node.as_ref())
+        .await
+        .expect("load release script");
+    measure(tasks, length, move |task, _| {
+        let node = Arc::clone(&node);
+        async move {
+            let key = format!("floor:{{t{task}}}");
+            let reply = node
+                .command(
+                    "SET",
+                    &[
+                        key.as_bytes(),
+                        b"owner-token-0123456789abcdef",
+                        b"NX",
+                        b"PX",
+                        b"30000",
+                    ],
+                )
+                .await
+                .expect("SET");
+            assert_eq!(
+                reply.as_text(),
+                Some("OK"),
+                "uncontended SET NX must succeed"
+            );
+            let released = RELEASE
+                .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
+                .await
+                .expect("EVALSHA");
+            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+        }
+    })
+    .await
+}
+
+async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    ACQUIRE
+        .load(node.as_ref())
+        .await
+        .expect("load acquire script");
+    measure(tasks, length, move |task, _| {
+        let node = Arc::clone(&node);
+        async move {
+            let key = format!("scripts:{{t{task}}}");
+            let fence = format!("{key}:fence");
+            let acquired = ACQUIRE
+                .run(
+                    node.as_ref(),
+                    &[&key, &fence],
+                    &[b"owner-token-0123456789abcdef", b"30000"],
+                )
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(
+                acquired.as_array().and_then(|reply| reply[0].as_int()),
+                Some(1),
+                "uncontended acquire"
+            );
+            let released = RELEASE
+                .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
+                .await
+                .expect("EVALSHA release");
+            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+        }
+    })
+    .await
+}
+
+async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
+    measure(tasks, length, move |task, _| {
+        let locks = locks.clone();
+        async move {
+            let guard = locks
+                .try_acquire(&format!("bench:t{task}"))
+                .await
+                .expect("try_acquire")
+                .expect("uncontended key is free");
+            guard.release().await.expect("release");
+        }
+    })
+    .await
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
+    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+    let server = RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let options = ConnectOptions::default();
+    println!(
+        "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
+        server.port()
+    );
+    println!();
+    println!("| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | ours / floor | ours / scripts |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let floor_node = client::connect(kind, &url, options)
+            .await
+            .expect("connect floor");
+        let backend = SingleNodeBackend::connect(kind, &url, options)
+            .await
+            .expect("connect ours");
+        let config = LockConfig::with_nodes([url.expose().to_owned()]);
+        let locks = LockManager::new(Arc::new(backend), config).expect("config");
+        for tasks in [1, 32] {
+            let (mut floors, mut scriptses, mut ourses) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                floors.push(floor(Arc::clone(&floor_node), tasks, length).await);
+                scriptses.push(scripts(Arc::clone(&floor_node), tasks, length).await);
+                ourses.push(ours(locks.clone(), tasks, length).await);
+            }
+            let (floor, scripts, ours) = (median(floors), median(scriptses), median(ourses));
+            println!(
+                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {:.2} | {:.2} |",
+                ours / floor,
+                ours / scripts
+            );
+        }
+    }
+}

@@ -8,8 +8,8 @@ use lock_core::client::{self, NodeClient, Reply};
 use lock_core::script::{single, Script};
 use lock_core::timing::{ttl_millis, validate_ttl};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend, LockConfig, LockError,
-    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
+    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
 };
 
 /// A lock backend over one Redis node.
@@ -25,7 +25,12 @@ pub struct SingleNodeBackend {
 /// errors of [`SingleNodeBackend::connect`].
 pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
     config.validate()?;
-    let backend = SingleNodeBackend::connect(config.client, &config.nodes[0], ConnectOptions::from(&config)).await?;
+    let backend = SingleNodeBackend::connect(
+        config.client,
+        &config.nodes[0],
+        ConnectOptions::from(&config),
+    )
+    .await?;
     LockManager::new(Arc::new(backend), config)
 }
 
@@ -36,7 +41,11 @@ impl SingleNodeBackend {
     /// malformed URL, [`LockError::Authentication`] for a wrong password,
     /// [`LockError::Connection`] or [`LockError::Timeout`] for an unreachable
     /// node, [`LockError::ClientNotCompiled`] when the client's feature is off.
-    pub async fn connect(kind: ClientKind, url: &NodeUrl, options: ConnectOptions) -> Result<Self, LockError> {
+    pub async fn connect(
+        kind: ClientKind,
+        url: &NodeUrl,
+        options: ConnectOptions,
+    ) -> Result<Self, LockError> {
         let node = client::connect(kind, url, options).await?;
         Ok(Self::from_node(node))
     }
@@ -52,7 +61,12 @@ impl SingleNodeBackend {
         &self.node
     }
 
-    async fn run(&self, script: &Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, LockError> {
+    async fn run(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
         script.run(self.node.as_ref(), keys, args).await
     }
 
@@ -67,16 +81,23 @@ impl LockBackend for SingleNodeBackend {
         "single"
     }
 
-    async fn try_acquire(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<AcquireOutcome, LockError> {
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.run(&single::ACQUIRE, &keys, &args).await?;
         match reply.as_array() {
-            Some([Reply::Int(1), Reply::Int(token)]) if *token >= 1 => Ok(AcquireOutcome::Acquired {
-                fencing_token: Some(FencingToken::new(token.unsigned_abs())),
-            }),
+            Some([Reply::Int(1), Reply::Int(token)]) if *token >= 1 => {
+                Ok(AcquireOutcome::Acquired {
+                    fencing_token: Some(FencingToken::new(token.unsigned_abs())),
+                })
+            }
             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
                 remaining: remaining_ttl(*pttl),
             }),
@@ -84,7 +105,12 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
-    async fn extend(&self, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> Result<ExtendOutcome, LockError> {
+    async fn extend(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
@@ -96,9 +122,17 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
-    async fn release(&self, key: &LockKey, owner: &OwnerToken) -> Result<ReleaseOutcome, LockError> {
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> Result<ReleaseOutcome, LockError> {
         let reply = self
-            .run(&single::RELEASE, &[key.redis_key()], &[owner.expose().as_bytes()])
+            .run(
+                &single::RELEASE,
+                &[key.redis_key()],
+                &[owner.expose().as_bytes()],
+            )
             .await?;
         match reply {
             Reply::Int(1) => Ok(ReleaseOutcome::Released),

@@ -15,7 +15,11 @@ impl BackendFactory for SingleNode {
         Capabilities::new(true)
     }
 
-    fn connect<'a>(&'a self, urls: &'a [NodeUrl], options: ConnectOptions) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [NodeUrl],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
         Box::pin(async move {
             let backend = SingleNodeBackend::connect(self.0, &urls[0], options).await?;
             Ok(Arc::new(backend) as Arc<dyn LockBackend>)

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use lock_core::{
-    AcquireOutcome, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState,
-    LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, MAX_KEY_LEN, MAX_TTL,
+    AcquireOutcome, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError, LockKey,
+    LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy,
+    MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::server::{free_port, RedisServer};
@@ -109,8 +110,16 @@ fn owner() -> OwnerToken {
     OwnerToken::generate().expect("os rng")
 }
 
-async fn acquire(backend: &dyn LockBackend, key: &LockKey, owner: &OwnerToken, ttl: Duration) -> AcquireOutcome {
-    backend.try_acquire(key, owner, ttl).await.expect("try_acquire")
+async fn acquire(
+    backend: &dyn LockBackend,
+    key: &LockKey,
+    owner: &OwnerToken,
+    ttl: Duration,
+) -> AcquireOutcome {
+    backend
+        .try_acquire(key, owner, ttl)
+        .await
+        .expect("try_acquire")
 }
 
 fn acquired(outcome: AcquireOutcome) -> bool {
@@ -132,7 +141,10 @@ pub async fn mutual_exclusion(factory: &dyn BackendFactory) {
         tasks.push(tokio::spawn(async move {
             let mut tokens = Vec::new();
             for _ in 0..ROUNDS {
-                let guard = locks.acquire("contended").await.expect("acquire within the wait");
+                let guard = locks
+                    .acquire("contended")
+                    .await
+                    .expect("acquire within the wait");
                 let before = inside.fetch_add(1, Ordering::SeqCst);
                 assert_eq!(before, 0, "another holder was inside the critical section");
                 tokio::task::yield_now().await;
@@ -149,12 +161,23 @@ pub async fn mutual_exclusion(factory: &dyn BackendFactory) {
     for task in tasks {
         tokens.extend(task.await.expect("task"));
     }
-    assert_eq!(entries.load(Ordering::SeqCst), TASKS * ROUNDS, "every task got in every round");
+    assert_eq!(
+        entries.load(Ordering::SeqCst),
+        TASKS * ROUNDS,
+        "every task got in every round"
+    );
     if factory.capabilities().fencing {
-        let mut values: Vec<u64> = tokens.iter().map(|token| token.expect("token").get()).collect();
+        let mut values: Vec<u64> = tokens
+            .iter()
+            .map(|token| token.expect("token").get())
+            .collect();
         values.sort_unstable();
         values.dedup();
-        assert_eq!(values.len(), TASKS * ROUNDS, "two holders shared a fencing token");
+        assert_eq!(
+            values.len(),
+            TASKS * ROUNDS,
+            "two holders shared a fencing token"
+        );
     }
 }
 
@@ -164,17 +187,39 @@ pub async fn only_owner_can_release_or_extend(factory: &dyn BackendFactory) {
     let backend = deployment.backend.as_ref();
     let (key, holder, intruder) = (key("owned"), owner(), owner());
     let ttl = Duration::from_secs(10);
-    assert!(acquired(acquire(backend, &key, &holder, ttl).await), "a free key is acquired");
+    assert!(
+        acquired(acquire(backend, &key, &holder, ttl).await),
+        "a free key is acquired"
+    );
     assert!(
         matches!(acquire(backend, &key, &intruder, ttl).await, AcquireOutcome::Held { remaining: Some(left) } if left <= ttl),
         "a held key is reported held with its remaining TTL"
     );
-    assert_eq!(backend.release(&key, &intruder).await.expect("release"), ReleaseOutcome::NotHeld);
-    assert_eq!(backend.extend(&key, &intruder, ttl).await.expect("extend"), ExtendOutcome::NotHeld);
-    assert!(backend.inspect(&key).await.expect("inspect").is_held(), "the intruder changed nothing");
-    assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
-    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::Released);
-    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::NotHeld, "a second release finds nothing");
+    assert_eq!(
+        backend.release(&key, &intruder).await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
+    assert_eq!(
+        backend.extend(&key, &intruder, ttl).await.expect("extend"),
+        ExtendOutcome::NotHeld
+    );
+    assert!(
+        backend.inspect(&key).await.expect("inspect").is_held(),
+        "the intruder changed nothing"
+    );
+    assert_eq!(
+        backend.extend(&key, &holder, ttl).await.expect("extend"),
+        ExtendOutcome::Extended
+    );
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::NotHeld,
+        "a second release finds nothing"
+    );
     assert!(!backend.inspect(&key).await.expect("inspect").is_held());
 }
 
@@ -185,10 +230,20 @@ pub async fn expiry_frees_the_key(factory: &dyn BackendFactory) {
     let (key, first, second) = (key("expiring"), owner(), owner());
     let ttl = Duration::from_millis(150);
     assert!(acquired(acquire(backend, &key, &first, ttl).await));
-    assert!(!acquired(acquire(backend, &key, &second, ttl).await), "held before the TTL");
+    assert!(
+        !acquired(acquire(backend, &key, &second, ttl).await),
+        "held before the TTL"
+    );
     tokio::time::sleep(ttl + Duration::from_millis(50)).await;
-    assert!(acquired(acquire(backend, &key, &second, ttl).await), "free after the TTL");
-    assert_eq!(backend.extend(&key, &first, ttl).await.expect("extend"), ExtendOutcome::NotHeld, "the expired owner cannot extend");
+    assert!(
+        acquired(acquire(backend, &key, &second, ttl).await),
+        "free after the TTL"
+    );
+    assert_eq!(
+        backend.extend(&key, &first, ttl).await.expect("extend"),
+        ExtendOutcome::NotHeld,
+        "the expired owner cannot extend"
+    );
 }
 
 /// Extending keeps a lease alive past its original TTL.
@@ -200,9 +255,15 @@ pub async fn extend_keeps_the_key(factory: &dyn BackendFactory) {
     assert!(acquired(acquire(backend, &key, &holder, ttl).await));
     for _ in 0..4 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
+        assert_eq!(
+            backend.extend(&key, &holder, ttl).await.expect("extend"),
+            ExtendOutcome::Extended
+        );
     }
-    assert!(!acquired(acquire(backend, &key, &other, ttl).await), "held 400 ms into a 200 ms TTL");
+    assert!(
+        !acquired(acquire(backend, &key, &other, ttl).await),
+        "held 400 ms into a 200 ms TTL"
+    );
 }
 
 /// Fencing tokens grow with every acquisition, across owners and expiry; a
@@ -224,9 +285,14 @@ pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
             return;
         }
         let token = token.expect("a fencing strategy returns a token");
-        assert!(last.is_none_or(|last| token > last), "round {round}: token {token} is not above {last:?}");
+        assert!(
+            last.is_none_or(|last| token > last),
+            "round {round}: token {token} is not above {last:?}"
+        );
         match backend.inspect(&key).await.expect("inspect") {
-            LockState::Held { token: Some(seen), .. } => assert_eq!(seen, token, "inspect shows the current token"),
+            LockState::Held {
+                token: Some(seen), ..
+            } => assert_eq!(seen, token, "inspect shows the current token"),
             other => panic!("inspect of a held key: {other:?}"),
         }
         last = Some(token);
@@ -247,15 +313,28 @@ pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
-    let guard = locks.try_acquire("kept").await.expect("try_acquire").expect("free key");
+    let guard = locks
+        .try_acquire("kept")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
     let until = Instant::now() + ttl * 4;
     while Instant::now() < until {
         assert!(guard.is_valid(), "the lease lapsed while the watchdog ran");
-        assert!(locks.try_acquire("kept").await.expect("try_acquire").is_none(), "another owner got in");
+        assert!(
+            locks
+                .try_acquire("kept")
+                .await
+                .expect("try_acquire")
+                .is_none(),
+            "another owner got in"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        tokio::time::timeout(Duration::from_millis(1), guard.lost()).await.is_err(),
+        tokio::time::timeout(Duration::from_millis(1), guard.lost())
+            .await
+            .is_err(),
         "the loss signal fired for a kept lease"
     );
     guard.release().await.expect("release a kept lease");
@@ -264,16 +343,32 @@ pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
 async fn assert_loss_reported(deployment: &Deployment, name: &str, sabotage: &[&str]) {
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
-    let guard = locks.try_acquire(name).await.expect("try_acquire").expect("free key");
+    let guard = locks
+        .try_acquire(name)
+        .await
+        .expect("try_acquire")
+        .expect("free key");
     let lost_key = locks.key(name).expect("key");
-    let args: Vec<&str> = sabotage.iter().map(|arg| if *arg == "KEY" { lost_key.redis_key() } else { arg }).collect();
+    let args: Vec<&str> = sabotage
+        .iter()
+        .map(|arg| {
+            if *arg == "KEY" {
+                lost_key.redis_key()
+            } else {
+                arg
+            }
+        })
+        .collect();
     deployment.admin_all(&args);
     let reason = tokio::time::timeout(ttl * 2, guard.lost())
         .await
         .expect("the loss is reported within two TTLs");
     assert_eq!(reason, Some(LossReason::NotHeld));
     assert!(!guard.is_valid());
-    assert!(matches!(guard.release().await, Err(LockError::LeaseLost { .. })), "release reports the loss");
+    assert!(
+        matches!(guard.release().await, Err(LockError::LeaseLost { .. })),
+        "release reports the loss"
+    );
 }
 
 /// The watchdog reports a loss when the key is deleted behind its back.
@@ -285,7 +380,12 @@ pub async fn watchdog_reports_a_deleted_key(factory: &dyn BackendFactory) {
 /// The watchdog reports a loss when the key is overwritten by someone else.
 pub async fn watchdog_reports_an_overwritten_key(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
-    assert_loss_reported(&deployment, "overwritten", &["SET", "KEY", "intruder", "PX", "60000"]).await;
+    assert_loss_reported(
+        &deployment,
+        "overwritten",
+        &["SET", "KEY", "intruder", "PX", "60000"],
+    )
+    .await;
 }
 
 /// Without a watchdog, the loss signal fires at the deadline.
@@ -294,12 +394,27 @@ pub async fn loss_at_deadline_without_watchdog(factory: &dyn BackendFactory) {
     let mut config = fast_config(Duration::from_millis(100));
     config.watchdog.enabled = false;
     let locks = deployment.manager(config);
-    let guard = locks.try_acquire("unwatched").await.expect("try_acquire").expect("free key");
+    let guard = locks
+        .try_acquire("unwatched")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
     let started = Instant::now();
-    let reason = tokio::time::timeout(Duration::from_secs(1), guard.lost()).await.expect("loss reported");
+    let reason = tokio::time::timeout(Duration::from_secs(1), guard.lost())
+        .await
+        .expect("loss reported");
     assert_eq!(reason, Some(LossReason::Expired));
-    assert!(started.elapsed() < Duration::from_millis(150), "reported at the deadline, not later");
-    assert!(matches!(guard.release().await, Err(LockError::LeaseLost { reason: LossReason::Expired, .. })));
+    assert!(
+        started.elapsed() < Duration::from_millis(150),
+        "reported at the deadline, not later"
+    );
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::LeaseLost {
+            reason: LossReason::Expired,
+            ..
+        })
+    ));
 }
 
 /// After `SCRIPT FLUSH` every operation still works (scripts are reloaded).
@@ -311,24 +426,41 @@ pub async fn recovers_after_script_flush(factory: &dyn BackendFactory) {
     deployment.admin_all(&["SCRIPT", "FLUSH"]);
     assert!(acquired(acquire(backend, &key, &holder, ttl).await));
     deployment.admin_all(&["SCRIPT", "FLUSH"]);
-    assert_eq!(backend.extend(&key, &holder, ttl).await.expect("extend"), ExtendOutcome::Extended);
+    assert_eq!(
+        backend.extend(&key, &holder, ttl).await.expect("extend"),
+        ExtendOutcome::Extended
+    );
     deployment.admin_all(&["SCRIPT", "FLUSH"]);
     assert!(backend.inspect(&key).await.expect("inspect").is_held());
     deployment.admin_all(&["SCRIPT", "FLUSH"]);
-    assert_eq!(backend.release(&key, &holder).await.expect("release"), ReleaseOutcome::Released);
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::Released
+    );
 }
 
 /// A dropped guard releases in the background, long before the TTL.
 pub async fn dropped_guard_releases(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(30)));
-    let guard = locks.try_acquire("dropped").await.expect("try_acquire").expect("free key");
+    let guard = locks
+        .try_acquire("dropped")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
     let handle = guard.handle();
     drop(guard);
-    assert_eq!(handle.lost().await, None, "a dropped guard counts as released, not lost");
+    assert_eq!(
+        handle.lost().await,
+        None,
+        "a dropped guard counts as released, not lost"
+    );
     let started = Instant::now();
     while locks.inspect("dropped").await.expect("inspect").is_held() {
-        assert!(started.elapsed() < Duration::from_secs(2), "the dropped guard was not released");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the dropped guard was not released"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -342,14 +474,21 @@ pub async fn abandoned_acquire_leaves_no_holder(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(ttl));
     // Load the scripts first: otherwise the frozen EVALSHA would answer
     // NOSCRIPT on resume and the check would pass without testing anything.
-    let warm_up = locks.try_acquire("warm-up").await.expect("try_acquire").expect("free key");
+    let warm_up = locks
+        .try_acquire("warm-up")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
     warm_up.release().await.expect("release");
     for server in &mut deployment.servers {
         server.pause().expect("SIGSTOP");
     }
     let attempt = tokio::time::timeout(Duration::from_secs(5), locks.try_acquire("frozen")).await;
     assert!(
-        matches!(attempt, Ok(Err(LockError::Timeout { .. } | LockError::Connection { .. }))),
+        matches!(
+            attempt,
+            Ok(Err(LockError::Timeout { .. } | LockError::Connection { .. }))
+        ),
         "an acquire against a frozen server fails with a timeout, got {attempt:?}"
     );
     for server in &mut deployment.servers {
@@ -361,7 +500,10 @@ pub async fn abandoned_acquire_leaves_no_holder(factory: &dyn BackendFactory) {
             Ok(state) if !state.is_held() => break,
             _ => {}
         }
-        assert!(started.elapsed() < Duration::from_secs(5), "the unowned acquire still holds the key 5 s after the server came back");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the unowned acquire still holds the key 5 s after the server came back"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let guard = locks.try_acquire("frozen").await.expect("try_acquire");
@@ -374,7 +516,9 @@ pub async fn with_lock_reports_loss(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_millis(300)));
     let output = locks
-        .with_lock("work", |lease| async move { lease.fencing_token().map_or(0, |token| token.get()) + 1 })
+        .with_lock("work", |lease| async move {
+            lease.fencing_token().map_or(0, |token| token.get()) + 1
+        })
         .await
         .expect("work under a held lease");
     assert!(output >= 1);
@@ -389,7 +533,13 @@ pub async fn with_lock_reports_loss(factory: &dyn BackendFactory) {
         })
         .await;
     assert!(
-        matches!(result, Err(LockError::LeaseLost { reason: LossReason::NotHeld, .. })),
+        matches!(
+            result,
+            Err(LockError::LeaseLost {
+                reason: LossReason::NotHeld,
+                ..
+            })
+        ),
         "with_lock must report the loss, got {result:?}"
     );
 }
@@ -399,12 +549,21 @@ pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let backend = deployment.backend.as_ref();
     let key = key("inspected");
-    assert!(matches!(backend.inspect(&key).await.expect("inspect"), LockState::Free { last_token: None }));
+    assert!(matches!(
+        backend.inspect(&key).await.expect("inspect"),
+        LockState::Free { last_token: None }
+    ));
     let ttl = Duration::from_secs(10);
     assert!(acquired(acquire(backend, &key, &owner(), ttl).await));
     match backend.inspect(&key).await.expect("inspect") {
-        LockState::Held { remaining: Some(left), .. } => {
-            assert!(left <= ttl && left > ttl / 2, "remaining {left:?} for a {ttl:?} TTL")
+        LockState::Held {
+            remaining: Some(left),
+            ..
+        } => {
+            assert!(
+                left <= ttl && left > ttl / 2,
+                "remaining {left:?} for a {ttl:?} TTL"
+            )
         }
         other => panic!("expected a held key, got {other:?}"),
     }
@@ -417,21 +576,45 @@ pub async fn bad_input_is_rejected(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(Duration::from_secs(1)));
     let holder = owner();
     let valid = key("valid");
-    for ttl in [Duration::ZERO, Duration::from_micros(500), MAX_TTL + Duration::from_secs(1), Duration::MAX] {
+    for ttl in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        MAX_TTL + Duration::from_secs(1),
+        Duration::MAX,
+    ] {
         assert!(
-            matches!(backend.try_acquire(&valid, &holder, ttl).await, Err(LockError::InvalidTtl { .. })),
+            matches!(
+                backend.try_acquire(&valid, &holder, ttl).await,
+                Err(LockError::InvalidTtl { .. })
+            ),
             "try_acquire with TTL {ttl:?}"
         );
         assert!(
-            matches!(backend.extend(&valid, &holder, ttl).await, Err(LockError::InvalidTtl { .. })),
+            matches!(
+                backend.extend(&valid, &holder, ttl).await,
+                Err(LockError::InvalidTtl { .. })
+            ),
             "extend with TTL {ttl:?}"
         );
     }
     let long = "k".repeat(MAX_KEY_LEN + 1);
     for name in ["", long.as_str()] {
-        assert!(matches!(locks.try_acquire(name).await, Err(LockError::InvalidKey { .. })), "name of {} bytes", name.len());
-        assert!(matches!(locks.acquire(name).await, Err(LockError::InvalidKey { .. })));
-        assert!(matches!(locks.inspect(name).await, Err(LockError::InvalidKey { .. })));
+        assert!(
+            matches!(
+                locks.try_acquire(name).await,
+                Err(LockError::InvalidKey { .. })
+            ),
+            "name of {} bytes",
+            name.len()
+        );
+        assert!(matches!(
+            locks.acquire(name).await,
+            Err(LockError::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            locks.inspect(name).await,
+            Err(LockError::InvalidKey { .. })
+        ));
     }
     // A key of the wrong type is reported, not misread.
     let wrong = key("wrongtype");
@@ -451,10 +634,14 @@ pub async fn server_down_is_a_clear_error(factory: &dyn BackendFactory) {
         .collect();
     let options = fast_options();
     let started = Instant::now();
-    let result = tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options)).await;
+    let result =
+        tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options)).await;
     let result = result.expect("connect must not hang when the server is down");
     assert!(
-        matches!(result, Err(LockError::Connection { .. } | LockError::Timeout { .. })),
+        matches!(
+            result,
+            Err(LockError::Connection { .. } | LockError::Timeout { .. })
+        ),
         "connect to a closed port: {result:?}"
     );
     assert!(started.elapsed() <= options.connect_timeout + Duration::from_millis(500));
@@ -464,36 +651,76 @@ pub async fn server_down_is_a_clear_error(factory: &dyn BackendFactory) {
         server.kill().expect("kill -9");
     }
     let started = Instant::now();
-    let outcome = deployment.backend.try_acquire(&key("dead"), &owner(), Duration::from_secs(1)).await;
+    let outcome = deployment
+        .backend
+        .try_acquire(&key("dead"), &owner(), Duration::from_secs(1))
+        .await;
     assert!(outcome.is_err(), "acquire on a dead server: {outcome:?}");
-    assert!(outcome.as_ref().is_err_and(LockError::is_retryable), "a dead server is worth retrying: {outcome:?}");
-    assert!(started.elapsed() < options.connect_timeout + options.command_timeout * 2, "failed after {:?}", started.elapsed());
+    assert!(
+        outcome.as_ref().is_err_and(LockError::is_retryable),
+        "a dead server is worth retrying: {outcome:?}"
+    );
+    assert!(
+        started.elapsed() < options.connect_timeout + options.command_timeout * 2,
+        "failed after {:?}",
+        started.elapsed()
+    );
 }
 
 /// A wrong password, or none, is an authentication error; a malformed URL is a
 /// config error.
 pub async fn bad_credentials_and_urls_are_rejected(factory: &dyn BackendFactory) {
     let servers: Vec<RedisServer> = (0..factory.node_count())
-        .map(|_| RedisServer::builder().password("correct-horse").start().expect("start redis-server"))
+        .map(|_| {
+            RedisServer::builder()
+                .password("correct-horse")
+                .start()
+                .expect("start redis-server")
+        })
         .collect();
     let options = fast_options();
     for (label, urls) in [
-        ("wrong password", servers.iter().map(|server| server.url_with_password("wrong")).collect::<Vec<_>>()),
+        (
+            "wrong password",
+            servers
+                .iter()
+                .map(|server| server.url_with_password("wrong"))
+                .collect::<Vec<_>>(),
+        ),
         (
             "no password",
-            servers.iter().map(|server| NodeUrl::new(format!("redis://127.0.0.1:{}", server.port()))).collect(),
+            servers
+                .iter()
+                .map(|server| NodeUrl::new(format!("redis://127.0.0.1:{}", server.port())))
+                .collect(),
         ),
     ] {
-        let result = tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options))
-            .await
-            .expect("connect must not hang on bad credentials");
-        assert!(matches!(result, Err(LockError::Authentication { .. })), "{label}: {result:?}");
+        let result =
+            tokio::time::timeout(options.connect_timeout * 3, factory.connect(&urls, options))
+                .await
+                .expect("connect must not hang on bad credentials");
+        assert!(
+            matches!(result, Err(LockError::Authentication { .. })),
+            "{label}: {result:?}"
+        );
     }
     let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
-    factory.connect(&urls, options).await.expect("the right password connects");
-    for bad in ["", "127.0.0.1:6379", "redis://", "redis://host:notaport", "http://127.0.0.1"] {
+    factory
+        .connect(&urls, options)
+        .await
+        .expect("the right password connects");
+    for bad in [
+        "",
+        "127.0.0.1:6379",
+        "redis://",
+        "redis://host:notaport",
+        "http://127.0.0.1",
+    ] {
         let urls = vec![NodeUrl::new(bad); factory.node_count()];
         let result = factory.connect(&urls, options).await;
-        assert!(matches!(result, Err(LockError::InvalidConfig { .. })), "url {bad:?}: {result:?}");
+        assert!(
+            matches!(result, Err(LockError::InvalidConfig { .. })),
+            "url {bad:?}: {result:?}"
+        );
     }
 }

@@ -14,7 +14,9 @@ mod server;
 pub use contract::{BackendFactory, Capabilities, Deployment};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
-pub use server::{find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV};
+pub use server::{
+    find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV,
+};
 
 use std::future::Future;
 use std::time::Duration;
@@ -44,7 +46,7 @@ pub fn run<F: Future<Output = ()>>(check: F) {
 /// Expands to one `#[test]` per contract check, each calling the check with
 /// the factory expression (evaluated afresh per test).
 ///
-/// ```ignore
+/// ```text
 /// mod single_on_redis {
 ///     lock_testkit::contract_suite!(MyFactory::new(ClientKind::Redis));
 /// }

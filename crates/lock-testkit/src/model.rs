@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use lock_core::{AcquireOutcome, ExtendOutcome, LockBackend, LockKey, LockState, OwnerToken, ReleaseOutcome};
+use lock_core::{
+    AcquireOutcome, ExtendOutcome, LockBackend, LockKey, LockState, OwnerToken, ReleaseOutcome,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -55,7 +57,11 @@ pub fn op_strategy(owners: usize, keys: usize) -> impl Strategy<Value = Op> {
 }
 
 /// A scenario of up to `max_len` operations.
-pub fn scenario_strategy(owners: usize, keys: usize, max_len: usize) -> impl Strategy<Value = Vec<Op>> {
+pub fn scenario_strategy(
+    owners: usize,
+    keys: usize,
+    max_len: usize,
+) -> impl Strategy<Value = Vec<Op>> {
     proptest::collection::vec(op_strategy(owners, keys), 1..=max_len)
 }
 
@@ -81,7 +87,9 @@ pub fn check_mutex_model(factory: &dyn BackendFactory, cases: u32) {
         .expect("tokio runtime");
     let deployment = runtime.block_on(Deployment::start(factory));
     let fencing = factory.capabilities().fencing;
-    let owners: Vec<OwnerToken> = (0..OWNERS).map(|_| OwnerToken::generate().expect("os rng")).collect();
+    let owners: Vec<OwnerToken> = (0..OWNERS)
+        .map(|_| OwnerToken::generate().expect("os rng"))
+        .collect();
     let keys: Vec<LockKey> = (0..KEYS)
         .map(|index| LockKey::new("model:", &format!("k{index}")).expect("key"))
         .collect();
@@ -92,7 +100,13 @@ pub fn check_mutex_model(factory: &dyn BackendFactory, cases: u32) {
     });
     let result = runner.run(&scenario_strategy(OWNERS, KEYS, 30), |scenario| {
         deployment.admin_all(&["FLUSHALL"]);
-        runtime.block_on(run_scenario(&deployment, &owners, &keys, fencing, &scenario))
+        runtime.block_on(run_scenario(
+            &deployment,
+            &owners,
+            &keys,
+            fencing,
+            &scenario,
+        ))
     });
     if let Err(failure) = result {
         panic!("the backend disagreed with the model: {failure}");
@@ -119,17 +133,32 @@ async fn run_scenario(
                     (None, AcquireOutcome::Acquired { fencing_token }) => {
                         if fencing {
                             let token = fencing_token
-                                .ok_or_else(|| TestCaseError::fail(format!("step {step}: no token")))?
+                                .ok_or_else(|| {
+                                    TestCaseError::fail(format!("step {step}: no token"))
+                                })?
                                 .get();
                             let last = model.last_token.get(&key).copied().unwrap_or(0);
-                            prop_assert!(token > last, "step {}: token {} not above {}", step, token, last);
+                            prop_assert!(
+                                token > last,
+                                "step {}: token {} not above {}",
+                                step,
+                                token,
+                                last
+                            );
                             model.last_token.insert(key, token);
                         }
                         model.holder.insert(key, owner);
                     }
                     (Some(_), AcquireOutcome::Held { .. }) => {}
                     (expected, actual) => {
-                        prop_assert!(false, "step {} {:?}: model holder {:?}, backend said {:?}", step, op, expected, actual)
+                        prop_assert!(
+                            false,
+                            "step {} {:?}: model holder {:?}, backend said {:?}",
+                            step,
+                            op,
+                            expected,
+                            actual
+                        )
                     }
                 }
             }
@@ -168,14 +197,27 @@ async fn run_scenario(
                 .inspect(key)
                 .await
                 .map_err(|err| TestCaseError::fail(format!("step {step} inspect: {err}")))?;
-            prop_assert_eq!(state.is_held(), model.holder.contains_key(&index), "step {} {:?}: held state of key {}", step, op, index);
+            prop_assert_eq!(
+                state.is_held(),
+                model.holder.contains_key(&index),
+                "step {} {:?}: held state of key {}",
+                step,
+                op,
+                index
+            );
             if fencing {
                 let token = match state {
                     LockState::Free { last_token } => last_token,
                     LockState::Held { token, .. } => token,
                     _ => None,
                 };
-                prop_assert_eq!(token.map(|token| token.get()), model.last_token.get(&index).copied(), "step {} token of key {}", step, index);
+                prop_assert_eq!(
+                    token.map(|token| token.get()),
+                    model.last_token.get(&index).copied(),
+                    "step {} token of key {}",
+                    step,
+                    index
+                );
             }
         }
     }
@@ -188,10 +230,13 @@ async fn expire_now(deployment: &Deployment, key: &LockKey) {
     deployment.admin_all(&["PEXPIRE", key.redis_key(), "1"]);
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        let gone = deployment
-            .servers
-            .iter()
-            .all(|server| server.admin(&["EXISTS", key.redis_key()]).ok().and_then(|reply| reply.as_int()) == Some(0));
+        let gone = deployment.servers.iter().all(|server| {
+            server
+                .admin(&["EXISTS", key.redis_key()])
+                .ok()
+                .and_then(|reply| reply.as_int())
+                == Some(0)
+        });
         if gone {
             return;
         }

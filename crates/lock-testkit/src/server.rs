@@ -166,7 +166,10 @@ impl RedisServer {
             command.args(["--requirepass", password]);
         }
         let child = command.spawn().map_err(|err| {
-            io::Error::new(err.kind(), format!("could not run {}: {err}", self.binary.display()))
+            io::Error::new(
+                err.kind(),
+                format!("could not run {}: {err}", self.binary.display()),
+            )
         })?;
         self.child = Some(child);
         self.wait_until_ready()
@@ -178,7 +181,10 @@ impl RedisServer {
             if let Some(child) = self.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     self.child = None;
-                    return Err(io::Error::other(format!("redis-server on port {} exited at start: {status}", self.port)));
+                    return Err(io::Error::other(format!(
+                        "redis-server on port {} exited at start: {status}",
+                        self.port
+                    )));
                 }
             }
             let answered = match self.admin(&["PING"]) {
@@ -192,7 +198,10 @@ impl RedisServer {
                 let _ = self.kill();
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("redis-server on port {} did not answer PING within {STARTUP_TIMEOUT:?}", self.port),
+                    format!(
+                        "redis-server on port {} did not answer PING within {STARTUP_TIMEOUT:?}",
+                        self.port
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -230,7 +239,10 @@ pub fn find_redis_server() -> io::Result<PathBuf> {
         } else {
             Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("${REDIS_SERVER_ENV} names {}, which is not a file", path.display()),
+                format!(
+                    "${REDIS_SERVER_ENV} names {}, which is not a file",
+                    path.display()
+                ),
             ))
         };
     }
@@ -299,13 +311,20 @@ fn write_command(stream: &mut TcpStream, args: &[&str]) -> io::Result<()> {
 fn read_reply(reader: &mut impl BufRead) -> io::Result<AdminReply> {
     let mut line = String::new();
     if reader.read_line(&mut line)? == 0 {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed",
+        ));
     }
     let line = line.trim_end_matches(['\r', '\n']);
     let (kind, rest) = line.split_at(line.len().min(1));
     let number = || {
-        rest.parse::<i64>()
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("bad RESP line {line:?}")))
+        rest.parse::<i64>().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad RESP line {line:?}"),
+            )
+        })
     };
     Ok(match kind {
         "+" => AdminReply::Status(rest.to_owned()),
@@ -322,8 +341,17 @@ fn read_reply(reader: &mut impl BufRead) -> io::Result<AdminReply> {
         },
         "*" => match usize::try_from(number()?) {
             Err(_) => AdminReply::Array(None),
-            Ok(len) => AdminReply::Array(Some((0..len).map(|_| read_reply(reader)).collect::<io::Result<_>>()?)),
+            Ok(len) => AdminReply::Array(Some(
+                (0..len)
+                    .map(|_| read_reply(reader))
+                    .collect::<io::Result<_>>()?,
+            )),
         },
-        _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("bad RESP line {line:?}"))),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("bad RESP line {line:?}"),
+            ))
+        }
     })
 }

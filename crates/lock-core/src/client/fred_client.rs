@@ -21,14 +21,20 @@ pub struct FredNode {
 
 impl std::fmt::Debug for FredNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FredNode").field("address", &self.address).finish_non_exhaustive()
+        f.debug_struct("FredNode")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
     }
 }
 
 impl FredNode {
     /// Wraps a client the caller built and initialised. `address` is used in
     /// errors and logs.
-    pub fn from_client(client: Client, address: impl Into<String>, command_timeout: Duration) -> Self {
+    pub fn from_client(
+        client: Client,
+        address: impl Into<String>,
+        command_timeout: Duration,
+    ) -> Self {
         FredNode {
             client,
             address: address.into(),
@@ -55,7 +61,10 @@ impl Drop for FredNode {
     }
 }
 
-pub(super) async fn connect(url: &NodeUrl, options: ConnectOptions) -> Result<Arc<dyn NodeClient>, LockError> {
+pub(super) async fn connect(
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<Arc<dyn NodeClient>, LockError> {
     let address = url.address();
     let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
         field: "nodes".into(),
@@ -71,7 +80,12 @@ pub(super) async fn connect(url: &NodeUrl, options: ConnectOptions) -> Result<Ar
         .with_performance_config(|performance| {
             performance.default_command_timeout = options.command_timeout;
         })
-        .set_policy(ReconnectPolicy::new_exponential(0, 10, connect_millis.clamp(10, 2_000), 2))
+        .set_policy(ReconnectPolicy::new_exponential(
+            0,
+            10,
+            connect_millis.clamp(10, 2_000),
+            2,
+        ))
         .build()
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
     client
@@ -95,7 +109,10 @@ impl NodeClient for FredNode {
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
         let command = CustomCommand::new_static(name, ClusterHash::Random, false);
-        let args: Vec<Value> = args.iter().map(|arg| Value::Bytes(arg.to_vec().into())).collect();
+        let args: Vec<Value> = args
+            .iter()
+            .map(|arg| Value::Bytes(arg.to_vec().into()))
+            .collect();
         let value: Value = self
             .client
             .custom(command, args)

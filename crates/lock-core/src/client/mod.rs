@@ -58,7 +58,10 @@ impl ClientKind {
 
     /// The kinds compiled into this build, `redis` first.
     pub fn compiled() -> Vec<ClientKind> {
-        Self::ALL.into_iter().filter(|kind| kind.is_compiled()).collect()
+        Self::ALL
+            .into_iter()
+            .filter(|kind| kind.is_compiled())
+            .collect()
     }
 }
 
@@ -86,7 +89,9 @@ impl FromStr for ClientKind {
         Self::ALL
             .into_iter()
             .find(|kind| kind.name().eq_ignore_ascii_case(text))
-            .ok_or_else(|| LockError::config("client", format!("`{text}` is not one of `redis`, `fred`")))
+            .ok_or_else(|| {
+                LockError::config("client", format!("`{text}` is not one of `redis`, `fred`"))
+            })
     }
 }
 
@@ -208,7 +213,11 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
 /// [`LockError::ClientNotCompiled`] when the client's feature is off,
 /// [`LockError::Authentication`] for refused credentials, and
 /// [`LockError::Connection`] or [`LockError::Timeout`] when the node cannot be reached.
-pub async fn connect(kind: ClientKind, url: &NodeUrl, options: ConnectOptions) -> Result<Arc<dyn NodeClient>, LockError> {
+pub async fn connect(
+    kind: ClientKind,
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<Arc<dyn NodeClient>, LockError> {
     url.validate()?;
     let address = url.address();
     let connecting = async {
@@ -218,7 +227,9 @@ pub async fn connect(kind: ClientKind, url: &NodeUrl, options: ConnectOptions) -
             #[cfg(feature = "fred")]
             ClientKind::Fred => fred_client::connect(url, options).await,
             #[allow(unreachable_patterns)]
-            other => Err(LockError::ClientNotCompiled { client: other.name() }),
+            other => Err(LockError::ClientNotCompiled {
+                client: other.name(),
+            }),
         }
     };
     let node = tokio::time::timeout(options.connect_timeout, connecting)

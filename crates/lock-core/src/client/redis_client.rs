@@ -20,14 +20,20 @@ pub struct RedisNode {
 
 impl std::fmt::Debug for RedisNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisNode").field("address", &self.address).finish_non_exhaustive()
+        f.debug_struct("RedisNode")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
     }
 }
 
 impl RedisNode {
     /// Wraps a connection manager the caller built, for applications that
     /// already hold one. `address` is used in errors and logs.
-    pub fn from_manager(manager: ConnectionManager, address: impl Into<String>, command_timeout: Duration) -> Self {
+    pub fn from_manager(
+        manager: ConnectionManager,
+        address: impl Into<String>,
+        command_timeout: Duration,
+    ) -> Self {
         RedisNode {
             manager,
             address: address.into(),
@@ -36,7 +42,10 @@ impl RedisNode {
     }
 }
 
-pub(super) async fn connect(url: &NodeUrl, options: ConnectOptions) -> Result<Arc<dyn NodeClient>, LockError> {
+pub(super) async fn connect(
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<Arc<dyn NodeClient>, LockError> {
     let address = url.address();
     let client = redis::Client::open(url.expose()).map_err(|err| LockError::InvalidConfig {
         field: "nodes".into(),
@@ -53,7 +62,11 @@ pub(super) async fn connect(url: &NodeUrl, options: ConnectOptions) -> Result<Ar
     let manager = ConnectionManager::new_with_config(client, config)
         .await
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
-    Ok(Arc::new(RedisNode::from_manager(manager, address, options.command_timeout)))
+    Ok(Arc::new(RedisNode::from_manager(
+        manager,
+        address,
+        options.command_timeout,
+    )))
 }
 
 #[async_trait]
