@@ -667,6 +667,36 @@ pub async fn server_down_is_a_clear_error(factory: &dyn BackendFactory) {
     );
 }
 
+/// After the server is killed and restarted (empty, on the same port), the
+/// same backend reconnects by itself and locks work again; a lease held across
+/// the restart is reported lost.
+pub async fn reconnects_after_restart(factory: &dyn BackendFactory) {
+    let mut deployment = Deployment::start(factory).await;
+    let mut config = fast_config(Duration::from_millis(400));
+    config.wait_timeout = Duration::from_secs(8);
+    let locks = deployment.manager(config);
+    let guard = locks
+        .try_acquire("restarted")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    for server in &mut deployment.servers {
+        server.restart().expect("restart redis-server");
+    }
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the loss of a lease held across a restart is reported");
+    assert!(
+        reason.is_some(),
+        "a restart without persistence loses the lease"
+    );
+    let again = locks
+        .acquire("restarted")
+        .await
+        .expect("locks work again after the restart");
+    again.release().await.expect("release after the restart");
+}
+
 /// A wrong password, or none, is an authentication error; a malformed URL is a
 /// config error.
 pub async fn bad_credentials_and_urls_are_rejected(factory: &dyn BackendFactory) {

@@ -71,6 +71,7 @@ macro_rules! contract_suite {
             inspect_reports_state,
             bad_input_is_rejected,
             server_down_is_a_clear_error,
+            reconnects_after_restart,
             bad_credentials_and_urls_are_rejected,
         );
     };

@@ -145,7 +145,7 @@ impl RedisServer {
     fn connect_admin(&self) -> io::Result<TcpStream> {
         let address = ([127, 0, 0, 1], self.port).into();
         let stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
         stream.set_write_timeout(Some(Duration::from_secs(5)))?;
         Ok(stream)
     }

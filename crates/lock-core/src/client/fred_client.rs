@@ -75,7 +75,9 @@ pub(super) async fn connect(
         .with_connection_config(|connection| {
             connection.connection_timeout = options.connect_timeout;
             connection.internal_command_timeout = options.connect_timeout;
-            connection.max_command_attempts = 2;
+            // Never replay a command after a reconnect: a replayed acquire could take
+            // the lock for a caller that already gave up. Our layers retry explicitly.
+            connection.max_command_attempts = 1;
         })
         .with_performance_config(|performance| {
             performance.default_command_timeout = options.command_timeout;
