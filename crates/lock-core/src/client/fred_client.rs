@@ -174,6 +174,20 @@ fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) 
             field: "nodes".into(),
             reason: err.details().to_owned(),
         },
-        _ => server_error(address, err.details().to_owned()),
+        // fred reports server error lines and some client-side failures (such as
+        // "Failed to route command." while disconnected) with the same kinds; a
+        // server error line starts with its upper-case code.
+        _ if starts_with_error_code(err.details()) => {
+            server_error(address, err.details().to_owned())
+        }
+        _ => LockError::Connection {
+            node,
+            source: Box::new(err),
+        },
     }
+}
+
+fn starts_with_error_code(details: &str) -> bool {
+    let code = details.split_whitespace().next().unwrap_or("");
+    code.len() >= 2 && code.bytes().all(|byte| byte.is_ascii_uppercase())
 }
