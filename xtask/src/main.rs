@@ -67,6 +67,19 @@ fn test() -> Result<(), String> {
         ],
         "clippy",
     )?;
+    // Without any client feature the crates must still build (connecting then
+    // says which feature to enable).
+    cargo(
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        "clippy without client features",
+    )?;
     for (label, features) in CLIENT_FEATURES {
         println!("xtask: tests with the {label} client");
         let status = Command::new(cargo_bin())

@@ -131,6 +131,17 @@ pub enum LockError {
         /// The reply, rendered for humans.
         reply: String,
     },
+    /// The Redis key holds data that is not a lock of this strategy: a value of
+    /// the wrong type (`WRONGTYPE`), or a hold count that is not a positive
+    /// integer. Something other than this library wrote it, or another strategy
+    /// uses the same key prefix. The key was left as it was.
+    #[error("the Redis key `{key}` does not hold a valid lock: {detail}")]
+    Corrupted {
+        /// The Redis key (prefix and hash tag included).
+        key: String,
+        /// What was found.
+        detail: String,
+    },
     /// The config names a Redis client whose cargo feature is not enabled.
     #[error("the `{client}` client is not compiled in: enable the cargo feature `{client}`")]
     ClientNotCompiled {
@@ -163,6 +174,7 @@ impl LockError {
             | LockError::NotOwner { .. }
             | LockError::Authentication { .. }
             | LockError::UnexpectedReply { .. }
+            | LockError::Corrupted { .. }
             | LockError::ClientNotCompiled { .. } => false,
         }
     }

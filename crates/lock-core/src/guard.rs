@@ -112,6 +112,13 @@ impl LeaseHandle {
         self.shared.fencing_token
     }
 
+    /// The owner identity this lease was taken with. Pass it to nested code
+    /// that must re-enter a reentrant lock ([`crate::LockManager::acquire_as`]).
+    /// It is the secret that can release the lock: keep it out of logs.
+    pub fn owner(&self) -> &OwnerToken {
+        &self.shared.owner
+    }
+
     /// Where the lease stands now.
     pub fn status(&self) -> LeaseStatus {
         self.shared.status()
@@ -197,6 +204,11 @@ impl LeaseGuard {
     /// The fencing token of this hold, if the strategy issues tokens.
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.handle.fencing_token()
+    }
+
+    /// See [`LeaseHandle::owner`].
+    pub fn owner(&self) -> &OwnerToken {
+        self.handle.owner()
     }
 
     /// Where the lease stands now.

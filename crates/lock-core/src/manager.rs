@@ -72,9 +72,19 @@ impl LockManager {
 
     /// Tries once. `Ok(None)` when someone else holds the lock.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
+        self.try_acquire_as(&OwnerToken::generate()?, name).await
+    }
+
+    /// Tries once, as `owner`. With a reentrant backend, an owner that already
+    /// holds the lock enters it again (pass `guard.owner()` to nested code);
+    /// with other backends a second acquire by the same owner finds it held.
+    pub async fn try_acquire_as(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+    ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
-        let owner = OwnerToken::generate()?;
-        match self.attempt(&key, &owner).await? {
+        match self.attempt(&key, owner).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -97,13 +107,35 @@ impl LockManager {
         name: &str,
         wait: Duration,
     ) -> Result<LeaseGuard, LockError> {
+        self.acquire_within_as(&OwnerToken::generate()?, name, wait)
+            .await
+    }
+
+    /// Waits up to the configured `wait_timeout` for the lock, as `owner`; see
+    /// [`LockManager::try_acquire_as`].
+    pub async fn acquire_as(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+    ) -> Result<LeaseGuard, LockError> {
+        self.acquire_within_as(owner, name, self.config.wait_timeout)
+            .await
+    }
+
+    /// Waits up to `wait` for the lock, as `owner`; see
+    /// [`LockManager::acquire_within`] and [`LockManager::try_acquire_as`].
+    pub async fn acquire_within_as(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+        wait: Duration,
+    ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
-        let owner = OwnerToken::generate()?;
         let started = Instant::now();
         let give_up_at = started.checked_add(wait);
         let mut attempts: u32 = 0;
         loop {
-            let result = self.attempt(&key, &owner).await;
+            let result = self.attempt(&key, owner).await;
             attempts = attempts.saturating_add(1);
             let holder_remaining = match result {
                 Ok(Attempt::Acquired(guard)) => {

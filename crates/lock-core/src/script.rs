@@ -43,6 +43,9 @@ impl Script {
     /// Runs the script on `node` with EVALSHA. If the node answers `NOSCRIPT`
     /// (it restarted, or someone ran `SCRIPT FLUSH`), loads the script and runs
     /// it once more: one extra round trip, once per node and flush.
+    ///
+    /// A `WRONGTYPE` error (the first key holds another type than the script
+    /// expects) becomes [`LockError::Corrupted`] naming that key.
     pub async fn run(
         &self,
         node: &dyn NodeClient,
@@ -55,7 +58,7 @@ impl Script {
         argv.push(key_count.as_bytes());
         argv.extend(keys.iter().map(|key| key.as_bytes()));
         argv.extend_from_slice(args);
-        match node.command("EVALSHA", &argv).await {
+        let result = match node.command("EVALSHA", &argv).await {
             Err(LockError::Server { message, .. }) if message.starts_with("NOSCRIPT") => {
                 tracing::debug!(
                     script = self.name,
@@ -66,7 +69,16 @@ impl Script {
                 node.command("EVALSHA", &argv).await
             }
             other => other,
-        }
+        };
+        result.map_err(|err| match err {
+            LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
+                LockError::Corrupted {
+                    key: keys.first().copied().unwrap_or_default().to_owned(),
+                    detail: message,
+                }
+            }
+            other => other,
+        })
     }
 
     /// Loads the script into `node`'s script cache and checks the digest it reports.

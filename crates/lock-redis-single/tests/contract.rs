@@ -1,6 +1,8 @@
 //! The contract suite and the model test for the single-node strategy, once
 //! per compiled client.
 
+#![cfg(any(feature = "redis", feature = "fred"))]
+
 use std::sync::Arc;
 
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockError, NodeUrl};

@@ -616,14 +616,36 @@ pub async fn bad_input_is_rejected(factory: &dyn BackendFactory) {
             Err(LockError::InvalidKey { .. })
         ));
     }
-    // A key of the wrong type is reported, not misread.
+    // A key of the wrong type is reported as corrupted, not misread, and left as it was.
     let wrong = key("wrongtype");
     deployment.admin_all(&["RPUSH", wrong.redis_key(), "x"]);
     let outcome = backend.release(&wrong, &holder).await;
     assert!(
-        matches!(outcome, Err(LockError::Server { ref message, .. }) if message.starts_with("WRONGTYPE")),
+        matches!(outcome, Err(LockError::Corrupted { ref key, .. }) if key == wrong.redis_key()),
         "release of a list key: {outcome:?}"
     );
+    let outcome = backend
+        .extend(&wrong, &holder, Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(outcome, Err(LockError::Corrupted { .. })),
+        "extend of a list key: {outcome:?}"
+    );
+    let outcome = backend
+        .try_acquire(&wrong, &holder, Duration::from_secs(1))
+        .await;
+    assert!(
+        !matches!(outcome, Ok(AcquireOutcome::Acquired { .. })),
+        "a list key is never taken over: {outcome:?}"
+    );
+    for server in &deployment.servers {
+        let length = server.admin(&["LLEN", wrong.redis_key()]).expect("LLEN");
+        assert_eq!(
+            length.as_int(),
+            Some(1),
+            "the foreign key was left as it was"
+        );
+    }
 }
 
 /// A node that is down gives a clear error within the connect timeout, and a

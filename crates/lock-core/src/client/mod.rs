@@ -232,7 +232,7 @@ pub async fn connect(
             }),
         }
     };
-    let node = tokio::time::timeout(options.connect_timeout, connecting)
+    let node: Arc<dyn NodeClient> = tokio::time::timeout(options.connect_timeout, connecting)
         .await
         .map_err(|_| LockError::Timeout {
             node: address.clone(),
@@ -250,6 +250,7 @@ pub async fn connect(
 }
 
 /// Maps a server error line (`CODE message`) to the right [`LockError`].
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) fn server_error(node: &str, message: String) -> LockError {
     let code = message.split_whitespace().next().unwrap_or("");
     if matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM") || message.contains("invalid password") {
