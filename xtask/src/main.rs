@@ -39,14 +39,28 @@ fn main() -> ExitCode {
     }
 }
 
-/// The feature sets the tests run under: each client alone, then both.
-const CLIENT_FEATURES: [(&str, &str); 3] = [
-    ("redis", "lock-redis-single/redis"),
-    ("fred", "lock-redis-single/fred"),
-    (
-        "redis and fred",
-        "lock-redis-single/redis,lock-redis-single/fred",
-    ),
+/// The crates whose tests and benchmarks take a client feature.
+const STRATEGY_CRATES: [&str; 2] = ["lock-redis-single", "lock-reentrant"];
+
+/// `--features` for the given clients on every strategy crate, for example
+/// `lock-redis-single/redis,lock-reentrant/redis`.
+fn client_features(clients: &[&str]) -> String {
+    let mut features = Vec::new();
+    for krate in STRATEGY_CRATES {
+        for client in clients {
+            features.push(format!("{krate}/{client}"));
+        }
+    }
+    features.join(",")
+}
+
+/// The client sets the tests run under: each alone, then both.
+const CLIENT_SETS: [&[&str]; 3] = [&["redis"], &["fred"], &["redis", "fred"]];
+
+/// The benchmark binaries, by crate.
+const BENCHES: [(&str, &str); 2] = [
+    ("lock-redis-single", "acquire_release"),
+    ("lock-reentrant", "reentrant_vs_single"),
 ];
 
 fn test() -> Result<(), String> {
@@ -80,10 +94,16 @@ fn test() -> Result<(), String> {
         ],
         "clippy without client features",
     )?;
-    for (label, features) in CLIENT_FEATURES {
+    for clients in CLIENT_SETS {
+        let label = clients.join(" and ");
         println!("xtask: tests with the {label} client");
         let status = Command::new(cargo_bin())
-            .args(["test", "--workspace", "--features", features])
+            .args([
+                "test",
+                "--workspace",
+                "--features",
+                &client_features(clients),
+            ])
             .env("REDIS_SERVER", &redis_server)
             .status()
             .map_err(|err| format!("could not run cargo: {err}"))?;
@@ -119,23 +139,27 @@ fn demo() -> Result<(), String> {
 
 fn bench() -> Result<(), String> {
     let redis_server = redis_server::ensure()?;
-    let status = Command::new(cargo_bin())
-        .args([
-            "bench",
-            "-p",
-            "lock-redis-single",
-            "--bench",
-            "acquire_release",
-            "--features",
-            "redis,fred",
-        ])
-        .env("REDIS_SERVER", &redis_server)
-        .status()
-        .map_err(|err| format!("could not run cargo: {err}"))?;
-    status
-        .success()
-        .then_some(())
-        .ok_or_else(|| "the benchmark failed".to_owned())
+    let features = client_features(&["redis", "fred"]);
+    for (krate, bench) in BENCHES {
+        println!("xtask: benchmark {krate}/{bench}");
+        let status = Command::new(cargo_bin())
+            .args([
+                "bench",
+                "-p",
+                krate,
+                "--bench",
+                bench,
+                "--features",
+                &features,
+            ])
+            .env("REDIS_SERVER", &redis_server)
+            .status()
+            .map_err(|err| format!("could not run cargo: {err}"))?;
+        if !status.success() {
+            return Err(format!("the benchmark {krate}/{bench} failed"));
+        }
+    }
+    Ok(())
 }
 
 fn cargo(args: &[&str], what: &str) -> Result<(), String> {

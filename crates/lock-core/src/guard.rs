@@ -255,11 +255,12 @@ impl LeaseGuard {
             }
         }
         let sent_at = Instant::now();
-        match shared
-            .backend
-            .extend(&shared.key, &shared.owner, ttl)
-            .await?
-        {
+        let outcome = match shared.backend.extend(&shared.key, &shared.owner, ttl).await {
+            // Foreign data in the key means the lease is as gone as if deleted.
+            Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
+            other => other?,
+        };
+        match outcome {
             ExtendOutcome::Extended => {
                 if let Some(valid_until) = lease_deadline(sent_at, ttl, shared.drift_factor) {
                     shared.renewed(valid_until);
@@ -298,13 +299,20 @@ impl LeaseGuard {
             outcome = ?outcome,
             "lease released"
         );
-        match (before, outcome?) {
-            (LeaseStatus::Lost { reason, .. }, _) => Err(lease_lost(&shared.key, reason)),
-            (LeaseStatus::Held { valid_until }, _) if Instant::now() >= valid_until => {
-                Err(lease_lost(&shared.key, LossReason::Expired))
+        // An earlier end of the lease is the news, whatever the release found.
+        match before {
+            LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&shared.key, reason)),
+            LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
+                return Err(lease_lost(&shared.key, LossReason::Expired));
             }
-            (_, ReleaseOutcome::NotHeld) => Err(lease_lost(&shared.key, LossReason::NotHeld)),
-            (_, ReleaseOutcome::Released) => Ok(()),
+            _ => {}
+        }
+        match outcome {
+            Ok(ReleaseOutcome::Released) => Ok(()),
+            Ok(ReleaseOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
+                Err(lease_lost(&shared.key, LossReason::NotHeld))
+            }
+            Err(err) => Err(err),
         }
     }
 

@@ -192,7 +192,24 @@ impl LockManager {
         F: FnOnce(LeaseHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.acquire(name).await?;
+        self.with_lock_as(&OwnerToken::generate()?, name, work)
+            .await
+    }
+
+    /// [`LockManager::with_lock`] as `owner`: with a reentrant backend, nested
+    /// code re-enters a lock its caller holds by passing the caller's
+    /// `lease.owner()`.
+    pub async fn with_lock_as<F, Fut, T>(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+        work: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnOnce(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let guard = self.acquire_as(owner, name).await?;
         let output = work(guard.handle()).await;
         match guard.release().await {
             Ok(()) => Ok(output),

@@ -117,6 +117,32 @@ pub mod single {
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 }
 
+/// The reentrant scripts: a hash per lock, field = owner, value = hold count.
+pub mod reentrant {
+    use super::Script;
+
+    /// First hold or re-entry, with the fencing token: `lua/reentrant_acquire.lua`.
+    pub static ACQUIRE: Script = Script::new(
+        "reentrant_acquire",
+        include_str!("../lua/reentrant_acquire.lua"),
+    );
+    /// Renewal by the holder: `lua/reentrant_extend.lua`.
+    pub static EXTEND: Script = Script::new(
+        "reentrant_extend",
+        include_str!("../lua/reentrant_extend.lua"),
+    );
+    /// One hold given back: `lua/reentrant_release.lua`.
+    pub static RELEASE: Script = Script::new(
+        "reentrant_release",
+        include_str!("../lua/reentrant_release.lua"),
+    );
+    /// TTL, token and hold count: `lua/reentrant_inspect.lua`.
+    pub static INSPECT: Script = Script::new(
+        "reentrant_inspect",
+        include_str!("../lua/reentrant_inspect.lua"),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +161,10 @@ mod tests {
             &single::EXTEND,
             &single::RELEASE,
             &single::INSPECT,
+            &reentrant::ACQUIRE,
+            &reentrant::EXTEND,
+            &reentrant::RELEASE,
+            &reentrant::INSPECT,
         ] {
             let header = script
                 .source()

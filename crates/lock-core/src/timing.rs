@@ -45,6 +45,12 @@ pub fn ttl_millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A `PTTL` reply as a remaining TTL: `None` for a key without expiry (-1)
+/// and, defensively, for any other negative value.
+pub fn remaining_from_pttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
 /// How much of a lease to give up for clocks that run at different rates:
 /// `ttl × drift_factor + 2 ms`. A factor that is negative, NaN or infinite is
 /// treated as the largest sane factor, 1.0, so a bad input shortens leases

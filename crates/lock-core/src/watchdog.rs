@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::ExtendOutcome;
-use crate::error::LossReason;
+use crate::error::{LockError, LossReason};
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
 use crate::timing::lease_deadline;
@@ -81,7 +81,9 @@ async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -
             );
             sent_at + interval
         }
-        Ok(ExtendOutcome::NotHeld) => {
+        // A key that now holds foreign data is as gone as a deleted one: no
+        // retry can bring the lease back.
+        Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
             shared.lose(LossReason::NotHeld);
             sent_at
         }

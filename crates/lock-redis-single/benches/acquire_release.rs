@@ -12,59 +12,22 @@
 //! measurement (default 2); each figure is the median of `BENCH_ROUNDS` (default
 //! 3) interleaved measurements.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_core::client::{self, NodeClient};
 use lock_core::script::single::{ACQUIRE, RELEASE};
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::bench::{cycles_per_second, env_number, median};
 use lock_testkit::RedisServer;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Runs `tasks` loops of `cycle(task, i)` for `length`, returns cycles per second.
-async fn measure<F, Fut>(tasks: usize, length: Duration, cycle: F) -> f64
-where
-    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let cycle = Arc::new(cycle);
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let (cycle, stop, done) = (Arc::clone(&cycle), Arc::clone(&stop), Arc::clone(&done));
-        handles.push(tokio::spawn(async move {
-            let mut count = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                cycle(task, count).await;
-                count += 1;
-            }
-            done.fetch_add(count, Ordering::Relaxed);
-        }));
-    }
-    tokio::time::sleep(length).await;
-    stop.store(true, Ordering::Relaxed);
-    for handle in handles {
-        handle.await.expect("bench task");
-    }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-}
 
 async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
     RELEASE
         .load(node.as_ref())
         .await
         .expect("load release script");
-    measure(tasks, length, move |task, _| {
+    cycles_per_second(tasks, length, move |task| {
         let node = Arc::clone(&node);
         async move {
             let key = format!("floor:{{t{task}}}");
@@ -101,7 +64,7 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
         .load(node.as_ref())
         .await
         .expect("load acquire script");
-    measure(tasks, length, move |task, _| {
+    cycles_per_second(tasks, length, move |task| {
         let node = Arc::clone(&node);
         async move {
             let key = format!("scripts:{{t{task}}}");
@@ -130,7 +93,7 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
 }
 
 async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
-    measure(tasks, length, move |task, _| {
+    cycles_per_second(tasks, length, move |task| {
         let locks = locks.clone();
         async move {
             let guard = locks
@@ -142,11 +105,6 @@ async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
         }
     })
     .await
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::client::{self, NodeClient, Reply};
 use lock_core::script::{single, Script};
-use lock_core::timing::{ttl_millis, validate_ttl};
+use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
     LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
@@ -99,7 +99,7 @@ impl LockBackend for SingleNodeBackend {
                 })
             }
             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
-                remaining: remaining_ttl(*pttl),
+                remaining: remaining_from_pttl(*pttl),
             }),
             _ => Err(self.unexpected(&single::ACQUIRE, &reply)),
         }
@@ -159,15 +159,10 @@ impl LockBackend for SingleNodeBackend {
             LockState::Free { last_token: token }
         } else {
             LockState::Held {
-                remaining: remaining_ttl(pttl),
+                remaining: remaining_from_pttl(pttl),
                 token,
                 hold_count: None,
             }
         })
     }
-}
-
-/// A PTTL reply as a remaining TTL: `None` for a key without expiry (-1).
-fn remaining_ttl(pttl: i64) -> Option<Duration> {
-    u64::try_from(pttl).ok().map(Duration::from_millis)
 }

@@ -14,7 +14,7 @@ struct SingleNode(ClientKind);
 
 impl BackendFactory for SingleNode {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true)
+        Capabilities::new(true, false)
     }
 
     fn connect<'a>(
@@ -36,8 +36,8 @@ mod on_redis {
     lock_testkit::contract_suite!(SingleNode(ClientKind::Redis));
 
     #[test]
-    fn matches_the_mutex_model() {
-        lock_testkit::model::check_mutex_model(&SingleNode(ClientKind::Redis), 24);
+    fn matches_the_model() {
+        lock_testkit::model::check_against_model(&SingleNode(ClientKind::Redis), 24);
     }
 }
 
@@ -48,7 +48,7 @@ mod on_fred {
     lock_testkit::contract_suite!(SingleNode(ClientKind::Fred));
 
     #[test]
-    fn matches_the_mutex_model() {
-        lock_testkit::model::check_mutex_model(&SingleNode(ClientKind::Fred), 24);
+    fn matches_the_model() {
+        lock_testkit::model::check_against_model(&SingleNode(ClientKind::Fred), 24);
     }
 }

@@ -24,12 +24,14 @@ use crate::server::{free_port, RedisServer};
 pub struct Capabilities {
     /// Whether acquires return fencing tokens.
     pub fencing: bool,
+    /// Whether the owner that holds a lock can enter it again.
+    pub reentrant: bool,
 }
 
 impl Capabilities {
-    /// A strategy that issues fencing tokens (or not).
-    pub fn new(fencing: bool) -> Self {
-        Capabilities { fencing }
+    /// A strategy that issues fencing tokens (or not) and is reentrant (or not).
+    pub fn new(fencing: bool, reentrant: bool) -> Self {
+        Capabilities { fencing, reentrant }
     }
 }
 
@@ -717,6 +719,83 @@ pub async fn reconnects_after_restart(factory: &dyn BackendFactory) {
         .await
         .expect("locks work again after the restart");
     again.release().await.expect("release after the restart");
+}
+
+/// The owner that holds a lock enters it again if the strategy is reentrant
+/// (same fencing token, hold count up, released when the count reaches zero),
+/// and finds it held otherwise.
+pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let capabilities = factory.capabilities();
+    let locks = deployment.manager(fast_config(Duration::from_secs(10)));
+    let outer = locks
+        .try_acquire("nested")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let inner = locks
+        .try_acquire_as(outer.owner(), "nested")
+        .await
+        .expect("try_acquire_as");
+    if !capabilities.reentrant {
+        assert!(
+            inner.is_none(),
+            "a non-reentrant lock let its owner in twice"
+        );
+        outer.release().await.expect("release");
+        return;
+    }
+    let inner = inner.expect("the holder re-enters a reentrant lock");
+    assert_eq!(
+        inner.fencing_token(),
+        outer.fencing_token(),
+        "a re-entry keeps the fencing token"
+    );
+    let held_twice = locks.inspect("nested").await.expect("inspect");
+    assert!(
+        matches!(
+            held_twice,
+            LockState::Held {
+                hold_count: Some(2),
+                ..
+            }
+        ),
+        "two holds: {held_twice:?}"
+    );
+    assert!(
+        locks
+            .try_acquire("nested")
+            .await
+            .expect("try_acquire")
+            .is_none(),
+        "another owner stays out while holds remain"
+    );
+    // Re-entry works from another task, because the owner is a value.
+    let owner = outer.owner().clone();
+    let nested = locks.clone();
+    let third = tokio::spawn(async move { nested.try_acquire_as(&owner, "nested").await })
+        .await
+        .expect("task")
+        .expect("try_acquire_as")
+        .expect("re-entry from another task");
+    third.release().await.expect("release the third hold");
+    inner.release().await.expect("release the inner hold");
+    assert!(
+        matches!(
+            locks.inspect("nested").await.expect("inspect"),
+            LockState::Held {
+                hold_count: Some(1),
+                ..
+            }
+        ),
+        "one hold left"
+    );
+    assert!(
+        outer.is_valid(),
+        "the outer lease survives the inner release"
+    );
+    outer.release().await.expect("release the outer hold");
+    assert!(!locks.inspect("nested").await.expect("inspect").is_held());
 }
 
 /// A wrong password, or none, is an authentication error; a malformed URL is a

@@ -7,6 +7,7 @@
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`model`] runs random operation sequences against a reference model.
 
+pub mod bench;
 pub mod contract;
 pub mod model;
 mod server;
@@ -72,6 +73,7 @@ macro_rules! contract_suite {
             bad_input_is_rejected,
             server_down_is_a_clear_error,
             reconnects_after_restart,
+            reentry_follows_capability,
             bad_credentials_and_urls_are_rejected,
         );
     };

@@ -1,6 +1,7 @@
 //! Property tests against a reference model: random sequences of acquire,
-//! extend, release and expiry from several owners, run on a real server and
-//! compared step by step with what a fenced mutex must do.
+//! re-entry, extend, release and expiry from several owners, run on a real
+//! server and compared step by step with what a fenced mutex (reentrant or not,
+//! as the strategy says) must do.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,7 +12,7 @@ use lock_core::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use crate::contract::{BackendFactory, Deployment};
+use crate::contract::{BackendFactory, Capabilities, Deployment};
 
 /// One step of a generated scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,11 +66,12 @@ pub fn scenario_strategy(
     proptest::collection::vec(op_strategy(owners, keys), 1..=max_len)
 }
 
-/// The reference model of a fenced mutex: who holds each key, and the last
-/// token issued for it.
+/// The reference model of a fenced mutex: who holds each key and how many
+/// times, and the last token issued for it.
 #[derive(Debug, Default)]
 struct MutexModel {
-    holder: HashMap<usize, usize>,
+    /// key -> (owner, hold count)
+    holder: HashMap<usize, (usize, u64)>,
     last_token: HashMap<usize, u64>,
 }
 
@@ -77,16 +79,17 @@ const OWNERS: usize = 3;
 const KEYS: usize = 2;
 const TTL: Duration = Duration::from_secs(60);
 
-/// Runs `cases` random scenarios against the factory's backend and the model.
-/// Panics with the shrunk failing scenario if they ever disagree.
-pub fn check_mutex_model(factory: &dyn BackendFactory, cases: u32) {
+/// Runs `cases` random scenarios against the factory's backend and the model
+/// (reentrant if the factory says so). Panics with the shrunk failing scenario
+/// if they ever disagree.
+pub fn check_against_model(factory: &dyn BackendFactory, cases: u32) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("tokio runtime");
     let deployment = runtime.block_on(Deployment::start(factory));
-    let fencing = factory.capabilities().fencing;
+    let capabilities = factory.capabilities();
     let owners: Vec<OwnerToken> = (0..OWNERS)
         .map(|_| OwnerToken::generate().expect("os rng"))
         .collect();
@@ -104,7 +107,7 @@ pub fn check_mutex_model(factory: &dyn BackendFactory, cases: u32) {
             &deployment,
             &owners,
             &keys,
-            fencing,
+            capabilities,
             &scenario,
         ))
     });
@@ -117,9 +120,10 @@ async fn run_scenario(
     deployment: &Deployment,
     owners: &[OwnerToken],
     keys: &[LockKey],
-    fencing: bool,
+    capabilities: Capabilities,
     scenario: &[Op],
 ) -> Result<(), TestCaseError> {
+    let fencing = capabilities.fencing;
     let backend: &dyn LockBackend = deployment.backend.as_ref();
     let mut model = MutexModel::default();
     for (step, op) in scenario.iter().enumerate() {
@@ -129,7 +133,8 @@ async fn run_scenario(
                     .try_acquire(&keys[key], &owners[owner], TTL)
                     .await
                     .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
-                match (model.holder.get(&key), outcome) {
+                let holder = model.holder.get(&key).copied();
+                match (holder, outcome) {
                     (None, AcquireOutcome::Acquired { fencing_token }) => {
                         if fencing {
                             let token = fencing_token
@@ -147,9 +152,23 @@ async fn run_scenario(
                             );
                             model.last_token.insert(key, token);
                         }
-                        model.holder.insert(key, owner);
+                        model.holder.insert(key, (owner, 1));
                     }
-                    (Some(_), AcquireOutcome::Held { .. }) => {}
+                    (Some((holder, holds)), AcquireOutcome::Acquired { fencing_token })
+                        if capabilities.reentrant && holder == owner =>
+                    {
+                        if fencing {
+                            prop_assert_eq!(
+                                fencing_token.map(|token| token.get()),
+                                model.last_token.get(&key).copied(),
+                                "step {}: a re-entry must keep the token",
+                                step
+                            );
+                        }
+                        model.holder.insert(key, (owner, holds + 1));
+                    }
+                    (Some((holder, _)), AcquireOutcome::Held { .. })
+                        if !(capabilities.reentrant && holder == owner) => {}
                     (expected, actual) => {
                         prop_assert!(
                             false,
@@ -167,7 +186,7 @@ async fn run_scenario(
                     .extend(&keys[key], &owners[owner], TTL)
                     .await
                     .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
-                let expected = if model.holder.get(&key) == Some(&owner) {
+                let expected = if model.holder.get(&key).map(|held| held.0) == Some(owner) {
                     ExtendOutcome::Extended
                 } else {
                     ExtendOutcome::NotHeld
@@ -179,11 +198,16 @@ async fn run_scenario(
                     .release(&keys[key], &owners[owner])
                     .await
                     .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
-                let expected = if model.holder.get(&key) == Some(&owner) {
-                    model.holder.remove(&key);
-                    ReleaseOutcome::Released
-                } else {
-                    ReleaseOutcome::NotHeld
+                let expected = match model.holder.get(&key).copied() {
+                    Some((holder, holds)) if holder == owner => {
+                        if holds > 1 {
+                            model.holder.insert(key, (owner, holds - 1));
+                        } else {
+                            model.holder.remove(&key);
+                        }
+                        ReleaseOutcome::Released
+                    }
+                    _ => ReleaseOutcome::NotHeld,
                 };
                 prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
             }
@@ -205,6 +229,19 @@ async fn run_scenario(
                 op,
                 index
             );
+            if capabilities.reentrant {
+                let holds = match state {
+                    LockState::Held { hold_count, .. } => hold_count,
+                    _ => None,
+                };
+                prop_assert_eq!(
+                    holds,
+                    model.holder.get(&index).map(|held| held.1),
+                    "step {} hold count of key {}",
+                    step,
+                    index
+                );
+            }
             if fencing {
                 let token = match state {
                     LockState::Free { last_token } => last_token,

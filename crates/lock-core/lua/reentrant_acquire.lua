@@ -1,0 +1,35 @@
+-- Takes a reentrant lock, or enters it again for the owner that holds it.
+-- The lock is a hash: field = owner token, value = hold count.
+--
+-- KEYS[1]  the lock key (a hash), `<prefix>{<name>}`
+-- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same hash tag)
+-- ARGV[1]  the owner token
+-- ARGV[2]  the TTL in milliseconds; every acquire and re-entry restarts it
+--
+-- Reply:
+--   {1, token, holds}  acquired: a first hold gets the next fencing token, a
+--                      re-entry gets the current one; holds is the new count
+--   {0, pttl}          held by another owner: its remaining TTL in ms (-1: none)
+--   {-1, detail}       this owner's hold count is not a positive integer, or the
+--                      fencing counter is missing; nothing was changed
+-- A KEYS[1] that is not a hash makes HGET fail with WRONGTYPE before any write.
+local count = redis.call('hget', KEYS[1], ARGV[1])
+if count then
+  local holds = tonumber(count)
+  if not holds or holds < 1 or holds ~= math.floor(holds) then
+    return {-1, 'hold count ' .. count .. ' is not a positive integer'}
+  end
+  local token = tonumber(redis.call('get', KEYS[2]) or '')
+  if not token then
+    return {-1, 'the fencing counter is missing or not a number'}
+  end
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, token, holds + 1}
+end
+if redis.call('exists', KEYS[1]) == 1 then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+redis.call('hset', KEYS[1], ARGV[1], 1)
+redis.call('pexpire', KEYS[1], ARGV[2])
+return {1, redis.call('incr', KEYS[2]), 1}

@@ -1,0 +1,24 @@
+-- Gives back one hold of a reentrant lock; deletes the key at zero.
+--
+-- KEYS[1]  the lock key (a hash)
+-- ARGV[1]  the owner token
+--
+-- Reply:
+--   {1, holds}    one hold released; holds is what is left (0: the key is gone)
+--   {0, 0}        the key is gone or held by another owner; nothing changed
+--   {-1, detail}  this owner's hold count is not a positive integer; nothing changed
+-- A KEYS[1] that is not a hash makes HGET fail with WRONGTYPE.
+local count = redis.call('hget', KEYS[1], ARGV[1])
+if not count then
+  return {0, 0}
+end
+local holds = tonumber(count)
+if not holds or holds < 1 or holds ~= math.floor(holds) then
+  return {-1, 'hold count ' .. count .. ' is not a positive integer'}
+end
+if holds > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  return {1, holds - 1}
+end
+redis.call('del', KEYS[1])
+return {1, 0}

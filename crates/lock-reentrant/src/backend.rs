@@ -1,0 +1,188 @@
+//! The reentrant [`LockBackend`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lock_core::client::{self, NodeClient, Reply};
+use lock_core::script::{reentrant, Script};
+use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
+use lock_core::{
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
+    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+};
+
+/// A reentrant lock backend over one Redis node.
+#[derive(Debug, Clone)]
+pub struct ReentrantBackend {
+    node: Arc<dyn NodeClient>,
+}
+
+/// Connects to the first node of `config` with its client and returns a
+/// [`LockManager`] over the reentrant strategy.
+///
+/// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
+/// errors of [`ReentrantBackend::connect`].
+pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
+    config.validate()?;
+    let backend = ReentrantBackend::connect(
+        config.client,
+        &config.nodes[0],
+        ConnectOptions::from(&config),
+    )
+    .await?;
+    LockManager::new(Arc::new(backend), config)
+}
+
+impl ReentrantBackend {
+    /// Connects to the node at `url` through the `kind` client.
+    ///
+    /// Errors within `options.connect_timeout`: [`LockError::InvalidConfig`] for a
+    /// malformed URL, [`LockError::Authentication`] for a wrong password,
+    /// [`LockError::Connection`] or [`LockError::Timeout`] for an unreachable
+    /// node, [`LockError::ClientNotCompiled`] when the client's feature is off.
+    pub async fn connect(
+        kind: ClientKind,
+        url: &NodeUrl,
+        options: ConnectOptions,
+    ) -> Result<Self, LockError> {
+        Ok(Self::from_node(client::connect(kind, url, options).await?))
+    }
+
+    /// A backend over a connection you already have.
+    pub fn from_node(node: Arc<dyn NodeClient>) -> Self {
+        ReentrantBackend { node }
+    }
+
+    /// The connection in use.
+    pub fn node(&self) -> &Arc<dyn NodeClient> {
+        &self.node
+    }
+
+    async fn run(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        script.run(self.node.as_ref(), keys, args).await
+    }
+
+    fn unexpected(&self, script: &Script, reply: &Reply) -> LockError {
+        script.unexpected(self.node.as_ref(), reply)
+    }
+}
+
+/// The `{-1, detail}` reply every reentrant script gives for a hold count that
+/// is not a positive integer.
+fn corrupted(key: &LockKey, detail: &Reply) -> LockError {
+    LockError::Corrupted {
+        key: key.redis_key().to_owned(),
+        detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+    }
+}
+
+/// Parses an optional decimal string from Redis.
+fn parse_count(reply: &Reply) -> Option<Option<u64>> {
+    match reply {
+        Reply::Nil => Some(None),
+        other => other.as_text()?.parse::<u64>().ok().map(Some),
+    }
+}
+
+#[async_trait]
+impl LockBackend for ReentrantBackend {
+    fn strategy(&self) -> &'static str {
+        "reentrant"
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let keys = [key.redis_key(), key.fence_key()];
+        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let reply = self.run(&reentrant::ACQUIRE, &keys, &args).await?;
+        match reply.as_array() {
+            Some([Reply::Int(1), Reply::Int(token), Reply::Int(holds)])
+                if *token >= 1 && *holds >= 1 =>
+            {
+                Ok(AcquireOutcome::Acquired {
+                    fencing_token: Some(FencingToken::new(token.unsigned_abs())),
+                })
+            }
+            Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
+                remaining: remaining_from_pttl(*pttl),
+            }),
+            Some([Reply::Int(-1), detail]) => Err(corrupted(key, detail)),
+            _ => Err(self.unexpected(&reentrant::ACQUIRE, &reply)),
+        }
+    }
+
+    async fn extend(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let reply = self
+            .run(&reentrant::EXTEND, &[key.redis_key()], &args)
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(ExtendOutcome::Extended),
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => Err(self.unexpected(&reentrant::EXTEND, &other)),
+        }
+    }
+
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let reply = self
+            .run(
+                &reentrant::RELEASE,
+                &[key.redis_key()],
+                &[owner.expose().as_bytes()],
+            )
+            .await?;
+        match reply.as_array() {
+            Some([Reply::Int(1), Reply::Int(left)]) if *left >= 0 => Ok(ReleaseOutcome::Released),
+            Some([Reply::Int(0), Reply::Int(0)]) => Ok(ReleaseOutcome::NotHeld),
+            Some([Reply::Int(-1), detail]) => Err(corrupted(key, detail)),
+            _ => Err(self.unexpected(&reentrant::RELEASE, &reply)),
+        }
+    }
+
+    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let keys = [key.redis_key(), key.fence_key()];
+        let reply = self.run(&reentrant::INSPECT, &keys, &[]).await?;
+        let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners)]) = reply.as_array() else {
+            return Err(self.unexpected(&reentrant::INSPECT, &reply));
+        };
+        let (Some(token), Some(holds)) = (parse_count(counter), parse_count(holds)) else {
+            return Err(self.unexpected(&reentrant::INSPECT, &reply));
+        };
+        let token = token.map(FencingToken::new);
+        match (*pttl, *owners, holds) {
+            (-2, 0, None) => Ok(LockState::Free { last_token: token }),
+            (_, 1, Some(holds)) if holds >= 1 => Ok(LockState::Held {
+                remaining: remaining_from_pttl(*pttl),
+                token,
+                hold_count: Some(holds),
+            }),
+            _ => Err(LockError::Corrupted {
+                key: key.redis_key().to_owned(),
+                detail: format!("expected one owner with a positive hold count, found {reply}"),
+            }),
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Reentrant locks on one Redis node: the owner that holds a lock can take it
+//! again, and it is free once every hold is given back.
+//!
+//! A lock is a Redis hash at `<prefix>{<name>}` with one field, the owner
+//! token, whose value is the hold count. Acquire, re-entry, renewal and release
+//! are each one Lua script and one round trip.
+//!
+//! # The owner is a value, not a thread
+//!
+//! Reentrancy keyed on a thread id breaks in async code, where a task moves
+//! between threads at every `.await` (Redisson's "attempt to unlock lock, not
+//! locked by current thread" under coroutines). Here the owner is an explicit
+//! [`OwnerToken`](lock_core::OwnerToken): code that already holds a lock passes
+//! `guard.owner()` to the code it calls, which re-enters with
+//! [`LockManager::acquire_as`](lock_core::LockManager::acquire_as). Re-entry
+//! therefore works across tasks and `.await` points, and never by accident:
+//! two unrelated calls get two different owners and exclude each other.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), lock_core::LockError> {
+//! use lock_core::{LockConfig, LockManager, OwnerToken};
+//!
+//! let locks = lock_reentrant::lock_manager(LockConfig::with_nodes(["redis://127.0.0.1:6379"])).await?;
+//! let order = locks.acquire("order:1001").await?;
+//! reserve_stock(&locks, order.owner()).await?; // re-enters the same lock
+//! order.release().await?;
+//!
+//! async fn reserve_stock(locks: &LockManager, owner: &OwnerToken) -> Result<(), lock_core::LockError> {
+//!     let again = locks.acquire_as(owner, "order:1001").await?; // hold count 2, same fencing token
+//!     again.release().await // hold count back to 1
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Fencing
+//!
+//! The outermost acquire gets a new fencing token from the counter at
+//! `<prefix>{<name>}:fence`; re-entries return the same token, as a reentrant
+//! fenced mutex should. The watchdog renews the hash while any guard of it is
+//! alive.
+
+mod backend;
+
+pub use backend::{lock_manager, ReentrantBackend};

@@ -1,0 +1,314 @@
+//! The contract suite, the reentrant model test, and the reentrant-specific
+//! checks, once per compiled client.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, ClientKind, ConnectOptions, LockBackend, LockError, LockKey, LockState,
+    NodeUrl, OwnerToken, ReleaseOutcome,
+};
+use lock_reentrant::ReentrantBackend;
+use lock_testkit::contract::{fast_config, Deployment};
+use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
+
+/// Connects the reentrant backend to the first URL through one client.
+struct Reentrant(ClientKind);
+
+impl BackendFactory for Reentrant {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new(true, true)
+    }
+
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [NodeUrl],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        Box::pin(async move {
+            let backend = ReentrantBackend::connect(self.0, &urls[0], options).await?;
+            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
+        })
+    }
+}
+
+fn key(name: &str) -> LockKey {
+    LockKey::new("lock:", name).expect("valid key")
+}
+
+fn owner() -> OwnerToken {
+    OwnerToken::generate().expect("os rng")
+}
+
+const TTL: Duration = Duration::from_secs(10);
+
+async fn holds(backend: &dyn LockBackend, key: &LockKey) -> Option<u64> {
+    match backend.inspect(key).await.expect("inspect") {
+        LockState::Held { hold_count, .. } => hold_count,
+        _ => None,
+    }
+}
+
+/// Nested acquires count up, releases count down, and the key is deleted at zero.
+async fn nested_holds_count(factory: &Reentrant) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder, other) = (key("nested"), owner(), owner());
+    let mut tokens = Vec::new();
+    for depth in 1..=4 {
+        match backend
+            .try_acquire(&key, &holder, TTL)
+            .await
+            .expect("acquire")
+        {
+            AcquireOutcome::Acquired { fencing_token } => tokens.push(fencing_token),
+            held => panic!("depth {depth}: the holder was refused: {held:?}"),
+        }
+        assert_eq!(
+            holds(backend, &key).await,
+            Some(depth),
+            "hold count after {depth} acquires"
+        );
+    }
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] == pair[1]),
+        "re-entries keep the token: {tokens:?}"
+    );
+    for left in (0..4).rev() {
+        assert!(
+            matches!(
+                backend
+                    .try_acquire(&key, &other, TTL)
+                    .await
+                    .expect("acquire"),
+                AcquireOutcome::Held { .. }
+            ),
+            "another owner got in with {} holds left",
+            left + 1
+        );
+        assert_eq!(
+            backend.release(&key, &holder).await.expect("release"),
+            ReleaseOutcome::Released
+        );
+        assert_eq!(holds(backend, &key).await, (left > 0).then_some(left));
+    }
+    // More releases than acquires: refused, and nothing changes.
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
+    for server in &deployment.servers {
+        assert_eq!(
+            server
+                .admin(&["EXISTS", key.redis_key()])
+                .expect("EXISTS")
+                .as_int(),
+            Some(0)
+        );
+    }
+    match backend
+        .try_acquire(&key, &other, TTL)
+        .await
+        .expect("acquire")
+    {
+        AcquireOutcome::Acquired { fencing_token } => {
+            assert!(
+                fencing_token > tokens[0],
+                "the next outermost acquire gets a new token"
+            )
+        }
+        held => panic!("the key was not free after the last release: {held:?}"),
+    }
+}
+
+/// A release or extend by another owner is refused and changes nothing.
+async fn wrong_owner_is_refused(factory: &Reentrant) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder, intruder) = (key("guarded"), owner(), owner());
+    backend
+        .try_acquire(&key, &holder, TTL)
+        .await
+        .expect("acquire");
+    backend
+        .try_acquire(&key, &holder, TTL)
+        .await
+        .expect("re-enter");
+    assert_eq!(
+        backend.release(&key, &intruder).await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
+    assert_eq!(
+        backend.extend(&key, &intruder, TTL).await.expect("extend"),
+        lock_core::ExtendOutcome::NotHeld
+    );
+    assert_eq!(
+        holds(backend, &key).await,
+        Some(2),
+        "the intruder changed nothing"
+    );
+}
+
+/// Expiry frees the key even with holds outstanding.
+async fn expiry_with_holds_frees_the_key(factory: &Reentrant) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, holder, other) = (key("expiring"), owner(), owner());
+    let short = Duration::from_millis(100);
+    for _ in 0..3 {
+        backend
+            .try_acquire(&key, &holder, short)
+            .await
+            .expect("acquire");
+    }
+    tokio::time::sleep(short + Duration::from_millis(50)).await;
+    assert!(matches!(
+        backend
+            .try_acquire(&key, &other, short)
+            .await
+            .expect("acquire"),
+        AcquireOutcome::Acquired { .. }
+    ));
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::NotHeld
+    );
+}
+
+/// The watchdog keeps a nested lock while any guard is alive.
+async fn watchdog_renews_while_holds_remain(factory: &Reentrant) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(300);
+    let locks = deployment.manager(fast_config(ttl));
+    let outer = locks
+        .try_acquire("kept")
+        .await
+        .expect("acquire")
+        .expect("free");
+    let inner = locks
+        .try_acquire_as(outer.owner(), "kept")
+        .await
+        .expect("acquire")
+        .expect("re-enter");
+    outer.release().await.expect("release the outer hold first");
+    tokio::time::sleep(ttl * 3).await;
+    assert!(inner.is_valid(), "the remaining hold was renewed");
+    assert!(locks.try_acquire("kept").await.expect("acquire").is_none());
+    inner.release().await.expect("release the last hold");
+    assert!(!locks.inspect("kept").await.expect("inspect").is_held());
+}
+
+/// Data this library did not write is reported, never misread, and left as it was.
+async fn corrupted_locks_are_reported(factory: &Reentrant) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let holder = OwnerToken::from_string("worker-1").expect("owner");
+
+    let bad_count = key("bad-count");
+    deployment.admin_all(&["HSET", bad_count.redis_key(), "worker-1", "many"]);
+    deployment.admin_all(&["SET", bad_count.fence_key(), "7"]);
+    for outcome in [
+        backend
+            .try_acquire(&bad_count, &holder, TTL)
+            .await
+            .map(|_| ()),
+        backend.release(&bad_count, &holder).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(outcome, Err(LockError::Corrupted { .. })),
+            "non-integer count: {outcome:?}"
+        );
+    }
+    for server in &deployment.servers {
+        let value = server
+            .admin(&["HGET", bad_count.redis_key(), "worker-1"])
+            .expect("HGET");
+        assert_eq!(
+            value.as_text(),
+            Some("many"),
+            "the corrupted count was left as it was"
+        );
+    }
+
+    let string_key = key("plain-string");
+    deployment.admin_all(&["SET", string_key.redis_key(), "not-a-hash"]);
+    for outcome in [
+        backend
+            .try_acquire(&string_key, &holder, TTL)
+            .await
+            .map(|_| ()),
+        backend.extend(&string_key, &holder, TTL).await.map(|_| ()),
+        backend.release(&string_key, &holder).await.map(|_| ()),
+        backend.inspect(&string_key).await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(outcome, Err(LockError::Corrupted { .. })),
+            "string where a hash belongs: {outcome:?}"
+        );
+    }
+    for server in &deployment.servers {
+        let value = server.admin(&["GET", string_key.redis_key()]).expect("GET");
+        assert_eq!(
+            value.as_text(),
+            Some("not-a-hash"),
+            "the string was left as it was"
+        );
+    }
+
+    // Empty and oversized owners are refused before anything is sent.
+    assert!(matches!(
+        OwnerToken::from_string(""),
+        Err(LockError::InvalidOwner { .. })
+    ));
+    assert!(matches!(
+        OwnerToken::from_string("o".repeat(lock_core::MAX_OWNER_LEN + 1)),
+        Err(LockError::InvalidOwner { .. })
+    ));
+}
+
+macro_rules! reentrant_tests {
+    ($module:ident, $kind:expr) => {
+        mod $module {
+            use super::*;
+
+            lock_testkit::contract_suite!(Reentrant($kind));
+
+            #[test]
+            fn matches_the_reentrant_model() {
+                lock_testkit::model::check_against_model(&Reentrant($kind), 24);
+            }
+
+            #[test]
+            fn nested_holds_count() {
+                lock_testkit::run(super::nested_holds_count(&Reentrant($kind)));
+            }
+
+            #[test]
+            fn wrong_owner_is_refused() {
+                lock_testkit::run(super::wrong_owner_is_refused(&Reentrant($kind)));
+            }
+
+            #[test]
+            fn expiry_with_holds_frees_the_key() {
+                lock_testkit::run(super::expiry_with_holds_frees_the_key(&Reentrant($kind)));
+            }
+
+            #[test]
+            fn watchdog_renews_while_holds_remain() {
+                lock_testkit::run(super::watchdog_renews_while_holds_remain(&Reentrant($kind)));
+            }
+
+            #[test]
+            fn corrupted_locks_are_reported() {
+                lock_testkit::run(super::corrupted_locks_are_reported(&Reentrant($kind)));
+            }
+        }
+    };
+}
+
+#[cfg(feature = "redis")]
+reentrant_tests!(on_redis, ClientKind::Redis);
+#[cfg(feature = "fred")]
+reentrant_tests!(on_fred, ClientKind::Fred);
