@@ -139,9 +139,9 @@ fn demo() -> Result<(), String> {
 
 fn bench() -> Result<(), String> {
     let redis_server = redis_server::ensure()?;
-    let features = client_features(&["redis", "fred"]);
     for (krate, bench) in BENCHES {
         println!("xtask: benchmark {krate}/{bench}");
+        let features = format!("{krate}/redis,{krate}/fred");
         let status = Command::new(cargo_bin())
             .args([
                 "bench",
