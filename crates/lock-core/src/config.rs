@@ -55,6 +55,11 @@ pub struct LockConfig {
     /// How long to wait for the reply to one command. Default: 2 s.
     #[serde(with = "humantime_serde")]
     pub command_timeout: Duration,
+    /// Multi-node strategies (Redlock): how long one attempt waits for one
+    /// node before counting it as failed. Must be well below the TTL, so a
+    /// slow node cannot eat the lease. Default: 50 ms.
+    #[serde(with = "humantime_serde")]
+    pub node_timeout: Duration,
     /// The fraction of the TTL given up for clocks running at different rates;
     /// the lease is trusted for `ttl - (ttl × factor + 2 ms)` after the request was
     /// sent. Must be in `[0, 0.5)`. Default: 0.01.
@@ -73,6 +78,7 @@ impl Default for LockConfig {
             watchdog: WatchdogConfig::default(),
             connect_timeout: Duration::from_secs(5),
             command_timeout: Duration::from_secs(2),
+            node_timeout: Duration::from_millis(50),
             clock_drift_factor: 0.01,
         }
     }
@@ -100,9 +106,19 @@ impl LockConfig {
                 "at least one node URL is needed",
             ));
         }
+        let mut seen = Vec::with_capacity(self.nodes.len());
         for (index, node) in self.nodes.iter().enumerate() {
-            node.parse()
+            let parsed = node
+                .parse()
                 .map_err(|reason| LockError::config(format!("nodes[{index}]"), reason))?;
+            let identity = (parsed.host.to_ascii_lowercase(), parsed.port, parsed.db);
+            if let Some(first) = seen.iter().position(|other| *other == identity) {
+                return Err(LockError::config(
+                    format!("nodes[{index}]"),
+                    format!("{node} is the same node as nodes[{first}]"),
+                ));
+            }
+            seen.push(identity);
         }
         validate_ttl(self.ttl).map_err(|err| match err {
             LockError::InvalidTtl { reason, .. } => LockError::config("ttl", reason),
@@ -114,6 +130,13 @@ impl LockConfig {
         self.watchdog.validate(self.ttl)?;
         validate_timeout("connect_timeout", self.connect_timeout)?;
         validate_timeout("command_timeout", self.command_timeout)?;
+        validate_timeout("node_timeout", self.node_timeout)?;
+        if self.node_timeout >= self.ttl {
+            return Err(LockError::config(
+                "node_timeout",
+                "must be below the TTL, or one slow node can use up the whole lease",
+            ));
+        }
         if !(0.0..0.5).contains(&self.clock_drift_factor) {
             return Err(LockError::config(
                 "clock_drift_factor",
@@ -551,6 +574,21 @@ mod tests {
                     ..base.clone()
                 },
                 "clock_drift_factor",
+            ),
+            (
+                LockConfig {
+                    node_timeout: Duration::from_secs(30),
+                    ..base.clone()
+                },
+                "node_timeout",
+            ),
+            (
+                LockConfig::with_nodes([
+                    "redis://127.0.0.1:6379",
+                    "redis://LOCALHOST:6380",
+                    "redis://:pw@127.0.0.1/0",
+                ]),
+                "nodes[2]",
             ),
             (
                 LockConfig {

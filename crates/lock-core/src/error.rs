@@ -142,12 +142,43 @@ pub enum LockError {
         /// What was found.
         detail: String,
     },
+    /// Fewer than a majority of the nodes granted or confirmed the operation.
+    /// `failures` holds one error per node that failed, each naming its node.
+    #[error("quorum not reached: {got} of the {needed} nodes needed{}", describe_failures(.failures))]
+    QuorumNotReached {
+        /// How many nodes granted or confirmed.
+        got: usize,
+        /// How many were needed (a majority).
+        needed: usize,
+        /// The errors of the nodes that failed (unreachable, timed out, refused
+        /// credentials); nodes that answered "held by another owner" are not here.
+        failures: Vec<LockError>,
+    },
+    /// A majority granted the lock, but so late that nothing of the lease was
+    /// left (`elapsed >= ttl - drift`); the grants were released again.
+    #[error("lock `{key}` was granted too late: {elapsed:?} of a {ttl:?} TTL had passed")]
+    GrantedTooLate {
+        /// The lock name.
+        key: String,
+        /// How long the acquire took.
+        elapsed: Duration,
+        /// The TTL asked for.
+        ttl: Duration,
+    },
     /// The config names a Redis client whose cargo feature is not enabled.
     #[error("the `{client}` client is not compiled in: enable the cargo feature `{client}`")]
     ClientNotCompiled {
         /// The client's name, which is also the feature's name.
         client: &'static str,
     },
+}
+
+fn describe_failures(failures: &[LockError]) -> String {
+    if failures.is_empty() {
+        return String::new();
+    }
+    let described: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    format!("; failed: {}", described.join("; "))
 }
 
 impl LockError {
@@ -158,6 +189,8 @@ impl LockError {
     pub fn is_retryable(&self) -> bool {
         match self {
             LockError::NotAcquired { .. }
+            | LockError::QuorumNotReached { .. }
+            | LockError::GrantedTooLate { .. }
             | LockError::Connection { .. }
             | LockError::Timeout { .. } => true,
             LockError::Server { message, .. } => {

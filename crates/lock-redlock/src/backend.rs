@@ -1,0 +1,525 @@
+//! The Redlock [`LockBackend`].
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::stream::{FuturesUnordered, StreamExt};
+use lock_core::client::{NodeClient, Reply};
+use lock_core::script::{redlock, single};
+use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
+use lock_core::{
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError,
+    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+};
+
+use crate::node::Node;
+
+/// Redlock's own settings; the rest comes from [`LockConfig`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RedlockOptions {
+    /// How long one attempt waits for one node. See [`LockConfig::node_timeout`].
+    pub node_timeout: Duration,
+    /// See [`LockConfig::clock_drift_factor`].
+    pub clock_drift_factor: f64,
+}
+
+impl RedlockOptions {
+    /// Options with the given node timeout and drift factor.
+    pub fn new(node_timeout: Duration, clock_drift_factor: f64) -> Self {
+        RedlockOptions {
+            node_timeout,
+            clock_drift_factor,
+        }
+    }
+}
+
+impl From<&LockConfig> for RedlockOptions {
+    fn from(config: &LockConfig) -> Self {
+        RedlockOptions::new(config.node_timeout, config.clock_drift_factor)
+    }
+}
+
+impl Default for RedlockOptions {
+    fn default() -> Self {
+        Self::from(&LockConfig::default())
+    }
+}
+
+/// What a release found on the nodes.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ReleaseReport {
+    /// Nodes that deleted the owner's key.
+    pub confirmed: usize,
+    /// Nodes where the key was gone or held by another owner.
+    pub not_held: usize,
+    /// The errors of the nodes that failed, each naming its node.
+    pub failures: Vec<LockError>,
+}
+
+/// A lock backend over N independent Redis nodes.
+#[derive(Debug, Clone)]
+pub struct RedlockBackend {
+    nodes: Arc<[Arc<Node>]>,
+    options: RedlockOptions,
+}
+
+/// Connects to every node of `config` with its client and returns a
+/// [`LockManager`] over Redlock.
+///
+/// Errors: [`LockError::InvalidConfig`] naming the field, and those of
+/// [`RedlockBackend::connect`].
+pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
+    config.validate()?;
+    let backend = RedlockBackend::connect(
+        config.client,
+        &config.nodes,
+        ConnectOptions::from(&config),
+        RedlockOptions::from(&config),
+    )
+    .await?;
+    LockManager::new(Arc::new(backend), config)
+}
+
+/// One node's answer to an acquire.
+enum Grant {
+    Granted,
+    Held(Option<Duration>),
+}
+
+impl RedlockBackend {
+    /// Connects to all `urls` at once through the `kind` client.
+    ///
+    /// Nodes that cannot be reached or refuse the credentials start out down
+    /// and are retried in the background; each operation counts them as failed
+    /// meanwhile. The call fails if fewer than a majority connect
+    /// ([`LockError::QuorumNotReached`], whose `failures` name each node and
+    /// why), and at once for bad input: no nodes, a malformed URL, the same node
+    /// twice, a drift factor outside `[0, 0.5)` or a zero node timeout
+    /// ([`LockError::InvalidConfig`]).
+    pub async fn connect(
+        kind: ClientKind,
+        urls: &[NodeUrl],
+        connect: ConnectOptions,
+        options: RedlockOptions,
+    ) -> Result<Self, LockError> {
+        let mut config = LockConfig::default();
+        config.nodes = urls.to_vec();
+        config.client = kind;
+        config.node_timeout = options.node_timeout;
+        config.clock_drift_factor = options.clock_drift_factor;
+        // The TTL is chosen per acquire; check the rest with one above any node timeout.
+        config.ttl = lock_core::MAX_TTL;
+        config.validate()?;
+        let nodes: Vec<Arc<Node>> = urls
+            .iter()
+            .map(|url| Arc::new(Node::new(url.clone(), kind, connect)))
+            .collect();
+        let results = futures::future::join_all(nodes.iter().map(|node| node.connect())).await;
+        let needed = quorum(nodes.len());
+        let failures: Vec<LockError> = results.into_iter().filter_map(Result::err).collect();
+        let got = nodes.len() - failures.len();
+        if got < needed {
+            return Err(LockError::QuorumNotReached {
+                got,
+                needed,
+                failures,
+            });
+        }
+        for failure in &failures {
+            tracing::warn!(error = %failure, "redlock node down at start; retrying in the background");
+        }
+        Ok(RedlockBackend {
+            nodes: nodes.into(),
+            options,
+        })
+    }
+
+    /// How many nodes a majority is.
+    pub fn quorum(&self) -> usize {
+        quorum(self.nodes.len())
+    }
+
+    /// How many nodes there are.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Releases `owner`'s key on every node at once and says how many confirmed.
+    pub async fn release_reporting(&self, key: &LockKey, owner: &OwnerToken) -> ReleaseReport {
+        self.release_on(&self.every_node(), key, owner).await
+    }
+
+    /// Releases `owner`'s key on the nodes at `indices`, all at once.
+    async fn release_on(
+        &self,
+        indices: &[usize],
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> ReleaseReport {
+        let results = self
+            .on_nodes(indices, |client| async move {
+                let reply = single::RELEASE
+                    .run(
+                        client.as_ref(),
+                        &[key.redis_key()],
+                        &[owner.expose().as_bytes()],
+                    )
+                    .await?;
+                match reply {
+                    Reply::Int(1) => Ok(true),
+                    Reply::Int(0) => Ok(false),
+                    other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                }
+            })
+            .collect::<Vec<_>>()
+            .await;
+        let mut report = ReleaseReport::default();
+        for (_, result) in results {
+            match result {
+                Ok(true) => report.confirmed += 1,
+                Ok(false) => report.not_held += 1,
+                Err(err) => report.failures.push(err),
+            }
+        }
+        report
+    }
+
+    /// Runs `operation` on the nodes at `indices` at once, each bounded by the
+    /// node timeout, yielding `(index, result)` as replies arrive.
+    fn on_nodes<'a, F, Fut, T>(
+        &'a self,
+        indices: &[usize],
+        operation: F,
+    ) -> FuturesUnordered<impl Future<Output = (usize, Result<T, LockError>)> + 'a>
+    where
+        F: Fn(Arc<dyn NodeClient>) -> Fut + 'a,
+        Fut: Future<Output = Result<T, LockError>> + 'a,
+        T: 'a,
+    {
+        let timeout = self.options.node_timeout;
+        indices
+            .iter()
+            .map(|&index| {
+                let node = &self.nodes[index];
+                let running = node.client().map(&operation);
+                async move {
+                    let result = match running {
+                        Err(err) => Err(err),
+                        Ok(running) => match tokio::time::timeout(timeout, running).await {
+                            Ok(result) => result,
+                            Err(_) => Err(LockError::Timeout {
+                                node: node.address().to_owned(),
+                                after: timeout,
+                            }),
+                        },
+                    };
+                    (index, result)
+                }
+            })
+            .collect()
+    }
+
+    fn every_node(&self) -> Vec<usize> {
+        (0..self.nodes.len()).collect()
+    }
+}
+
+/// The first `Corrupted` error if a majority of nodes reported one: the key
+/// holds foreign data there, so the lock as a whole does.
+fn corrupted_majority(failures: &mut Vec<LockError>, needed: usize) -> Option<LockError> {
+    let corrupted = failures
+        .iter()
+        .filter(|err| matches!(err, LockError::Corrupted { .. }))
+        .count();
+    if corrupted < needed {
+        return None;
+    }
+    let index = failures
+        .iter()
+        .position(|err| matches!(err, LockError::Corrupted { .. }))?;
+    Some(failures.swap_remove(index))
+}
+
+fn quorum(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+#[async_trait]
+impl LockBackend for RedlockBackend {
+    fn strategy(&self) -> &'static str {
+        "redlock"
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        validate_ttl(ttl)?;
+        if self.options.node_timeout >= ttl {
+            return Err(LockError::InvalidTtl {
+                ttl,
+                reason: format!(
+                    "must be above the per-node timeout of {:?}",
+                    self.options.node_timeout
+                ),
+            });
+        }
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let started = Instant::now();
+        let needed = self.quorum();
+        let total = self.nodes.len();
+        let mut replies = self.on_nodes(&self.every_node(), |client| {
+            let ttl_ms = ttl_ms.clone();
+            async move {
+                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+                let reply = redlock::ACQUIRE
+                    .run(client.as_ref(), &[key.redis_key()], &args)
+                    .await?;
+                match reply.as_array() {
+                    Some([Reply::Int(1)]) => Ok(Grant::Granted),
+                    Some([Reply::Int(0), Reply::Int(pttl)]) => {
+                        Ok(Grant::Held(remaining_from_pttl(*pttl)))
+                    }
+                    _ => Err(redlock::ACQUIRE.unexpected(client.as_ref(), &reply)),
+                }
+            }
+        });
+        let (mut granted, mut held) = (0, 0);
+        let mut holder_remaining: Option<Duration> = None;
+        let mut failures = Vec::new();
+        // Nodes that answered "held": this attempt wrote nothing there, so a
+        // failed attempt must not release there (the owner may hold the key from
+        // an earlier acquire). Every other node may hold this attempt's grant.
+        let mut answered_held = vec![false; total];
+        while let Some((index, result)) = replies.next().await {
+            match result {
+                Ok(Grant::Granted) => granted += 1,
+                Ok(Grant::Held(remaining)) => {
+                    held += 1;
+                    answered_held[index] = true;
+                    holder_remaining = match (holder_remaining, remaining) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Err(err) => failures.push(err),
+            }
+            let undecided = total - granted - held - failures.len();
+            // Stop as soon as the outcome is certain either way.
+            if granted >= needed || granted + undecided < needed {
+                break;
+            }
+        }
+        drop(replies);
+        let elapsed = started.elapsed();
+        let may_hold_grant: Vec<usize> =
+            (0..total).filter(|&index| !answered_held[index]).collect();
+        if granted >= needed {
+            let left = validity(
+                ttl,
+                elapsed,
+                clock_drift(ttl, self.options.clock_drift_factor),
+            );
+            if !left.is_zero() {
+                tracing::debug!(
+                    key = key.name(),
+                    granted,
+                    needed,
+                    elapsed_us = elapsed.as_micros() as u64,
+                    "redlock quorum reached"
+                );
+                return Ok(AcquireOutcome::Acquired {
+                    fencing_token: None,
+                });
+            }
+            self.release_on(&may_hold_grant, key, owner).await;
+            return Err(LockError::GrantedTooLate {
+                key: key.name().to_owned(),
+                elapsed,
+                ttl,
+            });
+        }
+        // Release on every node that may hold this attempt's grant, including
+        // nodes that timed out: their grant may still arrive, and must not hold
+        // the key until its TTL.
+        let report = self.release_on(&may_hold_grant, key, owner).await;
+        tracing::debug!(
+            key = key.name(),
+            granted,
+            held,
+            failed = failures.len(),
+            released = report.confirmed,
+            "redlock quorum not reached"
+        );
+        if let Some(corrupted) = corrupted_majority(&mut failures, needed) {
+            return Err(corrupted);
+        }
+        if held > 0 && granted + failures.len() < needed {
+            Ok(AcquireOutcome::Held {
+                remaining: holder_remaining,
+            })
+        } else {
+            Err(LockError::QuorumNotReached {
+                got: granted,
+                needed,
+                failures,
+            })
+        }
+    }
+
+    async fn extend(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let started = Instant::now();
+        let needed = self.quorum();
+        let total = self.nodes.len();
+        let mut replies = self.on_nodes(&self.every_node(), |client| {
+            let ttl_ms = ttl_ms.clone();
+            async move {
+                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+                let reply = single::EXTEND
+                    .run(client.as_ref(), &[key.redis_key()], &args)
+                    .await?;
+                match reply {
+                    Reply::Int(1) => Ok(true),
+                    Reply::Int(0) => Ok(false),
+                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+                }
+            }
+        });
+        let (mut extended, mut not_held) = (0, 0);
+        let mut failures = Vec::new();
+        while let Some((_, result)) = replies.next().await {
+            match result {
+                Ok(true) => extended += 1,
+                Ok(false) => not_held += 1,
+                Err(err) => failures.push(err),
+            }
+            let undecided = total - extended - not_held - failures.len();
+            if extended >= needed || extended + undecided < needed {
+                break;
+            }
+        }
+        drop(replies);
+        let elapsed = started.elapsed();
+        if extended >= needed {
+            if validity(
+                ttl,
+                elapsed,
+                clock_drift(ttl, self.options.clock_drift_factor),
+            )
+            .is_zero()
+            {
+                return Err(LockError::GrantedTooLate {
+                    key: key.name().to_owned(),
+                    elapsed,
+                    ttl,
+                });
+            }
+            return Ok(ExtendOutcome::Extended);
+        }
+        if let Some(corrupted) = corrupted_majority(&mut failures, needed) {
+            return Err(corrupted);
+        }
+        if extended + failures.len() < needed {
+            // A majority answered that the key is gone or someone else's: no
+            // retry can bring this lease back.
+            Ok(ExtendOutcome::NotHeld)
+        } else {
+            Err(LockError::QuorumNotReached {
+                got: extended,
+                needed,
+                failures,
+            })
+        }
+    }
+
+    async fn release(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let mut report = self.release_reporting(key, owner).await;
+        tracing::debug!(
+            key = key.name(),
+            confirmed = report.confirmed,
+            not_held = report.not_held,
+            failed = report.failures.len(),
+            "redlock release"
+        );
+        let needed = self.quorum();
+        if report.confirmed > 0 {
+            Ok(ReleaseOutcome::Released)
+        } else if let Some(corrupted) = corrupted_majority(&mut report.failures, needed) {
+            Err(corrupted)
+        } else if report.failures.is_empty() || report.not_held >= needed {
+            Ok(ReleaseOutcome::NotHeld)
+        } else {
+            Err(LockError::QuorumNotReached {
+                got: 0,
+                needed,
+                failures: report.failures,
+            })
+        }
+    }
+
+    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let needed = self.quorum();
+        let results = self
+            .on_nodes(&self.every_node(), |client| async move {
+                let keys = [key.redis_key(), key.fence_key()];
+                let reply = single::INSPECT.run(client.as_ref(), &keys, &[]).await?;
+                match reply.as_array() {
+                    Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
+                    _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
+                }
+            })
+            .collect::<Vec<_>>()
+            .await;
+        let mut answered = 0;
+        let mut held: Vec<Option<Duration>> = Vec::new();
+        let mut failures = Vec::new();
+        for (_, result) in results {
+            match result {
+                Ok(pttl) => {
+                    answered += 1;
+                    if pttl != -2 {
+                        held.push(remaining_from_pttl(pttl));
+                    }
+                }
+                Err(err) => failures.push(err),
+            }
+        }
+        if answered < needed {
+            return Err(LockError::QuorumNotReached {
+                got: answered,
+                needed,
+                failures,
+            });
+        }
+        if held.len() >= needed {
+            // The lock stays held while `needed` nodes hold it: until the
+            // needed-th longest remaining TTL runs out (no expiry sorts last).
+            held.sort_by_key(|remaining| remaining.unwrap_or(Duration::MAX));
+            let remaining = held[held.len() - needed];
+            Ok(LockState::Held {
+                remaining,
+                token: None,
+                hold_count: None,
+            })
+        } else {
+            Ok(LockState::Free { last_token: None })
+        }
+    }
+}

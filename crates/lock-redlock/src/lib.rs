@@ -1,0 +1,48 @@
+//! Redlock: a lock taken on a majority of N independent Redis nodes, so it
+//! survives the failure of a minority of them.
+//!
+//! An acquire notes the start `Instant`, sends `SET NX PX` to every node at
+//! once, each bounded by the per-node timeout, and succeeds when a majority
+//! (`N/2 + 1`) granted it and the validity `ttl - elapsed - drift` (drift =
+//! `ttl × clock_drift_factor + 2 ms`) is still positive. It stops waiting as soon
+//! as the outcome is certain. On failure it releases on *every* node, including
+//! those that timed out (a late grant would otherwise hold the key until its
+//! TTL), before returning. Renewal and release go to every node at once too;
+//! the watchdog marks the lease lost when a renewal cannot reach a majority.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), lock_core::LockError> {
+//! use lock_core::LockConfig;
+//!
+//! let config = LockConfig::with_nodes([
+//!     "redis://10.0.0.1:6379",
+//!     "redis://10.0.0.2:6379",
+//!     "redis://10.0.0.3:6379",
+//! ]);
+//! let locks = lock_redlock::lock_manager(config).await?;
+//! let guard = locks.acquire("invoice:77").await?;
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # No fencing tokens
+//!
+//! Redlock returns no fencing token (`fencing_token()` is `None`). A counter per
+//! node is not monotonic across different majorities, and a "read a majority,
+//! write max + 1 to a majority" scheme breaks as soon as a node restarts without
+//! its data: the next majority can read an older maximum and hand out a token
+//! again (Kleppmann, "How to do distributed locking"). Rather than return a
+//! token that can go backwards, we return none. If the resource you protect
+//! needs fencing, use a single-node lock on a persistent, non-failing-over
+//! Redis, or a consensus system.
+//!
+//! # What else it assumes
+//!
+//! Clocks on the nodes must run at about the same rate (the drift allowance
+//! covers 1 % by default), and a node that crashes should stay down for at
+//! least one TTL before rejoining, or a lock it granted can be granted again.
+
+mod backend;
+mod node;
+
+pub use backend::{lock_manager, RedlockBackend, RedlockOptions, ReleaseReport};

@@ -1,0 +1,103 @@
+//! One Redlock node: its connection when there is one, and a background
+//! reconnect when there is not, so a node that was down at start can join later
+//! without any operation waiting for it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use lock_core::client::{self, NodeClient};
+use lock_core::{ClientKind, ConnectOptions, LockError, NodeUrl};
+
+/// The pause after a failed reconnect before the next may start.
+const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    url: NodeUrl,
+    address: String,
+    kind: ClientKind,
+    options: ConnectOptions,
+    client: RwLock<Option<Arc<dyn NodeClient>>>,
+    last_error: RwLock<String>,
+    reconnecting: AtomicBool,
+}
+
+impl Node {
+    pub(crate) fn new(url: NodeUrl, kind: ClientKind, options: ConnectOptions) -> Self {
+        Node {
+            address: url.address(),
+            url,
+            kind,
+            options,
+            client: RwLock::new(None),
+            last_error: RwLock::new("not connected yet".to_owned()),
+            reconnecting: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Connects now; on failure the node stays down and the error is returned.
+    pub(crate) async fn connect(&self) -> Result<(), LockError> {
+        match client::connect(self.kind, &self.url, self.options).await {
+            Ok(client) => {
+                *self
+                    .client
+                    .write()
+                    .unwrap_or_else(|poison| poison.into_inner()) = Some(client);
+                Ok(())
+            }
+            Err(err) => {
+                *self
+                    .last_error
+                    .write()
+                    .unwrap_or_else(|poison| poison.into_inner()) = err.to_string();
+                Err(err)
+            }
+        }
+    }
+
+    /// The connection, or the error to count for this node now (and a
+    /// reconnect started in the background).
+    pub(crate) fn client(self: &Arc<Self>) -> Result<Arc<dyn NodeClient>, LockError> {
+        if let Some(client) = self
+            .client
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .as_ref()
+        {
+            return Ok(Arc::clone(client));
+        }
+        self.reconnect_in_background();
+        let message = self
+            .last_error
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone();
+        Err(LockError::Connection {
+            node: self.address.clone(),
+            source: message.into(),
+        })
+    }
+
+    fn reconnect_in_background(self: &Arc<Self>) {
+        if self.reconnecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.reconnecting.store(false, Ordering::Release);
+            return;
+        };
+        let node = Arc::clone(self);
+        runtime.spawn(async move {
+            if let Err(err) = node.connect().await {
+                tracing::debug!(node = node.address(), error = %err, "redlock node still unreachable");
+                tokio::time::sleep(RECONNECT_BACKOFF).await;
+            }
+            node.reconnecting.store(false, Ordering::Release);
+        });
+    }
+}
