@@ -40,7 +40,7 @@ fn main() -> ExitCode {
 }
 
 /// The crates whose tests and benchmarks take a client feature.
-const STRATEGY_CRATES: [&str; 2] = ["lock-redis-single", "lock-reentrant"];
+const STRATEGY_CRATES: [&str; 3] = ["lock-redis-single", "lock-reentrant", "lock-redlock"];
 
 /// `--features` for the given clients on every strategy crate, for example
 /// `lock-redis-single/redis,lock-reentrant/redis`.

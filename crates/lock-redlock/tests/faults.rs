@@ -1,0 +1,370 @@
+//! Redlock under faults, with real servers: nodes down from the start, killed
+//! while locks are held and contended, a majority down, a node frozen past the
+//! per-node timeout, wrong passwords, and config errors.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_core::{ClientKind, LockConfig, LockError, LockManager, NodeUrl};
+use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::RedisServer;
+
+const NODE_TIMEOUT: Duration = Duration::from_millis(50);
+
+fn servers(count: usize) -> Vec<RedisServer> {
+    (0..count)
+        .map(|_| RedisServer::start().expect("start redis-server"))
+        .collect()
+}
+
+fn urls(servers: &[RedisServer]) -> Vec<NodeUrl> {
+    servers.iter().map(RedisServer::url).collect()
+}
+
+async fn redlock(kind: ClientKind, urls: &[NodeUrl]) -> Result<RedlockBackend, LockError> {
+    RedlockBackend::connect(
+        kind,
+        urls,
+        fast_options(),
+        RedlockOptions::new(NODE_TIMEOUT, 0.01),
+    )
+    .await
+}
+
+fn manager(backend: RedlockBackend, ttl: Duration) -> LockManager {
+    LockManager::new(Arc::new(backend), fast_config(ttl)).expect("config")
+}
+
+fn key_exists(server: &RedisServer, name: &str) -> bool {
+    let key = format!("lock:{{{name}}}");
+    server.admin(&["EXISTS", &key]).expect("EXISTS").as_int() == Some(1)
+}
+
+/// One node of three is down when the backend is built: it still works.
+async fn one_node_down_from_the_start(kind: ClientKind) {
+    let mut nodes = servers(3);
+    nodes[2].kill().expect("kill");
+    let backend = redlock(kind, &urls(&nodes))
+        .await
+        .expect("2 of 3 nodes are a quorum");
+    let locks = manager(backend, Duration::from_secs(5));
+    for round in 0..5 {
+        let guard = locks.try_acquire("one-down").await.expect("try_acquire");
+        let guard = guard.unwrap_or_else(|| panic!("round {round}: not acquired"));
+        assert!(key_exists(&nodes[0], "one-down") && key_exists(&nodes[1], "one-down"));
+        guard.release().await.expect("release");
+    }
+}
+
+/// Two of five nodes are killed (kill -9) while locks are held and contended:
+/// there are never two holders at once, and acquisitions go on.
+async fn two_of_five_killed_under_contention(kind: ClientKind) {
+    const TASKS: usize = 6;
+    const ROUNDS: usize = 12;
+    let mut nodes = servers(5);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    let mut config = fast_config(Duration::from_secs(2));
+    config.wait_timeout = Duration::from_secs(20);
+    let locks = LockManager::new(Arc::new(backend), config).expect("config");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let entries = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (locks, inside, entries) = (locks.clone(), Arc::clone(&inside), Arc::clone(&entries));
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = locks
+                    .acquire("contended")
+                    .await
+                    .expect("acquire during the faults");
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders at once"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                entries.fetch_add(1, Ordering::SeqCst);
+                // A release may find a killed node; the lease itself was valid.
+                let _ = guard.release().await;
+            }
+        }));
+    }
+    // Let contention build, then kill two nodes while a holder is inside.
+    while entries.load(Ordering::SeqCst) < TASKS {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    nodes[0].kill().expect("kill -9");
+    nodes[3].kill().expect("kill -9");
+    let killed_at = entries.load(Ordering::SeqCst);
+    for task in tasks {
+        task.await.expect("a task panicked");
+    }
+    let total = entries.load(Ordering::SeqCst);
+    assert_eq!(total, TASKS * ROUNDS, "every acquisition completed");
+    assert!(total > killed_at, "acquisitions continued after the kill");
+}
+
+/// Three of five nodes down: `QuorumNotReached { needed: 3, .. }` within the
+/// configured bounds, no hang.
+async fn majority_down_is_quorum_not_reached(kind: ClientKind) {
+    let mut nodes = servers(5);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    let locks = manager(backend, Duration::from_secs(5));
+    for index in [0, 2, 4] {
+        nodes[index].kill().expect("kill -9");
+    }
+    let started = Instant::now();
+    let result = locks.try_acquire("majority-down").await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(LockError::QuorumNotReached {
+            got,
+            needed,
+            failures,
+        }) => {
+            // The attempt stops once three failures make a majority impossible,
+            // so the live nodes may or may not have answered by then.
+            assert_eq!(needed, 3);
+            assert!(got <= 2, "got {got}");
+            assert_eq!(failures.len(), 3, "one failure per dead node: {failures:?}");
+        }
+        other => panic!("expected QuorumNotReached, got {other:?}"),
+    }
+    assert!(
+        elapsed < NODE_TIMEOUT * 2 + Duration::from_millis(500),
+        "took {elapsed:?}"
+    );
+    let started = Instant::now();
+    let waited = locks
+        .acquire_within("majority-down", Duration::from_millis(300))
+        .await;
+    assert!(waited.is_err(), "no lock without a majority");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the wait is bounded: {:?}",
+        started.elapsed()
+    );
+    // A majority error also builds no backend.
+    let result = redlock(kind, &urls(&nodes)).await;
+    assert!(
+        matches!(
+            result,
+            Err(LockError::QuorumNotReached {
+                got: 2,
+                needed: 3,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+}
+
+/// A node frozen (SIGSTOP) past the per-node timeout: the acquire succeeds on
+/// the others, and the frozen node's late grant is released once it thaws.
+async fn paused_node_late_grant_is_released(kind: ClientKind) {
+    let mut nodes = servers(3);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    let locks = manager(backend, Duration::from_secs(30));
+    let warm_up = locks
+        .try_acquire("warm-up")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    warm_up.release().await.expect("release");
+    nodes[2].pause().expect("SIGSTOP");
+    let guard = locks
+        .try_acquire("frozen-node")
+        .await
+        .expect("try_acquire")
+        .expect("2 of 3 nodes grant");
+    assert!(guard.is_valid());
+    tokio::time::sleep(NODE_TIMEOUT * 2).await;
+    let released = guard.release().await;
+    assert!(
+        released.is_ok(),
+        "release with a majority confirming: {released:?}"
+    );
+    nodes[2].resume().expect("SIGCONT");
+    let started = Instant::now();
+    while key_exists(&nodes[2], "frozen-node") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the late grant still holds the key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // And a failed acquire releases the late grants of frozen nodes too.
+    nodes[1].pause().expect("SIGSTOP");
+    nodes[2].pause().expect("SIGSTOP");
+    let result = locks.try_acquire("two-frozen").await;
+    assert!(
+        matches!(
+            result,
+            Err(LockError::QuorumNotReached {
+                got: 1,
+                needed: 2,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    assert!(
+        !key_exists(&nodes[0], "two-frozen"),
+        "the lone grant was released before returning"
+    );
+    nodes[1].resume().expect("SIGCONT");
+    nodes[2].resume().expect("SIGCONT");
+    let started = Instant::now();
+    while key_exists(&nodes[1], "two-frozen") || key_exists(&nodes[2], "two-frozen") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "late grants of a failed acquire still hold the key"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A node with a wrong password counts as failed, and the error names it.
+async fn wrong_password_node_counts_as_failed(kind: ClientKind) {
+    let nodes: Vec<RedisServer> = (0..3)
+        .map(|_| {
+            RedisServer::builder()
+                .password("right")
+                .start()
+                .expect("start")
+        })
+        .collect();
+    let mut urls: Vec<NodeUrl> = nodes.iter().map(RedisServer::url).collect();
+    urls[1] = nodes[1].url_with_password("wrong");
+    let backend = redlock(kind, &urls)
+        .await
+        .expect("2 of 3 nodes authenticate");
+    let locks = manager(backend, Duration::from_secs(5));
+    let guard = locks
+        .try_acquire("auth")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    guard.release().await.expect("release");
+
+    urls[2] = nodes[2].url_with_password("wrong");
+    match redlock(kind, &urls).await {
+        Err(LockError::QuorumNotReached {
+            got: 1,
+            needed: 2,
+            failures,
+        }) => {
+            let named: Vec<String> = failures
+                .iter()
+                .map(|failure| match failure {
+                    LockError::Authentication { node, .. } => node.clone(),
+                    other => panic!("expected an authentication failure, got {other:?}"),
+                })
+                .collect();
+            assert_eq!(
+                named,
+                vec![nodes[1].url().address(), nodes[2].url().address()]
+            );
+        }
+        other => panic!("expected QuorumNotReached, got {other:?}"),
+    }
+}
+
+/// Bad configs get a clear error naming the field.
+async fn config_errors_name_the_field(kind: ClientKind) {
+    let nodes = servers(1);
+    let url = nodes[0].url();
+    let options = RedlockOptions::new(NODE_TIMEOUT, 0.01);
+    let field_of = |result: Result<RedlockBackend, LockError>| match result {
+        Err(LockError::InvalidConfig { field, .. }) => field,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    };
+    assert_eq!(
+        field_of(RedlockBackend::connect(kind, &[], fast_options(), options).await),
+        "nodes"
+    );
+    assert_eq!(
+        field_of(
+            RedlockBackend::connect(kind, &[url.clone(), url.clone()], fast_options(), options)
+                .await
+        ),
+        "nodes[1]"
+    );
+    for factor in [-0.1, 0.5, f64::NAN] {
+        let options = RedlockOptions::new(NODE_TIMEOUT, factor);
+        assert_eq!(
+            field_of(
+                RedlockBackend::connect(kind, std::slice::from_ref(&url), fast_options(), options)
+                    .await
+            ),
+            "clock_drift_factor"
+        );
+    }
+    let mut config = LockConfig::with_nodes([url.expose().to_owned()]);
+    config.client = kind;
+    config.ttl = Duration::from_millis(40);
+    match lock_redlock::lock_manager(config).await {
+        Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "node_timeout"),
+        other => panic!("a node timeout above the TTL: {other:?}"),
+    }
+    let backend = redlock(kind, std::slice::from_ref(&url))
+        .await
+        .expect("connect");
+    let owner = lock_core::OwnerToken::generate().expect("rng");
+    let key = lock_core::LockKey::new("lock:", "k").expect("key");
+    let result =
+        lock_core::LockBackend::try_acquire(&backend, &key, &owner, Duration::from_millis(20))
+            .await;
+    assert!(
+        matches!(result, Err(LockError::InvalidTtl { .. })),
+        "a TTL below the node timeout: {result:?}"
+    );
+}
+
+macro_rules! fault_tests {
+    ($module:ident, $kind:expr) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn one_node_down_from_the_start() {
+                lock_testkit::run(super::one_node_down_from_the_start($kind));
+            }
+
+            #[test]
+            fn two_of_five_killed_under_contention() {
+                lock_testkit::run(super::two_of_five_killed_under_contention($kind));
+            }
+
+            #[test]
+            fn majority_down_is_quorum_not_reached() {
+                lock_testkit::run(super::majority_down_is_quorum_not_reached($kind));
+            }
+
+            #[test]
+            fn paused_node_late_grant_is_released() {
+                lock_testkit::run(super::paused_node_late_grant_is_released($kind));
+            }
+
+            #[test]
+            fn wrong_password_node_counts_as_failed() {
+                lock_testkit::run(super::wrong_password_node_counts_as_failed($kind));
+            }
+
+            #[test]
+            fn config_errors_name_the_field() {
+                lock_testkit::run(super::config_errors_name_the_field($kind));
+            }
+        }
+    };
+}
+
+#[cfg(feature = "redis")]
+fault_tests!(on_redis, ClientKind::Redis);
+#[cfg(feature = "fred")]
+fault_tests!(on_fred, ClientKind::Fred);
