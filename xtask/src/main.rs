@@ -57,6 +57,9 @@ fn client_features(clients: &[&str]) -> String {
 /// The client sets the tests run under: each alone, then both.
 const CLIENT_SETS: [&[&str]; 3] = [&["redis"], &["fred"], &["redis", "fred"]];
 
+/// The benchmarks against peer crates, in the separate `comparisons` workspace.
+const COMPARISONS: [&str; 1] = ["redlock"];
+
 /// The benchmark binaries, by crate.
 const BENCHES: [(&str, &str); 2] = [
     ("lock-redis-single", "acquire_release"),
@@ -157,6 +160,23 @@ fn bench() -> Result<(), String> {
             .map_err(|err| format!("could not run cargo: {err}"))?;
         if !status.success() {
             return Err(format!("the benchmark {krate}/{bench} failed"));
+        }
+    }
+    for bench in COMPARISONS {
+        println!("xtask: comparison benchmark {bench}");
+        let status = Command::new(cargo_bin())
+            .args([
+                "bench",
+                "--manifest-path",
+                "comparisons/Cargo.toml",
+                "--bench",
+                bench,
+            ])
+            .env("REDIS_SERVER", &redis_server)
+            .status()
+            .map_err(|err| format!("could not run cargo: {err}"))?;
+        if !status.success() {
+            return Err(format!("the comparison benchmark {bench} failed"));
         }
     }
     Ok(())

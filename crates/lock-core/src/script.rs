@@ -143,18 +143,6 @@ pub mod reentrant {
     );
 }
 
-/// The Redlock script; extend, release and inspect reuse [`single`]'s, whose
-/// compare-and-extend and compare-and-delete are the same on every node.
-pub mod redlock {
-    use super::Script;
-
-    /// SET NX PX on one node, or the holder's TTL: `lua/redlock_acquire.lua`.
-    pub static ACQUIRE: Script = Script::new(
-        "redlock_acquire",
-        include_str!("../lua/redlock_acquire.lua"),
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,7 +165,6 @@ mod tests {
             &reentrant::EXTEND,
             &reentrant::RELEASE,
             &reentrant::INSPECT,
-            &redlock::ACQUIRE,
         ] {
             let header = script
                 .source()

@@ -1,13 +1,11 @@
 //! The Redlock [`LockBackend`].
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::stream::{FuturesUnordered, StreamExt};
-use lock_core::client::{NodeClient, Reply};
-use lock_core::script::{redlock, single};
+use lock_core::client::Reply;
+use lock_core::script::single;
 use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError,
@@ -15,6 +13,7 @@ use lock_core::{
 };
 
 use crate::node::Node;
+use crate::round::Round;
 
 /// Redlock's own settings; the rest comes from [`LockConfig`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,12 +83,6 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
     LockManager::new(Arc::new(backend), config)
 }
 
-/// One node's answer to an acquire.
-enum Grant {
-    Granted,
-    Held(Option<Duration>),
-}
-
 impl RedlockBackend {
     /// Connects to all `urls` at once through the `kind` client.
     ///
@@ -148,83 +141,53 @@ impl RedlockBackend {
         self.nodes.len()
     }
 
-    /// Releases `owner`'s key on every node at once and says how many confirmed.
+    /// Releases `owner`'s key on every node at once and says how many
+    /// confirmed, waiting for every node's answer (or the node timeout).
     pub async fn release_reporting(&self, key: &LockKey, owner: &OwnerToken) -> ReleaseReport {
-        self.release_on(&self.every_node(), key, owner).await
+        self.release_on(self.every_node(), key, owner, usize::MAX)
+            .await
     }
 
-    /// Releases `owner`'s key on the nodes at `indices`, all at once.
+    /// Releases `owner`'s key on `nodes`, all at once, and stops waiting once
+    /// `enough` nodes confirmed; the deletes still in flight finish in the
+    /// background.
     async fn release_on(
         &self,
-        indices: &[usize],
+        nodes: Vec<(usize, Arc<Node>)>,
         key: &LockKey,
         owner: &OwnerToken,
+        enough: usize,
     ) -> ReleaseReport {
-        let results = self
-            .on_nodes(indices, |client| async move {
+        let mut round = Round::start(nodes, self.options.node_timeout, |client| {
+            let (key, owner) = (key.redis_key().to_owned(), owner.clone());
+            async move {
                 let reply = single::RELEASE
-                    .run(
-                        client.as_ref(),
-                        &[key.redis_key()],
-                        &[owner.expose().as_bytes()],
-                    )
+                    .run(client.as_ref(), &[&key], &[owner.expose().as_bytes()])
                     .await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
                     Reply::Int(0) => Ok(false),
                     other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
                 }
-            })
-            .collect::<Vec<_>>()
-            .await;
+            }
+        });
         let mut report = ReleaseReport::default();
-        for (_, result) in results {
+        while let Some((_, result)) = round.next().await {
             match result {
                 Ok(true) => report.confirmed += 1,
                 Ok(false) => report.not_held += 1,
                 Err(err) => report.failures.push(err),
             }
+            if report.confirmed >= enough {
+                break;
+            }
         }
+        round.finish_in_background();
         report
     }
 
-    /// Runs `operation` on the nodes at `indices` at once, each bounded by the
-    /// node timeout, yielding `(index, result)` as replies arrive.
-    fn on_nodes<'a, F, Fut, T>(
-        &'a self,
-        indices: &[usize],
-        operation: F,
-    ) -> FuturesUnordered<impl Future<Output = (usize, Result<T, LockError>)> + 'a>
-    where
-        F: Fn(Arc<dyn NodeClient>) -> Fut + 'a,
-        Fut: Future<Output = Result<T, LockError>> + 'a,
-        T: 'a,
-    {
-        let timeout = self.options.node_timeout;
-        indices
-            .iter()
-            .map(|&index| {
-                let node = &self.nodes[index];
-                let running = node.client().map(&operation);
-                async move {
-                    let result = match running {
-                        Err(err) => Err(err),
-                        Ok(running) => match tokio::time::timeout(timeout, running).await {
-                            Ok(result) => result,
-                            Err(_) => Err(LockError::Timeout {
-                                node: node.address().to_owned(),
-                                after: timeout,
-                            }),
-                        },
-                    };
-                    (index, result)
-                }
-            })
-            .collect()
-    }
-
-    fn every_node(&self) -> Vec<usize> {
-        (0..self.nodes.len()).collect()
+    fn every_node(&self) -> Vec<(usize, Arc<Node>)> {
+        self.nodes.iter().cloned().enumerate().collect()
     }
 }
 
@@ -274,39 +237,44 @@ impl LockBackend for RedlockBackend {
         let started = Instant::now();
         let needed = self.quorum();
         let total = self.nodes.len();
-        let mut replies = self.on_nodes(&self.every_node(), |client| {
-            let ttl_ms = ttl_ms.clone();
+        // A plain SET NX PX: no script, so the cheapest command a node can run.
+        // A dropped (undecided) SET that never reached its connection grants
+        // nothing; one that did is covered by the release below or by the
+        // holder's release.
+        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
+            let (key, owner, ttl_ms) = (key.redis_key().to_owned(), owner.clone(), ttl_ms.clone());
             async move {
-                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-                let reply = redlock::ACQUIRE
-                    .run(client.as_ref(), &[key.redis_key()], &args)
-                    .await?;
-                match reply.as_array() {
-                    Some([Reply::Int(1)]) => Ok(Grant::Granted),
-                    Some([Reply::Int(0), Reply::Int(pttl)]) => {
-                        Ok(Grant::Held(remaining_from_pttl(*pttl)))
-                    }
-                    _ => Err(redlock::ACQUIRE.unexpected(client.as_ref(), &reply)),
+                let args: [&[u8]; 5] = [
+                    key.as_bytes(),
+                    owner.expose().as_bytes(),
+                    b"NX",
+                    b"PX",
+                    ttl_ms.as_bytes(),
+                ];
+                match client.command("SET", &args).await? {
+                    // `OK` arrives as a status or, through fred, as a string.
+                    reply if reply.as_text() == Some("OK") => Ok(true),
+                    Reply::Nil => Ok(false),
+                    other => Err(LockError::UnexpectedReply {
+                        node: client.address().to_owned(),
+                        script: "SET NX PX",
+                        reply: other.to_string(),
+                    }),
                 }
             }
         });
         let (mut granted, mut held) = (0, 0);
-        let mut holder_remaining: Option<Duration> = None;
         let mut failures = Vec::new();
         // Nodes that answered "held": this attempt wrote nothing there, so a
         // failed attempt must not release there (the owner may hold the key from
         // an earlier acquire). Every other node may hold this attempt's grant.
         let mut answered_held = vec![false; total];
-        while let Some((index, result)) = replies.next().await {
+        while let Some((index, result)) = round.next().await {
             match result {
-                Ok(Grant::Granted) => granted += 1,
-                Ok(Grant::Held(remaining)) => {
+                Ok(true) => granted += 1,
+                Ok(false) => {
                     held += 1;
                     answered_held[index] = true;
-                    holder_remaining = match (holder_remaining, remaining) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
                 }
                 Err(err) => failures.push(err),
             }
@@ -316,10 +284,8 @@ impl LockBackend for RedlockBackend {
                 break;
             }
         }
-        drop(replies);
+        drop(round);
         let elapsed = started.elapsed();
-        let may_hold_grant: Vec<usize> =
-            (0..total).filter(|&index| !answered_held[index]).collect();
         if granted >= needed {
             let left = validity(
                 ttl,
@@ -338,32 +304,38 @@ impl LockBackend for RedlockBackend {
                     fencing_token: None,
                 });
             }
-            self.release_on(&may_hold_grant, key, owner).await;
-            return Err(LockError::GrantedTooLate {
-                key: key.name().to_owned(),
-                elapsed,
-                ttl,
-            });
         }
         // Release on every node that may hold this attempt's grant, including
         // nodes that timed out: their grant may still arrive, and must not hold
         // the key until its TTL.
-        let report = self.release_on(&may_hold_grant, key, owner).await;
+        let may_hold_grant: Vec<(usize, Arc<Node>)> = self
+            .every_node()
+            .into_iter()
+            .filter(|(index, _)| !answered_held[*index])
+            .collect();
+        let report = self
+            .release_on(may_hold_grant, key, owner, usize::MAX)
+            .await;
         tracing::debug!(
             key = key.name(),
             granted,
             held,
             failed = failures.len(),
             released = report.confirmed,
-            "redlock quorum not reached"
+            "redlock acquire failed"
         );
+        if granted >= needed {
+            return Err(LockError::GrantedTooLate {
+                key: key.name().to_owned(),
+                elapsed,
+                ttl,
+            });
+        }
         if let Some(corrupted) = corrupted_majority(&mut failures, needed) {
             return Err(corrupted);
         }
         if held > 0 && granted + failures.len() < needed {
-            Ok(AcquireOutcome::Held {
-                remaining: holder_remaining,
-            })
+            Ok(AcquireOutcome::Held { remaining: None })
         } else {
             Err(LockError::QuorumNotReached {
                 got: granted,
@@ -384,13 +356,11 @@ impl LockBackend for RedlockBackend {
         let started = Instant::now();
         let needed = self.quorum();
         let total = self.nodes.len();
-        let mut replies = self.on_nodes(&self.every_node(), |client| {
-            let ttl_ms = ttl_ms.clone();
+        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
+            let (key, owner, ttl_ms) = (key.redis_key().to_owned(), owner.clone(), ttl_ms.clone());
             async move {
                 let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-                let reply = single::EXTEND
-                    .run(client.as_ref(), &[key.redis_key()], &args)
-                    .await?;
+                let reply = single::EXTEND.run(client.as_ref(), &[&key], &args).await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
                     Reply::Int(0) => Ok(false),
@@ -400,7 +370,7 @@ impl LockBackend for RedlockBackend {
         });
         let (mut extended, mut not_held) = (0, 0);
         let mut failures = Vec::new();
-        while let Some((_, result)) = replies.next().await {
+        while let Some((_, result)) = round.next().await {
             match result {
                 Ok(true) => extended += 1,
                 Ok(false) => not_held += 1,
@@ -411,7 +381,8 @@ impl LockBackend for RedlockBackend {
                 break;
             }
         }
-        drop(replies);
+        // The renewals still in flight only lengthen our own lease; let them land.
+        round.finish_in_background();
         let elapsed = started.elapsed();
         if extended >= needed {
             if validity(
@@ -450,7 +421,10 @@ impl LockBackend for RedlockBackend {
         key: &LockKey,
         owner: &OwnerToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let mut report = self.release_reporting(key, owner).await;
+        let needed = self.quorum();
+        // Once a majority confirmed, the lock is free for the next holder; the
+        // other deletes finish in the background.
+        let mut report = self.release_on(self.every_node(), key, owner, needed).await;
         tracing::debug!(
             key = key.name(),
             confirmed = report.confirmed,
@@ -458,7 +432,6 @@ impl LockBackend for RedlockBackend {
             failed = report.failures.len(),
             "redlock release"
         );
-        let needed = self.quorum();
         if report.confirmed > 0 {
             Ok(ReleaseOutcome::Released)
         } else if let Some(corrupted) = corrupted_majority(&mut report.failures, needed) {
@@ -476,21 +449,22 @@ impl LockBackend for RedlockBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
-        let results = self
-            .on_nodes(&self.every_node(), |client| async move {
-                let keys = [key.redis_key(), key.fence_key()];
-                let reply = single::INSPECT.run(client.as_ref(), &keys, &[]).await?;
+        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
+            let (lock_key, fence_key) = (key.redis_key().to_owned(), key.fence_key().to_owned());
+            async move {
+                let reply = single::INSPECT
+                    .run(client.as_ref(), &[&lock_key, &fence_key], &[])
+                    .await?;
                 match reply.as_array() {
                     Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
                     _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
                 }
-            })
-            .collect::<Vec<_>>()
-            .await;
+            }
+        });
         let mut answered = 0;
         let mut held: Vec<Option<Duration>> = Vec::new();
         let mut failures = Vec::new();
-        for (_, result) in results {
+        while let Some((_, result)) = round.next().await {
             match result {
                 Ok(pttl) => {
                     answered += 1;

@@ -44,5 +44,6 @@
 
 mod backend;
 mod node;
+mod round;
 
 pub use backend::{lock_manager, RedlockBackend, RedlockOptions, ReleaseReport};
