@@ -26,7 +26,10 @@ async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
             let guard = locks.try_acquire(&name).await.expect("try_acquire");
             let Some(guard) = guard else {
                 let state = locks.inspect(&name).await;
-                panic!("{name} held: {state:?} strategy {}", locks.backend().strategy());
+                panic!(
+                    "{name} held: {state:?} strategy {}",
+                    locks.backend().strategy()
+                );
             };
             guard.release().await.expect("release");
         }
