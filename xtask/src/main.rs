@@ -40,12 +40,18 @@ fn main() -> ExitCode {
 }
 
 /// The crates whose tests and benchmarks take a client feature.
-const STRATEGY_CRATES: [&str; 3] = ["lock-redis-single", "lock-reentrant", "lock-redlock"];
+const STRATEGY_CRATES: [&str; 4] = [
+    "lock-redis-single",
+    "lock-reentrant",
+    "lock-redlock",
+    "distlock",
+];
 
 /// `--features` for the given clients on every strategy crate, for example
-/// `lock-redis-single/redis,lock-reentrant/redis`.
+/// `lock-redis-single/redis,lock-reentrant/redis,...`, plus the CLI so its
+/// end-to-end tests run too.
 fn client_features(clients: &[&str]) -> String {
-    let mut features = Vec::new();
+    let mut features = vec!["distlock/cli".to_owned()];
     for krate in STRATEGY_CRATES {
         for client in clients {
             features.push(format!("{krate}/{client}"));

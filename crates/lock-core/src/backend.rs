@@ -134,4 +134,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
 
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
+
+    /// Deletes the lock whoever holds it, for operators clearing a lock left by
+    /// a holder they know is dead (`distlock release --force`). Keeps the
+    /// fencing counter, so tokens stay monotonic. Returns how many nodes held
+    /// the key. The holder, if alive, learns of it at its next renewal.
+    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError>;
 }

@@ -141,6 +141,21 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
+    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
+        let reply = self
+            .node
+            .command("DEL", &[key.redis_key().as_bytes()])
+            .await?;
+        match reply {
+            Reply::Int(deleted) if deleted >= 0 => Ok(deleted.unsigned_abs() as usize),
+            other => Err(LockError::UnexpectedReply {
+                node: self.node.address().to_owned(),
+                script: "DEL",
+                reply: other.to_string(),
+            }),
+        }
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let keys = [key.redis_key(), key.fence_key()];
         let reply = self.run(&single::INSPECT, &keys, &[]).await?;

@@ -447,6 +447,41 @@ impl LockBackend for RedlockBackend {
         }
     }
 
+    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
+        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
+            let key = key.redis_key().to_owned();
+            async move {
+                match client.command("DEL", &[key.as_bytes()]).await? {
+                    Reply::Int(deleted) => Ok(deleted > 0),
+                    other => Err(LockError::UnexpectedReply {
+                        node: client.address().to_owned(),
+                        script: "DEL",
+                        reply: other.to_string(),
+                    }),
+                }
+            }
+        });
+        let (mut deleted, mut answered) = (0, 0);
+        let mut failures = Vec::new();
+        while let Some((_, result)) = round.next().await {
+            match result {
+                Ok(held) => {
+                    answered += 1;
+                    deleted += usize::from(held);
+                }
+                Err(err) => failures.push(err),
+            }
+        }
+        if answered < self.quorum() {
+            return Err(LockError::QuorumNotReached {
+                got: answered,
+                needed: self.quorum(),
+                failures,
+            });
+        }
+        Ok(deleted)
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
         let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {

@@ -570,6 +570,33 @@ pub async fn with_lock_reports_loss(factory: &dyn BackendFactory) {
     );
 }
 
+/// A forced release frees a held key for the next owner and keeps the
+/// fencing counter, so the next token is still higher.
+pub async fn force_release_frees_the_key(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let backend = deployment.backend.as_ref();
+    let (key, stuck, next) = (key("stuck"), owner(), owner());
+    let ttl = Duration::from_secs(30);
+    let first = match acquire(backend, &key, &stuck, ttl).await {
+        AcquireOutcome::Acquired { fencing_token } => fencing_token,
+        other => panic!("expected to acquire, got {other:?}"),
+    };
+    let held_on = backend.force_release(&key).await.expect("force_release");
+    assert_eq!(held_on, factory.node_count(), "every node held the key");
+    assert_eq!(
+        backend.force_release(&key).await.expect("force_release"),
+        0,
+        "nothing left to delete"
+    );
+    match acquire(backend, &key, &next, ttl).await {
+        AcquireOutcome::Acquired { fencing_token } => assert!(
+            fencing_token >= first && (first.is_none() || fencing_token > first),
+            "the token after a forced release ({fencing_token:?}) must exceed {first:?}"
+        ),
+        other => panic!("the key was not free after a forced release: {other:?}"),
+    }
+}
+
 /// Inspect reports free and held keys with their TTL.
 pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;

@@ -70,6 +70,7 @@ macro_rules! contract_suite {
             abandoned_acquire_leaves_no_holder,
             with_lock_reports_loss,
             inspect_reports_state,
+            force_release_frees_the_key,
             bad_input_is_rejected,
             server_down_is_a_clear_error,
             reconnects_after_restart,

@@ -1,0 +1,43 @@
+//! Building a backend and a manager from a [`Config`].
+
+use std::sync::Arc;
+
+use lock_core::{ConnectOptions, LockBackend, LockError, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_reentrant::ReentrantBackend;
+
+use crate::config::{Config, Strategy};
+
+/// Connects the configured strategy through the configured client.
+///
+/// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
+/// errors of the strategy's `connect` (unreachable nodes, wrong passwords,
+/// [`LockError::ClientNotCompiled`] for a client whose feature is off).
+pub async fn backend(config: &Config) -> Result<Arc<dyn LockBackend>, LockError> {
+    config.validate()?;
+    let lock = &config.lock;
+    let options = ConnectOptions::from(lock);
+    Ok(match config.strategy() {
+        Strategy::Single => {
+            Arc::new(SingleNodeBackend::connect(lock.client, &lock.nodes[0], options).await?)
+        }
+        Strategy::Reentrant => {
+            Arc::new(ReentrantBackend::connect(lock.client, &lock.nodes[0], options).await?)
+        }
+        Strategy::Redlock => Arc::new(
+            RedlockBackend::connect(
+                lock.client,
+                &lock.nodes,
+                options,
+                RedlockOptions::from(lock),
+            )
+            .await?,
+        ),
+    })
+}
+
+/// Connects the configured strategy and returns a [`LockManager`] over it.
+pub async fn connect(config: &Config) -> Result<LockManager, LockError> {
+    LockManager::new(backend(config).await?, config.lock.clone())
+}

@@ -1,0 +1,314 @@
+//! The front door's config: a strategy plus a [`LockConfig`], from a TOML file
+//! and from `DISTLOCK_*` environment variables (which win).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use lock_core::{LockConfig, LockError};
+use serde::Deserialize;
+
+/// The prefix of the environment variables read by [`Config::from_env`].
+pub const ENV_PREFIX: &str = "DISTLOCK_";
+
+/// Which locking strategy to build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// One node, `SET NX PX` with fencing tokens (`lock-redis-single`).
+    Single,
+    /// One node, re-entered by its owner (`lock-reentrant`).
+    Reentrant,
+    /// A majority of N independent nodes (`lock-redlock`).
+    Redlock,
+}
+
+impl Strategy {
+    /// The name used in config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Single => "single",
+            Strategy::Reentrant => "reentrant",
+            Strategy::Redlock => "redlock",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = LockError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.to_ascii_lowercase().as_str() {
+            "single" => Ok(Strategy::Single),
+            "reentrant" => Ok(Strategy::Reentrant),
+            "redlock" => Ok(Strategy::Redlock),
+            _ => Err(invalid(
+                "strategy",
+                format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+            )),
+        }
+    }
+}
+
+/// A strategy and the lock settings.
+///
+/// In TOML, `strategy` sits next to the [`LockConfig`] fields:
+///
+/// ```
+/// let config = distlock::Config::from_toml_str(r#"
+///     strategy = "redlock"
+///     nodes = ["redis://127.0.0.1:6379", "redis://127.0.0.1:6380", "redis://127.0.0.1:6381"]
+///     ttl = "10s"
+///     [watchdog]
+///     interval = "2s"
+/// "#).unwrap();
+/// assert_eq!(config.strategy(), distlock::Strategy::Redlock);
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Config {
+    /// The strategy, if set. See [`Config::strategy`] for the default.
+    pub strategy: Option<Strategy>,
+    /// Everything else.
+    pub lock: LockConfig,
+}
+
+impl Config {
+    /// The strategy in force: the configured one, else `single` for one node
+    /// and `redlock` for several.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy.unwrap_or(if self.lock.nodes.len() > 1 {
+            Strategy::Redlock
+        } else {
+            Strategy::Single
+        })
+    }
+
+    /// Parses TOML and validates it. Errors name the field.
+    pub fn from_toml_str(text: &str) -> Result<Self, LockError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|err: toml::de::Error| invalid("config", err.message().to_owned()))?;
+        let config = Self::from_table(table, &|field| field.to_owned())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads `DISTLOCK_*` variables from the process environment; see
+    /// [`Config::from_vars`].
+    pub fn from_env() -> Result<Self, LockError> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Builds a config from `DISTLOCK_*` variables alone (others are ignored):
+    /// `DISTLOCK_NODES` is a comma-separated list, `DISTLOCK_STRATEGY`,
+    /// `DISTLOCK_TTL`, `DISTLOCK_CLIENT` and the other [`LockConfig`] fields
+    /// by their upper-case names, and nested fields with a double underscore
+    /// (`DISTLOCK_RETRY__MAX_DELAY`, `DISTLOCK_WATCHDOG__ENABLED`). Errors
+    /// name the variable.
+    pub fn from_vars<I, K, V>(vars: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let config = Self::from_table(env_table(vars)?, &env_name)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The file at `path` (if any), then `DISTLOCK_*` variables on top.
+    pub fn load(path: Option<&Path>) -> Result<Self, LockError> {
+        let mut table = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|err| {
+                    invalid("config", format!("cannot read {}: {err}", path.display()))
+                })?;
+                text.parse::<toml::Table>().map_err(|err| {
+                    invalid("config", format!("{}: {}", path.display(), err.message()))
+                })?
+            }
+            None => toml::Table::new(),
+        };
+        merge(&mut table, env_table(std::env::vars())?);
+        let config = Self::from_table(table, &|field| field.to_owned())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the whole config; errors name the field.
+    pub fn validate(&self) -> Result<(), LockError> {
+        self.lock.validate()?;
+        if self.strategy() != Strategy::Redlock && self.lock.nodes.len() > 1 {
+            return Err(invalid(
+                "nodes",
+                format!(
+                    "the `{}` strategy uses one node, but {} are configured; use `redlock` or list one",
+                    self.strategy(),
+                    self.lock.nodes.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn from_table(
+        mut table: toml::Table,
+        name: &dyn Fn(&str) -> String,
+    ) -> Result<Self, LockError> {
+        let strategy = match table.remove("strategy") {
+            None => None,
+            Some(toml::Value::String(text)) => Some(text.parse().map_err(|_| {
+                invalid(
+                    &name("strategy"),
+                    format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+                )
+            })?),
+            Some(other) => {
+                return Err(invalid(
+                    &name("strategy"),
+                    format!("expected a string, got {other}"),
+                ))
+            }
+        };
+        // Deserialize from text, so an error carries the span of its key.
+        let text = toml::to_string(&table).map_err(|err| invalid("config", err.to_string()))?;
+        let lock = toml::from_str::<LockConfig>(&text).map_err(|err| {
+            let message = err.message().to_owned();
+            let field = err
+                .span()
+                .and_then(|span| field_at(&text, span.start))
+                .or_else(|| field_in_message(&message))
+                .unwrap_or_else(|| "config".to_owned());
+            invalid(&name(&field), message)
+        })?;
+        Ok(Config { strategy, lock })
+    }
+}
+
+fn invalid(field: &str, reason: impl Into<String>) -> LockError {
+    LockError::InvalidConfig {
+        field: field.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// `retry.max_delay` as its environment variable, `DISTLOCK_RETRY__MAX_DELAY`.
+fn env_name(field: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        field.replace('.', "__").to_ascii_uppercase()
+    )
+}
+
+/// The dotted name of the key on the line at byte `offset` of TOML `text`
+/// (`retry.max_delay`), from the `key = value` line and the `[section]` above it.
+fn field_at(text: &str, offset: usize) -> Option<String> {
+    let line_start = text[..offset.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |at| at + 1);
+    let line = text[line_start..].lines().next()?;
+    let key = line.split_once('=')?.0.trim().trim_matches('"');
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .find_map(|line| line.trim().strip_prefix('[')?.strip_suffix(']'));
+    Some(match section {
+        Some(section) => format!("{section}.{key}"),
+        None => key.to_owned(),
+    })
+}
+
+/// The first backquoted name in a serde message (`unknown field `tll``).
+fn field_in_message(message: &str) -> Option<String> {
+    let start = message.find('`')? + 1;
+    let end = start + message[start..].find('`')?;
+    Some(message[start..end].to_owned())
+}
+
+/// Fields whose values are not strings, so text from the environment must be
+/// converted before deserializing.
+fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
+    let field = path.join(".");
+    match field.as_str() {
+        "nodes" => Ok(toml::Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .map(|url| toml::Value::String(url.to_owned()))
+                .collect(),
+        )),
+        "watchdog.enabled" => text
+            .parse::<bool>()
+            .map(toml::Value::Boolean)
+            .map_err(|_| format!("`{text}` is not `true` or `false`")),
+        "clock_drift_factor" | "retry.multiplier" => text
+            .parse::<f64>()
+            .map(toml::Value::Float)
+            .map_err(|_| format!("`{text}` is not a number")),
+        _ => Ok(toml::Value::String(text.to_owned())),
+    }
+}
+
+fn env_table<I, K, V>(vars: I) -> Result<toml::Table, LockError>
+where
+    I: IntoIterator<Item = (K, V)>,
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut table = toml::Table::new();
+    let sorted: BTreeMap<String, String> = vars
+        .into_iter()
+        .filter_map(|(key, value)| {
+            let name = key.as_ref().strip_prefix(ENV_PREFIX)?.to_owned();
+            Some((name, value.as_ref().to_owned()))
+        })
+        .collect();
+    for (name, text) in sorted {
+        let path: Vec<String> = name.split("__").map(str::to_ascii_lowercase).collect();
+        if path.iter().any(String::is_empty) {
+            return Err(invalid(
+                &format!("{ENV_PREFIX}{name}"),
+                "malformed variable name",
+            ));
+        }
+        let value = env_value(&path, &text)
+            .map_err(|reason| invalid(&format!("{ENV_PREFIX}{name}"), reason))?;
+        let mut slot = &mut table;
+        for section in &path[..path.len() - 1] {
+            let entry = slot
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            slot = match entry {
+                toml::Value::Table(inner) => inner,
+                _ => {
+                    return Err(invalid(
+                        &format!("{ENV_PREFIX}{name}"),
+                        "is nested under a plain value",
+                    ))
+                }
+            };
+        }
+        slot.insert(path[path.len() - 1].clone(), value);
+    }
+    Ok(table)
+}
+
+/// Puts `overrides` over `base`, section by section.
+fn merge(base: &mut toml::Table, overrides: toml::Table) {
+    for (key, value) in overrides {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(more)) => merge(inner, more),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The `distlock` command end to end, against real servers: exit codes,
+//! try-once contention, the fencing token in the environment, a lost lock
+//! terminating the command, status and forced release.
+
+#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+
+use std::borrow::BorrowMut;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::RedisServer;
+
+const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+fn distlock(server: &RedisServer, args: &[&str]) -> Command {
+    let mut command = Command::new(DISTLOCK);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DISTLOCK_NODES", server.url().expose())
+        .env("DISTLOCK_TTL", "2s")
+        .env("DISTLOCK_CONNECT_TIMEOUT", "2s");
+    command
+}
+
+fn output(mut command: impl BorrowMut<Command>) -> Output {
+    command
+        .borrow_mut()
+        .stdin(Stdio::null())
+        .output()
+        .expect("run distlock")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("an exit code")
+}
+
+#[test]
+fn run_passes_the_exit_code_and_the_fencing_token() {
+    let server = RedisServer::start().expect("start");
+    let out = output(distlock(
+        &server,
+        &[
+            "run",
+            "--key",
+            "job",
+            "--",
+            "sh",
+            "-c",
+            "echo token=$DISTLOCK_FENCING_TOKEN key=$DISTLOCK_KEY; exit 3",
+        ],
+    ));
+    assert_eq!(
+        code(&out),
+        3,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("token=1 key=job"), "{stdout}");
+    let out = output(distlock(&server, &["run", "--key", "job", "--", "true"]));
+    assert_eq!(code(&out), 0);
+    let out = output(distlock(&server, &["status", "job", "--json"]));
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("\"held\":false") && status.contains("\"fencing_token\":2"),
+        "{status}"
+    );
+}
+
+#[test]
+fn try_once_skips_a_held_lock() {
+    let server = RedisServer::start().expect("start");
+    let mut holder = distlock(&server, &["run", "--key", "cron", "--", "sleep", "5"])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn the holder");
+    let started = Instant::now();
+    loop {
+        let out = output(distlock(&server, &["status", "cron", "--json"]));
+        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the holder never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let started = Instant::now();
+    let out = output(distlock(
+        &server,
+        &["run", "--key", "cron", "--wait", "0", "--", "echo", "ran"],
+    ));
+    assert_eq!(
+        code(&out),
+        75,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("ran"),
+        "the command must not run"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "try-once returns at once"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+#[test]
+fn a_lost_lock_terminates_the_command() {
+    let server = RedisServer::start().expect("start");
+    let dir = std::env::temp_dir().join(format!("distlock-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pid_file = dir.join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+    let mut run = distlock(
+        &server,
+        &[
+            "run", "--key", "long", "--grace", "1s", "--", "sh", "-c", &script,
+        ],
+    )
+    .stdin(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let started = Instant::now();
+    while !pid_file.exists()
+        || std::fs::read_to_string(&pid_file).map_or(true, |text| text.trim().is_empty())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child_pid = std::fs::read_to_string(&pid_file)
+        .expect("pid")
+        .trim()
+        .to_owned();
+    server
+        .admin(&["DEL", "lock:{long}"])
+        .expect("delete the lock behind its back");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "distlock did not stop after losing the lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(76));
+    let alive = Command::new("kill")
+        .args(["-0", &child_pid])
+        .stderr(Stdio::null())
+        .status()
+        .expect("kill -0");
+    assert!(!alive.success(), "the command (pid {child_pid}) still runs");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn status_and_forced_release() {
+    let server = RedisServer::start().expect("start");
+    server
+        .admin(&["SET", "lock:{stuck}", "dead-holder", "PX", "60000"])
+        .expect("SET");
+    let out = output(distlock(&server, &["status", "stuck"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stuck: held"),
+        "{out:?}"
+    );
+    let out = output(distlock(&server, &["release", "stuck"]));
+    assert_eq!(code(&out), 78, "release without --force is refused");
+    let out = output(distlock(
+        &server,
+        &["release", "--force", "stuck", "--json"],
+    ));
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"released\":true"));
+    let out = output(distlock(&server, &["status", "stuck", "--json"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"held\":false"));
+}
+
+#[test]
+fn bad_config_and_unreachable_servers_have_their_codes() {
+    let server = RedisServer::start().expect("start");
+    let out = output(
+        distlock(&server, &["run", "--key", "k", "--", "true"])
+            .env("DISTLOCK_NODES", "http://nowhere"),
+    );
+    assert_eq!(code(&out), 78, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nodes[0]"));
+    let out = output(distlock(&server, &["run", "--key", "", "--", "true"]));
+    assert_eq!(code(&out), 78, "an empty key");
+    let port = lock_testkit::free_port().expect("port");
+    let started = Instant::now();
+    let out = output(
+        distlock(&server, &["status", "k"])
+            .env("DISTLOCK_NODES", format!("redis://127.0.0.1:{port}")),
+    );
+    assert_eq!(code(&out), 69, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let out = output(distlock(
+        &server,
+        &["run", "--key", "k", "--", "/no/such/program"],
+    ));
+    assert_eq!(code(&out), 127);
+}

@@ -1,0 +1,176 @@
+//! Config parsing, good and bad, for every field, from TOML and from the
+//! environment.
+
+use std::time::Duration;
+
+use distlock::{ClientKind, Config, LockError, Strategy};
+
+fn field_of(result: Result<Config, LockError>) -> String {
+    match result {
+        Err(LockError::InvalidConfig { field, .. }) => field,
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    }
+}
+
+#[test]
+fn every_field_parses_from_toml() {
+    let config = Config::from_toml_str(
+        r#"
+        strategy = "redlock"
+        nodes = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://:pw@127.0.0.1:7003/2"]
+        client = "redis"
+        ttl = "12s"
+        key_prefix = "jobs:"
+        wait_timeout = "3s"
+        connect_timeout = "1s"
+        command_timeout = "500ms"
+        node_timeout = "20ms"
+        clock_drift_factor = 0.02
+        [retry]
+        initial_delay = "5ms"
+        max_delay = "100ms"
+        multiplier = 1.5
+        [watchdog]
+        enabled = false
+        interval = "4s"
+        "#,
+    )
+    .expect("valid config");
+    assert_eq!(config.strategy(), Strategy::Redlock);
+    let lock = &config.lock;
+    assert_eq!(lock.nodes.len(), 3);
+    assert_eq!(lock.client, ClientKind::Redis);
+    assert_eq!(lock.ttl, Duration::from_secs(12));
+    assert_eq!(lock.key_prefix, "jobs:");
+    assert_eq!(lock.wait_timeout, Duration::from_secs(3));
+    assert_eq!(lock.connect_timeout, Duration::from_secs(1));
+    assert_eq!(lock.command_timeout, Duration::from_millis(500));
+    assert_eq!(lock.node_timeout, Duration::from_millis(20));
+    assert_eq!(lock.clock_drift_factor, 0.02);
+    assert_eq!(lock.retry.initial_delay, Duration::from_millis(5));
+    assert_eq!(lock.retry.max_delay, Duration::from_millis(100));
+    assert_eq!(lock.retry.multiplier, 1.5);
+    assert!(!lock.watchdog.enabled);
+    assert_eq!(lock.watchdog.interval, Some(Duration::from_secs(4)));
+    assert!(
+        !format!("{config:?}").contains(":pw@"),
+        "Debug hides passwords"
+    );
+}
+
+#[test]
+fn bad_toml_names_the_field() {
+    let cases = [
+        ("strategy = \"paxos\"", "strategy"),
+        ("strategy = 3", "strategy"),
+        ("nodes = [\"http://x\"]", "nodes[0]"),
+        ("nodes = []", "nodes"),
+        (
+            "nodes = [\"redis://a\", \"redis://a\"]\nstrategy = \"redlock\"",
+            "nodes[1]",
+        ),
+        (
+            "nodes = [\"redis://a\", \"redis://b\"]\nstrategy = \"single\"",
+            "nodes",
+        ),
+        ("client = \"hiredis\"", "client"),
+        ("ttl = \"0s\"", "ttl"),
+        ("ttl = \"soon\"", "ttl"),
+        ("ttl = \"40days\"", "ttl"),
+        ("key_prefix = \"{x}\"", "key_prefix"),
+        ("wait_timeout = 5", "wait_timeout"),
+        ("connect_timeout = \"0s\"", "connect_timeout"),
+        ("command_timeout = \"1h\"", "command_timeout"),
+        ("node_timeout = \"1m\"", "node_timeout"),
+        ("clock_drift_factor = 0.7", "clock_drift_factor"),
+        ("[retry]\ninitial_delay = \"0s\"", "retry.initial_delay"),
+        ("[retry]\nmax_delay = \"1ms\"", "retry.max_delay"),
+        ("[retry]\nmultiplier = 0.5", "retry.multiplier"),
+        ("[watchdog]\ninterval = \"1m\"", "watchdog.interval"),
+        ("[watchdog]\nenabled = \"yes\"", "watchdog.enabled"),
+        ("tll = \"1s\"", "tll"),
+    ];
+    for (text, field) in cases {
+        assert_eq!(
+            field_of(Config::from_toml_str(text)),
+            field,
+            "config: {text}"
+        );
+    }
+    assert_eq!(
+        field_of(Config::from_toml_str("ttl = ")),
+        "config",
+        "malformed TOML"
+    );
+}
+
+#[test]
+fn one_node_from_the_environment_is_single_node() {
+    let config = Config::from_vars([
+        ("DISTLOCK_NODES", "redis://127.0.0.1:6379"),
+        ("PATH", "/bin"),
+    ])
+    .expect("valid");
+    assert_eq!(config.strategy(), Strategy::Single);
+    assert_eq!(config.lock.nodes.len(), 1);
+}
+
+#[test]
+fn every_field_parses_from_the_environment() {
+    let config = Config::from_vars([
+        (
+            "DISTLOCK_NODES",
+            "redis://127.0.0.1:6379, redis://127.0.0.1:6380,redis://127.0.0.1:6381",
+        ),
+        ("DISTLOCK_STRATEGY", "redlock"),
+        ("DISTLOCK_CLIENT", "fred"),
+        ("DISTLOCK_TTL", "9s"),
+        ("DISTLOCK_KEY_PREFIX", "123"),
+        ("DISTLOCK_WAIT_TIMEOUT", "2s"),
+        ("DISTLOCK_CONNECT_TIMEOUT", "1s"),
+        ("DISTLOCK_COMMAND_TIMEOUT", "300ms"),
+        ("DISTLOCK_NODE_TIMEOUT", "30ms"),
+        ("DISTLOCK_CLOCK_DRIFT_FACTOR", "0.05"),
+        ("DISTLOCK_RETRY__INITIAL_DELAY", "2ms"),
+        ("DISTLOCK_RETRY__MAX_DELAY", "50ms"),
+        ("DISTLOCK_RETRY__MULTIPLIER", "3"),
+        ("DISTLOCK_WATCHDOG__ENABLED", "false"),
+        ("DISTLOCK_WATCHDOG__INTERVAL", "3s"),
+    ])
+    .expect("valid");
+    assert_eq!(config.strategy(), Strategy::Redlock);
+    assert_eq!(config.lock.nodes.len(), 3);
+    assert_eq!(config.lock.client, ClientKind::Fred);
+    assert_eq!(config.lock.ttl, Duration::from_secs(9));
+    assert_eq!(config.lock.key_prefix, "123");
+    assert_eq!(config.lock.node_timeout, Duration::from_millis(30));
+    assert_eq!(config.lock.clock_drift_factor, 0.05);
+    assert_eq!(config.lock.retry.multiplier, 3.0);
+    assert!(!config.lock.watchdog.enabled);
+    assert_eq!(config.lock.watchdog.interval, Some(Duration::from_secs(3)));
+}
+
+#[test]
+fn bad_environment_names_the_variable_or_field() {
+    let cases: [(&[(&str, &str)], &str); 6] = [
+        (&[("DISTLOCK_STRATEGY", "paxos")], "DISTLOCK_STRATEGY"),
+        (
+            &[("DISTLOCK_WATCHDOG__ENABLED", "maybe")],
+            "DISTLOCK_WATCHDOG__ENABLED",
+        ),
+        (
+            &[("DISTLOCK_CLOCK_DRIFT_FACTOR", "lots")],
+            "DISTLOCK_CLOCK_DRIFT_FACTOR",
+        ),
+        (&[("DISTLOCK_NODES", "redis://h:0")], "nodes[0]"),
+        (&[("DISTLOCK_TTL", "0ms")], "ttl"),
+        (&[("DISTLOCK_TLL", "1s")], "DISTLOCK_TLL"),
+    ];
+    for (vars, field) in cases {
+        assert_eq!(
+            field_of(Config::from_vars(vars.iter().copied())),
+            field,
+            "{vars:?}"
+        );
+    }
+}

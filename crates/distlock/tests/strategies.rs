@@ -1,0 +1,81 @@
+//! The same test body under the three strategies, changing only config.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::time::Duration;
+
+use distlock::{ClientKind, Config, LockError, Strategy};
+use lock_testkit::RedisServer;
+
+/// Takes, contends and releases a lock through the front door: nothing here
+/// knows which strategy is behind it.
+async fn body(config: Config) {
+    let locks = distlock::connect(&config).await.expect("connect");
+    let guard = locks
+        .try_acquire("front-door")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    assert!(
+        locks
+            .try_acquire("front-door")
+            .await
+            .expect("try_acquire")
+            .is_none(),
+        "exclusive"
+    );
+    let waited = locks
+        .acquire_within("front-door", Duration::from_millis(100))
+        .await;
+    assert!(
+        matches!(waited, Err(LockError::NotAcquired { .. })),
+        "{waited:?}"
+    );
+    assert!(locks
+        .inspect("front-door")
+        .await
+        .expect("inspect")
+        .is_held());
+    guard.release().await.expect("release");
+    let value = locks
+        .with_lock("front-door", |lease| async move { lease.key().to_owned() })
+        .await
+        .expect("with_lock");
+    assert_eq!(value, "front-door");
+    assert!(!locks
+        .inspect("front-door")
+        .await
+        .expect("inspect")
+        .is_held());
+}
+
+fn config(strategy: &str, servers: &[RedisServer], client: ClientKind) -> Config {
+    let nodes: Vec<String> = servers
+        .iter()
+        .map(|server| server.url().expose().to_owned())
+        .collect();
+    Config::from_vars([
+        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
+        ("DISTLOCK_NODES".to_owned(), nodes.join(",")),
+        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
+        ("DISTLOCK_TTL".to_owned(), "5s".to_owned()),
+    ])
+    .expect("valid config")
+}
+
+#[test]
+fn the_same_body_runs_under_every_strategy() {
+    lock_testkit::run(async {
+        let single = [RedisServer::start().expect("start")];
+        let three: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start().expect("start"))
+            .collect();
+        for client in ClientKind::compiled() {
+            body(config("single", &single, client)).await;
+            body(config("reentrant", &single, client)).await;
+            let redlock = config("redlock", &three, client);
+            assert_eq!(redlock.strategy(), Strategy::Redlock);
+            body(redlock).await;
+        }
+    });
+}
