@@ -214,3 +214,49 @@ fn bad_config_and_unreachable_servers_have_their_codes() {
     ));
     assert_eq!(code(&out), 127);
 }
+
+#[test]
+fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
+    let server = RedisServer::start().expect("start");
+    let mut run = distlock(
+        &server,
+        &["run", "--key", "interrupted", "--", "sleep", "30"],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let started = Instant::now();
+    loop {
+        let out = output(distlock(&server, &["status", "interrupted", "--json"]));
+        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the lock was never taken"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = run.id().to_string();
+    Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill -INT");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "distlock ignored Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let out = output(distlock(&server, &["status", "interrupted", "--json"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"held\":false"),
+        "the lock was released"
+    );
+}
