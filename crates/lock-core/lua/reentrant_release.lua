@@ -7,6 +7,7 @@
 --   {1, holds}    one hold released; holds is what is left (0: the key is gone)
 --   {0, 0}        the key is gone or held by another owner; nothing changed
 --   {-1, detail}  this owner's hold count is not a positive integer; nothing changed
+-- The last release is published on `KEYS[1]:released` for waiters.
 -- A KEYS[1] that is not a hash makes HGET fail with WRONGTYPE.
 local count = redis.call('hget', KEYS[1], ARGV[1])
 if not count then
@@ -21,4 +22,5 @@ if holds > 1 then
   return {1, holds - 1}
 end
 redis.call('del', KEYS[1])
+redis.call('publish', KEYS[1] .. ':released', '1')
 return {1, 0}

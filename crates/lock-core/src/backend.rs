@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::error::LockError;
 use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::notify::ReleaseWatch;
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,4 +141,12 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// fencing counter, so tokens stay monotonic. Returns how many nodes held
     /// the key. The holder, if alive, learns of it at its next renewal.
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError>;
+
+    /// Subscribes to the releases of `key`, so a waiter can sleep until one is
+    /// published instead of polling. Returns once the subscription is
+    /// confirmed. `Ok(None)` means this backend cannot notify, and waiters poll.
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+        let _ = key;
+        Ok(None)
+    }
 }

@@ -44,7 +44,11 @@ pub struct LockConfig {
     /// attempt. Default: 10 s.
     #[serde(with = "humantime_serde")]
     pub wait_timeout: Duration,
-    /// The delays between acquire attempts while waiting.
+    /// How a waiting `acquire` learns that the lock may be free. Default:
+    /// `notify`.
+    pub wait_mode: WaitMode,
+    /// The delays between acquire attempts while waiting (in `poll` mode, and
+    /// after errors).
     pub retry: RetryPolicy,
     /// Automatic renewal of held leases.
     pub watchdog: WatchdogConfig,
@@ -74,6 +78,7 @@ impl Default for LockConfig {
             ttl: Duration::from_secs(30),
             key_prefix: "lock:".to_owned(),
             wait_timeout: Duration::from_secs(10),
+            wait_mode: WaitMode::default(),
             retry: RetryPolicy::default(),
             watchdog: WatchdogConfig::default(),
             connect_timeout: Duration::from_secs(5),
@@ -162,6 +167,19 @@ fn validate_timeout(field: &str, value: Duration) -> Result<(), LockError> {
         return Err(LockError::config(field, "must be at most 10 minutes"));
     }
     Ok(())
+}
+
+/// How a waiting acquire learns that the lock may be free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitMode {
+    /// Subscribe to the lock's release channel and try again when a release is
+    /// published, or when the holder's TTL runs out, whichever comes first.
+    #[default]
+    Notify,
+    /// Try again after a backoff delay ([`RetryPolicy`]), for deployments that
+    /// forbid pub/sub.
+    Poll,
 }
 
 /// Exponential backoff with full jitter between acquire attempts: attempt `n`

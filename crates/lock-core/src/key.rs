@@ -67,6 +67,12 @@ impl LockKey {
     pub fn fence_key(&self) -> &str {
         &self.fence_key
     }
+
+    /// The pub/sub channel on which releases of this lock are published:
+    /// `<prefix>{<name>}:released`.
+    pub fn release_channel(&self) -> String {
+        format!("{}:released", self.redis_key)
+    }
 }
 
 impl fmt::Debug for LockKey {

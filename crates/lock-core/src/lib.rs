@@ -24,17 +24,21 @@ mod error;
 mod guard;
 mod key;
 mod manager;
+pub mod notify;
 pub mod script;
+mod scripted;
 pub mod timing;
 mod watchdog;
 
 pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
-pub use client::{ClientKind, ConnectOptions, NodeClient, Reply};
-pub use config::{LockConfig, NodeUrl, RetryPolicy, WatchdogConfig};
+pub use client::{ClientKind, ConnectOptions, NodeClient, Reply, SubscriberClient};
+pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
 pub use error::{BoxError, LockError, LossReason};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{FencingToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN};
 pub use manager::LockManager;
+pub use notify::{ReleaseNotifier, ReleaseWatch};
+pub use scripted::ScriptedNode;
 pub use timing::{MAX_TTL, MIN_TTL};
 
 /// Re-exported so backends and users name the same `async_trait`.

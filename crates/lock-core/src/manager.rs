@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::{AcquireOutcome, LockBackend, LockState};
-use crate::config::LockConfig;
+use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared, LeaseStatus};
 use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::notify::ReleaseWatch;
 use crate::timing::lease_deadline;
 use crate::watchdog;
 
@@ -37,6 +38,10 @@ pub struct LockManager {
     backend: Arc<dyn LockBackend>,
     config: Arc<LockConfig>,
 }
+
+/// How long after a holder's TTL runs out a waiter tries again: Redis expires
+/// keys with millisecond precision.
+const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 
 /// The result of one acquire attempt.
 enum Attempt {
@@ -134,10 +139,12 @@ impl LockManager {
         let started = Instant::now();
         let give_up_at = started.checked_add(wait);
         let mut attempts: u32 = 0;
+        let mut releases: Option<ReleaseWatch> = None;
+        let mut subscribed = false;
         loop {
             let result = self.attempt(&key, owner).await;
             attempts = attempts.saturating_add(1);
-            let holder_remaining = match result {
+            let (holder_remaining, contended) = match result {
                 Ok(Attempt::Acquired(guard)) => {
                     if attempts > 1 {
                         tracing::debug!(
@@ -149,17 +156,32 @@ impl LockManager {
                     }
                     return Ok(guard);
                 }
-                Ok(Attempt::Held { remaining }) => remaining,
+                Ok(Attempt::Held { remaining }) => (remaining, true),
                 Err(err) if err.is_retryable() => {
                     let now = Instant::now();
                     if give_up_at.is_some_and(|at| now >= at) {
                         return Err(err);
                     }
                     tracing::debug!(key = name, error = %err, "acquire attempt failed; retrying");
-                    None
+                    (None, false)
                 }
                 Err(err) => return Err(err),
             };
+            if contended && !subscribed && self.config.wait_mode == WaitMode::Notify {
+                subscribed = true;
+                match self.backend.watch_releases(&key).await {
+                    Ok(Some(watch)) => {
+                        // Try again at once: a release published before the
+                        // subscription was confirmed would otherwise be missed.
+                        releases = Some(watch);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(err) => {
+                        tracing::debug!(key = name, error = %err, "cannot subscribe to releases; polling")
+                    }
+                }
+            }
             let now = Instant::now();
             let left = give_up_at.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
             if left.is_zero() {
@@ -170,11 +192,27 @@ impl LockManager {
                     attempts,
                 });
             }
-            let mut delay = self.config.retry.jittered_delay(attempts - 1);
-            if let Some(remaining) = holder_remaining {
-                delay = delay.min(remaining);
+            match releases.as_mut() {
+                Some(watch) if contended => {
+                    // Wake on a published release, or when the holder's TTL
+                    // runs out (expiry publishes nothing), whichever is first.
+                    let expiry = holder_remaining
+                        .map_or(self.config.retry.max_delay, |remaining| {
+                            remaining.saturating_add(EXPIRY_SLACK)
+                        });
+                    tokio::select! {
+                        () = watch.released() => {}
+                        () = tokio::time::sleep(expiry.min(left)) => {}
+                    }
+                }
+                _ => {
+                    let mut delay = self.config.retry.jittered_delay(attempts - 1);
+                    if let Some(remaining) = holder_remaining {
+                        delay = delay.min(remaining);
+                    }
+                    tokio::time::sleep(delay.min(left)).await;
+                }
             }
-            tokio::time::sleep(delay.min(left)).await;
         }
     }
 

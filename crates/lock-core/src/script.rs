@@ -117,6 +117,11 @@ pub mod single {
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
 }
 
+/// Deletes a lock whoever holds it and publishes the release:
+/// `lua/force_release.lua`. Shared by every strategy.
+pub static FORCE_RELEASE: Script =
+    Script::new("force_release", include_str!("../lua/force_release.lua"));
+
 /// The reentrant scripts: a hash per lock, field = owner, value = hold count.
 pub mod reentrant {
     use super::Script;
@@ -165,6 +170,7 @@ mod tests {
             &reentrant::EXTEND,
             &reentrant::RELEASE,
             &reentrant::INSPECT,
+            &FORCE_RELEASE,
         ] {
             let header = script
                 .source()

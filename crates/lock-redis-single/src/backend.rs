@@ -4,18 +4,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::client::{self, NodeClient, Reply};
+use lock_core::client::{NodeClient, Reply};
 use lock_core::script::{single, Script};
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
     LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    ReleaseWatch, ScriptedNode,
 };
 
 /// A lock backend over one Redis node.
 #[derive(Debug, Clone)]
 pub struct SingleNodeBackend {
-    node: Arc<dyn NodeClient>,
+    node: ScriptedNode,
 }
 
 /// Connects to the first node of `config` with its client and returns a
@@ -41,24 +42,33 @@ impl SingleNodeBackend {
     /// malformed URL, [`LockError::Authentication`] for a wrong password,
     /// [`LockError::Connection`] or [`LockError::Timeout`] for an unreachable
     /// node, [`LockError::ClientNotCompiled`] when the client's feature is off.
+    /// Waiters are woken by release notifications on a second connection.
     pub async fn connect(
         kind: ClientKind,
         url: &NodeUrl,
         options: ConnectOptions,
     ) -> Result<Self, LockError> {
-        let node = client::connect(kind, url, options).await?;
-        Ok(Self::from_node(node))
+        Ok(SingleNodeBackend {
+            node: ScriptedNode::connect(kind, url, options).await?,
+        })
     }
 
     /// A backend over a connection you already have, for example
-    /// `Arc::new(RedisNode::from_manager(..))` wrapping your own client.
+    /// `Arc::new(RedisNode::from_manager(..))` wrapping your own client. Its
+    /// waiters poll unless you give it a notifier with
+    /// [`SingleNodeBackend::from_scripted`] and [`ScriptedNode::with_notifier`].
     pub fn from_node(node: Arc<dyn NodeClient>) -> Self {
+        Self::from_scripted(ScriptedNode::from_client(node))
+    }
+
+    /// A backend over a prepared [`ScriptedNode`].
+    pub fn from_scripted(node: ScriptedNode) -> Self {
         SingleNodeBackend { node }
     }
 
     /// The connection in use.
     pub fn node(&self) -> &Arc<dyn NodeClient> {
-        &self.node
+        self.node.client()
     }
 
     async fn run(
@@ -67,11 +77,11 @@ impl SingleNodeBackend {
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Reply, LockError> {
-        script.run(self.node.as_ref(), keys, args).await
+        self.node.run(script, keys, args).await
     }
 
     fn unexpected(&self, script: &Script, reply: &Reply) -> LockError {
-        script.unexpected(self.node.as_ref(), reply)
+        self.node.unexpected(script, reply)
     }
 }
 
@@ -142,18 +152,11 @@ impl LockBackend for SingleNodeBackend {
     }
 
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        let reply = self
-            .node
-            .command("DEL", &[key.redis_key().as_bytes()])
-            .await?;
-        match reply {
-            Reply::Int(deleted) if deleted >= 0 => Ok(deleted.unsigned_abs() as usize),
-            other => Err(LockError::UnexpectedReply {
-                node: self.node.address().to_owned(),
-                script: "DEL",
-                reply: other.to_string(),
-            }),
-        }
+        self.node.force_release(key).await
+    }
+
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+        self.node.watch_releases(key).await
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use lock_core::client::Reply;
-use lock_core::script::single;
+use lock_core::script::{single, FORCE_RELEASE};
 use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError,
-    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome, ReleaseWatch,
 };
 
 use crate::node::Node;
@@ -186,6 +186,42 @@ impl RedlockBackend {
         report
     }
 
+    /// How long the holder's key has left on `nodes` (the shortest), so a
+    /// waiter need not sleep past the moment it may expire. One round, in the
+    /// contended path only; `None` if no node answers in time.
+    async fn holder_remaining(
+        &self,
+        nodes: Vec<(usize, Arc<Node>)>,
+        key: &LockKey,
+    ) -> Option<Duration> {
+        let mut round = Round::start(nodes, self.options.node_timeout, |client| {
+            let key = key.redis_key().to_owned();
+            async move {
+                match client.command("PTTL", &[key.as_bytes()]).await? {
+                    Reply::Int(pttl) => Ok(pttl),
+                    other => Err(LockError::UnexpectedReply {
+                        node: client.address().to_owned(),
+                        script: "PTTL",
+                        reply: other.to_string(),
+                    }),
+                }
+            }
+        });
+        let mut shortest: Option<Duration> = None;
+        while let Some((_, result)) = round.next().await {
+            // -2: already gone, so no wait at all; -1: no expiry, no bound.
+            let remaining = match result {
+                Ok(-2) => Some(Duration::ZERO),
+                Ok(pttl) => remaining_from_pttl(pttl),
+                Err(_) => None,
+            };
+            if let Some(remaining) = remaining {
+                shortest = Some(shortest.map_or(remaining, |current| current.min(remaining)));
+            }
+        }
+        shortest
+    }
+
     fn every_node(&self) -> Vec<(usize, Arc<Node>)> {
         self.nodes.iter().cloned().enumerate().collect()
     }
@@ -335,7 +371,14 @@ impl LockBackend for RedlockBackend {
             return Err(corrupted);
         }
         if held > 0 && granted + failures.len() < needed {
-            Ok(AcquireOutcome::Held { remaining: None })
+            let held_on: Vec<(usize, Arc<Node>)> = self
+                .every_node()
+                .into_iter()
+                .filter(|(index, _)| answered_held[*index])
+                .collect();
+            Ok(AcquireOutcome::Held {
+                remaining: self.holder_remaining(held_on, key).await,
+            })
         } else {
             Err(LockError::QuorumNotReached {
                 got: granted,
@@ -451,13 +494,9 @@ impl LockBackend for RedlockBackend {
         let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
             let key = key.redis_key().to_owned();
             async move {
-                match client.command("DEL", &[key.as_bytes()]).await? {
+                match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
                     Reply::Int(deleted) => Ok(deleted > 0),
-                    other => Err(LockError::UnexpectedReply {
-                        node: client.address().to_owned(),
-                        script: "DEL",
-                        reply: other.to_string(),
-                    }),
+                    other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
                 }
             }
         });
@@ -472,6 +511,7 @@ impl LockBackend for RedlockBackend {
                 Err(err) => failures.push(err),
             }
         }
+        round.finish_in_background();
         if answered < self.quorum() {
             return Err(LockError::QuorumNotReached {
                 got: answered,
@@ -480,6 +520,28 @@ impl LockBackend for RedlockBackend {
             });
         }
         Ok(deleted)
+    }
+
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+        // Subscribe on every node at once; a node that cannot subscribe only
+        // means its releases wake nobody, and the holder's TTL still does.
+        let channel = key.release_channel();
+        let watches = futures::future::join_all(self.nodes.iter().map(|node| {
+            tokio::time::timeout(self.options.node_timeout, node.notifier().watch(&channel))
+        }))
+        .await;
+        let mut merged: Option<ReleaseWatch> = None;
+        for watch in watches {
+            match watch {
+                Ok(Ok(watch)) => match merged.as_mut() {
+                    Some(all) => all.merge(watch),
+                    None => merged = Some(watch),
+                },
+                Ok(Err(err)) => tracing::debug!(error = %err, "a redlock node cannot notify"),
+                Err(_) => tracing::debug!("a redlock node did not confirm a subscription in time"),
+            }
+        }
+        Ok(merged)
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use lock_core::client::{self, NodeClient};
-use lock_core::{ClientKind, ConnectOptions, LockError, NodeUrl};
+use lock_core::{ClientKind, ConnectOptions, LockError, NodeUrl, ReleaseNotifier};
 
 /// The pause after a failed reconnect before the next may start.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
@@ -21,12 +21,14 @@ pub(crate) struct Node {
     client: RwLock<Option<Arc<dyn NodeClient>>>,
     last_error: RwLock<String>,
     reconnecting: AtomicBool,
+    notifier: ReleaseNotifier,
 }
 
 impl Node {
     pub(crate) fn new(url: NodeUrl, kind: ClientKind, options: ConnectOptions) -> Self {
         Node {
             address: url.address(),
+            notifier: ReleaseNotifier::new(kind, url.clone(), options),
             url,
             kind,
             options,
@@ -38,6 +40,11 @@ impl Node {
 
     pub(crate) fn address(&self) -> &str {
         &self.address
+    }
+
+    /// This node's release notifications.
+    pub(crate) fn notifier(&self) -> &ReleaseNotifier {
+        &self.notifier
     }
 
     /// Connects now; on failure the node stays down and the error is returned.

@@ -846,6 +846,110 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
     assert!(!locks.inspect("nested").await.expect("inspect").is_held());
 }
 
+/// A config whose polling would be hopelessly slow (every backoff delay is
+/// drawn from 0 to 10 s), so a fast handover proves that waiters were woken
+/// by the release itself.
+fn slow_polling_config(ttl: Duration) -> LockConfig {
+    let mut config = fast_config(ttl);
+    config.retry = RetryPolicy::new(Duration::from_secs(10), Duration::from_secs(10));
+    config.wait_timeout = Duration::from_secs(30);
+    config
+}
+
+/// Waiters wake when the lock is released, not by polling: several waiters
+/// queue behind a holder and each gets the lock in turn, quickly, with no
+/// wake-up lost between a failed attempt and the wait.
+pub async fn waiters_wake_on_release(factory: &dyn BackendFactory) {
+    const WAITERS: usize = 6;
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(slow_polling_config(Duration::from_secs(10)));
+    let holder = locks
+        .try_acquire("handover")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut waiters = Vec::new();
+    for _ in 0..WAITERS {
+        let (locks, inside) = (locks.clone(), Arc::clone(&inside));
+        waiters.push(tokio::spawn(async move {
+            let guard = locks
+                .acquire("handover")
+                .await
+                .expect("acquire after a release");
+            assert_eq!(
+                inside.fetch_add(1, Ordering::SeqCst),
+                0,
+                "two holders at once"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            guard.release().await.expect("release");
+        }));
+    }
+    // Let every waiter fail once and start waiting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released_at = Instant::now();
+    holder.release().await.expect("release the first hold");
+    for waiter in waiters {
+        waiter.await.expect("a waiter panicked");
+    }
+    let handover = released_at.elapsed();
+    assert!(
+        handover < Duration::from_secs(3),
+        "{WAITERS} handovers took {handover:?}: waiters were not woken by the releases"
+    );
+}
+
+/// Waiters behind a holder that crashed (never releases) get the lock soon
+/// after its TTL runs out, without waiting for a backoff delay.
+pub async fn waiters_of_a_crashed_holder_acquire_after_its_ttl(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(500);
+    let locks = deployment.manager(slow_polling_config(ttl));
+    let key = locks.key("crashed").expect("key");
+    let crashed = owner();
+    let started = Instant::now();
+    assert!(acquired(
+        acquire(deployment.backend.as_ref(), &key, &crashed, ttl).await
+    ));
+    let guard = locks
+        .acquire("crashed")
+        .await
+        .expect("acquire after the TTL");
+    let waited = started.elapsed();
+    assert!(
+        waited >= ttl - Duration::from_millis(50),
+        "acquired after {waited:?}, before the TTL ran out"
+    );
+    assert!(
+        waited < ttl + Duration::from_millis(1500),
+        "acquired {waited:?} after a {ttl:?} TTL"
+    );
+    guard.release().await.expect("release");
+}
+
+/// Polling stays available, and hands the lock over too.
+pub async fn polling_mode_hands_over(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let mut config = fast_config(Duration::from_secs(10));
+    config.wait_mode = lock_core::WaitMode::Poll;
+    let locks = deployment.manager(config);
+    let holder = locks
+        .try_acquire("polled")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.acquire("polled").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    holder.release().await.expect("release");
+    let guard = waiter.await.expect("task").expect("the poller acquires");
+    guard.release().await.expect("release");
+}
+
 /// A wrong password, or none, is an authentication error; a malformed URL is a
 /// config error.
 pub async fn bad_credentials_and_urls_are_rejected(factory: &dyn BackendFactory) {

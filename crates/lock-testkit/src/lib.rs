@@ -75,6 +75,9 @@ macro_rules! contract_suite {
             server_down_is_a_clear_error,
             reconnects_after_restart,
             reentry_follows_capability,
+            waiters_wake_on_release,
+            waiters_of_a_crashed_holder_acquire_after_its_ttl,
+            polling_mode_hands_over,
             bad_credentials_and_urls_are_rejected,
         );
     };

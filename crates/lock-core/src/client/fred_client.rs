@@ -7,7 +7,10 @@ use async_trait::async_trait;
 use fred::prelude::{Builder, Client, ClientLike, Config, ErrorKind, ReconnectPolicy, Value};
 use fred::types::{ClusterHash, CustomCommand};
 
-use super::{server_error, ConnectOptions, NodeClient, Reply};
+use fred::clients::SubscriberClient as FredSubscriberClient;
+use fred::prelude::{EventInterface, PubsubInterface};
+
+use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
 use crate::config::NodeUrl;
 use crate::error::LockError;
 
@@ -190,4 +193,101 @@ fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) 
 fn starts_with_error_code(details: &str) -> bool {
     let code = details.split_whitespace().next().unwrap_or("");
     code.len() >= 2 && code.bytes().all(|byte| byte.is_ascii_uppercase())
+}
+
+/// A subscriber connection through the `fred` crate. fred re-subscribes to
+/// every channel after a reconnect.
+pub struct FredSubscriber {
+    client: FredSubscriberClient,
+    address: String,
+}
+
+impl std::fmt::Debug for FredSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FredSubscriber")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for FredSubscriber {
+    fn drop(&mut self) {
+        let client = self.client.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = client.quit().await;
+            });
+        }
+    }
+}
+
+pub(super) async fn connect_subscriber(
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    let address = url.address();
+    let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
+        field: "nodes".into(),
+        reason: err.details().to_owned(),
+    })?;
+    let connect_millis = u32::try_from(options.connect_timeout.as_millis()).unwrap_or(u32::MAX);
+    let client = Builder::from_config(config)
+        .with_connection_config(|connection| {
+            connection.connection_timeout = options.connect_timeout;
+            connection.internal_command_timeout = options.connect_timeout;
+        })
+        .with_performance_config(|performance| {
+            performance.default_command_timeout = options.command_timeout;
+        })
+        .set_policy(ReconnectPolicy::new_exponential(
+            0,
+            10,
+            connect_millis.clamp(10, 2_000),
+            2,
+        ))
+        .build_subscriber_client()
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    client
+        .init()
+        .await
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let _resubscribe = client.manage_subscriptions();
+    let mut messages = client.message_rx();
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            match messages.recv().await {
+                Ok(message) => {
+                    if sender.send(message.channel.to_string()).is_err() {
+                        break;
+                    }
+                }
+                // Missed messages only delay waiters until their fallback timer.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    Ok((Arc::new(FredSubscriber { client, address }), receiver))
+}
+
+#[async_trait]
+impl SubscriberClient for FredSubscriber {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        self.client
+            .subscribe(channel)
+            .await
+            .map_err(|err| map_error(&self.address, Duration::ZERO, err))
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
+        self.client
+            .unsubscribe(channel)
+            .await
+            .map_err(|err| map_error(&self.address, Duration::ZERO, err))
+    }
 }

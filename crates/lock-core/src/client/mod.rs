@@ -205,6 +205,57 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError>;
 }
 
+/// A connection that receives published messages, whatever library holds it.
+///
+/// `subscribe` and `unsubscribe` return once the server confirmed them, so a
+/// message published after `subscribe` returned is delivered. Received
+/// messages arrive, as channel names, on the receiver that
+/// [`connect_subscriber`] returned with this connection; that receiver closes
+/// when the connection is lost.
+#[async_trait]
+pub trait SubscriberClient: Send + Sync + fmt::Debug {
+    /// The node's `host:port`, for errors and logs.
+    fn address(&self) -> &str;
+
+    /// Subscribes to `channel`.
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError>;
+
+    /// Unsubscribes from `channel`.
+    async fn unsubscribe(&self, channel: &str) -> Result<(), LockError>;
+}
+
+/// The channels of received messages, in arrival order.
+pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
+
+/// Opens a dedicated subscriber connection to `url` with the chosen client,
+/// within `options.connect_timeout`.
+pub async fn connect_subscriber(
+    kind: ClientKind,
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    url.validate()?;
+    let address = url.address();
+    let connecting = async {
+        match kind {
+            #[cfg(feature = "redis")]
+            ClientKind::Redis => redis_client::connect_subscriber(url, options).await,
+            #[cfg(feature = "fred")]
+            ClientKind::Fred => fred_client::connect_subscriber(url, options).await,
+            #[allow(unreachable_patterns)]
+            other => Err(LockError::ClientNotCompiled {
+                client: other.name(),
+            }),
+        }
+    };
+    tokio::time::timeout(options.connect_timeout, connecting)
+        .await
+        .map_err(|_| LockError::Timeout {
+            node: address,
+            after: options.connect_timeout,
+        })?
+}
+
 /// Connects to `url` with the chosen client and checks the connection with a
 /// `PING`, all within `options.connect_timeout` (plus one command timeout for
 /// the `PING`).

@@ -6,7 +6,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use super::{server_error, ConnectOptions, NodeClient, Reply};
+use futures::StreamExt;
+use tokio::sync::Mutex;
+
+use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
 use crate::config::NodeUrl;
 use crate::error::LockError;
 
@@ -154,5 +157,81 @@ fn map_error(address: &str, command_timeout: Duration, err: redis::RedisError) -
     LockError::Connection {
         node,
         source: Box::new(err),
+    }
+}
+
+/// A subscriber connection through the `redis` crate.
+pub struct RedisSubscriber {
+    sink: Mutex<redis::aio::PubSubSink>,
+    address: String,
+    command_timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSubscriber")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(super) async fn connect_subscriber(
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    let address = url.address();
+    let client = redis::Client::open(url.expose()).map_err(|err| LockError::InvalidConfig {
+        field: "nodes".into(),
+        reason: err.to_string(),
+    })?;
+    let pubsub = client
+        .get_async_pubsub()
+        .await
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let (sink, mut stream) = pubsub.split();
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    // The stream ends when the connection is lost; dropping the sender then
+    // closes the receiver, which tells the listener to stop trusting it.
+    tokio::spawn(async move {
+        while let Some(message) = stream.next().await {
+            if sender.send(message.get_channel_name().to_owned()).is_err() {
+                break;
+            }
+        }
+    });
+    let subscriber = RedisSubscriber {
+        sink: Mutex::new(sink),
+        address,
+        command_timeout: options.command_timeout,
+    };
+    Ok((Arc::new(subscriber), receiver))
+}
+
+#[async_trait]
+impl SubscriberClient for RedisSubscriber {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        let mut sink = self.sink.lock().await;
+        tokio::time::timeout(self.command_timeout, sink.subscribe(channel))
+            .await
+            .map_err(|_| LockError::Timeout {
+                node: self.address.clone(),
+                after: self.command_timeout,
+            })?
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
+        let mut sink = self.sink.lock().await;
+        tokio::time::timeout(self.command_timeout, sink.unsubscribe(channel))
+            .await
+            .map_err(|_| LockError::Timeout {
+                node: self.address.clone(),
+                after: self.command_timeout,
+            })?
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))
     }
 }
