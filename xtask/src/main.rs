@@ -64,7 +64,7 @@ fn client_features(clients: &[&str]) -> String {
 const CLIENT_SETS: [&[&str]; 3] = [&["redis"], &["fred"], &["redis", "fred"]];
 
 /// The benchmarks against peer crates, in the separate `comparisons` workspace.
-const COMPARISONS: [&str; 1] = ["redlock"];
+const COMPARISONS: [&str; 2] = ["redlock", "handoff"];
 
 /// The benchmark binaries, by crate.
 const BENCHES: [(&str, &str); 2] = [

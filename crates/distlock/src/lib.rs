@@ -34,7 +34,7 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::{
     ClientKind, FencingToken, LeaseGuard, LeaseHandle, LeaseStatus, LockBackend, LockConfig,
-    LockError, LockManager, LockState, LossReason, NodeUrl, OwnerToken, RetryPolicy,
+    LockError, LockManager, LockState, LossReason, NodeUrl, OwnerToken, RetryPolicy, WaitMode,
     WatchdogConfig,
 };
 pub use lock_redis_single::SingleNodeBackend;

@@ -22,6 +22,7 @@ fn every_field_parses_from_toml() {
         ttl = "12s"
         key_prefix = "jobs:"
         wait_timeout = "3s"
+        wait_mode = "poll"
         connect_timeout = "1s"
         command_timeout = "500ms"
         node_timeout = "20ms"
@@ -43,6 +44,7 @@ fn every_field_parses_from_toml() {
     assert_eq!(lock.ttl, Duration::from_secs(12));
     assert_eq!(lock.key_prefix, "jobs:");
     assert_eq!(lock.wait_timeout, Duration::from_secs(3));
+    assert_eq!(lock.wait_mode, distlock::WaitMode::Poll);
     assert_eq!(lock.connect_timeout, Duration::from_secs(1));
     assert_eq!(lock.command_timeout, Duration::from_millis(500));
     assert_eq!(lock.node_timeout, Duration::from_millis(20));
@@ -79,6 +81,7 @@ fn bad_toml_names_the_field() {
         ("ttl = \"40days\"", "ttl"),
         ("key_prefix = \"{x}\"", "key_prefix"),
         ("wait_timeout = 5", "wait_timeout"),
+        ("wait_mode = \"spin\"", "wait_mode"),
         ("connect_timeout = \"0s\"", "connect_timeout"),
         ("command_timeout = \"1h\"", "command_timeout"),
         ("node_timeout = \"1m\"", "node_timeout"),
@@ -127,6 +130,7 @@ fn every_field_parses_from_the_environment() {
         ("DISTLOCK_TTL", "9s"),
         ("DISTLOCK_KEY_PREFIX", "123"),
         ("DISTLOCK_WAIT_TIMEOUT", "2s"),
+        ("DISTLOCK_WAIT_MODE", "poll"),
         ("DISTLOCK_CONNECT_TIMEOUT", "1s"),
         ("DISTLOCK_COMMAND_TIMEOUT", "300ms"),
         ("DISTLOCK_NODE_TIMEOUT", "30ms"),
@@ -143,6 +147,7 @@ fn every_field_parses_from_the_environment() {
     assert_eq!(config.lock.client, ClientKind::Fred);
     assert_eq!(config.lock.ttl, Duration::from_secs(9));
     assert_eq!(config.lock.key_prefix, "123");
+    assert_eq!(config.lock.wait_mode, distlock::WaitMode::Poll);
     assert_eq!(config.lock.node_timeout, Duration::from_millis(30));
     assert_eq!(config.lock.clock_drift_factor, 0.05);
     assert_eq!(config.lock.retry.multiplier, 3.0);

@@ -9,13 +9,20 @@
 //! and the wait is not missed. Expiry publishes nothing, and a subscriber
 //! connection can drop, so every wait also has a timer: the holder's remaining
 //! TTL.
+//!
+//! A release wakes one waiter per process, the longest-waiting one, not all of
+//! them: only one can win, and waking the rest would send the server a herd of
+//! attempts bound to fail. The woken waiter keeps its place until it acquires
+//! or gives up, so if another process won, the next release wakes it again.
+//! The wake-up is a stored permit, so it is not lost if the waiter was busy
+//! with an attempt when it arrived.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex as SyncMutex};
+use std::sync::{Arc, Mutex as SyncMutex, Weak};
 
 use futures::future::{pending, select_all};
-use tokio::sync::{broadcast, Mutex};
+use tokio::sync::{Mutex, Notify};
 
 use crate::client::{
     connect_subscriber, ClientKind, ConnectOptions, MessageReceiver, SubscriberClient,
@@ -58,9 +65,9 @@ impl ReleaseNotifier {
                 }
             }
         };
-        let receiver = hub.subscribe(channel).await?;
+        let slot = hub.subscribe(channel).await?;
         Ok(ReleaseWatch {
-            receivers: vec![receiver],
+            slots: vec![slot],
             subscriptions: vec![Subscription {
                 hub,
                 channel: channel.to_owned(),
@@ -82,8 +89,27 @@ struct Hub {
 
 #[derive(Debug)]
 struct Watched {
-    sender: broadcast::Sender<()>,
+    /// This process's waiters on the channel, longest-waiting first. Entries
+    /// of waiters that are gone are skipped and pruned.
+    waiters: VecDeque<Weak<Notify>>,
     watchers: usize,
+}
+
+impl Watched {
+    /// Wakes the longest-waiting live waiter, leaving it in place.
+    fn wake_one(&mut self) {
+        while let Some(first) = self.waiters.front() {
+            match first.upgrade() {
+                Some(waiter) => {
+                    waiter.notify_one();
+                    return;
+                }
+                None => {
+                    self.waiters.pop_front();
+                }
+            }
+        }
+    }
 }
 
 impl Hub {
@@ -97,12 +123,12 @@ impl Hub {
         let listener = Arc::clone(&hub);
         tokio::spawn(async move {
             while let Some(channel) = messages.recv().await {
-                let channels = listener
+                let mut channels = listener
                     .channels
                     .lock()
                     .unwrap_or_else(|poison| poison.into_inner());
-                if let Some(watched) = channels.get(&channel) {
-                    let _ = watched.sender.send(());
+                if let Some(watched) = channels.get_mut(&channel) {
+                    watched.wake_one();
                 }
             }
             // The connection is gone: waiters fall back to their timers, and
@@ -116,34 +142,39 @@ impl Hub {
         hub
     }
 
-    async fn subscribe(&self, channel: &str) -> Result<broadcast::Receiver<()>, LockError> {
+    async fn subscribe(&self, channel: &str) -> Result<Arc<Notify>, LockError> {
         let _change = self.changes.lock().await;
-        if let Some(receiver) = self.join(channel) {
-            return Ok(receiver);
+        let waiter = Arc::new(Notify::new());
+        if self.join(channel, &waiter) {
+            return Ok(waiter);
         }
         self.client.subscribe(channel).await?;
-        let (sender, receiver) = broadcast::channel(16);
         self.channels
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
             .insert(
                 channel.to_owned(),
                 Watched {
-                    sender,
+                    waiters: VecDeque::from([Arc::downgrade(&waiter)]),
                     watchers: 1,
                 },
             );
-        Ok(receiver)
+        Ok(waiter)
     }
 
-    fn join(&self, channel: &str) -> Option<broadcast::Receiver<()>> {
+    /// Queues `waiter` on a channel already subscribed; false if it is not.
+    fn join(&self, channel: &str, waiter: &Arc<Notify>) -> bool {
         let mut channels = self
             .channels
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        let watched = channels.get_mut(channel)?;
+        let Some(watched) = channels.get_mut(channel) else {
+            return false;
+        };
         watched.watchers += 1;
-        Some(watched.sender.subscribe())
+        watched.waiters.retain(|waiter| waiter.strong_count() > 0);
+        watched.waiters.push_back(Arc::downgrade(waiter));
+        true
     }
 
     async fn leave(&self, channel: &str) {
@@ -156,6 +187,7 @@ impl Hub {
             match channels.get_mut(channel) {
                 Some(watched) if watched.watchers > 1 => {
                     watched.watchers -= 1;
+                    watched.waiters.retain(|waiter| waiter.strong_count() > 0);
                     false
                 }
                 Some(_) => {
@@ -180,38 +212,29 @@ struct Subscription {
 }
 
 /// A subscription to a lock's releases, on one node or several. Dropping it
-/// unsubscribes (in the background) once no other waiter watches the channel.
+/// leaves the queue of waiters, and unsubscribes (in the background) once no
+/// other waiter of this process watches the channel.
 #[derive(Debug)]
 pub struct ReleaseWatch {
-    receivers: Vec<broadcast::Receiver<()>>,
+    slots: Vec<Arc<Notify>>,
     subscriptions: Vec<Subscription>,
 }
 
 impl ReleaseWatch {
     /// Watches the releases of `other` too (for locks over several nodes).
     pub fn merge(&mut self, mut other: ReleaseWatch) {
-        self.receivers.append(&mut other.receivers);
+        self.slots.append(&mut other.slots);
         self.subscriptions.append(&mut other.subscriptions);
     }
 
-    /// Completes at the next release published on any watched node (at once
-    /// if one arrived since the last call). Never completes if every
-    /// connection is lost: callers wait on a timer as well.
+    /// Completes when a release wakes this waiter (at once if one did since
+    /// the last call). Never completes if every connection is lost: callers
+    /// wait on a timer as well.
     pub async fn released(&mut self) {
-        if self.receivers.is_empty() {
+        if self.slots.is_empty() {
             return pending().await;
         }
-        let waits = self.receivers.iter_mut().map(|receiver| {
-            Box::pin(async move {
-                loop {
-                    match receiver.recv().await {
-                        Ok(()) | Err(broadcast::error::RecvError::Lagged(_)) => return,
-                        Err(broadcast::error::RecvError::Closed) => pending::<()>().await,
-                    }
-                }
-            })
-        });
-        select_all(waits).await;
+        select_all(self.slots.iter().map(|slot| Box::pin(slot.notified()))).await;
     }
 }
 

@@ -1,0 +1,232 @@
+//! Handoff under contention: 8 tasks contend for one key; the holder keeps it
+//! for a random 20 to 60 ms and does not compete again until another task has
+//! acquired. Measures the gap between the start of a release and the next
+//! successful acquire (p50, p99), acquisitions per second, and client-issued
+//! Redis commands per acquisition, for:
+//!
+//! - (a) our notification-based waiting (single-node strategy),
+//! - (b) our polling mode with the source documents' 100 ms retry delay,
+//! - (c) rslock 0.10.0's default retry loop (`acquire`).
+//!
+//! Commands are counted from `INFO commandstats` on the server, counting only
+//! the commands a client issues (EVALSHA, SUBSCRIBE... for us; SET and EVAL/EVALSHA
+//! for rslock), not the commands our scripts run inside one EVALSHA.
+//!
+//! `cargo xtask bench` runs it; `BENCH_SECONDS` (default 5) is the length of
+//! each measurement.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager, RetryPolicy, WaitMode};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::bench::env_number;
+use lock_testkit::{AdminReply, RedisServer};
+use rand::Rng;
+
+const TASKS: usize = 8;
+const TTL: Duration = Duration::from_secs(10);
+
+/// What the contenders share: the acquisition count and the handoff gaps.
+#[derive(Default)]
+struct Handoffs {
+    acquisitions: AtomicU64,
+    state: Mutex<HandoffState>,
+}
+
+#[derive(Default)]
+struct HandoffState {
+    release_started: Option<Instant>,
+    gaps: Vec<Duration>,
+}
+
+impl Handoffs {
+    /// Records an acquisition; returns its number.
+    fn acquired(&self) -> u64 {
+        let mut state = self.state.lock().expect("state");
+        if let Some(started) = state.release_started.take() {
+            state.gaps.push(started.elapsed());
+        }
+        self.acquisitions.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn releasing(&self) {
+        self.state.lock().expect("state").release_started = Some(Instant::now());
+    }
+
+    /// Waits until someone else acquired after acquisition `mine`.
+    async fn wait_for_another(&self, mine: u64, stop: &AtomicBool) {
+        while self.acquisitions.load(Ordering::SeqCst) <= mine && !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// The contenders' lock, whatever it is.
+#[derive(Clone)]
+enum Contender {
+    Ours(LockManager),
+    Rslock(rslock::LockManager),
+}
+
+impl Contender {
+    /// Acquires (waiting as long as needed), holds, releases; returns the
+    /// acquisition number.
+    async fn cycle(&self, handoffs: &Handoffs) -> u64 {
+        let hold = Duration::from_millis(rand::rng().random_range(20..=60));
+        match self {
+            Contender::Ours(locks) => {
+                let guard = locks.acquire("handoff").await.expect("acquire");
+                let number = handoffs.acquired();
+                tokio::time::sleep(hold).await;
+                handoffs.releasing();
+                guard.release().await.expect("release");
+                number
+            }
+            Contender::Rslock(locks) => {
+                let guard = locks
+                    .acquire("rslock:{handoff}", TTL)
+                    .await
+                    .expect("rslock acquire");
+                let number = handoffs.acquired();
+                tokio::time::sleep(hold).await;
+                handoffs.releasing();
+                guard.release().await;
+                number
+            }
+        }
+    }
+}
+
+fn client_commands(server: &RedisServer, top_level: &[&str]) -> u64 {
+    let Ok(AdminReply::Bulk(Some(text))) = server.admin(&["INFO", "commandstats"]) else {
+        panic!("INFO commandstats failed");
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()?;
+            top_level.contains(&name).then_some(calls)
+        })
+        .sum()
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+async fn measure(
+    label: &str,
+    contender: Contender,
+    server: &RedisServer,
+    top_level: &[&str],
+    length: Duration,
+) {
+    let handoffs = Arc::new(Handoffs::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let commands_before = client_commands(server, top_level);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let (contender, handoffs, stop) =
+            (contender.clone(), Arc::clone(&handoffs), Arc::clone(&stop));
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let mine = contender.cycle(&handoffs).await;
+                handoffs.wait_for_another(mine, &stop).await;
+            }
+        }));
+    }
+    tokio::time::sleep(length).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.expect("contender");
+    }
+    let elapsed = started.elapsed();
+    let commands = client_commands(server, top_level) - commands_before;
+    let acquisitions = handoffs.acquisitions.load(Ordering::SeqCst);
+    let mut gaps = std::mem::take(&mut handoffs.state.lock().expect("state").gaps);
+    gaps.sort();
+    println!(
+        "| {label} | {:.2} | {:.2} | {:.1} | {:.1} |",
+        percentile(&gaps, 0.5).as_secs_f64() * 1e3,
+        percentile(&gaps, 0.99).as_secs_f64() * 1e3,
+        acquisitions as f64 / elapsed.as_secs_f64(),
+        commands as f64 / acquisitions.max(1) as f64,
+    );
+}
+
+async fn ours(kind: ClientKind, server: &RedisServer, wait_mode: WaitMode) -> LockManager {
+    let mut config = LockConfig::with_nodes([server.url().expose().to_owned()]);
+    config.client = kind;
+    config.ttl = TTL;
+    config.wait_timeout = Duration::from_secs(60);
+    config.wait_mode = wait_mode;
+    // The source documents poll every 100 ms; full jitter draws each delay from 0 to 100 ms.
+    config.retry = RetryPolicy::new(Duration::from_millis(100), Duration::from_millis(100));
+    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    LockManager::new(Arc::new(backend), config).expect("config")
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let length = Duration::from_secs(env_number("BENCH_SECONDS", 5));
+    let server = RedisServer::start().expect("start redis-server");
+    println!(
+        "one redis-server on 127.0.0.1:{}, {TASKS} contenders, {length:?} per row",
+        server.port()
+    );
+    println!();
+    println!("| waiting | gap p50 (ms) | gap p99 (ms) | acquisitions/s | commands/acquisition |");
+    println!("|---|---:|---:|---:|---:|");
+    let ours_commands = [
+        "evalsha",
+        "eval",
+        "script|load",
+        "subscribe",
+        "unsubscribe",
+        "ping",
+    ];
+    for kind in ClientKind::compiled() {
+        let notify = ours(kind, &server, WaitMode::Notify).await;
+        measure(
+            &format!("(a) ours, notify, {kind}"),
+            Contender::Ours(notify),
+            &server,
+            &ours_commands,
+            length,
+        )
+        .await;
+        let poll = ours(kind, &server, WaitMode::Poll).await;
+        measure(
+            &format!("(b) ours, poll 100 ms, {kind}"),
+            Contender::Ours(poll),
+            &server,
+            &ours_commands,
+            length,
+        )
+        .await;
+    }
+    let peer = rslock::LockManager::new(vec![server.url().expose().to_owned()]);
+    measure(
+        "(c) rslock 0.10.0 default",
+        Contender::Rslock(peer),
+        &server,
+        &["set", "eval", "evalsha", "script|load"],
+        length,
+    )
+    .await;
+}
