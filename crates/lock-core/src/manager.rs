@@ -171,10 +171,15 @@ impl LockManager {
                 subscribed = true;
                 match self.backend.watch_releases(&key).await {
                     Ok(Some(watch)) => {
-                        // Try again at once: a release published before the
-                        // subscription was confirmed would otherwise be missed.
+                        // A release published before the subscription was
+                        // confirmed woke an earlier waiter of this process if
+                        // there was one; otherwise try again at once, or it
+                        // would be missed.
+                        let behind_others = watch.joined_behind_others();
                         releases = Some(watch);
-                        continue;
+                        if !behind_others {
+                            continue;
+                        }
                     }
                     Ok(None) => {}
                     Err(err) => {

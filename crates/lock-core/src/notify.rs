@@ -15,7 +15,8 @@
 //! attempts bound to fail. The woken waiter keeps its place until it acquires
 //! or gives up, so if another process won, the next release wakes it again.
 //! The wake-up is a stored permit, so it is not lost if the waiter was busy
-//! with an attempt when it arrived.
+//! with an attempt when it arrived, and a waiter that leaves with an unused
+//! wake-up passes it on to the next one.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,9 +66,10 @@ impl ReleaseNotifier {
                 }
             }
         };
-        let slot = hub.subscribe(channel).await?;
+        let (slot, behind_others) = hub.subscribe(channel).await?;
         Ok(ReleaseWatch {
             slots: vec![slot],
+            behind_others,
             subscriptions: vec![Subscription {
                 hub,
                 channel: channel.to_owned(),
@@ -87,11 +89,19 @@ struct Hub {
     alive: AtomicBool,
 }
 
+/// One waiter's place in a channel's queue.
+#[derive(Debug, Default)]
+struct Slot {
+    notify: Notify,
+    /// Set when a release woke this waiter, cleared when it took the wake-up.
+    woken: AtomicBool,
+}
+
 #[derive(Debug)]
 struct Watched {
     /// This process's waiters on the channel, longest-waiting first. Entries
     /// of waiters that are gone are skipped and pruned.
-    waiters: VecDeque<Weak<Notify>>,
+    waiters: VecDeque<Weak<Slot>>,
     watchers: usize,
 }
 
@@ -101,7 +111,8 @@ impl Watched {
         while let Some(first) = self.waiters.front() {
             match first.upgrade() {
                 Some(waiter) => {
-                    waiter.notify_one();
+                    waiter.woken.store(true, Ordering::Release);
+                    waiter.notify.notify_one();
                     return;
                 }
                 None => {
@@ -109,6 +120,11 @@ impl Watched {
                 }
             }
         }
+    }
+
+    /// Whether a live waiter is queued.
+    fn has_live_waiter(&self) -> bool {
+        self.waiters.iter().any(|waiter| waiter.strong_count() > 0)
     }
 }
 
@@ -142,11 +158,14 @@ impl Hub {
         hub
     }
 
-    async fn subscribe(&self, channel: &str) -> Result<Arc<Notify>, LockError> {
+    /// Queues a new waiter on `channel`, subscribing first if no one in this
+    /// process watches it yet. Also says whether a live waiter was already
+    /// queued: then a release published before this call woke that one.
+    async fn subscribe(&self, channel: &str) -> Result<(Arc<Slot>, bool), LockError> {
         let _change = self.changes.lock().await;
-        let waiter = Arc::new(Notify::new());
-        if self.join(channel, &waiter) {
-            return Ok(waiter);
+        let waiter = Arc::new(Slot::default());
+        if let Some(behind_others) = self.join(channel, &waiter) {
+            return Ok((waiter, behind_others));
         }
         self.client.subscribe(channel).await?;
         self.channels
@@ -159,25 +178,26 @@ impl Hub {
                     watchers: 1,
                 },
             );
-        Ok(waiter)
+        Ok((waiter, false))
     }
 
-    /// Queues `waiter` on a channel already subscribed; false if it is not.
-    fn join(&self, channel: &str, waiter: &Arc<Notify>) -> bool {
+    /// Queues `waiter` on a channel already subscribed; `None` if it is not,
+    /// else whether a live waiter was ahead.
+    fn join(&self, channel: &str, waiter: &Arc<Slot>) -> Option<bool> {
         let mut channels = self
             .channels
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
-        let Some(watched) = channels.get_mut(channel) else {
-            return false;
-        };
+        let watched = channels.get_mut(channel)?;
         watched.watchers += 1;
         watched.waiters.retain(|waiter| waiter.strong_count() > 0);
+        let behind_others = watched.has_live_waiter();
         watched.waiters.push_back(Arc::downgrade(waiter));
-        true
+        Some(behind_others)
     }
 
-    async fn leave(&self, channel: &str) {
+    /// A waiter left; `pass_on` if it held a wake-up it never used.
+    async fn leave(&self, channel: &str, pass_on: bool) {
         let _change = self.changes.lock().await;
         let last = {
             let mut channels = self
@@ -188,6 +208,9 @@ impl Hub {
                 Some(watched) if watched.watchers > 1 => {
                     watched.watchers -= 1;
                     watched.waiters.retain(|waiter| waiter.strong_count() > 0);
+                    if pass_on {
+                        watched.wake_one();
+                    }
                     false
                 }
                 Some(_) => {
@@ -216,15 +239,25 @@ struct Subscription {
 /// other waiter of this process watches the channel.
 #[derive(Debug)]
 pub struct ReleaseWatch {
-    slots: Vec<Arc<Notify>>,
+    slots: Vec<Arc<Slot>>,
+    behind_others: bool,
     subscriptions: Vec<Subscription>,
 }
 
 impl ReleaseWatch {
     /// Watches the releases of `other` too (for locks over several nodes).
     pub fn merge(&mut self, mut other: ReleaseWatch) {
+        self.behind_others = self.behind_others && other.behind_others;
         self.slots.append(&mut other.slots);
         self.subscriptions.append(&mut other.subscriptions);
+    }
+
+    /// Whether, on every watched node, another waiter of this process was
+    /// already queued when this one joined. If so, a release published just
+    /// before the subscription woke that waiter, and this one need not try
+    /// again before waiting; otherwise it must, or it could miss that release.
+    pub fn joined_behind_others(&self) -> bool {
+        self.behind_others
     }
 
     /// Completes when a release wakes this waiter (at once if one did since
@@ -234,7 +267,12 @@ impl ReleaseWatch {
         if self.slots.is_empty() {
             return pending().await;
         }
-        select_all(self.slots.iter().map(|slot| Box::pin(slot.notified()))).await;
+        let notified = self
+            .slots
+            .iter()
+            .map(|slot| Box::pin(slot.notify.notified()));
+        let (_, index, _) = select_all(notified).await;
+        self.slots[index].woken.store(false, Ordering::Release);
     }
 }
 
@@ -244,12 +282,20 @@ impl Drop for ReleaseWatch {
         if subscriptions.is_empty() {
             return;
         }
+        // A wake-up this waiter never used belongs to the next one.
+        let unused: Vec<bool> = self
+            .slots
+            .iter()
+            .map(|slot| slot.woken.load(Ordering::Acquire))
+            .collect();
+        self.slots.clear();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            for subscription in subscriptions {
-                subscription.hub.leave(&subscription.channel).await;
+            for (index, subscription) in subscriptions.into_iter().enumerate() {
+                let pass_on = unused.get(index).copied().unwrap_or(false);
+                subscription.hub.leave(&subscription.channel, pass_on).await;
             }
         });
     }
