@@ -12,30 +12,11 @@ use std::time::Duration;
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
-use lock_testkit::bench::{cycles_per_second, env_number, median};
+use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
 use lock_testkit::RedisServer;
 
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_secs(30);
-
-async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
-    cycles_per_second(tasks, length, move |task| {
-        let locks = locks.clone();
-        async move {
-            let name = format!("ours:t{task}");
-            let guard = locks.try_acquire(&name).await.expect("try_acquire");
-            let Some(guard) = guard else {
-                let state = locks.inspect(&name).await;
-                panic!(
-                    "{name} held: {state:?} strategy {}",
-                    locks.backend().strategy()
-                );
-            };
-            guard.release().await.expect("release");
-        }
-    })
-    .await
-}
 
 async fn rslock(locks: rslock::LockManager, tasks: usize, length: Duration) -> f64 {
     cycles_per_second(tasks, length, move |task| {
@@ -83,8 +64,9 @@ async fn main() {
         for tasks in [1, 16] {
             let (mut singles, mut redlocks, mut peers) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..rounds {
-                singles.push(ours(single.clone(), tasks, length).await);
-                redlocks.push(ours(redlock.clone(), tasks, length).await);
+                singles.push(acquire_release_cycles(single.clone(), "single", tasks, length).await);
+                redlocks
+                    .push(acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await);
                 peers.push(rslock(peer.clone(), tasks, length).await);
             }
             let (single, redlock, peer) = (median(singles), median(redlocks), median(peers));

@@ -32,6 +32,22 @@ fn output(mut command: impl BorrowMut<Command>) -> Output {
         .expect("run distlock")
 }
 
+/// Polls `distlock status` until `name` is held, for at most 10 s.
+fn wait_until_held(server: &RedisServer, name: &str) {
+    let started = Instant::now();
+    loop {
+        let out = output(distlock(server, &["status", name, "--json"]));
+        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name} was never taken"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn code(output: &Output) -> i32 {
     output.status.code().expect("an exit code")
 }
@@ -76,18 +92,7 @@ fn try_once_skips_a_held_lock() {
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn the holder");
-    let started = Instant::now();
-    loop {
-        let out = output(distlock(&server, &["status", "cron", "--json"]));
-        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the holder never took the lock"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_held(&server, "cron");
     let started = Instant::now();
     let out = output(distlock(
         &server,
@@ -225,18 +230,7 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
     .stdin(Stdio::null())
     .spawn()
     .expect("spawn");
-    let started = Instant::now();
-    loop {
-        let out = output(distlock(&server, &["status", "interrupted", "--json"]));
-        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the lock was never taken"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_held(&server, "interrupted");
     let pid = run.id().to_string();
     Command::new("kill")
         .args(["-INT", &pid])

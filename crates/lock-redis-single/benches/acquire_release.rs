@@ -19,7 +19,7 @@ use lock_core::client::{self, NodeClient};
 use lock_core::script::single::{ACQUIRE, RELEASE};
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{cycles_per_second, env_number, median};
+use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
 use lock_testkit::RedisServer;
 
 async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
@@ -92,21 +92,6 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
     .await
 }
 
-async fn ours(locks: LockManager, tasks: usize, length: Duration) -> f64 {
-    cycles_per_second(tasks, length, move |task| {
-        let locks = locks.clone();
-        async move {
-            let guard = locks
-                .try_acquire(&format!("bench:t{task}"))
-                .await
-                .expect("try_acquire")
-                .expect("uncontended key is free");
-            guard.release().await.expect("release");
-        }
-    })
-    .await
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
@@ -135,7 +120,7 @@ async fn main() {
             for _ in 0..rounds {
                 floors.push(floor(Arc::clone(&floor_node), tasks, length).await);
                 scriptses.push(scripts(Arc::clone(&floor_node), tasks, length).await);
-                ourses.push(ours(locks.clone(), tasks, length).await);
+                ourses.push(acquire_release_cycles(locks.clone(), "bench", tasks, length).await);
             }
             let (floor, scripts, ours) = (median(floors), median(scriptses), median(ourses));
             println!(

@@ -13,23 +13,8 @@ use std::time::Duration;
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_reentrant::ReentrantBackend;
-use lock_testkit::bench::{cycles_per_second, env_number, median};
+use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::RedisServer;
-
-async fn cycles(locks: LockManager, prefix: &'static str, tasks: usize, length: Duration) -> f64 {
-    cycles_per_second(tasks, length, move |task| {
-        let locks = locks.clone();
-        async move {
-            let guard = locks
-                .try_acquire(&format!("{prefix}:t{task}"))
-                .await
-                .expect("try_acquire")
-                .expect("uncontended key is free");
-            guard.release().await.expect("release");
-        }
-    })
-    .await
-}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -62,8 +47,10 @@ async fn main() {
         for tasks in [1, 32] {
             let (mut singles, mut reentrants) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
-                singles.push(cycles(single.clone(), "single", tasks, length).await);
-                reentrants.push(cycles(reentrant.clone(), "reentrant", tasks, length).await);
+                singles.push(acquire_release_cycles(single.clone(), "single", tasks, length).await);
+                reentrants.push(
+                    acquire_release_cycles(reentrant.clone(), "reentrant", tasks, length).await,
+                );
             }
             let (single, reentrant) = (median(singles), median(reentrants));
             println!(

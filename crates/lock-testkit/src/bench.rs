@@ -38,6 +38,28 @@ where
     done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Uncontended `try_acquire` + `release` cycles per second through `locks`,
+/// each task on its own key `<prefix>:t<task>`.
+pub async fn acquire_release_cycles(
+    locks: lock_core::LockManager,
+    prefix: &'static str,
+    tasks: usize,
+    length: Duration,
+) -> f64 {
+    cycles_per_second(tasks, length, move |task| {
+        let locks = locks.clone();
+        async move {
+            let guard = locks
+                .try_acquire(&format!("{prefix}:t{task}"))
+                .await
+                .expect("try_acquire")
+                .expect("an uncontended key is free");
+            guard.release().await.expect("release");
+        }
+    })
+    .await
+}
+
 /// The median of `values` (the upper one for an even count); 0 when empty.
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);

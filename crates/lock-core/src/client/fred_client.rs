@@ -64,22 +64,21 @@ impl Drop for FredNode {
     }
 }
 
-pub(super) async fn connect(
-    url: &NodeUrl,
-    options: ConnectOptions,
-) -> Result<Arc<dyn NodeClient>, LockError> {
-    let address = url.address();
+/// A fred builder for `url` with our limits: connect and command timeouts,
+/// exponential reconnects, and no replay of commands after a reconnect (a
+/// replayed acquire could take the lock for a caller that already gave up; our
+/// layers retry explicitly).
+fn builder(url: &NodeUrl, options: ConnectOptions) -> Result<Builder, LockError> {
     let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
         field: "nodes".into(),
         reason: err.details().to_owned(),
     })?;
     let connect_millis = u32::try_from(options.connect_timeout.as_millis()).unwrap_or(u32::MAX);
-    let client = Builder::from_config(config)
+    let mut builder = Builder::from_config(config);
+    builder
         .with_connection_config(|connection| {
             connection.connection_timeout = options.connect_timeout;
             connection.internal_command_timeout = options.connect_timeout;
-            // Never replay a command after a reconnect: a replayed acquire could take
-            // the lock for a caller that already gave up. Our layers retry explicitly.
             connection.max_command_attempts = 1;
         })
         .with_performance_config(|performance| {
@@ -90,7 +89,16 @@ pub(super) async fn connect(
             10,
             connect_millis.clamp(10, 2_000),
             2,
-        ))
+        ));
+    Ok(builder)
+}
+
+pub(super) async fn connect(
+    url: &NodeUrl,
+    options: ConnectOptions,
+) -> Result<Arc<dyn NodeClient>, LockError> {
+    let address = url.address();
+    let client = builder(url, options)?
         .build()
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
     client
@@ -226,25 +234,7 @@ pub(super) async fn connect_subscriber(
     options: ConnectOptions,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
     let address = url.address();
-    let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
-        field: "nodes".into(),
-        reason: err.details().to_owned(),
-    })?;
-    let connect_millis = u32::try_from(options.connect_timeout.as_millis()).unwrap_or(u32::MAX);
-    let client = Builder::from_config(config)
-        .with_connection_config(|connection| {
-            connection.connection_timeout = options.connect_timeout;
-            connection.internal_command_timeout = options.connect_timeout;
-        })
-        .with_performance_config(|performance| {
-            performance.default_command_timeout = options.command_timeout;
-        })
-        .set_policy(ReconnectPolicy::new_exponential(
-            0,
-            10,
-            connect_millis.clamp(10, 2_000),
-            2,
-        ))
+    let client = builder(url, options)?
         .build_subscriber_client()
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
     client
