@@ -245,7 +245,7 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
                 .map(|url| toml::Value::String(url.to_owned()))
                 .collect(),
         )),
-        "watchdog.enabled" => text
+        "watchdog.enabled" | "fair" => text
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .map_err(|_| format!("`{text}` is not `true` or `false`")),

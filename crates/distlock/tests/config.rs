@@ -23,6 +23,7 @@ fn every_field_parses_from_toml() {
         key_prefix = "jobs:"
         wait_timeout = "3s"
         wait_mode = "poll"
+        fair = true
         connect_timeout = "1s"
         command_timeout = "500ms"
         node_timeout = "20ms"
@@ -45,6 +46,7 @@ fn every_field_parses_from_toml() {
     assert_eq!(lock.key_prefix, "jobs:");
     assert_eq!(lock.wait_timeout, Duration::from_secs(3));
     assert_eq!(lock.wait_mode, distlock::WaitMode::Poll);
+    assert!(lock.fair);
     assert_eq!(lock.connect_timeout, Duration::from_secs(1));
     assert_eq!(lock.command_timeout, Duration::from_millis(500));
     assert_eq!(lock.node_timeout, Duration::from_millis(20));
@@ -82,6 +84,7 @@ fn bad_toml_names_the_field() {
         ("key_prefix = \"{x}\"", "key_prefix"),
         ("wait_timeout = 5", "wait_timeout"),
         ("wait_mode = \"spin\"", "wait_mode"),
+        ("fair = \"yes\"", "fair"),
         ("connect_timeout = \"0s\"", "connect_timeout"),
         ("command_timeout = \"1h\"", "command_timeout"),
         ("node_timeout = \"1m\"", "node_timeout"),

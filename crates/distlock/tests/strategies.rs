@@ -64,6 +64,29 @@ fn config(strategy: &str, servers: &[RedisServer], client: ClientKind) -> Config
 }
 
 #[test]
+fn fair_mode_is_refused_where_it_does_not_exist() {
+    lock_testkit::run(async {
+        let three: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start().expect("start"))
+            .collect();
+        for (strategy, servers) in [("reentrant", &three[..1]), ("redlock", &three[..])] {
+            let mut config = config(strategy, servers, ClientKind::default());
+            config.lock.fair = true;
+            match distlock::connect(&config).await {
+                Err(LockError::InvalidConfig { field, .. }) => {
+                    assert_eq!(field, "fair", "{strategy}")
+                }
+                other => panic!("{strategy} with fair = true: {:?}", other.map(|_| ())),
+            }
+        }
+        let single = [RedisServer::start().expect("start")];
+        let mut config = config("single", &single, ClientKind::default());
+        config.lock.fair = true;
+        body(config).await;
+    });
+}
+
+#[test]
 fn the_same_body_runs_under_every_strategy() {
     lock_testkit::run(async {
         let single = [RedisServer::start().expect("start")];

@@ -149,4 +149,35 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         let _ = key;
         Ok(None)
     }
+
+    /// Whether this backend can hand its lock out in arrival order (fair mode).
+    fn supports_fair_queue(&self) -> bool {
+        false
+    }
+
+    /// Tries once in fair mode: takes the lock only if it is free and no
+    /// earlier waiter is queued (or `owner` is the first). Otherwise, if
+    /// `join`, queues `owner` (or keeps it queued) for `waiter_lease`: a waiter
+    /// that does not try again within it leaves the queue. Backends without a
+    /// fair mode answer [`LockError::InvalidConfig`].
+    async fn try_acquire_fair(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+        waiter_lease: Duration,
+        join: bool,
+    ) -> Result<AcquireOutcome, LockError> {
+        let _ = (key, owner, ttl, waiter_lease, join);
+        Err(LockError::InvalidConfig {
+            field: "fair".to_owned(),
+            reason: format!("the {} strategy has no fair mode", self.strategy()),
+        })
+    }
+
+    /// Takes `owner` out of the fair queue of `key` (it stopped waiting).
+    async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
+        let _ = (key, owner);
+        Ok(())
+    }
 }

@@ -47,6 +47,11 @@ pub struct LockConfig {
     /// How a waiting `acquire` learns that the lock may be free. Default:
     /// `notify`.
     pub wait_mode: WaitMode,
+    /// Fair mode: waiters get the lock in arrival order, through a queue in
+    /// Redis. A waiter that gives up leaves the queue at once; one that dies
+    /// leaves it within [`crate::FAIR_WAITER_LEASE`]. Supported by the single-node
+    /// strategy. Default: false.
+    pub fair: bool,
     /// The delays between acquire attempts while waiting (in `poll` mode, and
     /// after errors).
     pub retry: RetryPolicy,
@@ -79,6 +84,7 @@ impl Default for LockConfig {
             key_prefix: "lock:".to_owned(),
             wait_timeout: Duration::from_secs(10),
             wait_mode: WaitMode::default(),
+            fair: false,
             retry: RetryPolicy::default(),
             watchdog: WatchdogConfig::default(),
             connect_timeout: Duration::from_secs(5),

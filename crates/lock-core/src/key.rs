@@ -68,6 +68,16 @@ impl LockKey {
         &self.fence_key
     }
 
+    /// The list that queues waiters in fair mode: `<prefix>{<name>}:queue`.
+    pub fn queue_key(&self) -> String {
+        format!("{}:queue", self.redis_key)
+    }
+
+    /// The zset of fair-mode waiters' deadlines: `<prefix>{<name>}:waiters`.
+    pub fn waiters_key(&self) -> String {
+        format!("{}:waiters", self.redis_key)
+    }
+
     /// The pub/sub channel on which releases of this lock are published:
     /// `<prefix>{<name>}:released`.
     pub fn release_channel(&self) -> String {

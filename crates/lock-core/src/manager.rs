@@ -39,6 +39,12 @@ pub struct LockManager {
     config: Arc<LockConfig>,
 }
 
+/// How long a fair-mode waiter stays queued without trying again. Waiting
+/// waiters try again at least every quarter of it, so only a waiter that died
+/// (or a stalled process) loses its place, and it stops blocking those behind
+/// it within this time.
+pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(2);
+
 /// How long after a holder's TTL runs out a waiter tries again: Redis expires
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
@@ -54,6 +60,15 @@ impl LockManager {
     /// config does not validate.
     pub fn new(backend: Arc<dyn LockBackend>, config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
+        if config.fair && !backend.supports_fair_queue() {
+            return Err(LockError::InvalidConfig {
+                field: "fair".to_owned(),
+                reason: format!(
+                    "the {} strategy has no fair mode; use the single-node strategy",
+                    backend.strategy()
+                ),
+            });
+        }
         Ok(LockManager {
             backend,
             config: Arc::new(config),
@@ -89,7 +104,7 @@ impl LockManager {
         name: &str,
     ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
-        match self.attempt(&key, owner).await? {
+        match self.attempt(&key, owner, false).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -141,11 +156,20 @@ impl LockManager {
         let mut attempts: u32 = 0;
         let mut releases: Option<ReleaseWatch> = None;
         let mut subscribed = false;
+        // In fair mode the first attempt queues this owner; leave the queue on
+        // any way out but success (the acquire script dequeues a winner).
+        let queued = self
+            .config
+            .fair
+            .then(|| QueuedWaiter::new(&self.backend, &key, owner));
         loop {
-            let result = self.attempt(&key, owner).await;
+            let result = self.attempt(&key, owner, true).await;
             attempts = attempts.saturating_add(1);
             let (holder_remaining, contended) = match result {
                 Ok(Attempt::Acquired(guard)) => {
+                    if let Some(queued) = queued {
+                        queued.dequeued();
+                    }
                     if attempts > 1 {
                         tracing::debug!(
                             key = name,
@@ -176,6 +200,9 @@ impl LockManager {
                         // there was one; otherwise try again at once, or it
                         // would be missed.
                         let behind_others = watch.joined_behind_others();
+                        if self.config.fair {
+                            watch.wake_on_every_release();
+                        }
                         releases = Some(watch);
                         if !behind_others {
                             continue;
@@ -201,10 +228,14 @@ impl LockManager {
                 Some(watch) if contended => {
                     // Wake on a published release, or when the holder's TTL
                     // runs out (expiry publishes nothing), whichever is first.
-                    let expiry = holder_remaining
+                    let mut expiry = holder_remaining
                         .map_or(self.config.retry.max_delay, |remaining| {
                             remaining.saturating_add(EXPIRY_SLACK)
                         });
+                    if self.config.fair {
+                        // Renew the place in the queue well within its lease.
+                        expiry = expiry.min(FAIR_WAITER_LEASE / 4);
+                    }
                     tokio::select! {
                         () = watch.released() => {}
                         () = tokio::time::sleep(expiry.min(left)) => {}
@@ -270,14 +301,25 @@ impl LockManager {
         self.backend.inspect(&key).await
     }
 
-    async fn attempt(&self, key: &LockKey, owner: &OwnerToken) -> Result<Attempt, LockError> {
+    async fn attempt(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        join_queue: bool,
+    ) -> Result<Attempt, LockError> {
         let ttl = self.config.ttl;
         let sent_at = Instant::now();
         // If this future is dropped mid-request, or the reply is lost, the acquire
         // may have run: the reply-loss guard releases it in the background so no
         // key stays held by a token nobody has.
         let pending = PendingAcquire::arm(&self.backend, key, owner);
-        let outcome = self.backend.try_acquire(key, owner, ttl).await;
+        let outcome = if self.config.fair {
+            self.backend
+                .try_acquire_fair(key, owner, ttl, FAIR_WAITER_LEASE, join_queue)
+                .await
+        } else {
+            self.backend.try_acquire(key, owner, ttl).await
+        };
         match outcome {
             Ok(AcquireOutcome::Acquired { fencing_token }) => {
                 pending.disarm();
@@ -371,6 +413,51 @@ impl Drop for PendingAcquire<'_> {
                 self.key.clone(),
                 self.owner.clone(),
             );
+        }
+    }
+}
+
+/// A fair-mode waiter's place in the queue: leaves it, in the background, on
+/// any way out of the wait but success.
+struct QueuedWaiter<'a> {
+    backend: &'a Arc<dyn LockBackend>,
+    key: &'a LockKey,
+    owner: &'a OwnerToken,
+    queued: bool,
+}
+
+impl<'a> QueuedWaiter<'a> {
+    fn new(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey, owner: &'a OwnerToken) -> Self {
+        QueuedWaiter {
+            backend,
+            key,
+            owner,
+            queued: true,
+        }
+    }
+
+    /// The acquire took this owner out of the queue itself.
+    fn dequeued(mut self) {
+        self.queued = false;
+    }
+}
+
+impl Drop for QueuedWaiter<'_> {
+    fn drop(&mut self) {
+        if !self.queued {
+            return;
+        }
+        let (backend, key, owner) = (
+            Arc::clone(self.backend),
+            self.key.clone(),
+            self.owner.clone(),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
+                    tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
+                }
+            });
         }
     }
 }

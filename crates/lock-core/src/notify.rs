@@ -95,6 +95,16 @@ struct Slot {
     notify: Notify,
     /// Set when a release woke this waiter, cleared when it took the wake-up.
     woken: AtomicBool,
+    /// Woken by every release, not only when first (fair-mode waiters: the
+    /// queue in Redis, not this process, decides whose turn it is).
+    every: AtomicBool,
+}
+
+impl Slot {
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
 }
 
 #[derive(Debug)]
@@ -106,18 +116,17 @@ struct Watched {
 }
 
 impl Watched {
-    /// Wakes the longest-waiting live waiter, leaving it in place.
+    /// Wakes the longest-waiting live waiter, leaving it in place, and every
+    /// waiter that asked to be woken by every release.
     fn wake_one(&mut self) {
-        while let Some(first) = self.waiters.front() {
-            match first.upgrade() {
-                Some(waiter) => {
-                    waiter.woken.store(true, Ordering::Release);
-                    waiter.notify.notify_one();
-                    return;
-                }
-                None => {
-                    self.waiters.pop_front();
-                }
+        self.waiters.retain(|waiter| waiter.strong_count() > 0);
+        let mut woke_first = false;
+        for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
+            if waiter.every.load(Ordering::Acquire) {
+                waiter.wake();
+            } else if !woke_first {
+                waiter.wake();
+                woke_first = true;
             }
         }
     }
@@ -250,6 +259,15 @@ impl ReleaseWatch {
         self.behind_others = self.behind_others && other.behind_others;
         self.slots.append(&mut other.slots);
         self.subscriptions.append(&mut other.subscriptions);
+    }
+
+    /// Asks to be woken by every release, not only when first in this
+    /// process's queue. Fair-mode waiters need it: the order that counts is
+    /// the queue in Redis.
+    pub fn wake_on_every_release(&self) {
+        for slot in &self.slots {
+            slot.every.store(true, Ordering::Release);
+        }
     }
 
     /// Whether, on every watched node, another waiter of this process was

@@ -115,6 +115,12 @@ pub mod single {
     pub static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
     /// Remaining TTL and last fencing token: `lua/inspect.lua`.
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
+    /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.
+    pub static FAIR_ACQUIRE: Script =
+        Script::new("fair_acquire", include_str!("../lua/fair_acquire.lua"));
+    /// Leave the fair queue: `lua/fair_leave.lua`.
+    pub static FAIR_LEAVE: Script =
+        Script::new("fair_leave", include_str!("../lua/fair_leave.lua"));
 }
 
 /// Deletes a lock whoever holds it and publishes the release:
@@ -171,6 +177,8 @@ mod tests {
             &reentrant::RELEASE,
             &reentrant::INSPECT,
             &FORCE_RELEASE,
+            &single::FAIR_ACQUIRE,
+            &single::FAIR_LEAVE,
         ] {
             let header = script
                 .source()

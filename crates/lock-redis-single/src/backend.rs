@@ -102,17 +102,7 @@ impl LockBackend for SingleNodeBackend {
         let keys = [key.redis_key(), key.fence_key()];
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.run(&single::ACQUIRE, &keys, &args).await?;
-        match reply.as_array() {
-            Some([Reply::Int(1), Reply::Int(token)]) if *token >= 1 => {
-                Ok(AcquireOutcome::Acquired {
-                    fencing_token: Some(FencingToken::new(token.unsigned_abs())),
-                })
-            }
-            Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
-                remaining: remaining_from_pttl(*pttl),
-            }),
-            _ => Err(self.unexpected(&single::ACQUIRE, &reply)),
-        }
+        acquire_outcome(&reply).ok_or_else(|| self.unexpected(&single::ACQUIRE, &reply))
     }
 
     async fn extend(
@@ -159,6 +149,49 @@ impl LockBackend for SingleNodeBackend {
         self.node.watch_releases(key).await
     }
 
+    fn supports_fair_queue(&self) -> bool {
+        true
+    }
+
+    async fn try_acquire_fair(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        ttl: Duration,
+        waiter_lease: Duration,
+        join: bool,
+    ) -> Result<AcquireOutcome, LockError> {
+        validate_ttl(ttl)?;
+        let (queue, waiters) = (key.queue_key(), key.waiters_key());
+        let keys = [key.redis_key(), key.fence_key(), &queue, &waiters];
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let lease_ms = ttl_millis(waiter_lease).max(1).to_string();
+        let join: &[u8] = if join { b"1" } else { b"0" };
+        let args = [
+            owner.expose().as_bytes(),
+            ttl_ms.as_bytes(),
+            lease_ms.as_bytes(),
+            join,
+        ];
+        let reply = self.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
+        acquire_outcome(&reply).ok_or_else(|| self.unexpected(&single::FAIR_ACQUIRE, &reply))
+    }
+
+    async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
+        let (queue, waiters) = (key.queue_key(), key.waiters_key());
+        let reply = self
+            .run(
+                &single::FAIR_LEAVE,
+                &[&queue, &waiters],
+                &[owner.expose().as_bytes()],
+            )
+            .await?;
+        match reply {
+            Reply::Int(0 | 1) => Ok(()),
+            other => Err(self.unexpected(&single::FAIR_LEAVE, &other)),
+        }
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let keys = [key.redis_key(), key.fence_key()];
         let reply = self.run(&single::INSPECT, &keys, &[]).await?;
@@ -182,5 +215,18 @@ impl LockBackend for SingleNodeBackend {
                 hold_count: None,
             }
         })
+    }
+}
+
+/// The `{1, token}` / `{0, pttl}` reply of the acquire scripts.
+fn acquire_outcome(reply: &Reply) -> Option<AcquireOutcome> {
+    match reply.as_array()? {
+        [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(AcquireOutcome::Acquired {
+            fencing_token: Some(FencingToken::new(token.unsigned_abs())),
+        }),
+        [Reply::Int(0), Reply::Int(pttl)] => Some(AcquireOutcome::Held {
+            remaining: remaining_from_pttl(*pttl),
+        }),
+        _ => None,
     }
 }

@@ -1,0 +1,58 @@
+-- Takes a single-node lock in arrival order (fair mode), or queues the caller.
+--
+-- KEYS[1]  the lock key, `<prefix>{<name>}`
+-- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence`
+-- KEYS[3]  the waiter queue (a list of owner tokens), `<prefix>{<name>}:queue`
+-- KEYS[4]  the waiters' deadlines (a zset, score = ms since the epoch by the
+--          server's clock), `<prefix>{<name>}:waiters`
+-- ARGV[1]  the owner token
+-- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  the waiter lease in milliseconds: a queued waiter that does not try
+--          again within it is dropped from the queue (it gave up or died)
+-- ARGV[4]  "1" to join the queue when the lock is not ours to take, "0" to
+--          just try once
+--
+-- Reply:
+--   {1, token}  acquired: the lock was free and the queue empty or headed by
+--               this owner (who leaves the queue); token as in acquire.lua
+--   {0, pttl}   not this owner's turn: the holder's remaining TTL in ms, -2 if
+--               the lock is free but an earlier waiter is first, -1 for no expiry
+-- All four keys share the hash tag, so they live in one cluster slot.
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- Waiters whose lease ran out leave from the head, so none blocks the rest.
+while true do
+  local head = redis.call('lindex', KEYS[3], 0)
+  if not head then
+    break
+  end
+  local deadline = tonumber(redis.call('zscore', KEYS[4], head))
+  if deadline and deadline > now then
+    break
+  end
+  redis.call('lpop', KEYS[3])
+  redis.call('zrem', KEYS[4], head)
+end
+
+local head = redis.call('lindex', KEYS[3], 0)
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if head then
+    redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], ARGV[1])
+  end
+  return {1, redis.call('incr', KEYS[2])}
+end
+
+if ARGV[4] == '1' then
+  if not redis.call('zscore', KEYS[4], ARGV[1]) then
+    redis.call('rpush', KEYS[3], ARGV[1])
+  end
+  local lease = tonumber(ARGV[3])
+  redis.call('zadd', KEYS[4], now + lease, ARGV[1])
+  -- The queue keys vanish on their own once every waiter is gone.
+  redis.call('pexpire', KEYS[3], lease * 2)
+  redis.call('pexpire', KEYS[4], lease * 2)
+end
+return {0, redis.call('pttl', KEYS[1])}
