@@ -12,6 +12,11 @@
 //! the commands a client issues (EVALSHA, SUBSCRIBE... for us; SET and EVAL/EVALSHA
 //! for rslock), not the commands our scripts run inside one EVALSHA.
 //!
+//! A second table, "hog": every task re-contends at once after each release,
+//! each task with its own connections (as separate processes would), and each
+//! row reports the busiest task's acquisitions against a fair share (the total
+//! over 8). Fair mode should keep it at most 1.5.
+//!
 //! `cargo xtask bench` runs it; `BENCH_SECONDS` (default 5) is the length of
 //! each measurement.
 
@@ -71,10 +76,15 @@ enum Contender {
 }
 
 impl Contender {
-    /// Acquires (waiting as long as needed), holds, releases; returns the
-    /// acquisition number.
+    /// Acquires (waiting as long as needed), holds 20 to 60 ms, releases;
+    /// returns the acquisition number.
     async fn cycle(&self, handoffs: &Handoffs) -> u64 {
         let hold = Duration::from_millis(rand::rng().random_range(20..=60));
+        self.cycle_for(handoffs, hold).await
+    }
+
+    /// Acquires, holds for `hold`, releases; returns the acquisition number.
+    async fn cycle_for(&self, handoffs: &Handoffs, hold: Duration) -> u64 {
         match self {
             Contender::Ours(locks) => {
                 let guard = locks.acquire("handoff").await.expect("acquire");
@@ -167,12 +177,57 @@ async fn measure(
     );
 }
 
+/// Every task re-acquires at once after each release; returns the busiest
+/// task's acquisitions over the fair share, and acquisitions per second.
+async fn hog(contenders: Vec<Contender>, length: Duration) -> (f64, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handoffs = Arc::new(Handoffs::default());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for contender in contenders {
+        let (stop, handoffs) = (Arc::clone(&stop), Arc::clone(&handoffs));
+        tasks.push(tokio::spawn(async move {
+            let mut mine = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                contender
+                    .cycle_for(&handoffs, Duration::from_millis(2))
+                    .await;
+                mine += 1;
+            }
+            mine
+        }));
+    }
+    tokio::time::sleep(length).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut counts = Vec::new();
+    for task in tasks {
+        counts.push(task.await.expect("hog task"));
+    }
+    let total: u64 = counts.iter().sum();
+    let busiest = counts.iter().copied().max().unwrap_or(0);
+    let fair_share = total as f64 / counts.len() as f64;
+    (
+        busiest as f64 / fair_share.max(1.0),
+        total as f64 / started.elapsed().as_secs_f64(),
+    )
+}
+
 async fn ours(kind: ClientKind, server: &RedisServer, wait_mode: WaitMode) -> LockManager {
+    ours_with(kind, server, wait_mode, false).await
+}
+
+async fn ours_with(
+    kind: ClientKind,
+    server: &RedisServer,
+    wait_mode: WaitMode,
+    fair: bool,
+) -> LockManager {
     let mut config = LockConfig::with_nodes([server.url().expose().to_owned()]);
     config.client = kind;
     config.ttl = TTL;
     config.wait_timeout = Duration::from_secs(60);
     config.wait_mode = wait_mode;
+    config.fair = fair;
     // The source documents poll every 100 ms; full jitter draws each delay from 0 to 100 ms.
     config.retry = RetryPolicy::new(Duration::from_millis(100), Duration::from_millis(100));
     let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
@@ -229,4 +284,35 @@ async fn main() {
         length,
     )
     .await;
+
+    println!();
+    println!("Hog: {TASKS} tasks, each with its own connections, re-contend at once; hold 2 ms.");
+    println!();
+    println!("| waiting | busiest task / fair share | acquisitions/s |");
+    println!("|---|---:|---:|");
+    let kind = ClientKind::default();
+    for (label, wait_mode, fair) in [
+        ("ours, fair mode", WaitMode::Notify, true),
+        ("ours, notify", WaitMode::Notify, false),
+        ("ours, poll 100 ms", WaitMode::Poll, false),
+    ] {
+        let mut contenders = Vec::new();
+        for _ in 0..TASKS {
+            contenders.push(Contender::Ours(
+                ours_with(kind, &server, wait_mode, fair).await,
+            ));
+        }
+        let (ratio, rate) = hog(contenders, length).await;
+        println!("| {label}, {kind} | {ratio:.2} | {rate:.1} |");
+    }
+    let contenders = (0..TASKS)
+        .map(|_| {
+            Contender::Rslock(rslock::LockManager::new(vec![server
+                .url()
+                .expose()
+                .to_owned()]))
+        })
+        .collect();
+    let (ratio, rate) = hog(contenders, length).await;
+    println!("| rslock 0.10.0 default | {ratio:.2} | {rate:.1} |");
 }
