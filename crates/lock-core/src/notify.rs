@@ -87,6 +87,9 @@ struct Hub {
     /// a newer subscribe of the same channel.
     changes: Mutex<()>,
     alive: AtomicBool,
+    /// Dropped with the hub, which stops the listener and so closes the
+    /// subscriber connection.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 /// One waiter's place in a channel's queue.
@@ -139,16 +142,30 @@ impl Watched {
 
 impl Hub {
     fn start(client: Arc<dyn SubscriberClient>, mut messages: MessageReceiver) -> Arc<Self> {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let hub = Arc::new(Hub {
             client,
             channels: SyncMutex::new(HashMap::new()),
             changes: Mutex::new(()),
             alive: AtomicBool::new(true),
+            _stop: stop,
         });
-        let listener = Arc::clone(&hub);
+        // The listener holds the hub weakly: once no notifier or waiter needs
+        // it, the hub and its connection close, and the listener ends.
+        let listener = Arc::downgrade(&hub);
         tokio::spawn(async move {
-            while let Some(channel) = messages.recv().await {
-                let mut channels = listener
+            loop {
+                let channel = tokio::select! {
+                    message = messages.recv() => match message {
+                        Some(channel) => channel,
+                        None => break,
+                    },
+                    _ = &mut stopped => return,
+                };
+                let Some(hub) = listener.upgrade() else {
+                    return;
+                };
+                let mut channels = hub
                     .channels
                     .lock()
                     .unwrap_or_else(|poison| poison.into_inner());
@@ -158,11 +175,13 @@ impl Hub {
             }
             // The connection is gone: waiters fall back to their timers, and
             // the next watch opens a new connection.
-            listener.alive.store(false, Ordering::Release);
-            tracing::debug!(
-                node = listener.client.address(),
-                "release notifications lost their connection"
-            );
+            if let Some(hub) = listener.upgrade() {
+                hub.alive.store(false, Ordering::Release);
+                tracing::debug!(
+                    node = hub.client.address(),
+                    "release notifications lost their connection"
+                );
+            }
         });
         hub
     }

@@ -246,7 +246,11 @@ pub(super) async fn connect_subscriber(
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
-            match messages.recv().await {
+            let received = tokio::select! {
+                received = messages.recv() => received,
+                () = sender.closed() => break,
+            };
+            match received {
                 Ok(message) => {
                     if sender.send(message.channel.to_string()).is_err() {
                         break;

@@ -192,10 +192,20 @@ pub(super) async fn connect_subscriber(
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     // The stream ends when the connection is lost; dropping the sender then
     // closes the receiver, which tells the listener to stop trusting it.
+    // It also ends when the receiver is dropped; dropping the stream (and the
+    // sink, with the subscriber) then closes the connection.
     tokio::spawn(async move {
-        while let Some(message) = stream.next().await {
-            if sender.send(message.get_channel_name().to_owned()).is_err() {
-                break;
+        loop {
+            tokio::select! {
+                message = stream.next() => match message {
+                    Some(message) => {
+                        if sender.send(message.get_channel_name().to_owned()).is_err() {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                () = sender.closed() => break,
             }
         }
     });
