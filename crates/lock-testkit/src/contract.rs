@@ -581,12 +581,19 @@ pub async fn force_release_frees_the_key(factory: &dyn BackendFactory) {
         AcquireOutcome::Acquired { fencing_token } => fencing_token,
         other => panic!("expected to acquire, got {other:?}"),
     };
+    // A multi-node acquire returns once a majority granted; the other grants
+    // may land later, so count a majority, not every node.
+    let majority = factory.node_count() / 2 + 1;
     let held_on = backend.force_release(&key).await.expect("force_release");
-    assert_eq!(held_on, factory.node_count(), "every node held the key");
-    assert_eq!(
-        backend.force_release(&key).await.expect("force_release"),
-        0,
-        "nothing left to delete"
+    assert!(
+        (majority..=factory.node_count()).contains(&held_on),
+        "the key was held on {held_on} nodes; a majority of {} held it",
+        factory.node_count()
+    );
+    let left = backend.force_release(&key).await.expect("force_release");
+    assert!(
+        left < majority,
+        "a majority still held the key after a forced release"
     );
     match acquire(backend, &key, &next, ttl).await {
         AcquireOutcome::Acquired { fencing_token } => assert!(
