@@ -92,19 +92,35 @@ impl LockManager {
 
     /// Tries once. `Ok(None)` when someone else holds the lock.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_acquire_as(&OwnerToken::generate()?, name).await
+        self.try_once(&OwnerToken::generate()?, name, true).await
     }
 
     /// Tries once, as `owner`. With a reentrant backend, an owner that already
     /// holds the lock enters it again (pass `guard.owner()` to nested code);
     /// with other backends a second acquire by the same owner finds it held.
+    ///
+    /// If the reply to an attempt is lost, nothing is released in the
+    /// background, unlike [`LockManager::try_acquire`]: `owner` may already
+    /// hold the lock, and a release could end that hold. An extra hold that
+    /// was granted unseen lasts until the TTL.
     pub async fn try_acquire_as(
         &self,
         owner: &OwnerToken,
         name: &str,
     ) -> Result<Option<LeaseGuard>, LockError> {
+        self.try_once(owner, name, false).await
+    }
+
+    /// One attempt. `fresh_owner`: the owner was made for this call, so it
+    /// holds nothing yet and a lost reply can be undone by a release.
+    async fn try_once(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+        fresh_owner: bool,
+    ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
-        match self.attempt(&key, owner, false).await? {
+        match self.attempt(&key, owner, false, fresh_owner).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -127,7 +143,7 @@ impl LockManager {
         name: &str,
         wait: Duration,
     ) -> Result<LeaseGuard, LockError> {
-        self.acquire_within_as(&OwnerToken::generate()?, name, wait)
+        self.wait_for(&OwnerToken::generate()?, name, wait, true)
             .await
     }
 
@@ -150,6 +166,18 @@ impl LockManager {
         name: &str,
         wait: Duration,
     ) -> Result<LeaseGuard, LockError> {
+        self.wait_for(owner, name, wait, false).await
+    }
+
+    /// Attempts until acquired or `wait` runs out; see [`LockManager::try_once`]
+    /// for `fresh_owner`.
+    async fn wait_for(
+        &self,
+        owner: &OwnerToken,
+        name: &str,
+        wait: Duration,
+        fresh_owner: bool,
+    ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let give_up_at = started.checked_add(wait);
@@ -163,7 +191,7 @@ impl LockManager {
             .fair
             .then(|| QueuedWaiter::new(&self.backend, &key, owner));
         loop {
-            let result = self.attempt(&key, owner, true).await;
+            let result = self.attempt(&key, owner, true, fresh_owner).await;
             attempts = attempts.saturating_add(1);
             let (holder_remaining, contended) = match result {
                 Ok(Attempt::Acquired(guard)) => {
@@ -266,8 +294,11 @@ impl LockManager {
         F: FnOnce(LeaseHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.with_lock_as(&OwnerToken::generate()?, name, work)
-            .await
+        let owner = OwnerToken::generate()?;
+        let guard = self
+            .wait_for(&owner, name, self.config.wait_timeout, true)
+            .await?;
+        self.run_under(guard, name, work).await
     }
 
     /// [`LockManager::with_lock`] as `owner`: with a reentrant backend, nested
@@ -284,6 +315,20 @@ impl LockManager {
         Fut: Future<Output = T>,
     {
         let guard = self.acquire_as(owner, name).await?;
+        self.run_under(guard, name, work).await
+    }
+
+    /// Runs `work` under `guard`, then releases it; see [`LockManager::with_lock`].
+    async fn run_under<F, Fut, T>(
+        &self,
+        guard: LeaseGuard,
+        name: &str,
+        work: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnOnce(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
         let output = work(guard.handle()).await;
         match guard.release().await {
             Ok(()) => Ok(output),
@@ -306,13 +351,16 @@ impl LockManager {
         key: &LockKey,
         owner: &OwnerToken,
         join_queue: bool,
+        fresh_owner: bool,
     ) -> Result<Attempt, LockError> {
         let ttl = self.config.ttl;
         let sent_at = Instant::now();
         // If this future is dropped mid-request, or the reply is lost, the acquire
         // may have run: the reply-loss guard releases it in the background so no
-        // key stays held by a token nobody has.
-        let pending = PendingAcquire::arm(&self.backend, key, owner);
+        // key stays held by a token nobody has. Only for an owner made for this
+        // call: a caller's owner may hold the lock already, and the release
+        // could end that hold.
+        let pending = PendingAcquire::arm(&self.backend, key, owner, fresh_owner);
         let outcome = if self.config.fair {
             self.backend
                 .try_acquire_fair(key, owner, ttl, FAIR_WAITER_LEASE, join_queue)
@@ -391,12 +439,17 @@ struct PendingAcquire<'a> {
 }
 
 impl<'a> PendingAcquire<'a> {
-    fn arm(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey, owner: &'a OwnerToken) -> Self {
+    fn arm(
+        backend: &'a Arc<dyn LockBackend>,
+        key: &'a LockKey,
+        owner: &'a OwnerToken,
+        armed: bool,
+    ) -> Self {
         PendingAcquire {
             backend,
             key,
             owner,
-            armed: true,
+            armed,
         }
     }
 
