@@ -48,6 +48,18 @@ fn wait_until_held(server: &RedisServer, name: &str) {
     }
 }
 
+/// Waits up to 10 s for `child` to exit; `what` says what a hang means.
+fn wait_for_exit(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn code(output: &Output) -> i32 {
     output.status.code().expect("an exit code")
 }
@@ -150,17 +162,7 @@ fn a_lost_lock_terminates_the_command() {
     server
         .admin(&["DEL", "lock:{long}"])
         .expect("delete the lock behind its back");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = run.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "distlock did not stop after losing the lock"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for_exit(&mut run, "distlock did not stop after losing the lock");
     assert_eq!(status.code(), Some(76));
     let alive = Command::new("kill")
         .args(["-0", &child_pid])
@@ -236,17 +238,7 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
         .args(["-INT", &pid])
         .status()
         .expect("kill -INT");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = run.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "distlock ignored Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_for_exit(&mut run, "distlock ignored Ctrl-C");
     assert_eq!(status.code(), Some(130));
     let out = output(distlock(&server, &["status", "interrupted", "--json"]));
     assert!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::client::{NodeClient, Reply};
-use lock_core::script::{single, Script};
+use lock_core::script::single;
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
@@ -70,19 +70,6 @@ impl SingleNodeBackend {
     pub fn node(&self) -> &Arc<dyn NodeClient> {
         self.node.client()
     }
-
-    async fn run(
-        &self,
-        script: &Script,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Reply, LockError> {
-        self.node.run(script, keys, args).await
-    }
-
-    fn unexpected(&self, script: &Script, reply: &Reply) -> LockError {
-        self.node.unexpected(script, reply)
-    }
 }
 
 #[async_trait]
@@ -101,8 +88,8 @@ impl LockBackend for SingleNodeBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self.run(&single::ACQUIRE, &keys, &args).await?;
-        acquire_outcome(&reply).ok_or_else(|| self.unexpected(&single::ACQUIRE, &reply))
+        let reply = self.node.run(&single::ACQUIRE, &keys, &args).await?;
+        acquire_outcome(&reply).ok_or_else(|| self.node.unexpected(&single::ACQUIRE, &reply))
     }
 
     async fn extend(
@@ -114,11 +101,14 @@ impl LockBackend for SingleNodeBackend {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self.run(&single::EXTEND, &[key.redis_key()], &args).await?;
+        let reply = self
+            .node
+            .run(&single::EXTEND, &[key.redis_key()], &args)
+            .await?;
         match reply {
             Reply::Int(1) => Ok(ExtendOutcome::Extended),
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => Err(self.unexpected(&single::EXTEND, &other)),
+            other => Err(self.node.unexpected(&single::EXTEND, &other)),
         }
     }
 
@@ -128,6 +118,7 @@ impl LockBackend for SingleNodeBackend {
         owner: &OwnerToken,
     ) -> Result<ReleaseOutcome, LockError> {
         let reply = self
+            .node
             .run(
                 &single::RELEASE,
                 &[key.redis_key()],
@@ -137,7 +128,7 @@ impl LockBackend for SingleNodeBackend {
         match reply {
             Reply::Int(1) => Ok(ReleaseOutcome::Released),
             Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
-            other => Err(self.unexpected(&single::RELEASE, &other)),
+            other => Err(self.node.unexpected(&single::RELEASE, &other)),
         }
     }
 
@@ -173,13 +164,14 @@ impl LockBackend for SingleNodeBackend {
             lease_ms.as_bytes(),
             join,
         ];
-        let reply = self.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
-        acquire_outcome(&reply).ok_or_else(|| self.unexpected(&single::FAIR_ACQUIRE, &reply))
+        let reply = self.node.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
+        acquire_outcome(&reply).ok_or_else(|| self.node.unexpected(&single::FAIR_ACQUIRE, &reply))
     }
 
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
         let (queue, waiters) = (key.queue_key(), key.waiters_key());
         let reply = self
+            .node
             .run(
                 &single::FAIR_LEAVE,
                 &[&queue, &waiters],
@@ -188,22 +180,22 @@ impl LockBackend for SingleNodeBackend {
             .await?;
         match reply {
             Reply::Int(0 | 1) => Ok(()),
-            other => Err(self.unexpected(&single::FAIR_LEAVE, &other)),
+            other => Err(self.node.unexpected(&single::FAIR_LEAVE, &other)),
         }
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let keys = [key.redis_key(), key.fence_key()];
-        let reply = self.run(&single::INSPECT, &keys, &[]).await?;
+        let reply = self.node.run(&single::INSPECT, &keys, &[]).await?;
         let (pttl, counter) = match reply.as_array() {
             Some([Reply::Int(pttl), counter]) => (*pttl, counter),
-            _ => return Err(self.unexpected(&single::INSPECT, &reply)),
+            _ => return Err(self.node.unexpected(&single::INSPECT, &reply)),
         };
         let token = match counter {
             Reply::Nil => None,
             other => match other.as_text().and_then(|text| text.parse::<u64>().ok()) {
                 Some(value) => Some(FencingToken::new(value)),
-                None => return Err(self.unexpected(&single::INSPECT, &reply)),
+                None => return Err(self.node.unexpected(&single::INSPECT, &reply)),
             },
         };
         Ok(if pttl == -2 {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::client::{NodeClient, Reply};
-use lock_core::script::{reentrant, Script};
+use lock_core::script::reentrant;
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
@@ -70,19 +70,6 @@ impl ReentrantBackend {
     pub fn node(&self) -> &Arc<dyn NodeClient> {
         self.node.client()
     }
-
-    async fn run(
-        &self,
-        script: &Script,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Reply, LockError> {
-        self.node.run(script, keys, args).await
-    }
-
-    fn unexpected(&self, script: &Script, reply: &Reply) -> LockError {
-        self.node.unexpected(script, reply)
-    }
 }
 
 /// The `{-1, detail}` reply every reentrant script gives for a hold count that
@@ -118,7 +105,7 @@ impl LockBackend for ReentrantBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self.run(&reentrant::ACQUIRE, &keys, &args).await?;
+        let reply = self.node.run(&reentrant::ACQUIRE, &keys, &args).await?;
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(token), Reply::Int(holds)])
                 if *token >= 1 && *holds >= 1 =>
@@ -131,7 +118,7 @@ impl LockBackend for ReentrantBackend {
                 remaining: remaining_from_pttl(*pttl),
             }),
             Some([Reply::Int(-1), detail]) => Err(corrupted(key, detail)),
-            _ => Err(self.unexpected(&reentrant::ACQUIRE, &reply)),
+            _ => Err(self.node.unexpected(&reentrant::ACQUIRE, &reply)),
         }
     }
 
@@ -145,12 +132,13 @@ impl LockBackend for ReentrantBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
         let reply = self
+            .node
             .run(&reentrant::EXTEND, &[key.redis_key()], &args)
             .await?;
         match reply {
             Reply::Int(1) => Ok(ExtendOutcome::Extended),
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => Err(self.unexpected(&reentrant::EXTEND, &other)),
+            other => Err(self.node.unexpected(&reentrant::EXTEND, &other)),
         }
     }
 
@@ -160,6 +148,7 @@ impl LockBackend for ReentrantBackend {
         owner: &OwnerToken,
     ) -> Result<ReleaseOutcome, LockError> {
         let reply = self
+            .node
             .run(
                 &reentrant::RELEASE,
                 &[key.redis_key()],
@@ -170,7 +159,7 @@ impl LockBackend for ReentrantBackend {
             Some([Reply::Int(1), Reply::Int(left)]) if *left >= 0 => Ok(ReleaseOutcome::Released),
             Some([Reply::Int(0), Reply::Int(0)]) => Ok(ReleaseOutcome::NotHeld),
             Some([Reply::Int(-1), detail]) => Err(corrupted(key, detail)),
-            _ => Err(self.unexpected(&reentrant::RELEASE, &reply)),
+            _ => Err(self.node.unexpected(&reentrant::RELEASE, &reply)),
         }
     }
 
@@ -184,12 +173,12 @@ impl LockBackend for ReentrantBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let keys = [key.redis_key(), key.fence_key()];
-        let reply = self.run(&reentrant::INSPECT, &keys, &[]).await?;
+        let reply = self.node.run(&reentrant::INSPECT, &keys, &[]).await?;
         let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners)]) = reply.as_array() else {
-            return Err(self.unexpected(&reentrant::INSPECT, &reply));
+            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
         };
         let (Some(token), Some(holds)) = (parse_count(counter), parse_count(holds)) else {
-            return Err(self.unexpected(&reentrant::INSPECT, &reply));
+            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
         };
         let token = token.map(FencingToken::new);
         match (*pttl, *owners, holds) {
