@@ -2,13 +2,26 @@
 //! against our single-node strategy on one of those nodes, and against rslock
 //! (crates.io) over the same 5 nodes, all in the same run.
 //!
+//! Two floors put those figures in proportion. "quorum floor": raw commands
+//! through our client connections, no lock API, sent to all 5 nodes at once
+//! and waiting for 3 replies per round (`SET NX PX`, then an `EVALSHA`
+//! compare-and-delete; the other replies finish in the background): the least
+//! a majority client can cost on these crates and this machine. "all-nodes
+//! floor": the same, waiting for all 5 replies, as rslock does.
+//!
 //! `cargo xtask bench` runs it. `BENCH_SECONDS` (default 2) is the length of one
 //! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
-//! interleaved measurements. Every task uses its own key.
+//! interleaved measurements. Every task uses its own key. To profile one
+//! row, `BENCH_CLIENT` (`redis` or `fred`) and `BENCH_TASKS` (`1` or `16`)
+//! narrow the run, and `BENCH_ONLY` (`single`, `floor`, `redlock` or `rslock`) measures
+//! one column alone (the others read 0).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+use lock_core::client::{self, NodeClient};
+use lock_core::script::single::RELEASE;
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
@@ -33,6 +46,72 @@ async fn rslock(locks: rslock::LockManager, tasks: usize, length: Duration) -> f
     .await
 }
 
+/// Raw acquire+release rounds over `nodes`, each round sent to every node at
+/// once and done after `replies` answers; see the module docs.
+async fn floor(
+    nodes: Vec<Arc<dyn NodeClient>>,
+    replies: usize,
+    tasks: usize,
+    length: Duration,
+) -> f64 {
+    for node in &nodes {
+        RELEASE
+            .load(node.as_ref())
+            .await
+            .expect("load release script");
+    }
+    let nodes = Arc::new(nodes);
+    cycles_per_second(tasks, length, move |task| {
+        let nodes = Arc::clone(&nodes);
+        async move {
+            let key = Arc::new(format!("floor:t{task}"));
+            let mut acquires: FuturesUnordered<_> = nodes
+                .iter()
+                .map(|node| {
+                    let (node, key) = (Arc::clone(node), Arc::clone(&key));
+                    async move {
+                        let args: [&[u8]; 5] = [
+                            key.as_bytes(),
+                            b"owner-token-0123456789abcdef",
+                            b"NX",
+                            b"PX",
+                            b"30000",
+                        ];
+                        node.command("SET", &args).await.expect("SET NX PX")
+                    }
+                })
+                .collect();
+            for _ in 0..replies {
+                acquires.next().await;
+            }
+            let mut releases: FuturesUnordered<_> = nodes
+                .iter()
+                .map(|node| {
+                    let (node, key) = (Arc::clone(node), Arc::clone(&key));
+                    async move {
+                        RELEASE
+                            .run(
+                                node.as_ref(),
+                                &[key.as_str()],
+                                &[b"owner-token-0123456789abcdef"],
+                            )
+                            .await
+                            .expect("EVALSHA release")
+                    }
+                })
+                .collect();
+            for _ in 0..replies {
+                releases.next().await;
+            }
+            // As Redlock does: the replies not waited for finish in the background.
+            if !releases.is_empty() {
+                tokio::spawn(async move { while releases.next().await.is_some() {} });
+            }
+        }
+    })
+    .await
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
@@ -43,10 +122,20 @@ async fn main() {
     let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
     println!("{NODES} redis-servers on 127.0.0.1, {length:?} per measurement, median of {rounds}");
     println!();
-    println!("| client | tasks | single (cycles/s) | redlock, 5 nodes | rslock, 5 nodes | redlock / single | redlock / rslock |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("| client | tasks | single | quorum floor | all-nodes floor | redlock | rslock | redlock / single | redlock / rslock | quorum floor / rslock | redlock / quorum floor |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let peer = rslock::LockManager::new(urls.iter().map(|url| url.expose().to_owned()).collect());
+    let only_client = std::env::var("BENCH_CLIENT").ok();
+    let only_tasks = std::env::var("BENCH_TASKS").ok();
+    let only = std::env::var("BENCH_ONLY").ok();
+    let measures = |column: &str| only.as_deref().is_none_or(|only| only == column);
     for kind in ClientKind::compiled() {
+        if only_client
+            .as_deref()
+            .is_some_and(|only| only != kind.to_string())
+        {
+            continue;
+        }
         let options = ConnectOptions::default();
         let config = LockConfig::with_nodes(urls.iter().map(|url| url.expose().to_owned()));
         let single: Arc<dyn LockBackend> = Arc::new(
@@ -59,21 +148,52 @@ async fn main() {
                 .await
                 .expect("connect redlock"),
         );
+        let mut raw = Vec::new();
+        for url in &urls {
+            raw.push(
+                client::connect(kind, url, options)
+                    .await
+                    .expect("connect a node"),
+            );
+        }
         let single = LockManager::new(single, config.clone()).expect("config");
         let redlock = LockManager::new(redlock, config).expect("config");
         for tasks in [1, 16] {
+            if only_tasks
+                .as_deref()
+                .is_some_and(|only| only != tasks.to_string())
+            {
+                continue;
+            }
             let (mut singles, mut redlocks, mut peers) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut quorum_floors, mut all_floors) = (Vec::new(), Vec::new());
             for _ in 0..rounds {
-                singles.push(acquire_release_cycles(single.clone(), "single", tasks, length).await);
-                redlocks
-                    .push(acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await);
-                peers.push(rslock(peer.clone(), tasks, length).await);
+                if measures("single") {
+                    singles.push(
+                        acquire_release_cycles(single.clone(), "single", tasks, length).await,
+                    );
+                }
+                if measures("floor") {
+                    quorum_floors.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
+                    all_floors.push(floor(raw.clone(), NODES, tasks, length).await);
+                }
+                if measures("redlock") {
+                    redlocks.push(
+                        acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await,
+                    );
+                }
+                if measures("rslock") {
+                    peers.push(rslock(peer.clone(), tasks, length).await);
+                }
             }
             let (single, redlock, peer) = (median(singles), median(redlocks), median(peers));
+            let (quorum_floor, all_floor) = (median(quorum_floors), median(all_floors));
             println!(
-                "| {kind} | {tasks} | {single:.0} | {redlock:.0} | {peer:.0} | {:.2} | {:.2} |",
+                "| {kind} | {tasks} | {single:.0} | {quorum_floor:.0} | {all_floor:.0} | {redlock:.0} | {peer:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 redlock / single,
-                redlock / peer
+                redlock / peer,
+                quorum_floor / peer,
+                redlock / quorum_floor,
             );
         }
     }

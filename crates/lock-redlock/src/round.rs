@@ -4,14 +4,16 @@
 //! deadline for all of them).
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use lock_core::client::NodeClient;
 use lock_core::LockError;
+use tokio::time::Sleep;
 
 use crate::node::Node;
 
@@ -20,7 +22,8 @@ pub(crate) struct Round<T> {
     pending: FuturesUnordered<BoxFuture<'static, (usize, Result<T, LockError>)>>,
     nodes: Vec<(usize, Arc<Node>)>,
     answered: Vec<usize>,
-    deadline: Instant,
+    /// One timer for the whole round, not one per reply awaited.
+    deadline: Pin<Box<Sleep>>,
     timeout: Duration,
 }
 
@@ -50,7 +53,7 @@ impl<T: Send + 'static> Round<T> {
             pending,
             nodes,
             answered: Vec::new(),
-            deadline: Instant::now() + timeout,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
             timeout,
         }
     }
@@ -61,13 +64,18 @@ impl<T: Send + 'static> Round<T> {
         if self.answered.len() == self.nodes.len() {
             return None;
         }
-        match tokio::time::timeout_at(self.deadline.into(), self.pending.next()).await {
-            Ok(Some((index, result))) => {
+        let reply = tokio::select! {
+            biased;
+            reply = self.pending.next() => Some(reply),
+            () = &mut self.deadline => None,
+        };
+        match reply {
+            Some(Some((index, result))) => {
                 self.answered.push(index);
                 Some((index, result))
             }
-            Ok(None) => None,
-            Err(_) => {
+            Some(None) => None,
+            None => {
                 let (index, node) = self
                     .nodes
                     .iter()
