@@ -13,8 +13,9 @@
 //! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
 //! interleaved measurements. Every task uses its own key. To profile one
 //! row, `BENCH_CLIENT` (`redis` or `fred`) and `BENCH_TASKS` (`1` or `16`)
-//! narrow the run, and `BENCH_ONLY` (`single`, `floor`, `redlock` or `rslock`) measures
-//! one column alone (the others read 0).
+//! narrow the run, and `BENCH_ONLY` (a comma-separated list of `single`,
+//! `quorum`, `all`, `redlock` and `rslock`) measures only those columns (the
+//! others read 0).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,7 +129,10 @@ async fn main() {
     let only_client = std::env::var("BENCH_CLIENT").ok();
     let only_tasks = std::env::var("BENCH_TASKS").ok();
     let only = std::env::var("BENCH_ONLY").ok();
-    let measures = |column: &str| only.as_deref().is_none_or(|only| only == column);
+    let measures = |column: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name == column))
+    };
     for kind in ClientKind::compiled() {
         if only_client
             .as_deref()
@@ -173,8 +177,10 @@ async fn main() {
                         acquire_release_cycles(single.clone(), "single", tasks, length).await,
                     );
                 }
-                if measures("floor") {
+                if measures("quorum") {
                     quorum_floors.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
+                }
+                if measures("all") {
                     all_floors.push(floor(raw.clone(), NODES, tasks, length).await);
                 }
                 if measures("redlock") {

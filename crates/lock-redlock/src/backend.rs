@@ -13,7 +13,7 @@ use lock_core::{
 };
 
 use crate::node::Node;
-use crate::round::Round;
+use crate::round;
 
 /// Redlock's own settings; the rest comes from [`LockConfig`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,25 +144,26 @@ impl RedlockBackend {
     /// Releases `owner`'s key on every node at once and says how many
     /// confirmed, waiting for every node's answer (or the node timeout).
     pub async fn release_reporting(&self, key: &LockKey, owner: &OwnerToken) -> ReleaseReport {
-        self.release_on(self.every_node(), key, owner, usize::MAX)
-            .await
+        self.release_on(|_| true, key, owner, usize::MAX).await
     }
 
-    /// Releases `owner`'s key on `nodes`, all at once, and stops waiting once
-    /// `enough` nodes confirmed; the deletes still in flight finish in the
-    /// background.
+    /// Releases `owner`'s key on the nodes whose index `asked` accepts, all at
+    /// once, and stops waiting once `enough` nodes confirmed; the deletes still
+    /// in flight finish in the background.
     async fn release_on(
         &self,
-        nodes: Vec<(usize, Arc<Node>)>,
+        asked: impl Fn(usize) -> bool,
         key: &LockKey,
         owner: &OwnerToken,
         enough: usize,
     ) -> ReleaseReport {
-        let mut round = Round::start(nodes, self.options.node_timeout, |client| {
-            let (key, owner) = (key.redis_key().to_owned(), owner.clone());
+        let shared = Arc::new((key.redis_key().to_owned(), owner.clone()));
+        let mut round = round::start(&self.nodes, asked, self.options.node_timeout, |client| {
+            let shared = Arc::clone(&shared);
             async move {
+                let (key, owner) = &*shared;
                 let reply = single::RELEASE
-                    .run(client.as_ref(), &[&key], &[owner.expose().as_bytes()])
+                    .run(client.as_ref(), &[key], &[owner.expose().as_bytes()])
                     .await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
@@ -191,11 +192,12 @@ impl RedlockBackend {
     /// contended path only; `None` if no node answers in time.
     async fn holder_remaining(
         &self,
-        nodes: Vec<(usize, Arc<Node>)>,
+        asked: impl Fn(usize) -> bool,
         key: &LockKey,
     ) -> Option<Duration> {
-        let mut round = Round::start(nodes, self.options.node_timeout, |client| {
-            let key = key.redis_key().to_owned();
+        let key: Arc<str> = key.redis_key().into();
+        let mut round = round::start(&self.nodes, asked, self.options.node_timeout, |client| {
+            let key = Arc::clone(&key);
             async move {
                 match client.command("PTTL", &[key.as_bytes()]).await? {
                     Reply::Int(pttl) => Ok(pttl),
@@ -220,10 +222,6 @@ impl RedlockBackend {
             }
         }
         shortest
-    }
-
-    fn every_node(&self) -> Vec<(usize, Arc<Node>)> {
-        self.nodes.iter().cloned().enumerate().collect()
     }
 }
 
@@ -277,28 +275,35 @@ impl LockBackend for RedlockBackend {
         // A dropped (undecided) SET that never reached its connection grants
         // nothing; one that did is covered by the release below or by the
         // holder's release.
-        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
-            let (key, owner, ttl_ms) = (key.redis_key().to_owned(), owner.clone(), ttl_ms.clone());
-            async move {
-                let args: [&[u8]; 5] = [
-                    key.as_bytes(),
-                    owner.expose().as_bytes(),
-                    b"NX",
-                    b"PX",
-                    ttl_ms.as_bytes(),
-                ];
-                match client.command("SET", &args).await? {
-                    // `OK` arrives as a status or, through fred, as a string.
-                    reply if reply.as_text() == Some("OK") => Ok(true),
-                    Reply::Nil => Ok(false),
-                    other => Err(LockError::UnexpectedReply {
-                        node: client.address().to_owned(),
-                        script: "SET NX PX",
-                        reply: other.to_string(),
-                    }),
+        let shared = Arc::new((key.redis_key().to_owned(), owner.clone(), ttl_ms));
+        let mut round = round::start(
+            &self.nodes,
+            |_| true,
+            self.options.node_timeout,
+            |client| {
+                let shared = Arc::clone(&shared);
+                async move {
+                    let (key, owner, ttl_ms) = &*shared;
+                    let args: [&[u8]; 5] = [
+                        key.as_bytes(),
+                        owner.expose().as_bytes(),
+                        b"NX",
+                        b"PX",
+                        ttl_ms.as_bytes(),
+                    ];
+                    match client.command("SET", &args).await? {
+                        // `OK` arrives as a status or, through fred, as a string.
+                        reply if reply.as_text() == Some("OK") => Ok(true),
+                        Reply::Nil => Ok(false),
+                        other => Err(LockError::UnexpectedReply {
+                            node: client.address().to_owned(),
+                            script: "SET NX PX",
+                            reply: other.to_string(),
+                        }),
+                    }
                 }
-            }
-        });
+            },
+        );
         let (mut granted, mut held) = (0, 0);
         let mut failures = Vec::new();
         // Nodes that answered "held": this attempt wrote nothing there, so a
@@ -344,13 +349,8 @@ impl LockBackend for RedlockBackend {
         // Release on every node that may hold this attempt's grant, including
         // nodes that timed out: their grant may still arrive, and must not hold
         // the key until its TTL.
-        let may_hold_grant: Vec<(usize, Arc<Node>)> = self
-            .every_node()
-            .into_iter()
-            .filter(|(index, _)| !answered_held[*index])
-            .collect();
         let report = self
-            .release_on(may_hold_grant, key, owner, usize::MAX)
+            .release_on(|index| !answered_held[index], key, owner, usize::MAX)
             .await;
         tracing::debug!(
             key = key.name(),
@@ -371,13 +371,10 @@ impl LockBackend for RedlockBackend {
             return Err(corrupted);
         }
         if held > 0 && granted + failures.len() < needed {
-            let held_on: Vec<(usize, Arc<Node>)> = self
-                .every_node()
-                .into_iter()
-                .filter(|(index, _)| answered_held[*index])
-                .collect();
             Ok(AcquireOutcome::Held {
-                remaining: self.holder_remaining(held_on, key).await,
+                remaining: self
+                    .holder_remaining(|index| answered_held[index], key)
+                    .await,
             })
         } else {
             Err(LockError::QuorumNotReached {
@@ -399,18 +396,25 @@ impl LockBackend for RedlockBackend {
         let started = Instant::now();
         let needed = self.quorum();
         let total = self.nodes.len();
-        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
-            let (key, owner, ttl_ms) = (key.redis_key().to_owned(), owner.clone(), ttl_ms.clone());
-            async move {
-                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-                let reply = single::EXTEND.run(client.as_ref(), &[&key], &args).await?;
-                match reply {
-                    Reply::Int(1) => Ok(true),
-                    Reply::Int(0) => Ok(false),
-                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+        let shared = Arc::new((key.redis_key().to_owned(), owner.clone(), ttl_ms));
+        let mut round = round::start(
+            &self.nodes,
+            |_| true,
+            self.options.node_timeout,
+            |client| {
+                let shared = Arc::clone(&shared);
+                async move {
+                    let (key, owner, ttl_ms) = &*shared;
+                    let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+                    let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
+                    match reply {
+                        Reply::Int(1) => Ok(true),
+                        Reply::Int(0) => Ok(false),
+                        other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+                    }
                 }
-            }
-        });
+            },
+        );
         let (mut extended, mut not_held) = (0, 0);
         let mut failures = Vec::new();
         while let Some((_, result)) = round.next().await {
@@ -467,7 +471,7 @@ impl LockBackend for RedlockBackend {
         let needed = self.quorum();
         // Once a majority confirmed, the lock is free for the next holder; the
         // other deletes finish in the background.
-        let mut report = self.release_on(self.every_node(), key, owner, needed).await;
+        let mut report = self.release_on(|_| true, key, owner, needed).await;
         tracing::debug!(
             key = key.name(),
             confirmed = report.confirmed,
@@ -491,15 +495,21 @@ impl LockBackend for RedlockBackend {
     }
 
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
-            let key = key.redis_key().to_owned();
-            async move {
-                match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
-                    Reply::Int(deleted) => Ok(deleted > 0),
-                    other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
+        let key_name: Arc<str> = key.redis_key().into();
+        let mut round = round::start(
+            &self.nodes,
+            |_| true,
+            self.options.node_timeout,
+            |client| {
+                let key = Arc::clone(&key_name);
+                async move {
+                    match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
+                        Reply::Int(deleted) => Ok(deleted > 0),
+                        other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
+                    }
                 }
-            }
-        });
+            },
+        );
         let (mut deleted, mut answered) = (0, 0);
         let mut failures = Vec::new();
         while let Some((_, result)) = round.next().await {
@@ -546,18 +556,25 @@ impl LockBackend for RedlockBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
-        let mut round = Round::start(self.every_node(), self.options.node_timeout, |client| {
-            let (lock_key, fence_key) = (key.redis_key().to_owned(), key.fence_key().to_owned());
-            async move {
-                let reply = single::INSPECT
-                    .run(client.as_ref(), &[&lock_key, &fence_key], &[])
-                    .await?;
-                match reply.as_array() {
-                    Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
-                    _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
+        let shared = Arc::new((key.redis_key().to_owned(), key.fence_key().to_owned()));
+        let mut round = round::start(
+            &self.nodes,
+            |_| true,
+            self.options.node_timeout,
+            |client| {
+                let shared = Arc::clone(&shared);
+                async move {
+                    let (lock_key, fence_key) = &*shared;
+                    let reply = single::INSPECT
+                        .run(client.as_ref(), &[lock_key, fence_key], &[])
+                        .await?;
+                    match reply.as_array() {
+                        Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
+                        _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
+                    }
                 }
-            }
-        });
+            },
+        );
         let mut answered = 0;
         let mut held: Vec<Option<Duration>> = Vec::new();
         let mut failures = Vec::new();

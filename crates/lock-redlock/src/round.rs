@@ -2,13 +2,17 @@
 //! once, replies collected as they arrive, and one deadline for the whole round
 //! (every node got its command at the same moment, so a per-node timeout is a
 //! deadline for all of them).
+//!
+//! A round is on the hot path of every acquire and release, so it allocates
+//! little: the node list is shared, not copied, and a round's arguments are
+//! built once by the caller and shared by the nodes' commands.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::future::Either;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
 use lock_core::client::NodeClient;
@@ -17,77 +21,87 @@ use tokio::time::Sleep;
 
 use crate::node::Node;
 
-/// Replies of one round, tagged with the node's index.
-pub(crate) struct Round<T> {
-    pending: FuturesUnordered<BoxFuture<'static, (usize, Result<T, LockError>)>>,
-    nodes: Vec<(usize, Arc<Node>)>,
-    answered: Vec<usize>,
+/// A node's reply, tagged with the node's index.
+pub(crate) type Tagged<T> = (usize, Result<T, LockError>);
+
+/// Replies of one round; `F` is one node's command, tagged with its index.
+pub(crate) struct Round<F> {
+    pending: FuturesUnordered<F>,
+    nodes: Arc<[Arc<Node>]>,
+    /// Indices of the nodes asked that have not answered yet.
+    waiting: Vec<usize>,
     /// One timer for the whole round, not one per reply awaited.
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
 }
 
-impl<T: Send + 'static> Round<T> {
-    /// Starts `operation` on each of `nodes` (index, node). A node without a
-    /// connection answers at once with its last connection error.
-    pub(crate) fn start<F, Fut>(
-        nodes: Vec<(usize, Arc<Node>)>,
-        timeout: Duration,
-        operation: F,
-    ) -> Self
-    where
-        F: Fn(Arc<dyn NodeClient>) -> Fut,
-        Fut: Future<Output = Result<T, LockError>> + Send + 'static,
-    {
-        let pending = nodes
-            .iter()
-            .map(|(index, node)| {
-                let index = *index;
-                match node.client() {
-                    Ok(client) => operation(client).map(move |result| (index, result)).boxed(),
-                    Err(err) => futures::future::ready((index, Err(err))).boxed(),
-                }
-            })
-            .collect();
-        Round {
-            pending,
-            nodes,
-            answered: Vec::new(),
-            deadline: Box::pin(tokio::time::sleep(timeout)),
-            timeout,
+/// Starts `operation` on each node of `nodes` whose index `asked` accepts. A
+/// node without a connection answers at once with its last connection error.
+pub(crate) fn start<T, Op, Fut>(
+    nodes: &Arc<[Arc<Node>]>,
+    asked: impl Fn(usize) -> bool,
+    timeout: Duration,
+    operation: Op,
+) -> Round<impl Future<Output = Tagged<T>> + Send + 'static>
+where
+    T: Send + 'static,
+    Op: Fn(Arc<dyn NodeClient>) -> Fut,
+    Fut: Future<Output = Result<T, LockError>> + Send + 'static,
+{
+    let mut waiting = Vec::with_capacity(nodes.len());
+    let pending = FuturesUnordered::new();
+    for (index, node) in nodes.iter().enumerate() {
+        if !asked(index) {
+            continue;
         }
-    }
-
-    /// The next reply; after the deadline, a `Timeout` for each node that has
-    /// not answered. `None` once every node is accounted for.
-    pub(crate) async fn next(&mut self) -> Option<(usize, Result<T, LockError>)> {
-        if self.answered.len() == self.nodes.len() {
-            return None;
-        }
-        let reply = tokio::select! {
-            biased;
-            reply = self.pending.next() => Some(reply),
-            () = &mut self.deadline => None,
+        waiting.push(index);
+        let command = match node.client() {
+            Ok(client) => Either::Left(operation(client)),
+            Err(err) => Either::Right(futures::future::ready(Err(err))),
         };
-        match reply {
-            Some(Some((index, result))) => {
-                self.answered.push(index);
-                Some((index, result))
+        pending.push(command.map(move |result| (index, result)));
+    }
+    Round {
+        pending,
+        nodes: Arc::clone(nodes),
+        waiting,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        timeout,
+    }
+}
+
+impl<T, F> Round<F>
+where
+    F: Future<Output = Tagged<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    /// The next reply; after the deadline, a `Timeout` for each node that has
+    /// not answered. `None` once every node asked is accounted for. A reply
+    /// that arrives after its node was reported as timed out is not reported.
+    pub(crate) async fn next(&mut self) -> Option<Tagged<T>> {
+        loop {
+            if self.waiting.is_empty() {
+                return None;
             }
-            Some(None) => None,
-            None => {
-                let (index, node) = self
-                    .nodes
-                    .iter()
-                    .find(|(index, _)| !self.answered.contains(index))?;
-                self.answered.push(*index);
-                Some((
-                    *index,
-                    Err(LockError::Timeout {
-                        node: node.address().to_owned(),
-                        after: self.timeout,
-                    }),
-                ))
+            tokio::select! {
+                biased;
+                reply = self.pending.next() => {
+                    let (index, result) = reply?;
+                    if let Some(position) = self.waiting.iter().position(|&node| node == index) {
+                        self.waiting.swap_remove(position);
+                        return Some((index, result));
+                    }
+                }
+                () = &mut self.deadline => {
+                    let index = self.waiting.swap_remove(0);
+                    return Some((
+                        index,
+                        Err(LockError::Timeout {
+                            node: self.nodes[index].address().to_owned(),
+                            after: self.timeout,
+                        }),
+                    ));
+                }
             }
         }
     }
@@ -103,5 +117,86 @@ impl<T: Send + 'static> Round<T> {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move { while pending.next().await.is_some() {} });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lock_core::{ClientKind, ConnectOptions};
+    use lock_testkit::RedisServer;
+
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_millis(150);
+
+    async fn ping_round(kind: ClientKind) {
+        let mut servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start().expect("start redis-server"))
+            .collect();
+        let mut nodes = Vec::new();
+        for server in &servers {
+            let node = Node::new(server.url(), kind, ConnectOptions::default());
+            node.connect().await.expect("connect");
+            nodes.push(Arc::new(node));
+        }
+        let nodes: Arc<[Arc<Node>]> = nodes.into();
+        servers[1].pause().expect("pause");
+        servers[2].pause().expect("pause");
+
+        let mut round = start(
+            &nodes,
+            |_| true,
+            TIMEOUT,
+            |client| async move { client.command("PING", &[]).await },
+        );
+        let (index, reply) = round.next().await.expect("the live node answers");
+        assert_eq!(index, 0);
+        assert_eq!(reply.expect("PONG").as_text(), Some("PONG"));
+        let (first_late, reply) = round.next().await.expect("a paused node times out");
+        assert!(matches!(reply, Err(LockError::Timeout { .. })), "{reply:?}");
+
+        // The node reported as timed out answers now; its reply must not be
+        // reported again, and the other paused node still counts as timed out.
+        servers[first_late].resume().expect("resume");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (second_late, reply) = round.next().await.expect("the other paused node");
+        assert_ne!(second_late, first_late);
+        assert!(matches!(reply, Err(LockError::Timeout { .. })), "{reply:?}");
+        assert!(
+            round.next().await.is_none(),
+            "every node is accounted for once"
+        );
+        for server in &mut servers {
+            server.resume().expect("resume");
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn a_late_reply_is_not_reported_twice_redis() {
+        ping_round(ClientKind::Redis).await;
+    }
+
+    #[cfg(feature = "fred")]
+    #[tokio::test]
+    async fn a_late_reply_is_not_reported_twice_fred() {
+        ping_round(ClientKind::Fred).await;
+    }
+
+    #[cfg(any(feature = "redis", feature = "fred"))]
+    #[tokio::test]
+    async fn nodes_not_asked_are_not_waited_for() {
+        let kind = ClientKind::default();
+        let server = RedisServer::start().expect("start redis-server");
+        let node = Node::new(server.url(), kind, ConnectOptions::default());
+        node.connect().await.expect("connect");
+        let nodes: Arc<[Arc<Node>]> = vec![Arc::new(node)].into();
+        let mut round = start(
+            &nodes,
+            |_| false,
+            TIMEOUT,
+            |client| async move { client.command("PING", &[]).await },
+        );
+        assert!(round.next().await.is_none());
     }
 }
