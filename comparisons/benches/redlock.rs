@@ -9,6 +9,11 @@
 //! a majority client can cost on these crates and this machine. "all-nodes
 //! floor": the same, waiting for all 5 replies, as rslock does.
 //!
+//! A second table repeats the 5-node figures with one node behind a
+//! [`DelayProxy`] that adds at least `BENCH_SLOW_MS` (default 1) milliseconds each
+//! way (the table header gives the measured round trip): a node that is slow
+//! but alive, as one in another zone would be.
+//!
 //! `cargo xtask bench` runs it. `BENCH_SECONDS` (default 2) is the length of one
 //! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
 //! interleaved measurements. Every task uses its own key. To profile one
@@ -27,7 +32,7 @@ use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
-use lock_testkit::RedisServer;
+use lock_testkit::{DelayProxy, RedisServer};
 
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_secs(30);
@@ -113,33 +118,64 @@ async fn floor(
     .await
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
-    let servers: Vec<RedisServer> = (0..NODES)
-        .map(|_| RedisServer::start().expect("start redis-server"))
-        .collect();
-    let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
-    println!("{NODES} redis-servers on 127.0.0.1, {length:?} per measurement, median of {rounds}");
-    println!();
+/// Which rows and columns to measure (`BENCH_CLIENT`, `BENCH_TASKS`,
+/// `BENCH_ONLY`), and for how long.
+struct Plan {
+    length: Duration,
+    rounds: u64,
+    only_client: Option<String>,
+    only_tasks: Option<String>,
+    only: Option<String>,
+}
+
+impl Plan {
+    fn from_env() -> Self {
+        Plan {
+            length: Duration::from_secs(env_number("BENCH_SECONDS", 2)),
+            rounds: env_number("BENCH_ROUNDS", 3).max(1),
+            only_client: std::env::var("BENCH_CLIENT").ok(),
+            only_tasks: std::env::var("BENCH_TASKS").ok(),
+            only: std::env::var("BENCH_ONLY").ok(),
+        }
+    }
+
+    fn measures(&self, column: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name == column))
+    }
+
+    fn kinds(&self) -> Vec<ClientKind> {
+        ClientKind::compiled()
+            .into_iter()
+            .filter(|kind| {
+                self.only_client
+                    .as_deref()
+                    .is_none_or(|only| only == kind.name())
+            })
+            .collect()
+    }
+
+    fn task_counts(&self) -> Vec<usize> {
+        [1, 16]
+            .into_iter()
+            .filter(|tasks| {
+                self.only_tasks
+                    .as_deref()
+                    .is_none_or(|only| only == tasks.to_string())
+            })
+            .collect()
+    }
+}
+
+/// One table: every compiled client, 1 and 16 tasks, over `urls`; the single
+/// node column (on `urls[0]`) only when `with_single`.
+async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
     println!("| client | tasks | single | quorum floor | all-nodes floor | redlock | rslock | redlock / single | redlock / rslock | quorum floor / rslock | redlock / quorum floor |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let peer = rslock::LockManager::new(urls.iter().map(|url| url.expose().to_owned()).collect());
-    let only_client = std::env::var("BENCH_CLIENT").ok();
-    let only_tasks = std::env::var("BENCH_TASKS").ok();
-    let only = std::env::var("BENCH_ONLY").ok();
-    let measures = |column: &str| {
-        only.as_deref()
-            .is_none_or(|only| only.split(',').any(|name| name == column))
-    };
-    for kind in ClientKind::compiled() {
-        if only_client
-            .as_deref()
-            .is_some_and(|only| only != kind.to_string())
-        {
-            continue;
-        }
+    let (length, measures) = (plan.length, |column| plan.measures(column));
+    for kind in plan.kinds() {
         let options = ConnectOptions::default();
         let config = LockConfig::with_nodes(urls.iter().map(|url| url.expose().to_owned()));
         let single: Arc<dyn LockBackend> = Arc::new(
@@ -148,12 +184,12 @@ async fn main() {
                 .expect("connect single"),
         );
         let redlock: Arc<dyn LockBackend> = Arc::new(
-            RedlockBackend::connect(kind, &urls, options, RedlockOptions::default())
+            RedlockBackend::connect(kind, urls, options, RedlockOptions::default())
                 .await
                 .expect("connect redlock"),
         );
         let mut raw = Vec::new();
-        for url in &urls {
+        for url in urls {
             raw.push(
                 client::connect(kind, url, options)
                     .await
@@ -162,17 +198,11 @@ async fn main() {
         }
         let single = LockManager::new(single, config.clone()).expect("config");
         let redlock = LockManager::new(redlock, config).expect("config");
-        for tasks in [1, 16] {
-            if only_tasks
-                .as_deref()
-                .is_some_and(|only| only != tasks.to_string())
-            {
-                continue;
-            }
+        for tasks in plan.task_counts() {
             let (mut singles, mut redlocks, mut peers) = (Vec::new(), Vec::new(), Vec::new());
             let (mut quorum_floors, mut all_floors) = (Vec::new(), Vec::new());
-            for _ in 0..rounds {
-                if measures("single") {
+            for _ in 0..plan.rounds {
+                if with_single && measures("single") {
                     singles.push(
                         acquire_release_cycles(single.clone(), "single", tasks, length).await,
                     );
@@ -194,13 +224,67 @@ async fn main() {
             }
             let (single, redlock, peer) = (median(singles), median(redlocks), median(peers));
             let (quorum_floor, all_floor) = (median(quorum_floors), median(all_floors));
+            let single_column = if with_single {
+                format!("{single:.0}")
+            } else {
+                "-".to_owned()
+            };
+            let single_ratio = if with_single {
+                format!("{:.2}", redlock / single)
+            } else {
+                "-".to_owned()
+            };
             println!(
-                "| {kind} | {tasks} | {single:.0} | {quorum_floor:.0} | {all_floor:.0} | {redlock:.0} | {peer:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                redlock / single,
+                "| {kind} | {tasks} | {single_column} | {quorum_floor:.0} | {all_floor:.0} | {redlock:.0} | {peer:.0} | {single_ratio} | {:.2} | {:.2} | {:.2} |",
                 redlock / peer,
                 quorum_floor / peer,
                 redlock / quorum_floor,
             );
         }
     }
+}
+
+/// The median of 20 `PING` round trips to `url`.
+async fn ping_time(url: &NodeUrl) -> Duration {
+    let node = client::connect(ClientKind::default(), url, ConnectOptions::default())
+        .await
+        .expect("connect for PING");
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        node.command("PING", &[]).await.expect("PING");
+        times.push(started.elapsed());
+    }
+    times.sort();
+    times[times.len() / 2]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let plan = Plan::from_env();
+    let slow = Duration::from_millis(env_number("BENCH_SLOW_MS", 1));
+    let servers: Vec<RedisServer> = (0..NODES)
+        .map(|_| RedisServer::start().expect("start redis-server"))
+        .collect();
+    let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
+    println!(
+        "{NODES} redis-servers on 127.0.0.1, {:?} per measurement, median of {}",
+        plan.length, plan.rounds
+    );
+    println!();
+    table(&plan, &urls, true).await;
+
+    let proxy = DelayProxy::start(servers[NODES - 1].port(), slow)
+        .await
+        .expect("start the delay proxy");
+    let mut slow_urls = urls.clone();
+    slow_urls[NODES - 1] = proxy.url();
+    let (fast_trip, slow_trip) = (ping_time(&urls[0]).await, ping_time(&proxy.url()).await);
+    println!();
+    println!(
+        "The same 5 nodes, the last one behind a DelayProxy of {slow:?} each way \
+         (PING round trip, median of 20: {fast_trip:?} direct, {slow_trip:?} through the proxy):"
+    );
+    println!();
+    table(&plan, &slow_urls, false).await;
 }

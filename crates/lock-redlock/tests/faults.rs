@@ -1,6 +1,6 @@
 //! Redlock under faults, with real servers: nodes down from the start, killed
 //! while locks are held and contended, a majority down, a node frozen past the
-//! per-node timeout, wrong passwords, and config errors.
+//! per-node timeout, a node slow but alive, wrong passwords, and config errors.
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lock_core::ConnectOptions;
 use lock_core::{ClientKind, LockConfig, LockError, LockManager, NodeUrl};
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_testkit::contract::{fast_config, fast_options};
-use lock_testkit::RedisServer;
+use lock_testkit::{DelayProxy, RedisServer};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -229,6 +230,81 @@ async fn paused_node_late_grant_is_released(kind: ClientKind) {
     }
 }
 
+/// A node slow but alive, within the node timeout: acquire, extend and release
+/// decide with the two fast nodes and never wait for it, while its grant and
+/// its release still land there.
+async fn slow_node_is_not_waited_for(kind: ClientKind) {
+    const DELAY: Duration = Duration::from_millis(150);
+    let nodes = servers(3);
+    let proxy = DelayProxy::start(nodes[2].port(), DELAY)
+        .await
+        .expect("start the delay proxy");
+    let urls = vec![nodes[0].url(), nodes[1].url(), proxy.url()];
+    let backend = RedlockBackend::connect(
+        kind,
+        &urls,
+        ConnectOptions::new(Duration::from_secs(5), Duration::from_secs(2)),
+        RedlockOptions::new(Duration::from_secs(1), 0.01),
+    )
+    .await
+    .expect("connect");
+    let locks = manager(backend, Duration::from_secs(30));
+    let warm_up = locks
+        .try_acquire("warm-up")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    warm_up.release().await.expect("release");
+
+    // A round trip to the slow node takes at least twice DELAY.
+    let started = Instant::now();
+    let guard = locks
+        .try_acquire("slow-node")
+        .await
+        .expect("try_acquire")
+        .expect("the two fast nodes grant");
+    let took = started.elapsed();
+    assert!(
+        took < DELAY * 2,
+        "the acquire waited for the slow node: {took:?}"
+    );
+    let started = Instant::now();
+    guard
+        .extend(Duration::from_secs(30))
+        .await
+        .expect("extend with the fast nodes");
+    let took = started.elapsed();
+    assert!(
+        took < DELAY * 2,
+        "the extend waited for the slow node: {took:?}"
+    );
+    let started = Instant::now();
+    while !key_exists(&nodes[2], "slow-node") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the slow node's grant never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let started = Instant::now();
+    guard.release().await.expect("release");
+    let took = started.elapsed();
+    assert!(
+        took < DELAY * 2,
+        "the release waited for the slow node: {took:?}"
+    );
+    assert!(!key_exists(&nodes[0], "slow-node") && !key_exists(&nodes[1], "slow-node"));
+    let started = Instant::now();
+    while key_exists(&nodes[2], "slow-node") {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the release never reached the slow node"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A node with a wrong password counts as failed, and the error names it.
 async fn wrong_password_node_counts_as_failed(kind: ClientKind) {
     let nodes: Vec<RedisServer> = (0..3)
@@ -349,6 +425,11 @@ macro_rules! fault_tests {
             #[test]
             fn paused_node_late_grant_is_released() {
                 lock_testkit::run(super::paused_node_late_grant_is_released($kind));
+            }
+
+            #[test]
+            fn slow_node_is_not_waited_for() {
+                lock_testkit::run(super::slow_node_is_not_waited_for($kind));
             }
 
             #[test]

@@ -6,15 +6,19 @@
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`model`] runs random operation sequences against a reference model.
+//! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
+//!   node rather than a dead one.
 
 pub mod bench;
 pub mod contract;
 pub mod model;
+mod proxy;
 mod server;
 
 pub use contract::{BackendFactory, Capabilities, Deployment};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
+pub use proxy::DelayProxy;
 pub use server::{
     find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV,
 };

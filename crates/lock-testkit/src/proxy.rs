@@ -1,0 +1,117 @@
+//! A TCP forwarder on 127.0.0.1 that adds a fixed delay to everything it
+//! carries, in both directions: a node that is slow but alive, which
+//! `SIGSTOP` (a node that does not answer at all) cannot model.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use lock_core::NodeUrl;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// Forwards connections from its own port to `127.0.0.1:<upstream>`, delaying
+/// each chunk of bytes by at least the same amount in each direction. Order is
+/// kept, and chunks in flight are delayed side by side, not one after another.
+///
+/// The delay is a floor, not an exact figure: Tokio's timer fires on 1 ms ticks,
+/// so each delay is rounded up, and on a busy machine a 1 ms delay adds about
+/// 2 ms each way. Measure the round trip through the proxy when the figure
+/// matters.
+///
+/// It runs on the Tokio runtime it was started on, and stops (closing every
+/// connection it carries) when dropped.
+#[derive(Debug)]
+pub struct DelayProxy {
+    port: u16,
+    acceptor: JoinHandle<()>,
+}
+
+impl DelayProxy {
+    /// Listens on a free loopback port and forwards to `upstream_port`.
+    pub async fn start(upstream_port: u16, delay: Duration) -> io::Result<DelayProxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
+        let acceptor = tokio::spawn(accept(listener, upstream_port, delay));
+        Ok(DelayProxy { port, acceptor })
+    }
+
+    /// The port the proxy listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>` of the proxy.
+    pub fn url(&self) -> NodeUrl {
+        NodeUrl::new(format!("redis://127.0.0.1:{}", self.port))
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        // The acceptor owns the connections' tasks: aborting it drops them all.
+        self.acceptor.abort();
+    }
+}
+
+async fn accept(listener: TcpListener, upstream_port: u16, delay: Duration) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((client, _)) = accepted else { continue };
+                connections.spawn(carry(client, upstream_port, delay));
+            }
+            // Reap finished connections so the set does not grow.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+async fn carry(client: TcpStream, upstream_port: u16, delay: Duration) {
+    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    // Either direction ending (a close or an error) ends the connection.
+    tokio::select! {
+        () = one_way(client_read, server_write, delay) => {}
+        () = one_way(server_read, client_write, delay) => {}
+    }
+}
+
+/// Reads chunks as they come and writes each `delay` after it was read.
+async fn one_way(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) {
+    let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let reader = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(read) => {
+                    let at = Instant::now() + delay;
+                    if chunks.send((at, buffer[..read].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let writer = async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at.into()).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.shutdown().await;
+    };
+    // The reader finishing closes the channel; the writer then flushes what is
+    // left and shuts its side down.
+    let (_, ()) = tokio::join!(reader, writer);
+}
