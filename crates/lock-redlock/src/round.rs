@@ -120,7 +120,7 @@ where
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redis", feature = "fred")))]
 mod tests {
     use lock_core::{ClientKind, ConnectOptions};
     use lock_testkit::RedisServer;
@@ -183,7 +183,6 @@ mod tests {
         ping_round(ClientKind::Fred).await;
     }
 
-    #[cfg(any(feature = "redis", feature = "fred"))]
     #[tokio::test]
     async fn nodes_not_asked_are_not_waited_for() {
         let kind = ClientKind::default();

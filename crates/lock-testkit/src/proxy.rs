@@ -60,10 +60,13 @@ async fn accept(listener: TcpListener, upstream_port: u16, delay: Duration) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((client, _)) = accepted else { continue };
-                connections.spawn(carry(client, upstream_port, delay));
-            }
+            accepted = listener.accept() => match accepted {
+                Ok((client, _)) => {
+                    connections.spawn(carry(client, upstream_port, delay));
+                }
+                // Out of file descriptors, say: back off instead of spinning.
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
             // Reap finished connections so the set does not grow.
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
         }
