@@ -272,9 +272,6 @@ impl LockBackend for RedlockBackend {
         let needed = self.quorum();
         let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
-        // A dropped (undecided) SET that never reached its connection grants
-        // nothing; one that did is covered by the release below or by the
-        // holder's release.
         let shared = Arc::new((key.redis_key().to_owned(), owner.clone(), ttl_ms));
         let mut round = round::start(
             &self.nodes,
@@ -325,8 +322,21 @@ impl LockBackend for RedlockBackend {
                 break;
             }
         }
-        drop(round);
         let elapsed = started.elapsed();
+        if granted >= needed {
+            // The SETs still undecided go on in the background instead of being
+            // dropped: the `redis` crate skips sending a command whose caller is
+            // gone, and a lock granted on every node it can reach keeps its
+            // majority through more node failures than one on a bare majority.
+            // They were queued on their connections before any later release,
+            // so a release still lands after them.
+            round.finish_in_background();
+        } else {
+            // A failed attempt drops what is undecided: a SET that never left
+            // grants nothing, and one that did is queued before the release
+            // below on its connection.
+            drop(round);
+        }
         if granted >= needed {
             let left = validity(
                 ttl,
