@@ -157,11 +157,14 @@ impl RedlockBackend {
         owner: &OwnerToken,
         enough: usize,
     ) -> ReleaseReport {
-        let shared = Arc::new((key.redis_key().to_owned(), owner.clone()));
-        let mut round = round::start(&self.nodes, asked, self.options.node_timeout, |client| {
-            let shared = Arc::clone(&shared);
-            async move {
-                let (key, owner) = &*shared;
+        let args = (key.redis_key().to_owned(), owner.clone());
+        let mut round = round::start(
+            &self.nodes,
+            asked,
+            self.options.node_timeout,
+            args,
+            |client, args| async move {
+                let (key, owner) = &*args;
                 let reply = single::RELEASE
                     .run(client.as_ref(), &[key], &[owner.expose().as_bytes()])
                     .await?;
@@ -170,8 +173,8 @@ impl RedlockBackend {
                     Reply::Int(0) => Ok(false),
                     other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
                 }
-            }
-        });
+            },
+        );
         let mut report = ReleaseReport::default();
         while let Some((_, result)) = round.next().await {
             match result {
@@ -195,10 +198,13 @@ impl RedlockBackend {
         asked: impl Fn(usize) -> bool,
         key: &LockKey,
     ) -> Option<Duration> {
-        let key: Arc<str> = key.redis_key().into();
-        let mut round = round::start(&self.nodes, asked, self.options.node_timeout, |client| {
-            let key = Arc::clone(&key);
-            async move {
+        let key = key.redis_key().to_owned();
+        let mut round = round::start(
+            &self.nodes,
+            asked,
+            self.options.node_timeout,
+            key,
+            |client, key| async move {
                 match client.command("PTTL", &[key.as_bytes()]).await? {
                     Reply::Int(pttl) => Ok(pttl),
                     other => Err(LockError::UnexpectedReply {
@@ -207,8 +213,8 @@ impl RedlockBackend {
                         reply: other.to_string(),
                     }),
                 }
-            }
-        });
+            },
+        );
         let mut shortest: Option<Duration> = None;
         while let Some((_, result)) = round.next().await {
             // -2: already gone, so no wait at all; -1: no expiry, no bound.
@@ -272,32 +278,30 @@ impl LockBackend for RedlockBackend {
         let needed = self.quorum();
         let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
-        let shared = Arc::new((key.redis_key().to_owned(), owner.clone(), ttl_ms));
+        let args = (key.redis_key().to_owned(), owner.clone(), ttl_ms);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            |client| {
-                let shared = Arc::clone(&shared);
-                async move {
-                    let (key, owner, ttl_ms) = &*shared;
-                    let args: [&[u8]; 5] = [
-                        key.as_bytes(),
-                        owner.expose().as_bytes(),
-                        b"NX",
-                        b"PX",
-                        ttl_ms.as_bytes(),
-                    ];
-                    match client.command("SET", &args).await? {
-                        // `OK` arrives as a status or, through fred, as a string.
-                        reply if reply.as_text() == Some("OK") => Ok(true),
-                        Reply::Nil => Ok(false),
-                        other => Err(LockError::UnexpectedReply {
-                            node: client.address().to_owned(),
-                            script: "SET NX PX",
-                            reply: other.to_string(),
-                        }),
-                    }
+            args,
+            |client, args| async move {
+                let (key, owner, ttl_ms) = &*args;
+                let args: [&[u8]; 5] = [
+                    key.as_bytes(),
+                    owner.expose().as_bytes(),
+                    b"NX",
+                    b"PX",
+                    ttl_ms.as_bytes(),
+                ];
+                match client.command("SET", &args).await? {
+                    // `OK` arrives as a status or, through fred, as a string.
+                    reply if reply.as_text() == Some("OK") => Ok(true),
+                    Reply::Nil => Ok(false),
+                    other => Err(LockError::UnexpectedReply {
+                        node: client.address().to_owned(),
+                        script: "SET NX PX",
+                        reply: other.to_string(),
+                    }),
                 }
             },
         );
@@ -406,22 +410,20 @@ impl LockBackend for RedlockBackend {
         let started = Instant::now();
         let needed = self.quorum();
         let total = self.nodes.len();
-        let shared = Arc::new((key.redis_key().to_owned(), owner.clone(), ttl_ms));
+        let args = (key.redis_key().to_owned(), owner.clone(), ttl_ms);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            |client| {
-                let shared = Arc::clone(&shared);
-                async move {
-                    let (key, owner, ttl_ms) = &*shared;
-                    let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-                    let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
-                    match reply {
-                        Reply::Int(1) => Ok(true),
-                        Reply::Int(0) => Ok(false),
-                        other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
-                    }
+            args,
+            |client, args| async move {
+                let (key, owner, ttl_ms) = &*args;
+                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+                let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
+                match reply {
+                    Reply::Int(1) => Ok(true),
+                    Reply::Int(0) => Ok(false),
+                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
                 }
             },
         );
@@ -505,18 +507,15 @@ impl LockBackend for RedlockBackend {
     }
 
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        let key_name: Arc<str> = key.redis_key().into();
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            |client| {
-                let key = Arc::clone(&key_name);
-                async move {
-                    match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
-                        Reply::Int(deleted) => Ok(deleted > 0),
-                        other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
-                    }
+            key.redis_key().to_owned(),
+            |client, key| async move {
+                match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
+                    Reply::Int(deleted) => Ok(deleted > 0),
+                    other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
                 }
             },
         );
@@ -566,22 +565,20 @@ impl LockBackend for RedlockBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
-        let shared = Arc::new((key.redis_key().to_owned(), key.fence_key().to_owned()));
+        let args = (key.redis_key().to_owned(), key.fence_key().to_owned());
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            |client| {
-                let shared = Arc::clone(&shared);
-                async move {
-                    let (lock_key, fence_key) = &*shared;
-                    let reply = single::INSPECT
-                        .run(client.as_ref(), &[lock_key, fence_key], &[])
-                        .await?;
-                    match reply.as_array() {
-                        Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
-                        _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
-                    }
+            args,
+            |client, args| async move {
+                let (lock_key, fence_key) = &*args;
+                let reply = single::INSPECT
+                    .run(client.as_ref(), &[lock_key, fence_key], &[])
+                    .await?;
+                match reply.as_array() {
+                    Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
+                    _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
                 }
             },
         );

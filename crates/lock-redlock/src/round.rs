@@ -35,19 +35,22 @@ pub(crate) struct Round<F> {
     timeout: Duration,
 }
 
-/// Starts `operation` on each node of `nodes` whose index `asked` accepts. A
-/// node without a connection answers at once with its last connection error.
-pub(crate) fn start<T, Op, Fut>(
+/// Starts `operation` on each node of `nodes` whose index `asked` accepts,
+/// handing every node's command the same `args` (built once, shared). A node
+/// without a connection answers at once with its last connection error.
+pub(crate) fn start<A, T, Op, Fut>(
     nodes: &Arc<[Arc<Node>]>,
     asked: impl Fn(usize) -> bool,
     timeout: Duration,
+    args: A,
     operation: Op,
 ) -> Round<impl Future<Output = Tagged<T>> + Send + 'static>
 where
     T: Send + 'static,
-    Op: Fn(Arc<dyn NodeClient>) -> Fut,
+    Op: Fn(Arc<dyn NodeClient>, Arc<A>) -> Fut,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
+    let args = Arc::new(args);
     let mut waiting = Vec::with_capacity(nodes.len());
     let pending = FuturesUnordered::new();
     for (index, node) in nodes.iter().enumerate() {
@@ -56,7 +59,7 @@ where
         }
         waiting.push(index);
         let command = match node.client() {
-            Ok(client) => Either::Left(operation(client)),
+            Ok(client) => Either::Left(operation(client, Arc::clone(&args))),
             Err(err) => Either::Right(futures::future::ready(Err(err))),
         };
         pending.push(command.map(move |result| (index, result)));
@@ -147,7 +150,8 @@ mod tests {
             &nodes,
             |_| true,
             TIMEOUT,
-            |client| async move { client.command("PING", &[]).await },
+            (),
+            |client, _| async move { client.command("PING", &[]).await },
         );
         let (index, reply) = round.next().await.expect("the live node answers");
         assert_eq!(index, 0);
@@ -194,7 +198,8 @@ mod tests {
             &nodes,
             |_| false,
             TIMEOUT,
-            |client| async move { client.command("PING", &[]).await },
+            (),
+            |client, _| async move { client.command("PING", &[]).await },
         );
         assert!(round.next().await.is_none());
     }

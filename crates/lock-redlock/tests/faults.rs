@@ -40,6 +40,17 @@ fn manager(backend: RedlockBackend, ttl: Duration) -> LockManager {
     LockManager::new(Arc::new(backend), fast_config(ttl)).expect("config")
 }
 
+/// One acquire and release, so every node has its scripts loaded and its
+/// connection in use before a fault is injected.
+async fn warm_up(locks: &LockManager) {
+    let guard = locks
+        .try_acquire("warm-up")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    guard.release().await.expect("release");
+}
+
 fn key_exists(server: &RedisServer, name: &str) -> bool {
     let key = format!("lock:{{{name}}}");
     server.admin(&["EXISTS", &key]).expect("EXISTS").as_int() == Some(1)
@@ -171,12 +182,7 @@ async fn paused_node_late_grant_is_released(kind: ClientKind) {
     let mut nodes = servers(3);
     let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
     let locks = manager(backend, Duration::from_secs(30));
-    let warm_up = locks
-        .try_acquire("warm-up")
-        .await
-        .expect("try_acquire")
-        .expect("free");
-    warm_up.release().await.expect("release");
+    warm_up(&locks).await;
     nodes[2].pause().expect("SIGSTOP");
     let guard = locks
         .try_acquire("frozen-node")
@@ -249,12 +255,7 @@ async fn slow_node_is_not_waited_for(kind: ClientKind) {
     .await
     .expect("connect");
     let locks = manager(backend, Duration::from_secs(30));
-    let warm_up = locks
-        .try_acquire("warm-up")
-        .await
-        .expect("try_acquire")
-        .expect("free");
-    warm_up.release().await.expect("release");
+    warm_up(&locks).await;
 
     // A round trip to the slow node takes at least twice DELAY.
     let started = Instant::now();
