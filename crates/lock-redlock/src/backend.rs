@@ -320,9 +320,8 @@ impl LockBackend for RedlockBackend {
                 }
                 Err(err) => failures.push(err),
             }
-            let undecided = total - granted - held - failures.len();
             // Stop as soon as the outcome is certain either way.
-            if granted >= needed || granted + undecided < needed {
+            if granted >= needed || granted + round.undecided() < needed {
                 break;
             }
         }
@@ -409,7 +408,6 @@ impl LockBackend for RedlockBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let started = Instant::now();
         let needed = self.quorum();
-        let total = self.nodes.len();
         let args = (key.redis_key().to_owned(), owner.clone(), ttl_ms);
         let mut round = round::start(
             &self.nodes,
@@ -427,16 +425,15 @@ impl LockBackend for RedlockBackend {
                 }
             },
         );
-        let (mut extended, mut not_held) = (0, 0);
+        let mut extended = 0;
         let mut failures = Vec::new();
         while let Some((_, result)) = round.next().await {
             match result {
                 Ok(true) => extended += 1,
-                Ok(false) => not_held += 1,
+                Ok(false) => {}
                 Err(err) => failures.push(err),
             }
-            let undecided = total - extended - not_held - failures.len();
-            if extended >= needed || extended + undecided < needed {
+            if extended >= needed || extended + round.undecided() < needed {
                 break;
             }
         }

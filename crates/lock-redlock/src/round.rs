@@ -109,6 +109,12 @@ where
         }
     }
 
+    /// How many nodes asked have neither answered nor been reported as timed
+    /// out.
+    pub(crate) fn undecided(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// Lets the commands still in flight finish in a background task instead
     /// of dropping them: a dropped command future may not have reached its
     /// connection yet, and a release must reach every node it can.
