@@ -12,6 +12,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
+/// Far enough ahead to stand for "never", small enough to add to any `Instant`.
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// Forwards connections from its own port to `127.0.0.1:<upstream>`, delaying
 /// each chunk of bytes by at least the same amount in each direction. Order is
 /// kept, and chunks in flight are delayed side by side, not one after another.
@@ -97,7 +100,10 @@ async fn one_way(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duratio
             match from.read(&mut buffer).await {
                 Ok(0) | Err(_) => return,
                 Ok(read) => {
-                    let at = Instant::now() + delay;
+                    // An absurd delay means "never": saturate instead of overflowing.
+                    let at = Instant::now()
+                        .checked_add(delay)
+                        .unwrap_or_else(|| Instant::now() + NEVER);
                     if chunks.send((at, buffer[..read].to_vec())).is_err() {
                         return;
                     }

@@ -72,3 +72,51 @@ fn a_round_trip_through_the_proxy_takes_twice_its_delay() {
         assert!(closed, "a dropped proxy must not carry traffic");
     });
 }
+
+#[test]
+fn a_proxy_to_a_dead_port_closes_its_connections() {
+    lock_testkit::run(async {
+        let mut server = RedisServer::start().expect("start redis-server");
+        let port = server.port();
+        server.kill().expect("kill -9");
+        let proxy = DelayProxy::start(port, DELAY)
+            .await
+            .expect("start the proxy");
+        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("the proxy itself accepts");
+        let mut buffer = [0u8; 16];
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = stream.write_all(b"PING\r\n").await;
+            matches!(stream.read(&mut buffer).await, Ok(0) | Err(_))
+        })
+        .await
+        .expect("a dead upstream closes the connection promptly");
+        assert!(closed, "nothing may answer for a dead server");
+    });
+}
+
+#[test]
+fn an_absurd_delay_holds_traffic_without_a_panic() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        let proxy = DelayProxy::start(server.port(), Duration::MAX)
+            .await
+            .expect("start the proxy");
+        let mut stream = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("connect through the proxy");
+        stream.write_all(b"PING\r\n").await.expect("write");
+        let mut buffer = [0u8; 16];
+        let waited =
+            tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buffer)).await;
+        assert!(
+            waited.is_err(),
+            "a reply came through an endless delay: {waited:?}"
+        );
+        // The proxy's tasks are still alive: a fresh connection is accepted.
+        TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("the proxy survived the absurd delay");
+    });
+}
