@@ -3,15 +3,26 @@
 --
 -- KEYS[1]  the lock key, `<prefix>{<name>}`
 -- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same hash tag, same slot)
--- ARGV[1]  the owner token
+-- ARGV[1]  the hold's value, `<owner>:<nonce>` (unique to this attempt)
 -- ARGV[2]  the TTL in milliseconds
 --
 -- Reply:
---   {1, token}  acquired; token is the counter after INCR (>= 1)
---   {0, pttl}   held by someone (this owner included): the holder's remaining
---               TTL in milliseconds, or -1 if the key has no expiry
+--   {1, token}    acquired; token is the counter after INCR (>= 1)
+--   {0, pttl}     held by someone (this owner included): the holder's remaining
+--                 TTL in milliseconds, or -1 if the key has no expiry
+--   {-1, detail}  the fencing counter holds foreign data; nothing was written
+-- A counter of another type makes GET fail with WRONGTYPE, also before any write.
 --
--- The counter never expires: it must outlive every lease to stay monotonic.
+-- The counter is checked before the SET, so a counter INCR would refuse never
+-- leaves a key behind. It never expires: it must outlive every lease to stay
+-- monotonic.
+local counter = redis.call('get', KEYS[2])
+if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
+  return {-1, 'the fencing counter is not a non-negative integer'}
+end
+if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
+  return {-1, 'the fencing counter is at its maximum'}
+end
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('incr', KEYS[2])}
 end

@@ -5,19 +5,31 @@
 -- KEYS[3]  the waiter queue (a list of owner tokens), `<prefix>{<name>}:queue`
 -- KEYS[4]  the waiters' deadlines (a zset, score = ms since the epoch by the
 --          server's clock), `<prefix>{<name>}:waiters`
--- ARGV[1]  the owner token
+-- ARGV[1]  the owner token: the waiter's place in the queue, kept across its
+--          attempts
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3]  the waiter lease in milliseconds: a queued waiter that does not try
 --          again within it is dropped from the queue (it gave up or died)
 -- ARGV[4]  "1" to join the queue when the lock is not ours to take, "0" to
 --          just try once
+-- ARGV[5]  the hold's value, `<owner>:<nonce>` (unique to this attempt), stored
+--          in the lock key
 --
 -- Reply:
 --   {1, token}  acquired: the lock was free and the queue empty or headed by
 --               this owner (who leaves the queue); token as in acquire.lua
 --   {0, pttl}   not this owner's turn: the holder's remaining TTL in ms, -2 if
 --               the lock is free but an earlier waiter is first, -1 for no expiry
+--   {-1, detail}  the fencing counter holds foreign data; nothing was written
 -- All four keys share the hash tag, so they live in one cluster slot.
+-- The counter is checked before any write (see acquire.lua).
+local counter = redis.call('get', KEYS[2])
+if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
+  return {-1, 'the fencing counter is not a non-negative integer'}
+end
+if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
+  return {-1, 'the fencing counter is at its maximum'}
+end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
@@ -37,7 +49,7 @@ end
 
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
-  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  redis.call('set', KEYS[1], ARGV[5], 'PX', ARGV[2])
   if head then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], ARGV[1])

@@ -4,8 +4,9 @@
 -- KEYS[1]  the lock key (a string or a hash, whatever the strategy)
 --
 -- Reply: 1 when a key was deleted, 0 when there was none.
+-- The publish is a `pcall`, as in release.lua: no pub/sub rights, no error.
 if redis.call('del', KEYS[1]) == 1 then
-  redis.call('publish', KEYS[1] .. ':released', '1')
+  redis.pcall('publish', KEYS[1] .. ':released', '1')
   return 1
 end
 return 0

@@ -4,19 +4,30 @@
 -- KEYS[1]  the lock key (a hash), `<prefix>{<name>}`
 -- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same hash tag)
 -- ARGV[1]  the owner token
--- ARGV[2]  the TTL in milliseconds; every acquire and re-entry restarts it
+-- ARGV[2]  the TTL in milliseconds. A first hold gets it; a re-entry only
+--          lengthens the key to it, never shortens it: the outer holder
+--          trusts the TTL it set.
 --
 -- Reply:
 --   {1, token, holds}  acquired: a first hold gets the next fencing token, a
 --                      re-entry gets the current one; holds is the new count
 --   {0, pttl}          held by another owner: its remaining TTL in ms (-1: none)
 --   {-1, detail}       this owner's hold count is not a positive integer, or the
---                      fencing counter is missing; nothing was changed
+--                      fencing counter is missing, not a number or at its
+--                      maximum; nothing was changed
 -- A KEYS[1] that exists but is not a hash makes HGET fail with WRONGTYPE before
--- any write.
+-- any write, and so does a KEYS[2] that is not a string (GET).
 
--- The free case first: it is the common one, and costs four calls.
+-- The free case first: it is the common one. The counter is checked before
+-- the hash is written, so a counter INCR would refuse leaves nothing behind.
 if redis.call('exists', KEYS[1]) == 0 then
+  local counter = redis.call('get', KEYS[2])
+  if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
+    return {-1, 'the fencing counter is not a non-negative integer'}
+  end
+  if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
+    return {-1, 'the fencing counter is at its maximum'}
+  end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, redis.call('incr', KEYS[2]), 1}
@@ -34,5 +45,7 @@ if not token then
   return {-1, 'the fencing counter is missing or not a number'}
 end
 redis.call('hincrby', KEYS[1], ARGV[1], 1)
-redis.call('pexpire', KEYS[1], ARGV[2])
+if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+end
 return {1, token, holds + 1}

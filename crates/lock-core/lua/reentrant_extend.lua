@@ -1,13 +1,28 @@
--- Renews a reentrant lock for the owner that holds it, whatever its count.
+-- Renews a reentrant lock for the hold that took it, whatever its count.
 --
 -- KEYS[1]  the lock key (a hash)
+-- KEYS[2]  the fencing counter (same hash tag)
 -- ARGV[1]  the owner token
--- ARGV[2]  the new TTL in milliseconds, counted from now
+-- ARGV[2]  the TTL in milliseconds, counted from now
+-- ARGV[3]  the hold's fencing token, or '' for any hold of this owner. A key
+--          taken again by the same owner after this hold ended has a newer
+--          token, so a stale guard's extend finds it not held.
 --
--- Reply: 1 when extended, 0 when the key is gone or held by another owner.
+-- Reply: the TTL the key now has in ms (>= 1) when extended; 0 when the key is
+-- gone, held by another owner, or held by a later hold of this owner.
+-- The TTL only grows: every guard of the hold (outer and re-entries) trusts
+-- the TTL it last set, so none may shorten it for the others.
 -- A KEYS[1] that is not a hash makes HEXISTS fail with WRONGTYPE.
-if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 1
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return 0
 end
-return 0
+if ARGV[3] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[3] then
+  return 0
+end
+local ttl = tonumber(ARGV[2])
+local left = redis.call('pttl', KEYS[1])
+if left < ttl then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return ttl
+end
+return left

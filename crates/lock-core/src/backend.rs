@@ -6,14 +6,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::LockError;
-use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AcquireOutcome {
-    /// The lock is now held by the caller's owner token for the requested TTL.
+    /// The lock is now held by the caller's hold for the requested TTL (or,
+    /// for a re-entry, at least that long).
     Acquired {
         /// The fencing token of this hold, if the strategy issues tokens.
         fencing_token: Option<FencingToken>,
@@ -30,9 +31,17 @@ pub enum AcquireOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ExtendOutcome {
-    /// The lease now runs for the requested TTL from the moment of the call.
-    Extended,
-    /// The key is gone or held by another owner; nothing was changed.
+    /// The lease now runs for `ttl` from the moment the server ran the
+    /// command: the requested TTL, or longer where the strategy never shortens
+    /// a hold that several guards share (reentrant). The holder's deadline is
+    /// this TTL counted from when the request was sent, minus drift, earlier or
+    /// later than before.
+    Extended {
+        /// The TTL the key was left with.
+        ttl: Duration,
+    },
+    /// The key is gone or held by another hold (another owner, or a later
+    /// hold of the same owner); nothing was changed.
     NotHeld,
 }
 
@@ -42,7 +51,8 @@ pub enum ExtendOutcome {
 pub enum ReleaseOutcome {
     /// The caller's hold was removed.
     Released,
-    /// The key is gone or held by another owner; nothing was changed.
+    /// The key is gone or held by another hold (another owner, or a later
+    /// hold of the same owner); nothing was changed.
     NotHeld,
 }
 
@@ -86,16 +96,23 @@ impl LockState {
 /// Every implementation keeps these rules; `lock-testkit`'s contract suite
 /// checks them against real Redis servers.
 ///
-/// 1. **Mutual exclusion.** While a lease acquired with `owner` and `ttl` has not
+/// 1. **Mutual exclusion.** While a lease acquired with `hold` and `ttl` has not
 ///    expired and has not been released, `try_acquire` with any other owner
-///    returns [`AcquireOutcome::Held`].
+///    returns [`AcquireOutcome::Held`] (and, unless the strategy re-enters, so
+///    does any other hold of the same owner).
 /// 2. **Expiry.** If the holder neither extends nor releases, the key is free
 ///    again at most `ttl` after the acquire was sent (plus the server's expiry
 ///    granularity), even if the holder vanished.
-/// 3. **Only the owner.** `extend` and `release` with another owner change
-///    nothing and return `NotHeld`.
-/// 4. **Extend.** An `extend` that returns `Extended` restarts the TTL from the
-///    moment the server ran it.
+/// 3. **Only the hold.** `extend` and `release` act only on the hold they
+///    name: with another owner, or with an earlier hold of the same owner (a
+///    [`HoldToken`] of an attempt whose hold has since ended), they change
+///    nothing and return `NotHeld`. Only a hold whose acquire was never
+///    confirmed (no fencing token) may be released by owner alone, and the
+///    manager does that only for owners made for that attempt, or where
+///    [`LockBackend::releases_only_its_attempt`] says it is safe.
+/// 4. **Extend.** An `extend` that returns `Extended { ttl }` set the key's TTL
+///    to `ttl` from the moment the server ran it; `ttl` is never more than
+///    the key has.
 /// 5. **Fencing.** If the backend issues fencing tokens, each outermost
 ///    acquisition of a key returns a token greater than every token returned
 ///    before for that key, as long as the server keeps its data.
@@ -113,25 +130,34 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// A short name of the strategy, for logs: `"single"`, `"reentrant"`, ...
     fn strategy(&self) -> &'static str;
 
-    /// Tries once to take `key` for `owner` for `ttl`.
+    /// Tries once to take `key` for `hold` for `ttl`.
     async fn try_acquire(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError>;
 
-    /// Renews `owner`'s lease on `key` to run `ttl` from now.
+    /// Renews `hold`'s lease on `key` to run `ttl` from now.
     async fn extend(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError>;
 
-    /// Gives back `owner`'s hold on `key`.
-    async fn release(&self, key: &LockKey, owner: &OwnerToken)
-        -> Result<ReleaseOutcome, LockError>;
+    /// Gives back `hold` on `key`.
+    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError>;
+
+    /// Whether [`LockBackend::release`] of a hold whose acquire was never
+    /// confirmed can only free what that very attempt took. True for
+    /// strategies that store [`HoldToken::value`]; false (the default) where
+    /// release is by owner, as with re-entry, since the owner may hold the
+    /// lock from before. The manager cleans up a lost acquire reply of a
+    /// caller's own owner only when this is true.
+    fn releases_only_its_attempt(&self) -> bool {
+        false
+    }
 
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
@@ -155,20 +181,20 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         false
     }
 
-    /// Tries once in fair mode: takes the lock only if it is free and no
-    /// earlier waiter is queued (or `owner` is the first). Otherwise, if
-    /// `join`, queues `owner` (or keeps it queued) for `waiter_lease`: a waiter
-    /// that does not try again within it leaves the queue. Backends without a
-    /// fair mode answer [`LockError::InvalidConfig`].
+    /// Tries once in fair mode: takes the lock for `hold` only if it is free
+    /// and no earlier waiter is queued (or `hold`'s owner is the first).
+    /// Otherwise, if `join`, queues the owner (or keeps it queued) for
+    /// `waiter_lease`: a waiter that does not try again within it leaves the
+    /// queue. Backends without a fair mode answer [`LockError::InvalidConfig`].
     async fn try_acquire_fair(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
         waiter_lease: Duration,
         join: bool,
     ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, owner, ttl, waiter_lease, join);
+        let _ = (key, hold, ttl, waiter_lease, join);
         Err(LockError::InvalidConfig {
             field: "fair".to_owned(),
             reason: format!("the {} strategy has no fair mode", self.strategy()),

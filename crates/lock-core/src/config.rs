@@ -138,7 +138,7 @@ impl LockConfig {
         validate_prefix(&self.key_prefix)
             .map_err(|reason| LockError::config("key_prefix", reason))?;
         self.retry.validate()?;
-        self.watchdog.validate(self.ttl)?;
+        self.watchdog.validate(self.ttl, self.clock_drift_factor)?;
         validate_timeout("connect_timeout", self.connect_timeout)?;
         validate_timeout("command_timeout", self.command_timeout)?;
         validate_timeout("node_timeout", self.node_timeout)?;
@@ -159,9 +159,9 @@ impl LockConfig {
 
     /// The renewal interval in force: the configured one, or a third of the TTL.
     pub fn renew_interval(&self) -> Duration {
-        self.watchdog
-            .interval
-            .unwrap_or_else(|| crate::timing::default_renew_interval(self.ttl))
+        self.watchdog.interval.unwrap_or_else(|| {
+            crate::timing::default_renew_interval(self.ttl, self.clock_drift_factor)
+        })
     }
 }
 
@@ -278,7 +278,9 @@ pub struct WatchdogConfig {
     /// Whether held leases are renewed in the background until released.
     /// Default: true.
     pub enabled: bool,
-    /// How often to renew; must be below the TTL. Default: a third of the TTL.
+    /// How often to renew. At most `(ttl - clock drift) / 2`, so a second
+    /// attempt fits before the deadline if one fails. Default: a third of the
+    /// TTL.
     #[serde(with = "humantime_serde")]
     pub interval: Option<Duration>,
 }
@@ -293,7 +295,7 @@ impl Default for WatchdogConfig {
 }
 
 impl WatchdogConfig {
-    fn validate(&self, ttl: Duration) -> Result<(), LockError> {
+    fn validate(&self, ttl: Duration, drift_factor: f64) -> Result<(), LockError> {
         if let Some(interval) = self.interval {
             if interval < MIN_TTL {
                 return Err(LockError::config(
@@ -301,10 +303,19 @@ impl WatchdogConfig {
                     "must be at least 1 ms",
                 ));
             }
-            if interval >= ttl {
+            // Two renewal attempts must fit before the deadline, or one lost
+            // reply loses the lease.
+            let largest = crate::timing::max_renew_interval(ttl, drift_factor);
+            if interval > largest {
                 return Err(LockError::config(
                     "watchdog.interval",
-                    "must be below the TTL, or the lease expires between renewals",
+                    format!(
+                        "{} leaves no room for a second renewal attempt before a {} lease \
+                         runs out; the largest allowed is {} ((ttl - clock drift) / 2)",
+                        humantime::format_duration(interval),
+                        humantime::format_duration(ttl),
+                        humantime::format_duration(largest),
+                    ),
                 ));
             }
         }
@@ -468,6 +479,36 @@ mod tests {
         LockConfig::default()
             .validate()
             .expect("defaults are valid");
+    }
+
+    #[test]
+    fn renewal_interval_leaves_room_for_two_attempts() {
+        let mut config = LockConfig {
+            ttl: Duration::from_secs(1),
+            ..LockConfig::default()
+        };
+        config.watchdog.interval = Some(Duration::from_millis(995));
+        match config.validate() {
+            Err(LockError::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "watchdog.interval");
+                // (1 s - (10 ms + 2 ms)) / 2
+                assert!(
+                    reason.contains("494ms"),
+                    "names the largest allowed: {reason}"
+                );
+            }
+            other => panic!("an interval that cannot renew in time validated: {other:?}"),
+        }
+        config.watchdog.interval = Some(Duration::from_millis(494));
+        config.validate().expect("the largest allowed interval");
+        config.watchdog.interval = None;
+        assert!(config.renew_interval() <= Duration::from_millis(494));
+        config.ttl = Duration::from_millis(3);
+        config.node_timeout = Duration::from_millis(1);
+        config
+            .validate()
+            .expect("a tiny TTL with the default interval");
+        assert_eq!(config.renew_interval(), MIN_TTL);
     }
 
     #[test]

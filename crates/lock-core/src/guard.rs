@@ -1,7 +1,7 @@
 //! What a holder has: the lease guard, a cloneable handle to watch the lease,
 //! and the background release used when a guard or an acquire is abandoned.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::error::{LockError, LossReason};
-use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
 use crate::timing::{lease_deadline, validate_ttl};
 
 /// Where a lease stands.
@@ -37,29 +37,114 @@ pub enum LeaseStatus {
 pub(crate) struct LeaseShared {
     pub(crate) backend: Arc<dyn LockBackend>,
     pub(crate) key: LockKey,
-    pub(crate) owner: OwnerToken,
-    pub(crate) fencing_token: Option<FencingToken>,
-    pub(crate) ttl: Duration,
+    /// The hold this lease was granted for; every extend and release names it.
+    pub(crate) hold: HoldToken,
     pub(crate) drift_factor: f64,
     pub(crate) status: watch::Sender<LeaseStatus>,
+    timing: Mutex<Timing>,
+}
+
+/// Which command set the lease's deadline, and the TTL to renew with.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    /// The TTL the holder last asked for (the configured one, until an
+    /// `extend`): the watchdog renews with it.
+    ttl: Duration,
+    /// When the command whose reply set the current deadline was sent. A
+    /// reply to a command sent earlier than that is stale: on one connection
+    /// the server ran that command first, so it no longer says what the key has.
+    set_by: Instant,
 }
 
 impl LeaseShared {
+    /// The shared state of a lease granted for `hold` by a command sent at
+    /// `sent_at` that set `ttl`.
+    pub(crate) fn new(
+        backend: Arc<dyn LockBackend>,
+        key: LockKey,
+        hold: HoldToken,
+        ttl: Duration,
+        drift_factor: f64,
+        sent_at: Instant,
+    ) -> Self {
+        // A TTL shorter than the drift allowance leaves nothing usable: the
+        // lease starts out expired and its loss is reported at once.
+        let valid_until = lease_deadline(sent_at, ttl, drift_factor).unwrap_or(sent_at);
+        let (status, _) = watch::channel(LeaseStatus::Held { valid_until });
+        LeaseShared {
+            backend,
+            key,
+            hold,
+            drift_factor,
+            status,
+            timing: Mutex::new(Timing {
+                ttl,
+                set_by: sent_at,
+            }),
+        }
+    }
+
     pub(crate) fn status(&self) -> LeaseStatus {
         *self.status.borrow()
     }
 
-    /// Moves a held lease to a later deadline; never shortens it.
-    pub(crate) fn renewed(&self, valid_until: Instant) {
-        self.status.send_if_modified(|status| match status {
+    pub(crate) fn fencing_token(&self) -> Option<FencingToken> {
+        self.hold.fencing_token()
+    }
+
+    /// The TTL the holder last asked for.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.timing().ttl
+    }
+
+    fn timing(&self) -> std::sync::MutexGuard<'_, Timing> {
+        // The data is two plain values, valid whatever a panicking holder did.
+        self.timing.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An extend sent at `sent_at` set the key's TTL to `ttl_set`: the
+    /// deadline becomes what that command set, earlier or later than before,
+    /// unless a command sent later has already spoken.
+    pub(crate) fn renewed(&self, sent_at: Instant, ttl_set: Duration) {
+        let valid_until = lease_deadline(sent_at, ttl_set, self.drift_factor).unwrap_or(sent_at);
+        let mut timing = self.timing();
+        if sent_at < timing.set_by {
+            return;
+        }
+        let updated = self.status.send_if_modified(|status| match status {
             LeaseStatus::Held {
                 valid_until: current,
-            } if *current < valid_until => {
+            } => {
                 *current = valid_until;
                 true
             }
             _ => false,
         });
+        if updated {
+            timing.set_by = sent_at;
+        }
+    }
+
+    /// An extend to `ttl` sent at `sent_at` failed without an answer: it may
+    /// have run, and shortened the key. The deadline moves earlier if so.
+    pub(crate) fn maybe_renewed(&self, sent_at: Instant, ttl: Duration) {
+        let at_most = lease_deadline(sent_at, ttl, self.drift_factor).unwrap_or(sent_at);
+        let mut timing = self.timing();
+        // Replies to commands sent before this one no longer say what the key
+        // has: this one may have run after them.
+        timing.set_by = timing.set_by.max(sent_at);
+        self.status.send_if_modified(|status| match status {
+            LeaseStatus::Held { valid_until } if *valid_until > at_most => {
+                *valid_until = at_most;
+                true
+            }
+            _ => false,
+        });
+    }
+
+    /// The holder asked for `ttl` from now on.
+    fn ask_for(&self, ttl: Duration) {
+        self.timing().ttl = ttl;
     }
 
     /// Marks a held lease lost; returns whether this call did it.
@@ -77,7 +162,7 @@ impl LeaseShared {
         if changed {
             tracing::warn!(
                 key = self.key.name(),
-                fencing_token = self.fencing_token.map(FencingToken::get),
+                fencing_token = self.fencing_token().map(FencingToken::get),
                 %reason,
                 "lease lost"
             );
@@ -109,14 +194,14 @@ impl LeaseHandle {
     /// The fencing token of this hold, if the strategy issues tokens. Pass it to
     /// every resource you write under the lock.
     pub fn fencing_token(&self) -> Option<FencingToken> {
-        self.shared.fencing_token
+        self.shared.fencing_token()
     }
 
     /// The owner identity this lease was taken with. Pass it to nested code
     /// that must re-enter a reentrant lock ([`crate::LockManager::acquire_as`]).
     /// It is the secret that can release the lock: keep it out of logs.
     pub fn owner(&self) -> &OwnerToken {
-        &self.shared.owner
+        self.shared.hold.owner()
     }
 
     /// Where the lease stands now.
@@ -236,12 +321,18 @@ impl LeaseGuard {
         self.handle.lost().await
     }
 
-    /// Renews the lease to run `ttl` from now (the watchdog keeps using the
-    /// configured TTL).
+    /// Renews the lease to run `ttl` from now, shorter or longer than before;
+    /// the watchdog renews with `ttl` from then on.
+    ///
+    /// The guard's deadline becomes what this command set (from when it was
+    /// sent, minus drift), so `extend` with a short TTL shortens it. The
+    /// reentrant strategy never shortens a hold that re-entries share: there
+    /// the key, and the deadline, keep the longer TTL.
     ///
     /// Errors: [`LockError::InvalidTtl`]; [`LockError::LeaseLost`] if the lease was
     /// already lost or the key is gone or taken (the lease is then marked lost);
-    /// connection errors, after which the lease stands as it was.
+    /// connection errors, after which the deadline is the earlier of the old
+    /// one and the one this extend would have set (it may have run).
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         validate_ttl(ttl)?;
         let shared = &self.handle.shared;
@@ -254,20 +345,23 @@ impl LeaseGuard {
                 })
             }
         }
+        shared.ask_for(ttl);
         let sent_at = Instant::now();
-        let outcome = match shared.backend.extend(&shared.key, &shared.owner, ttl).await {
+        let outcome = match shared.backend.extend(&shared.key, &shared.hold, ttl).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
-            other => other?,
+            Err(err) => {
+                shared.maybe_renewed(sent_at, ttl);
+                return Err(err);
+            }
+            Ok(outcome) => outcome,
         };
         match outcome {
-            ExtendOutcome::Extended => {
-                if let Some(valid_until) = lease_deadline(sent_at, ttl, shared.drift_factor) {
-                    shared.renewed(valid_until);
-                }
+            ExtendOutcome::Extended { ttl: ttl_set } => {
+                shared.renewed(sent_at, ttl_set);
                 tracing::debug!(
                     key = shared.key.name(),
-                    ttl_ms = ttl.as_millis() as u64,
+                    ttl_ms = ttl_set.as_millis() as u64,
                     "lease extended"
                 );
                 Ok(())
@@ -284,29 +378,25 @@ impl LeaseGuard {
     /// `Ok(())` means the lease was valid until this release removed it. An
     /// [`LockError::LeaseLost`] means it ended earlier (lost, expired, or the key
     /// was gone or taken when the release arrived): whatever ran under it may
-    /// have overlapped with another holder. Connection errors leave the key to
-    /// expire by its TTL.
+    /// have overlapped with another holder. A lease already lost or past its
+    /// deadline sends nothing: the key is someone else's, or soon will be.
+    /// Connection errors leave the key to expire by its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.stop_keeper();
         let shared = Arc::clone(&self.handle.shared);
-        let before = shared.mark_released();
+        // An earlier end of the lease is the news, and nothing is sent.
+        if let Some(reason) = ended_early(shared.mark_released()) {
+            return Err(lease_lost(&shared.key, reason));
+        }
         let started = Instant::now();
-        let outcome = shared.backend.release(&shared.key, &shared.owner).await;
+        let outcome = shared.backend.release(&shared.key, &shared.hold).await;
         tracing::debug!(
             key = shared.key.name(),
-            fencing_token = shared.fencing_token.map(FencingToken::get),
+            fencing_token = shared.fencing_token().map(FencingToken::get),
             elapsed_us = started.elapsed().as_micros() as u64,
             outcome = ?outcome,
             "lease released"
         );
-        // An earlier end of the lease is the news, whatever the release found.
-        match before {
-            LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&shared.key, reason)),
-            LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
-                return Err(lease_lost(&shared.key, LossReason::Expired));
-            }
-            _ => {}
-        }
         match outcome {
             Ok(ReleaseOutcome::Released) => Ok(()),
             Ok(ReleaseOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
@@ -327,14 +417,28 @@ impl Drop for LeaseGuard {
     fn drop(&mut self) {
         self.stop_keeper();
         let shared = &self.handle.shared;
-        if matches!(shared.mark_released(), LeaseStatus::Released) {
-            return;
+        match shared.mark_released() {
+            LeaseStatus::Released => return,
+            before if ended_early(before).is_some() => return,
+            _ => {}
         }
         spawn_release(
             Arc::clone(&shared.backend),
             shared.key.clone(),
-            shared.owner.clone(),
+            shared.hold.clone(),
         );
+    }
+}
+
+/// How a lease had ended before its release, if it had: lost, or past its
+/// deadline. Such a lease sends no release.
+fn ended_early(before: LeaseStatus) -> Option<LossReason> {
+    match before {
+        LeaseStatus::Lost { reason, .. } => Some(reason),
+        LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
+            Some(LossReason::Expired)
+        }
+        _ => None,
     }
 }
 
@@ -345,10 +449,10 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
     }
 }
 
-/// Releases `owner`'s hold on `key` in a background task, for guards that were
+/// Releases `hold` on `key` in a background task, for guards that were
 /// dropped and acquires whose reply never arrived. Without a Tokio runtime
 /// (dropped during shutdown) nothing is sent and the TTL frees the key.
-pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, owner: OwnerToken) {
+pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: HoldToken) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::debug!(
             key = key.name(),
@@ -357,7 +461,7 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, owner: 
         return;
     };
     runtime.spawn(async move {
-        match backend.release(&key, &owner).await {
+        match backend.release(&key, &hold).await {
             Ok(outcome) => tracing::debug!(key = key.name(), ?outcome, "released in the background"),
             Err(err) => tracing::warn!(key = key.name(), error = %err, "background release failed; the key will expire by its TTL"),
         }

@@ -113,8 +113,8 @@ pub(crate) fn validate_prefix(prefix: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The secret that proves who holds a lock: stored as the lock's value and
-/// compared by the release and renewal scripts.
+/// The secret that names who holds a lock: part of the value the scripts
+/// store and compare (see [`HoldToken`]), and the field of a reentrant hold.
 ///
 /// Generated tokens are 128 bits from the operating system's random generator,
 /// hex-encoded. `Debug` never prints the token, and neither does any log event:
@@ -129,9 +129,7 @@ impl OwnerToken {
     /// if the OS generator fails, which on supported platforms it does not.
     pub fn generate() -> Result<Self, LockError> {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|err| LockError::InvalidOwner {
-            reason: format!("the OS random generator failed: {err}"),
-        })?;
+        os_random(&mut bytes)?;
         let mut hex = String::with_capacity(32);
         for byte in bytes {
             hex.push_str(&format!("{byte:02x}"));
@@ -160,9 +158,91 @@ impl OwnerToken {
         Ok(OwnerToken(token))
     }
 
-    /// The token's text, as stored in Redis. Keep it out of logs.
+    /// The token's text. Keep it out of logs.
     pub fn expose(&self) -> &str {
         &self.0
+    }
+}
+
+/// Fills `bytes` from the OS generator, as a typed error if it fails.
+fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
+    getrandom::fill(bytes).map_err(|err| LockError::InvalidOwner {
+        reason: format!("the OS random generator failed: {err}"),
+    })
+}
+
+/// One hold of a lock as a backend sees it: the owner, a nonce unique to the
+/// acquire attempt that took it, and, once granted, its fencing token.
+///
+/// An owner may hold a lock many times over its life (a worker with a fixed
+/// name, a retry after a lost reply). A release or extend must act only on the
+/// hold it was granted for, never on a later hold of the same owner, so each
+/// acquire attempt gets its own `HoldToken`:
+///
+/// - strategies that store one value per key (single node, Redlock) store
+///   [`HoldToken::value`], `<owner>:<nonce>`, and compare it whole;
+/// - the reentrant strategy keys its hash by [`HoldToken::owner`] (re-entry is
+///   by owner) and tells holds apart by the fencing token, which only an
+///   outermost acquire changes.
+///
+/// `Debug` never prints the owner or the value.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HoldToken {
+    owner: OwnerToken,
+    value: String,
+    fencing_token: Option<FencingToken>,
+}
+
+impl HoldToken {
+    /// The hold of a new acquire attempt by `owner`: 64 bits of nonce from
+    /// the OS generator. Errors with [`LockError::InvalidOwner`] only if the
+    /// generator fails.
+    pub fn new(owner: OwnerToken) -> Result<Self, LockError> {
+        let mut bytes = [0u8; 8];
+        os_random(&mut bytes)?;
+        let mut value = String::with_capacity(owner.0.len() + 17);
+        value.push_str(&owner.0);
+        value.push(':');
+        for byte in bytes {
+            value.push_str(&format!("{byte:02x}"));
+        }
+        Ok(HoldToken {
+            owner,
+            value,
+            fencing_token: None,
+        })
+    }
+
+    /// The owner that asked for the hold.
+    pub fn owner(&self) -> &OwnerToken {
+        &self.owner
+    }
+
+    /// `<owner>:<nonce>`: the value a single-value strategy stores in the
+    /// lock key and compares on release and extend. A secret, like the owner.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The fencing token the acquire returned, once granted; `None` before,
+    /// and for strategies that issue none.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.fencing_token
+    }
+
+    /// This hold as granted with `token`.
+    pub fn granted(mut self, token: Option<FencingToken>) -> Self {
+        self.fencing_token = token;
+        self
+    }
+}
+
+impl fmt::Debug for HoldToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HoldToken")
+            .field("owner", &self.owner)
+            .field("fencing_token", &self.fencing_token)
+            .finish_non_exhaustive()
     }
 }
 
@@ -272,6 +352,19 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.expose().len(), 32);
         assert!(!format!("{a:?}").contains(a.expose()));
+    }
+
+    #[test]
+    fn holds_of_one_owner_are_distinct_and_hidden_in_debug() {
+        let owner = OwnerToken::from_string("worker-7").expect("owner");
+        let first = HoldToken::new(owner.clone()).expect("os rng");
+        let second = HoldToken::new(owner.clone()).expect("os rng");
+        assert_ne!(first.value(), second.value());
+        assert_eq!(first.owner(), &owner);
+        assert!(first.value().starts_with("worker-7:"));
+        assert_eq!(first.value().len(), "worker-7:".len() + 16);
+        let debug = format!("{first:?}");
+        assert!(!debug.contains("worker-7"), "{debug}");
     }
 
     #[test]

@@ -35,7 +35,9 @@ pub use client::{ClientKind, ConnectOptions, NodeClient, Reply, SubscriberClient
 pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
 pub use error::{BoxError, LockError, LossReason};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
-pub use key::{FencingToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN};
+pub use key::{
+    FencingToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN,
+};
 pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use notify::{ReleaseNotifier, ReleaseWatch};
 pub use scripted::ScriptedNode;

@@ -5,15 +5,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-
 use crate::backend::{AcquireOutcome, LockBackend, LockState};
 use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
-use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared, LeaseStatus};
-use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
+use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
-use crate::timing::lease_deadline;
 use crate::watchdog;
 
 /// Takes and holds locks through one backend, with one config.
@@ -52,7 +49,16 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 /// The result of one acquire attempt.
 enum Attempt {
     Acquired(LeaseGuard),
-    Held { remaining: Option<Duration> },
+    Held {
+        remaining: Option<Duration>,
+    },
+    /// The reply was lost (time-out, broken connection): the attempt may have
+    /// been granted. `cleanup` is its hold, to release before trying again;
+    /// `None` when a release could end an earlier hold of the caller's owner.
+    Unsettled {
+        error: LockError,
+        cleanup: Option<HoldToken>,
+    },
 }
 
 impl LockManager {
@@ -99,10 +105,12 @@ impl LockManager {
     /// holds the lock enters it again (pass `guard.owner()` to nested code);
     /// with other backends a second acquire by the same owner finds it held.
     ///
-    /// If the reply to an attempt is lost, nothing is released in the
-    /// background, unlike [`LockManager::try_acquire`]: `owner` may already
-    /// hold the lock, and a release could end that hold. An extra hold that
-    /// was granted unseen lasts until the TTL.
+    /// If the reply to an attempt is lost, the attempt's hold is released in
+    /// the background where the backend can release exactly that attempt
+    /// ([`LockBackend::releases_only_its_attempt`]: single node, Redlock).
+    /// With a reentrant backend nothing is released, since `owner` may
+    /// already hold the lock and a release could end that hold: an extra hold
+    /// that was granted unseen lasts until the TTL.
     pub async fn try_acquire_as(
         &self,
         owner: &OwnerToken,
@@ -123,6 +131,12 @@ impl LockManager {
         match self.attempt(&key, owner, false, fresh_owner).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
+            Attempt::Unsettled { error, cleanup } => {
+                if let Some(hold) = cleanup {
+                    spawn_release(Arc::clone(&self.backend), key, hold);
+                }
+                Err(error)
+            }
         }
     }
 
@@ -190,10 +204,25 @@ impl LockManager {
             .config
             .fair
             .then(|| QueuedWaiter::new(&self.backend, &key, owner));
+        // Holds of attempts whose reply was lost: each is released before the
+        // next attempt, so its cleanup can never land after (and on) a later
+        // grant; what is left at the end is released in the background.
+        let mut unsettled = Unsettled::new(&self.backend, &key);
+        // An owner made for this wait gets a new identity per attempt, so even
+        // a release by owner alone (reentrant) only reaches its own attempt.
+        // A fair waiter keeps its owner: it is its place in the queue.
+        let mut attempt_owner = owner.clone();
         loop {
-            let result = self.attempt(&key, owner, true, fresh_owner).await;
+            let left = give_up_at.map_or(Duration::MAX, |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            unsettled.settle(left).await;
+            if fresh_owner && attempts > 0 && !self.config.fair {
+                attempt_owner = OwnerToken::generate()?;
+            }
+            let result = self.attempt(&key, &attempt_owner, true, fresh_owner).await;
             attempts = attempts.saturating_add(1);
-            let (holder_remaining, contended) = match result {
+            let (holder_remaining, contended, error) = match result {
                 Ok(Attempt::Acquired(guard)) => {
                     if let Some(queued) = queued {
                         queued.dequeued();
@@ -208,21 +237,37 @@ impl LockManager {
                     }
                     return Ok(guard);
                 }
-                Ok(Attempt::Held { remaining }) => (remaining, true),
+                Ok(Attempt::Held { remaining }) => (remaining, true, None),
+                Ok(Attempt::Unsettled { error, cleanup }) => {
+                    unsettled.push(cleanup);
+                    tracing::debug!(key = name, error = %error, "acquire reply lost; retrying");
+                    (None, false, Some(error))
+                }
                 Err(err) if err.is_retryable() => {
-                    let now = Instant::now();
-                    if give_up_at.is_some_and(|at| now >= at) {
-                        return Err(err);
-                    }
                     tracing::debug!(key = name, error = %err, "acquire attempt failed; retrying");
-                    (None, false)
+                    (None, false, Some(err))
                 }
                 Err(err) => return Err(err),
             };
+            let now = Instant::now();
+            let left = give_up_at.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
+            if left.is_zero() {
+                if let Some(err) = error {
+                    return Err(err);
+                }
+                tracing::debug!(key = name, attempts, "gave up waiting");
+                return Err(LockError::NotAcquired {
+                    key: name.to_owned(),
+                    waited: now.saturating_duration_since(started),
+                    attempts,
+                });
+            }
             if contended && !subscribed && self.config.wait_mode == WaitMode::Notify {
                 subscribed = true;
-                match self.backend.watch_releases(&key).await {
-                    Ok(Some(watch)) => {
+                // Bounded by the wait: an unreachable pub/sub connection may
+                // not cost a caller more than it agreed to wait.
+                match tokio::time::timeout(left, self.backend.watch_releases(&key)).await {
+                    Ok(Ok(Some(watch))) => {
                         // A release published before the subscription was
                         // confirmed woke an earlier waiter of this process if
                         // there was one; otherwise try again at once, or it
@@ -236,45 +281,44 @@ impl LockManager {
                             continue;
                         }
                     }
-                    Ok(None) => {}
-                    Err(err) => {
+                    Ok(Ok(None)) => {}
+                    Ok(Err(err)) => {
                         tracing::debug!(key = name, error = %err, "cannot subscribe to releases; polling")
+                    }
+                    Err(_) => {
+                        tracing::debug!(key = name, "no subscription within the wait; polling")
                     }
                 }
             }
-            let now = Instant::now();
-            let left = give_up_at.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-            if left.is_zero() {
-                tracing::debug!(key = name, attempts, "gave up waiting");
-                return Err(LockError::NotAcquired {
-                    key: name.to_owned(),
-                    waited: now.saturating_duration_since(started),
-                    attempts,
-                });
-            }
+            let left = give_up_at.map_or(Duration::MAX, |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            // A fair waiter must try again well within its place's lease, or
+            // it drops out of the line between attempts.
+            let fair_cap = if self.config.fair {
+                FAIR_WAITER_LEASE / 4
+            } else {
+                Duration::MAX
+            };
             match releases.as_mut() {
                 Some(watch) if contended => {
                     // Wake on a published release, or when the holder's TTL
                     // runs out (expiry publishes nothing), whichever is first.
-                    let mut expiry = holder_remaining
+                    let expiry = holder_remaining
                         .map_or(self.config.retry.max_delay, |remaining| {
                             remaining.saturating_add(EXPIRY_SLACK)
                         });
-                    if self.config.fair {
-                        // Renew the place in the queue well within its lease.
-                        expiry = expiry.min(FAIR_WAITER_LEASE / 4);
-                    }
                     tokio::select! {
                         () = watch.released() => {}
-                        () = tokio::time::sleep(expiry.min(left)) => {}
+                        () = tokio::time::sleep(expiry.min(fair_cap).min(left)) => {}
                     }
                 }
                 _ => {
                     let mut delay = self.config.retry.jittered_delay(attempts - 1);
                     if let Some(remaining) = holder_remaining {
-                        delay = delay.min(remaining);
+                        delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
                     }
-                    tokio::time::sleep(delay.min(left)).await;
+                    tokio::time::sleep(delay.min(fair_cap).min(left)).await;
                 }
             }
         }
@@ -346,6 +390,9 @@ impl LockManager {
         self.backend.inspect(&key).await
     }
 
+    /// One acquire attempt, with a hold of its own. `fresh_owner`: the owner
+    /// was made for this attempt, so a lost reply can be undone by releasing
+    /// by owner; otherwise only where the backend releases exactly one attempt.
     async fn attempt(
         &self,
         key: &LockKey,
@@ -354,71 +401,55 @@ impl LockManager {
         fresh_owner: bool,
     ) -> Result<Attempt, LockError> {
         let ttl = self.config.ttl;
+        let hold = HoldToken::new(owner.clone())?;
         let sent_at = Instant::now();
-        // If this future is dropped mid-request, or the reply is lost, the acquire
-        // may have run: the reply-loss guard releases it in the background so no
-        // key stays held by a token nobody has. Only for an owner made for this
-        // call: a caller's owner may hold the lock already, and the release
-        // could end that hold.
-        let pending = PendingAcquire::arm(&self.backend, key, owner, fresh_owner);
+        // If this future is dropped mid-request, the acquire may have run: the
+        // guard releases its hold in the background so no key stays held by a
+        // hold nobody has.
+        let undo_safe = fresh_owner || self.backend.releases_only_its_attempt();
+        let pending = PendingAcquire::arm(&self.backend, key, &hold, undo_safe);
         let outcome = if self.config.fair {
             self.backend
-                .try_acquire_fair(key, owner, ttl, FAIR_WAITER_LEASE, join_queue)
+                .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
                 .await
         } else {
-            self.backend.try_acquire(key, owner, ttl).await
+            self.backend.try_acquire(key, &hold, ttl).await
         };
+        pending.disarm();
         match outcome {
-            Ok(AcquireOutcome::Acquired { fencing_token }) => {
-                pending.disarm();
-                Ok(Attempt::Acquired(self.hold(
-                    key.clone(),
-                    owner.clone(),
-                    fencing_token,
-                    sent_at,
-                )))
+            Ok(AcquireOutcome::Acquired { fencing_token }) => Ok(Attempt::Acquired(self.hold(
+                key.clone(),
+                hold.granted(fencing_token),
+                sent_at,
+            ))),
+            Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
+            Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
+                Ok(Attempt::Unsettled {
+                    error,
+                    cleanup: undo_safe.then_some(hold),
+                })
             }
-            Ok(AcquireOutcome::Held { remaining }) => {
-                pending.disarm();
-                Ok(Attempt::Held { remaining })
-            }
-            Err(err @ (LockError::Timeout { .. } | LockError::Connection { .. })) => Err(err),
-            Err(err) => {
-                pending.disarm();
-                Err(err)
-            }
+            Err(err) => Err(err),
         }
     }
 
-    fn hold(
-        &self,
-        key: LockKey,
-        owner: OwnerToken,
-        fencing_token: Option<FencingToken>,
-        sent_at: Instant,
-    ) -> LeaseGuard {
+    fn hold(&self, key: LockKey, hold: HoldToken, sent_at: Instant) -> LeaseGuard {
         let ttl = self.config.ttl;
-        // A TTL shorter than the drift allowance leaves nothing usable: the lease
-        // starts out expired and its loss is reported at once.
-        let valid_until =
-            lease_deadline(sent_at, ttl, self.config.clock_drift_factor).unwrap_or(sent_at);
         tracing::debug!(
             key = key.name(),
-            fencing_token = fencing_token.map(FencingToken::get),
+            fencing_token = hold.fencing_token().map(FencingToken::get),
             strategy = self.backend.strategy(),
             elapsed_us = sent_at.elapsed().as_micros() as u64,
             "lock acquired"
         );
-        let (status, _) = watch::channel(LeaseStatus::Held { valid_until });
-        let shared = Arc::new(LeaseShared {
-            backend: Arc::clone(&self.backend),
+        let shared = Arc::new(LeaseShared::new(
+            Arc::clone(&self.backend),
             key,
-            owner,
-            fencing_token,
+            hold,
             ttl,
-            drift_factor: self.config.clock_drift_factor,
-            status,
-        });
+            self.config.clock_drift_factor,
+            sent_at,
+        ));
         let renew_every = self
             .config
             .watchdog
@@ -429,12 +460,12 @@ impl LockManager {
     }
 }
 
-/// Releases an acquire in the background unless disarmed: the acquire's reply
-/// was lost (time-out, broken connection) or its future was dropped.
+/// Releases an acquire in the background if its future is dropped before the
+/// reply arrived.
 struct PendingAcquire<'a> {
     backend: &'a Arc<dyn LockBackend>,
     key: &'a LockKey,
-    owner: &'a OwnerToken,
+    hold: &'a HoldToken,
     armed: bool,
 }
 
@@ -442,13 +473,13 @@ impl<'a> PendingAcquire<'a> {
     fn arm(
         backend: &'a Arc<dyn LockBackend>,
         key: &'a LockKey,
-        owner: &'a OwnerToken,
+        hold: &'a HoldToken,
         armed: bool,
     ) -> Self {
         PendingAcquire {
             backend,
             key,
-            owner,
+            hold,
             armed,
         }
     }
@@ -464,8 +495,69 @@ impl Drop for PendingAcquire<'_> {
             spawn_release(
                 Arc::clone(self.backend),
                 self.key.clone(),
-                self.owner.clone(),
+                self.hold.clone(),
             );
+        }
+    }
+}
+
+/// The holds of a wait's attempts whose replies were lost. Each is released
+/// before the next attempt ([`Unsettled::settle`]); what is left when the
+/// wait ends, however it ends, is released in the background.
+struct Unsettled<'a> {
+    backend: &'a Arc<dyn LockBackend>,
+    key: &'a LockKey,
+    holds: Vec<HoldToken>,
+}
+
+impl<'a> Unsettled<'a> {
+    fn new(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey) -> Self {
+        Unsettled {
+            backend,
+            key,
+            holds: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, hold: Option<HoldToken>) {
+        self.holds.extend(hold);
+    }
+
+    /// Releases every unsettled hold, within `budget`; keeps those whose
+    /// release failed for a retryable reason (tried again before the next
+    /// attempt).
+    async fn settle(&mut self, budget: Duration) {
+        if self.holds.is_empty() {
+            return;
+        }
+        let deadline = Instant::now() + budget.min(Duration::from_secs(3600));
+        let mut kept = Vec::new();
+        for hold in std::mem::take(&mut self.holds) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.backend.release(self.key, &hold)).await {
+                Ok(Ok(outcome)) => {
+                    tracing::debug!(key = self.key.name(), ?outcome, "lost acquire settled")
+                }
+                Ok(Err(err)) if err.is_retryable() => {
+                    tracing::debug!(key = self.key.name(), error = %err, "cannot settle a lost acquire yet");
+                    kept.push(hold);
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(key = self.key.name(), error = %err, "cannot settle a lost acquire; it expires by its TTL")
+                }
+                // The release may still run after the time-out: it names this
+                // attempt's hold alone, so it cannot reach a later grant.
+                Err(_) => kept.push(hold),
+            }
+        }
+        self.holds = kept;
+    }
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        for hold in self.holds.drain(..) {
+            spawn_release(Arc::clone(self.backend), self.key.clone(), hold);
         }
     }
 }

@@ -84,9 +84,16 @@ pub fn lease_deadline(sent_at: Instant, ttl: Duration, drift_factor: f64) -> Opt
 }
 
 /// The default renewal interval: a third of the TTL, so two renewals can fail
-/// before the lease runs out.
-pub fn default_renew_interval(ttl: Duration) -> Duration {
-    (ttl / 3).max(MIN_TTL)
+/// before the lease runs out (and never more than [`max_renew_interval`]).
+pub fn default_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
+    (ttl / 3).min(max_renew_interval(ttl, drift_factor))
+}
+
+/// The longest renewal interval that leaves room for two renewal attempts
+/// before a lease of `ttl` runs out: half of what the lease is trusted for,
+/// `(ttl - drift) / 2`, and at least [`MIN_TTL`].
+pub fn max_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
+    (validity(ttl, Duration::ZERO, clock_drift(ttl, drift_factor)) / 2).max(MIN_TTL)
 }
 
 #[cfg(test)]
@@ -127,6 +134,19 @@ mod tests {
                 prop_assert!(deadline > now, "deadline must be in the future");
                 prop_assert!(deadline - now < ttl, "deadline must leave room for drift");
             }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn renewal_intervals_leave_room_for_two_attempts(ttl in any_duration(), factor in any_factor()) {
+            let max = max_renew_interval(ttl, factor);
+            let usable = validity(ttl, Duration::ZERO, clock_drift(ttl, factor));
+            prop_assert!(max >= MIN_TTL, "interval {max:?} below a millisecond");
+            if usable >= MIN_TTL * 2 {
+                prop_assert!(max.saturating_mul(2) <= usable, "two intervals {max:?} exceed the usable {usable:?}");
+            }
+            prop_assert!(default_renew_interval(ttl, factor) <= max, "the default exceeds the maximum");
         }
     }
 

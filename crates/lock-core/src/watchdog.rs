@@ -13,7 +13,7 @@ use crate::backend::ExtendOutcome;
 use crate::error::{LockError, LossReason};
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
-use crate::timing::lease_deadline;
+use crate::timing::max_renew_interval;
 
 /// How soon to try again after a renewal failed: a third of the interval, but
 /// at least 5 ms so a dead node is not hammered.
@@ -37,6 +37,11 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
                 if changed.is_err() {
                     return;
                 }
+                // An extend to a shorter TTL needs the next renewal sooner.
+                if let (Some(at), Some(configured)) = (next_renewal, renew_every) {
+                    let soon = Instant::now() + renewal_interval(&shared, configured);
+                    next_renewal = Some(at.min(soon));
+                }
                 continue;
             }
             () = tokio::time::sleep_until(wake_at.into()) => {}
@@ -52,12 +57,19 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
     }
 }
 
-/// One renewal; returns when to renew next.
-async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -> Instant {
+/// The configured interval, or less after an `extend` to a TTL too short for
+/// it: renewals keep room for two attempts before the deadline.
+fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
+    configured.min(max_renew_interval(shared.ttl(), shared.drift_factor))
+}
+
+/// One renewal, with the TTL the holder last asked for; returns when to renew
+/// next.
+async fn renew(shared: &LeaseShared, configured: Duration, valid_until: Instant) -> Instant {
+    let ttl = shared.ttl();
+    let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
-    let extend = shared
-        .backend
-        .extend(&shared.key, &shared.owner, shared.ttl);
+    let extend = shared.backend.extend(&shared.key, &shared.hold, ttl);
     let outcome = tokio::select! {
         outcome = extend => outcome,
         () = tokio::time::sleep_until(valid_until.into()) => {
@@ -67,12 +79,10 @@ async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -
             return sent_at;
         }
     };
-    let fencing_token = shared.fencing_token.map(FencingToken::get);
+    let fencing_token = shared.fencing_token().map(FencingToken::get);
     match outcome {
-        Ok(ExtendOutcome::Extended) => {
-            if let Some(deadline) = lease_deadline(sent_at, shared.ttl, shared.drift_factor) {
-                shared.renewed(deadline);
-            }
+        Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
+            shared.renewed(sent_at, ttl_set);
             tracing::debug!(
                 key = shared.key.name(),
                 fencing_token,
@@ -88,6 +98,8 @@ async fn renew(shared: &LeaseShared, interval: Duration, valid_until: Instant) -
             sent_at
         }
         Err(err) => {
+            // The renewal may have run: never trust more than it would set.
+            shared.maybe_renewed(sent_at, ttl);
             tracing::warn!(
                 key = shared.key.name(),
                 fencing_token,

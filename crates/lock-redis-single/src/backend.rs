@@ -8,9 +8,9 @@ use lock_core::client::{NodeClient, Reply};
 use lock_core::script::single;
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
-    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
-    ReleaseWatch, ScriptedNode,
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, HoldToken,
+    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken,
+    ReleaseOutcome, ReleaseWatch, ScriptedNode,
 };
 
 /// A lock backend over one Redis node.
@@ -81,48 +81,45 @@ impl LockBackend for SingleNodeBackend {
     async fn try_acquire(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
-        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.node.run(&single::ACQUIRE, &keys, &args).await?;
-        acquire_outcome(&reply).ok_or_else(|| self.node.unexpected(&single::ACQUIRE, &reply))
+        acquire_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))
     }
 
     async fn extend(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
-        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         let reply = self
             .node
             .run(&single::EXTEND, &[key.redis_key()], &args)
             .await?;
         match reply {
-            Reply::Int(1) => Ok(ExtendOutcome::Extended),
+            Reply::Int(1) => Ok(ExtendOutcome::Extended { ttl }),
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
             other => Err(self.node.unexpected(&single::EXTEND, &other)),
         }
     }
 
-    async fn release(
-        &self,
-        key: &LockKey,
-        owner: &OwnerToken,
-    ) -> Result<ReleaseOutcome, LockError> {
+    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let reply = self
             .node
             .run(
                 &single::RELEASE,
                 &[key.redis_key()],
-                &[owner.expose().as_bytes()],
+                &[hold.value().as_bytes()],
             )
             .await?;
         match reply {
@@ -130,6 +127,10 @@ impl LockBackend for SingleNodeBackend {
             Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
             other => Err(self.node.unexpected(&single::RELEASE, &other)),
         }
+    }
+
+    fn releases_only_its_attempt(&self) -> bool {
+        true
     }
 
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
@@ -147,7 +148,7 @@ impl LockBackend for SingleNodeBackend {
     async fn try_acquire_fair(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
         waiter_lease: Duration,
         join: bool,
@@ -159,13 +160,15 @@ impl LockBackend for SingleNodeBackend {
         let lease_ms = ttl_millis(waiter_lease).max(1).to_string();
         let join: &[u8] = if join { b"1" } else { b"0" };
         let args = [
-            owner.expose().as_bytes(),
+            hold.owner().expose().as_bytes(),
             ttl_ms.as_bytes(),
             lease_ms.as_bytes(),
             join,
+            hold.value().as_bytes(),
         ];
         let reply = self.node.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
-        acquire_outcome(&reply).ok_or_else(|| self.node.unexpected(&single::FAIR_ACQUIRE, &reply))
+        acquire_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))
     }
 
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
@@ -210,15 +213,20 @@ impl LockBackend for SingleNodeBackend {
     }
 }
 
-/// The `{1, token}` / `{0, pttl}` reply of the acquire scripts.
-fn acquire_outcome(reply: &Reply) -> Option<AcquireOutcome> {
+/// The `{1, token}` / `{0, pttl}` / `{-1, detail}` reply of the acquire
+/// scripts; `None` for any other shape.
+fn acquire_outcome(key: &LockKey, reply: &Reply) -> Option<Result<AcquireOutcome, LockError>> {
     match reply.as_array()? {
-        [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(AcquireOutcome::Acquired {
+        [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(Ok(AcquireOutcome::Acquired {
             fencing_token: Some(FencingToken::new(token.unsigned_abs())),
-        }),
-        [Reply::Int(0), Reply::Int(pttl)] => Some(AcquireOutcome::Held {
+        })),
+        [Reply::Int(0), Reply::Int(pttl)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*pttl),
-        }),
+        })),
+        [Reply::Int(-1), detail] => Some(Err(LockError::Corrupted {
+            key: key.redis_key().to_owned(),
+            detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+        })),
         _ => None,
     }
 }

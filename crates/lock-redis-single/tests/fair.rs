@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOutcome, ClientKind, LockBackend, LockKey, LockManager, OwnerToken, FAIR_WAITER_LEASE,
+    AcquireOutcome, ClientKind, HoldToken, LockBackend, LockKey, LockManager, OwnerToken,
+    FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -145,7 +146,7 @@ async fn abandoned_waiter_leaves_the_queue(kind: ClientKind) {
 async fn dead_waiter_is_dropped_within_its_lease(kind: ClientKind) {
     let fair = fair(kind).await;
     let key = LockKey::new("lock:", "dead").expect("key");
-    let dead = OwnerToken::generate().expect("rng");
+    let dead = HoldToken::new(OwnerToken::generate().expect("rng")).expect("rng");
     let holder = fair
         .locks
         .try_acquire("dead")

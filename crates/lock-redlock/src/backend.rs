@@ -8,8 +8,8 @@ use lock_core::client::Reply;
 use lock_core::script::{single, FORCE_RELEASE};
 use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, LockBackend, LockConfig, LockError,
-    LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome, ReleaseWatch,
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LockBackend, LockConfig,
+    LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, ReleaseWatch,
 };
 
 use crate::node::Node;
@@ -141,32 +141,32 @@ impl RedlockBackend {
         self.nodes.len()
     }
 
-    /// Releases `owner`'s key on every node at once and says how many
+    /// Releases `hold`'s key on every node at once and says how many
     /// confirmed, waiting for every node's answer (or the node timeout).
-    pub async fn release_reporting(&self, key: &LockKey, owner: &OwnerToken) -> ReleaseReport {
-        self.release_on(|_| true, key, owner, usize::MAX).await
+    pub async fn release_reporting(&self, key: &LockKey, hold: &HoldToken) -> ReleaseReport {
+        self.release_on(|_| true, key, hold, usize::MAX).await
     }
 
-    /// Releases `owner`'s key on the nodes whose index `asked` accepts, all at
+    /// Releases `hold`'s key on the nodes whose index `asked` accepts, all at
     /// once, and stops waiting once `enough` nodes confirmed; the deletes still
     /// in flight finish in the background.
     async fn release_on(
         &self,
         asked: impl Fn(usize) -> bool,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         enough: usize,
     ) -> ReleaseReport {
-        let args = (key.redis_key().to_owned(), owner.clone());
+        let args = (key.redis_key().to_owned(), hold.clone());
         let mut round = round::start(
             &self.nodes,
             asked,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, owner) = &*args;
+                let (key, hold) = &*args;
                 let reply = single::RELEASE
-                    .run(client.as_ref(), &[key], &[owner.expose().as_bytes()])
+                    .run(client.as_ref(), &[key], &[hold.value().as_bytes()])
                     .await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
@@ -260,7 +260,7 @@ impl LockBackend for RedlockBackend {
     async fn try_acquire(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
@@ -278,17 +278,17 @@ impl LockBackend for RedlockBackend {
         let needed = self.quorum();
         let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
-        let args = (key.redis_key().to_owned(), owner.clone(), ttl_ms);
+        let args = (key.redis_key().to_owned(), hold.clone(), ttl_ms);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, owner, ttl_ms) = &*args;
+                let (key, hold, ttl_ms) = &*args;
                 let args: [&[u8]; 5] = [
                     key.as_bytes(),
-                    owner.expose().as_bytes(),
+                    hold.value().as_bytes(),
                     b"NX",
                     b"PX",
                     ttl_ms.as_bytes(),
@@ -363,7 +363,7 @@ impl LockBackend for RedlockBackend {
         // nodes that timed out: their grant may still arrive, and must not hold
         // the key until its TTL.
         let report = self
-            .release_on(|index| !answered_held[index], key, owner, usize::MAX)
+            .release_on(|index| !answered_held[index], key, hold, usize::MAX)
             .await;
         tracing::debug!(
             key = key.name(),
@@ -401,22 +401,25 @@ impl LockBackend for RedlockBackend {
     async fn extend(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let started = Instant::now();
         let needed = self.quorum();
-        let args = (key.redis_key().to_owned(), owner.clone(), ttl_ms);
+        // "Not held" answers that prove the lease gone: with this many, no
+        // majority can hold it, whatever the other nodes would say.
+        let proves_gone = self.nodes.len() - needed + 1;
+        let args = (key.redis_key().to_owned(), hold.clone(), ttl_ms);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, owner, ttl_ms) = &*args;
-                let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+                let (key, hold, ttl_ms) = &*args;
+                let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
                 let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
@@ -425,15 +428,18 @@ impl LockBackend for RedlockBackend {
                 }
             },
         );
-        let mut extended = 0;
+        let (mut extended, mut not_held) = (0, 0);
         let mut failures = Vec::new();
         while let Some((_, result)) = round.next().await {
             match result {
                 Ok(true) => extended += 1,
-                Ok(false) => {}
+                Ok(false) => not_held += 1,
                 Err(err) => failures.push(err),
             }
-            if extended >= needed || extended + round.undecided() < needed {
+            if extended >= needed
+                || not_held >= proves_gone
+                || extended + round.undecided() < needed
+            {
                 break;
             }
         }
@@ -454,16 +460,18 @@ impl LockBackend for RedlockBackend {
                     ttl,
                 });
             }
-            return Ok(ExtendOutcome::Extended);
+            return Ok(ExtendOutcome::Extended { ttl });
         }
         if let Some(corrupted) = corrupted_majority(&mut failures, needed) {
             return Err(corrupted);
         }
-        if extended + failures.len() < needed {
-            // A majority answered that the key is gone or someone else's: no
-            // retry can bring this lease back.
+        if not_held >= proves_gone {
+            // Too many nodes answered that the key is gone or someone else's
+            // for a majority to hold it: no retry can bring this lease back.
             Ok(ExtendOutcome::NotHeld)
         } else {
+            // Errors and unanswered nodes leave it open: a transient failure,
+            // retried until the deadline.
             Err(LockError::QuorumNotReached {
                 got: extended,
                 needed,
@@ -472,15 +480,16 @@ impl LockBackend for RedlockBackend {
         }
     }
 
-    async fn release(
-        &self,
-        key: &LockKey,
-        owner: &OwnerToken,
-    ) -> Result<ReleaseOutcome, LockError> {
+    fn releases_only_its_attempt(&self) -> bool {
+        true
+    }
+
+    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let needed = self.quorum();
+        let proves_gone = self.nodes.len() - needed + 1;
         // Once a majority confirmed, the lock is free for the next holder; the
         // other deletes finish in the background.
-        let mut report = self.release_on(|_| true, key, owner, needed).await;
+        let mut report = self.release_on(|_| true, key, hold, needed).await;
         tracing::debug!(
             key = key.name(),
             confirmed = report.confirmed,
@@ -488,15 +497,17 @@ impl LockBackend for RedlockBackend {
             failed = report.failures.len(),
             "redlock release"
         );
-        if report.confirmed > 0 {
+        // Released only when a majority confirmed: fewer deletes leave the
+        // lock as it was, held by a majority or by nobody.
+        if report.confirmed >= needed {
             Ok(ReleaseOutcome::Released)
         } else if let Some(corrupted) = corrupted_majority(&mut report.failures, needed) {
             Err(corrupted)
-        } else if report.failures.is_empty() || report.not_held >= needed {
+        } else if report.not_held >= proves_gone {
             Ok(ReleaseOutcome::NotHeld)
         } else {
             Err(LockError::QuorumNotReached {
-                got: 0,
+                got: report.confirmed,
                 needed,
                 failures: report.failures,
             })

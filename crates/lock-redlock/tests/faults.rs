@@ -392,7 +392,8 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     let backend = redlock(kind, std::slice::from_ref(&url))
         .await
         .expect("connect");
-    let owner = lock_core::OwnerToken::generate().expect("rng");
+    let owner =
+        lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("rng")).expect("rng");
     let key = lock_core::LockKey::new("lock:", "k").expect("key");
     let result =
         lock_core::LockBackend::try_acquire(&backend, &key, &owner, Duration::from_millis(20))

@@ -8,8 +8,8 @@ use lock_core::client::{NodeClient, Reply};
 use lock_core::script::reentrant;
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, LockBackend,
-    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, HoldToken,
+    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome,
     ReleaseWatch, ScriptedNode,
 };
 
@@ -81,6 +81,15 @@ fn corrupted(key: &LockKey, detail: &Reply) -> LockError {
     }
 }
 
+/// The hold's fencing token as the scripts compare it: the counter's value
+/// when the hold was granted, or `''` (any hold of the owner) for a hold
+/// whose acquire was never confirmed.
+fn hold_token_arg(hold: &HoldToken) -> String {
+    hold.fencing_token()
+        .map(|token| token.get().to_string())
+        .unwrap_or_default()
+}
+
 /// Parses an optional decimal string from Redis.
 fn parse_count(reply: &Reply) -> Option<Option<u64>> {
     match reply {
@@ -98,13 +107,13 @@ impl LockBackend for ReentrantBackend {
     async fn try_acquire(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
-        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
+        let args = [hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.node.run(&reentrant::ACQUIRE, &keys, &args).await?;
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(token), Reply::Int(holds)])
@@ -125,36 +134,35 @@ impl LockBackend for ReentrantBackend {
     async fn extend(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
-        let args = [owner.expose().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self
-            .node
-            .run(&reentrant::EXTEND, &[key.redis_key()], &args)
-            .await?;
+        let token = hold_token_arg(hold);
+        let keys = [key.redis_key(), key.fence_key()];
+        let args = [
+            hold.owner().expose().as_bytes(),
+            ttl_ms.as_bytes(),
+            token.as_bytes(),
+        ];
+        let reply = self.node.run(&reentrant::EXTEND, &keys, &args).await?;
         match reply {
-            Reply::Int(1) => Ok(ExtendOutcome::Extended),
+            // The TTL the key now has: the one asked for, or a longer one the
+            // hold's other guards set.
+            Reply::Int(ttl_set) if ttl_set >= 1 => Ok(ExtendOutcome::Extended {
+                ttl: Duration::from_millis(ttl_set.unsigned_abs()),
+            }),
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
             other => Err(self.node.unexpected(&reentrant::EXTEND, &other)),
         }
     }
 
-    async fn release(
-        &self,
-        key: &LockKey,
-        owner: &OwnerToken,
-    ) -> Result<ReleaseOutcome, LockError> {
-        let reply = self
-            .node
-            .run(
-                &reentrant::RELEASE,
-                &[key.redis_key()],
-                &[owner.expose().as_bytes()],
-            )
-            .await?;
+    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
+        let token = hold_token_arg(hold);
+        let keys = [key.redis_key(), key.fence_key()];
+        let args = [hold.owner().expose().as_bytes(), token.as_bytes()];
+        let reply = self.node.run(&reentrant::RELEASE, &keys, &args).await?;
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(left)]) if *left >= 0 => Ok(ReleaseOutcome::Released),
             Some([Reply::Int(0), Reply::Int(0)]) => Ok(ReleaseOutcome::NotHeld),

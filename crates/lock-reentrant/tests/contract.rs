@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, LockBackend, LockError, LockKey, LockState,
-    NodeUrl, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, HoldToken, LockBackend, LockError, LockKey,
+    LockState, NodeUrl, OwnerToken, ReleaseOutcome,
 };
 use lock_reentrant::ReentrantBackend;
 use lock_testkit::contract::{fast_config, Deployment};
@@ -38,8 +38,10 @@ fn key(name: &str) -> LockKey {
     LockKey::new("lock:", name).expect("valid key")
 }
 
-fn owner() -> OwnerToken {
-    OwnerToken::generate().expect("os rng")
+/// One hold of a fresh owner, used for all its acquires here: the
+/// reentrant strategy re-enters by owner.
+fn owner() -> HoldToken {
+    HoldToken::new(OwnerToken::generate().expect("os rng")).expect("os rng")
 }
 
 const TTL: Duration = Duration::from_secs(10);
@@ -204,7 +206,7 @@ async fn watchdog_renews_while_holds_remain(factory: &Reentrant) {
 async fn corrupted_locks_are_reported(factory: &Reentrant) {
     let deployment = Deployment::start(factory).await;
     let backend = deployment.backend.as_ref();
-    let holder = OwnerToken::from_string("worker-1").expect("owner");
+    let holder = HoldToken::new(OwnerToken::from_string("worker-1").expect("owner")).expect("rng");
 
     let bad_count = key("bad-count");
     deployment.admin_all(&["HSET", bad_count.redis_key(), "worker-1", "many"]);

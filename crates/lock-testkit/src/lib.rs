@@ -13,6 +13,7 @@ pub mod bench;
 pub mod contract;
 pub mod model;
 mod proxy;
+pub mod safety;
 mod server;
 
 pub use contract::{BackendFactory, Capabilities, Deployment};
@@ -84,6 +85,21 @@ macro_rules! contract_suite {
             polling_mode_hands_over,
             bad_credentials_and_urls_are_rejected,
         );
+        $crate::contract_suite!(@safety $factory;
+            deadline_follows_the_last_ttl_set,
+            stale_guard_spares_a_newer_hold,
+            lost_reply_cleanup_spares_the_retry,
+            foreign_counter_writes_nothing,
+        );
+    };
+    (@safety $factory:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let factory = $factory;
+                $crate::run(async move { $crate::safety::$check(&factory).await });
+            }
+        )+
     };
     (@checks $factory:expr; $($check:ident),+ $(,)?) => {
         $(
