@@ -404,10 +404,71 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     );
 }
 
+/// A hold of a fresh owner, for the backend called directly.
+fn hold() -> lock_core::HoldToken {
+    lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("rng")).expect("rng")
+}
+
+/// Extend says `NotHeld` (a permanent loss) only when enough nodes answered
+/// "not held" that no majority can hold the key; one such answer next to an
+/// error and a silent node is a transient failure. A release succeeds only
+/// when a majority confirmed.
+async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
+    use lock_core::{ExtendOutcome, LockBackend, LockKey, ReleaseOutcome};
+    let mut nodes = servers(3);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
+    let key = LockKey::new("lock:", "undecided").expect("key");
+    let ttl = Duration::from_secs(10);
+    let holder = hold();
+    assert!(matches!(
+        backend.try_acquire(&key, &holder, ttl).await,
+        Ok(lock_core::AcquireOutcome::Acquired { .. })
+    ));
+    // Let the grants still in flight land on every node.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    nodes[0].admin(&["DEL", key.redis_key()]).expect("DEL");
+    nodes[1].kill().expect("kill -9");
+    nodes[2].pause().expect("SIGSTOP");
+    let outcome = backend.extend(&key, &holder, ttl).await;
+    assert!(
+        matches!(&outcome, Err(err) if err.is_retryable()),
+        "one 'not held', one error and one silent node must be a transient failure: {outcome:?}"
+    );
+    nodes[2].resume().expect("SIGCONT");
+
+    let nodes = servers(3);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
+    let holder = hold();
+    assert!(matches!(
+        backend.try_acquire(&key, &holder, ttl).await,
+        Ok(lock_core::AcquireOutcome::Acquired { .. })
+    ));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for node in &nodes[..2] {
+        node.admin(&["DEL", key.redis_key()]).expect("DEL");
+    }
+    assert_eq!(
+        backend.release(&key, &holder).await.expect("release"),
+        ReleaseOutcome::NotHeld,
+        "one delete of three is not a release: the lock was already gone"
+    );
+    assert!(matches!(
+        backend.extend(&key, &holder, ttl).await,
+        Ok(ExtendOutcome::NotHeld)
+    ));
+}
+
 macro_rules! fault_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
             use super::*;
+
+            #[test]
+            fn undecided_nodes_are_not_a_loss() {
+                lock_testkit::run(super::undecided_nodes_are_not_a_loss($kind));
+            }
 
             #[test]
             fn one_node_down_from_the_start() {
