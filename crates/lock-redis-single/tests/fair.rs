@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{
     AcquireOutcome, ClientKind, HoldToken, LockBackend, LockKey, LockManager, OwnerToken,
-    FAIR_WAITER_LEASE,
+    RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -22,7 +22,7 @@ struct Fair {
 
 async fn fair(kind: ClientKind) -> Fair {
     let server = RedisServer::start().expect("start");
-    let (backend, locks) = process(kind, &server, true).await;
+    let (backend, locks) = process(kind, &server, WaitMode::Notify).await;
     Fair {
         server,
         backend,
@@ -35,7 +35,7 @@ async fn fair(kind: ClientKind) -> Fair {
 async fn process(
     kind: ClientKind,
     server: &RedisServer,
-    fair: bool,
+    wait_mode: WaitMode,
 ) -> (Arc<SingleNodeBackend>, LockManager) {
     let backend = Arc::new(
         SingleNodeBackend::connect(kind, &server.url(), fast_options())
@@ -43,8 +43,14 @@ async fn process(
             .expect("connect"),
     );
     let mut config = fast_config(Duration::from_secs(10));
-    config.fair = fair;
+    config.fair = true;
     config.wait_timeout = Duration::from_secs(20);
+    config.wait_mode = wait_mode;
+    if wait_mode == WaitMode::Poll {
+        // Backoff far above the waiter lease: a waiter that slept that long
+        // between attempts would drop out of the line.
+        config.retry = RetryPolicy::new(Duration::from_secs(3), Duration::from_secs(8));
+    }
     let locks =
         LockManager::new(Arc::clone(&backend) as Arc<dyn LockBackend>, config).expect("config");
     (backend, locks)
@@ -73,6 +79,17 @@ async fn until_queued(fair: &Fair, name: &str, length: i64) {
 /// Waiters in different processes (each with its own connections and
 /// subscriber) get the lock in the order they arrived.
 async fn arrival_order_holds(kind: ClientKind) {
+    served_in_arrival_order(kind, WaitMode::Notify, Duration::ZERO).await;
+}
+
+/// Polling waiters keep their place too, however long their backoff: they
+/// try again well within the waiter lease, while the holder keeps the lock
+/// for longer than that lease.
+async fn arrival_order_holds_when_polling(kind: ClientKind) {
+    served_in_arrival_order(kind, WaitMode::Poll, FAIR_WAITER_LEASE * 3 / 2).await;
+}
+
+async fn served_in_arrival_order(kind: ClientKind, wait_mode: WaitMode, hold_for: Duration) {
     let fair = fair(kind).await;
     let holder = fair
         .locks
@@ -83,7 +100,7 @@ async fn arrival_order_holds(kind: ClientKind) {
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for index in 0..5 {
-        let (_, locks) = process(kind, &fair.server, true).await;
+        let (_, locks) = process(kind, &fair.server, wait_mode).await;
         let order = Arc::clone(&order);
         waiters.push(tokio::spawn(async move {
             let guard = locks.acquire("ordered").await.expect("acquire in turn");
@@ -93,6 +110,7 @@ async fn arrival_order_holds(kind: ClientKind) {
         }));
         until_queued(&fair, "ordered", index + 1).await;
     }
+    tokio::time::sleep(hold_for).await;
     holder.release().await.expect("release");
     for waiter in waiters {
         waiter.await.expect("waiter");
@@ -198,6 +216,11 @@ macro_rules! fair_tests {
             #[test]
             fn arrival_order_holds() {
                 lock_testkit::run(super::arrival_order_holds($kind));
+            }
+
+            #[test]
+            fn arrival_order_holds_when_polling() {
+                lock_testkit::run(super::arrival_order_holds_when_polling($kind));
             }
 
             #[test]
