@@ -51,7 +51,7 @@ impl FromStr for Strategy {
             "redlock" => Ok(Strategy::Redlock),
             _ => Err(invalid(
                 "strategy",
-                format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+                "is not one of `single`, `reentrant`, `redlock`",
             )),
         }
     }
@@ -168,20 +168,20 @@ impl Config {
             Some(toml::Value::String(text)) => Some(text.parse().map_err(|_| {
                 invalid(
                     &name("strategy"),
-                    format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+                    "is not one of `single`, `reentrant`, `redlock`",
                 )
             })?),
             Some(other) => {
                 return Err(invalid(
                     &name("strategy"),
-                    format!("expected a string, got {other}"),
+                    format!("expected a string, got {}", other.type_str()),
                 ))
             }
         };
         // Deserialize from text, so an error carries the span of its key.
         let text = toml::to_string(&table).map_err(|err| invalid("config", err.to_string()))?;
         let lock = toml::from_str::<LockConfig>(&text).map_err(|err| {
-            let message = err.message().to_owned();
+            let message = redact_values(err.message());
             let field = err
                 .span()
                 .and_then(|span| field_at(&text, span.start))
@@ -233,6 +233,45 @@ fn field_in_message(message: &str) -> Option<String> {
     Some(message[start..end].to_owned())
 }
 
+/// A serde message without the values it quotes (`invalid value: string
+/// "redis://user:pw@h", expected a duration`, ``unknown variant `x` ``): a
+/// value in the wrong place may be a password. Field names stay.
+fn redact_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    loop {
+        let string_at = rest.find("string \"");
+        let variant_at = rest.find("unknown variant `");
+        match (string_at, variant_at) {
+            (Some(at), variant) if variant.is_none_or(|variant| at < variant) => {
+                out.push_str(&rest[..at]);
+                out.push_str("a string");
+                // Serde quotes with `{:?}`, so an inner quote is escaped.
+                let value = &rest[at + "string \"".len()..];
+                let mut escaped = false;
+                let end = value.char_indices().find_map(|(index, c)| {
+                    let closes = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    closes.then_some(index + 1)
+                });
+                rest = &value[end.unwrap_or(value.len())..];
+            }
+            (_, Some(at)) => {
+                out.push_str(&rest[..at]);
+                out.push_str("unknown variant");
+                let value = &rest[at + "unknown variant `".len()..];
+                rest = value
+                    .rfind("`, expected")
+                    .map_or("", |end| &value[end + 1..]);
+            }
+            (_, None) => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
 /// Fields whose values are not strings, so text from the environment must be
 /// converted before deserializing.
 fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
@@ -248,11 +287,11 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
         "watchdog.enabled" | "fair" => text
             .parse::<bool>()
             .map(toml::Value::Boolean)
-            .map_err(|_| format!("`{text}` is not `true` or `false`")),
+            .map_err(|_| "is not `true` or `false`".to_owned()),
         "clock_drift_factor" | "retry.multiplier" => text
             .parse::<f64>()
             .map(toml::Value::Float)
-            .map_err(|_| format!("`{text}` is not a number")),
+            .map_err(|_| "is not a number".to_owned()),
         _ => Ok(toml::Value::String(text.to_owned())),
     }
 }

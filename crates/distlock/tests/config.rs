@@ -182,3 +182,49 @@ fn bad_environment_names_the_variable_or_field() {
         );
     }
 }
+
+#[test]
+fn secrets_in_node_urls_never_reach_an_error() {
+    let urls = [
+        "redis://us3r:s3cr3t/h1dd3n@host",
+        "redis://us3r:s3cr3t#h1dd3n@host:6379/0",
+        "redis://us3r:s3cr3t?h1dd3n@host",
+        "redis://us3r:s3cr3t@h1dd3n@",
+        "redis://us3r:s3cr3t@host:h1dd3n",
+        "redis://us3r:s3cr3t@host/h1dd3n",
+        "redis://us3r:s3cr3t",
+    ];
+    let mut errors = Vec::new();
+    for url in urls {
+        errors.push(Config::from_vars([("DISTLOCK_NODES", url)]).expect_err(url));
+        errors.push(Config::from_toml_str(&format!("nodes = [{url:?}]")).expect_err(url));
+        // A string where a list belongs: serde would quote the value.
+        errors.push(Config::from_toml_str(&format!("nodes = {url:?}")).expect_err(url));
+        // A URL pasted into the wrong field: no value is quoted back.
+        for misplaced in [
+            format!("[retry]\nmax_delay = {url:?}"),
+            format!("client = {url:?}"),
+            format!("strategy = {url:?}"),
+            format!("wait_mode = {url:?}"),
+            format!("[watchdog]\nenabled = {url:?}"),
+        ] {
+            errors.push(Config::from_toml_str(&misplaced).expect_err(&misplaced));
+        }
+        for name in [
+            "DISTLOCK_STRATEGY",
+            "DISTLOCK_CLIENT",
+            "DISTLOCK_TTL",
+            "DISTLOCK_FAIR",
+            "DISTLOCK_CLOCK_DRIFT_FACTOR",
+        ] {
+            errors.push(Config::from_vars([(name, url)]).expect_err(name));
+        }
+    }
+    for err in errors {
+        for text in [err.to_string(), format!("{err:?}")] {
+            for secret in ["us3r", "s3cr3t", "h1dd3n"] {
+                assert!(!text.contains(secret), "`{secret}` leaks: {text}");
+            }
+        }
+    }
+}
