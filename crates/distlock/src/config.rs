@@ -12,6 +12,35 @@ use serde::Deserialize;
 /// The prefix of the environment variables read by [`Config::from_env`].
 pub const ENV_PREFIX: &str = "DISTLOCK_";
 
+/// The fields a `DISTLOCK_*` variable can set, dotted where nested
+/// (`retry.max_delay` is `DISTLOCK_RETRY__MAX_DELAY`). A unit test checks the
+/// list against [`LockConfig`]'s own.
+const ENV_FIELDS: &[&str] = &[
+    "strategy",
+    "nodes",
+    "client",
+    "ttl",
+    "key_prefix",
+    "wait_timeout",
+    "wait_mode",
+    "fair",
+    "retry.initial_delay",
+    "retry.max_delay",
+    "retry.multiplier",
+    "watchdog.enabled",
+    "watchdog.interval",
+    "connect_timeout",
+    "command_timeout",
+    "node_timeout",
+    "clock_drift_factor",
+];
+
+/// `DISTLOCK_*` variables that are not config, without the prefix: the
+/// `distlock` command's log filter (`LOG`), what it hands the commands it
+/// runs (`KEY`, `FENCING_TOKEN`), and `OWNER`, kept for an owner token. A job
+/// inherits them, so a `distlock` call inside it must not read them as config.
+const NON_CONFIG_VARS: &[&str] = &["LOG", "KEY", "FENCING_TOKEN", "OWNER"];
+
 /// Which locking strategy to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -104,7 +133,7 @@ impl Config {
     /// Reads `DISTLOCK_*` variables from the process environment; see
     /// [`Config::from_vars`].
     pub fn from_env() -> Result<Self, LockError> {
-        Self::from_vars(std::env::vars())
+        Self::from_vars(process_env())
     }
 
     /// Builds a config from `DISTLOCK_*` variables alone (others are ignored):
@@ -113,6 +142,12 @@ impl Config {
     /// by their upper-case names, and nested fields with a double underscore
     /// (`DISTLOCK_RETRY__MAX_DELAY`, `DISTLOCK_WATCHDOG__ENABLED`). Errors
     /// name the variable.
+    ///
+    /// Only variables that name a field are read. `DISTLOCK_LOG`,
+    /// `DISTLOCK_KEY`, `DISTLOCK_FENCING_TOKEN` and `DISTLOCK_OWNER` are not
+    /// config and are skipped; any other `DISTLOCK_*` variable is skipped too,
+    /// with a `tracing` warning when it looks like a misspelt field
+    /// (`DISTLOCK_TLL`, `DISTLOCK_RETRY_MAX_DELAY`, `DISTLOCK_WATCHDOG`).
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, LockError>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -137,7 +172,7 @@ impl Config {
             }
             None => toml::Table::new(),
         };
-        merge(&mut table, env_table(std::env::vars())?);
+        merge(&mut table, env_table(process_env())?);
         let config = Self::from_table(table, &|field| field.to_owned())?;
         config.validate()?;
         Ok(config)
@@ -296,6 +331,20 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
     }
 }
 
+/// The process environment as text. A variable that is not Unicode is kept
+/// with its bad bytes replaced, so it can neither crash the reader (as
+/// `std::env::vars` would) nor pass for valid config.
+fn process_env() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().map(|(key, value)| {
+        (
+            key.to_string_lossy().into_owned(),
+            value.to_string_lossy().into_owned(),
+        )
+    })
+}
+
+/// The `DISTLOCK_*` variables that name config fields, as a TOML table;
+/// other `DISTLOCK_*` variables are skipped (see [`Config::from_vars`]).
 fn env_table<I, K, V>(vars: I) -> Result<toml::Table, LockError>
 where
     I: IntoIterator<Item = (K, V)>,
@@ -311,13 +360,14 @@ where
         })
         .collect();
     for (name, text) in sorted {
-        let path: Vec<String> = name.split("__").map(str::to_ascii_lowercase).collect();
-        if path.iter().any(String::is_empty) {
-            return Err(invalid(
-                &format!("{ENV_PREFIX}{name}"),
-                "malformed variable name",
-            ));
-        }
+        let upper = name.to_ascii_uppercase();
+        let Some(field) = ENV_FIELDS.iter().find(|field| env_suffix(field) == upper) else {
+            if !NON_CONFIG_VARS.contains(&upper.as_str()) {
+                warn_if_misspelt(&name, &upper);
+            }
+            continue;
+        };
+        let path: Vec<String> = field.split('.').map(str::to_owned).collect();
         let value = env_value(&path, &text)
             .map_err(|reason| invalid(&format!("{ENV_PREFIX}{name}"), reason))?;
         let mut slot = &mut table;
@@ -325,6 +375,7 @@ where
             let entry = slot
                 .entry(section.clone())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            // Unreachable with ENV_FIELDS: no field is both a section and a value.
             slot = match entry {
                 toml::Value::Table(inner) => inner,
                 _ => {
@@ -340,6 +391,61 @@ where
     Ok(table)
 }
 
+/// `retry.max_delay` as a variable name after the prefix, `RETRY__MAX_DELAY`.
+fn env_suffix(field: &str) -> String {
+    field.replace('.', "__").to_ascii_uppercase()
+}
+
+/// Warns about `DISTLOCK_<name>` (upper-cased: `upper`), which names no field,
+/// if it looks like a field misspelt: at most two edits from one, a section
+/// without its field (`WATCHDOG`), or a field or section with an unknown
+/// part after `__` (`RETRY__MAX`, `TTL__SECS`).
+fn warn_if_misspelt(name: &str, upper: &str) {
+    let suffixes: Vec<String> = ENV_FIELDS.iter().map(|field| env_suffix(field)).collect();
+    let closest = suffixes
+        .iter()
+        .map(|suffix| (edit_distance(upper, suffix), suffix))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, suffix)| vec![suffix.as_str()]);
+    let head = upper.split("__").next().unwrap_or(upper);
+    let same_head = || {
+        let fields: Vec<&str> = suffixes
+            .iter()
+            .map(String::as_str)
+            .filter(|suffix| suffix.split("__").next() == Some(head))
+            .collect();
+        (!fields.is_empty()).then_some(fields)
+    };
+    let Some(meant) = closest.or_else(same_head) else {
+        return;
+    };
+    let meant: Vec<String> = meant
+        .iter()
+        .map(|suffix| format!("{ENV_PREFIX}{suffix}"))
+        .collect();
+    tracing::warn!(
+        "ignoring {ENV_PREFIX}{name}: no config field has that name; did you mean {}?",
+        meant.join(" or ")
+    );
+}
+
+/// The Levenshtein distance between two ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, &left) in a.as_bytes().iter().enumerate() {
+        let mut current = Vec::with_capacity(b.len() + 1);
+        current.push(i + 1);
+        for (j, &right) in b.iter().enumerate() {
+            let replace = previous[j] + usize::from(left != right);
+            current.push(replace.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
 /// Puts `overrides` over `base`, section by section.
 fn merge(base: &mut toml::Table, overrides: toml::Table) {
     for (key, value) in overrides {
@@ -349,5 +455,67 @@ fn merge(base: &mut toml::Table, overrides: toml::Table) {
                 base.insert(key, value);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names serde lists after "expected one of" for an unknown field in
+    /// `section` (empty for the top level), dotted.
+    fn serde_fields(section: &str) -> Vec<String> {
+        let text = if section.is_empty() {
+            "no_such_field = 1".to_owned()
+        } else {
+            format!("[{section}]\nno_such_field = 1")
+        };
+        let err = toml::from_str::<LockConfig>(&text).expect_err("an unknown field");
+        let message = err.message().to_owned();
+        let (_, expected) = message
+            .split_once("expected ")
+            .unwrap_or_else(|| panic!("serde lists the fields: {message}"));
+        // "`a`", "`a` or `b`", "one of `a`, `b`, `c`": every other piece
+        // between backquotes is a name.
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|name| {
+                if section.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{section}.{name}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn env_fields_are_exactly_the_config_fields() {
+        let mut fields = vec!["strategy".to_owned()];
+        for field in serde_fields("") {
+            match field.as_str() {
+                "retry" | "watchdog" => fields.extend(serde_fields(&field)),
+                _ => fields.push(field),
+            }
+        }
+        fields.sort();
+        let mut listed: Vec<String> = ENV_FIELDS.iter().map(|&field| field.to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            listed, fields,
+            "ENV_FIELDS must list every LockConfig field (a new section needs a line in this test)"
+        );
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("TTL", "TTL"), 0);
+        assert_eq!(edit_distance("TLL", "TTL"), 1);
+        assert_eq!(edit_distance("NODE", "NODES"), 1);
+        assert_eq!(edit_distance("RETRY_MAX_DELAY", "RETRY__MAX_DELAY"), 1);
+        assert_eq!(edit_distance("", "TTL"), 3);
+        assert_eq!(edit_distance("HOME", "NODES"), 3);
     }
 }

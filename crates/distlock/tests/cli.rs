@@ -246,3 +246,57 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
         "the lock was released"
     );
 }
+
+#[test]
+fn the_log_filter_and_the_job_variables_are_not_config() {
+    let server = RedisServer::start().expect("start");
+    // The job inherits DISTLOCK_LOG, DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN.
+    let nested = format!("'{DISTLOCK}' status nested");
+    let out = output(
+        distlock(
+            &server,
+            &["run", "--key", "nested", "--", "sh", "-c", &nested],
+        )
+        .env("DISTLOCK_LOG", "debug"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "stderr: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("nested: held"),
+        "the nested call sees the lock: {stdout}"
+    );
+    assert!(
+        stderr.contains("DEBUG"),
+        "DISTLOCK_LOG=debug logs: {stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "nothing to warn about: {stderr}");
+}
+
+#[test]
+fn a_misspelt_variable_is_named_in_a_warning_and_ignored() {
+    let server = RedisServer::start().expect("start");
+    let out = output(distlock(&server, &["status", "k"]).env("DISTLOCK_TLL", "1s"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "stderr: {stderr}");
+    assert!(
+        stderr.contains("DISTLOCK_TLL") && stderr.contains("DISTLOCK_TTL"),
+        "the warning names the variable and the field: {stderr}"
+    );
+}
+
+#[test]
+fn a_variable_that_is_not_unicode_breaks_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let server = RedisServer::start().expect("start");
+    let out = output(
+        distlock(&server, &["status", "k"])
+            .env("SOME_OTHER_TOOL", std::ffi::OsStr::from_bytes(b"caf\xe9")),
+    );
+    assert_eq!(
+        code(&out),
+        0,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -4,6 +4,17 @@
 //! Config comes from `--config FILE` (TOML) and `DISTLOCK_*` variables, which
 //! win: `DISTLOCK_NODES=redis://127.0.0.1:6379 distlock run --key nightly -- ./job.sh`.
 //!
+//! # Environment
+//!
+//! - `DISTLOCK_<FIELD>` sets a config field (`DISTLOCK_TTL`,
+//!   `DISTLOCK_RETRY__MAX_DELAY`; see `distlock::Config::from_vars`). Other
+//!   `DISTLOCK_*` variables are ignored; one that looks like a misspelt field
+//!   (`DISTLOCK_TLL`) is named in a warning.
+//! - `DISTLOCK_LOG` is the log filter, in `tracing` `EnvFilter` syntax:
+//!   `debug`, `lock_core=trace,warn`. Logs go to stderr; the default is `warn`.
+//! - `DISTLOCK_KEY` and `DISTLOCK_FENCING_TOKEN` are set for the command `run`
+//!   starts; a `distlock` call inside it does not read them as config.
+//!
 //! # Exit codes of `distlock run`
 //!
 //! | code | meaning |
@@ -47,7 +58,8 @@ const EXIT_INTERRUPTED: u8 = 130;
 #[command(
     name = "distlock",
     version,
-    about = "Run commands under a distributed lock on Redis"
+    about = "Run commands under a distributed lock on Redis",
+    after_help = "Environment: DISTLOCK_NODES, DISTLOCK_TTL and the other DISTLOCK_<FIELD> variables set config fields; DISTLOCK_LOG is the log filter (default `warn`; e.g. `debug`)."
 )]
 struct Cli {
     /// A TOML config file; DISTLOCK_* environment variables override it.
@@ -100,8 +112,15 @@ enum Task {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Warnings show by default: a misspelt DISTLOCK_* variable, a release that
+    // failed. DISTLOCK_LOG (`debug`, `lock_core=trace`) changes the filter.
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
+        .with_env_var("DISTLOCK_LOG")
+        .from_env_lossy();
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("DISTLOCK_LOG"))
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
