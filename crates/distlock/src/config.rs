@@ -12,6 +12,35 @@ use serde::Deserialize;
 /// The prefix of the environment variables read by [`Config::from_env`].
 pub const ENV_PREFIX: &str = "DISTLOCK_";
 
+/// The fields a `DISTLOCK_*` variable can set, dotted where nested
+/// (`retry.max_delay` is `DISTLOCK_RETRY__MAX_DELAY`). A unit test checks the
+/// list against [`LockConfig`]'s own.
+const ENV_FIELDS: &[&str] = &[
+    "strategy",
+    "nodes",
+    "client",
+    "ttl",
+    "key_prefix",
+    "wait_timeout",
+    "wait_mode",
+    "fair",
+    "retry.initial_delay",
+    "retry.max_delay",
+    "retry.multiplier",
+    "watchdog.enabled",
+    "watchdog.interval",
+    "connect_timeout",
+    "command_timeout",
+    "node_timeout",
+    "clock_drift_factor",
+];
+
+/// `DISTLOCK_*` variables that are not config, without the prefix: the
+/// `distlock` command's log filter (`LOG`), what it hands the commands it
+/// runs (`KEY`, `FENCING_TOKEN`), and `OWNER`, kept for an owner token. A job
+/// inherits them, so a `distlock` call inside it must not read them as config.
+const NON_CONFIG_VARS: &[&str] = &["LOG", "KEY", "FENCING_TOKEN", "OWNER"];
+
 /// Which locking strategy to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,7 +80,7 @@ impl FromStr for Strategy {
             "redlock" => Ok(Strategy::Redlock),
             _ => Err(invalid(
                 "strategy",
-                format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+                "is not one of `single`, `reentrant`, `redlock`",
             )),
         }
     }
@@ -104,7 +133,7 @@ impl Config {
     /// Reads `DISTLOCK_*` variables from the process environment; see
     /// [`Config::from_vars`].
     pub fn from_env() -> Result<Self, LockError> {
-        Self::from_vars(std::env::vars())
+        Self::from_vars(process_env())
     }
 
     /// Builds a config from `DISTLOCK_*` variables alone (others are ignored):
@@ -113,6 +142,12 @@ impl Config {
     /// by their upper-case names, and nested fields with a double underscore
     /// (`DISTLOCK_RETRY__MAX_DELAY`, `DISTLOCK_WATCHDOG__ENABLED`). Errors
     /// name the variable.
+    ///
+    /// Only variables that name a field are read. `DISTLOCK_LOG`,
+    /// `DISTLOCK_KEY`, `DISTLOCK_FENCING_TOKEN` and `DISTLOCK_OWNER` are not
+    /// config and are skipped; any other `DISTLOCK_*` variable is skipped too,
+    /// with a `tracing` warning when it looks like a misspelt field
+    /// (`DISTLOCK_TLL`, `DISTLOCK_RETRY_MAX_DELAY`, `DISTLOCK_WATCHDOG`).
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, LockError>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -137,7 +172,7 @@ impl Config {
             }
             None => toml::Table::new(),
         };
-        merge(&mut table, env_table(std::env::vars())?);
+        merge(&mut table, env_table(process_env())?);
         let config = Self::from_table(table, &|field| field.to_owned())?;
         config.validate()?;
         Ok(config)
@@ -168,20 +203,20 @@ impl Config {
             Some(toml::Value::String(text)) => Some(text.parse().map_err(|_| {
                 invalid(
                     &name("strategy"),
-                    format!("`{text}` is not one of `single`, `reentrant`, `redlock`"),
+                    "is not one of `single`, `reentrant`, `redlock`",
                 )
             })?),
             Some(other) => {
                 return Err(invalid(
                     &name("strategy"),
-                    format!("expected a string, got {other}"),
+                    format!("expected a string, got {}", other.type_str()),
                 ))
             }
         };
         // Deserialize from text, so an error carries the span of its key.
         let text = toml::to_string(&table).map_err(|err| invalid("config", err.to_string()))?;
         let lock = toml::from_str::<LockConfig>(&text).map_err(|err| {
-            let message = err.message().to_owned();
+            let message = redact_values(err.message());
             let field = err
                 .span()
                 .and_then(|span| field_at(&text, span.start))
@@ -233,6 +268,45 @@ fn field_in_message(message: &str) -> Option<String> {
     Some(message[start..end].to_owned())
 }
 
+/// A serde message without the values it quotes (`invalid value: string
+/// "redis://user:pw@h", expected a duration`, ``unknown variant `x` ``): a
+/// value in the wrong place may be a password. Field names stay.
+fn redact_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    loop {
+        let string_at = rest.find("string \"");
+        let variant_at = rest.find("unknown variant `");
+        match (string_at, variant_at) {
+            (Some(at), variant) if variant.is_none_or(|variant| at < variant) => {
+                out.push_str(&rest[..at]);
+                out.push_str("a string");
+                // Serde quotes with `{:?}`, so an inner quote is escaped.
+                let value = &rest[at + "string \"".len()..];
+                let mut escaped = false;
+                let end = value.char_indices().find_map(|(index, c)| {
+                    let closes = c == '"' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    closes.then_some(index + 1)
+                });
+                rest = &value[end.unwrap_or(value.len())..];
+            }
+            (_, Some(at)) => {
+                out.push_str(&rest[..at]);
+                out.push_str("unknown variant");
+                let value = &rest[at + "unknown variant `".len()..];
+                rest = value
+                    .rfind("`, expected")
+                    .map_or("", |end| &value[end + 1..]);
+            }
+            (_, None) => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
 /// Fields whose values are not strings, so text from the environment must be
 /// converted before deserializing.
 fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
@@ -248,15 +322,29 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
         "watchdog.enabled" | "fair" => text
             .parse::<bool>()
             .map(toml::Value::Boolean)
-            .map_err(|_| format!("`{text}` is not `true` or `false`")),
+            .map_err(|_| "is not `true` or `false`".to_owned()),
         "clock_drift_factor" | "retry.multiplier" => text
             .parse::<f64>()
             .map(toml::Value::Float)
-            .map_err(|_| format!("`{text}` is not a number")),
+            .map_err(|_| "is not a number".to_owned()),
         _ => Ok(toml::Value::String(text.to_owned())),
     }
 }
 
+/// The process environment as text. A variable that is not Unicode is kept
+/// with its bad bytes replaced, so it can neither crash the reader (as
+/// `std::env::vars` would) nor pass for valid config.
+fn process_env() -> impl Iterator<Item = (String, String)> {
+    std::env::vars_os().map(|(key, value)| {
+        (
+            key.to_string_lossy().into_owned(),
+            value.to_string_lossy().into_owned(),
+        )
+    })
+}
+
+/// The `DISTLOCK_*` variables that name config fields, as a TOML table;
+/// other `DISTLOCK_*` variables are skipped (see [`Config::from_vars`]).
 fn env_table<I, K, V>(vars: I) -> Result<toml::Table, LockError>
 where
     I: IntoIterator<Item = (K, V)>,
@@ -272,13 +360,14 @@ where
         })
         .collect();
     for (name, text) in sorted {
-        let path: Vec<String> = name.split("__").map(str::to_ascii_lowercase).collect();
-        if path.iter().any(String::is_empty) {
-            return Err(invalid(
-                &format!("{ENV_PREFIX}{name}"),
-                "malformed variable name",
-            ));
-        }
+        let upper = name.to_ascii_uppercase();
+        let Some(field) = ENV_FIELDS.iter().find(|field| env_suffix(field) == upper) else {
+            if !NON_CONFIG_VARS.contains(&upper.as_str()) {
+                warn_if_misspelt(&name, &upper);
+            }
+            continue;
+        };
+        let path: Vec<String> = field.split('.').map(str::to_owned).collect();
         let value = env_value(&path, &text)
             .map_err(|reason| invalid(&format!("{ENV_PREFIX}{name}"), reason))?;
         let mut slot = &mut table;
@@ -286,6 +375,7 @@ where
             let entry = slot
                 .entry(section.clone())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            // Unreachable with ENV_FIELDS: no field is both a section and a value.
             slot = match entry {
                 toml::Value::Table(inner) => inner,
                 _ => {
@@ -301,6 +391,61 @@ where
     Ok(table)
 }
 
+/// `retry.max_delay` as a variable name after the prefix, `RETRY__MAX_DELAY`.
+fn env_suffix(field: &str) -> String {
+    field.replace('.', "__").to_ascii_uppercase()
+}
+
+/// Warns about `DISTLOCK_<name>` (upper-cased: `upper`), which names no field,
+/// if it looks like a field misspelt: at most two edits from one, a section
+/// without its field (`WATCHDOG`), or a field or section with an unknown
+/// part after `__` (`RETRY__MAX`, `TTL__SECS`).
+fn warn_if_misspelt(name: &str, upper: &str) {
+    let suffixes: Vec<String> = ENV_FIELDS.iter().map(|field| env_suffix(field)).collect();
+    let closest = suffixes
+        .iter()
+        .map(|suffix| (edit_distance(upper, suffix), suffix))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, suffix)| vec![suffix.as_str()]);
+    let head = upper.split("__").next().unwrap_or(upper);
+    let same_head = || {
+        let fields: Vec<&str> = suffixes
+            .iter()
+            .map(String::as_str)
+            .filter(|suffix| suffix.split("__").next() == Some(head))
+            .collect();
+        (!fields.is_empty()).then_some(fields)
+    };
+    let Some(meant) = closest.or_else(same_head) else {
+        return;
+    };
+    let meant: Vec<String> = meant
+        .iter()
+        .map(|suffix| format!("{ENV_PREFIX}{suffix}"))
+        .collect();
+    tracing::warn!(
+        "ignoring {ENV_PREFIX}{name}: no config field has that name; did you mean {}?",
+        meant.join(" or ")
+    );
+}
+
+/// The Levenshtein distance between two ASCII names.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, &left) in a.as_bytes().iter().enumerate() {
+        let mut current = Vec::with_capacity(b.len() + 1);
+        current.push(i + 1);
+        for (j, &right) in b.iter().enumerate() {
+            let replace = previous[j] + usize::from(left != right);
+            current.push(replace.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
 /// Puts `overrides` over `base`, section by section.
 fn merge(base: &mut toml::Table, overrides: toml::Table) {
     for (key, value) in overrides {
@@ -310,5 +455,67 @@ fn merge(base: &mut toml::Table, overrides: toml::Table) {
                 base.insert(key, value);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names serde lists after "expected one of" for an unknown field in
+    /// `section` (empty for the top level), dotted.
+    fn serde_fields(section: &str) -> Vec<String> {
+        let text = if section.is_empty() {
+            "no_such_field = 1".to_owned()
+        } else {
+            format!("[{section}]\nno_such_field = 1")
+        };
+        let err = toml::from_str::<LockConfig>(&text).expect_err("an unknown field");
+        let message = err.message().to_owned();
+        let (_, expected) = message
+            .split_once("expected ")
+            .unwrap_or_else(|| panic!("serde lists the fields: {message}"));
+        // "`a`", "`a` or `b`", "one of `a`, `b`, `c`": every other piece
+        // between backquotes is a name.
+        expected
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|name| {
+                if section.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{section}.{name}")
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn env_fields_are_exactly_the_config_fields() {
+        let mut fields = vec!["strategy".to_owned()];
+        for field in serde_fields("") {
+            match field.as_str() {
+                "retry" | "watchdog" => fields.extend(serde_fields(&field)),
+                _ => fields.push(field),
+            }
+        }
+        fields.sort();
+        let mut listed: Vec<String> = ENV_FIELDS.iter().map(|&field| field.to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            listed, fields,
+            "ENV_FIELDS must list every LockConfig field (a new section needs a line in this test)"
+        );
+    }
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("TTL", "TTL"), 0);
+        assert_eq!(edit_distance("TLL", "TTL"), 1);
+        assert_eq!(edit_distance("NODE", "NODES"), 1);
+        assert_eq!(edit_distance("RETRY_MAX_DELAY", "RETRY__MAX_DELAY"), 1);
+        assert_eq!(edit_distance("", "TTL"), 3);
+        assert_eq!(edit_distance("HOME", "NODES"), 3);
     }
 }

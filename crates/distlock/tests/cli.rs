@@ -1,6 +1,8 @@
 //! The `distlock` command end to end, against real servers: exit codes,
-//! try-once contention, the fencing token in the environment, a lost lock
-//! terminating the command, status and forced release.
+//! try-once contention, the fencing token in the environment, a lost lock or
+//! a signal stopping the command's whole process group, a killed `distlock`
+//! taking its command with it, status and forced release, and the
+//! environment it reads.
 
 #![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
 
@@ -57,6 +59,84 @@ fn wait_for_exit(child: &mut std::process::Child, what: &str) -> std::process::E
         }
         assert!(started.elapsed() < Duration::from_secs(10), "{what}");
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scratch directory for one test, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("distlock-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Waits up to 10 s for a process id to appear in `path`.
+fn read_pid(path: &std::path::Path) -> String {
+    let started = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') && !text.trim().is_empty() {
+                return text.trim().to_owned();
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the command never wrote {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` has ended: gone, or a zombie nobody reaped yet.
+fn has_ended(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state is the first field after the command name in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+/// Waits up to 5 s for `pid` to end; `what` names it.
+fn assert_ends(pid: &str, what: &str) {
+    let started = Instant::now();
+    while !has_ended(pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{what} (pid {pid}) still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills a process the test started, directly or not, if it still runs when
+/// the test ends (a failed assertion must not leave it behind).
+struct KillOnDrop(String);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if !self.0.is_empty() && !has_ended(&self.0) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 
@@ -245,4 +325,141 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
         String::from_utf8_lossy(&out.stdout).contains("\"held\":false"),
         "the lock was released"
     );
+}
+
+#[test]
+fn the_log_filter_and_the_job_variables_are_not_config() {
+    let server = RedisServer::start().expect("start");
+    // The job inherits DISTLOCK_LOG, DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN.
+    let nested = format!("'{DISTLOCK}' status nested");
+    let out = output(
+        distlock(
+            &server,
+            &["run", "--key", "nested", "--", "sh", "-c", &nested],
+        )
+        .env("DISTLOCK_LOG", "debug"),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "stderr: {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("nested: held"),
+        "the nested call sees the lock: {stdout}"
+    );
+    assert!(
+        stderr.contains("DEBUG"),
+        "DISTLOCK_LOG=debug logs: {stderr}"
+    );
+    assert!(!stderr.contains("WARN"), "nothing to warn about: {stderr}");
+}
+
+#[test]
+fn a_misspelt_variable_is_named_in_a_warning_and_ignored() {
+    let server = RedisServer::start().expect("start");
+    let out = output(distlock(&server, &["status", "k"]).env("DISTLOCK_TLL", "1s"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code(&out), 0, "stderr: {stderr}");
+    assert!(
+        stderr.contains("DISTLOCK_TLL") && stderr.contains("DISTLOCK_TTL"),
+        "the warning names the variable and the field: {stderr}"
+    );
+}
+
+#[test]
+fn a_variable_that_is_not_unicode_breaks_nothing() {
+    use std::os::unix::ffi::OsStrExt;
+    let server = RedisServer::start().expect("start");
+    let out = output(
+        distlock(&server, &["status", "k"])
+            .env("SOME_OTHER_TOOL", std::ffi::OsStr::from_bytes(b"caf\xe9")),
+    );
+    assert_eq!(
+        code(&out),
+        0,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_lost_lock_stops_the_whole_process_group() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("lost-group");
+    let pid_file = scratch.file("background.pid");
+    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
+    let mut run = distlock(
+        &server,
+        &[
+            "run", "--key", "group", "--grace", "2s", "--", "sh", "-c", &script,
+        ],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let _distlock = KillOnDrop(run.id().to_string());
+    let background = read_pid(&pid_file);
+    let _background = KillOnDrop(background.clone());
+    // Another owner takes the key: the next renewal finds it gone.
+    server
+        .admin(&["SET", "lock:{group}", "someone-else", "PX", "60000"])
+        .expect("take the lock behind its back");
+    let status = wait_for_exit(&mut run, "distlock did not stop after losing the lock");
+    assert_eq!(status.code(), Some(76));
+    assert_ends(&background, "the command's background process");
+    let holder = server.admin(&["GET", "lock:{group}"]).expect("GET");
+    assert_eq!(
+        holder.as_text(),
+        Some("someone-else"),
+        "the release after a loss is ownership-checked"
+    );
+}
+
+#[test]
+fn a_killed_distlock_takes_its_command_with_it() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("pdeathsig");
+    let pid_file = scratch.file("command.pid");
+    let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
+    let mut run = distlock(
+        &server,
+        &["run", "--key", "orphan", "--", "sh", "-c", &script],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let _distlock = KillOnDrop(run.id().to_string());
+    let command = read_pid(&pid_file);
+    let _command = KillOnDrop(command.clone());
+    run.kill().expect("kill -9 distlock");
+    let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
+    assert_ends(&command, "the command of a distlock killed with SIGKILL");
+}
+
+#[test]
+fn sighup_stops_the_command_and_releases_the_lock() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("sighup");
+    let pid_file = scratch.file("background.pid");
+    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
+    let mut run = distlock(
+        &server,
+        &[
+            "run", "--key", "hup", "--grace", "3s", "--", "sh", "-c", &script,
+        ],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let _distlock = KillOnDrop(run.id().to_string());
+    let background = read_pid(&pid_file);
+    let _background = KillOnDrop(background.clone());
+    Command::new("kill")
+        .args(["-HUP", &run.id().to_string()])
+        .status()
+        .expect("kill -HUP");
+    let status = wait_for_exit(&mut run, "distlock ignored SIGHUP");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert_ends(&background, "the command's background process");
+    let exists = server.admin(&["EXISTS", "lock:{hup}"]).expect("EXISTS");
+    assert_eq!(exists.as_int(), Some(0), "the lock was released");
 }

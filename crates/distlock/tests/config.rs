@@ -1,6 +1,8 @@
 //! Config parsing, good and bad, for every field, from TOML and from the
 //! environment.
 
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use distlock::{ClientKind, Config, LockError, Strategy};
@@ -160,7 +162,7 @@ fn every_field_parses_from_the_environment() {
 
 #[test]
 fn bad_environment_names_the_variable_or_field() {
-    let cases: [(&[(&str, &str)], &str); 6] = [
+    let cases: [(&[(&str, &str)], &str); 5] = [
         (&[("DISTLOCK_STRATEGY", "paxos")], "DISTLOCK_STRATEGY"),
         (
             &[("DISTLOCK_WATCHDOG__ENABLED", "maybe")],
@@ -172,7 +174,6 @@ fn bad_environment_names_the_variable_or_field() {
         ),
         (&[("DISTLOCK_NODES", "redis://h:0")], "nodes[0]"),
         (&[("DISTLOCK_TTL", "0ms")], "ttl"),
-        (&[("DISTLOCK_TLL", "1s")], "DISTLOCK_TLL"),
     ];
     for (vars, field) in cases {
         assert_eq!(
@@ -181,4 +182,145 @@ fn bad_environment_names_the_variable_or_field() {
             "{vars:?}"
         );
     }
+}
+
+#[test]
+fn secrets_in_node_urls_never_reach_an_error() {
+    let urls = [
+        "redis://us3r:s3cr3t/h1dd3n@host",
+        "redis://us3r:s3cr3t#h1dd3n@host:6379/0",
+        "redis://us3r:s3cr3t?h1dd3n@host",
+        "redis://us3r:s3cr3t@h1dd3n@",
+        "redis://us3r:s3cr3t@host:h1dd3n",
+        "redis://us3r:s3cr3t@host/h1dd3n",
+        "redis://us3r:s3cr3t",
+    ];
+    let mut errors = Vec::new();
+    for url in urls {
+        errors.push(Config::from_vars([("DISTLOCK_NODES", url)]).expect_err(url));
+        errors.push(Config::from_toml_str(&format!("nodes = [{url:?}]")).expect_err(url));
+        // A string where a list belongs: serde would quote the value.
+        errors.push(Config::from_toml_str(&format!("nodes = {url:?}")).expect_err(url));
+        // A URL pasted into the wrong field: no value is quoted back.
+        for misplaced in [
+            format!("[retry]\nmax_delay = {url:?}"),
+            format!("client = {url:?}"),
+            format!("strategy = {url:?}"),
+            format!("wait_mode = {url:?}"),
+            format!("[watchdog]\nenabled = {url:?}"),
+        ] {
+            errors.push(Config::from_toml_str(&misplaced).expect_err(&misplaced));
+        }
+        for name in [
+            "DISTLOCK_STRATEGY",
+            "DISTLOCK_CLIENT",
+            "DISTLOCK_TTL",
+            "DISTLOCK_FAIR",
+            "DISTLOCK_CLOCK_DRIFT_FACTOR",
+        ] {
+            errors.push(Config::from_vars([(name, url)]).expect_err(name));
+        }
+    }
+    for err in errors {
+        for text in [err.to_string(), format!("{err:?}")] {
+            for secret in ["us3r", "s3cr3t", "h1dd3n"] {
+                assert!(!text.contains(secret), "`{secret}` leaks: {text}");
+            }
+        }
+    }
+}
+
+/// Runs `read` with a tracing subscriber on this thread and returns what it
+/// logged at `warn` and above.
+fn warnings_of<T>(read: impl FnOnce() -> T) -> (T, String) {
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("sink").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    use tracing_subscriber::util::SubscriberInitExt;
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let value = {
+        let _default = subscriber.set_default();
+        read()
+    };
+    let logged = String::from_utf8_lossy(&sink.0.lock().expect("sink")).into_owned();
+    (value, logged)
+}
+
+#[test]
+fn variables_of_the_command_and_its_jobs_are_not_config() {
+    let (config, warnings) = warnings_of(|| {
+        Config::from_vars([
+            ("DISTLOCK_NODES", "redis://127.0.0.1:6379"),
+            ("DISTLOCK_LOG", "debug"),
+            ("DISTLOCK_KEY", "nightly"),
+            ("DISTLOCK_FENCING_TOKEN", "42"),
+            ("DISTLOCK_OWNER", "someone"),
+            ("DISTLOCK_HOME", "/opt/distlock"),
+        ])
+    });
+    let config = config.expect("variables that are not fields are ignored");
+    assert_eq!(config.lock.nodes.len(), 1);
+    assert_eq!(config.lock.ttl, Duration::from_secs(30));
+    assert!(
+        warnings.is_empty(),
+        "nothing here looks misspelt: {warnings}"
+    );
+}
+
+#[test]
+fn a_misspelt_variable_is_ignored_with_a_warning() {
+    let cases = [
+        ("DISTLOCK_TLL", "1s", "DISTLOCK_TTL"),
+        ("DISTLOCK_NODE", "redis://h", "DISTLOCK_NODES"),
+        (
+            "DISTLOCK_RETRY_MAX_DELAY",
+            "1s",
+            "DISTLOCK_RETRY__MAX_DELAY",
+        ),
+        (
+            "DISTLOCK_WATCHDOG_INTERVAL",
+            "1s",
+            "DISTLOCK_WATCHDOG__INTERVAL",
+        ),
+        ("DISTLOCK_CONECT_TIMEOUT", "1s", "DISTLOCK_CONNECT_TIMEOUT"),
+        ("DISTLOCK_WATCHDOG", "false", "DISTLOCK_WATCHDOG__ENABLED"),
+        ("DISTLOCK_RETRY", "1s", "DISTLOCK_RETRY__"),
+        ("DISTLOCK_STRATEGY__NAME", "single", "DISTLOCK_STRATEGY"),
+    ];
+    for (name, value, meant) in cases {
+        let (config, warnings) = warnings_of(|| Config::from_vars([(name, value)]));
+        let config = config.unwrap_or_else(|err| panic!("{name} must be ignored, not {err}"));
+        assert_eq!(config.lock.ttl, Duration::from_secs(30), "{name}");
+        assert!(
+            warnings.contains("WARN") && warnings.contains(name) && warnings.contains(meant),
+            "{name} should be named, with {meant}, in a warning: {warnings:?}"
+        );
+    }
+}
+
+#[test]
+fn config_variables_are_read_in_any_case_but_only_with_the_prefix() {
+    let config = Config::from_vars([
+        ("DISTLOCK_TTL", "7s"),
+        ("DISTLOCK_watchdog__Interval", "1s"),
+        ("distlock_key_prefix", "ignored:"),
+    ])
+    .expect("valid");
+    assert_eq!(config.lock.ttl, Duration::from_secs(7));
+    assert_eq!(config.lock.watchdog.interval, Some(Duration::from_secs(1)));
+    assert_eq!(config.lock.key_prefix, "lock:");
 }

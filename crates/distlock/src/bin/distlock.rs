@@ -4,6 +4,17 @@
 //! Config comes from `--config FILE` (TOML) and `DISTLOCK_*` variables, which
 //! win: `DISTLOCK_NODES=redis://127.0.0.1:6379 distlock run --key nightly -- ./job.sh`.
 //!
+//! # Environment
+//!
+//! - `DISTLOCK_<FIELD>` sets a config field (`DISTLOCK_TTL`,
+//!   `DISTLOCK_RETRY__MAX_DELAY`; see `distlock::Config::from_vars`). Other
+//!   `DISTLOCK_*` variables are ignored; one that looks like a misspelt field
+//!   (`DISTLOCK_TLL`) is named in a warning.
+//! - `DISTLOCK_LOG` is the log filter, in `tracing` `EnvFilter` syntax:
+//!   `debug`, `lock_core=trace,warn`. Logs go to stderr; the default is `warn`.
+//! - `DISTLOCK_KEY` and `DISTLOCK_FENCING_TOKEN` are set for the command `run`
+//!   starts; a `distlock` call inside it does not read them as config.
+//!
 //! # Exit codes of `distlock run`
 //!
 //! | code | meaning |
@@ -11,14 +22,39 @@
 //! | the command's | the command ran to the end under a lease that held throughout |
 //! | 128 + n | the command was killed by signal n (the lease held) |
 //! | 75 | the lock was held by someone else for the whole `--wait` (with `--wait 0`: at once) |
-//! | 76 | the lease was lost while the command ran; it was sent SIGTERM, then SIGKILL after `--grace` |
+//! | 76 | the lease was lost while the command ran; its process group was sent SIGTERM, then SIGKILL after `--grace` |
 //! | 69 | Redis could not be reached, refused the credentials, or failed otherwise |
 //! | 78 | the config or the arguments are invalid |
 //! | 127 | the command could not be started |
-//! | 130 | distlock was interrupted (Ctrl-C or SIGTERM): the command was stopped and the lock released |
+//! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): the command was stopped as for 76 and the lock released |
 //!
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
 //! `DISTLOCK_FENCING_TOKEN`.
+//!
+//! # Stopping the command
+//!
+//! The command runs in a process group of its own. When the lease is lost or
+//! distlock gets SIGINT, SIGTERM or SIGHUP, the whole group is sent SIGTERM,
+//! and whatever is left of it after `--grace` gets SIGKILL, so a shell's
+//! background jobs stop with it (`sh -c 'worker & worker; wait'`). distlock
+//! then releases the lock (ownership-checked: another holder's key is left
+//! alone) and exits. Not covered:
+//!
+//! - Processes that leave the group (`setsid`, daemons that detach).
+//! - distlock killed with SIGKILL, which it cannot see. On Linux the kernel
+//!   then sends the command itself SIGKILL (a parent-death signal), but not
+//!   the processes the command started: they are orphaned and keep running
+//!   while the lease expires by its TTL. Reaching them needs a supervisor that
+//!   outlives distlock, such as systemd with `KillMode=control-group`; a shell
+//!   command can also `exec` its last program so there is no intermediate
+//!   shell. Elsewhere than Linux, the command itself keeps running too.
+//! - Processes left in the background when the command exits by itself: the
+//!   lock is released and they are not waited for.
+//!
+//! Because the group is not the terminal's foreground group, a command that
+//! reads from the terminal is stopped by SIGTTIN; Ctrl-C reaches distlock,
+//! which stops the group as above. `distlock run` is meant for jobs that do
+//! not talk to a terminal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +62,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use distlock::{Config, LeaseGuard, LockError, LockManager, LockState};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
@@ -47,7 +83,8 @@ const EXIT_INTERRUPTED: u8 = 130;
 #[command(
     name = "distlock",
     version,
-    about = "Run commands under a distributed lock on Redis"
+    about = "Run commands under a distributed lock on Redis",
+    after_help = "Environment: DISTLOCK_NODES, DISTLOCK_TTL and the other DISTLOCK_<FIELD> variables set config fields; DISTLOCK_LOG is the log filter (default `warn`; e.g. `debug`)."
 )]
 struct Cli {
     /// A TOML config file; DISTLOCK_* environment variables override it.
@@ -70,7 +107,8 @@ enum Task {
         /// How long to wait for the lock; "0" tries once (skip if taken).
         #[arg(long, value_parser = humantime::parse_duration)]
         wait: Option<Duration>,
-        /// How long CMD gets between SIGTERM and SIGKILL when the lock is lost.
+        /// How long CMD's process group gets between SIGTERM and SIGKILL when the
+        /// lock is lost or distlock is interrupted (SIGINT, SIGTERM, SIGHUP).
         #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
         grace: Duration,
         /// The command and its arguments.
@@ -100,8 +138,15 @@ enum Task {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Warnings show by default: a misspelt DISTLOCK_* variable, a release that
+    // failed. DISTLOCK_LOG (`debug`, `lock_core=trace`) changes the filter.
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
+        .with_env_var("DISTLOCK_LOG")
+        .from_env_lossy();
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("DISTLOCK_LOG"))
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -226,33 +271,70 @@ async fn run(
         Ok(guard) => guard,
         Err(err) => return fail(&err),
     };
+    // Taken over before the command starts, so a signal that arrives while it
+    // starts is acted on rather than killing distlock and orphaning the command.
+    let mut interrupts = match Interrupts::new() {
+        Ok(interrupts) => interrupts,
+        Err(err) => {
+            eprintln!("distlock: cannot handle signals: {err}");
+            report_release(guard.release().await);
+            return EXIT_UNAVAILABLE;
+        }
+    };
     let mut child = Command::new(&command[0]);
-    child.args(&command[1..]).env("DISTLOCK_KEY", key);
+    child
+        .args(&command[1..])
+        .env("DISTLOCK_KEY", key)
+        // Its own process group, so stopping it reaches everything it started.
+        .process_group(0);
     if let Some(token) = guard.fencing_token() {
         child.env("DISTLOCK_FENCING_TOKEN", token.to_string());
     }
+    die_with_parent(&mut child);
     let mut child = match child.spawn() {
         Ok(child) => child,
         Err(err) => {
             eprintln!("distlock: cannot run {}: {err}", command[0]);
-            let _ = guard.release().await;
+            report_release(guard.release().await);
             return EXIT_CANNOT_RUN;
         }
     };
+    // The group's id is the child's pid; kept because `Child::id` forgets it
+    // once the child is reaped, while the rest of the group may live on.
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
     tokio::select! {
         status = child.wait() => finish(guard, status).await,
         reason = guard.lost() => {
             eprintln!("distlock: the lock `{key}` was lost ({}); stopping the command", reason.map_or("released".to_owned(), |reason| reason.to_string()));
-            stop(&mut child, grace).await;
-            drop(guard);
+            stop(&mut child, group, grace).await;
+            // Ownership-checked: deletes the key only if it is still ours
+            // (a renewal that timed out), never another holder's.
+            match guard.release().await {
+                Ok(()) | Err(LockError::LeaseLost { .. }) => {}
+                Err(err) => eprintln!("distlock: release failed ({err}); the lock expires by its TTL"),
+            }
             EXIT_LEASE_LOST
         }
-        () = interrupted() => {
-            eprintln!("distlock: interrupted; stopping the command and releasing `{key}`");
-            stop(&mut child, grace).await;
-            let _ = guard.release().await;
+        signal = interrupts.recv() => {
+            eprintln!("distlock: interrupted ({signal}); stopping the command and releasing `{key}`");
+            stop(&mut child, group, grace).await;
+            report_release(guard.release().await);
             EXIT_INTERRUPTED
         }
+    }
+}
+
+/// Reports a release that did not end the lease cleanly.
+fn report_release(released: Result<(), LockError>) {
+    match released {
+        Ok(()) => {}
+        Err(err @ LockError::LeaseLost { .. }) => {
+            eprintln!("distlock: {err}; the command may have overlapped with another holder");
+        }
+        Err(err) => eprintln!("distlock: release failed ({err}); the lock expires by its TTL"),
     }
 }
 
@@ -288,30 +370,128 @@ fn exit_code_of(status: std::process::ExitStatus) -> u8 {
     }
 }
 
-/// SIGTERM, then SIGKILL after `grace`.
-async fn stop(child: &mut Child, grace: Duration) {
-    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
-            return;
-        }
+/// Stops the command's process group: SIGTERM to every process in it, then,
+/// after `grace`, SIGKILL to whatever is left. Returns once the command is
+/// reaped and the group is empty or has been sent SIGKILL.
+///
+/// A process that left the group (`setsid`, a daemon) is not reached.
+async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
+    let Some(group) = group else {
+        let _ = child.kill().await;
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + grace;
+    let _ = killpg(group, Signal::SIGTERM);
+    // Until the command itself is reaped, it counts as a member of the group.
+    let _ = tokio::time::timeout_at(deadline, child.wait()).await;
+    // Then whatever else it started.
+    while group_alive(group) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = child.kill().await;
+    // Zombies included: harmless to them, and a member hidden from /proc is
+    // not taken for gone.
+    if killpg(group, None).is_ok() {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+    // Cannot hang on a live command: it has had SIGKILL if it was still there.
+    let _ = child.wait().await;
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn interrupted() {
-    let mut terminate =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(signal) => signal,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
+/// Whether a live process is left in `group`.
+fn group_alive(group: Pid) -> bool {
+    killpg(group, None).is_ok() && !only_zombies_in(group)
+}
+
+/// Whether every process in `group` has exited but waits to be reaped. An
+/// orphan's new parent (an init that reaps late, or none in a container whose
+/// first process is not an init) may leave it a zombie, which `kill` still
+/// counts; waiting for it would use up the whole grace.
+#[cfg(target_os = "linux")]
+fn only_zombies_in(group: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    !entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
         };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and `)`.
+        let mut fields = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|pgrp| pgrp.parse::<i32>().ok());
+        pgrp == Some(group.as_raw()) && !matches!(state, Some("Z" | "X"))
+    })
+}
+
+/// Without /proc, every member counts.
+#[cfg(not(target_os = "linux"))]
+fn only_zombies_in(_group: Pid) -> bool {
+    false
+}
+
+/// Has the kernel send the command SIGKILL if distlock dies first, even by
+/// SIGKILL, which no handler sees: the lease then stops being renewed, and
+/// the command must not outlive it.
+///
+/// Only the direct child gets the signal (the setting is not inherited across
+/// `fork`), so processes the command started in the background outlive a
+/// distlock killed with SIGKILL; they are reached only when distlock stops
+/// the group itself. The kernel sends the signal when the *thread* that
+/// forked the child ends: `run` spawns from the thread in `block_on`, the
+/// main thread, which lives as long as the process.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn die_with_parent(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; prctl and getppid are system calls,
+    // and nothing here allocates or takes a lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // distlock may have died before the prctl: the child has then
+            // been re-parented, and no signal will ever come.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Elsewhere there is no parent-death signal; a distlock killed with SIGKILL
+/// leaves its command running.
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// SIGINT (Ctrl-C), SIGTERM and SIGHUP, taken over from their default of
+/// killing distlock, so each stops the command and releases the lock.
+struct Interrupts {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> std::io::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Interrupts {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// Completes with the signal's name when one arrives.
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.hangup.recv() => "SIGHUP",
+        }
     }
 }
 
