@@ -21,6 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex, Weak};
+use std::time::{Duration, Instant};
 
 use futures::future::{pending, select_all};
 use tokio::sync::{Mutex, Notify};
@@ -38,7 +39,15 @@ pub struct ReleaseNotifier {
     url: NodeUrl,
     options: ConnectOptions,
     hub: Mutex<Option<Arc<Hub>>>,
+    /// Until when not to try subscribing again after a failure (a user
+    /// without pub/sub rights, an unreachable node): waiters poll meanwhile
+    /// instead of each paying for a refused subscription.
+    refused_until: SyncMutex<Option<Instant>>,
 }
+
+/// How long waiters poll without trying to subscribe after a subscription
+/// failed.
+const SUBSCRIBE_BACKOFF: Duration = Duration::from_secs(10);
 
 impl ReleaseNotifier {
     /// A notifier for the node at `url`; it connects on first use.
@@ -48,11 +57,44 @@ impl ReleaseNotifier {
             url,
             options,
             hub: Mutex::new(None),
+            refused_until: SyncMutex::new(None),
         }
     }
 
     /// Subscribes to `channel` and returns once the server confirmed it.
+    ///
+    /// After a failure, calls within [`SUBSCRIBE_BACKOFF`] fail at once with
+    /// the same kind of error, so waiters fall back to polling without each
+    /// waiting for a subscription the server refuses.
     pub async fn watch(&self, channel: &str) -> Result<ReleaseWatch, LockError> {
+        if self
+            .refused_until()
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return Err(LockError::Connection {
+                node: self.url.address(),
+                source: "release notifications are off for a while after a failed subscription"
+                    .into(),
+            });
+        }
+        let watched = self.subscribe(channel).await;
+        if watched.is_err() {
+            *self.refused() = Some(Instant::now() + SUBSCRIBE_BACKOFF);
+        }
+        watched
+    }
+
+    fn refused(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.refused_until
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn refused_until(&self) -> Option<Instant> {
+        *self.refused()
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<ReleaseWatch, LockError> {
         let hub = {
             let mut slot = self.hub.lock().await;
             match slot.as_ref() {

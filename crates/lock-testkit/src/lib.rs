@@ -90,6 +90,7 @@ macro_rules! contract_suite {
             stale_guard_spares_a_newer_hold,
             lost_reply_cleanup_spares_the_retry,
             foreign_counter_writes_nothing,
+            least_privilege_user_locks,
         );
     };
     (@safety $factory:expr; $($check:ident),+ $(,)?) => {

@@ -395,3 +395,99 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
     assert_eq!(guard.fencing_token().map(|token| token.get()), Some(42));
     guard.release().await.expect("release");
 }
+
+/// The ACL rules of a least-privilege lock user, as the README gives them:
+/// the lock prefix's keys, the commands the strategies run, and no pub/sub
+/// channels (Redis 7's default for new users, `acl-pubsub-default
+/// resetchannels`).
+pub const LOCK_USER_ACL: [&str; 10] = [
+    "on",
+    ">lock-user-pw",
+    "~lock:*",
+    "resetchannels",
+    "-@all",
+    "+@connection",
+    "+@scripting",
+    "+@string",
+    "+@hash",
+    "+@keyspace",
+];
+
+/// A user limited to the lock prefix's keys, with no pub/sub channels, takes,
+/// extends and releases locks (the release's publish is refused, the delete
+/// stands), and its waiters still get the lock, on their timers.
+pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let mut rules = vec!["ACL", "SETUSER", "lock-user"];
+    rules.extend(LOCK_USER_ACL);
+    // Fair mode also keeps a list and a sorted set under the lock's tag.
+    rules.extend(["+@list", "+@sortedset"]);
+    deployment.admin_all(&rules);
+    let urls: Vec<lock_core::NodeUrl> = deployment
+        .servers
+        .iter()
+        .map(|server| {
+            lock_core::NodeUrl::new(format!(
+                "redis://lock-user:lock-user-pw@127.0.0.1:{}",
+                server.port()
+            ))
+        })
+        .collect();
+    let backend = factory
+        .connect(&urls, crate::contract::fast_options())
+        .await
+        .expect("the lock user connects");
+    let locks = LockManager::new(backend, fast_config(Duration::from_secs(5))).expect("config");
+    let guard = locks
+        .try_acquire("acl")
+        .await
+        .expect("the lock user acquires")
+        .expect("free key");
+    guard
+        .extend(Duration::from_secs(5))
+        .await
+        .expect("the lock user extends");
+    guard.release().await.expect("the lock user releases");
+    assert!(
+        !locks.inspect("acl").await.expect("inspect").is_held(),
+        "the release deleted the key"
+    );
+
+    // A short TTL: where the client cannot see the refused subscription
+    // (fred drops the error), the waiter wakes at the holder's expiry.
+    let short = LockManager::new(
+        Arc::clone(locks.backend()),
+        fast_config(Duration::from_millis(1500)),
+    )
+    .expect("config");
+    let holder = short
+        .try_acquire("acl")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move { locks.acquire_within("acl", Duration::from_secs(5)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released_at = Instant::now();
+    holder.release().await.expect("release");
+    let guard = waiter
+        .await
+        .expect("waiter task")
+        .expect("the waiter gets the lock without notifications");
+    assert!(
+        released_at.elapsed() < Duration::from_millis(1500),
+        "the waiter took {:?} after the release",
+        released_at.elapsed()
+    );
+    guard.release().await.expect("release");
+    assert_eq!(
+        locks
+            .backend()
+            .force_release(&locks.key("acl").expect("key"))
+            .await
+            .expect("the lock user force-releases"),
+        0
+    );
+}

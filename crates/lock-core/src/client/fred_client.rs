@@ -208,6 +208,9 @@ fn starts_with_error_code(details: &str) -> bool {
 pub struct FredSubscriber {
     client: FredSubscriberClient,
     address: String,
+    /// How long a SUBSCRIBE may wait for its confirmation: a refusal
+    /// (`NOPERM` for a user without channels) never completes the call.
+    command_timeout: Duration,
 }
 
 impl std::fmt::Debug for FredSubscriber {
@@ -262,7 +265,12 @@ pub(super) async fn connect_subscriber(
             }
         }
     });
-    Ok((Arc::new(FredSubscriber { client, address }), receiver))
+    let subscriber = FredSubscriber {
+        client,
+        address,
+        command_timeout: options.command_timeout,
+    };
+    Ok((Arc::new(subscriber), receiver))
 }
 
 #[async_trait]
@@ -272,10 +280,26 @@ impl SubscriberClient for FredSubscriber {
     }
 
     async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
-        self.client
-            .subscribe(channel)
-            .await
-            .map_err(|err| map_error(&self.address, Duration::ZERO, err))
+        // fred answers SUBSCRIBE as soon as it is written, before the server
+        // has run it. A PING on the same connection is answered after the
+        // SUBSCRIBE ran, so the waiter's next attempt comes after the
+        // subscription and a release in between is not missed. (A refused
+        // SUBSCRIBE, `NOPERM`, is dropped by fred and cannot be seen here:
+        // such waiters wake on their timers.)
+        let confirmed = async {
+            self.client.subscribe(channel).await?;
+            self.client
+                .ping::<fred::types::Value>(None)
+                .await
+                .map(|_| ())
+        };
+        match tokio::time::timeout(self.command_timeout, confirmed).await {
+            Ok(result) => result.map_err(|err| map_error(&self.address, Duration::ZERO, err)),
+            Err(_) => Err(LockError::Timeout {
+                node: self.address.clone(),
+                after: self.command_timeout,
+            }),
+        }
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
