@@ -18,7 +18,15 @@ pub const MAX_OWNER_LEN: usize = 256;
 ///
 /// The lock key is `<prefix>{<name>}` and the fencing counter is
 /// `<prefix>{<name>}:fence`: both carry the hash tag `{<name>}`, so in Redis Cluster
-/// they live in one slot and one script can touch both.
+/// they live in one slot and one script can touch both. So do the fair-mode
+/// queue (`:queue`), its deadlines (`:waiters`) and the release channel
+/// (`:released`).
+///
+/// A name that starts with `}` would leave the tag empty, and Redis would
+/// hash each key whole, into different slots. Such names use the tag `~`
+/// instead: the lock key is `<prefix>{~}<name>~`. That key ends in `~`, which
+/// no key of the plain layout does (they end in `}` or a `:suffix`), so no two
+/// names share a key.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct LockKey {
     name: String,
@@ -44,7 +52,11 @@ impl LockKey {
             )));
         }
         validate_prefix(prefix).map_err(invalid)?;
-        let redis_key = format!("{prefix}{{{name}}}");
+        let redis_key = if name.starts_with('}') {
+            format!("{prefix}{{~}}{name}~")
+        } else {
+            format!("{prefix}{{{name}}}")
+        };
         let fence_key = format!("{redis_key}:fence");
         Ok(LockKey {
             name: name.to_owned(),
@@ -325,6 +337,108 @@ mod tests {
         let key = LockKey::new("lock:", "order:42").expect("valid key");
         assert_eq!(key.redis_key(), "lock:{order:42}");
         assert_eq!(key.fence_key(), "lock:{order:42}:fence");
+    }
+
+    /// Redis Cluster's slot of a key: CRC16 (XMODEM) of its hash tag (the
+    /// text between the first `{` and the next `}`, if not empty) or of the
+    /// whole key, modulo 16384.
+    fn cluster_slot(key: &str) -> u16 {
+        let bytes = key.as_bytes();
+        let hashed = match bytes.iter().position(|&byte| byte == b'{') {
+            Some(open) => match bytes[open + 1..].iter().position(|&byte| byte == b'}') {
+                Some(len) if len > 0 => &bytes[open + 1..open + 1 + len],
+                _ => bytes,
+            },
+            None => bytes,
+        };
+        let mut crc: u16 = 0;
+        for &byte in hashed {
+            crc ^= u16::from(byte) << 8;
+            for _ in 0..8 {
+                crc = if crc & 0x8000 != 0 {
+                    (crc << 1) ^ 0x1021
+                } else {
+                    crc << 1
+                };
+            }
+        }
+        crc % 16384
+    }
+
+    fn all_keys(key: &LockKey) -> [String; 5] {
+        [
+            key.redis_key().to_owned(),
+            key.fence_key().to_owned(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.release_channel(),
+        ]
+    }
+
+    #[test]
+    fn the_slot_function_matches_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(cluster_slot("123456789"), 0x31C3 % 16384);
+        assert_eq!(cluster_slot("foo"), 12182);
+        assert_eq!(
+            cluster_slot("{user1000}.following"),
+            cluster_slot("user1000")
+        );
+        assert_eq!(cluster_slot("foo{}{bar}"), cluster_slot("foo{}{bar}"));
+        assert_ne!(cluster_slot("a{}:x"), cluster_slot("a{}:y"));
+    }
+
+    #[test]
+    fn every_name_keeps_its_keys_in_one_slot() {
+        let names = [
+            "}",
+            "}}",
+            "}abc",
+            "}{",
+            "a}b",
+            "{",
+            "{}",
+            "a{b}c",
+            "}order:1",
+            "{x}",
+            "~}a",
+            "ключ}",
+            "}ключ",
+        ];
+        for name in names {
+            let key = LockKey::new("lock:", name).expect("valid key");
+            let slots: Vec<u16> = all_keys(&key).iter().map(|k| cluster_slot(k)).collect();
+            assert!(
+                slots.windows(2).all(|pair| pair[0] == pair[1]),
+                "{name:?}: keys {:?} in slots {slots:?}",
+                all_keys(&key)
+            );
+        }
+    }
+
+    #[test]
+    fn no_two_names_share_a_key() {
+        let names = ["}a", "~}a", "}a~", "{~}}a~", "~", "}", "}~", "~}"];
+        let mut seen = std::collections::HashMap::new();
+        for name in names {
+            let key = LockKey::new("lock:", name).expect("valid key");
+            for derived in all_keys(&key) {
+                if let Some(other) = seen.insert(derived.clone(), name) {
+                    panic!("{name:?} and {other:?} share the key {derived:?}");
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_name_keeps_one_slot(name in "[}{~a:]{1,8}") {
+            let key = LockKey::new("lock:", &name).expect("valid key");
+            let slot = cluster_slot(key.redis_key());
+            for derived in all_keys(&key) {
+                proptest::prop_assert_eq!(cluster_slot(&derived), slot, "{:?}: {:?}", name, derived);
+            }
+        }
     }
 
     #[test]

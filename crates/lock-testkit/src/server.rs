@@ -21,6 +21,7 @@ pub struct RedisServer {
     binary: PathBuf,
     port: u16,
     password: Option<String>,
+    cluster_enabled: bool,
     child: Option<Child>,
     paused: bool,
 }
@@ -29,12 +30,21 @@ pub struct RedisServer {
 #[derive(Debug, Default, Clone)]
 pub struct RedisServerBuilder {
     password: Option<String>,
+    cluster_enabled: bool,
 }
 
 impl RedisServerBuilder {
     /// Requires clients to authenticate with `password` (`--requirepass`).
     pub fn password(mut self, password: impl Into<String>) -> Self {
         self.password = Some(password.into());
+        self
+    }
+
+    /// Starts the server in cluster mode (`--cluster-enabled yes`), with its
+    /// nodes file in the temporary directory (removed on drop). It owns no
+    /// slots, so it serves no keys, but answers `CLUSTER KEYSLOT`.
+    pub fn cluster_enabled(mut self) -> Self {
+        self.cluster_enabled = true;
         self
     }
 
@@ -50,6 +60,7 @@ impl RedisServerBuilder {
                 binary: binary.clone(),
                 port,
                 password: self.password.clone(),
+                cluster_enabled: self.cluster_enabled,
                 child: None,
                 paused: false,
             };
@@ -165,6 +176,12 @@ impl RedisServer {
         if let Some(password) = &self.password {
             command.args(["--requirepass", password]);
         }
+        if self.cluster_enabled {
+            command
+                .args(["--cluster-enabled", "yes"])
+                .arg("--cluster-config-file")
+                .arg(self.nodes_file());
+        }
         let child = command.spawn().map_err(|err| {
             io::Error::new(
                 err.kind(),
@@ -208,6 +225,11 @@ impl RedisServer {
         }
     }
 
+    /// Where a cluster-enabled server keeps its nodes file.
+    fn nodes_file(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("lock-testkit-nodes-{}.conf", self.port))
+    }
+
     fn signal(&self, signal: &str) -> io::Result<()> {
         let Some(child) = &self.child else {
             return Err(io::Error::other("the server is not running"));
@@ -227,6 +249,9 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         // SIGKILL works on a stopped process too, so no resume is needed first.
         let _ = self.kill();
+        if self.cluster_enabled {
+            let _ = std::fs::remove_file(self.nodes_file());
+        }
     }
 }
 

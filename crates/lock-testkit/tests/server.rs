@@ -66,3 +66,35 @@ fn dropping_a_server_stops_it() {
         "nothing listens on the port after drop"
     );
 }
+
+/// Every key and the channel of a lock are in one cluster slot, whatever
+/// the name, as a cluster-enabled redis-server computes it (`CLUSTER KEYSLOT`).
+#[test]
+fn every_lock_name_keeps_one_slot_on_a_real_cluster_node() {
+    let server = RedisServer::builder()
+        .cluster_enabled()
+        .start()
+        .expect("start a cluster-enabled server");
+    let slot = |key: &str| {
+        server
+            .admin(&["CLUSTER", "KEYSLOT", key])
+            .expect("CLUSTER KEYSLOT")
+            .as_int()
+            .expect("a slot")
+    };
+    for name in ["}", "}abc", "}{x}", "a}b", "{", "{}", "order:{42}", "}}"] {
+        let key = lock_core::LockKey::new("lock:", name).expect("valid key");
+        let keys = [
+            key.redis_key().to_owned(),
+            key.fence_key().to_owned(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.release_channel(),
+        ];
+        let slots: Vec<i64> = keys.iter().map(|key| slot(key)).collect();
+        assert!(
+            slots.windows(2).all(|pair| pair[0] == pair[1]),
+            "{name:?}: {keys:?} are in slots {slots:?}"
+        );
+    }
+}
