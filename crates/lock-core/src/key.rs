@@ -378,13 +378,12 @@ mod tests {
     #[test]
     fn the_slot_function_matches_redis() {
         // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(cluster_slot("123456789"), 0x31C3 % 16384);
+        assert_eq!(cluster_slot("123456789"), 0x31C3);
         assert_eq!(cluster_slot("foo"), 12182);
         assert_eq!(
             cluster_slot("{user1000}.following"),
             cluster_slot("user1000")
         );
-        assert_eq!(cluster_slot("foo{}{bar}"), cluster_slot("foo{}{bar}"));
         assert_ne!(cluster_slot("a{}:x"), cluster_slot("a{}:y"));
     }
 
