@@ -122,15 +122,16 @@ impl LockConfig {
             let parsed = node
                 .parse()
                 .map_err(|reason| LockError::config(format!("nodes[{index}]"), reason))?;
-            let identity = (parsed.host.to_ascii_lowercase(), parsed.port, parsed.db);
+            // A node is a server: two databases of one server fail together,
+            // so Redlock must not count them as two.
+            let identity = (parsed.host.to_ascii_lowercase(), parsed.port);
             if let Some(first) = seen.iter().position(|other| *other == identity) {
                 // The address, not the URL: an error never repeats a user name.
                 return Err(LockError::config(
                     format!("nodes[{index}]"),
                     format!(
-                        "{} (database {}) is the same node as nodes[{first}]",
+                        "{} is the same server as nodes[{first}] (whatever the database)",
                         node.address(),
-                        parsed.db
                     ),
                 ));
             }
@@ -854,6 +855,17 @@ mod tests {
             assert_eq!(parsed.password.as_deref(), password, "{url}");
             assert_eq!(parsed.db, db, "{url}");
         }
+    }
+
+    #[test]
+    fn two_databases_of_one_server_are_one_node() {
+        let err = LockConfig::with_nodes(["redis://h:1/0", "redis://h:1/1", "redis://g:1"])
+            .validate()
+            .expect_err("one server twice");
+        assert!(
+            matches!(&err, LockError::InvalidConfig { field, .. } if field == "nodes[1]"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -372,6 +372,13 @@ async fn config_errors_name_the_field(kind: ClientKind) {
         ),
         "nodes[1]"
     );
+    // Two databases of one server are one node: one failure takes both.
+    let db = |index: u32| NodeUrl::new(format!("{}/{index}", url.expose()));
+    assert_eq!(
+        field_of(RedlockBackend::connect(kind, &[db(0), db(1)], fast_options(), options).await),
+        "nodes[1]",
+        "databases 0 and 1 of one server are one node"
+    );
     for factor in [-0.1, 0.5, f64::NAN] {
         let options = RedlockOptions::new(NODE_TIMEOUT, factor);
         assert_eq!(
