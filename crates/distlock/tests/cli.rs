@@ -1,7 +1,8 @@
 //! The `distlock` command end to end, against real servers: exit codes,
 //! try-once contention, the fencing token in the environment, a lost lock or
 //! a signal stopping the command's whole process group, a killed `distlock`
-//! taking its command with it, status and forced release, and the
+//! taking its command and everything the command started with it, signals
+//! the command answers itself, status and forced release, and the
 //! environment it reads.
 
 #![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
@@ -123,6 +124,16 @@ fn assert_ends(pid: &str, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The process group of process `pid`, from `/proc`.
+fn group_of(pid: &str) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and `)`.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+        .expect("a process group")
+        .to_owned()
 }
 
 /// Kills a process the test started, directly or not, if it still runs when
@@ -433,6 +444,92 @@ fn a_killed_distlock_takes_its_command_with_it() {
     run.kill().expect("kill -9 distlock");
     let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
     assert_ends(&command, "the command of a distlock killed with SIGKILL");
+}
+
+#[test]
+fn a_killed_distlock_takes_the_whole_group_with_it() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("pdeathsig-group");
+    let pid_file = scratch.file("background.pid");
+    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
+    let mut run = distlock(
+        &server,
+        &["run", "--key", "orphans", "--", "sh", "-c", &script],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let _distlock = KillOnDrop(run.id().to_string());
+    let background = read_pid(&pid_file);
+    let _background = KillOnDrop(background.clone());
+    run.kill().expect("kill -9 distlock");
+    let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
+    assert_ends(
+        &background,
+        "the background process of a distlock killed with SIGKILL",
+    );
+}
+
+#[test]
+fn a_command_killed_by_a_signal_exits_with_128_plus_its_number() {
+    let server = RedisServer::start().expect("start");
+    let out = output(distlock(
+        &server,
+        &[
+            "run",
+            "--key",
+            "signalled",
+            "--",
+            "sh",
+            "-c",
+            "kill -USR1 $$",
+        ],
+    ));
+    assert_eq!(
+        code(&out),
+        128 + 10,
+        "SIGUSR1 is 10; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_signal_to_the_group_is_for_the_command_to_answer() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("group-signal");
+    let pid_file = scratch.file("command.pid");
+    let script = format!(
+        "trap 'exit 7' TERM; echo $$ > '{}'; sleep 60 & wait",
+        pid_file.display()
+    );
+    let mut run = distlock(
+        &server,
+        &["run", "--key", "trapped", "--", "sh", "-c", &script],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
+    let _distlock = KillOnDrop(run.id().to_string());
+    let command = read_pid(&pid_file);
+    let _command = KillOnDrop(command.clone());
+    let group = group_of(&command);
+    assert_ne!(
+        group,
+        group_of(&std::process::id().to_string()),
+        "the command runs in a group of its own"
+    );
+    Command::new("kill")
+        .args(["-TERM", "--", &format!("-{group}")])
+        .status()
+        .expect("kill -TERM the group");
+    let status = wait_for_exit(&mut run, "distlock did not end with its command");
+    assert_eq!(
+        status.code(),
+        Some(7),
+        "the command's trap decides the exit code: {status:?}"
+    );
+    let exists = server.admin(&["EXISTS", "lock:{trapped}"]).expect("EXISTS");
+    assert_eq!(exists.as_int(), Some(0), "the lock was released");
 }
 
 #[test]

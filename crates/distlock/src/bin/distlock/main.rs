@@ -38,16 +38,24 @@
 //! and whatever is left of it after `--grace` gets SIGKILL, so a shell's
 //! background jobs stop with it (`sh -c 'worker & worker; wait'`). distlock
 //! then releases the lock (ownership-checked: another holder's key is left
-//! alone) and exits. Not covered:
+//! alone) and exits.
 //!
-//! - Processes that leave the group (`setsid`, daemons that detach).
-//! - distlock killed with SIGKILL, which it cannot see. On Linux the kernel
-//!   then sends the command itself SIGKILL (a parent-death signal), but not
-//!   the processes the command started: they are orphaned and keep running
-//!   while the lease expires by its TTL. Reaching them needs a supervisor that
-//!   outlives distlock, such as systemd with `KillMode=control-group`; a shell
-//!   command can also `exec` its last program so there is no intermediate
-//!   shell. Elsewhere than Linux, the command itself keeps running too.
+//! distlock killed with SIGKILL, or by the OOM killer, sees nothing. On Linux
+//! the group then dies with it: `run` starts the command under a small
+//! supervisor, a hidden mode of this binary that leads the group and gets a
+//! parent-death signal from the kernel, on which it sends SIGKILL to the whole
+//! group (see `supervise.rs`). Exit codes and signals are as if the command
+//! were distlock's child: the supervisor exits with the command's code, or
+//! 128 + n when signal n killed it, and a signal sent to the group is the
+//! command's to answer. Not covered:
+//!
+//! - Processes that leave the group (`setsid`, daemons that detach): nothing
+//!   reaches them, whether the lease is lost, distlock is interrupted, or it
+//!   is killed. Where that matters, run distlock under a supervisor that kills
+//!   by cgroup, such as systemd with `KillMode=control-group`.
+//! - Elsewhere than Linux, distlock killed with SIGKILL leaves the whole group
+//!   running (there is no parent-death signal and no supervisor) while the
+//!   lease expires by its TTL.
 //! - Processes left in the background when the command exits by itself: the
 //!   lock is released and they are not waited for.
 //!
@@ -65,6 +73,12 @@ use distlock::{Config, LeaseGuard, LockError, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+
+#[cfg(target_os = "linux")]
+mod supervise;
+
+/// The hidden subcommand that runs the supervisor (`supervise.rs`).
+const SUPERVISE: &str = "__supervise";
 
 /// Exit code: the lock was not acquired within the wait.
 const EXIT_NOT_ACQUIRED: u8 = 75;
@@ -134,10 +148,25 @@ enum Task {
         #[arg(long)]
         json: bool,
     },
+    /// Internal to `run`: supervise CMD in this process group, and kill the
+    /// group if the `distlock run` that started it dies.
+    #[command(name = SUPERVISE, hide = true)]
+    Supervise {
+        /// The pid of that `distlock run`.
+        #[arg(long)]
+        parent: i32,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // No logging and no runtime: the supervisor is one thread that waits.
+    if let Task::Supervise { parent, command } = &cli.command {
+        return ExitCode::from(supervise(*parent, command));
+    }
     // Warnings show by default: a misspelt DISTLOCK_* variable, a release that
     // failed. DISTLOCK_LOG (`debug`, `lock_core=trace`) changes the filter.
     let filter = tracing_subscriber::EnvFilter::builder()
@@ -201,6 +230,7 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(err) => fail(&err),
             }
         }
+        Task::Supervise { parent, command } => supervise(parent, &command),
         Task::Release { name, force, json } => {
             if !force {
                 eprintln!("distlock: `release` deletes the lock whoever holds it; pass --force to confirm");
@@ -281,26 +311,28 @@ async fn run(
             return EXIT_UNAVAILABLE;
         }
     };
-    let mut child = Command::new(&command[0]);
+    let mut child = job(command);
     child
-        .args(&command[1..])
         .env("DISTLOCK_KEY", key)
         // Its own process group, so stopping it reaches everything it started.
         .process_group(0);
     if let Some(token) = guard.fencing_token() {
         child.env("DISTLOCK_FENCING_TOKEN", token.to_string());
     }
-    die_with_parent(&mut child);
     let mut child = match child.spawn() {
         Ok(child) => child,
         Err(err) => {
-            eprintln!("distlock: cannot run {}: {err}", command[0]);
+            eprintln!(
+                "distlock: cannot run {}: {err}",
+                child.as_std().get_program().to_string_lossy()
+            );
             report_release(guard.release().await);
             return EXIT_CANNOT_RUN;
         }
     };
-    // The group's id is the child's pid; kept because `Child::id` forgets it
-    // once the child is reaped, while the rest of the group may live on.
+    // The group's id is the child's pid (the supervisor's, on Linux); kept
+    // because `Child::id` forgets it once the child is reaped, while the rest
+    // of the group may live on.
     let group = child
         .id()
         .and_then(|pid| i32::try_from(pid).ok())
@@ -371,8 +403,10 @@ fn exit_code_of(status: std::process::ExitStatus) -> u8 {
 }
 
 /// Stops the command's process group: SIGTERM to every process in it, then,
-/// after `grace`, SIGKILL to whatever is left. Returns once the command is
-/// reaped and the group is empty or has been sent SIGKILL.
+/// after `grace`, SIGKILL to whatever is left. Returns once `child` (the
+/// supervisor on Linux, else the command) is reaped and the group is empty or
+/// has been sent SIGKILL. The supervisor outlives the SIGTERM and exits when
+/// the command does, so the grace runs as if the command were the child.
 ///
 /// A process that left the group (`setsid`, a daemon) is not reached.
 async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
@@ -382,7 +416,7 @@ async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
     };
     let deadline = tokio::time::Instant::now() + grace;
     let _ = killpg(group, Signal::SIGTERM);
-    // Until the command itself is reaped, it counts as a member of the group.
+    // Until the child is reaped, it counts as a member of the group.
     let _ = tokio::time::timeout_at(deadline, child.wait()).await;
     // Then whatever else it started.
     while group_alive(group) && tokio::time::Instant::now() < deadline {
@@ -432,40 +466,36 @@ fn only_zombies_in(_group: Pid) -> bool {
     false
 }
 
-/// Has the kernel send the command SIGKILL if distlock dies first, even by
-/// SIGKILL, which no handler sees: the lease then stops being renewed, and
-/// the command must not outlive it.
-///
-/// Only the direct child gets the signal (the setting is not inherited across
-/// `fork`), so processes the command started in the background outlive a
-/// distlock killed with SIGKILL; they are reached only when distlock stops
-/// the group itself. The kernel sends the signal when the *thread* that
-/// forked the child ends: `run` spawns from the thread in `block_on`, the
-/// main thread, which lives as long as the process.
+/// The process `run` starts for `command`. On Linux, a supervisor that runs
+/// the command and takes its whole process group with it if distlock dies,
+/// even by SIGKILL: the lease then stops being renewed, and the job must not
+/// outlive it (`supervise.rs`).
 #[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; prctl and getppid are system calls,
-    // and nothing here allocates or takes a lock.
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            // distlock may have died before the prctl: the child has then
-            // been re-parented, and no signal will ever come.
-            if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
-            }
-            Ok(())
-        });
-    }
+fn job(command: &[String]) -> Command {
+    supervise::command(command)
 }
 
-/// Elsewhere there is no parent-death signal; a distlock killed with SIGKILL
-/// leaves its command running.
+/// Elsewhere there is no parent-death signal: the command itself, which a
+/// distlock killed with SIGKILL leaves running.
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+fn job(command: &[String]) -> Command {
+    let mut job = Command::new(&command[0]);
+    job.args(&command[1..]);
+    job
+}
+
+/// Runs the supervisor of `distlock run`'s command (`supervise.rs`).
+#[cfg(target_os = "linux")]
+fn supervise(parent: i32, command: &[String]) -> u8 {
+    supervise::run(parent, command)
+}
+
+/// Only Linux has a supervisor; `run` never asks for one elsewhere.
+#[cfg(not(target_os = "linux"))]
+fn supervise(_parent: i32, _command: &[String]) -> u8 {
+    eprintln!("distlock: `{SUPERVISE}` is internal to `distlock run` on Linux");
+    EXIT_CONFIG
+}
 
 /// SIGINT (Ctrl-C), SIGTERM and SIGHUP, taken over from their default of
 /// killing distlock, so each stops the command and releases the lock.
