@@ -9,8 +9,9 @@
 --          trusts the TTL it set.
 --
 -- Reply:
---   {1, token, holds}  acquired: a first hold gets the next fencing token, a
---                      re-entry gets the current one; holds is the new count
+--   {1, token, holds}  acquired: a first hold gets the next fencing token (an
+--                      integer), a re-entry gets the current one (the
+--                      counter's decimal text); holds is the new count
 --   {0, pttl}          held by another owner: its remaining TTL in ms (-1: none)
 --   {-1, detail}       this owner's hold count is not a positive integer, or the
 --                      fencing counter is missing, not a number or at its
@@ -40,9 +41,11 @@ local holds = tonumber(count)
 if not holds or holds < 1 or holds ~= math.floor(holds) then
   return {-1, 'hold count ' .. count .. ' is not a positive integer'}
 end
-local token = tonumber(redis.call('get', KEYS[2]) or '')
-if not token then
-  return {-1, 'the fencing counter is missing or not a number'}
+-- The counter as text: a Lua number would round tokens above 2^53.
+local token = redis.call('get', KEYS[2])
+if not token or not string.match(token, '^[1-9]%d*$') or #token > 19
+    or (#token == 19 and token > '9223372036854775807') then
+  return {-1, 'the fencing counter is missing or not a positive integer'}
 end
 redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then

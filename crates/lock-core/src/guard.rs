@@ -42,6 +42,10 @@ pub(crate) struct LeaseShared {
     pub(crate) drift_factor: f64,
     pub(crate) status: watch::Sender<LeaseStatus>,
     timing: Mutex<Timing>,
+    /// One extend at a time per lease (watchdog or caller): with a single
+    /// command in flight, the last one sent is the last one the server ran,
+    /// even when a `NOSCRIPT` reload sends a command again.
+    extending: tokio::sync::Mutex<()>,
 }
 
 /// Which command set the lease's deadline, and the TTL to renew with.
@@ -81,7 +85,42 @@ impl LeaseShared {
                 ttl,
                 set_by: sent_at,
             }),
+            extending: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Extends this lease's hold to `ttl` and moves the deadline to what the
+    /// command set (or, if its reply is lost or this future is dropped, caps it
+    /// at what it would have set). Never runs beside another extend of the same
+    /// lease. `NotHeld` and `Corrupted` are the caller's to act on.
+    pub(crate) async fn extend_hold(&self, ttl: Duration) -> Result<ExtendOutcome, LockError> {
+        let _one_at_a_time = self.extending.lock().await;
+        // The lease may have ended while this extend waited its turn.
+        match self.status() {
+            LeaseStatus::Held { .. } => {}
+            LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&self.key, reason)),
+            LeaseStatus::Released => {
+                return Err(LockError::NotOwner {
+                    key: self.key.name().to_owned(),
+                })
+            }
+        }
+        let mut in_flight = InFlightExtend {
+            shared: self,
+            sent_at: Instant::now(),
+            ttl,
+            answered: false,
+        };
+        let outcome = self.backend.extend(&self.key, &self.hold, ttl).await;
+        in_flight.answered = true;
+        match &outcome {
+            Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
+                self.renewed(in_flight.sent_at, *ttl_set)
+            }
+            Ok(_) | Err(LockError::Corrupted { .. }) => {}
+            Err(_) => self.maybe_renewed(in_flight.sent_at, ttl),
+        }
+        outcome
     }
 
     pub(crate) fn status(&self) -> LeaseStatus {
@@ -149,8 +188,20 @@ impl LeaseShared {
 
     /// Marks a held lease lost; returns whether this call did it.
     pub(crate) fn lose(&self, reason: LossReason) -> bool {
+        self.lose_if(reason, |_| true)
+    }
+
+    /// Marks a held lease expired if its *current* deadline has passed (an
+    /// extend may have moved it since the caller looked); returns whether this
+    /// call did it.
+    pub(crate) fn expire_if_due(&self) -> bool {
+        let now = Instant::now();
+        self.lose_if(LossReason::Expired, |valid_until| now >= valid_until)
+    }
+
+    fn lose_if(&self, reason: LossReason, due: impl Fn(Instant) -> bool) -> bool {
         let changed = self.status.send_if_modified(|status| match *status {
-            LeaseStatus::Held { valid_until } => {
+            LeaseStatus::Held { valid_until } if due(valid_until) => {
                 *status = LeaseStatus::Lost {
                     reason,
                     valid_until,
@@ -346,19 +397,13 @@ impl LeaseGuard {
             }
         }
         shared.ask_for(ttl);
-        let sent_at = Instant::now();
-        let outcome = match shared.backend.extend(&shared.key, &shared.hold, ttl).await {
+        let outcome = match shared.extend_hold(ttl).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
-            Err(err) => {
-                shared.maybe_renewed(sent_at, ttl);
-                return Err(err);
-            }
-            Ok(outcome) => outcome,
+            other => other?,
         };
         match outcome {
             ExtendOutcome::Extended { ttl: ttl_set } => {
-                shared.renewed(sent_at, ttl_set);
                 tracing::debug!(
                     key = shared.key.name(),
                     ttl_ms = ttl_set.as_millis() as u64,
@@ -378,18 +423,29 @@ impl LeaseGuard {
     /// `Ok(())` means the lease was valid until this release removed it. An
     /// [`LockError::LeaseLost`] means it ended earlier (lost, expired, or the key
     /// was gone or taken when the release arrived): whatever ran under it may
-    /// have overlapped with another holder. A lease already lost or past its
-    /// deadline sends nothing: the key is someone else's, or soon will be.
-    /// Connection errors leave the key to expire by its TTL.
+    /// have overlapped with another holder. A lease found gone sends nothing;
+    /// one past its deadline still sends its release, which names this hold
+    /// alone, so a renewal that ran unanswered does not keep the key. Connection
+    /// errors leave the key to expire by its TTL. If this future is dropped
+    /// before the release was answered, it is sent again in the background.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.stop_keeper();
         let shared = Arc::clone(&self.handle.shared);
-        // An earlier end of the lease is the news, and nothing is sent.
-        if let Some(reason) = ended_early(shared.mark_released()) {
-            return Err(lease_lost(&shared.key, reason));
+        let ended = ended_early(shared.mark_released());
+        if ended == Some(LossReason::NotHeld) {
+            return Err(lease_lost(&shared.key, LossReason::NotHeld));
         }
+        let mut in_flight = InFlightRelease {
+            shared: &shared,
+            answered: false,
+        };
         let started = Instant::now();
         let outcome = shared.backend.release(&shared.key, &shared.hold).await;
+        in_flight.answered = true;
+        // An earlier end of the lease is the news, whatever the release found.
+        if let Some(reason) = ended {
+            return Err(lease_lost(&shared.key, reason));
+        }
         tracing::debug!(
             key = shared.key.name(),
             fencing_token = shared.fencing_token().map(FencingToken::get),
@@ -419,7 +475,10 @@ impl Drop for LeaseGuard {
         let shared = &self.handle.shared;
         match shared.mark_released() {
             LeaseStatus::Released => return,
-            before if ended_early(before).is_some() => return,
+            // The key is gone or someone else's: nothing of ours to release.
+            before if ended_early(before) == Some(LossReason::NotHeld) => return,
+            // Held, or past its deadline (a renewal may have run unanswered):
+            // the release names this hold alone.
             _ => {}
         }
         spawn_release(
@@ -430,8 +489,44 @@ impl Drop for LeaseGuard {
     }
 }
 
+/// An extend in flight: if its future is dropped before the reply, the
+/// command may still run, so the deadline is capped at what it would set.
+struct InFlightExtend<'a> {
+    shared: &'a LeaseShared,
+    sent_at: Instant,
+    ttl: Duration,
+    answered: bool,
+}
+
+impl Drop for InFlightExtend<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.shared.maybe_renewed(self.sent_at, self.ttl);
+        }
+    }
+}
+
+/// A release in flight: if `release()` is dropped before the reply (the
+/// redis crate may then never send it), the release goes to a background task.
+struct InFlightRelease<'a> {
+    shared: &'a Arc<LeaseShared>,
+    answered: bool,
+}
+
+impl Drop for InFlightRelease<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            spawn_release(
+                Arc::clone(&self.shared.backend),
+                self.shared.key.clone(),
+                self.shared.hold.clone(),
+            );
+        }
+    }
+}
+
 /// How a lease had ended before its release, if it had: lost, or past its
-/// deadline. Such a lease sends no release.
+/// deadline.
 fn ended_early(before: LeaseStatus) -> Option<LossReason> {
     match before {
         LeaseStatus::Lost { reason, .. } => Some(reason),

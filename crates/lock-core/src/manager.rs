@@ -406,7 +406,10 @@ impl LockManager {
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
         // hold nobody has.
-        let undo_safe = fresh_owner || self.backend.releases_only_its_attempt();
+        // A fair waiter keeps its owner across attempts (its place in the
+        // queue), so only a per-attempt release is safe for it.
+        let undo_safe =
+            (fresh_owner && !self.config.fair) || self.backend.releases_only_its_attempt();
         let pending = PendingAcquire::arm(&self.backend, key, &hold, undo_safe);
         let outcome = if self.config.fair {
             self.backend
@@ -531,26 +534,35 @@ impl<'a> Unsettled<'a> {
             return;
         }
         let deadline = Instant::now() + budget.min(Duration::from_secs(3600));
-        let mut kept = Vec::new();
-        for hold in std::mem::take(&mut self.holds) {
+        // Each hold stays listed until its release is answered, so a wait
+        // dropped meanwhile still releases it in the background (`Drop`).
+        let mut index = 0;
+        while index < self.holds.len() {
             let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.backend.release(self.key, &hold)).await {
+            let release = self.backend.release(self.key, &self.holds[index]);
+            let settled = match tokio::time::timeout(left, release).await {
                 Ok(Ok(outcome)) => {
-                    tracing::debug!(key = self.key.name(), ?outcome, "lost acquire settled")
+                    tracing::debug!(key = self.key.name(), ?outcome, "lost acquire settled");
+                    true
                 }
                 Ok(Err(err)) if err.is_retryable() => {
                     tracing::debug!(key = self.key.name(), error = %err, "cannot settle a lost acquire yet");
-                    kept.push(hold);
+                    false
                 }
                 Ok(Err(err)) => {
-                    tracing::warn!(key = self.key.name(), error = %err, "cannot settle a lost acquire; it expires by its TTL")
+                    tracing::warn!(key = self.key.name(), error = %err, "cannot settle a lost acquire; it expires by its TTL");
+                    true
                 }
                 // The release may still run after the time-out: it names this
                 // attempt's hold alone, so it cannot reach a later grant.
-                Err(_) => kept.push(hold),
+                Err(_) => false,
+            };
+            if settled {
+                self.holds.swap_remove(index);
+            } else {
+                index += 1;
             }
         }
-        self.holds = kept;
     }
 }
 

@@ -46,8 +46,8 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
             }
             () = tokio::time::sleep_until(wake_at.into()) => {}
         }
-        if Instant::now() >= valid_until {
-            shared.lose(LossReason::Expired);
+        // Against the current deadline: an extend may have just moved it.
+        if shared.expire_if_due() {
             return;
         }
         let Some(interval) = renew_every else {
@@ -69,20 +69,19 @@ async fn renew(shared: &LeaseShared, configured: Duration, valid_until: Instant)
     let ttl = shared.ttl();
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
-    let extend = shared.backend.extend(&shared.key, &shared.hold, ttl);
     let outcome = tokio::select! {
-        outcome = extend => outcome,
+        outcome = shared.extend_hold(ttl) => outcome,
         () = tokio::time::sleep_until(valid_until.into()) => {
-            // The deadline passed while the renewal was in flight: by our
-            // conservative clock the lease is gone, whatever the reply says later.
-            shared.lose(LossReason::Expired);
-            return sent_at;
+            // The deadline passed while the renewal was in flight (or waited
+            // for a caller's extend): by our conservative clock the lease is
+            // gone, whatever the reply says later, unless the deadline moved.
+            shared.expire_if_due();
+            return Instant::now();
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);
     match outcome {
-        Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
-            shared.renewed(sent_at, ttl_set);
+        Ok(ExtendOutcome::Extended { .. }) => {
             tracing::debug!(
                 key = shared.key.name(),
                 fencing_token,
@@ -98,8 +97,6 @@ async fn renew(shared: &LeaseShared, configured: Duration, valid_until: Instant)
             sent_at
         }
         Err(err) => {
-            // The renewal may have run: never trust more than it would set.
-            shared.maybe_renewed(sent_at, ttl);
             tracing::warn!(
                 key = shared.key.name(),
                 fencing_token,

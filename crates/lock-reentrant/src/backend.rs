@@ -116,11 +116,18 @@ impl LockBackend for ReentrantBackend {
         let args = [hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.node.run(&reentrant::ACQUIRE, &keys, &args).await?;
         match reply.as_array() {
-            Some([Reply::Int(1), Reply::Int(token), Reply::Int(holds)])
-                if *token >= 1 && *holds >= 1 =>
-            {
+            Some([Reply::Int(1), token, Reply::Int(holds)]) if *holds >= 1 => {
+                // An integer from INCR (a first hold), or the counter's text
+                // (a re-entry).
+                let token = match token {
+                    Reply::Int(token) if *token >= 1 => token.unsigned_abs(),
+                    other => match other.as_text().and_then(|text| text.parse::<u64>().ok()) {
+                        Some(token) if token >= 1 => token,
+                        _ => return Err(self.node.unexpected(&reentrant::ACQUIRE, &reply)),
+                    },
+                };
                 Ok(AcquireOutcome::Acquired {
-                    fencing_token: Some(FencingToken::new(token.unsigned_abs())),
+                    fencing_token: Some(FencingToken::new(token)),
                 })
             }
             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {

@@ -234,6 +234,34 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
         );
     }
 
+    // A re-entry reads the counter too: one Lua would misread (a float, a
+    // number past 2^53) is refused before the count goes up.
+    for counter in ["1e3", "9007199254740993", "-4", " 5"] {
+        let odd_counter = key("odd-counter");
+        deployment.admin_all(&["DEL", odd_counter.redis_key()]);
+        deployment.admin_all(&["HSET", odd_counter.redis_key(), "worker-1", "1"]);
+        deployment.admin_all(&["PEXPIRE", odd_counter.redis_key(), "10000"]);
+        deployment.admin_all(&["SET", odd_counter.fence_key(), counter]);
+        let outcome = backend.try_acquire(&odd_counter, &holder, TTL).await;
+        match (counter, &outcome) {
+            // Exact above 2^53 as text, so a re-entry may take it.
+            ("9007199254740993", Ok(AcquireOutcome::Acquired { fencing_token })) => assert_eq!(
+                fencing_token.map(|token| token.get()),
+                Some(9_007_199_254_740_993),
+                "the token is the counter, not a rounded float"
+            ),
+            (_, Err(LockError::Corrupted { .. })) => {
+                for server in &deployment.servers {
+                    let count = server
+                        .admin(&["HGET", odd_counter.redis_key(), "worker-1"])
+                        .expect("HGET");
+                    assert_eq!(count.as_text(), Some("1"), "{counter:?}: the count went up");
+                }
+            }
+            _ => panic!("counter {counter:?}: {outcome:?}"),
+        }
+    }
+
     let string_key = key("plain-string");
     deployment.admin_all(&["SET", string_key.redis_key(), "not-a-hash"]);
     for outcome in [

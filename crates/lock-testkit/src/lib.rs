@@ -91,6 +91,7 @@ macro_rules! contract_suite {
             lost_reply_cleanup_spares_the_retry,
             foreign_counter_writes_nothing,
             least_privilege_user_locks,
+            abandoned_commands_leave_nothing_behind,
         );
     };
     (@safety $factory:expr; $($check:ident),+ $(,)?) => {

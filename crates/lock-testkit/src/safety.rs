@@ -195,32 +195,83 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
     }
 }
 
-/// A backend over a real one that loses replies on purpose: the first acquire
-/// either never reaches Redis or runs and its reply is lost, and the first
-/// release (the cleanup of that acquire) fails or arrives late.
-#[derive(Debug)]
-struct LostFirstReply {
-    inner: Arc<dyn LockBackend>,
-    /// Whether the lost first acquire ran on Redis before its reply was lost.
-    first_acquire_lands: bool,
-    /// Whether the first release fails (else it is delayed by `late_by`).
-    first_release_fails: bool,
-    late_by: Duration,
-    acquires: AtomicUsize,
-    releases: AtomicUsize,
+/// What happens to the first call of one kind through [`Faulty`].
+#[derive(Debug, Clone, Copy)]
+enum First {
+    /// Passed through.
+    Pass,
+    /// Its reply is lost (a time-out): it ran on Redis first if `lands`.
+    Lost { lands: bool },
+    /// Sent to Redis only after this delay (a slow path, or a script reload).
+    Late(Duration),
+    /// Sent late, and answered late too: `(before, after)`.
+    Slow(Duration, Duration),
 }
 
-impl LostFirstReply {
-    fn lost_reply() -> LockError {
-        LockError::Timeout {
-            node: "lost-reply".to_owned(),
-            after: Duration::from_millis(1),
+/// A backend over a real one that delays or loses the reply of the first
+/// acquire, extend and release on purpose. Every later call passes through.
+#[derive(Debug)]
+struct Faulty {
+    inner: Arc<dyn LockBackend>,
+    acquire: First,
+    extend: First,
+    release: First,
+    calls: [AtomicUsize; 3],
+}
+
+impl Faulty {
+    fn new(
+        inner: &Arc<dyn LockBackend>,
+        acquire: First,
+        extend: First,
+        release: First,
+    ) -> Arc<Self> {
+        Arc::new(Faulty {
+            inner: Arc::clone(inner),
+            acquire,
+            extend,
+            release,
+            calls: Default::default(),
+        })
+    }
+
+    /// Runs `call` as the fault for call kind `kind` says.
+    async fn apply<T>(
+        &self,
+        kind: usize,
+        fault: First,
+        call: impl std::future::Future<Output = Result<T, LockError>>,
+    ) -> Result<T, LockError> {
+        if self.calls[kind].fetch_add(1, Ordering::SeqCst) > 0 {
+            return call.await;
+        }
+        match fault {
+            First::Pass => call.await,
+            First::Lost { lands } => {
+                if lands {
+                    call.await?;
+                }
+                Err(LockError::Timeout {
+                    node: "lost-reply".to_owned(),
+                    after: Duration::from_millis(1),
+                })
+            }
+            First::Late(delay) => {
+                tokio::time::sleep(delay).await;
+                call.await
+            }
+            First::Slow(before, after) => {
+                tokio::time::sleep(before).await;
+                let result = call.await;
+                tokio::time::sleep(after).await;
+                result
+            }
         }
     }
 }
 
 #[lock_core::async_trait]
-impl LockBackend for LostFirstReply {
+impl LockBackend for Faulty {
     fn strategy(&self) -> &'static str {
         self.inner.strategy()
     }
@@ -231,13 +282,8 @@ impl LockBackend for LostFirstReply {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
-        if self.acquires.fetch_add(1, Ordering::SeqCst) == 0 {
-            if self.first_acquire_lands {
-                self.inner.try_acquire(key, hold, ttl).await?;
-            }
-            return Err(Self::lost_reply());
-        }
-        self.inner.try_acquire(key, hold, ttl).await
+        self.apply(0, self.acquire, self.inner.try_acquire(key, hold, ttl))
+            .await
     }
 
     async fn extend(
@@ -246,7 +292,8 @@ impl LockBackend for LostFirstReply {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        self.inner.extend(key, hold, ttl).await
+        self.apply(1, self.extend, self.inner.extend(key, hold, ttl))
+            .await
     }
 
     fn releases_only_its_attempt(&self) -> bool {
@@ -254,13 +301,8 @@ impl LockBackend for LostFirstReply {
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        if self.releases.fetch_add(1, Ordering::SeqCst) == 0 {
-            if self.first_release_fails {
-                return Err(Self::lost_reply());
-            }
-            tokio::time::sleep(self.late_by).await;
-        }
-        self.inner.release(key, hold).await
+        self.apply(2, self.release, self.inner.release(key, hold))
+            .await
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
@@ -276,6 +318,18 @@ impl LockBackend for LostFirstReply {
     }
 }
 
+/// Polls until `name` is free, failing after `within`.
+async fn until_free(locks: &LockManager, name: &str, within: Duration, context: &str) {
+    let started = Instant::now();
+    while locks.inspect(name).await.expect("inspect").is_held() {
+        assert!(
+            started.elapsed() < within,
+            "{context}: the key was still held {within:?} later"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The cleanup of an attempt whose reply was lost never frees the grant of a
 /// later attempt of the same wait, and a wait whose lost attempt did land does
 /// not sit out its own grant's TTL.
@@ -286,14 +340,12 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
     let caller_owner = OwnerToken::generate().expect("rng");
     for (case, as_caller) in [("fresh owner", false), ("caller's owner", true)] {
         let name = format!("late-cleanup-{as_caller}");
-        let faulty = Arc::new(LostFirstReply {
-            inner: Arc::clone(&deployment.backend),
-            first_acquire_lands: false,
-            first_release_fails: false,
-            late_by: Duration::from_millis(300),
-            acquires: AtomicUsize::new(0),
-            releases: AtomicUsize::new(0),
-        });
+        let faulty = Faulty::new(
+            &deployment.backend,
+            First::Lost { lands: false },
+            First::Pass,
+            First::Late(Duration::from_millis(300)),
+        );
         let locks = LockManager::new(faulty, fast_config(ttl)).expect("config");
         let guard = if as_caller {
             locks.acquire_as(&caller_owner, &name).await
@@ -315,14 +367,12 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
         guard.release().await.expect("release");
     }
 
-    let faulty = Arc::new(LostFirstReply {
-        inner: Arc::clone(&deployment.backend),
-        first_acquire_lands: true,
-        first_release_fails: true,
-        late_by: Duration::ZERO,
-        acquires: AtomicUsize::new(0),
-        releases: AtomicUsize::new(0),
-    });
+    let faulty = Faulty::new(
+        &deployment.backend,
+        First::Lost { lands: true },
+        First::Pass,
+        First::Lost { lands: false },
+    );
     let locks = LockManager::new(faulty, fast_config(ttl)).expect("config");
     let started = Instant::now();
     let guard = locks
@@ -453,14 +503,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         "the release deleted the key"
     );
 
-    // A short TTL: where the client cannot see the refused subscription
-    // (fred drops the error), the waiter wakes at the holder's expiry.
-    let short = LockManager::new(
-        Arc::clone(locks.backend()),
-        fast_config(Duration::from_millis(1500)),
-    )
-    .expect("config");
-    let holder = short
+    let holder = locks
         .try_acquire("acl")
         .await
         .expect("try_acquire")
@@ -477,8 +520,8 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         .expect("waiter task")
         .expect("the waiter gets the lock without notifications");
     assert!(
-        released_at.elapsed() < Duration::from_millis(1500),
-        "the waiter took {:?} after the release",
+        released_at.elapsed() < Duration::from_secs(1),
+        "the waiter took {:?} after the release (it must not wait for the holder's TTL)",
         released_at.elapsed()
     );
     guard.release().await.expect("release");
@@ -490,4 +533,131 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
             .expect("the lock user force-releases"),
         0
     );
+}
+
+/// Commands abandoned or answered out of order never leave two holders or
+/// an orphaned key: a wait dropped while it settles a lost acquire still
+/// releases it; a dropped `release()` still releases; a lease that expired
+/// after renewals ran unanswered still releases its own hold; and an extend
+/// never overtakes a renewal in flight.
+pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_secs(10);
+    let plain = deployment.manager(fast_config(ttl));
+    let manager = |faulty: Arc<Faulty>, config| {
+        LockManager::new(faulty as Arc<dyn LockBackend>, config).expect("config")
+    };
+
+    // The lost acquire landed; the wait is dropped while its cleanup is slow.
+    let locks = manager(
+        Faulty::new(
+            &deployment.backend,
+            First::Lost { lands: true },
+            First::Pass,
+            First::Late(Duration::from_secs(3)),
+        ),
+        fast_config(ttl),
+    );
+    let dropped = tokio::time::timeout(Duration::from_millis(300), locks.acquire("settling")).await;
+    assert!(dropped.is_err(), "the wait was cut short: {dropped:?}");
+    until_free(
+        &plain,
+        "settling",
+        Duration::from_secs(2),
+        "dropped while settling",
+    )
+    .await;
+
+    // `release()` dropped before its reply.
+    let locks = manager(
+        Faulty::new(
+            &deployment.backend,
+            First::Pass,
+            First::Pass,
+            First::Late(Duration::from_secs(3)),
+        ),
+        fast_config(ttl),
+    );
+    let guard = locks
+        .try_acquire("releasing")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    let cut = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
+    assert!(cut.is_err(), "the release was cut short: {cut:?}");
+    until_free(
+        &plain,
+        "releasing",
+        Duration::from_secs(2),
+        "dropped release",
+    )
+    .await;
+
+    // A renewal ran but its reply was lost; the guard's deadline passes.
+    let mut unrenewed = fast_config(Duration::from_millis(400));
+    unrenewed.watchdog.enabled = false;
+    let locks = manager(
+        Faulty::new(
+            &deployment.backend,
+            First::Pass,
+            First::Lost { lands: true },
+            First::Pass,
+        ),
+        unrenewed,
+    );
+    let guard = locks
+        .try_acquire("expired")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    let extended = guard.extend(ttl).await;
+    assert!(
+        extended.is_err(),
+        "the extend's reply was lost: {extended:?}"
+    );
+    assert!(
+        guard.remaining() <= Duration::from_millis(400),
+        "an unanswered extend never lengthens the deadline"
+    );
+    tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("the deadline passes");
+    drop(guard);
+    until_free(
+        &plain,
+        "expired",
+        Duration::from_secs(2),
+        "expired guard dropped",
+    )
+    .await;
+
+    // The watchdog's renewal (2 s TTL) reaches Redis late and is answered
+    // late, still before the deadline; the caller's extend(20s) is sent
+    // meanwhile. It must not overtake the renewal, or the key ends at 2 s
+    // while the guard trusts 20 s.
+    let locks = manager(
+        Faulty::new(
+            &deployment.backend,
+            First::Pass,
+            First::Slow(Duration::from_millis(400), Duration::from_millis(600)),
+            First::Pass,
+        ),
+        fast_config(Duration::from_secs(2)),
+    );
+    let guard = locks
+        .try_acquire("reordered")
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    // The first renewal starts at about 667 ms, reaches Redis at 1067 ms and
+    // is answered at 1667 ms; the deadline is at 1978 ms.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let check = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_deadline_within_key(&locks, &guard, "after a late renewal and an extend").await;
+    };
+    let (extended, ()) = tokio::join!(guard.extend(Duration::from_secs(20)), check);
+    extended.expect("extend");
+    assert_deadline_within_key(&locks, &guard, "after both were answered").await;
+    guard.release().await.expect("release");
 }

@@ -283,18 +283,25 @@ impl SubscriberClient for FredSubscriber {
         // fred answers SUBSCRIBE as soon as it is written, before the server
         // has run it. A PING on the same connection is answered after the
         // SUBSCRIBE ran, so the waiter's next attempt comes after the
-        // subscription and a release in between is not missed. (A refused
-        // SUBSCRIBE, `NOPERM`, is dropped by fred and cannot be seen here:
-        // such waiters wake on their timers.)
+        // subscription and a release in between is not missed.
+        //
+        // The reply also tells a refused SUBSCRIBE (`NOPERM`, which fred drops):
+        // in RESP2 a connection in subscribed mode answers PING with the array
+        // `["pong", ""]`, one that is not with the status `PONG`.
         let confirmed = async {
             self.client.subscribe(channel).await?;
-            self.client
-                .ping::<fred::types::Value>(None)
-                .await
-                .map(|_| ())
+            self.client.ping::<fred::types::Value>(None).await
         };
         match tokio::time::timeout(self.command_timeout, confirmed).await {
-            Ok(result) => result.map_err(|err| map_error(&self.address, Duration::ZERO, err)),
+            Ok(Ok(fred::types::Value::Array(_))) => Ok(()),
+            Ok(Ok(_)) => Err(LockError::Server {
+                node: self.address.clone(),
+                message: format!(
+                    "NOPERM the server refused the subscription to `{channel}` \
+                     (does the user's ACL grant the lock channels?)"
+                ),
+            }),
+            Ok(Err(err)) => Err(map_error(&self.address, Duration::ZERO, err)),
             Err(_) => Err(LockError::Timeout {
                 node: self.address.clone(),
                 after: self.command_timeout,
