@@ -560,3 +560,63 @@ fn sighup_stops_the_command_and_releases_the_lock() {
     let exists = server.admin(&["EXISTS", "lock:{hup}"]).expect("EXISTS");
     assert_eq!(exists.as_int(), Some(0), "the lock was released");
 }
+
+/// A least-privilege Redis user (the lock prefix's keys, no pub/sub
+/// channels) runs jobs: the release succeeds although its publish is refused,
+/// a waiting `distlock run` gets the lock soon after, and nothing reports a
+/// failed release.
+#[test]
+fn a_least_privilege_user_runs_jobs() {
+    let server = RedisServer::start().expect("start");
+    let mut rules = vec!["ACL", "SETUSER", "lock-user"];
+    rules.extend(lock_testkit::safety::LOCK_USER_ACL);
+    server.admin(&rules).expect("ACL SETUSER");
+    let url = format!("redis://lock-user:lock-user-pw@127.0.0.1:{}", server.port());
+    let as_user = |args: &[&str]| {
+        let mut command = distlock(&server, args);
+        command.env("DISTLOCK_NODES", &url);
+        command
+    };
+    let mut first = as_user(&["run", "--key", "acl", "--", "sh", "-c", "sleep 0.5"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the first job");
+    wait_until_held(&server, "acl");
+    let started = Instant::now();
+    let second = output(as_user(&[
+        "run", "--key", "acl", "--wait", "5s", "--", "true",
+    ]));
+    let waited = started.elapsed();
+    let first_status = wait_for_exit(&mut first, "the first job never ended");
+    let mut first_stderr = String::new();
+    std::io::Read::read_to_string(first.stderr.as_mut().expect("stderr"), &mut first_stderr)
+        .expect("read stderr");
+    assert!(
+        first_status.success(),
+        "first job: {first_status:?} {first_stderr}"
+    );
+    assert_eq!(
+        code(&second),
+        0,
+        "second job: {}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let second_stderr = String::from_utf8_lossy(&second.stderr);
+    for stderr in [first_stderr.as_str(), &second_stderr] {
+        assert!(!stderr.contains("release failed"), "{stderr}");
+        assert!(!stderr.contains("NOPERM"), "{stderr}");
+    }
+    assert!(
+        waited < Duration::from_millis(1500),
+        "the waiter took {waited:?}; the holder's TTL is 2 s"
+    );
+    assert_eq!(
+        server
+            .admin(&["EXISTS", "lock:{acl}"])
+            .expect("EXISTS")
+            .as_int(),
+        Some(0),
+        "the lock was released"
+    );
+}

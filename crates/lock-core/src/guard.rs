@@ -89,12 +89,18 @@ impl LeaseShared {
         }
     }
 
-    /// Extends this lease's hold to `ttl` and moves the deadline to what the
-    /// command set (or, if its reply is lost or this future is dropped, caps it
-    /// at what it would have set). Never runs beside another extend of the same
-    /// lease. `NotHeld` and `Corrupted` are the caller's to act on.
-    pub(crate) async fn extend_hold(&self, ttl: Duration) -> Result<ExtendOutcome, LockError> {
+    /// Extends this lease's hold to `ttl` (or, with `None`, to the TTL the
+    /// holder last asked for, read when its turn comes) and moves the deadline
+    /// to what the command set (or, if its reply is lost or this future is
+    /// dropped, caps it at what it would have set). Never runs beside another
+    /// extend of the same lease. `NotHeld` and `Corrupted` are the caller's to
+    /// act on; a lease that ended meanwhile is [`LockError::LeaseLost`].
+    pub(crate) async fn extend_hold(
+        &self,
+        ttl: Option<Duration>,
+    ) -> Result<ExtendOutcome, LockError> {
         let _one_at_a_time = self.extending.lock().await;
+        let ttl = ttl.unwrap_or_else(|| self.ttl());
         // The lease may have ended while this extend waited its turn.
         match self.status() {
             LeaseStatus::Held { .. } => {}
@@ -115,7 +121,13 @@ impl LeaseShared {
         in_flight.answered = true;
         match &outcome {
             Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
-                self.renewed(in_flight.sent_at, *ttl_set)
+                // The watchdog may have found the deadline passed meanwhile:
+                // then the extend came too late, whatever Redis did with it.
+                if !self.renewed(in_flight.sent_at, *ttl_set) {
+                    if let LeaseStatus::Lost { reason, .. } = self.status() {
+                        return Err(lease_lost(&self.key, reason));
+                    }
+                }
             }
             Ok(_) | Err(LockError::Corrupted { .. }) => {}
             Err(_) => self.maybe_renewed(in_flight.sent_at, ttl),
@@ -125,6 +137,16 @@ impl LeaseShared {
 
     pub(crate) fn status(&self) -> LeaseStatus {
         *self.status.borrow()
+    }
+
+    /// How long the lease is still trusted; zero unless held.
+    pub(crate) fn status_remaining(&self) -> Duration {
+        match self.status() {
+            LeaseStatus::Held { valid_until } => {
+                valid_until.saturating_duration_since(Instant::now())
+            }
+            _ => Duration::ZERO,
+        }
     }
 
     pub(crate) fn fencing_token(&self) -> Option<FencingToken> {
@@ -143,12 +165,13 @@ impl LeaseShared {
 
     /// An extend sent at `sent_at` set the key's TTL to `ttl_set`: the
     /// deadline becomes what that command set, earlier or later than before,
-    /// unless a command sent later has already spoken.
-    pub(crate) fn renewed(&self, sent_at: Instant, ttl_set: Duration) {
+    /// unless a command sent later has already spoken. Returns whether the
+    /// lease is still held.
+    pub(crate) fn renewed(&self, sent_at: Instant, ttl_set: Duration) -> bool {
         let valid_until = lease_deadline(sent_at, ttl_set, self.drift_factor).unwrap_or(sent_at);
         let mut timing = self.timing();
         if sent_at < timing.set_by {
-            return;
+            return matches!(self.status(), LeaseStatus::Held { .. });
         }
         let updated = self.status.send_if_modified(|status| match status {
             LeaseStatus::Held {
@@ -162,6 +185,7 @@ impl LeaseShared {
         if updated {
             timing.set_by = sent_at;
         }
+        updated
     }
 
     /// An extend to `ttl` sent at `sent_at` failed without an answer: it may
@@ -279,12 +303,7 @@ impl LeaseHandle {
 
     /// How long the lease is still known valid; zero once lost or released.
     pub fn remaining(&self) -> Duration {
-        match self.status() {
-            LeaseStatus::Held { valid_until } => {
-                valid_until.saturating_duration_since(Instant::now())
-            }
-            _ => Duration::ZERO,
-        }
+        self.shared.status_remaining()
     }
 
     /// Completes when the lease ends: `Some(reason)` if it was lost, `None` if it
@@ -397,7 +416,7 @@ impl LeaseGuard {
             }
         }
         shared.ask_for(ttl);
-        let outcome = match shared.extend_hold(ttl).await {
+        let outcome = match shared.extend_hold(Some(ttl)).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
             other => other?,
@@ -427,7 +446,10 @@ impl LeaseGuard {
     /// one past its deadline still sends its release, which names this hold
     /// alone, so a renewal that ran unanswered does not keep the key. Connection
     /// errors leave the key to expire by its TTL. If this future is dropped
-    /// before the release was answered, it is sent again in the background.
+    /// before the release was answered, it is sent again in the background
+    /// where a release names one attempt's grant (single node, Redlock); a
+    /// reentrant release, which takes one off a count the hold's guards share,
+    /// is not repeated (it may have run), and the key expires by its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.stop_keeper();
         let shared = Arc::clone(&self.handle.shared);
@@ -507,7 +529,11 @@ impl Drop for InFlightExtend<'_> {
 }
 
 /// A release in flight: if `release()` is dropped before the reply (the
-/// redis crate may then never send it), the release goes to a background task.
+/// redis crate may then never send it), the release goes to a background task,
+/// where that is safe to repeat: a release that names one attempt's grant
+/// (single node, Redlock). A reentrant release takes one off a count that the
+/// hold's guards share, so a second one could end the outer guard's hold; a
+/// dropped one is left to the TTL.
 struct InFlightRelease<'a> {
     shared: &'a Arc<LeaseShared>,
     answered: bool,
@@ -515,7 +541,7 @@ struct InFlightRelease<'a> {
 
 impl Drop for InFlightRelease<'_> {
     fn drop(&mut self) {
-        if !self.answered {
+        if !self.answered && self.shared.backend.releases_only_its_attempt() {
             spawn_release(
                 Arc::clone(&self.shared.backend),
                 self.shared.key.clone(),

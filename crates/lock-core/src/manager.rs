@@ -42,6 +42,10 @@ pub struct LockManager {
 /// it within this time.
 pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(2);
 
+/// How long a waiter whose subscription to releases failed polls before it
+/// tries to subscribe again.
+const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
+
 /// How long after a holder's TTL runs out a waiter tries again: Redis expires
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
@@ -197,7 +201,9 @@ impl LockManager {
         let give_up_at = started.checked_add(wait);
         let mut attempts: u32 = 0;
         let mut releases: Option<ReleaseWatch> = None;
-        let mut subscribed = false;
+        // When this wait may (next) try to subscribe to releases; `None` once
+        // subscribed, or when the backend cannot notify.
+        let mut subscribe_at = Some(started);
         // In fair mode the first attempt queues this owner; leave the queue on
         // any way out but success (the acquire script dequeues a winner).
         let queued = self
@@ -262,8 +268,10 @@ impl LockManager {
                     attempts,
                 });
             }
-            if contended && !subscribed && self.config.wait_mode == WaitMode::Notify {
-                subscribed = true;
+            let may_subscribe = subscribe_at.is_some_and(|at| now >= at);
+            if contended && may_subscribe && self.config.wait_mode == WaitMode::Notify {
+                // A failed subscription is tried again later; meanwhile poll.
+                subscribe_at = Some(now + SUBSCRIBE_RETRY);
                 // Bounded by the wait: an unreachable pub/sub connection may
                 // not cost a caller more than it agreed to wait.
                 match tokio::time::timeout(left, self.backend.watch_releases(&key)).await {
@@ -277,11 +285,12 @@ impl LockManager {
                             watch.wake_on_every_release();
                         }
                         releases = Some(watch);
+                        subscribe_at = None;
                         if !behind_others {
                             continue;
                         }
                     }
-                    Ok(Ok(None)) => {}
+                    Ok(Ok(None)) => subscribe_at = None,
                     Ok(Err(err)) => {
                         tracing::debug!(key = name, error = %err, "cannot subscribe to releases; polling")
                     }

@@ -45,9 +45,13 @@ pub struct ReleaseNotifier {
     refused_until: SyncMutex<Option<Instant>>,
 }
 
-/// How long waiters poll without trying to subscribe after a subscription
-/// failed.
-const SUBSCRIBE_BACKOFF: Duration = Duration::from_secs(10);
+/// How long waiters poll without trying to subscribe after the server
+/// refused a subscription (`NOPERM`: the user's ACL has no lock channels).
+const REFUSED_BACKOFF: Duration = Duration::from_secs(10);
+
+/// How long after any other failed subscription (a node restarting, a
+/// time-out) waiters poll before one tries again.
+const FAILED_BACKOFF: Duration = Duration::from_secs(1);
 
 impl ReleaseNotifier {
     /// A notifier for the node at `url`; it connects on first use.
@@ -63,10 +67,27 @@ impl ReleaseNotifier {
 
     /// Subscribes to `channel` and returns once the server confirmed it.
     ///
-    /// After a failure, calls within [`SUBSCRIBE_BACKOFF`] fail at once with
-    /// the same kind of error, so waiters fall back to polling without each
-    /// waiting for a subscription the server refuses.
+    /// After a failure, calls fail at once for a while ([`REFUSED_BACKOFF`]
+    /// after a `NOPERM`, [`FAILED_BACKOFF`] after anything else), so waiters
+    /// fall back to polling without each waiting for a subscription the
+    /// server refuses.
     pub async fn watch(&self, channel: &str) -> Result<ReleaseWatch, LockError> {
+        self.check_backoff()?;
+        let watched = self.subscribe(channel).await;
+        if let Err(err) = &watched {
+            let refused =
+                matches!(err, LockError::Server { message, .. } if message.starts_with("NOPERM"));
+            let backoff = if refused {
+                REFUSED_BACKOFF
+            } else {
+                FAILED_BACKOFF
+            };
+            *self.refused() = Some(Instant::now() + backoff);
+        }
+        watched
+    }
+
+    fn check_backoff(&self) -> Result<(), LockError> {
         if self
             .refused_until()
             .is_some_and(|until| Instant::now() < until)
@@ -77,11 +98,7 @@ impl ReleaseNotifier {
                     .into(),
             });
         }
-        let watched = self.subscribe(channel).await;
-        if watched.is_err() {
-            *self.refused() = Some(Instant::now() + SUBSCRIBE_BACKOFF);
-        }
-        watched
+        Ok(())
     }
 
     fn refused(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
@@ -97,6 +114,8 @@ impl ReleaseNotifier {
     async fn subscribe(&self, channel: &str) -> Result<ReleaseWatch, LockError> {
         let hub = {
             let mut slot = self.hub.lock().await;
+            // Another waiter may have failed while this one queued for the hub.
+            self.check_backoff()?;
             match slot.as_ref() {
                 Some(hub) if hub.alive.load(Ordering::Acquire) => Arc::clone(hub),
                 _ => {

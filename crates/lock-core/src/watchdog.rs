@@ -53,7 +53,7 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
         let Some(interval) = renew_every else {
             continue;
         };
-        next_renewal = Some(renew(&shared, interval, valid_until).await);
+        next_renewal = Some(renew(&shared, interval).await);
     }
 }
 
@@ -65,18 +65,32 @@ fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
 
 /// One renewal, with the TTL the holder last asked for; returns when to renew
 /// next.
-async fn renew(shared: &LeaseShared, configured: Duration, valid_until: Instant) -> Instant {
-    let ttl = shared.ttl();
+async fn renew(shared: &LeaseShared, configured: Duration) -> Instant {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
-    let outcome = tokio::select! {
-        outcome = shared.extend_hold(ttl) => outcome,
-        () = tokio::time::sleep_until(valid_until.into()) => {
-            // The deadline passed while the renewal was in flight (or waited
-            // for a caller's extend): by our conservative clock the lease is
-            // gone, whatever the reply says later, unless the deadline moved.
-            shared.expire_if_due();
-            return Instant::now();
+    let mut status = shared.status.subscribe();
+    let extend = shared.extend_hold(None);
+    tokio::pin!(extend);
+    let outcome = loop {
+        // The current deadline: an extend may move it while this one waits.
+        let LeaseStatus::Held { valid_until } = shared.status() else {
+            return sent_at;
+        };
+        tokio::select! {
+            outcome = &mut extend => break outcome,
+            () = tokio::time::sleep_until(valid_until.into()) => {
+                // The deadline passed while the renewal was in flight (or
+                // waited for a caller's extend): by our conservative clock the
+                // lease is gone, whatever the reply says later.
+                if shared.expire_if_due() {
+                    return Instant::now();
+                }
+            }
+            changed = status.changed() => {
+                if changed.is_err() {
+                    return sent_at;
+                }
+            }
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);
@@ -101,7 +115,7 @@ async fn renew(shared: &LeaseShared, configured: Duration, valid_until: Instant)
                 key = shared.key.name(),
                 fencing_token,
                 error = %err,
-                remaining_ms = valid_until.saturating_duration_since(Instant::now()).as_millis() as u64,
+                remaining_ms = shared.status_remaining().as_millis() as u64,
                 "lease renewal failed; retrying until the deadline"
             );
             Instant::now() + retry_delay(interval)

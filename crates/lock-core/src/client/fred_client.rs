@@ -292,13 +292,14 @@ impl SubscriberClient for FredSubscriber {
             self.client.subscribe(channel).await?;
             self.client.ping::<fred::types::Value>(None).await
         };
-        match tokio::time::timeout(self.command_timeout, confirmed).await {
-            Ok(Ok(fred::types::Value::Array(_))) => Ok(()),
+        let result = match tokio::time::timeout(self.command_timeout, confirmed).await {
+            Ok(Ok(fred::types::Value::Array(_))) => return Ok(()),
             Ok(Ok(_)) => Err(LockError::Server {
                 node: self.address.clone(),
                 message: format!(
-                    "NOPERM the server refused the subscription to `{channel}` \
-                     (does the user's ACL grant the lock channels?)"
+                    "NOPERM? the subscription to `{channel}` was not confirmed: the \
+                     server refused it (a user needs the lock channels in its ACL, \
+                     `&<prefix>*`), or the connection was re-established meanwhile"
                 ),
             }),
             Ok(Err(err)) => Err(map_error(&self.address, Duration::ZERO, err)),
@@ -306,7 +307,11 @@ impl SubscriberClient for FredSubscriber {
                 node: self.address.clone(),
                 after: self.command_timeout,
             }),
-        }
+        };
+        // fred tracks the channel from the moment it wrote SUBSCRIBE and would
+        // subscribe to it again after every reconnect, refused or not.
+        let _ = tokio::time::timeout(self.command_timeout, self.client.unsubscribe(channel)).await;
+        result
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {

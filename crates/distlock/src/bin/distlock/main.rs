@@ -169,10 +169,14 @@ fn main() -> ExitCode {
     }
     // Warnings show by default: a misspelt DISTLOCK_* variable, a release that
     // failed. DISTLOCK_LOG (`debug`, `lock_core=trace`) changes the filter.
-    let filter = tracing_subscriber::EnvFilter::builder()
-        .with_default_directive(tracing_subscriber::filter::LevelFilter::WARN.into())
-        .with_env_var("DISTLOCK_LOG")
-        .from_env_lossy();
+    // fred warns on every connection of a user that may not run INFO (its
+    // version probe), which a least-privilege lock user may not: noise, not news.
+    let filter = match std::env::var("DISTLOCK_LOG") {
+        Ok(directives) if !directives.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::builder().parse_lossy(directives)
+        }
+        _ => tracing_subscriber::EnvFilter::new("warn,fred::protocol::connection=error"),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
