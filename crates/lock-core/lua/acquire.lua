@@ -16,12 +16,11 @@
 -- The counter is checked before the SET, so a counter INCR would refuse never
 -- leaves a key behind. It never expires: it must outlive every lease to stay
 -- monotonic.
+-- counter_problem comes from fencing_counter.lua, loaded in front of this file.
 local counter = redis.call('get', KEYS[2])
-if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
-  return {-1, 'the fencing counter is not a non-negative integer'}
-end
-if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
-  return {-1, 'the fencing counter is at its maximum'}
+local problem = counter_problem(counter)
+if problem then
+  return {-1, problem}
 end
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('incr', KEYS[2])}

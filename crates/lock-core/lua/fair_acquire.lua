@@ -23,12 +23,11 @@
 --   {-1, detail}  the fencing counter holds foreign data; nothing was written
 -- All four keys share the hash tag, so they live in one cluster slot.
 -- The counter is checked before any write (see acquire.lua).
+-- counter_problem comes from fencing_counter.lua, loaded in front of this file.
 local counter = redis.call('get', KEYS[2])
-if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
-  return {-1, 'the fencing counter is not a non-negative integer'}
-end
-if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
-  return {-1, 'the fencing counter is at its maximum'}
+local problem = counter_problem(counter)
+if problem then
+  return {-1, problem}
 end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

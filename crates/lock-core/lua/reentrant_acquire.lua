@@ -18,16 +18,15 @@
 --                      maximum; nothing was changed
 -- A KEYS[1] that exists but is not a hash makes HGET fail with WRONGTYPE before
 -- any write, and so does a KEYS[2] that is not a string (GET).
+-- counter_problem comes from fencing_counter.lua, loaded in front of this file.
 
 -- The free case first: it is the common one. The counter is checked before
 -- the hash is written, so a counter INCR would refuse leaves nothing behind.
 if redis.call('exists', KEYS[1]) == 0 then
   local counter = redis.call('get', KEYS[2])
-  if counter and not (string.match(counter, '^[1-9]%d*$') or counter == '0') then
-    return {-1, 'the fencing counter is not a non-negative integer'}
-  end
-  if counter and (#counter > 19 or (#counter == 19 and counter >= '9223372036854775807')) then
-    return {-1, 'the fencing counter is at its maximum'}
+  local problem = counter_problem(counter)
+  if problem then
+    return {-1, problem}
   end
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
@@ -43,9 +42,8 @@ if not holds or holds < 1 or holds ~= math.floor(holds) then
 end
 -- The counter as text: a Lua number would round tokens above 2^53.
 local token = redis.call('get', KEYS[2])
-if not token or not string.match(token, '^[1-9]%d*$') or #token > 19
-    or (#token == 19 and token > '9223372036854775807') then
-  return {-1, 'the fencing counter is missing or not a positive integer'}
+if not token or token == '0' or counter_problem(token) then
+  return {-1, 'the fencing counter is missing, not a positive integer, or at its maximum'}
 end
 redis.call('hincrby', KEYS[1], ARGV[1], 1)
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then

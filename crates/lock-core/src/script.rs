@@ -108,7 +108,13 @@ pub mod single {
     use super::Script;
 
     /// `SET NX PX` plus the next fencing token: `lua/acquire.lua`.
-    pub static ACQUIRE: Script = Script::new("acquire", include_str!("../lua/acquire.lua"));
+    pub static ACQUIRE: Script = Script::new(
+        "acquire",
+        concat!(
+            include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/acquire.lua")
+        ),
+    );
     /// Compare-and-extend: `lua/extend.lua`.
     pub static EXTEND: Script = Script::new("extend", include_str!("../lua/extend.lua"));
     /// Compare-and-delete: `lua/release.lua`.
@@ -117,7 +123,13 @@ pub mod single {
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
     /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.
     pub static FAIR_ACQUIRE: Script =
-        Script::new("fair_acquire", include_str!("../lua/fair_acquire.lua"));
+        Script::new(
+            "fair_acquire",
+            concat!(
+                include_str!("../lua/fencing_counter.lua"),
+                include_str!("../lua/fair_acquire.lua")
+            ),
+        );
     /// Leave the fair queue: `lua/fair_leave.lua`.
     pub static FAIR_LEAVE: Script =
         Script::new("fair_leave", include_str!("../lua/fair_leave.lua"));
@@ -135,7 +147,10 @@ pub mod reentrant {
     /// First hold or re-entry, with the fencing token: `lua/reentrant_acquire.lua`.
     pub static ACQUIRE: Script = Script::new(
         "reentrant_acquire",
-        include_str!("../lua/reentrant_acquire.lua"),
+        concat!(
+            include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/reentrant_acquire.lua")
+        ),
     );
     /// Renewal by the holder: `lua/reentrant_extend.lua`.
     pub static EXTEND: Script = Script::new(
