@@ -6,16 +6,22 @@
 //! - `demo`: the duplicate-order and stock-deduction scenarios on a local
 //!   redis-server that the demo starts and stops itself.
 //! - `bench`: the acquire+release benchmark against the raw-command floor.
+//! - `chaos`: the safety harness (`crates/lock-chaos`): lock workers as
+//!   processes under faults, a fenced resource, and a checker; `--quick` runs
+//!   every scenario briefly and is part of `test`.
 
 mod redis_server;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask <test | demo | bench>
+const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS]>
 
-  test   fmt check, clippy -D warnings, tests with --features redis, fred, and both
+  test   fmt check, clippy -D warnings, tests with --features redis, fred, and both,
+         and `chaos --quick`
   demo   duplicate order prevention and stock deduction on a local redis-server
-  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA";
+  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA
+  chaos  the safety scenarios under faults, as a markdown table
+         [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
@@ -23,6 +29,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("demo") => demo(),
         Some("bench") => bench(),
+        Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
             Ok(())
@@ -120,8 +127,47 @@ fn test() -> Result<(), String> {
             return Err(format!("tests with the {label} client failed"));
         }
     }
+    println!("xtask: the safety scenarios, briefly");
+    chaos(&["--quick".to_owned()])?;
     println!("xtask: all checks passed");
     Ok(())
+}
+
+/// Builds the harness's two binaries, then runs `chaos` with `args`.
+fn chaos(args: &[String]) -> Result<(), String> {
+    let redis_server = redis_server::ensure()?;
+    cargo(
+        &[
+            "build",
+            "--quiet",
+            "-p",
+            "lock-chaos",
+            "--bins",
+            "--features",
+            "redis,fred",
+        ],
+        "building the safety harness",
+    )?;
+    let status = Command::new(cargo_bin())
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "lock-chaos",
+            "--features",
+            "redis,fred",
+            "--bin",
+            "chaos",
+            "--",
+        ])
+        .args(args)
+        .env("REDIS_SERVER", &redis_server)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| "a safety scenario that must be safe was not (see the table)".to_owned())
 }
 
 fn demo() -> Result<(), String> {

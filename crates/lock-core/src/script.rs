@@ -122,14 +122,13 @@ pub mod single {
     /// Remaining TTL and last fencing token: `lua/inspect.lua`.
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
     /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.
-    pub static FAIR_ACQUIRE: Script =
-        Script::new(
-            "fair_acquire",
-            concat!(
-                include_str!("../lua/fencing_counter.lua"),
-                include_str!("../lua/fair_acquire.lua")
-            ),
-        );
+    pub static FAIR_ACQUIRE: Script = Script::new(
+        "fair_acquire",
+        concat!(
+            include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/fair_acquire.lua")
+        ),
+    );
     /// Leave the fair queue: `lua/fair_leave.lua`.
     pub static FAIR_LEAVE: Script =
         Script::new("fair_leave", include_str!("../lua/fair_leave.lua"));

@@ -1,0 +1,248 @@
+//! One lock worker of the safety harness, run as its own process by `chaos`.
+//!
+//! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
+//! --seed X --hold-ms MIN-MAX [--nested]`, with the lock config in
+//! `DISTLOCK_*` variables. Loops until `S` seconds have passed: acquire (waiting
+//! up to the config's `wait_timeout`), enter again as the same owner if
+//! `--nested` (reentrant strategy), hold for a random time in the range while
+//! watching for a loss, commit one write to the fenced resource carrying the
+//! fencing token (skipped if the loss was reported first, as a careful job
+//! would), release, and log the acquisition (see `lock_chaos::Acquisition`).
+
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager};
+use lock_chaos::{monotonic_ns, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
+use lock_core::client::{NodeClient, Reply};
+use lock_core::{ConnectOptions, NodeUrl};
+use rand::{Rng, SeedableRng};
+
+struct Args {
+    worker: u32,
+    key: String,
+    resource: String,
+    log: String,
+    seconds: u64,
+    seed: u64,
+    hold_ms: (u64, u64),
+    nested: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let mut parsed = Args {
+        worker: 0,
+        key: "chaos".to_owned(),
+        resource: String::new(),
+        log: String::new(),
+        seconds: 5,
+        seed: 0,
+        hold_ms: (5, 30),
+        nested: false,
+    };
+    while let Some(flag) = args.next() {
+        if flag == "--nested" {
+            parsed.nested = true;
+            continue;
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number = |text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| format!("{flag}: not a number: {text}"))
+        };
+        match flag.as_str() {
+            "--worker" => {
+                parsed.worker = u32::try_from(number(&value)?).map_err(|e| e.to_string())?
+            }
+            "--key" => parsed.key = value,
+            "--resource" => parsed.resource = value,
+            "--log" => parsed.log = value,
+            "--seconds" => parsed.seconds = number(&value)?,
+            "--seed" => parsed.seed = number(&value)?,
+            "--hold-ms" => {
+                let (low, high) = value
+                    .split_once('-')
+                    .ok_or_else(|| format!("--hold-ms takes MIN-MAX, not {value}"))?;
+                parsed.hold_ms = (number(low)?, number(high)?.max(number(low)?));
+            }
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    if parsed.resource.is_empty() || parsed.log.is_empty() {
+        return Err("--resource and --log are required".to_owned());
+    }
+    Ok(parsed)
+}
+
+fn main() -> std::process::ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(err) => {
+            eprintln!("chaos-worker: {err}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(work(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("chaos-worker: {err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn work(args: Args) -> Result<(), String> {
+    let config = Config::from_env().map_err(|err| err.to_string())?;
+    let client = config.lock.client;
+    // Connecting may fail while a fault is on: keep trying until the end.
+    let ends_at = Instant::now() + Duration::from_secs(args.seconds);
+    let locks = loop {
+        match distlock::connect(&config).await {
+            Ok(locks) => break locks,
+            Err(err) if Instant::now() < ends_at => {
+                eprintln!("chaos-worker {}: connect: {err}", args.worker);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) => return Err(format!("connect: {err}")),
+        }
+    };
+    let resource = lock_core::client::connect(
+        client,
+        &NodeUrl::new(args.resource.clone()),
+        ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
+    )
+    .await
+    .map_err(|err| format!("resource: {err}"))?;
+    let mut log = std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let mut index = 0;
+    while Instant::now() < ends_at {
+        let guard = match locks.acquire(&args.key).await {
+            Ok(guard) => guard,
+            Err(LockError::NotAcquired { .. }) => continue,
+            Err(err) => {
+                eprintln!("chaos-worker {}: acquire: {err}", args.worker);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let hold = Duration::from_millis(rng.random_range(args.hold_ms.0..=args.hold_ms.1));
+        let acquisition =
+            critical_section(&locks, guard, &args, index, hold, resource.as_ref()).await;
+        writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
+        log.flush().map_err(|err| format!("log: {err}"))?;
+        index += 1;
+    }
+    Ok(())
+}
+
+async fn critical_section(
+    locks: &LockManager,
+    guard: LeaseGuard,
+    args: &Args,
+    index: u32,
+    hold: Duration,
+    resource: &dyn NodeClient,
+) -> Acquisition {
+    let start_ns = monotonic_ns();
+    let token = guard.fencing_token().map_or(0, |token| token.get());
+    let inner = if args.nested {
+        match locks.try_acquire_as(guard.owner(), &args.key).await {
+            Ok(Some(inner)) => Some(inner),
+            other => {
+                eprintln!("chaos-worker {}: re-entry failed: {other:?}", args.worker);
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let lost = tokio::select! {
+        () = tokio::time::sleep(hold) => false,
+        _ = guard.lost() => true,
+    };
+    let write = if lost {
+        Write::Skipped
+    } else {
+        fenced_write(resource, token, &format!("{}:{index}", args.worker)).await
+    };
+    let end_ns = monotonic_ns();
+    let lease_end_ns = lease_end(&guard, end_ns);
+    let mut outcome = Outcome::Released;
+    if let Some(inner) = inner {
+        if let Err(err) = inner.release().await {
+            outcome = outcome_of(&err);
+        }
+    }
+    if let Err(err) = guard.release().await {
+        outcome = outcome_of(&err);
+    }
+    Acquisition {
+        worker: args.worker,
+        index,
+        start_ns,
+        end_ns,
+        token,
+        write,
+        lease_end_ns,
+        outcome,
+    }
+}
+
+fn outcome_of(err: &LockError) -> Outcome {
+    match err {
+        LockError::LeaseLost { .. } => Outcome::Lost,
+        _ => Outcome::ReleaseFailed,
+    }
+}
+
+/// When the lease ended by the holder's clock, on `CLOCK_MONOTONIC`, if it
+/// ended before `end_ns`; else 0.
+fn lease_end(guard: &LeaseGuard, end_ns: u64) -> u64 {
+    let valid_until = match guard.status() {
+        LeaseStatus::Held { valid_until } | LeaseStatus::Lost { valid_until, .. } => valid_until,
+        _ => return 0,
+    };
+    let now = Instant::now();
+    let now_ns = monotonic_ns();
+    let lease_end_ns = if valid_until <= now {
+        now_ns.saturating_sub(u64::try_from((now - valid_until).as_nanos()).unwrap_or(u64::MAX))
+    } else {
+        now_ns.saturating_add(u64::try_from((valid_until - now).as_nanos()).unwrap_or(u64::MAX))
+    };
+    if lease_end_ns < end_ns {
+        lease_end_ns
+    } else {
+        0
+    }
+}
+
+async fn fenced_write(resource: &dyn NodeClient, token: u64, writer: &str) -> Write {
+    let token = token.to_string();
+    let log_key = format!("{RESOURCE_KEY}:log");
+    let reply = FENCED_WRITE
+        .run(
+            resource,
+            &[RESOURCE_KEY, &log_key],
+            &[token.as_bytes(), writer.as_bytes()],
+        )
+        .await;
+    match reply.as_ref().ok().and_then(Reply::as_array) {
+        Some([Reply::Int(1), Reply::Int(seq)]) => Write::Accepted {
+            seq: seq.unsigned_abs(),
+        },
+        Some([Reply::Int(0), Reply::Int(seq)]) => Write::Refused {
+            seq: seq.unsigned_abs(),
+        },
+        _ => {
+            eprintln!("chaos-worker: fenced write failed: {reply:?}");
+            Write::Failed
+        }
+    }
+}

@@ -1,0 +1,593 @@
+//! `chaos`: runs the safety scenarios and prints one markdown table.
+//!
+//! `chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client
+//! redis|fred]`. Each scenario starts its own redis-servers (lock nodes and
+//! the fenced resource), four `chaos-worker` processes, and a fault schedule
+//! drawn from the seed (printed as it runs, so a failing run replays with
+//! `--seed`). Exits 1 when a scenario that must be safe was not.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use lock_chaos::check::{check, Findings, LoggedWrite};
+use lock_chaos::{Acquisition, RESOURCE_KEY};
+use lock_testkit::{AdminReply, DelayProxy, RedisServer};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rand::{Rng, SeedableRng};
+
+/// How many workers contend in every scenario.
+const WORKERS: u32 = 4;
+
+/// The lease TTL of every scenario: short, so faults longer than it are short.
+const TTL: Duration = Duration::from_millis(600);
+
+/// What a scenario does to the system while the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Nothing: contention alone.
+    None,
+    /// SIGSTOP a worker for twice the TTL, then SIGCONT.
+    PauseWorker,
+    /// SIGSTOP a lock node for twice the TTL, then SIGCONT.
+    PauseServer,
+    /// kill -9 a lock node and restart it at once, without persistence.
+    KillRestart,
+    /// kill -9 a lock node and restart it (without persistence) after the TTL.
+    KillDelayedRestart,
+    /// `SCRIPT FLUSH` on every lock node.
+    ScriptFlush,
+    /// `DEL` the lock key behind the holders' backs.
+    DeleteKey,
+    /// Delete the fencing counter (what `FLUSHALL` does to it).
+    DropCounter,
+    /// kill -9 a minority of the nodes, for good.
+    KillMinority,
+    /// kill -9 a majority of the nodes and restart them at once, without persistence.
+    LoseMajority,
+}
+
+/// What the algorithm promises under the fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// No overlaps, no stale write accepted.
+    Safe,
+    /// Overlaps may happen (a holder paused past its lease, a lock deleted
+    /// behind its back), but fencing refuses every stale write.
+    Fenced,
+    /// Nothing is promised: the violations are shown.
+    Unsafe,
+}
+
+impl Expect {
+    fn describe(self) -> &'static str {
+        match self {
+            Expect::Safe => "safe",
+            Expect::Fenced => "overlaps possible; fencing refuses stale writes",
+            Expect::Unsafe => "unsafe: violations shown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Scenario {
+    name: &'static str,
+    strategy: &'static str,
+    nodes: usize,
+    fault: Fault,
+    fair: bool,
+    nested: bool,
+    /// Milliseconds of delay on node 0 through a `DelayProxy`.
+    slow_node_ms: u64,
+    expect: Expect,
+    /// What else to expect, for the table; empty for nothing more.
+    note: &'static str,
+}
+
+const fn scenario(
+    name: &'static str,
+    strategy: &'static str,
+    nodes: usize,
+    fault: Fault,
+    expect: Expect,
+) -> Scenario {
+    Scenario {
+        name,
+        strategy,
+        nodes,
+        fault,
+        fair: false,
+        nested: false,
+        slow_node_ms: 0,
+        expect,
+        note: "",
+    }
+}
+
+fn scenarios() -> Vec<Scenario> {
+    vec![
+        scenario("baseline", "single", 1, Fault::None, Expect::Safe),
+        Scenario {
+            nested: true,
+            ..scenario("baseline-nested", "reentrant", 1, Fault::None, Expect::Safe)
+        },
+        scenario("baseline", "redlock", 3, Fault::None, Expect::Safe),
+        Scenario {
+            fair: true,
+            ..scenario("fair", "single", 1, Fault::None, Expect::Safe)
+        },
+        scenario("worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced),
+        Scenario {
+            nested: true,
+            ..scenario("worker-pause-nested", "reentrant", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            note: "no tokens: a paused holder's late write is accepted",
+            ..scenario("worker-pause", "redlock", 3, Fault::PauseWorker, Expect::Unsafe)
+        },
+        scenario("server-pause", "single", 1, Fault::PauseServer, Expect::Safe),
+        scenario("script-flush", "single", 1, Fault::ScriptFlush, Expect::Safe),
+        scenario("script-flush", "redlock", 3, Fault::ScriptFlush, Expect::Safe),
+        scenario("delete-key", "single", 1, Fault::DeleteKey, Expect::Fenced),
+        Scenario {
+            note: "the key and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
+            ..scenario("restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
+        },
+        Scenario {
+            note: "no overlap; the counter restarts, so the fence refuses the newest holders",
+            ..scenario("delayed-restart", "single", 1, Fault::KillDelayedRestart, Expect::Safe)
+        },
+        Scenario {
+            note: "tokens restart: the fence refuses the newest holders",
+            ..scenario("counter-lost", "single", 1, Fault::DropCounter, Expect::Unsafe)
+        },
+        Scenario {
+            slow_node_ms: 30,
+            ..scenario("slow-node", "redlock", 3, Fault::None, Expect::Safe)
+        },
+        scenario("minority-killed", "redlock", 5, Fault::KillMinority, Expect::Safe),
+        scenario("delayed-restart", "redlock", 3, Fault::KillDelayedRestart, Expect::Safe),
+        Scenario {
+            note: "a restarted majority forgets the grant: a second holder until the next renewal",
+            ..scenario("majority-lost", "redlock", 3, Fault::LoseMajority, Expect::Unsafe)
+        },
+    ]
+}
+
+struct Options {
+    only: Option<String>,
+    seconds: u64,
+    seed: u64,
+    clients: Vec<&'static str>,
+}
+
+fn parse_args() -> Result<Options, String> {
+    let mut options = Options {
+        only: None,
+        seconds: 20,
+        seed: seed_from_time(),
+        clients: vec!["redis", "fred"],
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match flag.as_str() {
+            "--quick" => options.seconds = 3,
+            "--scenario" => options.only = Some(args.next().ok_or("--scenario needs a name")?),
+            "--seconds" => {
+                options.seconds = args
+                    .next()
+                    .and_then(|value| value.parse().ok())
+                    .ok_or("--seconds needs a number")?
+            }
+            "--seed" => {
+                options.seed = args
+                    .next()
+                    .and_then(|value| value.parse().ok())
+                    .ok_or("--seed needs a number")?
+            }
+            "--client" => {
+                options.clients = match args.next().as_deref() {
+                    Some("redis") => vec!["redis"],
+                    Some("fred") => vec!["fred"],
+                    _ => return Err("--client takes redis or fred".to_owned()),
+                }
+            }
+            "--help" | "-h" => {
+                return Err("usage: chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]".to_owned())
+            }
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(options)
+}
+
+fn seed_from_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |elapsed| elapsed.as_secs())
+}
+
+fn main() -> ExitCode {
+    let options = match parse_args() {
+        Ok(options) => options,
+        Err(err) => {
+            eprintln!("chaos: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let chosen: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|scenario| {
+            options.only.as_deref().is_none_or(|only| {
+                only == scenario.name || only == format!("{}/{}", scenario.name, scenario.strategy)
+            })
+        })
+        .collect();
+    if chosen.is_empty() {
+        eprintln!("chaos: no scenario matches; the names are:");
+        for scenario in scenarios() {
+            eprintln!("  {}/{}", scenario.name, scenario.strategy);
+        }
+        return ExitCode::from(2);
+    }
+    eprintln!(
+        "chaos: seed {} ({} s per run; replay with --seed {})",
+        options.seed, options.seconds, options.seed
+    );
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for (number, scenario) in chosen.iter().enumerate() {
+        for client in &options.clients {
+            let seed = options.seed.wrapping_add(number as u64);
+            let result = runtime.block_on(run(scenario, client, options.seconds, seed));
+            let (findings, verdict) = match result {
+                Ok(findings) => {
+                    let verdict = verdict(scenario.expect, &findings);
+                    (Some(findings), verdict)
+                }
+                Err(err) => (None, Err(format!("harness error: {err}"))),
+            };
+            if verdict.is_err() {
+                failed = true;
+            }
+            rows.push(row(scenario, client, findings.as_ref(), &verdict));
+        }
+    }
+    println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
+    for row in rows {
+        println!("{row}");
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn verdict(expect: Expect, findings: &Findings) -> Result<&'static str, String> {
+    if findings.acquisitions == 0 {
+        return Err("no acquisitions".to_owned());
+    }
+    match expect {
+        Expect::Safe if findings.overlaps > 0 || findings.stale_accepted > 0 => {
+            Err("VIOLATED".to_owned())
+        }
+        Expect::Fenced if findings.stale_accepted > 0 => Err("VIOLATED".to_owned()),
+        Expect::Unsafe
+            if findings.overlaps + findings.stale_accepted + findings.fresh_refused > 0 =>
+        {
+            Ok("violations shown")
+        }
+        Expect::Unsafe => Ok("none seen this run"),
+        _ => Ok("ok"),
+    }
+}
+
+fn row(
+    scenario: &Scenario,
+    client: &str,
+    findings: Option<&Findings>,
+    verdict: &Result<&str, String>,
+) -> String {
+    let verdict = match verdict {
+        Ok(text) => (*text).to_owned(),
+        Err(text) => format!("**{text}**"),
+    };
+    let figures = findings.map_or_else(
+        || "| - | - | - | - | - | - ".to_owned(),
+        |f| {
+            format!(
+                "| {} | {} | {} | {} | {} | {} ",
+                f.acquisitions,
+                f.overlaps,
+                f.stale_accepted,
+                f.stale_refused,
+                f.fresh_refused,
+                f.max_overrun_ms
+            )
+        },
+    );
+    let expected = if scenario.note.is_empty() {
+        scenario.expect.describe().to_owned()
+    } else {
+        format!("{}: {}", scenario.expect.describe(), scenario.note)
+    };
+    format!(
+        "| {} | {}{} | {} {}| {} | {} |",
+        scenario.name,
+        scenario.strategy,
+        if scenario.nodes > 1 {
+            format!(" ({})", scenario.nodes)
+        } else {
+            String::new()
+        },
+        client,
+        figures,
+        expected,
+        verdict
+    )
+}
+
+/// One scenario on one client: servers, workers, faults, then the check.
+async fn run(
+    scenario: &Scenario,
+    client: &str,
+    seconds: u64,
+    seed: u64,
+) -> Result<Findings, String> {
+    fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
+        move |err| format!("{what}: {err}")
+    }
+    let mut nodes: Vec<RedisServer> = (0..scenario.nodes)
+        .map(|_| RedisServer::start())
+        .collect::<Result<_, _>>()
+        .map_err(io("start a lock node"))?;
+    let resource = RedisServer::start().map_err(io("start the resource"))?;
+    let proxy = if scenario.slow_node_ms > 0 {
+        Some(
+            DelayProxy::start(
+                nodes[0].port(),
+                Duration::from_millis(scenario.slow_node_ms),
+            )
+            .await
+            .map_err(io("start the delay proxy"))?,
+        )
+    } else {
+        None
+    };
+    let urls: Vec<String> = nodes
+        .iter()
+        .enumerate()
+        .map(|(index, node)| match (&proxy, index) {
+            (Some(proxy), 0) => proxy.url().expose().to_owned(),
+            _ => node.url().expose().to_owned(),
+        })
+        .collect();
+    let scratch = std::env::temp_dir().join(format!("lock-chaos-{}-{seed}", std::process::id()));
+    std::fs::create_dir_all(&scratch).map_err(io("scratch directory"))?;
+    let worker_binary = std::env::current_exe()
+        .map_err(io("own path"))?
+        .with_file_name("chaos-worker");
+    let mut workers: Vec<Child> = Vec::new();
+    let mut logs: Vec<PathBuf> = Vec::new();
+    for worker in 0..WORKERS {
+        let log = scratch.join(format!("worker-{worker}.log"));
+        let mut command = Command::new(&worker_binary);
+        command
+            .args(["--worker", &worker.to_string()])
+            .args(["--key", "chaos"])
+            .args(["--resource", resource.url().expose()])
+            .arg("--log")
+            .arg(&log)
+            .args(["--seconds", &seconds.to_string()])
+            .args([
+                "--seed",
+                &seed
+                    .wrapping_mul(31)
+                    .wrapping_add(u64::from(worker))
+                    .to_string(),
+            ])
+            .args(["--hold-ms", "5-40"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("DISTLOCK_NODES", urls.join(","))
+            .env("DISTLOCK_STRATEGY", scenario.strategy)
+            .env("DISTLOCK_CLIENT", client)
+            .env("DISTLOCK_TTL", format!("{}ms", TTL.as_millis()))
+            .env("DISTLOCK_WAIT_TIMEOUT", "1s")
+            .env("DISTLOCK_COMMAND_TIMEOUT", "200ms")
+            .env("DISTLOCK_CONNECT_TIMEOUT", "500ms")
+            .env("DISTLOCK_NODE_TIMEOUT", "50ms")
+            .env("DISTLOCK_FAIR", scenario.fair.to_string());
+        if scenario.nested {
+            command.arg("--nested");
+        }
+        workers.push(
+            command
+                .spawn()
+                .map_err(|err| format!("start {}: {err}", worker_binary.display()))?,
+        );
+        logs.push(log);
+    }
+    let started = Instant::now();
+    let run_for = Duration::from_secs(seconds);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut fault_at = started + Duration::from_millis(rng.random_range(300..800));
+    while started.elapsed() < run_for {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if Instant::now() < fault_at || scenario.fault == Fault::None {
+            continue;
+        }
+        let at = started.elapsed().as_millis();
+        inject(scenario, &mut nodes, &workers, &mut rng, at).await?;
+        if scenario.fault == Fault::KillMinority {
+            // Once is the fault: the minority stays down.
+            fault_at = started + run_for * 2;
+        } else {
+            fault_at = Instant::now() + Duration::from_millis(rng.random_range(600..1500));
+        }
+    }
+    // Wake any paused worker or node so everyone can finish and be checked.
+    for worker in &workers {
+        let _ = kill(pid_of(worker), Signal::SIGCONT);
+    }
+    for node in &mut nodes {
+        let _ = node.resume();
+    }
+    let give_up = Instant::now() + Duration::from_secs(15);
+    for worker in &mut workers {
+        loop {
+            match worker.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await
+                }
+                _ => {
+                    let _ = worker.kill();
+                    let _ = worker.wait();
+                    break;
+                }
+            }
+        }
+    }
+    let mut acquisitions = Vec::new();
+    for log in &logs {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines() {
+            acquisitions.push(line.parse::<Acquisition>()?);
+        }
+    }
+    let writes = read_resource_log(&resource)?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    drop(proxy);
+    Ok(check(&acquisitions, &writes))
+}
+
+fn pid_of(child: &Child) -> Pid {
+    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
+}
+
+/// Applies the scenario's fault once, and says so on stderr.
+async fn inject(
+    scenario: &Scenario,
+    nodes: &mut [RedisServer],
+    workers: &[Child],
+    rng: &mut rand::rngs::StdRng,
+    at_ms: u128,
+) -> Result<(), String> {
+    let io = |err: std::io::Error| err.to_string();
+    let key = "lock:{chaos}";
+    let long = TTL * 2;
+    let node = rng.random_range(0..nodes.len());
+    match scenario.fault {
+        Fault::None => {}
+        Fault::PauseWorker => {
+            let worker = rng.random_range(0..workers.len());
+            eprintln!(
+                "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
+                scenario.name
+            );
+            let pid = pid_of(&workers[worker]);
+            let _ = kill(pid, Signal::SIGSTOP);
+            tokio::time::sleep(long).await;
+            let _ = kill(pid, Signal::SIGCONT);
+        }
+        Fault::PauseServer => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: SIGSTOP node {node} for {long:?}",
+                scenario.name
+            );
+            nodes[node].pause().map_err(io)?;
+            tokio::time::sleep(long).await;
+            nodes[node].resume().map_err(io)?;
+        }
+        Fault::KillRestart => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: kill -9 node {node}, restart at once",
+                scenario.name
+            );
+            nodes[node].restart().map_err(io)?;
+        }
+        Fault::KillDelayedRestart => {
+            let down = TTL + Duration::from_millis(200);
+            eprintln!(
+                "chaos: t={at_ms}ms {}: kill -9 node {node}, restart after {down:?}",
+                scenario.name
+            );
+            nodes[node].kill().map_err(io)?;
+            tokio::time::sleep(down).await;
+            nodes[node].restart().map_err(io)?;
+        }
+        Fault::ScriptFlush => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: SCRIPT FLUSH on every node",
+                scenario.name
+            );
+            for node in nodes.iter() {
+                node.admin(&["SCRIPT", "FLUSH"]).map_err(io)?;
+            }
+        }
+        Fault::DeleteKey => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: DEL {key} on node {node}",
+                scenario.name
+            );
+            nodes[node].admin(&["DEL", key]).map_err(io)?;
+        }
+        Fault::DropCounter => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: DEL {key}:fence on node {node}",
+                scenario.name
+            );
+            nodes[node]
+                .admin(&["DEL", &format!("{key}:fence")])
+                .map_err(io)?;
+        }
+        Fault::KillMinority => {
+            let minority = nodes.len() / 2;
+            eprintln!(
+                "chaos: t={at_ms}ms {}: kill -9 nodes 0..{minority} for good",
+                scenario.name
+            );
+            for node in nodes.iter_mut().take(minority) {
+                node.kill().map_err(io)?;
+            }
+        }
+        Fault::LoseMajority => {
+            let majority = nodes.len() / 2 + 1;
+            eprintln!(
+                "chaos: t={at_ms}ms {}: kill -9 nodes 0..{majority}, restart at once",
+                scenario.name
+            );
+            for node in nodes.iter_mut().take(majority) {
+                node.restart().map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_resource_log(resource: &RedisServer) -> Result<Vec<LoggedWrite>, String> {
+    let log_key = format!("{RESOURCE_KEY}:log");
+    let reply = resource
+        .admin(&["LRANGE", &log_key, "0", "-1"])
+        .map_err(|err| format!("read the resource log: {err}"))?;
+    let AdminReply::Array(entries) = reply else {
+        return Err(format!("the resource log is not a list: {reply:?}"));
+    };
+    entries
+        .unwrap_or_default()
+        .iter()
+        .map(|entry| match entry.as_text() {
+            Some(line) => LoggedWrite::parse(line),
+            None => Err(format!("unreadable log entry {entry:?}")),
+        })
+        .collect()
+}

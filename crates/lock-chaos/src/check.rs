@@ -1,0 +1,212 @@
+//! The checker: reads what the workers and the fenced resource logged, and
+//! counts overlapping critical sections, stale writes and overruns. It knows
+//! nothing of the lock: only the intervals and the order of writes.
+
+use std::collections::HashMap;
+
+use crate::record::{Acquisition, Write};
+
+/// One entry of the fenced resource's log, in the order the resource saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedWrite {
+    /// The write's place in the log.
+    pub seq: u64,
+    /// The token it carried (0 for none).
+    pub token: u64,
+    /// `<worker>:<index>` of the acquisition that wrote.
+    pub writer: String,
+    /// Whether the resource accepted it.
+    pub accepted: bool,
+}
+
+impl LoggedWrite {
+    /// Parses `<seq> <token> <writer> <0|1>`.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [seq, token, writer, accepted] = fields[..] else {
+            return Err(format!("expected 4 fields: {line:?}"));
+        };
+        let number = |text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| format!("not a number: {text:?} in {line:?}"))
+        };
+        Ok(LoggedWrite {
+            seq: number(seq)?,
+            token: number(token)?,
+            writer: writer.to_owned(),
+            accepted: accepted == "1",
+        })
+    }
+}
+
+/// What one run showed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// Critical sections entered.
+    pub acquisitions: usize,
+    /// Critical sections that began while another one was still going on.
+    pub overlaps: usize,
+    /// Writes the resource accepted although it had already accepted a write
+    /// from a holder that acquired later.
+    pub stale_accepted: usize,
+    /// Such stale writes that the resource refused (fencing at work).
+    pub stale_refused: usize,
+    /// Writes of the newest holder that the resource refused anyway (tokens
+    /// that went backwards, for example after the counter was lost).
+    pub fresh_refused: usize,
+    /// The longest a holder went on working after its lease ended, in ms.
+    pub max_overrun_ms: u64,
+}
+
+/// Checks `acquisitions` (every worker's log) against `writes` (the
+/// resource's log).
+pub fn check(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
+    let mut findings = Findings {
+        acquisitions: acquisitions.len(),
+        ..Findings::default()
+    };
+
+    // Overlaps: sweep the sections by start; one overlaps if it starts before
+    // an earlier one has ended.
+    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
+    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
+    let mut latest_end = 0;
+    for acquisition in &by_start {
+        if acquisition.start_ns < latest_end {
+            findings.overlaps += 1;
+        }
+        latest_end = latest_end.max(acquisition.end_ns);
+    }
+
+    // Stale writes: in the resource's order, a write is stale if the resource
+    // had already accepted one from a holder that acquired later.
+    let starts: HashMap<String, u64> = acquisitions
+        .iter()
+        .map(|acquisition| (acquisition.id(), acquisition.start_ns))
+        .collect();
+    let mut in_order: Vec<&LoggedWrite> = writes.iter().collect();
+    in_order.sort_by_key(|write| write.seq);
+    let mut newest_accepted_start = 0;
+    for write in in_order {
+        // A write whose worker died before logging it: its start is unknown,
+        // and it is judged as the newest.
+        let start = starts.get(&write.writer).copied().unwrap_or(u64::MAX);
+        let stale = newest_accepted_start > start;
+        match (stale, write.accepted) {
+            (true, true) => findings.stale_accepted += 1,
+            (true, false) => findings.stale_refused += 1,
+            (false, false) => findings.fresh_refused += 1,
+            (false, true) => {}
+        }
+        if write.accepted && start != u64::MAX {
+            newest_accepted_start = newest_accepted_start.max(start);
+        }
+    }
+
+    findings.max_overrun_ms = acquisitions
+        .iter()
+        .map(Acquisition::overrun_ns)
+        .max()
+        .unwrap_or(0)
+        / 1_000_000;
+    findings
+}
+
+/// Whether an acquisition's write reached the resource.
+pub fn wrote(acquisition: &Acquisition) -> bool {
+    matches!(
+        acquisition.write,
+        Write::Accepted { .. } | Write::Refused { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Outcome;
+
+    fn section(worker: u32, start: u64, end: u64, token: u64) -> Acquisition {
+        Acquisition {
+            worker,
+            index: 0,
+            start_ns: start,
+            end_ns: end,
+            token,
+            write: Write::Skipped,
+            lease_end_ns: 0,
+            outcome: Outcome::Released,
+        }
+    }
+
+    fn logged(seq: u64, token: u64, worker: u32, accepted: bool) -> LoggedWrite {
+        LoggedWrite {
+            seq,
+            token,
+            writer: format!("{worker}:0"),
+            accepted,
+        }
+    }
+
+    #[test]
+    fn back_to_back_sections_do_not_overlap() {
+        let sections = [
+            section(1, 0, 10, 1),
+            section(2, 10, 20, 2),
+            section(3, 25, 30, 3),
+        ];
+        assert_eq!(check(&sections, &[]).overlaps, 0);
+    }
+
+    #[test]
+    fn a_section_inside_a_long_one_overlaps() {
+        // Worker 1 was paused from 5 to 100; 2 and 3 came and went meanwhile.
+        let sections = [
+            section(1, 0, 100, 1),
+            section(2, 20, 30, 2),
+            section(3, 40, 50, 3),
+        ];
+        assert_eq!(check(&sections, &[]).overlaps, 2);
+    }
+
+    #[test]
+    fn a_late_write_of_an_older_holder_is_stale() {
+        let sections = [section(1, 0, 100, 1), section(2, 20, 30, 2)];
+        // Fenced: the older holder's write comes after the newer one's, refused.
+        let fenced = [logged(1, 2, 2, true), logged(2, 1, 1, false)];
+        let findings = check(&sections, &fenced);
+        assert_eq!((findings.stale_accepted, findings.stale_refused), (0, 1));
+        // Unfenced (no tokens): the same order, accepted.
+        let unfenced = [logged(1, 0, 2, true), logged(2, 0, 1, true)];
+        let findings = check(&sections, &unfenced);
+        assert_eq!((findings.stale_accepted, findings.stale_refused), (1, 0));
+    }
+
+    #[test]
+    fn tokens_that_went_backwards_refuse_the_newest_holder() {
+        // The counter was lost: the newer holder got token 1, below 5.
+        let sections = [section(1, 0, 10, 5), section(2, 20, 30, 1)];
+        let writes = [logged(1, 5, 1, true), logged(2, 1, 2, false)];
+        assert_eq!(check(&sections, &writes).fresh_refused, 1);
+    }
+
+    #[test]
+    fn overruns_are_measured_from_the_lease_end() {
+        let mut paused = section(1, 0, 2_500_000_000, 1);
+        paused.lease_end_ns = 500_000_000;
+        assert_eq!(check(&[paused], &[]).max_overrun_ms, 2_000);
+    }
+
+    #[test]
+    fn log_lines_parse() {
+        assert_eq!(
+            LoggedWrite::parse("7 42 3:9 0"),
+            Ok(LoggedWrite {
+                seq: 7,
+                token: 42,
+                writer: "3:9".to_owned(),
+                accepted: false
+            })
+        );
+        assert!(LoggedWrite::parse("7 42").is_err());
+    }
+}

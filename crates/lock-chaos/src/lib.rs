@@ -1,0 +1,30 @@
+//! The safety harness behind `cargo xtask chaos`.
+//!
+//! Lock workers run as separate OS processes (`chaos-worker`), each looping:
+//! acquire, hold for a random short time, commit one write to a *fenced
+//! resource* carrying the fencing token, release. Every acquisition is logged
+//! with its `CLOCK_MONOTONIC` start and end, which are comparable across
+//! processes on one host, so overlapping intervals are real overlaps. The
+//! orchestrator (`chaos`) starts the Redis servers, the workers and a fault
+//! schedule (seeded and printed, so a run can be replayed), then the
+//! [`check`] module reads every log and the resource's own log and counts what
+//! went wrong.
+//!
+//! The fenced resource is a redis-server that no fault touches, running
+//! [`FENCED_WRITE`]: a write is accepted only if its token is greater than
+//! every token accepted before (a write without a token, from Redlock, is
+//! always accepted), and every write is appended to the resource's log in the
+//! order the resource saw it.
+
+pub mod check;
+mod record;
+
+pub use record::{monotonic_ns, Acquisition, Outcome, Write};
+
+use lock_core::script::Script;
+
+/// The fenced resource's write: `lua/fenced_write.lua`.
+pub static FENCED_WRITE: Script = Script::new("fenced_write", include_str!("fenced_write.lua"));
+
+/// The Redis key of the fenced resource (a hash of counters) and of its log.
+pub const RESOURCE_KEY: &str = "chaos:resource";

@@ -1,0 +1,187 @@
+//! One line of a worker's log per acquisition, tab-separated.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Nanoseconds on `CLOCK_MONOTONIC`, comparable across processes on one host
+/// (unlike `Instant`, whose value a process cannot share).
+pub fn monotonic_ns() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(now) => {
+            let seconds = u64::try_from(now.tv_sec()).unwrap_or(0);
+            let nanos = u64::try_from(now.tv_nsec()).unwrap_or(0);
+            seconds.saturating_mul(1_000_000_000).saturating_add(nanos)
+        }
+        // CLOCK_MONOTONIC exists on every Linux; zero would only make the
+        // checker see no overlap, so say it loudly instead.
+        Err(err) => panic!("CLOCK_MONOTONIC is unavailable: {err}"),
+    }
+}
+
+/// What became of an acquisition's write to the fenced resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// The resource accepted it; `seq` is its place in the resource's log.
+    Accepted {
+        /// The place in the resource's log.
+        seq: u64,
+    },
+    /// The resource refused it (a token no greater than one it had accepted).
+    Refused {
+        /// The place in the resource's log.
+        seq: u64,
+    },
+    /// The worker did not write: its lease was reported lost first.
+    Skipped,
+    /// The write failed (the resource is never faulted, so this is rare).
+    Failed,
+}
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// `release()` returned `Ok`: the lease held until the release.
+    Released,
+    /// The lease ended early (lost, expired, or the release found it gone).
+    Lost,
+    /// The release failed with a connection error.
+    ReleaseFailed,
+}
+
+/// One critical section of one worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acquisition {
+    /// The worker's number.
+    pub worker: u32,
+    /// The acquisition's number within the worker.
+    pub index: u32,
+    /// When the acquire returned, on `CLOCK_MONOTONIC`.
+    pub start_ns: u64,
+    /// When the worker stopped working under it (just before the release).
+    pub end_ns: u64,
+    /// The fencing token, 0 for none.
+    pub token: u64,
+    /// The write's fate.
+    pub write: Write,
+    /// When the lease ended by the holder's own clock, if that was before
+    /// `end_ns` (the holder kept working, paused or not, past it); else 0.
+    pub lease_end_ns: u64,
+    /// How the release went.
+    pub outcome: Outcome,
+}
+
+impl Acquisition {
+    /// `<worker>:<index>`, as the resource logs the writer.
+    pub fn id(&self) -> String {
+        format!("{}:{}", self.worker, self.index)
+    }
+
+    /// How long the holder went on working after its lease ended.
+    pub fn overrun_ns(&self) -> u64 {
+        if self.lease_end_ns == 0 {
+            0
+        } else {
+            self.end_ns.saturating_sub(self.lease_end_ns)
+        }
+    }
+}
+
+impl fmt::Display for Acquisition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let write = match self.write {
+            Write::Accepted { seq } => format!("accepted:{seq}"),
+            Write::Refused { seq } => format!("refused:{seq}"),
+            Write::Skipped => "skipped".to_owned(),
+            Write::Failed => "failed".to_owned(),
+        };
+        let outcome = match self.outcome {
+            Outcome::Released => "released",
+            Outcome::Lost => "lost",
+            Outcome::ReleaseFailed => "release-failed",
+        };
+        write!(
+            f,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            self.worker,
+            self.index,
+            self.start_ns,
+            self.end_ns,
+            self.token,
+            write,
+            self.lease_end_ns,
+            outcome
+        )
+    }
+}
+
+impl FromStr for Acquisition {
+    type Err = String;
+
+    fn from_str(line: &str) -> Result<Self, String> {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [worker, index, start, end, token, write, lease_end, outcome] = fields[..] else {
+            return Err(format!("expected 8 fields: {line:?}"));
+        };
+        let number = |text: &str| {
+            text.parse::<u64>()
+                .map_err(|_| format!("not a number: {text:?} in {line:?}"))
+        };
+        let small = |text: &str| {
+            text.parse::<u32>()
+                .map_err(|_| format!("not a number: {text:?} in {line:?}"))
+        };
+        let write = match write.split_once(':') {
+            Some(("accepted", seq)) => Write::Accepted { seq: number(seq)? },
+            Some(("refused", seq)) => Write::Refused { seq: number(seq)? },
+            None if write == "skipped" => Write::Skipped,
+            None if write == "failed" => Write::Failed,
+            _ => return Err(format!("unknown write {write:?} in {line:?}")),
+        };
+        let outcome = match outcome {
+            "released" => Outcome::Released,
+            "lost" => Outcome::Lost,
+            "release-failed" => Outcome::ReleaseFailed,
+            other => return Err(format!("unknown outcome {other:?} in {line:?}")),
+        };
+        Ok(Acquisition {
+            worker: small(worker)?,
+            index: small(index)?,
+            start_ns: number(start)?,
+            end_ns: number(end)?,
+            token: number(token)?,
+            write,
+            lease_end_ns: number(lease_end)?,
+            outcome,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() {
+        let acquisition = Acquisition {
+            worker: 3,
+            index: 17,
+            start_ns: 1_000,
+            end_ns: 2_000,
+            token: 42,
+            write: Write::Refused { seq: 9 },
+            lease_end_ns: 1_500,
+            outcome: Outcome::Lost,
+        };
+        let line = acquisition.to_string();
+        assert_eq!(line.parse::<Acquisition>(), Ok(acquisition.clone()));
+        assert_eq!(acquisition.overrun_ns(), 500);
+        assert!("1\t2\t3".parse::<Acquisition>().is_err());
+    }
+
+    #[test]
+    fn the_clock_moves_forward() {
+        let before = monotonic_ns();
+        let after = monotonic_ns();
+        assert!(after >= before && before > 0);
+    }
+}
