@@ -12,7 +12,7 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager};
+use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
 use lock_chaos::{monotonic_ns, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
 use lock_core::client::{NodeClient, Reply};
 use lock_core::{ConnectOptions, NodeUrl};
@@ -121,9 +121,13 @@ async fn work(args: Args) -> Result<(), String> {
     .map_err(|err| format!("resource: {err}"))?;
     let mut log = std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    // A fixed owner per worker, as services name theirs: it also lets the
+    // harness see in Redis which worker holds the lock.
+    let owner = OwnerToken::from_string(format!("chaos-worker-{}", args.worker))
+        .map_err(|err| err.to_string())?;
     let mut index = 0;
     while Instant::now() < ends_at {
-        let guard = match locks.acquire(&args.key).await {
+        let guard = match locks.acquire_as(&owner, &args.key).await {
             Ok(guard) => guard,
             Err(LockError::NotAcquired { .. }) => continue,
             Err(err) => {

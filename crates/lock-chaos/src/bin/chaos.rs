@@ -221,9 +221,12 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let chosen: Vec<Scenario> = scenarios()
+    // Each run's seed comes from the scenario's place in the full list and the
+    // client, so `--scenario` and `--client` replay the same schedule.
+    let chosen: Vec<(usize, Scenario)> = scenarios()
         .into_iter()
-        .filter(|scenario| {
+        .enumerate()
+        .filter(|(_, scenario)| {
             options.only.as_deref().is_none_or(|only| {
                 only == scenario.name || only == format!("{}/{}", scenario.name, scenario.strategy)
             })
@@ -242,9 +245,17 @@ fn main() -> ExitCode {
     );
     let mut rows = Vec::new();
     let mut failed = false;
-    for (number, scenario) in chosen.iter().enumerate() {
+    for (number, scenario) in &chosen {
         for client in &options.clients {
-            let seed = options.seed.wrapping_add(number as u64);
+            let client_number = u64::from(*client == "fred");
+            let seed = options
+                .seed
+                .wrapping_add(*number as u64 * 2)
+                .wrapping_add(client_number);
+            eprintln!(
+                "chaos: {}/{} on {client}, seed {seed}",
+                scenario.name, scenario.strategy
+            );
             let result = runtime.block_on(run(scenario, client, options.seconds, seed));
             let (findings, verdict) = match result {
                 Ok(findings) => {
@@ -465,7 +476,12 @@ async fn run(
         }
     }
     let writes = read_resource_log(&resource)?;
-    let _ = std::fs::remove_dir_all(&scratch);
+    // CHAOS_KEEP_LOGS=1 keeps the workers' logs for a closer look.
+    if std::env::var_os("CHAOS_KEEP_LOGS").is_some() {
+        eprintln!("chaos: logs kept in {}", scratch.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
     drop(proxy);
     Ok(check(&acquisitions, &writes))
 }
@@ -489,7 +505,12 @@ async fn inject(
     match scenario.fault {
         Fault::None => {}
         Fault::PauseWorker => {
-            let worker = rng.random_range(0..workers.len());
+            // The holder, when one can be seen: a pause of a waiting worker
+            // tests nothing. (Which one holds is timing, not the seed: a
+            // replay pauses at the same moments, perhaps another worker.)
+            let worker = holder(nodes, key)
+                .filter(|worker| *worker < workers.len())
+                .unwrap_or_else(|| rng.random_range(0..workers.len()));
             eprintln!(
                 "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
                 scenario.name
@@ -572,6 +593,26 @@ async fn inject(
         }
     }
     Ok(())
+}
+
+/// Which worker holds the lock, from its owner (`chaos-worker-N`) in the key
+/// on the first node that answers: a string `<owner>:<nonce>`, or a hash whose
+/// field is the owner.
+fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
+    let owner = nodes
+        .iter()
+        .find_map(|node| match node.admin(&["GET", key]).ok()? {
+            AdminReply::Bulk(Some(value)) => {
+                let value = String::from_utf8(value).ok()?;
+                Some(value.rsplit_once(':')?.0.to_owned())
+            }
+            AdminReply::Error(_) => match node.admin(&["HKEYS", key]).ok()? {
+                AdminReply::Array(Some(fields)) => fields.first()?.as_text().map(str::to_owned),
+                _ => None,
+            },
+            _ => None,
+        })?;
+    owner.strip_prefix("chaos-worker-")?.parse().ok()
 }
 
 fn read_resource_log(resource: &RedisServer) -> Result<Vec<LoggedWrite>, String> {
