@@ -148,6 +148,21 @@ fn chaos(args: &[String]) -> Result<(), String> {
         ],
         "building the safety harness",
     )?;
+    // The command-line scenario runs the `distlock` binary, found next to
+    // the harness's own.
+    cargo(
+        &[
+            "build",
+            "--quiet",
+            "-p",
+            "distlock",
+            "--bin",
+            "distlock",
+            "--features",
+            "cli,redis,fred",
+        ],
+        "building the distlock command",
+    )?;
     let status = Command::new(cargo_bin())
         .args([
             "run",

@@ -9,7 +9,7 @@ use lock_core::NodeUrl;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// Far enough ahead to stand for "never", small enough to add to any `Instant`.
@@ -30,6 +30,7 @@ const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub struct DelayProxy {
     port: u16,
     acceptor: JoinHandle<()>,
+    blackhole: watch::Sender<bool>,
 }
 
 impl DelayProxy {
@@ -37,8 +38,22 @@ impl DelayProxy {
     pub async fn start(upstream_port: u16, delay: Duration) -> io::Result<DelayProxy> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let port = listener.local_addr()?.port();
-        let acceptor = tokio::spawn(accept(listener, upstream_port, delay));
-        Ok(DelayProxy { port, acceptor })
+        let (blackhole, partitioned) = watch::channel(false);
+        let acceptor = tokio::spawn(accept(listener, upstream_port, delay, partitioned));
+        Ok(DelayProxy {
+            port,
+            acceptor,
+            blackhole,
+        })
+    }
+
+    /// Partitions the node (`true`) or heals it (`false`). While partitioned
+    /// the proxy still accepts connections but forwards nothing, in either
+    /// direction: clients see silence, not a refusal, as behind a dropped
+    /// network link. Connections that were silenced are closed when it
+    /// heals, as a partition's connections usually are; new ones then work.
+    pub fn set_blackhole(&self, partitioned: bool) {
+        self.blackhole.send_replace(partitioned);
     }
 
     /// The port the proxy listens on.
@@ -59,13 +74,18 @@ impl Drop for DelayProxy {
     }
 }
 
-async fn accept(listener: TcpListener, upstream_port: u16, delay: Duration) {
+async fn accept(
+    listener: TcpListener,
+    upstream_port: u16,
+    delay: Duration,
+    partitioned: watch::Receiver<bool>,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
-                    connections.spawn(carry(client, upstream_port, delay));
+                    connections.spawn(carry(client, upstream_port, delay, partitioned.clone()));
                 }
                 // Out of file descriptors, say: back off instead of spinning.
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -76,7 +96,26 @@ async fn accept(listener: TcpListener, upstream_port: u16, delay: Duration) {
     }
 }
 
-async fn carry(client: TcpStream, upstream_port: u16, delay: Duration) {
+/// Waits out a partition; returns whether there was one (the connection
+/// must then end).
+async fn silenced(partitioned: &mut watch::Receiver<bool>) -> bool {
+    if !*partitioned.borrow() {
+        return false;
+    }
+    // A dropped proxy ends the wait too.
+    let _ = partitioned.wait_for(|on| !on).await;
+    true
+}
+
+async fn carry(
+    client: TcpStream,
+    upstream_port: u16,
+    delay: Duration,
+    mut partitioned: watch::Receiver<bool>,
+) {
+    if silenced(&mut partitioned).await {
+        return;
+    }
     let Ok(server) = TcpStream::connect(("127.0.0.1", upstream_port)).await else {
         return;
     };
@@ -86,13 +125,19 @@ async fn carry(client: TcpStream, upstream_port: u16, delay: Duration) {
     let (server_read, server_write) = server.into_split();
     // Either direction ending (a close or an error) ends the connection.
     tokio::select! {
-        () = one_way(client_read, server_write, delay) => {}
-        () = one_way(server_read, client_write, delay) => {}
+        () = one_way(client_read, server_write, delay, partitioned.clone()) => {}
+        () = one_way(server_read, client_write, delay, partitioned) => {}
     }
 }
 
-/// Reads chunks as they come and writes each `delay` after it was read.
-async fn one_way(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duration) {
+/// Reads chunks as they come and writes each `delay` after it was read, or,
+/// while partitioned, holds them and ends the connection when it heals.
+async fn one_way(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    delay: Duration,
+    mut partitioned: watch::Receiver<bool>,
+) {
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let reader = async move {
         let mut buffer = vec![0u8; 16 * 1024];
@@ -114,6 +159,9 @@ async fn one_way(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, delay: Duratio
     let writer = async move {
         while let Some((at, chunk)) = due.recv().await {
             tokio::time::sleep_until(at.into()).await;
+            if silenced(&mut partitioned).await {
+                return;
+            }
             if to.write_all(&chunk).await.is_err() {
                 return;
             }

@@ -22,6 +22,7 @@ pub struct RedisServer {
     port: u16,
     password: Option<String>,
     cluster_enabled: bool,
+    persistent: bool,
     child: Option<Child>,
     paused: bool,
 }
@@ -31,12 +32,22 @@ pub struct RedisServer {
 pub struct RedisServerBuilder {
     password: Option<String>,
     cluster_enabled: bool,
+    persistent: bool,
 }
 
 impl RedisServerBuilder {
     /// Requires clients to authenticate with `password` (`--requirepass`).
     pub fn password(mut self, password: impl Into<String>) -> Self {
         self.password = Some(password.into());
+        self
+    }
+
+    /// Keeps data across restarts with an append-only file fsynced on every
+    /// write (`--appendonly yes --appendfsync always`), in a directory of its
+    /// own under the temporary directory (removed on drop). Without it a
+    /// restarted server starts empty.
+    pub fn persistent(mut self) -> Self {
+        self.persistent = true;
         self
     }
 
@@ -61,6 +72,7 @@ impl RedisServerBuilder {
                 port,
                 password: self.password.clone(),
                 cluster_enabled: self.cluster_enabled,
+                persistent: self.persistent,
                 child: None,
                 paused: false,
             };
@@ -167,7 +179,6 @@ impl RedisServer {
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
-            .args(["--appendonly", "no"])
             .args(["--daemonize", "no"])
             .args(["--protected-mode", "yes"])
             .stdin(Stdio::null())
@@ -175,6 +186,16 @@ impl RedisServer {
             .stderr(Stdio::null());
         if let Some(password) = &self.password {
             command.args(["--requirepass", password]);
+        }
+        if self.persistent {
+            let dir = self.data_dir();
+            std::fs::create_dir_all(&dir)?;
+            command
+                .args(["--appendonly", "yes", "--appendfsync", "always"])
+                .arg("--dir")
+                .arg(dir);
+        } else {
+            command.args(["--appendonly", "no"]);
         }
         if self.cluster_enabled {
             command
@@ -225,6 +246,11 @@ impl RedisServer {
         }
     }
 
+    /// Where a persistent server keeps its append-only file.
+    fn data_dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("lock-testkit-data-{}", self.port))
+    }
+
     /// Where a cluster-enabled server keeps its nodes file.
     fn nodes_file(&self) -> PathBuf {
         std::env::temp_dir().join(format!("lock-testkit-nodes-{}.conf", self.port))
@@ -251,6 +277,9 @@ impl Drop for RedisServer {
         let _ = self.kill();
         if self.cluster_enabled {
             let _ = std::fs::remove_file(self.nodes_file());
+        }
+        if self.persistent {
+            let _ = std::fs::remove_dir_all(self.data_dir());
         }
     }
 }

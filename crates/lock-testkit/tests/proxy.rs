@@ -120,3 +120,42 @@ fn an_absurd_delay_holds_traffic_without_a_panic() {
             .expect("the proxy survived the absurd delay");
     });
 }
+
+/// A partitioned proxy accepts but answers nothing; once healed, the
+/// silenced connection is closed and a new one works.
+#[test]
+fn a_blackhole_is_silent_until_it_heals() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        let proxy = DelayProxy::start(server.port(), Duration::from_millis(1))
+            .await
+            .expect("start the proxy");
+        let mut before = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("connect");
+        round_trip(&mut before, b"PING\r\n", b"+PONG\r\n").await;
+        proxy.set_blackhole(true);
+        before.write_all(b"PING\r\n").await.expect("write");
+        let mut during = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("a partitioned proxy still accepts");
+        during.write_all(b"PING\r\n").await.expect("write");
+        let mut buffer = [0u8; 16];
+        for stream in [&mut before, &mut during] {
+            let read =
+                tokio::time::timeout(Duration::from_millis(300), stream.read(&mut buffer)).await;
+            assert!(read.is_err(), "a partitioned node answered: {read:?}");
+        }
+        proxy.set_blackhole(false);
+        for stream in [&mut before, &mut during] {
+            let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buffer))
+                .await
+                .expect("the silenced connection is closed when the partition heals");
+            assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        }
+        let mut after = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .expect("connect");
+        round_trip(&mut after, b"PING\r\n", b"+PONG\r\n").await;
+    });
+}

@@ -98,3 +98,34 @@ fn every_lock_name_keeps_one_slot_on_a_real_cluster_node() {
         );
     }
 }
+
+/// A persistent server keeps its keys, and their expiry, across a kill -9
+/// and restart; a plain one starts empty.
+#[test]
+fn a_persistent_server_keeps_its_data_across_a_restart() {
+    let mut persistent = RedisServer::builder()
+        .persistent()
+        .start()
+        .expect("start a persistent server");
+    let mut plain = RedisServer::start().expect("start");
+    for server in [&persistent, &plain] {
+        server
+            .admin(&["SET", "kept", "1", "PX", "60000"])
+            .expect("SET");
+    }
+    persistent.restart().expect("restart");
+    plain.restart().expect("restart");
+    assert_eq!(
+        persistent.admin(&["GET", "kept"]).expect("GET").as_text(),
+        Some("1")
+    );
+    let ttl = persistent.admin(&["PTTL", "kept"]).expect("PTTL").as_int();
+    assert!(
+        ttl.is_some_and(|ttl| ttl > 0),
+        "the expiry survives: {ttl:?}"
+    );
+    assert_eq!(
+        plain.admin(&["EXISTS", "kept"]).expect("EXISTS").as_int(),
+        Some(0)
+    );
+}

@@ -1,7 +1,7 @@
 //! One lock worker of the safety harness, run as its own process by `chaos`.
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
-//! --seed X --hold-ms MIN-MAX [--nested]`, with the lock config in
+//! --seed X --hold-ms MIN-MAX [--nested] [--busy-threads T]`, with the lock config in
 //! `DISTLOCK_*` variables. Loops until `S` seconds have passed: acquire (waiting
 //! up to the config's `wait_timeout`), enter again as the same owner if
 //! `--nested` (reentrant strategy), hold for a random time in the range while
@@ -27,6 +27,14 @@ struct Args {
     seed: u64,
     hold_ms: (u64, u64),
     nested: bool,
+    busy_threads: u64,
+    /// Take the lock through this `distlock` binary (`distlock run`) instead
+    /// of the library: each acquisition is one `distlock run` whose job is
+    /// this binary with `--job`.
+    via_cli: Option<String>,
+    /// Be the job of one `distlock run`: one critical section under the lock
+    /// distlock holds, with the token from `DISTLOCK_FENCING_TOKEN`.
+    job: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -40,6 +48,9 @@ fn parse_args() -> Result<Args, String> {
         seed: 0,
         hold_ms: (5, 30),
         nested: false,
+        busy_threads: 0,
+        via_cli: None,
+        job: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
@@ -60,6 +71,11 @@ fn parse_args() -> Result<Args, String> {
             "--log" => parsed.log = value,
             "--seconds" => parsed.seconds = number(&value)?,
             "--seed" => parsed.seed = number(&value)?,
+            "--busy-threads" => parsed.busy_threads = number(&value)?,
+            "--via-cli" => parsed.via_cli = Some(value),
+            "--job" => {
+                parsed.job = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
+            }
             "--hold-ms" => {
                 let (low, high) = value
                     .split_once('-')
@@ -98,6 +114,19 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn work(args: Args) -> Result<(), String> {
+    if let Some(index) = args.job {
+        return job(&args, index).await;
+    }
+    if let Some(distlock) = &args.via_cli {
+        return work_via_cli(&args, distlock).await;
+    }
+    // A process starved of CPU by its own threads, as a busy service is:
+    // its lock tasks (the watchdog among them) get scheduled late.
+    for _ in 0..args.busy_threads {
+        std::thread::spawn(|| loop {
+            std::hint::spin_loop();
+        });
+    }
     let config = Config::from_env().map_err(|err| err.to_string())?;
     let client = config.lock.client;
     // Connecting may fail while a fault is on: keep trying until the end.
@@ -249,4 +278,87 @@ async fn fenced_write(resource: &dyn NodeClient, token: u64, writer: &str) -> Wr
             Write::Failed
         }
     }
+}
+
+/// The loop of a worker that takes the lock with the `distlock` command, as
+/// a cron job would: `distlock run --key K --wait 1s -- <this binary> --job I`.
+/// The job logs its own acquisition; distlock's exit code says how the lease
+/// ended.
+async fn work_via_cli(args: &Args, distlock: &str) -> Result<(), String> {
+    let ends_at = Instant::now() + Duration::from_secs(args.seconds);
+    let me = std::env::current_exe().map_err(|err| format!("own path: {err}"))?;
+    // The jobs append to the log; start it empty.
+    std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
+    let mut index: u32 = 0;
+    while Instant::now() < ends_at {
+        let status = tokio::process::Command::new(distlock)
+            .args([
+                "run", "--key", &args.key, "--wait", "1s", "--grace", "1s", "--",
+            ])
+            .arg(&me)
+            .args(["--worker", &args.worker.to_string()])
+            .args(["--job", &index.to_string()])
+            .args(["--resource", &args.resource])
+            .args(["--log", &args.log])
+            .args([
+                "--seed",
+                &args.seed.wrapping_add(u64::from(index)).to_string(),
+            ])
+            .args([
+                "--hold-ms",
+                &format!("{}-{}", args.hold_ms.0, args.hold_ms.1),
+            ])
+            .status()
+            .await
+            .map_err(|err| format!("run {distlock}: {err}"))?;
+        // 75: not acquired within the wait; anything else ran a job (or failed
+        // to connect, which the next round retries).
+        if status.code() != Some(75) {
+            index += 1;
+        }
+    }
+    Ok(())
+}
+
+/// One critical section as the job of `distlock run`: the lock is held by
+/// the distlock process above, which stops this job if the lease is lost.
+async fn job(args: &Args, index: u32) -> Result<(), String> {
+    let start_ns = monotonic_ns();
+    let token = std::env::var("DISTLOCK_FENCING_TOKEN")
+        .ok()
+        .and_then(|token| token.parse::<u64>().ok())
+        .unwrap_or(0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    tokio::time::sleep(Duration::from_millis(
+        rng.random_range(args.hold_ms.0..=args.hold_ms.1),
+    ))
+    .await;
+    let resource = lock_core::client::connect(
+        distlock::ClientKind::Redis,
+        &NodeUrl::new(args.resource.clone()),
+        ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
+    )
+    .await
+    .map_err(|err| format!("resource: {err}"))?;
+    let write = fenced_write(
+        resource.as_ref(),
+        token,
+        &format!("{}:{index}", args.worker),
+    )
+    .await;
+    let acquisition = Acquisition {
+        worker: args.worker,
+        index,
+        start_ns,
+        end_ns: monotonic_ns(),
+        token,
+        write,
+        lease_end_ns: 0,
+        outcome: Outcome::Released,
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&args.log)
+        .map_err(|err| format!("log: {err}"))?;
+    writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))
 }

@@ -46,6 +46,11 @@ enum Fault {
     KillMinority,
     /// kill -9 a majority of the nodes and restart them at once, without persistence.
     LoseMajority,
+    /// `SET` the lock key to another value behind the holders' backs.
+    OverwriteKey,
+    /// Cut node 0 off (its proxy accepts but forwards nothing) for twice the
+    /// TTL, then heal it.
+    Partition,
 }
 
 /// What the algorithm promises under the fault.
@@ -80,6 +85,15 @@ struct Scenario {
     nested: bool,
     /// Milliseconds of delay on node 0 through a `DelayProxy`.
     slow_node_ms: u64,
+    /// Node 0 behind a `DelayProxy` that can be partitioned.
+    proxied: bool,
+    /// Nodes with an append-only file fsynced on every write.
+    persistent: bool,
+    /// Busy threads in worker 0, starving it of CPU.
+    busy_threads: u32,
+    /// Workers take the lock through `distlock run` (the binary next to this
+    /// one), their jobs writing with `DISTLOCK_FENCING_TOKEN`.
+    via_cli: bool,
     expect: Expect,
     /// What else to expect, for the table; empty for nothing more.
     note: &'static str,
@@ -100,6 +114,10 @@ const fn scenario(
         fair: false,
         nested: false,
         slow_node_ms: 0,
+        proxied: false,
+        persistent: false,
+        busy_threads: 0,
+        via_cli: false,
         expect,
         note: "",
     }
@@ -117,6 +135,11 @@ fn scenarios() -> Vec<Scenario> {
             fair: true,
             ..scenario("fair", "single", 1, Fault::None, Expect::Safe)
         },
+        Scenario {
+            via_cli: true,
+            note: "jobs of `distlock run`, writing with DISTLOCK_FENCING_TOKEN",
+            ..scenario("command-line", "single", 1, Fault::None, Expect::Safe)
+        },
         scenario("worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced),
         Scenario {
             nested: true,
@@ -130,6 +153,21 @@ fn scenarios() -> Vec<Scenario> {
         scenario("script-flush", "single", 1, Fault::ScriptFlush, Expect::Safe),
         scenario("script-flush", "redlock", 3, Fault::ScriptFlush, Expect::Safe),
         scenario("delete-key", "single", 1, Fault::DeleteKey, Expect::Fenced),
+        scenario("overwrite-key", "single", 1, Fault::OverwriteKey, Expect::Fenced),
+        Scenario {
+            busy_threads: 6,
+            note: "a starved process acts late, as a paused one does",
+            ..scenario("cpu-starved", "single", 1, Fault::None, Expect::Fenced)
+        },
+        Scenario {
+            proxied: true,
+            ..scenario("partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
+        Scenario {
+            persistent: true,
+            note: "appendfsync always: the key, its expiry and the counter survive",
+            ..scenario("restart-aof", "single", 1, Fault::KillRestart, Expect::Safe)
+        },
         Scenario {
             note: "the key and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
             ..scenario("restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
@@ -147,6 +185,10 @@ fn scenarios() -> Vec<Scenario> {
             ..scenario("slow-node", "redlock", 3, Fault::None, Expect::Safe)
         },
         scenario("minority-killed", "redlock", 5, Fault::KillMinority, Expect::Safe),
+        Scenario {
+            proxied: true,
+            ..scenario("partition", "redlock", 3, Fault::Partition, Expect::Safe)
+        },
         scenario("delayed-restart", "redlock", 3, Fault::KillDelayedRestart, Expect::Safe),
         Scenario {
             note: "a restarted majority forgets the grant: a second holder until the next renewal",
@@ -357,11 +399,18 @@ async fn run(
         move |err| format!("{what}: {err}")
     }
     let mut nodes: Vec<RedisServer> = (0..scenario.nodes)
-        .map(|_| RedisServer::start())
+        .map(|_| {
+            let builder = RedisServer::builder();
+            if scenario.persistent {
+                builder.persistent().start()
+            } else {
+                builder.start()
+            }
+        })
         .collect::<Result<_, _>>()
         .map_err(io("start a lock node"))?;
     let resource = RedisServer::start().map_err(io("start the resource"))?;
-    let proxy = if scenario.slow_node_ms > 0 {
+    let proxy = if scenario.slow_node_ms > 0 || scenario.proxied {
         Some(
             DelayProxy::start(
                 nodes[0].port(),
@@ -420,6 +469,19 @@ async fn run(
         if scenario.nested {
             command.arg("--nested");
         }
+        if scenario.via_cli {
+            let distlock = worker_binary.with_file_name("distlock");
+            if !distlock.exists() {
+                return Err(format!(
+                    "{} is missing: build it with `cargo build -p distlock --features cli,redis,fred`",
+                    distlock.display()
+                ));
+            }
+            command.arg("--via-cli").arg(distlock);
+        }
+        if worker == 0 && scenario.busy_threads > 0 {
+            command.args(["--busy-threads", &scenario.busy_threads.to_string()]);
+        }
         workers.push(
             command
                 .spawn()
@@ -437,7 +499,7 @@ async fn run(
             continue;
         }
         let at = started.elapsed().as_millis();
-        inject(scenario, &mut nodes, &workers, &mut rng, at).await?;
+        inject(scenario, &mut nodes, proxy.as_ref(), &workers, &mut rng, at).await?;
         if scenario.fault == Fault::KillMinority {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
@@ -494,6 +556,7 @@ fn pid_of(child: &Child) -> Pid {
 async fn inject(
     scenario: &Scenario,
     nodes: &mut [RedisServer],
+    proxy: Option<&DelayProxy>,
     workers: &[Child],
     rng: &mut rand::rngs::StdRng,
     at_ms: u128,
@@ -580,6 +643,27 @@ async fn inject(
             for node in nodes.iter_mut().take(minority) {
                 node.kill().map_err(io)?;
             }
+        }
+        Fault::OverwriteKey => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: SET {key} intruder on node {node}",
+                scenario.name
+            );
+            nodes[node]
+                .admin(&["SET", key, "intruder", "PX", &TTL.as_millis().to_string()])
+                .map_err(io)?;
+        }
+        Fault::Partition => {
+            let Some(proxy) = proxy else {
+                return Err("a partition needs node 0 behind a proxy".to_owned());
+            };
+            eprintln!(
+                "chaos: t={at_ms}ms {}: partition node 0 for {long:?}",
+                scenario.name
+            );
+            proxy.set_blackhole(true);
+            tokio::time::sleep(long).await;
+            proxy.set_blackhole(false);
         }
         Fault::LoseMajority => {
             let majority = nodes.len() / 2 + 1;
