@@ -5,9 +5,14 @@
 //!   restarts it, and kills it when dropped.
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
+//! - [`safety`] holds the checks that no sequence of calls (stale guards,
+//!   lost or reordered replies, cancelled futures, least-privilege users)
+//!   yields two valid holders or an orphaned key; [`contract_suite!`] runs
+//!   them too.
 //! - [`model`] runs random operation sequences against a reference model.
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
-//!   node rather than a dead one.
+//!   node rather than a dead one; or, partitioned, a node that accepts and
+//!   never answers.
 
 pub mod bench;
 pub mod contract;
