@@ -113,19 +113,16 @@ fn test() -> Result<(), String> {
     for clients in CLIENT_SETS {
         let label = clients.join(" and ");
         println!("xtask: tests with the {label} client");
-        let status = Command::new(cargo_bin())
-            .args([
+        cargo_with_redis(
+            &[
                 "test",
                 "--workspace",
                 "--features",
                 &client_features(clients),
-            ])
-            .env("REDIS_SERVER", &redis_server)
-            .status()
-            .map_err(|err| format!("could not run cargo: {err}"))?;
-        if !status.success() {
-            return Err(format!("tests with the {label} client failed"));
-        }
+            ],
+            &redis_server,
+            &format!("tests with the {label} client failed"),
+        )?;
     }
     println!("xtask: the safety scenarios, briefly");
     chaos(&["--quick".to_owned()])?;
@@ -133,7 +130,9 @@ fn test() -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the harness's two binaries, then runs `chaos` with `args`.
+/// Builds the harness's two binaries and the `distlock` command (the
+/// command-line scenario runs it, found next to the harness's own), then
+/// runs `chaos` with `args`.
 fn chaos(args: &[String]) -> Result<(), String> {
     let redis_server = redis_server::ensure()?;
     cargo(
@@ -142,53 +141,36 @@ fn chaos(args: &[String]) -> Result<(), String> {
             "--quiet",
             "-p",
             "lock-chaos",
-            "--bins",
+            "-p",
+            "distlock",
             "--features",
-            "redis,fred",
+            "lock-chaos/redis,lock-chaos/fred,distlock/cli",
         ],
         "building the safety harness",
     )?;
-    // The command-line scenario runs the `distlock` binary, found next to
-    // the harness's own.
-    cargo(
-        &[
-            "build",
-            "--quiet",
-            "-p",
-            "distlock",
-            "--bin",
-            "distlock",
-            "--features",
-            "cli,redis,fred",
-        ],
-        "building the distlock command",
-    )?;
-    let status = Command::new(cargo_bin())
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "lock-chaos",
-            "--features",
-            "redis,fred",
-            "--bin",
-            "chaos",
-            "--",
-        ])
-        .args(args)
-        .env("REDIS_SERVER", &redis_server)
-        .status()
-        .map_err(|err| format!("could not run cargo: {err}"))?;
-    status
-        .success()
-        .then_some(())
-        .ok_or_else(|| "a safety scenario that must be safe was not (see the table)".to_owned())
+    let mut run = vec![
+        "run",
+        "--quiet",
+        "-p",
+        "lock-chaos",
+        "--features",
+        "redis,fred",
+        "--bin",
+        "chaos",
+        "--",
+    ];
+    run.extend(args.iter().map(String::as_str));
+    cargo_with_redis(
+        &run,
+        &redis_server,
+        "a safety scenario that must be safe was not (see the table)",
+    )
 }
 
 fn demo() -> Result<(), String> {
     let redis_server = redis_server::ensure()?;
-    let status = Command::new(cargo_bin())
-        .args([
+    cargo_with_redis(
+        &[
             "run",
             "--quiet",
             "-p",
@@ -197,14 +179,10 @@ fn demo() -> Result<(), String> {
             "demo",
             "--features",
             "redis",
-        ])
-        .env("REDIS_SERVER", &redis_server)
-        .status()
-        .map_err(|err| format!("could not run cargo: {err}"))?;
-    status
-        .success()
-        .then_some(())
-        .ok_or_else(|| "the demo failed".to_owned())
+        ],
+        &redis_server,
+        "the demo failed",
+    )
 }
 
 fn bench() -> Result<(), String> {
@@ -212,8 +190,8 @@ fn bench() -> Result<(), String> {
     for (krate, bench) in BENCHES {
         println!("xtask: benchmark {krate}/{bench}");
         let features = format!("{krate}/redis,{krate}/fred");
-        let status = Command::new(cargo_bin())
-            .args([
+        cargo_with_redis(
+            &[
                 "bench",
                 "-p",
                 krate,
@@ -221,32 +199,44 @@ fn bench() -> Result<(), String> {
                 bench,
                 "--features",
                 &features,
-            ])
-            .env("REDIS_SERVER", &redis_server)
-            .status()
-            .map_err(|err| format!("could not run cargo: {err}"))?;
-        if !status.success() {
-            return Err(format!("the benchmark {krate}/{bench} failed"));
-        }
+            ],
+            &redis_server,
+            &format!("the benchmark {krate}/{bench} failed"),
+        )?;
     }
     for bench in COMPARISONS {
         println!("xtask: comparison benchmark {bench}");
-        let status = Command::new(cargo_bin())
-            .args([
+        cargo_with_redis(
+            &[
                 "bench",
                 "--manifest-path",
                 "comparisons/Cargo.toml",
                 "--bench",
                 bench,
-            ])
-            .env("REDIS_SERVER", &redis_server)
-            .status()
-            .map_err(|err| format!("could not run cargo: {err}"))?;
-        if !status.success() {
-            return Err(format!("the comparison benchmark {bench} failed"));
-        }
+            ],
+            &redis_server,
+            &format!("the comparison benchmark {bench} failed"),
+        )?;
     }
     Ok(())
+}
+
+/// Runs cargo with `args` and `REDIS_SERVER` set to the server found or
+/// installed; `failure` is the error if it fails.
+fn cargo_with_redis(
+    args: &[&str],
+    redis_server: &std::path::Path,
+    failure: &str,
+) -> Result<(), String> {
+    let status = Command::new(cargo_bin())
+        .args(args)
+        .env("REDIS_SERVER", redis_server)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| failure.to_owned())
 }
 
 fn cargo(args: &[&str], what: &str) -> Result<(), String> {

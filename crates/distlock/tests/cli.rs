@@ -425,47 +425,40 @@ fn a_lost_lock_stops_the_whole_process_group() {
     );
 }
 
-#[test]
-fn a_killed_distlock_takes_its_command_with_it() {
+/// Runs `distlock run -- sh -c <script>`, where `script` writes a pid into
+/// the file it is given, kills distlock with SIGKILL, and asserts that the
+/// process with that pid ends too; `what` names it in the failure.
+fn a_killed_distlock_ends(name: &str, script: impl Fn(&str) -> String, what: &str) {
     let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new("pdeathsig");
-    let pid_file = scratch.file("command.pid");
-    let script = format!("echo $$ > '{}'; exec sleep 60", pid_file.display());
-    let mut run = distlock(
-        &server,
-        &["run", "--key", "orphan", "--", "sh", "-c", &script],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
+    let scratch = Scratch::new(name);
+    let pid_file = scratch.file("watched.pid");
+    let script = script(&pid_file.display().to_string());
+    let mut run = distlock(&server, &["run", "--key", name, "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
     let _distlock = KillOnDrop(run.id().to_string());
-    let command = read_pid(&pid_file);
-    let _command = KillOnDrop(command.clone());
+    let watched = read_pid(&pid_file);
+    let _watched = KillOnDrop(watched.clone());
     run.kill().expect("kill -9 distlock");
     let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
-    assert_ends(&command, "the command of a distlock killed with SIGKILL");
+    assert_ends(&watched, what);
+}
+
+#[test]
+fn a_killed_distlock_takes_its_command_with_it() {
+    a_killed_distlock_ends(
+        "pdeathsig",
+        |pid_file| format!("echo $$ > '{pid_file}'; exec sleep 60"),
+        "the command of a distlock killed with SIGKILL",
+    );
 }
 
 #[test]
 fn a_killed_distlock_takes_the_whole_group_with_it() {
-    let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new("pdeathsig-group");
-    let pid_file = scratch.file("background.pid");
-    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
-    let mut run = distlock(
-        &server,
-        &["run", "--key", "orphans", "--", "sh", "-c", &script],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
-    let _distlock = KillOnDrop(run.id().to_string());
-    let background = read_pid(&pid_file);
-    let _background = KillOnDrop(background.clone());
-    run.kill().expect("kill -9 distlock");
-    let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
-    assert_ends(
-        &background,
+    a_killed_distlock_ends(
+        "pdeathsig-group",
+        |pid_file| format!("sleep 60 & echo $! > '{pid_file}'; wait"),
         "the background process of a distlock killed with SIGKILL",
     );
 }

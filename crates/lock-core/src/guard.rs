@@ -102,15 +102,7 @@ impl LeaseShared {
         let _one_at_a_time = self.extending.lock().await;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
         // The lease may have ended while this extend waited its turn.
-        match self.status() {
-            LeaseStatus::Held { .. } => {}
-            LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&self.key, reason)),
-            LeaseStatus::Released => {
-                return Err(LockError::NotOwner {
-                    key: self.key.name().to_owned(),
-                })
-            }
-        }
+        self.ensure_held()?;
         let mut in_flight = InFlightExtend {
             shared: self,
             sent_at: Instant::now(),
@@ -137,6 +129,24 @@ impl LeaseShared {
 
     pub(crate) fn status(&self) -> LeaseStatus {
         *self.status.borrow()
+    }
+
+    /// `Ok` while the lease is held; else the error an extend of it gets:
+    /// [`LockError::LeaseLost`], or [`LockError::NotOwner`] once released.
+    fn ensure_held(&self) -> Result<(), LockError> {
+        match self.status() {
+            LeaseStatus::Held { .. } => Ok(()),
+            LeaseStatus::Lost { reason, .. } => Err(lease_lost(&self.key, reason)),
+            LeaseStatus::Released => Err(LockError::NotOwner {
+                key: self.key.name().to_owned(),
+            }),
+        }
+    }
+
+    /// The deadline a command sent at `sent_at` that set `ttl` gives; the
+    /// send instant itself when the TTL leaves nothing after drift.
+    fn deadline(&self, sent_at: Instant, ttl: Duration) -> Instant {
+        lease_deadline(sent_at, ttl, self.drift_factor).unwrap_or(sent_at)
     }
 
     /// How long the lease is still trusted; zero unless held.
@@ -168,7 +178,7 @@ impl LeaseShared {
     /// unless a command sent later has already spoken. Returns whether the
     /// lease is still held.
     pub(crate) fn renewed(&self, sent_at: Instant, ttl_set: Duration) -> bool {
-        let valid_until = lease_deadline(sent_at, ttl_set, self.drift_factor).unwrap_or(sent_at);
+        let valid_until = self.deadline(sent_at, ttl_set);
         let mut timing = self.timing();
         if sent_at < timing.set_by {
             return matches!(self.status(), LeaseStatus::Held { .. });
@@ -191,7 +201,7 @@ impl LeaseShared {
     /// An extend to `ttl` sent at `sent_at` failed without an answer: it may
     /// have run, and shortened the key. The deadline moves earlier if so.
     pub(crate) fn maybe_renewed(&self, sent_at: Instant, ttl: Duration) {
-        let at_most = lease_deadline(sent_at, ttl, self.drift_factor).unwrap_or(sent_at);
+        let at_most = self.deadline(sent_at, ttl);
         let mut timing = self.timing();
         // Replies to commands sent before this one no longer say what the key
         // has: this one may have run after them.
@@ -406,15 +416,7 @@ impl LeaseGuard {
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         validate_ttl(ttl)?;
         let shared = &self.handle.shared;
-        match shared.status() {
-            LeaseStatus::Held { .. } => {}
-            LeaseStatus::Lost { reason, .. } => return Err(lease_lost(&shared.key, reason)),
-            LeaseStatus::Released => {
-                return Err(LockError::NotOwner {
-                    key: shared.key.name().to_owned(),
-                })
-            }
-        }
+        shared.ensure_held()?;
         shared.ask_for(ttl);
         let outcome = match shared.extend_hold(Some(ttl)).await {
             // Foreign data in the key means the lease is as gone as if deleted.

@@ -15,6 +15,15 @@ use lock_core::{
 
 use crate::contract::{fast_config, BackendFactory, Deployment};
 
+/// Takes the free lock `name` at once.
+async fn taken(locks: &LockManager, name: &str) -> LeaseGuard {
+    locks
+        .try_acquire(name)
+        .await
+        .expect("try_acquire")
+        .expect("the lock is free")
+}
+
 /// Asserts that `guard` trusts its lease no longer than the key lives: the
 /// key's remaining TTL is read first, then the guard's, so a correct guard can
 /// only come out shorter.
@@ -52,11 +61,7 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     let mut unrenewed = fast_config(Duration::from_secs(20));
     unrenewed.watchdog.enabled = false;
     let unrenewed = deployment.manager(unrenewed);
-    let guard = unrenewed
-        .try_acquire("shortened")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&unrenewed, "shortened").await;
     guard
         .extend(Duration::from_millis(300))
         .await
@@ -91,11 +96,7 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     // The watchdog (every 100 ms) renews with the 5 s the holder last asked
     // for, not the configured 300 ms.
     let short = deployment.manager(fast_config(Duration::from_millis(300)));
-    let guard = short
-        .try_acquire("lengthened")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&short, "lengthened").await;
     guard.extend(Duration::from_secs(5)).await.expect("extend");
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert!(guard.is_valid(), "the watchdog keeps the lease");
@@ -113,11 +114,7 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     guard.release().await.expect("release");
 
     if factory.capabilities().reentrant {
-        let outer = locks
-            .try_acquire("nested")
-            .await
-            .expect("try_acquire")
-            .expect("free key");
+        let outer = taken(&locks, "nested").await;
         let inner = short
             .try_acquire_as(outer.owner(), "nested")
             .await
@@ -503,11 +500,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         "the release deleted the key"
     );
 
-    let holder = locks
-        .try_acquire("acl")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let holder = taken(&locks, "acl").await;
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move { locks.acquire_within("acl", Duration::from_secs(5)).await })
@@ -581,11 +574,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         ),
         fast_config(ttl),
     );
-    let guard = locks
-        .try_acquire("releasing")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(&locks, "releasing").await;
     let cut = tokio::time::timeout(Duration::from_millis(100), guard.release()).await;
     assert!(cut.is_err(), "the release was cut short: {cut:?}");
     if resent {
@@ -612,11 +601,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
             ),
             fast_config(ttl),
         );
-        let outer = locks
-            .try_acquire("nested-release")
-            .await
-            .expect("try_acquire")
-            .expect("free");
+        let outer = taken(&locks, "nested-release").await;
         let inner = locks
             .try_acquire_as(outer.owner(), "nested-release")
             .await
@@ -649,11 +634,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         ),
         unrenewed,
     );
-    let guard = locks
-        .try_acquire("expired")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(&locks, "expired").await;
     let extended = guard.extend(ttl).await;
     assert!(
         extended.is_err(),
@@ -688,11 +669,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         ),
         fast_config(Duration::from_secs(2)),
     );
-    let guard = locks
-        .try_acquire("reordered")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(&locks, "reordered").await;
     // The first renewal starts at about 667 ms, reaches Redis at 1067 ms and
     // is answered at 1667 ms; the deadline is at 1978 ms.
     tokio::time::sleep(Duration::from_millis(800)).await;
