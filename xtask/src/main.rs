@@ -58,7 +58,7 @@ const STRATEGY_CRATES: [&str; 4] = [
 /// `lock-redis-single/redis,lock-reentrant/redis,...`, plus the CLI so its
 /// end-to-end tests run too.
 fn client_features(clients: &[&str]) -> String {
-    let mut features = vec!["distlock/cli".to_owned()];
+    let mut features = vec!["distlock/cli".to_owned(), "distlock/tls".to_owned()];
     for krate in STRATEGY_CRATES {
         for client in clients {
             features.push(format!("{krate}/{client}"));

@@ -20,15 +20,15 @@ pub async fn backend(config: &Config) -> Result<Arc<dyn LockBackend>, LockError>
     let options = ConnectOptions::from(lock);
     Ok(match config.strategy() {
         Strategy::Single => {
-            Arc::new(SingleNodeBackend::connect(lock.client, &lock.nodes[0], options).await?)
+            Arc::new(SingleNodeBackend::connect(lock.client, lock.endpoint()?, options).await?)
         }
         Strategy::Reentrant => {
-            Arc::new(ReentrantBackend::connect(lock.client, &lock.nodes[0], options).await?)
+            Arc::new(ReentrantBackend::connect(lock.client, lock.endpoint()?, options).await?)
         }
         Strategy::Redlock => Arc::new(
-            RedlockBackend::connect(
+            RedlockBackend::connect_endpoints(
                 lock.client,
-                &lock.nodes,
+                &lock.endpoints(),
                 options,
                 RedlockOptions::from(lock),
             )

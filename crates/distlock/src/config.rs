@@ -18,6 +18,13 @@ pub const ENV_PREFIX: &str = "DISTLOCK_";
 const ENV_FIELDS: &[&str] = &[
     "strategy",
     "nodes",
+    "topology",
+    "sentinel_service",
+    "sentinel_auth.username",
+    "sentinel_auth.password",
+    "tls.ca_file",
+    "tls.cert_file",
+    "tls.key_file",
     "client",
     "ttl",
     "key_prefix",
@@ -496,7 +503,9 @@ mod tests {
         let mut fields = vec!["strategy".to_owned()];
         for field in serde_fields("") {
             match field.as_str() {
-                "retry" | "watchdog" => fields.extend(serde_fields(&field)),
+                "retry" | "watchdog" | "tls" | "sentinel_auth" => {
+                    fields.extend(serde_fields(&field))
+                }
                 _ => fields.push(field),
             }
         }

@@ -10,6 +10,7 @@ use crate::client::ClientKind;
 use crate::error::LockError;
 use crate::key::validate_prefix;
 use crate::timing::{validate_ttl, MIN_TTL};
+use crate::topology::{Endpoint, SentinelAuth, TlsConfig, Topology};
 
 /// How a lock is taken, kept and waited for. Durations are written for humans in
 /// config files: `"30s"`, `"250ms"`, `"1m 30s"`.
@@ -28,9 +29,23 @@ use crate::timing::{validate_ttl, MIN_TTL};
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LockConfig {
-    /// The Redis nodes, as `redis://[user[:password]@]host[:port][/db]` URLs.
-    /// Single-node strategies use the first. Default: `["redis://127.0.0.1:6379"]`.
+    /// The Redis nodes, as `redis://[user[:password]@]host[:port][/db]` URLs
+    /// (`rediss://` for TLS). What they are depends on `topology`: standalone
+    /// servers (single-node strategies use the first, Redlock each), the seed
+    /// nodes of one cluster, or the sentinels of one master. Default:
+    /// `["redis://127.0.0.1:6379"]`.
     pub nodes: Vec<NodeUrl>,
+    /// What the nodes form: `standalone`, `cluster` or `sentinel`. Default:
+    /// `standalone`.
+    pub topology: Topology,
+    /// With topology `sentinel`: the name the sentinels monitor the master by.
+    pub sentinel_service: Option<String>,
+    /// With topology `sentinel`: credentials for the sentinels themselves.
+    /// The node URLs' credentials and database are the master's.
+    pub sentinel_auth: SentinelAuth,
+    /// Certificates for `rediss://` nodes; the system roots when no CA file
+    /// is given.
+    pub tls: TlsConfig,
     /// The Redis client library to talk through. Default: `redis` when that cargo
     /// feature is enabled, otherwise `fred`.
     pub client: ClientKind,
@@ -79,6 +94,10 @@ impl Default for LockConfig {
     fn default() -> Self {
         LockConfig {
             nodes: vec![NodeUrl::new("redis://127.0.0.1:6379")],
+            topology: Topology::default(),
+            sentinel_service: None,
+            sentinel_auth: SentinelAuth::default(),
+            tls: TlsConfig::default(),
             client: ClientKind::default(),
             ttl: Duration::from_secs(30),
             key_prefix: "lock:".to_owned(),
@@ -137,6 +156,15 @@ impl LockConfig {
             }
             seen.push(identity);
         }
+        for endpoint in self.endpoints() {
+            endpoint.validate()?;
+        }
+        if self.tls.is_set() && !self.nodes.iter().any(NodeUrl::is_tls) {
+            return Err(LockError::config(
+                "tls",
+                "certificates are given but no node uses `rediss://`",
+            ));
+        }
         validate_ttl(self.ttl).map_err(|err| match err {
             LockError::InvalidTtl { reason, .. } => LockError::config("ttl", reason),
             other => other,
@@ -161,6 +189,44 @@ impl LockConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The deployments the nodes form: with topology `standalone` one
+    /// endpoint per node (each with the TLS settings if it is `rediss://`);
+    /// otherwise one endpoint of all the nodes.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        match self.topology {
+            Topology::Standalone => self
+                .nodes
+                .iter()
+                .map(|node| {
+                    let endpoint = Endpoint::standalone(node.clone());
+                    if node.is_tls() {
+                        endpoint.with_tls(self.tls.clone())
+                    } else {
+                        endpoint
+                    }
+                })
+                .collect(),
+            Topology::Cluster | Topology::Sentinel => vec![Endpoint {
+                topology: self.topology,
+                nodes: self.nodes.clone(),
+                sentinel_service: self.sentinel_service.clone(),
+                sentinel_auth: self.sentinel_auth.clone(),
+                tls: self.tls.clone(),
+            }],
+        }
+    }
+
+    /// The deployment single-node strategies use: the first node when
+    /// standalone, otherwise the cluster or sentinel group of all the nodes.
+    ///
+    /// Errors: [`LockError::InvalidConfig`] on `nodes` when there is none.
+    pub fn endpoint(&self) -> Result<Endpoint, LockError> {
+        self.endpoints()
+            .into_iter()
+            .next()
+            .ok_or_else(|| LockError::config("nodes", "at least one node URL is needed"))
     }
 
     /// The renewal interval in force: the configured one, or a third of the TTL.
@@ -345,6 +411,8 @@ pub(crate) struct ParsedUrl {
     pub username: Option<String>,
     pub password: Option<String>,
     pub db: u32,
+    /// `rediss://`: the connection is TLS.
+    pub tls: bool,
 }
 
 impl NodeUrl {
@@ -379,12 +447,14 @@ impl NodeUrl {
     /// with an unencoded `/` or `#` moves the split points, so what looks like a
     /// port or a database may be a piece of the password.
     pub(crate) fn parse(&self) -> Result<ParsedUrl, String> {
-        let rest = if let Some(rest) = self.0.strip_prefix("redis://") {
-            rest
-        } else if self.0.starts_with("rediss://") {
-            return Err("TLS (`rediss://`) is not supported yet; use `redis://`".to_owned());
+        let (rest, tls) = if let Some(rest) = self.0.strip_prefix("redis://") {
+            (rest, false)
+        } else if let Some(rest) = self.0.strip_prefix("rediss://") {
+            (rest, true)
         } else {
-            return Err("a node URL must start with `redis://`".to_owned());
+            return Err(
+                "a node URL must start with `redis://` (or `rediss://` for TLS)".to_owned(),
+            );
         };
         // The user info runs to the last `@`, even past a `/`: a host, port or
         // database never holds an `@`, so whatever precedes it is credentials.
@@ -410,7 +480,13 @@ impl NodeUrl {
             username,
             password,
             db,
+            tls,
         })
+    }
+
+    /// Whether the URL asks for TLS (`rediss://`).
+    pub fn is_tls(&self) -> bool {
+        self.0.starts_with("rediss://")
     }
 }
 
@@ -489,7 +565,7 @@ impl fmt::Display for NodeUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.parse() {
             Ok(url) => {
-                f.write_str("redis://")?;
+                f.write_str(if url.tls { "rediss://" } else { "redis://" })?;
                 match (&url.username, &url.password) {
                     (Some(user), Some(_)) => write!(f, "{user}:***@")?,
                     (None, Some(_)) => f.write_str(":***@")?,
@@ -713,6 +789,9 @@ mod tests {
         assert_eq!(url.to_string(), "redis://user:***@localhost:6380/2");
         assert!(!format!("{url:?}").contains("pa55"));
         assert_eq!(NodeUrl::new("redis://[::1]").address(), "[::1]:6379");
+        let tls = NodeUrl::new("rediss://user:pa55@example.com:6380");
+        assert!(tls.is_tls() && tls.parse().expect("a TLS URL").tls);
+        assert_eq!(tls.to_string(), "rediss://user:***@example.com:6380/0");
         for bad in [
             "",
             "redis://",
@@ -721,7 +800,7 @@ mod tests {
             "redis://h:x",
             "redis://h/db",
             "tcp://h",
-            "rediss://h",
+            "rediss://",
             "redis://[::1",
         ] {
             assert!(
@@ -752,7 +831,7 @@ mod tests {
             "redis://us3r:{pw}",
             "redis://us3r:{pw}/0",
             "redis://us3r:{pw}@host/s3cr3t",
-            "rediss://us3r:{pw}@host",
+            "rediss://us3r:{pw}@host:x",
             "http://us3r:{pw}@host",
             "us3r:{pw}@host",
             "redis//us3r:{pw}@host",

@@ -194,8 +194,16 @@ impl LockError {
             | LockError::Connection { .. }
             | LockError::Timeout { .. } => true,
             LockError::Server { message, .. } => {
-                const TRANSIENT: [&str; 5] =
-                    ["BUSY", "LOADING", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"];
+                // READONLY: the server was demoted by a failover; the next
+                // attempt reaches the new master.
+                const TRANSIENT: [&str; 6] = [
+                    "BUSY",
+                    "LOADING",
+                    "TRYAGAIN",
+                    "MASTERDOWN",
+                    "CLUSTERDOWN",
+                    "READONLY",
+                ];
                 let code = message.split_whitespace().next().unwrap_or("");
                 TRANSIENT.contains(&code)
             }

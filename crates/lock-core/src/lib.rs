@@ -28,6 +28,7 @@ pub mod notify;
 pub mod script;
 mod scripted;
 pub mod timing;
+mod topology;
 mod watchdog;
 
 pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
@@ -42,6 +43,7 @@ pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use notify::{ReleaseNotifier, ReleaseWatch};
 pub use scripted::ScriptedNode;
 pub use timing::{MAX_TTL, MIN_TTL};
+pub use topology::{Endpoint, Secret, SentinelAuth, TlsConfig, Topology};
 
 /// Re-exported so backends and users name the same `async_trait`.
 pub use async_trait::async_trait;

@@ -29,14 +29,14 @@ use tokio::sync::{Mutex, Notify};
 use crate::client::{
     connect_subscriber, ClientKind, ConnectOptions, MessageReceiver, SubscriberClient,
 };
-use crate::config::NodeUrl;
 use crate::error::LockError;
+use crate::topology::Endpoint;
 
 /// Release notifications from one node.
 #[derive(Debug)]
 pub struct ReleaseNotifier {
     kind: ClientKind,
-    url: NodeUrl,
+    endpoint: Endpoint,
     options: ConnectOptions,
     hub: Mutex<Option<Arc<Hub>>>,
     /// Until when not to try subscribing again after a failure (a user
@@ -54,11 +54,12 @@ const REFUSED_BACKOFF: Duration = Duration::from_secs(10);
 const FAILED_BACKOFF: Duration = Duration::from_secs(1);
 
 impl ReleaseNotifier {
-    /// A notifier for the node at `url`; it connects on first use.
-    pub fn new(kind: ClientKind, url: NodeUrl, options: ConnectOptions) -> Self {
+    /// A notifier for `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a
+    /// standalone server); it connects on first use.
+    pub fn new(kind: ClientKind, endpoint: impl Into<Endpoint>, options: ConnectOptions) -> Self {
         ReleaseNotifier {
             kind,
-            url,
+            endpoint: endpoint.into(),
             options,
             hub: Mutex::new(None),
             refused_until: SyncMutex::new(None),
@@ -93,7 +94,7 @@ impl ReleaseNotifier {
             .is_some_and(|until| Instant::now() < until)
         {
             return Err(LockError::Connection {
-                node: self.url.address(),
+                node: self.endpoint.address(),
                 source: "release notifications are off for a while after a failed subscription"
                     .into(),
             });
@@ -120,7 +121,7 @@ impl ReleaseNotifier {
                 Some(hub) if hub.alive.load(Ordering::Acquire) => Arc::clone(hub),
                 _ => {
                     let (client, messages) =
-                        connect_subscriber(self.kind, &self.url, self.options).await?;
+                        connect_subscriber(self.kind, &self.endpoint, self.options).await?;
                     let hub = Hub::start(client, messages);
                     *slot = Some(Arc::clone(&hub));
                     hub

@@ -1,5 +1,5 @@
 //! Lua scripts: their sources (in `lua/*.lua`), their SHA-1 digests, and
-//! EVALSHA with a reload on `NOSCRIPT`.
+//! EVALSHA, falling back to EVAL (which caches the script) on `NOSCRIPT`.
 
 use std::sync::OnceLock;
 
@@ -41,8 +41,9 @@ impl Script {
     }
 
     /// Runs the script on `node` with EVALSHA. If the node answers `NOSCRIPT`
-    /// (it restarted, or someone ran `SCRIPT FLUSH`), loads the script and runs
-    /// it once more: one extra round trip, once per node and flush.
+    /// (it restarted, failed over, or someone ran `SCRIPT FLUSH`), runs it
+    /// once more with EVAL, which also caches it: one extra round trip, once
+    /// per node and flush.
     ///
     /// A `WRONGTYPE` error (the first key holds another type than the script
     /// expects) becomes [`LockError::Corrupted`] naming that key.
@@ -63,10 +64,13 @@ impl Script {
                 tracing::debug!(
                     script = self.name,
                     node = node.address(),
-                    "script missing on node; loading it"
+                    "script missing on node; sending its source"
                 );
-                self.load(node).await?;
-                node.command("EVALSHA", &argv).await
+                // NOSCRIPT means nothing ran. EVAL runs the source and caches
+                // it, on the node that owns the keys: in a cluster a separate
+                // SCRIPT LOAD could reach another node.
+                argv[0] = self.source.as_bytes();
+                node.command("EVAL", &argv).await
             }
             other => other,
         };

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use crate::client::{self, ClientKind, ConnectOptions, NodeClient, Reply};
-use crate::config::NodeUrl;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::notify::{ReleaseNotifier, ReleaseWatch};
 use crate::script::{Script, FORCE_RELEASE};
+use crate::topology::Endpoint;
 
 /// A node that runs a strategy's scripts and can notify waiters.
 #[derive(Debug, Clone)]
@@ -19,18 +19,20 @@ pub struct ScriptedNode {
 }
 
 impl ScriptedNode {
-    /// Connects to `url` through the `kind` client; see [`client::connect`] for
-    /// the errors. Release notifications use a second connection, opened when
-    /// a waiter first needs it.
+    /// Connects to `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a standalone
+    /// server) through the `kind` client; see [`client::connect`] for the
+    /// errors. Release notifications use a second connection, opened when a
+    /// waiter first needs it.
     pub async fn connect(
         kind: ClientKind,
-        url: &NodeUrl,
+        endpoint: impl Into<Endpoint>,
         options: ConnectOptions,
     ) -> Result<Self, LockError> {
-        let client = client::connect(kind, url, options).await?;
+        let endpoint = endpoint.into();
+        let client = client::connect(kind, &endpoint, options).await?;
         Ok(ScriptedNode {
             client,
-            notifier: Some(Arc::new(ReleaseNotifier::new(kind, url.clone(), options))),
+            notifier: Some(Arc::new(ReleaseNotifier::new(kind, endpoint, options))),
         })
     }
 

@@ -8,8 +8,8 @@ use lock_core::client::{NodeClient, Reply};
 use lock_core::script::single;
 use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, FencingToken, HoldToken,
-    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, OwnerToken,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken, HoldToken,
+    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, OwnerToken,
     ReleaseOutcome, ReleaseWatch, ScriptedNode,
 };
 
@@ -28,7 +28,7 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
     config.validate()?;
     let backend = SingleNodeBackend::connect(
         config.client,
-        &config.nodes[0],
+        config.endpoint()?,
         ConnectOptions::from(&config),
     )
     .await?;
@@ -36,7 +36,9 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
 }
 
 impl SingleNodeBackend {
-    /// Connects to the node at `url` through the `kind` client.
+    /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
+    /// standalone server, or a cluster or sentinel [`Endpoint`]) through the
+    /// `kind` client.
     ///
     /// Errors within `options.connect_timeout`: [`LockError::InvalidConfig`] for a
     /// malformed URL, [`LockError::Authentication`] for a wrong password,
@@ -45,11 +47,11 @@ impl SingleNodeBackend {
     /// Waiters are woken by release notifications on a second connection.
     pub async fn connect(
         kind: ClientKind,
-        url: &NodeUrl,
+        endpoint: impl Into<Endpoint>,
         options: ConnectOptions,
     ) -> Result<Self, LockError> {
         Ok(SingleNodeBackend {
-            node: ScriptedNode::connect(kind, url, options).await?,
+            node: ScriptedNode::connect(kind, endpoint, options).await?,
         })
     }
 

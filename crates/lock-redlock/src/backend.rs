@@ -8,8 +8,9 @@ use lock_core::client::Reply;
 use lock_core::script::{single, FORCE_RELEASE};
 use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LockBackend, LockConfig,
-    LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, ReleaseWatch,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend,
+    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, ReleaseWatch,
+    Topology,
 };
 
 use crate::node::Node;
@@ -73,9 +74,9 @@ pub struct RedlockBackend {
 /// [`RedlockBackend::connect`].
 pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
     config.validate()?;
-    let backend = RedlockBackend::connect(
+    let backend = RedlockBackend::connect_endpoints(
         config.client,
-        &config.nodes,
+        &config.endpoints(),
         ConnectOptions::from(&config),
         RedlockOptions::from(&config),
     )
@@ -99,17 +100,52 @@ impl RedlockBackend {
         connect: ConnectOptions,
         options: RedlockOptions,
     ) -> Result<Self, LockError> {
+        let endpoints: Vec<Endpoint> = urls.iter().map(Endpoint::from).collect();
+        Self::connect_endpoints(kind, &endpoints, connect, options).await
+    }
+
+    /// [`RedlockBackend::connect`] over standalone endpoints, each with its
+    /// own TLS settings. Errors with [`LockError::InvalidConfig`] on
+    /// `topology` for a cluster or sentinel endpoint: each Redlock node is
+    /// one independent server.
+    pub async fn connect_endpoints(
+        kind: ClientKind,
+        endpoints: &[Endpoint],
+        connect: ConnectOptions,
+        options: RedlockOptions,
+    ) -> Result<Self, LockError> {
+        if let Some(endpoint) = endpoints
+            .iter()
+            .find(|endpoint| endpoint.topology != Topology::Standalone)
+        {
+            return Err(LockError::InvalidConfig {
+                field: "topology".into(),
+                reason: format!(
+                    "Redlock runs over independent standalone servers, and {} is a {}: one \
+                     deployment whose replicas can take over without a grant. Use the single \
+                     or reentrant strategy on it, or Redlock over standalone servers",
+                    endpoint.address(),
+                    endpoint.topology
+                ),
+            });
+        }
         let mut config = LockConfig::default();
-        config.nodes = urls.to_vec();
+        config.nodes = endpoints
+            .iter()
+            .flat_map(|endpoint| endpoint.nodes.iter().cloned())
+            .collect();
         config.client = kind;
         config.node_timeout = options.node_timeout;
         config.clock_drift_factor = options.clock_drift_factor;
         // The TTL is chosen per acquire; check the rest with one above any node timeout.
         config.ttl = lock_core::MAX_TTL;
         config.validate()?;
-        let nodes: Vec<Arc<Node>> = urls
+        for endpoint in endpoints {
+            endpoint.validate()?;
+        }
+        let nodes: Vec<Arc<Node>> = endpoints
             .iter()
-            .map(|url| Arc::new(Node::new(url.clone(), kind, connect)))
+            .map(|endpoint| Arc::new(Node::new(endpoint, kind, connect)))
             .collect();
         let results = futures::future::join_all(nodes.iter().map(|node| node.connect())).await;
         let needed = quorum(nodes.len());

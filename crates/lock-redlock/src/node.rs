@@ -7,14 +7,14 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use lock_core::client::{self, NodeClient};
-use lock_core::{ClientKind, ConnectOptions, LockError, NodeUrl, ReleaseNotifier};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError, ReleaseNotifier};
 
 /// The pause after a failed reconnect before the next may start.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
 
 #[derive(Debug)]
 pub(crate) struct Node {
-    url: NodeUrl,
+    endpoint: Endpoint,
     address: String,
     kind: ClientKind,
     options: ConnectOptions,
@@ -25,11 +25,16 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub(crate) fn new(url: NodeUrl, kind: ClientKind, options: ConnectOptions) -> Self {
+    pub(crate) fn new(
+        endpoint: impl Into<Endpoint>,
+        kind: ClientKind,
+        options: ConnectOptions,
+    ) -> Self {
+        let endpoint = endpoint.into();
         Node {
-            address: url.address(),
-            notifier: ReleaseNotifier::new(kind, url.clone(), options),
-            url,
+            address: endpoint.address(),
+            notifier: ReleaseNotifier::new(kind, endpoint.clone(), options),
+            endpoint,
             kind,
             options,
             client: RwLock::new(None),
@@ -49,7 +54,7 @@ impl Node {
 
     /// Connects now; on failure the node stays down and the error is returned.
     pub(crate) async fn connect(&self) -> Result<(), LockError> {
-        match client::connect(self.kind, &self.url, self.options).await {
+        match client::connect(self.kind, &self.endpoint, self.options).await {
             Ok(client) => {
                 *self
                     .client

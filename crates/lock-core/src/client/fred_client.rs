@@ -4,15 +4,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fred::prelude::{Builder, Client, ClientLike, Config, ErrorKind, ReconnectPolicy, Value};
+use fred::prelude::{
+    Builder, Client, ClientLike, Config, ErrorKind, ReconnectPolicy, ServerConfig, Value,
+};
+use fred::types::config::{ClusterDiscoveryPolicy, Server};
 use fred::types::{ClusterHash, CustomCommand};
 
 use fred::clients::SubscriberClient as FredSubscriberClient;
 use fred::prelude::{EventInterface, PubsubInterface};
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use crate::config::NodeUrl;
 use crate::error::LockError;
+use crate::topology::{Endpoint, Topology};
 
 /// A node reached through the `fred` crate.
 pub struct FredNode {
@@ -64,15 +67,67 @@ impl Drop for FredNode {
     }
 }
 
-/// A fred builder for `url` with our limits: connect and command timeouts,
-/// exponential reconnects, and no replay of commands after a reconnect (a
-/// replayed acquire could take the lock for a caller that already gave up; our
-/// layers retry explicitly).
-fn builder(url: &NodeUrl, options: ConnectOptions) -> Result<Builder, LockError> {
-    let config = Config::from_url(url.expose()).map_err(|err| LockError::InvalidConfig {
+/// The fred config for `endpoint`: credentials and database from the first
+/// URL (fred decodes them), the servers by topology, and our TLS settings.
+fn config(endpoint: &Endpoint) -> Result<Config, LockError> {
+    let first = endpoint
+        .nodes
+        .first()
+        .ok_or_else(|| LockError::config("nodes", "at least one node URL is needed"))?;
+    let mut config = Config::from_url(first.expose()).map_err(|err| LockError::InvalidConfig {
         field: "nodes".into(),
         reason: err.details().to_owned(),
     })?;
+    let servers = || -> Result<Vec<Server>, LockError> {
+        endpoint
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(index, node)| {
+                node.parse()
+                    .map(|parsed| Server::new(parsed.host, parsed.port))
+                    .map_err(|reason| LockError::config(format!("nodes[{index}]"), reason))
+            })
+            .collect()
+    };
+    match endpoint.topology {
+        Topology::Standalone => {}
+        Topology::Cluster => {
+            config.database = None;
+            config.server = ServerConfig::Clustered {
+                hosts: servers()?,
+                // After a failover the routing table, not just the seeds,
+                // says where to reconnect.
+                policy: ClusterDiscoveryPolicy::UseCache,
+            };
+        }
+        Topology::Sentinel => {
+            config.server = ServerConfig::Sentinel {
+                hosts: servers()?,
+                service_name: endpoint.sentinel_service.clone().unwrap_or_default(),
+                username: endpoint.sentinel_auth.username.clone(),
+                password: endpoint
+                    .sentinel_auth
+                    .password
+                    .as_ref()
+                    .map(|password| password.expose().to_owned()),
+            };
+        }
+    }
+    #[cfg(feature = "tls")]
+    if endpoint.uses_tls() {
+        let material = super::tls::TlsMaterial::load(&endpoint.tls)?;
+        config.tls =
+            Some(fred::types::config::TlsConnector::from(material.rustls_config()?).into());
+    }
+    Ok(config)
+}
+
+/// A fred builder for `config` with our limits: connect and command timeouts,
+/// exponential reconnects, and no replay of commands after a reconnect (a
+/// replayed acquire could take the lock for a caller that already gave up; our
+/// layers retry explicitly).
+fn builder(config: Config, options: ConnectOptions) -> Builder {
     let connect_millis = u32::try_from(options.connect_timeout.as_millis()).unwrap_or(u32::MAX);
     let mut builder = Builder::from_config(config);
     builder
@@ -90,15 +145,15 @@ fn builder(url: &NodeUrl, options: ConnectOptions) -> Result<Builder, LockError>
             connect_millis.clamp(10, 2_000),
             2,
         ));
-    Ok(builder)
+    builder
 }
 
 pub(super) async fn connect(
-    url: &NodeUrl,
+    endpoint: &Endpoint,
     options: ConnectOptions,
 ) -> Result<Arc<dyn NodeClient>, LockError> {
-    let address = url.address();
-    let client = builder(url, options)?
+    let address = endpoint.address();
+    let client = builder(config(endpoint)?, options)
         .build()
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
     client
@@ -114,6 +169,30 @@ pub(super) async fn connect(
     Ok(Arc::new(node))
 }
 
+/// Where a cluster sends `name args...`: scripts to the master of their first
+/// key's slot (our scripts' keys share one hash tag), keyless commands
+/// anywhere, other commands by their first argument.
+fn routing(name: &str, args: &[&[u8]]) -> ClusterHash {
+    match name {
+        "EVALSHA" | "EVAL" | "EVALSHA_RO" | "EVAL_RO" | "FCALL" => {
+            let key_count = args
+                .get(1)
+                .and_then(|count| std::str::from_utf8(count).ok())
+                .and_then(|count| count.parse::<usize>().ok())
+                .unwrap_or(0);
+            match args.get(2) {
+                Some(key) if key_count > 0 => ClusterHash::Custom(fred::util::redis_keyslot(key)),
+                _ => ClusterHash::Random,
+            }
+        }
+        "PING" | "SCRIPT" | "PUBLISH" | "INFO" | "TIME" | "ROLE" => ClusterHash::Random,
+        _ => match args.first() {
+            Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key)),
+            None => ClusterHash::Random,
+        },
+    }
+}
+
 #[async_trait]
 impl NodeClient for FredNode {
     fn address(&self) -> &str {
@@ -121,7 +200,7 @@ impl NodeClient for FredNode {
     }
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
-        let command = CustomCommand::new_static(name, ClusterHash::Random, false);
+        let command = CustomCommand::new_static(name, routing(name, args), false);
         let args: Vec<Value> = args
             .iter()
             .map(|arg| Value::Bytes(arg.to_vec().into()))
@@ -233,17 +312,46 @@ impl Drop for FredSubscriber {
 }
 
 pub(super) async fn connect_subscriber(
-    url: &NodeUrl,
+    endpoint: &Endpoint,
     options: ConnectOptions,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
-    let address = url.address();
-    let client = builder(url, options)?
-        .build_subscriber_client()
-        .map_err(|err| map_error(&address, options.command_timeout, err))?;
-    client
-        .init()
-        .await
-        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let address = endpoint.address();
+    // A cluster's messages reach every node, and a subscriber's PING (which
+    // confirms its SUBSCRIBE) must reach the same connection: subscribe on
+    // one node, the first seed that answers.
+    let candidates: Vec<Endpoint> = match endpoint.topology {
+        Topology::Cluster => endpoint
+            .nodes
+            .iter()
+            .map(|node| Endpoint::standalone(node.clone()).with_tls(endpoint.tls.clone()))
+            .collect(),
+        Topology::Standalone | Topology::Sentinel => vec![endpoint.clone()],
+    };
+    let mut last_error = None;
+    let mut connected = None;
+    for candidate in &candidates {
+        let client = builder(config(candidate)?, options)
+            .build_subscriber_client()
+            .map_err(|err| map_error(&address, options.command_timeout, err))?;
+        match client.init().await {
+            Ok(_) => {
+                connected = Some(client);
+                break;
+            }
+            Err(err) => {
+                let _ = client.quit().await;
+                last_error = Some(map_error(
+                    &candidate.address(),
+                    options.command_timeout,
+                    err,
+                ));
+            }
+        }
+    }
+    let Some(client) = connected else {
+        return Err(last_error
+            .unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed")));
+    };
     let _resubscribe = client.manage_subscriptions();
     let mut messages = client.message_rx();
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();

@@ -13,13 +13,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::config::{LockConfig, NodeUrl};
+use crate::config::LockConfig;
 use crate::error::LockError;
+use crate::topology::Endpoint;
 
 #[cfg(feature = "fred")]
 mod fred_client;
 #[cfg(feature = "redis")]
 mod redis_client;
+#[cfg(feature = "tls")]
+mod tls;
 
 #[cfg(feature = "fred")]
 pub use fred_client::FredNode;
@@ -227,21 +230,27 @@ pub trait SubscriberClient: Send + Sync + fmt::Debug {
 /// The channels of received messages, in arrival order.
 pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
 
-/// Opens a dedicated subscriber connection to `url` with the chosen client,
-/// within `options.connect_timeout`.
+/// Opens a dedicated subscriber connection to `endpoint` (a [`NodeUrl`] for
+/// a standalone server) with the chosen client, within
+/// `options.connect_timeout`.
+///
+/// On a cluster it subscribes on the first seed node that answers: a
+/// message published on any node of a cluster reaches subscribers on every
+/// node. On a sentinel group it subscribes on the current master.
 pub async fn connect_subscriber(
     kind: ClientKind,
-    url: &NodeUrl,
+    endpoint: impl Into<Endpoint>,
     options: ConnectOptions,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
-    url.validate()?;
-    let address = url.address();
+    let endpoint = endpoint.into();
+    endpoint.validate()?;
+    let address = endpoint.address();
     let connecting = async {
         match kind {
             #[cfg(feature = "redis")]
-            ClientKind::Redis => redis_client::connect_subscriber(url, options).await,
+            ClientKind::Redis => redis_client::connect_subscriber(&endpoint, options).await,
             #[cfg(feature = "fred")]
-            ClientKind::Fred => fred_client::connect_subscriber(url, options).await,
+            ClientKind::Fred => fred_client::connect_subscriber(&endpoint, options).await,
             #[allow(unreachable_patterns)]
             other => Err(LockError::ClientNotCompiled {
                 client: other.name(),
@@ -256,27 +265,33 @@ pub async fn connect_subscriber(
         })?
 }
 
-/// Connects to `url` with the chosen client and checks the connection with a
-/// `PING`, all within `options.connect_timeout` (plus one command timeout for
-/// the `PING`).
+/// Connects to `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a standalone
+/// server, or an [`Endpoint`] for a cluster or a sentinel group) with the
+/// chosen client and checks the connection with a `PING`, all within
+/// `options.connect_timeout` (plus one command timeout for the `PING`).
 ///
-/// Errors: [`LockError::InvalidConfig`] for a malformed URL,
-/// [`LockError::ClientNotCompiled`] when the client's feature is off,
-/// [`LockError::Authentication`] for refused credentials, and
+/// A cluster connection sends each script to the master of its keys' hash
+/// slot and follows `MOVED` and `ASK`; a sentinel connection asks the
+/// sentinels for the master and asks again after it fails over.
+///
+/// Errors: [`LockError::InvalidConfig`] for a malformed URL or endpoint
+/// (naming the field), [`LockError::ClientNotCompiled`] when the client's
+/// feature is off, [`LockError::Authentication`] for refused credentials, and
 /// [`LockError::Connection`] or [`LockError::Timeout`] when the node cannot be reached.
 pub async fn connect(
     kind: ClientKind,
-    url: &NodeUrl,
+    endpoint: impl Into<Endpoint>,
     options: ConnectOptions,
 ) -> Result<Arc<dyn NodeClient>, LockError> {
-    url.validate()?;
-    let address = url.address();
+    let endpoint = endpoint.into();
+    endpoint.validate()?;
+    let address = endpoint.address();
     let connecting = async {
         match kind {
             #[cfg(feature = "redis")]
-            ClientKind::Redis => redis_client::connect(url, options).await,
+            ClientKind::Redis => redis_client::connect(&endpoint, options).await,
             #[cfg(feature = "fred")]
-            ClientKind::Fred => fred_client::connect(url, options).await,
+            ClientKind::Fred => fred_client::connect(&endpoint, options).await,
             #[allow(unreachable_patterns)]
             other => Err(LockError::ClientNotCompiled {
                 client: other.name(),

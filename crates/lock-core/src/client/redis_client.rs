@@ -1,24 +1,38 @@
-//! [`NodeClient`] over the `redis` crate's reconnecting `ConnectionManager`.
+//! [`NodeClient`] over the `redis` crate: its reconnecting `ConnectionManager`
+//! for a standalone server, its cluster client for a Redis Cluster, and its
+//! sentinel client for a master behind sentinels.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{AsyncConnectionConfig, ConnectionAddr};
 
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use crate::config::NodeUrl;
+use crate::config::{NodeUrl, ParsedUrl};
 use crate::error::LockError;
+use crate::topology::{Endpoint, Topology};
 
 /// A node reached through the `redis` crate.
 #[derive(Clone)]
 pub struct RedisNode {
-    manager: ConnectionManager,
+    link: Link,
     address: String,
     command_timeout: Duration,
+}
+
+/// The connection behind a [`RedisNode`], by topology.
+#[derive(Clone)]
+enum Link {
+    Standalone(ConnectionManager),
+    Cluster(ClusterConnection),
+    Sentinel(Arc<SentinelLink>),
 }
 
 impl std::fmt::Debug for RedisNode {
@@ -38,38 +52,245 @@ impl RedisNode {
         command_timeout: Duration,
     ) -> Self {
         RedisNode {
-            manager,
+            link: Link::Standalone(manager),
+            address: address.into(),
+            command_timeout,
+        }
+    }
+
+    /// Wraps a cluster connection the caller built. `address` is used in
+    /// errors and logs.
+    pub fn from_cluster(
+        connection: ClusterConnection,
+        address: impl Into<String>,
+        command_timeout: Duration,
+    ) -> Self {
+        RedisNode {
+            link: Link::Cluster(connection),
             address: address.into(),
             command_timeout,
         }
     }
 }
 
+fn invalid(field: &str, err: redis::RedisError) -> LockError {
+    LockError::InvalidConfig {
+        field: field.to_owned(),
+        reason: err.to_string(),
+    }
+}
+
+/// The certificates for `endpoint`'s `rediss://` nodes, if any files are set.
+#[cfg(feature = "tls")]
+fn certificates(endpoint: &Endpoint) -> Result<Option<redis::TlsCertificates>, LockError> {
+    if !endpoint.uses_tls() {
+        return Ok(None);
+    }
+    super::tls::ensure_crypto_provider();
+    if !endpoint.tls.is_set() {
+        return Ok(None);
+    }
+    let material = super::tls::TlsMaterial::load(&endpoint.tls)?;
+    Ok(Some(redis::TlsCertificates {
+        client_tls: material
+            .client
+            .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                client_cert,
+                client_key,
+            }),
+        root_cert: material.ca_pem,
+    }))
+}
+
+/// A client for one server of `endpoint` at `url`, with its certificates.
+fn standalone_client(endpoint: &Endpoint, url: &NodeUrl) -> Result<redis::Client, LockError> {
+    #[cfg(feature = "tls")]
+    if let Some(certificates) = certificates(endpoint)? {
+        return redis::Client::build_with_tls(url.expose(), certificates)
+            .map_err(|err| invalid("tls", err));
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = endpoint;
+    redis::Client::open(url.expose()).map_err(|err| invalid("nodes", err))
+}
+
 pub(super) async fn connect(
-    url: &NodeUrl,
+    endpoint: &Endpoint,
     options: ConnectOptions,
 ) -> Result<Arc<dyn NodeClient>, LockError> {
-    let address = url.address();
-    let client = redis::Client::open(url.expose()).map_err(|err| LockError::InvalidConfig {
-        field: "nodes".into(),
-        reason: err.to_string(),
-    })?;
-    // A short retry budget: the caller's connect timeout bounds the whole
-    // attempt, and a dead node must be reported, not retried for minutes.
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(options.connect_timeout))
-        .set_response_timeout(Some(options.command_timeout))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(500));
-    let manager = ConnectionManager::new_with_config(client, config)
-        .await
-        .map_err(|err| map_error(&address, options.command_timeout, err))?;
-    Ok(Arc::new(RedisNode::from_manager(
-        manager,
+    let address = endpoint.address();
+    let link = match endpoint.topology {
+        Topology::Standalone => {
+            let client = standalone_client(endpoint, &endpoint.nodes[0])?;
+            // A short retry budget: the caller's connect timeout bounds the
+            // whole attempt, and a dead node must be reported, not retried
+            // for minutes.
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(options.connect_timeout))
+                .set_response_timeout(Some(options.command_timeout))
+                .set_number_of_retries(1)
+                .set_min_delay(Duration::from_millis(10))
+                .set_max_delay(Duration::from_millis(500));
+            let manager = ConnectionManager::new_with_config(client, config)
+                .await
+                .map_err(|err| map_error(&address, options.command_timeout, err))?;
+            Link::Standalone(manager)
+        }
+        Topology::Cluster => {
+            let seeds: Vec<&str> = endpoint.nodes.iter().map(NodeUrl::expose).collect();
+            #[allow(unused_mut)]
+            let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+                .connection_timeout(options.connect_timeout)
+                .response_timeout(options.command_timeout)
+                // Redirections (MOVED, ASK) and a failed-over master's
+                // replacement are followed within a few short retries.
+                .retries(4)
+                .min_retry_wait(20)
+                .max_retry_wait(500);
+            #[cfg(feature = "tls")]
+            if let Some(certificates) = certificates(endpoint)? {
+                builder = builder.certs(certificates);
+            }
+            let client = builder.build().map_err(|err| invalid("nodes", err))?;
+            let connection = client
+                .get_async_connection()
+                .await
+                .map_err(|err| map_error(&address, options.command_timeout, err))?;
+            Link::Cluster(connection)
+        }
+        Topology::Sentinel => {
+            let link = SentinelLink::new(endpoint, options)?;
+            link.connection(&address).await?;
+            Link::Sentinel(Arc::new(link))
+        }
+    };
+    Ok(Arc::new(RedisNode {
+        link,
         address,
-        options.command_timeout,
-    )))
+        command_timeout: options.command_timeout,
+    }))
+}
+
+/// The master behind a group of sentinels: a connection to the server they
+/// name, dropped and asked for again after a connection error or a
+/// `READONLY` reply (the server was demoted).
+struct SentinelLink {
+    sentinels: Mutex<SentinelClient>,
+    current: std::sync::Mutex<Option<MultiplexedConnection>>,
+    options: ConnectOptions,
+}
+
+impl SentinelLink {
+    fn new(endpoint: &Endpoint, options: ConnectOptions) -> Result<Self, LockError> {
+        let mut addresses = Vec::with_capacity(endpoint.nodes.len());
+        let mut master: Option<ParsedUrl> = None;
+        for (index, node) in endpoint.nodes.iter().enumerate() {
+            let parsed = node
+                .parse()
+                .map_err(|reason| LockError::config(format!("nodes[{index}]"), reason))?;
+            addresses.push(if parsed.tls {
+                ConnectionAddr::TcpTls {
+                    host: parsed.host.clone(),
+                    port: parsed.port,
+                    insecure: false,
+                    tls_params: None,
+                }
+            } else {
+                ConnectionAddr::Tcp(parsed.host.clone(), parsed.port)
+            });
+            master.get_or_insert(parsed);
+        }
+        let Some(master) = master else {
+            return Err(LockError::config(
+                "nodes",
+                "at least one node URL is needed",
+            ));
+        };
+        let service = endpoint.sentinel_service.as_deref().unwrap_or_default();
+        let mut builder =
+            SentinelClientBuilder::new(addresses, service, SentinelServerType::Master)
+                .map_err(|err| invalid("nodes", err))?
+                .set_client_to_redis_db(i64::from(master.db));
+        if let Some(username) = &master.username {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = &master.password {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(username) = &endpoint.sentinel_auth.username {
+            builder = builder.set_client_to_sentinel_username(username);
+        }
+        if let Some(password) = &endpoint.sentinel_auth.password {
+            builder = builder.set_client_to_sentinel_password(password.expose());
+        }
+        if master.tls {
+            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+            #[cfg(feature = "tls")]
+            if let Some(certificates) = certificates(endpoint)? {
+                builder = builder
+                    .set_client_to_redis_certificates(certificates.clone())
+                    .set_client_to_sentinel_certificates(certificates);
+            }
+        }
+        let sentinels = builder
+            .build()
+            .map_err(|err| invalid("sentinel_service", err))?;
+        Ok(SentinelLink {
+            sentinels: Mutex::new(sentinels),
+            current: std::sync::Mutex::new(None),
+            options,
+        })
+    }
+
+    /// The connection to the master, asking the sentinels for it if there is
+    /// none.
+    async fn connection(&self, address: &str) -> Result<MultiplexedConnection, LockError> {
+        if let Some(connection) = self.current() {
+            return Ok(connection);
+        }
+        let timeout = self.options.command_timeout;
+        let client = self
+            .sentinels
+            .lock()
+            .await
+            .async_get_client()
+            .await
+            .map_err(|err| map_error(address, timeout, err))?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.options.connect_timeout))
+            .set_response_timeout(Some(timeout));
+        let connection = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|err| map_error(address, timeout, err))?;
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(connection.clone());
+        }
+        Ok(connection)
+    }
+
+    fn current(&self) -> Option<MultiplexedConnection> {
+        self.current.lock().ok().and_then(|current| current.clone())
+    }
+
+    /// Forgets the connection, so the next command asks the sentinels again.
+    fn forget(&self) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = None;
+        }
+    }
+}
+
+/// Whether `err` means the server we talk to may no longer be the master.
+fn lost_master(err: &LockError) -> bool {
+    match err {
+        LockError::Connection { .. } | LockError::Timeout { .. } => true,
+        LockError::Server { message, .. } => {
+            let code = message.split_whitespace().next().unwrap_or("");
+            matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
+        }
+        _ => false,
+    }
 }
 
 #[async_trait]
@@ -83,11 +304,24 @@ impl NodeClient for RedisNode {
         for arg in args.iter().copied() {
             command.arg(arg);
         }
-        let mut connection = self.manager.clone();
-        let value: redis::Value = command
-            .query_async(&mut connection)
-            .await
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        let sent: Result<redis::Value, redis::RedisError> = match &self.link {
+            Link::Standalone(manager) => command.query_async(&mut manager.clone()).await,
+            Link::Cluster(connection) => command.query_async(&mut connection.clone()).await,
+            Link::Sentinel(link) => {
+                let mut connection = link.connection(&self.address).await?;
+                let sent = command.query_async(&mut connection).await;
+                let reply = sent
+                    .map_err(|err| map_error(&self.address, self.command_timeout, err))
+                    .and_then(|value| convert(&self.address, value));
+                if let Err(err) = &reply {
+                    if lost_master(err) {
+                        link.forget();
+                    }
+                }
+                return reply;
+            }
+        };
+        let value = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         convert(&self.address, value)
     }
 }
@@ -175,19 +409,50 @@ impl std::fmt::Debug for RedisSubscriber {
     }
 }
 
+/// A pub/sub connection for `endpoint`: the server itself, the first seed of
+/// a cluster that answers, or the master the sentinels name.
+async fn open_pubsub(
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+) -> Result<redis::aio::PubSub, LockError> {
+    let address = endpoint.address();
+    let timeout = options.command_timeout;
+    match endpoint.topology {
+        Topology::Standalone | Topology::Cluster => {
+            let mut last_error = None;
+            for url in &endpoint.nodes {
+                let client = standalone_client(endpoint, url)?;
+                match client.get_async_pubsub().await {
+                    Ok(pubsub) => return Ok(pubsub),
+                    Err(err) => last_error = Some(map_error(&url.address(), timeout, err)),
+                }
+            }
+            Err(last_error
+                .unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed")))
+        }
+        Topology::Sentinel => {
+            let link = SentinelLink::new(endpoint, options)?;
+            let client = link
+                .sentinels
+                .lock()
+                .await
+                .async_get_client()
+                .await
+                .map_err(|err| map_error(&address, timeout, err))?;
+            client
+                .get_async_pubsub()
+                .await
+                .map_err(|err| map_error(&address, timeout, err))
+        }
+    }
+}
+
 pub(super) async fn connect_subscriber(
-    url: &NodeUrl,
+    endpoint: &Endpoint,
     options: ConnectOptions,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
-    let address = url.address();
-    let client = redis::Client::open(url.expose()).map_err(|err| LockError::InvalidConfig {
-        field: "nodes".into(),
-        reason: err.to_string(),
-    })?;
-    let pubsub = client
-        .get_async_pubsub()
-        .await
-        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let address = endpoint.address();
+    let pubsub = open_pubsub(endpoint, options).await?;
     let (sink, mut stream) = pubsub.split();
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     // The stream ends when the connection is lost; dropping the sender then
