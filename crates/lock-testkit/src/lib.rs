@@ -2,7 +2,9 @@
 //!
 //! - [`RedisServer`] starts `redis-server` (from `$REDIS_SERVER` or `PATH`) on a
 //!   free loopback port without persistence, pauses, resumes, kills and
-//!   restarts it, and kills it when dropped.
+//!   restarts it, and kills it when dropped; optionally with TLS
+//!   ([`TlsFiles`]: a CA and certificates made at test time), as a replica,
+//!   or in cluster mode.
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`safety`] holds the checks that no sequence of calls (stale guards,
@@ -20,14 +22,17 @@ pub mod model;
 mod proxy;
 pub mod safety;
 mod server;
+mod tls;
 
 pub use contract::{BackendFactory, Capabilities, Deployment};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
 pub use proxy::DelayProxy;
 pub use server::{
-    find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV,
+    find_redis_cli, find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder,
+    REDIS_CLI_ENV, REDIS_SERVER_ENV,
 };
+pub use tls::TlsFiles;
 
 use std::future::Future;
 use std::time::Duration;
