@@ -314,6 +314,8 @@ impl RedisServer {
             .args(["--protected-mode", "yes"])
             .arg("--dir")
             .arg(self.dir.path())
+            // A master otherwise waits 5 s for more replicas before a full sync.
+            .args(["--repl-diskless-sync-delay", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
