@@ -2,7 +2,12 @@
 //!
 //! - [`RedisServer`] starts `redis-server` (from `$REDIS_SERVER` or `PATH`) on a
 //!   free loopback port without persistence, pauses, resumes, kills and
-//!   restarts it, and kills it when dropped.
+//!   restarts it, and kills it when dropped; optionally with TLS
+//!   ([`TlsFiles`]: a CA and certificates made at test time), as a replica,
+//!   or in cluster mode.
+//! - [`RedisCluster`] starts a Redis Cluster (masters and replicas, made with
+//!   `redis-cli --cluster create`), kills a slot's master and waits for the
+//!   failover, and moves slots between masters, in one step or two.
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`safety`] holds the checks that no sequence of calls (stale guards,
@@ -15,19 +20,25 @@
 //!   never answers.
 
 pub mod bench;
+mod cluster;
 pub mod contract;
 pub mod model;
 mod proxy;
 pub mod safety;
 mod server;
+mod support;
+mod tls;
 
+pub use cluster::{RedisCluster, RedisClusterBuilder, SlotMigration, CLUSTER_SLOTS};
 pub use contract::{BackendFactory, Capabilities, Deployment};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
 pub use proxy::DelayProxy;
 pub use server::{
-    find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder, REDIS_SERVER_ENV,
+    find_redis_cli, find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder,
+    REDIS_CLI_ENV, REDIS_SERVER_ENV,
 };
+pub use tls::TlsFiles;
 
 use std::future::Future;
 use std::time::Duration;

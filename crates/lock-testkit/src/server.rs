@@ -2,27 +2,39 @@
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::NodeUrl;
+use tempfile::TempDir;
+
+use crate::tls::TlsFiles;
 
 /// The environment variable that names the `redis-server` binary to use.
 pub const REDIS_SERVER_ENV: &str = "REDIS_SERVER";
+
+/// The environment variable that names the `redis-cli` binary to use.
+pub const REDIS_CLI_ENV: &str = "REDIS_CLI";
 
 /// How long a server may take to answer its first PING.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A `redis-server` on `127.0.0.1`, with no persistence (`--save "" --appendonly
 /// no`), killed when dropped.
+///
+/// Its working directory (`--dir`) is a temporary directory of its own, kept
+/// across restarts and removed on drop: whatever the server writes (a
+/// replica's synchronisation file, a cluster's nodes file, an append-only
+/// file) lands there.
 #[derive(Debug)]
 pub struct RedisServer {
     binary: PathBuf,
     port: u16,
-    password: Option<String>,
-    cluster_enabled: bool,
-    persistent: bool,
+    options: RedisServerBuilder,
+    tls_port: Option<u16>,
+    dir: TempDir,
     child: Option<Child>,
     paused: bool,
 }
@@ -32,7 +44,19 @@ pub struct RedisServer {
 pub struct RedisServerBuilder {
     password: Option<String>,
     cluster_enabled: bool,
+    cluster_node_timeout: Option<Duration>,
     persistent: bool,
+    replica_of: Option<u16>,
+    tls: Option<TlsOptions>,
+}
+
+/// How a server serves TLS.
+#[derive(Debug, Clone)]
+struct TlsOptions {
+    files: Arc<TlsFiles>,
+    auth_clients: bool,
+    replication: bool,
+    cluster: bool,
 }
 
 impl RedisServerBuilder {
@@ -51,31 +75,107 @@ impl RedisServerBuilder {
         self
     }
 
-    /// Starts the server in cluster mode (`--cluster-enabled yes`), with its
-    /// nodes file in the temporary directory (removed on drop). It owns no
-    /// slots, so it serves no keys, but answers `CLUSTER KEYSLOT`.
+    /// Starts the server in cluster mode (`--cluster-enabled yes
+    /// --cluster-announce-ip 127.0.0.1`), with its nodes file in its
+    /// temporary directory. Alone it owns no slots, so it serves no keys, but
+    /// answers `CLUSTER KEYSLOT`; [`RedisCluster`](crate::RedisCluster) joins
+    /// several into a cluster.
     pub fn cluster_enabled(mut self) -> Self {
         self.cluster_enabled = true;
+        self
+    }
+
+    /// Sets `--cluster-node-timeout`: how long a node may be unreachable
+    /// before it is failed over (Redis's default is 15 s). Only with
+    /// [`cluster_enabled`](Self::cluster_enabled).
+    pub fn cluster_node_timeout(mut self, timeout: Duration) -> Self {
+        self.cluster_node_timeout = Some(timeout);
+        self
+    }
+
+    /// Starts the server as a replica of the server on `127.0.0.1:<port>`
+    /// (`--replicaof`), authenticating to it with this server's password
+    /// (`--masterauth`) if one is set. A restart comes back as a replica of
+    /// the same port.
+    pub fn replica_of(mut self, port: u16) -> Self {
+        self.replica_of = Some(port);
+        self
+    }
+
+    /// Serves TLS on a second free port (`--tls-port`) with the server
+    /// certificate of `files`, trusting clients signed by its CA
+    /// (`--tls-ca-cert-file`). The plain port stays open, so
+    /// [`RedisServer::admin`] and [`RedisServer::url`] keep working;
+    /// [`RedisServer::tls_url`] names the TLS port. Clients must present a
+    /// certificate unless [`tls_auth_clients(false)`](Self::tls_auth_clients)
+    /// is set.
+    pub fn tls(mut self, files: Arc<TlsFiles>) -> Self {
+        self.tls = Some(TlsOptions {
+            files,
+            auth_clients: true,
+            replication: false,
+            cluster: false,
+        });
+        self
+    }
+
+    /// Whether TLS clients must present a certificate signed by the CA
+    /// (`--tls-auth-clients yes|no`); `true` by default, as in Redis. Only
+    /// with [`tls`](Self::tls).
+    pub fn tls_auth_clients(mut self, required: bool) -> Self {
+        if let Some(tls) = &mut self.tls {
+            tls.auth_clients = required;
+        }
+        self
+    }
+
+    /// Replicates over TLS (`--tls-replication yes`): a replica connects to
+    /// its master's TLS port. Only with [`tls`](Self::tls).
+    pub fn tls_replication(mut self) -> Self {
+        if let Some(tls) = &mut self.tls {
+            tls.replication = true;
+        }
+        self
+    }
+
+    /// Runs the cluster bus over TLS (`--tls-cluster yes`), and announces the
+    /// TLS port to TLS clients (plain clients still see the plain port).
+    /// Only with [`tls`](Self::tls) and [`cluster_enabled`](Self::cluster_enabled).
+    pub fn tls_cluster(mut self) -> Self {
+        if let Some(tls) = &mut self.tls {
+            tls.cluster = true;
+        }
         self
     }
 
     /// Starts the server on a free port and waits until it answers PING.
     pub fn start(self) -> io::Result<RedisServer> {
         let binary = find_redis_server()?;
+        let dir = tempfile::Builder::new()
+            .prefix("lock-testkit-server-")
+            .tempdir()
+            .map_err(|err| context(err, "could not create the server's temporary directory"))?;
+        let mut server = RedisServer {
+            binary,
+            port: 0,
+            tls_port: None,
+            options: self,
+            dir,
+            child: None,
+            paused: false,
+        };
         let mut last_error = None;
         // A free port can be taken between our probe and the server's bind;
         // a few tries make that race harmless.
         for _ in 0..5 {
-            let port = free_port()?;
-            let mut server = RedisServer {
-                binary: binary.clone(),
-                port,
-                password: self.password.clone(),
-                cluster_enabled: self.cluster_enabled,
-                persistent: self.persistent,
-                child: None,
-                paused: false,
-            };
+            server.port = free_port()?;
+            if server.options.tls.is_some() {
+                let mut tls_port = free_port()?;
+                while tls_port == server.port {
+                    tls_port = free_port()?;
+                }
+                server.tls_port = Some(tls_port);
+            }
             match server.spawn() {
                 Ok(()) => return Ok(server),
                 Err(err) => last_error = Some(err),
@@ -101,12 +201,49 @@ impl RedisServer {
         self.port
     }
 
+    /// The TLS port, if the server was started with
+    /// [`tls`](RedisServerBuilder::tls).
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
+    }
+
+    /// The certificates the server was started with, if any.
+    pub fn tls_files(&self) -> Option<&Arc<TlsFiles>> {
+        self.options.tls.as_ref().map(|tls| &tls.files)
+    }
+
+    /// The password clients must give, if one is set.
+    pub fn password(&self) -> Option<&str> {
+        self.options.password.as_deref()
+    }
+
     /// `redis://127.0.0.1:<port>`, with the password if one is set.
     pub fn url(&self) -> NodeUrl {
-        match &self.password {
+        match &self.options.password {
             Some(password) => self.url_with_password(password),
             None => NodeUrl::new(format!("redis://127.0.0.1:{}", self.port)),
         }
+    }
+
+    /// `rediss://127.0.0.1:<tls port>`, with the password if one is set; an
+    /// error if the server does not serve TLS. The certificate names
+    /// `127.0.0.1` (an IP address SAN) and `localhost`.
+    pub fn tls_url(&self) -> io::Result<NodeUrl> {
+        let port = self.tls_port.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("the server on port {} was not started with TLS", self.port),
+            )
+        })?;
+        Ok(NodeUrl::new(match &self.options.password {
+            Some(password) => format!("rediss://:{password}@127.0.0.1:{port}"),
+            None => format!("rediss://127.0.0.1:{port}"),
+        }))
+    }
+
+    /// The server's working directory (`--dir`), removed on drop.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// The URL with `password` in it, right or wrong.
@@ -153,24 +290,18 @@ impl RedisServer {
     /// Sends one command on a fresh connection, outside any client under test,
     /// and returns the reply. For fault injection: `DEL`, `SET`, `SCRIPT FLUSH`.
     pub fn admin(&self, args: &[&str]) -> io::Result<AdminReply> {
-        let mut stream = self.connect_admin()?;
-        if let Some(password) = &self.password {
-            write_command(&mut stream, &["AUTH", password])?;
-        }
-        write_command(&mut stream, args)?;
-        let mut reader = BufReader::new(stream);
-        if self.password.is_some() {
-            read_reply(&mut reader)?;
-        }
-        read_reply(&mut reader)
+        admin_command(self.port, self.options.password.as_deref(), args)
     }
 
-    fn connect_admin(&self) -> io::Result<TcpStream> {
-        let address = ([127, 0, 0, 1], self.port).into();
-        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
-        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-        Ok(stream)
+    /// `INFO <section>` as text, or an error if the server answers with one.
+    pub fn info(&self, section: &str) -> io::Result<String> {
+        match self.admin(&["INFO", section])? {
+            AdminReply::Bulk(Some(bytes)) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            other => Err(io::Error::other(format!(
+                "INFO {section} on port {} answered {other:?}",
+                self.port
+            ))),
+        }
     }
 
     fn spawn(&mut self) -> io::Result<()> {
@@ -181,27 +312,54 @@ impl RedisServer {
             .args(["--save", ""])
             .args(["--daemonize", "no"])
             .args(["--protected-mode", "yes"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            // A master otherwise waits 5 s for more replicas before a full sync.
+            .args(["--repl-diskless-sync-delay", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if let Some(password) = &self.password {
+        let options = &self.options;
+        if let Some(password) = &options.password {
             command.args(["--requirepass", password]);
+            if options.replica_of.is_some() || options.cluster_enabled {
+                command.args(["--masterauth", password]);
+            }
         }
-        if self.persistent {
-            let dir = self.data_dir();
-            std::fs::create_dir_all(&dir)?;
-            command
-                .args(["--appendonly", "yes", "--appendfsync", "always"])
-                .arg("--dir")
-                .arg(dir);
+        if options.persistent {
+            command.args(["--appendonly", "yes", "--appendfsync", "always"]);
         } else {
             command.args(["--appendonly", "no"]);
         }
-        if self.cluster_enabled {
+        if options.cluster_enabled {
             command
                 .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-announce-ip", "127.0.0.1"])
                 .arg("--cluster-config-file")
-                .arg(self.nodes_file());
+                .arg(self.dir.path().join("nodes.conf"));
+            if let Some(timeout) = options.cluster_node_timeout {
+                command.args(["--cluster-node-timeout", &timeout.as_millis().to_string()]);
+            }
+        }
+        if let Some(port) = options.replica_of {
+            command.args(["--replicaof", "127.0.0.1", &port.to_string()]);
+        }
+        if let (Some(tls), Some(tls_port)) = (&options.tls, self.tls_port) {
+            let yes_no = |yes| if yes { "yes" } else { "no" };
+            command
+                .args(["--tls-port", &tls_port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(tls.files.server_cert_file())
+                .arg("--tls-key-file")
+                .arg(tls.files.server_key_file())
+                .arg("--tls-ca-cert-file")
+                .arg(tls.files.ca_file())
+                .args(["--tls-auth-clients", yes_no(tls.auth_clients)])
+                .args(["--tls-replication", yes_no(tls.replication)])
+                .args([
+                    "--tls-cluster",
+                    yes_no(tls.cluster && options.cluster_enabled),
+                ]);
         }
         let child = command.spawn().map_err(|err| {
             io::Error::new(
@@ -246,42 +404,60 @@ impl RedisServer {
         }
     }
 
-    /// Where a persistent server keeps its append-only file.
-    fn data_dir(&self) -> PathBuf {
-        std::env::temp_dir().join(format!("lock-testkit-data-{}", self.port))
-    }
-
-    /// Where a cluster-enabled server keeps its nodes file.
-    fn nodes_file(&self) -> PathBuf {
-        std::env::temp_dir().join(format!("lock-testkit-nodes-{}.conf", self.port))
-    }
-
     fn signal(&self, signal: &str) -> io::Result<()> {
         let Some(child) = &self.child else {
             return Err(io::Error::other("the server is not running"));
         };
-        let status = Command::new("kill")
-            .args([format!("-{signal}"), child.id().to_string()])
-            .status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!("kill -{signal} failed: {status}")))
-        }
+        send_signal(child, signal)
     }
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
         // SIGKILL works on a stopped process too, so no resume is needed first.
+        // The temporary directory is removed after this, when `dir` drops.
         let _ = self.kill();
-        if self.cluster_enabled {
-            let _ = std::fs::remove_file(self.nodes_file());
-        }
-        if self.persistent {
-            let _ = std::fs::remove_dir_all(self.data_dir());
-        }
     }
+}
+
+/// Sends `signal` (a name such as `STOP`) to a child process with `kill`.
+pub(crate) fn send_signal(child: &Child, signal: &str) -> io::Result<()> {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("kill -{signal} failed: {status}")))
+    }
+}
+
+/// Sends one command to `127.0.0.1:<port>` on a fresh plain connection,
+/// authenticating first if `password` is given, and returns the reply.
+/// Connecting, reading and writing are each bounded by a few seconds.
+pub(crate) fn admin_command(
+    port: u16,
+    password: Option<&str>,
+    args: &[&str],
+) -> io::Result<AdminReply> {
+    let address = ([127, 0, 0, 1], port).into();
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    if let Some(password) = password {
+        write_command(&mut stream, &["AUTH", password])?;
+    }
+    write_command(&mut stream, args)?;
+    let mut reader = BufReader::new(stream);
+    if password.is_some() {
+        read_reply(&mut reader)?;
+    }
+    read_reply(&mut reader)
+}
+
+/// Adds what we were doing to an error, keeping its kind.
+pub(crate) fn context(err: io::Error, doing: impl std::fmt::Display) -> io::Error {
+    io::Error::new(err.kind(), format!("{doing}: {err}"))
 }
 
 /// Finds `redis-server`: `$REDIS_SERVER` if set, otherwise the first on `PATH`.
@@ -309,6 +485,43 @@ pub fn find_redis_server() -> io::Result<PathBuf> {
                 io::ErrorKind::NotFound,
                 "redis-server was not found on PATH; install it (Debian: `apt-get install redis-server`) \
                  or set $REDIS_SERVER to its path; `cargo xtask test` installs it on Debian when run as root",
+            )
+        })
+}
+
+/// Finds `redis-cli`: `$REDIS_CLI` if set, otherwise the one next to
+/// [`find_redis_server`]'s binary, otherwise the first on `PATH`.
+pub fn find_redis_cli() -> io::Result<PathBuf> {
+    if let Some(path) = std::env::var_os(REDIS_CLI_ENV) {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "${REDIS_CLI_ENV} names {}, which is not a file",
+                    path.display()
+                ),
+            ))
+        };
+    }
+    let beside_server = find_redis_server()
+        .ok()
+        .and_then(|server| server.parent().map(|dir| dir.join("redis-cli")))
+        .filter(|candidate| candidate.is_file());
+    if let Some(path) = beside_server {
+        return Ok(path);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("redis-cli"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                "redis-cli was found neither next to redis-server nor on PATH; install it \
+                 (Debian: `apt-get install redis-tools`) or set $REDIS_CLI to its path",
             )
         })
 }
