@@ -61,6 +61,24 @@ pub struct TlsConfig {
 }
 
 impl TlsConfig {
+    /// Trusts the CA certificate(s) in `ca_file` instead of the system roots.
+    pub fn with_ca_file(mut self, ca_file: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(ca_file.into());
+        self
+    }
+
+    /// Presents the client certificate in `cert_file` with the key in
+    /// `key_file`, for servers that verify clients.
+    pub fn with_client_cert(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
+        self.cert_file = Some(cert_file.into());
+        self.key_file = Some(key_file.into());
+        self
+    }
+
     /// Checks that a client certificate and key come together; errors name
     /// `tls.<field>`.
     pub fn validate(&self) -> Result<(), LockError> {
@@ -117,6 +135,16 @@ pub struct SentinelAuth {
     pub username: Option<String>,
     /// The sentinels' password.
     pub password: Option<Secret>,
+}
+
+impl SentinelAuth {
+    /// Authenticates to the sentinels with `password`, as `username` if given.
+    pub fn new(username: Option<String>, password: impl Into<String>) -> Self {
+        SentinelAuth {
+            username,
+            password: Some(Secret::new(password)),
+        }
+    }
 }
 
 /// One logical Redis as a client sees it: a standalone server, a cluster

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{ClientKind, ConnectOptions, LockBackend, LockError, NodeUrl};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -26,6 +26,46 @@ impl BackendFactory for SingleNode {
             let backend = SingleNodeBackend::connect(self.0, &urls[0], options).await?;
             Ok(Arc::new(backend) as Arc<dyn LockBackend>)
         })
+    }
+
+    fn connect_endpoints<'a>(
+        &'a self,
+        endpoints: &'a [Endpoint],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        Box::pin(async move {
+            let backend = SingleNodeBackend::connect(self.0, &endpoints[0], options).await?;
+            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
+        })
+    }
+}
+
+/// The contract over TLS and on a Redis Cluster, with each client. These
+/// start more servers, so they run in one build only: the one with both
+/// clients (and TLS), which `cargo xtask test` runs.
+#[cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
+mod sites {
+    use super::*;
+    use lock_testkit::{OnSite, Site};
+
+    mod tls_on_redis {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Tls));
+    }
+
+    mod tls_on_fred {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Tls));
+    }
+
+    mod cluster_on_redis {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Cluster));
+    }
+
+    mod cluster_on_fred {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Cluster));
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, HoldToken, LockBackend, LockError, LockKey,
-    LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, HoldToken, LockBackend, LockError,
+    LockKey, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
 };
 use lock_reentrant::ReentrantBackend;
 use lock_testkit::contract::{fast_config, Deployment};
@@ -31,6 +31,46 @@ impl BackendFactory for Reentrant {
             let backend = ReentrantBackend::connect(self.0, &urls[0], options).await?;
             Ok(Arc::new(backend) as Arc<dyn LockBackend>)
         })
+    }
+
+    fn connect_endpoints<'a>(
+        &'a self,
+        endpoints: &'a [Endpoint],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        Box::pin(async move {
+            let backend = ReentrantBackend::connect(self.0, &endpoints[0], options).await?;
+            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
+        })
+    }
+}
+
+/// The contract over TLS and on a Redis Cluster, with each client. These
+/// start more servers, so they run in one build only: the one with both
+/// clients (and TLS), which `cargo xtask test` runs.
+#[cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
+mod sites {
+    use super::*;
+    use lock_testkit::{OnSite, Site};
+
+    mod tls_on_redis {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(Reentrant(ClientKind::Redis), Site::Tls));
+    }
+
+    mod tls_on_fred {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(Reentrant(ClientKind::Fred), Site::Tls));
+    }
+
+    mod cluster_on_redis {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(Reentrant(ClientKind::Redis), Site::Cluster));
+    }
+
+    mod cluster_on_fred {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(Reentrant(ClientKind::Fred), Site::Cluster));
     }
 }
 

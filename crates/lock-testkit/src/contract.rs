@@ -11,12 +11,84 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use lock_core::{
-    AcquireOutcome, ConnectOptions, ExtendOutcome, HoldToken, LockBackend, LockConfig, LockError,
-    LockKey, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy,
-    MAX_KEY_LEN, MAX_TTL,
+    AcquireOutcome, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend, LockConfig,
+    LockError, LockKey, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome,
+    RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
-use crate::server::{free_port, RedisServer};
+use crate::cluster::RedisCluster;
+use crate::server::{free_port, AdminReply, RedisServer};
+use crate::tls::TlsFiles;
+
+/// Where a check's servers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Site {
+    /// Standalone servers over plain TCP, one per node.
+    #[default]
+    Standalone,
+    /// Standalone servers reached only over TLS (`rediss://`, with a CA and
+    /// a client certificate made for the check; the servers verify clients).
+    Tls,
+    /// A Redis Cluster of three masters without replicas, reached through
+    /// its seed nodes.
+    Cluster,
+}
+
+impl Site {
+    /// The name used in test output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Site::Standalone => "standalone",
+            Site::Tls => "tls",
+            Site::Cluster => "cluster",
+        }
+    }
+}
+
+/// A factory that runs on `site` instead of standalone servers: the
+/// contract on TLS or on a cluster, with the same checks.
+pub struct OnSite<F> {
+    factory: F,
+    site: Site,
+}
+
+impl<F: BackendFactory> OnSite<F> {
+    /// `factory`'s backends, on `site`.
+    pub fn new(factory: F, site: Site) -> Self {
+        OnSite { factory, site }
+    }
+}
+
+impl<F: BackendFactory> BackendFactory for OnSite<F> {
+    fn node_count(&self) -> usize {
+        self.factory.node_count()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.factory.capabilities()
+    }
+
+    fn site(&self) -> Site {
+        self.site
+    }
+
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [NodeUrl],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        self.factory.connect(urls, options)
+    }
+
+    fn connect_endpoints<'a>(
+        &'a self,
+        endpoints: &'a [Endpoint],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        self.factory.connect_endpoints(endpoints, options)
+    }
+}
 
 /// What a strategy supports; checks adapt to it instead of being skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,28 +123,103 @@ pub trait BackendFactory: Send + Sync {
         urls: &'a [NodeUrl],
         options: ConnectOptions,
     ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>>;
+
+    /// Where the checks start their servers. Default: standalone.
+    fn site(&self) -> Site {
+        Site::Standalone
+    }
+
+    /// Connects a backend to `endpoints`: one per node, or one cluster. The
+    /// default passes the endpoints' URLs to [`connect`](Self::connect), so
+    /// a factory that runs on TLS or a cluster overrides it.
+    fn connect_endpoints<'a>(
+        &'a self,
+        endpoints: &'a [Endpoint],
+        options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
+        Box::pin(async move {
+            let urls: Vec<NodeUrl> = endpoints
+                .iter()
+                .flat_map(|endpoint| endpoint.nodes.iter().cloned())
+                .collect();
+            self.connect(&urls, options).await
+        })
+    }
 }
 
 /// Servers and a backend connected to them.
 pub struct Deployment {
-    /// The servers, killed when the deployment is dropped.
+    /// The standalone servers (plain or TLS), killed when the deployment is
+    /// dropped; empty on a cluster.
     pub servers: Vec<RedisServer>,
+    /// The cluster, on [`Site::Cluster`].
+    pub cluster: Option<RedisCluster>,
+    /// The certificates of a [`Site::Tls`] deployment.
+    pub tls: Option<Arc<TlsFiles>>,
     /// The backend under test.
     pub backend: Arc<dyn LockBackend>,
 }
 
 impl Deployment {
-    /// Starts the factory's servers and connects its backend.
+    /// Starts the factory's servers on its site and connects its backend.
     pub async fn start(factory: &dyn BackendFactory) -> Self {
-        let servers: Vec<RedisServer> = (0..factory.node_count())
-            .map(|_| RedisServer::start().expect("start redis-server"))
-            .collect();
-        let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
+        let mut servers = Vec::new();
+        let mut cluster = None;
+        let mut tls_files = None;
+        let endpoints: Vec<Endpoint> = match factory.site() {
+            Site::Standalone => {
+                servers = (0..factory.node_count())
+                    .map(|_| RedisServer::start().expect("start redis-server"))
+                    .collect();
+                servers
+                    .iter()
+                    .map(|server| Endpoint::standalone(server.url()))
+                    .collect()
+            }
+            Site::Tls => {
+                let files = Arc::new(TlsFiles::generate().expect("make certificates"));
+                servers = (0..factory.node_count())
+                    .map(|_| {
+                        RedisServer::builder()
+                            .tls(Arc::clone(&files))
+                            .tls_auth_clients(true)
+                            .start()
+                            .expect("start a TLS redis-server")
+                    })
+                    .collect();
+                let tls = TlsConfig::default()
+                    .with_ca_file(files.ca_file())
+                    .with_client_cert(files.cert_file(), files.key_file());
+                let endpoints = servers
+                    .iter()
+                    .map(|server| {
+                        Endpoint::standalone(server.tls_url().expect("a TLS URL"))
+                            .with_tls(tls.clone())
+                    })
+                    .collect();
+                tls_files = Some(files);
+                endpoints
+            }
+            Site::Cluster => {
+                let started = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+                    .await
+                    .expect("cluster start task")
+                    .expect("start a Redis Cluster");
+                let endpoint = Endpoint::cluster(started.seed_urls());
+                cluster = Some(started);
+                vec![endpoint]
+            }
+        };
         let backend = factory
-            .connect(&urls, fast_options())
+            .connect_endpoints(&endpoints, fast_options())
             .await
             .expect("connect the backend under test");
-        Deployment { servers, backend }
+        Deployment {
+            servers,
+            cluster,
+            tls: tls_files,
+            backend,
+        }
     }
 
     /// A manager over the backend with `config`.
@@ -80,10 +227,39 @@ impl Deployment {
         LockManager::new(Arc::clone(&self.backend), config).expect("valid test config")
     }
 
-    /// Runs an admin command on every server (fault injection).
+    /// Runs an admin command on every server (fault injection). On a
+    /// cluster, a command on a key goes to the master of its slot and any
+    /// other (`SCRIPT FLUSH`) to every master.
     pub fn admin_all(&self, args: &[&str]) {
-        for server in &self.servers {
-            server.admin(args).expect("admin command");
+        self.admin_each(args);
+    }
+
+    /// Like [`admin_all`](Self::admin_all), returning each server's reply.
+    pub fn admin_each(&self, args: &[&str]) -> Vec<AdminReply> {
+        let Some(cluster) = &self.cluster else {
+            return self
+                .servers
+                .iter()
+                .map(|server| server.admin(args).expect("admin command"))
+                .collect();
+        };
+        let keyed = matches!(
+            args.first()
+                .map(|name| name.to_ascii_uppercase())
+                .as_deref(),
+            Some("DEL" | "SET" | "RPUSH" | "HSET" | "GET" | "EXISTS" | "PTTL" | "PEXPIRE")
+        );
+        if keyed {
+            let key = args.get(1).expect("a keyed command names its key");
+            let master = cluster.master_of_key(key).expect("the key's master");
+            vec![master.admin(args).expect("admin command")]
+        } else {
+            cluster
+                .masters()
+                .expect("the masters")
+                .into_iter()
+                .map(|master| master.admin(args).expect("admin command"))
+                .collect()
         }
     }
 }

@@ -30,7 +30,7 @@ mod support;
 mod tls;
 
 pub use cluster::{RedisCluster, RedisClusterBuilder, SlotMigration, CLUSTER_SLOTS};
-pub use contract::{BackendFactory, Capabilities, Deployment};
+pub use contract::{BackendFactory, Capabilities, Deployment, OnSite, Site};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
 pub use proxy::DelayProxy;
@@ -108,6 +108,33 @@ macro_rules! contract_suite {
             foreign_counter_writes_nothing,
             least_privilege_user_locks,
             abandoned_commands_leave_nothing_behind,
+        );
+    };
+    (@sites $factory:expr) => {
+        $crate::contract_suite!(@checks $factory;
+            mutual_exclusion,
+            only_owner_can_release_or_extend,
+            expiry_frees_the_key,
+            extend_keeps_the_key,
+            fencing_tokens_increase,
+            watchdog_keeps_the_lease,
+            watchdog_reports_a_deleted_key,
+            watchdog_reports_an_overwritten_key,
+            loss_at_deadline_without_watchdog,
+            recovers_after_script_flush,
+            dropped_guard_releases,
+            with_lock_reports_loss,
+            inspect_reports_state,
+            force_release_frees_the_key,
+            reentry_follows_capability,
+            waiters_wake_on_release,
+            waiters_of_a_crashed_holder_acquire_after_its_ttl,
+            polling_mode_hands_over,
+        );
+        $crate::contract_suite!(@safety $factory;
+            deadline_follows_the_last_ttl_set,
+            stale_guard_spares_a_newer_hold,
+            foreign_counter_writes_nothing,
         );
     };
     (@safety $factory:expr; $($check:ident),+ $(,)?) => {

@@ -419,11 +419,8 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
                 matches!(result, Err(LockError::Corrupted { .. })),
                 "{mode} {setup:?}: {result:?}"
             );
-            for server in &deployment.servers {
-                let exists = server
-                    .admin(&["EXISTS", key.redis_key()])
-                    .expect("EXISTS")
-                    .as_int();
+            for reply in deployment.admin_each(&["EXISTS", key.redis_key()]) {
+                let exists = reply.as_int();
                 assert_eq!(
                     exists,
                     Some(0),
