@@ -303,7 +303,8 @@ pub async fn connect(
         .map_err(|_| LockError::Timeout {
             node: address.clone(),
             after: options.connect_timeout,
-        })??;
+        })?
+        .map_err(|err| explain_topology_mismatch(&endpoint, err))?;
     let pong = node.command("PING", &[]).await?;
     if pong.as_text() != Some("PONG") {
         return Err(LockError::UnexpectedReply {
@@ -313,6 +314,25 @@ pub async fn connect(
         });
     }
     Ok(node)
+}
+
+/// A cluster config pointed at a server without cluster support fails deep
+/// in the client; say what is wrong and which field to change.
+fn explain_topology_mismatch(endpoint: &Endpoint, err: LockError) -> LockError {
+    let text = err.to_string();
+    if endpoint.topology == crate::topology::Topology::Cluster
+        && text.contains("cluster support disabled")
+    {
+        return LockError::config(
+            "topology",
+            format!(
+                "`cluster`, but {} is not a cluster node (the server says: cluster support \
+                 disabled); use topology `standalone` or `sentinel` for it",
+                endpoint.address()
+            ),
+        );
+    }
+    err
 }
 
 /// Maps a server error line (`CODE message`) to the right [`LockError`].

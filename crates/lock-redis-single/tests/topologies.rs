@@ -1,0 +1,194 @@
+//! Production topologies, the way users misconfigure them: a cluster config
+//! pointed at a standalone server, TLS against a plain port, a CA file that
+//! is missing, malformed or the wrong one, a cluster seed that is down while
+//! another is up. Each is a clear error naming the field or node, or the
+//! documented success, on both clients.
+//!
+//! These start TLS servers and clusters, so they run in the build with both
+//! clients and TLS (`cargo xtask test` runs it).
+
+#![cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError, NodeUrl, TlsConfig};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::{free_port, RedisCluster, RedisServer, TlsFiles};
+
+fn options() -> ConnectOptions {
+    ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+async fn connect(kind: ClientKind, endpoint: &Endpoint) -> Result<SingleNodeBackend, LockError> {
+    SingleNodeBackend::connect(kind, endpoint, options()).await
+}
+
+/// Connects and takes one lock, to show the connection really works.
+async fn lock_once(kind: ClientKind, endpoint: &Endpoint) -> Result<(), LockError> {
+    let backend = connect(kind, endpoint).await?;
+    let mut config = lock_core::LockConfig::default();
+    config.ttl = Duration::from_secs(5);
+    let manager = lock_core::LockManager::new(Arc::new(backend), config)?;
+    let guard = manager
+        .try_acquire("topology-check")
+        .await?
+        .expect("a free lock is granted");
+    guard.release().await
+}
+
+fn tls_config(files: &TlsFiles) -> TlsConfig {
+    TlsConfig::default()
+        .with_ca_file(files.ca_file())
+        .with_client_cert(files.cert_file(), files.key_file())
+}
+
+#[test]
+fn cluster_config_on_a_standalone_server_is_a_clear_error() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("redis-server");
+        for kind in ClientKind::compiled() {
+            let endpoint = Endpoint::cluster([server.url()]);
+            match connect(kind, &endpoint).await {
+                Err(LockError::InvalidConfig { field, reason }) => {
+                    assert_eq!(field, "topology", "{kind}: {reason}");
+                    assert!(
+                        reason.contains(&format!("127.0.0.1:{}", server.port())),
+                        "{kind}: the error names the node: {reason}"
+                    );
+                }
+                other => panic!("{kind}: a standalone server is no cluster: {other:?}"),
+            }
+        }
+    });
+}
+
+#[test]
+fn a_down_seed_is_skipped_when_another_answers() {
+    lock_testkit::run(async {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .expect("task")
+            .expect("cluster");
+        let dead = NodeUrl::new(format!("redis://127.0.0.1:{}", free_port().expect("port")));
+        let mut seeds = vec![dead];
+        seeds.extend(cluster.seed_urls());
+        for kind in ClientKind::compiled() {
+            lock_once(kind, &Endpoint::cluster(seeds.clone()))
+                .await
+                .unwrap_or_else(|err| panic!("{kind}: one dead seed of four: {err}"));
+        }
+    });
+}
+
+#[test]
+fn tls_against_a_plain_port_fails_fast_and_clearly() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("redis-server");
+        let files = TlsFiles::generate().expect("certificates");
+        let url = NodeUrl::new(format!("rediss://127.0.0.1:{}", server.port()));
+        for kind in ClientKind::compiled() {
+            let endpoint = Endpoint::standalone(url.clone()).with_tls(tls_config(&files));
+            let started = std::time::Instant::now();
+            let err = connect(kind, &endpoint)
+                .await
+                .expect_err("a plain server does not speak TLS");
+            assert!(
+                matches!(
+                    err,
+                    LockError::Connection { .. } | LockError::Timeout { .. }
+                ),
+                "{kind}: {err}"
+            );
+            assert!(
+                err.to_string().contains(&server.port().to_string()),
+                "{kind}: the error names the node: {err}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{kind}: bounded"
+            );
+        }
+    });
+}
+
+#[test]
+fn bad_ca_files_name_the_field() {
+    lock_testkit::run(async {
+        let files = TlsFiles::generate().expect("certificates");
+        let server = RedisServer::builder()
+            .tls(Arc::new(TlsFiles::generate().expect("certificates")))
+            .start()
+            .expect("TLS redis-server");
+        let url = server.tls_url().expect("TLS URL");
+        let garbage = files.dir().join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate").expect("write");
+        let cases = [
+            (
+                "missing",
+                TlsConfig::default().with_ca_file(files.dir().join("absent.pem")),
+                "tls.ca_file",
+            ),
+            (
+                "not PEM",
+                TlsConfig::default().with_ca_file(&garbage),
+                "tls.ca_file",
+            ),
+            (
+                "a key that is no key",
+                TlsConfig::default().with_client_cert(files.cert_file(), &garbage),
+                "tls.key_file",
+            ),
+        ];
+        for kind in ClientKind::compiled() {
+            for (case, tls, field) in &cases {
+                let endpoint = Endpoint::standalone(url.clone()).with_tls(tls.clone());
+                match connect(kind, &endpoint).await {
+                    Err(LockError::InvalidConfig { field: named, .. }) => {
+                        assert_eq!(&named, field, "{kind}, {case}")
+                    }
+                    other => panic!("{kind}, {case}: {other:?}"),
+                }
+            }
+            // A well-formed CA that did not sign the server's certificate.
+            let wrong_ca = Endpoint::standalone(url.clone()).with_tls(tls_config(&files));
+            let err = connect(kind, &wrong_ca)
+                .await
+                .expect_err("the server's certificate is not signed by this CA");
+            assert!(
+                matches!(
+                    err,
+                    LockError::Connection { .. } | LockError::Timeout { .. }
+                ),
+                "{kind}: {err}"
+            );
+        }
+    });
+}
+
+#[test]
+fn verified_clients_need_their_certificate() {
+    lock_testkit::run(async {
+        let files = Arc::new(TlsFiles::generate().expect("certificates"));
+        let server = RedisServer::builder()
+            .tls(Arc::clone(&files))
+            .tls_auth_clients(true)
+            .start()
+            .expect("TLS redis-server");
+        let url = server.tls_url().expect("TLS URL");
+        for kind in ClientKind::compiled() {
+            let without = Endpoint::standalone(url.clone())
+                .with_tls(TlsConfig::default().with_ca_file(files.ca_file()));
+            assert!(
+                lock_once(kind, &without).await.is_err(),
+                "{kind}: the server requires a client certificate"
+            );
+            lock_once(
+                kind,
+                &Endpoint::standalone(url.clone()).with_tls(tls_config(&files)),
+            )
+            .await
+            .unwrap_or_else(|err| panic!("{kind}: with the client certificate: {err}"));
+        }
+    });
+}
