@@ -195,14 +195,17 @@ impl LockError {
             | LockError::Timeout { .. } => true,
             LockError::Server { message, .. } => {
                 // READONLY: the server was demoted by a failover; the next
-                // attempt reaches the new master.
-                const TRANSIENT: [&str; 6] = [
+                // attempt reaches the new master. MOVED and ASK: a cluster
+                // slot moved more often than the client followed in one call.
+                const TRANSIENT: [&str; 8] = [
                     "BUSY",
                     "LOADING",
                     "TRYAGAIN",
                     "MASTERDOWN",
                     "CLUSTERDOWN",
                     "READONLY",
+                    "MOVED",
+                    "ASK",
                 ];
                 let code = message.split_whitespace().next().unwrap_or("");
                 TRANSIENT.contains(&code)

@@ -142,9 +142,10 @@ pub(super) async fn connect(
             let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
                 .connection_timeout(options.connect_timeout)
                 .response_timeout(options.command_timeout)
-                // Redirections (MOVED, ASK) and a failed-over master's
-                // replacement are followed within a few short retries.
-                .retries(4)
+                // Redirections (MOVED, ASK, TRYAGAIN mid-migration) and a
+                // failed-over master's replacement are followed within a few
+                // short retries; the response timeout bounds them all.
+                .retries(8)
                 .min_retry_wait(20)
                 .max_retry_wait(500);
             #[cfg(feature = "tls")]

@@ -1,0 +1,202 @@
+//! Faults of a Redis Cluster under held and contended locks, on both
+//! clients: a master killed and its replica promoted without the lock's key,
+//! and the lock's slot migrated to another master while it is held and
+//! contended.
+//!
+//! These start clusters, so they run in the build with both clients (and
+//! TLS), which `cargo xtask test` runs.
+
+#![cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockConfig, LockManager, RetryPolicy};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::{AdminReply, RedisCluster};
+
+fn config(ttl: Duration) -> LockConfig {
+    let mut config = LockConfig::default();
+    config.ttl = ttl;
+    config.wait_timeout = Duration::from_secs(10);
+    config.retry = RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(50));
+    config.connect_timeout = Duration::from_secs(2);
+    config.command_timeout = Duration::from_millis(500);
+    config
+}
+
+async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> LockManager {
+    let backend = SingleNodeBackend::connect(
+        kind,
+        Endpoint::cluster(cluster.seed_urls()),
+        ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+    )
+    .await
+    .expect("connect to the cluster");
+    LockManager::new(Arc::new(backend), config(ttl)).expect("config")
+}
+
+async fn start_cluster(replicas: usize) -> RedisCluster {
+    tokio::task::spawn_blocking(move || RedisCluster::start(3, replicas))
+        .await
+        .expect("task")
+        .expect("cluster")
+}
+
+/// The index in `cluster.nodes()` of the replica of the master on `port`.
+fn replica_of(cluster: &RedisCluster, port: u16) -> usize {
+    cluster
+        .nodes()
+        .iter()
+        .position(|node| {
+            node.is_running()
+                && matches!(node.admin(&["ROLE"]), Ok(AdminReply::Array(Some(role)))
+                    if role.first().and_then(AdminReply::as_text) == Some("slave")
+                        && role.get(2).and_then(AdminReply::as_int) == Some(i64::from(port)))
+        })
+        .expect("every master has a replica")
+}
+
+/// The master of the lock's slot dies before its replica saw the grant (the
+/// replica is paused and its link dropped while the lock is taken), and the
+/// replica takes over without the key. The holder must hear that its lease is lost, and the
+/// lock must work for new holders after the failover.
+#[test]
+fn failover_that_loses_the_key_is_reported_and_the_lock_works_after() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let mut cluster = start_cluster(1).await;
+            let holder = manager(kind, &cluster, Duration::from_secs(4)).await;
+            let key = holder.key("failover").expect("key");
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let master_port = cluster.master_of_slot(slot).expect("master").port();
+            let replica = replica_of(&cluster, master_port);
+            // Paused alone, the replica would still read the grant from its
+            // socket on waking; with its link dropped it never gets it.
+            cluster.nodes_mut()[replica]
+                .pause()
+                .expect("pause the replica");
+            cluster
+                .master_of_slot(slot)
+                .expect("master")
+                .admin(&["CLIENT", "KILL", "TYPE", "replica"])
+                .expect("drop the replication link");
+            let guard = holder
+                .try_acquire("failover")
+                .await
+                .expect("acquire")
+                .expect("a free lock");
+            cluster.kill_master_of_slot(slot).expect("kill the master");
+            cluster.nodes_mut()[replica]
+                .resume()
+                .expect("resume the replica");
+            let (promoted, key_survived) = {
+                let cluster = &cluster;
+                tokio::task::block_in_place(|| {
+                    cluster
+                        .wait_for_failover(slot, Duration::from_secs(20))
+                        .map(|node| {
+                            let exists = node.admin(&["EXISTS", key.redis_key()]);
+                            (node.port(), exists.ok().and_then(|reply| reply.as_int()))
+                        })
+                })
+                .expect("the replica takes over")
+            };
+            assert_ne!(promoted, master_port);
+            assert_eq!(key_survived, Some(0), "{kind}: the failover lost the key");
+            let reason = tokio::time::timeout(Duration::from_secs(15), guard.lost())
+                .await
+                .unwrap_or_else(|_| panic!("{kind}: the lost lease is reported"));
+            assert!(reason.is_some(), "{kind}: lost, not released");
+            assert!(!guard.is_valid(), "{kind}: the guard knows");
+            let newcomer = manager(kind, &cluster, Duration::from_secs(4)).await;
+            let guard = newcomer
+                .acquire("failover")
+                .await
+                .unwrap_or_else(|err| panic!("{kind}: the lock works after the failover: {err}"));
+            guard.release().await.expect("release");
+        }
+    });
+}
+
+/// The lock's slot moves to another master (keys migrated one batch at a
+/// time, `ASK` and `MOVED` in between) while tasks hold and contend for the
+/// lock: never two holders at once, and every holder keeps its lease.
+#[test]
+fn slot_migration_under_contention_keeps_one_holder() {
+    const TASKS: usize = 4;
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let cluster = start_cluster(0).await;
+            let locks = Arc::new(manager(kind, &cluster, Duration::from_secs(2)).await);
+            let key = locks.key("migrating").expect("key");
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let source = cluster.master_of_slot(slot).expect("master").port();
+            let target = cluster
+                .masters()
+                .expect("masters")
+                .into_iter()
+                .find(|master| master.port() != source)
+                .expect("another master")
+                .port();
+            let inside = Arc::new(AtomicUsize::new(0));
+            let entries = Arc::new(AtomicUsize::new(0));
+            let deadline = Instant::now() + Duration::from_secs(4);
+            let workers: Vec<_> = (0..TASKS)
+                .map(|_| {
+                    let locks = Arc::clone(&locks);
+                    let inside = Arc::clone(&inside);
+                    let entries = Arc::clone(&entries);
+                    tokio::spawn(async move {
+                        while Instant::now() < deadline {
+                            let guard = match locks.acquire("migrating").await {
+                                Ok(guard) => guard,
+                                // A wait can end in TRYAGAIN or a redirect
+                                // mid-migration; try again.
+                                Err(err) if err.is_retryable() => continue,
+                                Err(err) => panic!("acquire: {err}"),
+                            };
+                            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                            entries.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                            assert!(guard.is_valid(), "a holder lost its lease");
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                            guard.release().await.expect("release");
+                        }
+                    })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            {
+                let cluster = &cluster;
+                tokio::task::block_in_place(|| {
+                    let target = cluster
+                        .nodes()
+                        .iter()
+                        .find(|node| node.port() == target)
+                        .expect("target");
+                    let migration = cluster
+                        .begin_slot_migration(slot, target)
+                        .expect("begin the migration");
+                    std::thread::sleep(Duration::from_millis(300));
+                    migration.move_keys().expect("move the keys");
+                    std::thread::sleep(Duration::from_millis(300));
+                    migration.finish().expect("finish the migration");
+                });
+            }
+            for worker in workers {
+                worker.await.unwrap_or_else(|err| panic!("{kind}: {err}"));
+            }
+            assert_eq!(
+                cluster.master_of_slot(slot).expect("owner").port(),
+                target,
+                "the slot moved"
+            );
+            assert!(
+                entries.load(Ordering::SeqCst) >= TASKS,
+                "{kind}: the lock was used"
+            );
+        }
+    });
+}
