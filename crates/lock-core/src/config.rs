@@ -10,7 +10,7 @@ use crate::client::ClientKind;
 use crate::error::LockError;
 use crate::key::validate_prefix;
 use crate::timing::{validate_ttl, MIN_TTL};
-use crate::topology::{Endpoint, SentinelAuth, TlsConfig, Topology};
+use crate::topology::{Endpoint, ReplicasConfig, SentinelAuth, TlsConfig, Topology};
 
 /// How a lock is taken, kept and waited for. Durations are written for humans in
 /// config files: `"30s"`, `"250ms"`, `"1m 30s"`.
@@ -46,6 +46,9 @@ pub struct LockConfig {
     /// Certificates for `rediss://` nodes; the system roots when no CA file
     /// is given.
     pub tls: TlsConfig,
+    /// Replica acknowledgements after each acquire and extend (`WAIT`):
+    /// `count` replicas within `timeout`. Off by default. Not with Redlock.
+    pub replicas: ReplicasConfig,
     /// The Redis client library to talk through. Default: `redis` when that cargo
     /// feature is enabled, otherwise `fred`.
     pub client: ClientKind,
@@ -98,6 +101,7 @@ impl Default for LockConfig {
             sentinel_service: None,
             sentinel_auth: SentinelAuth::default(),
             tls: TlsConfig::default(),
+            replicas: ReplicasConfig::default(),
             client: ClientKind::default(),
             ttl: Duration::from_secs(30),
             key_prefix: "lock:".to_owned(),
@@ -176,6 +180,13 @@ impl LockConfig {
         validate_timeout("connect_timeout", self.connect_timeout)?;
         validate_timeout("command_timeout", self.command_timeout)?;
         validate_timeout("node_timeout", self.node_timeout)?;
+        self.replicas.validate(self.command_timeout)?;
+        if self.replicas.is_on() && self.replicas.timeout >= self.ttl {
+            return Err(LockError::config(
+                "replicas.timeout",
+                "must be below the TTL, or a grant can expire while replicas are awaited",
+            ));
+        }
         if self.node_timeout >= self.ttl {
             return Err(LockError::config(
                 "node_timeout",
@@ -200,7 +211,7 @@ impl LockConfig {
                 .nodes
                 .iter()
                 .map(|node| {
-                    let endpoint = Endpoint::standalone(node.clone());
+                    let endpoint = Endpoint::standalone(node.clone()).with_replicas(self.replicas);
                     if node.is_tls() {
                         endpoint.with_tls(self.tls.clone())
                     } else {
@@ -214,6 +225,7 @@ impl LockConfig {
                 sentinel_service: self.sentinel_service.clone(),
                 sentinel_auth: self.sentinel_auth.clone(),
                 tls: self.tls.clone(),
+                replicas: self.replicas,
             }],
         }
     }

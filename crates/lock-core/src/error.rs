@@ -165,6 +165,22 @@ pub enum LockError {
         /// The TTL asked for.
         ttl: Duration,
     },
+    /// Fewer replicas than `replicas.count` acknowledged a grant or renewal
+    /// within `replicas.timeout`. A grant was released again; a renewal did
+    /// not move the lease's deadline.
+    #[error(
+        "{node}: {acknowledged} of the {needed} replicas needed acknowledged within {timeout:?}"
+    )]
+    ReplicasNotAcknowledged {
+        /// The master's address (or the deployment's), without credentials.
+        node: String,
+        /// How many replicas acknowledged.
+        acknowledged: u32,
+        /// How many were asked for.
+        needed: u32,
+        /// How long they were waited for.
+        timeout: Duration,
+    },
     /// The config names a Redis client whose cargo feature is not enabled.
     #[error("the `{client}` client is not compiled in: enable the cargo feature `{client}`")]
     ClientNotCompiled {
@@ -191,6 +207,7 @@ impl LockError {
             LockError::NotAcquired { .. }
             | LockError::QuorumNotReached { .. }
             | LockError::GrantedTooLate { .. }
+            | LockError::ReplicasNotAcknowledged { .. }
             | LockError::Connection { .. }
             | LockError::Timeout { .. } => true,
             LockError::Server { message, .. } => {

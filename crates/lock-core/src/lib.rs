@@ -43,7 +43,7 @@ pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use notify::{ReleaseNotifier, ReleaseWatch};
 pub use scripted::ScriptedNode;
 pub use timing::{MAX_TTL, MIN_TTL};
-pub use topology::{Endpoint, Secret, SentinelAuth, TlsConfig, Topology};
+pub use topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};
 
 /// Re-exported so backends and users name the same `async_trait`.
 pub use async_trait::async_trait;

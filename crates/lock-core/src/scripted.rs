@@ -9,13 +9,14 @@ use crate::error::LockError;
 use crate::key::LockKey;
 use crate::notify::{ReleaseNotifier, ReleaseWatch};
 use crate::script::{Script, FORCE_RELEASE};
-use crate::topology::Endpoint;
+use crate::topology::{Endpoint, ReplicasConfig};
 
 /// A node that runs a strategy's scripts and can notify waiters.
 #[derive(Debug, Clone)]
 pub struct ScriptedNode {
     client: Arc<dyn NodeClient>,
     notifier: Option<Arc<ReleaseNotifier>>,
+    replicas: ReplicasConfig,
 }
 
 impl ScriptedNode {
@@ -32,6 +33,7 @@ impl ScriptedNode {
         let client = client::connect(kind, &endpoint, options).await?;
         Ok(ScriptedNode {
             client,
+            replicas: endpoint.replicas,
             notifier: Some(Arc::new(ReleaseNotifier::new(kind, endpoint, options))),
         })
     }
@@ -42,6 +44,54 @@ impl ScriptedNode {
         ScriptedNode {
             client,
             notifier: None,
+            replicas: ReplicasConfig::default(),
+        }
+    }
+
+    /// Waits for `replicas` after each acquire and extend; see
+    /// [`ScriptedNode::acknowledged`].
+    pub fn with_replicas(mut self, replicas: ReplicasConfig) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// After a write to `key` on this connection: `Ok` if no replica
+    /// acknowledgement is asked for, or if `WAIT` saw enough replicas in
+    /// time; otherwise [`LockError::ReplicasNotAcknowledged`]. The caller
+    /// undoes or disowns the write.
+    pub async fn acknowledged(&self, key: &LockKey) -> Result<(), LockError> {
+        if !self.replicas.is_on() {
+            return Ok(());
+        }
+        let count = self.replicas.count.to_string();
+        let millis = crate::timing::ttl_millis(self.replicas.timeout).to_string();
+        let reply = self
+            .client
+            .command_on_key(
+                key.redis_key().as_bytes(),
+                "WAIT",
+                &[count.as_bytes(), millis.as_bytes()],
+            )
+            .await?;
+        let acknowledged = match reply {
+            Reply::Int(acknowledged) => u32::try_from(acknowledged).unwrap_or(0),
+            other => {
+                return Err(LockError::UnexpectedReply {
+                    node: self.client.address().to_owned(),
+                    script: "WAIT",
+                    reply: other.to_string(),
+                })
+            }
+        };
+        if acknowledged >= self.replicas.count {
+            Ok(())
+        } else {
+            Err(LockError::ReplicasNotAcknowledged {
+                node: self.client.address().to_owned(),
+                acknowledged,
+                needed: self.replicas.count,
+                timeout: self.replicas.timeout,
+            })
         }
     }
 

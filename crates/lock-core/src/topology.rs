@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -101,6 +102,79 @@ impl TlsConfig {
     }
 }
 
+/// Waiting for replicas: after every acquire and extend, `WAIT count
+/// timeout` on the same connection. An acquire that fewer than `count`
+/// replicas acknowledged in time is released and fails with
+/// [`LockError::ReplicasNotAcknowledged`] (retryable); an extend that fewer
+/// acknowledged fails the same way, so the lease's deadline does not move.
+///
+/// What it buys: a grant the caller was told about is on `count` replicas,
+/// so a failover to one of them keeps it. What it does not: `WAIT` makes no
+/// write linearizable, a replica can still be promoted without it if fewer
+/// than all replicas acknowledged, and a failed-over master's unacknowledged
+/// write can still be lost. Off (`count = 0`) by default.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ReplicasConfig {
+    /// How many replicas must acknowledge each grant and renewal; 0 for none.
+    pub count: u32,
+    /// How long to wait for them. Must be below the command timeout and the
+    /// TTL. Default: 50 ms.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for ReplicasConfig {
+    fn default() -> Self {
+        ReplicasConfig {
+            count: 0,
+            timeout: Duration::from_millis(50),
+        }
+    }
+}
+
+impl ReplicasConfig {
+    /// Waits for `count` replicas for at most `timeout` after each write.
+    pub fn new(count: u32, timeout: Duration) -> Self {
+        ReplicasConfig { count, timeout }
+    }
+
+    /// Whether any replica acknowledgement is asked for.
+    pub fn is_on(&self) -> bool {
+        self.count > 0
+    }
+
+    /// Checks the values against the command timeout; errors name
+    /// `replicas.<field>`.
+    pub fn validate(&self, command_timeout: Duration) -> Result<(), LockError> {
+        if !self.is_on() {
+            return Ok(());
+        }
+        if self.count > 64 {
+            return Err(LockError::config(
+                "replicas.count",
+                format!("{} is more replicas than any deployment has", self.count),
+            ));
+        }
+        // WAIT with 0 ms blocks forever.
+        if self.timeout < Duration::from_millis(1) {
+            return Err(LockError::config(
+                "replicas.timeout",
+                "must be at least 1 ms (WAIT with 0 waits forever)",
+            ));
+        }
+        if self.timeout >= command_timeout {
+            return Err(LockError::config(
+                "replicas.timeout",
+                "must be below command_timeout, or every WAIT that runs out is reported as a \
+                 dead node",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A secret (a sentinel password) that `Debug` never shows.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
@@ -165,6 +239,8 @@ pub struct Endpoint {
     pub sentinel_auth: SentinelAuth,
     /// Certificates for `rediss://` nodes.
     pub tls: TlsConfig,
+    /// How many replicas must acknowledge each grant and renewal.
+    pub replicas: ReplicasConfig,
 }
 
 impl Endpoint {
@@ -176,6 +252,7 @@ impl Endpoint {
             sentinel_service: None,
             sentinel_auth: SentinelAuth::default(),
             tls: TlsConfig::default(),
+            replicas: ReplicasConfig::default(),
         }
     }
 
@@ -187,6 +264,7 @@ impl Endpoint {
             sentinel_service: None,
             sentinel_auth: SentinelAuth::default(),
             tls: TlsConfig::default(),
+            replicas: ReplicasConfig::default(),
         }
     }
 
@@ -202,12 +280,19 @@ impl Endpoint {
             sentinel_service: Some(service.into()),
             sentinel_auth: SentinelAuth::default(),
             tls: TlsConfig::default(),
+            replicas: ReplicasConfig::default(),
         }
     }
 
     /// The same endpoint with `tls` for its `rediss://` nodes.
     pub fn with_tls(mut self, tls: TlsConfig) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// The same endpoint, waiting for `replicas` after each acquire and extend.
+    pub fn with_replicas(mut self, replicas: ReplicasConfig) -> Self {
+        self.replicas = replicas;
         self
     }
 

@@ -72,6 +72,29 @@ impl SingleNodeBackend {
     pub fn node(&self) -> &Arc<dyn NodeClient> {
         self.node.client()
     }
+
+    /// A grant stands once enough replicas acknowledged it (when replicas
+    /// are asked for); otherwise it is released again and the acquire fails
+    /// with [`LockError::ReplicasNotAcknowledged`].
+    async fn acknowledged_grant(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        outcome: AcquireOutcome,
+    ) -> Result<AcquireOutcome, LockError> {
+        if !matches!(outcome, AcquireOutcome::Acquired { .. }) {
+            return Ok(outcome);
+        }
+        if let Err(err) = self.node.acknowledged(key).await {
+            // Best effort: if this fails too, the key expires with its TTL,
+            // and the manager also cleans up an attempt that ended in error.
+            if let Err(release) = self.release(key, hold).await {
+                tracing::debug!(key = key.name(), error = %release, "could not undo an unacknowledged grant");
+            }
+            return Err(err);
+        }
+        Ok(outcome)
+    }
 }
 
 #[async_trait]
@@ -91,8 +114,9 @@ impl LockBackend for SingleNodeBackend {
         let keys = [key.redis_key(), key.fence_key()];
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.node.run(&single::ACQUIRE, &keys, &args).await?;
-        acquire_outcome(key, &reply)
-            .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))
+        let outcome = acquire_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))?;
+        self.acknowledged_grant(key, hold, outcome).await
     }
 
     async fn extend(
@@ -109,7 +133,12 @@ impl LockBackend for SingleNodeBackend {
             .run(&single::EXTEND, &[key.redis_key()], &args)
             .await?;
         match reply {
-            Reply::Int(1) => Ok(ExtendOutcome::Extended { ttl }),
+            Reply::Int(1) => {
+                // Unacknowledged, the renewal may not survive a failover:
+                // an error keeps the lease's deadline where it was.
+                self.node.acknowledged(key).await?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
             other => Err(self.node.unexpected(&single::EXTEND, &other)),
         }
@@ -169,8 +198,9 @@ impl LockBackend for SingleNodeBackend {
             hold.value().as_bytes(),
         ];
         let reply = self.node.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
-        acquire_outcome(key, &reply)
-            .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))
+        let outcome = acquire_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
+        self.acknowledged_grant(key, hold, outcome).await
     }
 
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {

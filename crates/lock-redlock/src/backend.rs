@@ -129,6 +129,16 @@ impl RedlockBackend {
                 ),
             });
         }
+        if let Some(endpoint) = endpoints.iter().find(|endpoint| endpoint.replicas.is_on()) {
+            return Err(LockError::InvalidConfig {
+                field: "replicas".into(),
+                reason: format!(
+                    "{}: Redlock does not wait for replicas; its nodes are meant to be \
+                     independent masters (use persistence or delayed restarts instead)",
+                    endpoint.address()
+                ),
+            });
+        }
         let mut config = LockConfig::default();
         config.nodes = endpoints
             .iter()

@@ -128,9 +128,17 @@ impl LockBackend for ReentrantBackend {
                         _ => return Err(self.node.unexpected(&reentrant::ACQUIRE, &reply)),
                     },
                 };
-                Ok(AcquireOutcome::Acquired {
-                    fencing_token: Some(FencingToken::new(token)),
-                })
+                let fencing_token = Some(FencingToken::new(token));
+                if let Err(err) = self.node.acknowledged(key).await {
+                    // Undo this hold (one level of a re-entry); if that fails
+                    // too, the key expires with its TTL.
+                    let granted = hold.clone().granted(fencing_token);
+                    if let Err(release) = self.release(key, &granted).await {
+                        tracing::debug!(key = key.name(), error = %release, "could not undo an unacknowledged grant");
+                    }
+                    return Err(err);
+                }
+                Ok(AcquireOutcome::Acquired { fencing_token })
             }
             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
                 remaining: remaining_from_pttl(*pttl),
@@ -159,9 +167,14 @@ impl LockBackend for ReentrantBackend {
         match reply {
             // The TTL the key now has: the one asked for, or a longer one the
             // hold's other guards set.
-            Reply::Int(ttl_set) if ttl_set >= 1 => Ok(ExtendOutcome::Extended {
-                ttl: Duration::from_millis(ttl_set.unsigned_abs()),
-            }),
+            Reply::Int(ttl_set) if ttl_set >= 1 => {
+                // Unacknowledged, the renewal may not survive a failover:
+                // an error keeps the lease's deadline where it was.
+                self.node.acknowledged(key).await?;
+                Ok(ExtendOutcome::Extended {
+                    ttl: Duration::from_millis(ttl_set.unsigned_abs()),
+                })
+            }
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
             other => Err(self.node.unexpected(&reentrant::EXTEND, &other)),
         }

@@ -193,14 +193,15 @@ fn routing(name: &str, args: &[&[u8]]) -> ClusterHash {
     }
 }
 
-#[async_trait]
-impl NodeClient for FredNode {
-    fn address(&self) -> &str {
-        &self.address
-    }
-
-    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
-        let command = CustomCommand::new_static(name, routing(name, args), false);
+impl FredNode {
+    /// Sends `name args...` where `hash` routes it on a cluster.
+    async fn send(
+        &self,
+        name: &'static str,
+        hash: ClusterHash,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        let command = CustomCommand::new_static(name, hash, false);
         let args: Vec<Value> = args
             .iter()
             .map(|arg| Value::Bytes(arg.to_vec().into()))
@@ -211,6 +212,31 @@ impl NodeClient for FredNode {
             .await
             .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         convert(&self.address, value)
+    }
+}
+
+#[async_trait]
+impl NodeClient for FredNode {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
+        self.send(name, routing(name, args), args).await
+    }
+
+    async fn command_on_key(
+        &self,
+        key: &[u8],
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        self.send(
+            name,
+            ClusterHash::Custom(fred::util::redis_keyslot(key)),
+            args,
+        )
+        .await
     }
 }
 

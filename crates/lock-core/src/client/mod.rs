@@ -206,6 +206,20 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
 
     /// Sends `name args...` and returns the reply.
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError>;
+
+    /// Sends `name args...` on the connection that serves `key`: on a
+    /// cluster, to the master of its hash slot, for keyless commands that
+    /// must follow a write there (`WAIT`). Elsewhere the same as
+    /// [`command`](Self::command).
+    async fn command_on_key(
+        &self,
+        key: &[u8],
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        let _ = key;
+        self.command(name, args).await
+    }
 }
 
 /// A connection that receives published messages, whatever library holds it.

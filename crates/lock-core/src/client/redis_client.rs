@@ -325,6 +325,32 @@ impl NodeClient for RedisNode {
         let value = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         convert(&self.address, value)
     }
+
+    async fn command_on_key(
+        &self,
+        key: &[u8],
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        let Link::Cluster(connection) = &self.link else {
+            return self.command(name, args).await;
+        };
+        use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+        let mut command = redis::cmd(name);
+        for arg in args.iter().copied() {
+            command.arg(arg);
+        }
+        let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+        let value = connection
+            .clone()
+            .route_command(
+                command,
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+            )
+            .await
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        convert(&self.address, value)
+    }
 }
 
 fn convert(address: &str, value: redis::Value) -> Result<Reply, LockError> {

@@ -1,0 +1,253 @@
+//! Waiting for replicas (`replicas.count`, `WAIT`), on both clients and both
+//! single-node strategies' common path: a grant the caller is told about is
+//! on the replicas; one they did not acknowledge in time is released again
+//! and reported as a retryable error; a renewal they did not acknowledge
+//! does not move the deadline; on a cluster the `WAIT` goes to the master of
+//! the lock's slot.
+//!
+//! They start replicas and a cluster, so they run in the build with both
+//! clients (and TLS), which `cargo xtask test` runs.
+
+#![cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::{
+    ClientKind, ConnectOptions, Endpoint, LockConfig, LockError, LockManager, ReplicasConfig,
+};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::{AdminReply, DelayProxy, RedisCluster, RedisServer};
+
+fn options() -> ConnectOptions {
+    ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+fn config() -> LockConfig {
+    let mut config = LockConfig::default();
+    config.ttl = Duration::from_secs(5);
+    config.wait_timeout = Duration::ZERO;
+    config.command_timeout = Duration::from_millis(500);
+    config
+}
+
+async fn manager(kind: ClientKind, endpoint: Endpoint) -> LockManager {
+    let backend = SingleNodeBackend::connect(kind, endpoint, options())
+        .await
+        .expect("connect");
+    LockManager::new(Arc::new(backend), config()).expect("config")
+}
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server
+        .admin(&["EXISTS", key])
+        .ok()
+        .and_then(|reply| reply.as_int())
+        == Some(1)
+}
+
+fn wait_for_sync(replica: &RedisServer) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !replica
+        .info("replication")
+        .is_ok_and(|info| info.contains("master_link_status:up"))
+    {
+        assert!(std::time::Instant::now() < deadline, "replica never synced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// With a replica that is reachable only through a 50 ms link, how many of
+/// the grants a caller was told about are not yet on the replica at that
+/// moment (so a failover right then would lose them): all of them without
+/// `WAIT`, none with it. The figures go to docs/TOPOLOGIES.md.
+#[test]
+fn acknowledged_grants_are_on_the_replica() {
+    const ROUNDS: usize = 10;
+    lock_testkit::run(async {
+        let master = RedisServer::start().expect("master");
+        let link = DelayProxy::start(master.port(), Duration::from_millis(50))
+            .await
+            .expect("proxy");
+        let replica = RedisServer::builder()
+            .replica_of(link.port())
+            .start()
+            .expect("replica");
+        tokio::task::block_in_place(|| wait_for_sync(&replica));
+        for kind in ClientKind::compiled() {
+            for (mode, replicas) in [
+                ("without WAIT", ReplicasConfig::default()),
+                (
+                    "replicas.count = 1",
+                    ReplicasConfig::new(1, Duration::from_millis(300)),
+                ),
+            ] {
+                let locks = manager(
+                    kind,
+                    Endpoint::standalone(master.url()).with_replicas(replicas),
+                )
+                .await;
+                let mut missing = 0;
+                for round in 0..ROUNDS {
+                    let name = format!("{kind}-{}-{round}", replicas.count);
+                    let guard = locks
+                        .try_acquire(&name)
+                        .await
+                        .expect("acquire")
+                        .expect("a free lock");
+                    let key = locks.key(&name).expect("key");
+                    if !exists(&replica, key.redis_key()) {
+                        missing += 1;
+                    }
+                    guard.release().await.expect("release");
+                }
+                println!(
+                    "{kind}, {mode}: {missing} of {ROUNDS} granted locks not yet on the replica"
+                );
+                if replicas.is_on() {
+                    assert_eq!(
+                        missing, 0,
+                        "{kind}: every acknowledged grant is on the replica"
+                    );
+                } else {
+                    assert!(missing > 0, "{kind}: the 50 ms link lags behind grants");
+                }
+            }
+        }
+    });
+}
+
+/// A replica that does not answer in time: the grant is refused with a
+/// retryable error and released on the master; a renewal is refused and the
+/// deadline stays; fewer replicas than asked for never grant.
+#[test]
+fn unacknowledged_grants_and_renewals_are_refused() {
+    lock_testkit::run(async {
+        let master = RedisServer::start().expect("master");
+        let mut replica = RedisServer::builder()
+            .replica_of(master.port())
+            .start()
+            .expect("replica");
+        tokio::task::block_in_place(|| wait_for_sync(&replica));
+        let replicas = ReplicasConfig::new(1, Duration::from_millis(50));
+        for kind in ClientKind::compiled() {
+            let locks = manager(
+                kind,
+                Endpoint::standalone(master.url()).with_replicas(replicas),
+            )
+            .await;
+            let held = locks
+                .try_acquire("renewed")
+                .await
+                .expect("acquire with a live replica")
+                .expect("a free lock");
+            replica.pause().expect("pause the replica");
+            match locks.try_acquire("refused").await {
+                Err(err @ LockError::ReplicasNotAcknowledged { .. }) => {
+                    assert!(err.is_retryable(), "{kind}: {err}");
+                    let text = err.to_string();
+                    assert!(text.contains("0 of the 1"), "{kind}: {text}");
+                }
+                other => panic!("{kind}: a grant no replica has: {other:?}"),
+            }
+            let key = locks.key("refused").expect("key");
+            assert!(
+                !exists(&master, key.redis_key()),
+                "{kind}: the refused grant was released"
+            );
+            let renewed = held.extend(Duration::from_secs(60)).await;
+            assert!(
+                matches!(renewed, Err(LockError::ReplicasNotAcknowledged { .. })),
+                "{kind}: a renewal no replica has: {renewed:?}"
+            );
+            assert!(
+                held.remaining() <= Duration::from_secs(5),
+                "{kind}: the deadline did not move to the unacknowledged 60 s: {:?}",
+                held.remaining()
+            );
+            replica.resume().expect("resume the replica");
+            held.release().await.expect("release");
+            let two = manager(
+                kind,
+                Endpoint::standalone(master.url())
+                    .with_replicas(ReplicasConfig::new(2, Duration::from_millis(50))),
+            )
+            .await;
+            assert!(
+                matches!(
+                    two.try_acquire("two").await,
+                    Err(LockError::ReplicasNotAcknowledged {
+                        acknowledged: 1,
+                        needed: 2,
+                        ..
+                    })
+                ),
+                "{kind}: two replicas asked of one"
+            );
+        }
+    });
+}
+
+/// On a cluster, `WAIT` must reach the master that took the grant: with the
+/// replica of the lock's master paused, the grant is refused (a `WAIT` sent
+/// anywhere else would see its own idle replica and pass).
+#[test]
+fn cluster_waits_on_the_slots_master() {
+    lock_testkit::run(async {
+        let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+            .await
+            .expect("task")
+            .expect("cluster");
+        let replicas = ReplicasConfig::new(1, Duration::from_millis(50));
+        for kind in ClientKind::compiled() {
+            let locks = manager(
+                kind,
+                Endpoint::cluster(cluster.seed_urls()).with_replicas(replicas),
+            )
+            .await;
+            let guard = locks
+                .try_acquire("routed")
+                .await
+                .expect("acquire")
+                .expect("a free lock");
+            guard.release().await.expect("release");
+            let key = locks.key("routed").expect("key");
+            let master = cluster
+                .master_of_key(key.redis_key())
+                .expect("master")
+                .port();
+            let replica = cluster
+                .nodes()
+                .iter()
+                .position(|node| {
+                    matches!(node.admin(&["ROLE"]), Ok(AdminReply::Array(Some(role)))
+                        if role.get(2).and_then(AdminReply::as_int) == Some(i64::from(master)))
+                })
+                .expect("the master's replica");
+            cluster.nodes_mut()[replica].pause().expect("pause");
+            let refused = locks.try_acquire("routed").await;
+            cluster.nodes_mut()[replica].resume().expect("resume");
+            assert!(
+                matches!(refused, Err(LockError::ReplicasNotAcknowledged { .. })),
+                "{kind}: WAIT reached the slot's master: {refused:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn replica_settings_are_checked() {
+    let mut config = config();
+    config.replicas = ReplicasConfig::new(1, Duration::from_millis(500));
+    match config.validate() {
+        Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "replicas.timeout"),
+        other => panic!("a WAIT as long as the command timeout: {other:?}"),
+    }
+    config.replicas = ReplicasConfig::new(1, Duration::ZERO);
+    match config.validate() {
+        Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "replicas.timeout"),
+        other => panic!("WAIT 0 blocks forever: {other:?}"),
+    }
+    config.replicas = ReplicasConfig::new(1, Duration::from_millis(50));
+    config.validate().expect("a sound setting");
+}
