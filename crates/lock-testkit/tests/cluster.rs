@@ -191,7 +191,8 @@ fn fewer_than_three_masters_is_a_clear_error() {
 fn a_tls_cluster_tells_tls_clients_its_tls_ports() {
     let files = std::sync::Arc::new(lock_testkit::TlsFiles::generate().expect("certificates"));
     let cluster = RedisCluster::builder(3, 1)
-        .tls(files.clone(), false)
+        .tls(files.clone())
+        .tls_auth_clients(false)
         .start()
         .expect("start a TLS cluster");
     assert_eq!(cluster.tls_seed_urls().len(), 6);
