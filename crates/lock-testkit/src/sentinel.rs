@@ -499,8 +499,9 @@ impl SentinelGroup {
     /// Waits until every running sentinel names the same running master,
     /// which answers as a master; every other running server replicates
     /// from it and is in sync; and every running sentinel sees the master up
-    /// with no failover in progress, knows every other sentinel, and sees
-    /// every running replica as a replica.
+    /// with no failover in progress, knows every other sentinel and is
+    /// linked to every running one, and sees every running replica as a
+    /// replica.
     ///
     /// After a failover this takes about 10 s: a sentinel turns a server that
     /// still calls itself master (the old master, alive or restarted) into a
@@ -611,6 +612,37 @@ impl SentinelGroup {
                     "sentinel on port {port} knows {} other sentinels, not {others}",
                     field("num-other-sentinels")
                 ));
+            }
+            // Sentinels count each other by hello messages, but vote over
+            // links of their own: those must be up too.
+            let peers = match sentinel.admin(&["SENTINEL", "SENTINELS", &self.service_name]) {
+                Ok(AdminReply::Array(Some(items))) => items.iter().map(pairs).collect::<Vec<_>>(),
+                other => {
+                    return Err(format!(
+                        "sentinel on port {port}: SENTINEL SENTINELS answered {other:?}"
+                    ))
+                }
+            };
+            for other in self
+                .sentinels
+                .iter()
+                .filter(|s| s.is_running() && s.port() != port)
+            {
+                let flags = peers
+                    .iter()
+                    .find(|fields| {
+                        fields
+                            .iter()
+                            .any(|(key, value)| key == "port" && *value == other.port().to_string())
+                    })
+                    .and_then(|fields| fields.iter().find(|(key, _)| key == "flags"))
+                    .map_or("unknown", |(_, flags)| flags.as_str());
+                if flags != "sentinel" {
+                    return Err(format!(
+                        "sentinel on port {port} sees the sentinel on port {} as {flags}",
+                        other.port()
+                    ));
+                }
             }
             let known = match sentinel.admin(&["SENTINEL", "REPLICAS", &self.service_name]) {
                 Ok(AdminReply::Array(Some(items))) => items.iter().map(pairs).collect::<Vec<_>>(),

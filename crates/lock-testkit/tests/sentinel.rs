@@ -137,3 +137,25 @@ fn bad_groups_are_refused_with_a_reason() {
         assert!(err.to_string().contains(expected), "{err}");
     }
 }
+
+#[test]
+fn a_password_protected_group_settles_and_fails_over() {
+    let group = SentinelGroup::builder("protected")
+        .password("s3cret")
+        .replicas(1)
+        .sentinels(3)
+        .start()
+        .expect("start: replicas and sentinels authenticate");
+    let master = group.master().expect("master");
+    assert!(master.url().expose().contains("s3cret"));
+    assert!(
+        group
+            .sentinel_urls()
+            .iter()
+            .all(|url| !url.expose().contains('@')),
+        "sentinels have no password"
+    );
+    let old = master.port();
+    let new = group.failover(Duration::from_secs(30)).expect("failover");
+    assert_ne!(new.port(), old);
+}
