@@ -234,8 +234,10 @@ impl SentinelGroupBuilder {
         self
     }
 
-    /// `sentinel failover-timeout` (5 s unless set). Sentinel will not try
-    /// another failover of the same master within twice this time.
+    /// `sentinel failover-timeout` (5 s unless set): a failover that has
+    /// not finished in this time is given up, and another attempt on the
+    /// same master waits twice this time. A finished failover does not hold
+    /// the next one back.
     pub fn failover_timeout(mut self, failover_timeout: Duration) -> Self {
         self.failover_timeout = failover_timeout;
         self
@@ -431,11 +433,11 @@ impl SentinelGroup {
 
     /// Asks one sentinel for a failover (`SENTINEL FAILOVER <name>`, which
     /// needs no agreement), then waits (bounded by `timeout`) until every
-    /// running sentinel names another master and that server answers as a
-    /// master; returns it (about 1 s). The old master is turned into a
-    /// replica only about 10 s later (see
-    /// [`wait_until_settled`](Self::wait_until_settled)): until then it
-    /// still calls itself master and takes writes.
+    /// running sentinel names another master, with the failover finished
+    /// (see [`wait_for_new_master`](Self::wait_for_new_master)); returns it
+    /// (1 to 2 s). The old master is turned into a replica only about 10 s
+    /// later (see [`wait_until_settled`](Self::wait_until_settled)): until
+    /// then it still calls itself master and takes writes.
     pub fn failover(&self, timeout: Duration) -> io::Result<&RedisServer> {
         let old = self.master_address()?;
         let sentinel = self
@@ -475,7 +477,9 @@ impl SentinelGroup {
     }
 
     /// Waits until every running sentinel names the same master, not `old`,
-    /// and that server is running and answers as a master; returns it.
+    /// with no failover in progress (the other replicas have been pointed
+    /// at it, so another failover may start at once), and that server is
+    /// running and answers as a master; returns it.
     pub fn wait_for_new_master(
         &self,
         old: SocketAddr,
@@ -490,6 +494,15 @@ impl SentinelGroup {
             let role = self.role_of(&self.servers[index])?;
             if role != "master" {
                 return Err(format!("{address} is named, but is a {role}"));
+            }
+            for sentinel in self.sentinels.iter().filter(|s| s.is_running()) {
+                let flags = self.master_flags(sentinel)?;
+                if flags.split(',').any(|flag| flag.starts_with("failover")) {
+                    return Err(format!(
+                        "sentinel on port {} sees the master as {flags}",
+                        sentinel.port()
+                    ));
+                }
             }
             Ok(index)
         })?;
@@ -509,6 +522,24 @@ impl SentinelGroup {
     /// server's role every 10 s (every second during a failover).
     pub fn wait_until_settled(&self, timeout: Duration) -> io::Result<()> {
         wait_until(timeout, "a settled sentinel group", || self.check_settled())
+    }
+
+    /// The master's flags as `sentinel` sees them (`master`,
+    /// `master,failover_in_progress`, `master,s_down`, ...).
+    fn master_flags(&self, sentinel: &Sentinel) -> Result<String, String> {
+        let reply = sentinel
+            .admin(&["SENTINEL", "MASTER", &self.service_name])
+            .map_err(|err| format!("sentinel on port {}: {err}", sentinel.port()))?;
+        pairs(&reply)
+            .into_iter()
+            .find(|(key, _)| key == "flags")
+            .map(|(_, flags)| flags)
+            .ok_or_else(|| {
+                format!(
+                    "sentinel on port {}: SENTINEL MASTER answered {reply:?}",
+                    sentinel.port()
+                )
+            })
     }
 
     fn address_from(&self, sentinel: &Sentinel) -> Result<SocketAddr, String> {
