@@ -45,7 +45,8 @@ pub struct RedisClusterBuilder {
     replicas_per_master: usize,
     password: Option<String>,
     node_timeout: Duration,
-    tls: Option<(Arc<TlsFiles>, bool)>,
+    tls: Option<Arc<TlsFiles>>,
+    tls_auth_clients: bool,
 }
 
 impl RedisClusterBuilder {
@@ -67,11 +68,20 @@ impl RedisClusterBuilder {
     /// cluster bus and replication over TLS too (`--tls-cluster yes
     /// --tls-replication yes`). TLS clients are told the nodes' TLS ports
     /// in redirections and `CLUSTER SLOTS`; plain clients the plain ports.
-    /// `auth_clients` is `--tls-auth-clients`.
+    /// Clients must present a certificate unless
+    /// [`tls_auth_clients(false)`](Self::tls_auth_clients) is set.
     ///
     /// [`RedisServerBuilder::tls`]: crate::RedisServerBuilder::tls
-    pub fn tls(mut self, files: Arc<TlsFiles>, auth_clients: bool) -> Self {
-        self.tls = Some((files, auth_clients));
+    pub fn tls(mut self, files: Arc<TlsFiles>) -> Self {
+        self.tls = Some(files);
+        self
+    }
+
+    /// Whether TLS clients must present a certificate signed by the CA
+    /// (`--tls-auth-clients yes|no`); `true` by default, as in Redis. No
+    /// effect without [`tls`](Self::tls).
+    pub fn tls_auth_clients(mut self, required: bool) -> Self {
+        self.tls_auth_clients = required;
         self
     }
 
@@ -100,10 +110,10 @@ impl RedisClusterBuilder {
                 if let Some(password) = &self.password {
                     builder = builder.password(password.clone());
                 }
-                if let Some((files, auth_clients)) = &self.tls {
+                if let Some(files) = &self.tls {
                     builder = builder
                         .tls(files.clone())
-                        .tls_auth_clients(*auth_clients)
+                        .tls_auth_clients(self.tls_auth_clients)
                         .tls_cluster()
                         .tls_replication();
                 }
@@ -162,6 +172,7 @@ impl RedisCluster {
             password: None,
             node_timeout: Duration::from_secs(1),
             tls: None,
+            tls_auth_clients: true,
         }
     }
 

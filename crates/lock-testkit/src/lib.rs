@@ -8,6 +8,8 @@
 //! - [`RedisCluster`] starts a Redis Cluster (masters and replicas, made with
 //!   `redis-cli --cluster create`), kills a slot's master and waits for the
 //!   failover, and moves slots between masters, in one step or two.
+//! - [`SentinelGroup`] starts a master, its replicas and the sentinels that
+//!   watch them, and fails the master over on request or after a kill -9.
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`safety`] holds the checks that no sequence of calls (stale guards,
@@ -25,6 +27,7 @@ pub mod contract;
 pub mod model;
 mod proxy;
 pub mod safety;
+mod sentinel;
 mod server;
 mod support;
 mod tls;
@@ -34,6 +37,7 @@ pub use contract::{BackendFactory, Capabilities, Deployment, OnSite, Site};
 /// The boxed future a [`BackendFactory`] returns.
 pub use futures::future::BoxFuture;
 pub use proxy::DelayProxy;
+pub use sentinel::{Sentinel, SentinelGroup, SentinelGroupBuilder};
 pub use server::{
     find_redis_cli, find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder,
     REDIS_CLI_ENV, REDIS_SERVER_ENV,

@@ -47,14 +47,15 @@ pub struct RedisServerBuilder {
     cluster_node_timeout: Option<Duration>,
     persistent: bool,
     replica_of: Option<u16>,
-    tls: Option<TlsOptions>,
+    tls: TlsOptions,
 }
 
-/// How a server serves TLS.
-#[derive(Debug, Clone)]
+/// How a server serves TLS, if `files` is set.
+#[derive(Debug, Default, Clone)]
 struct TlsOptions {
-    files: Arc<TlsFiles>,
-    auth_clients: bool,
+    files: Option<Arc<TlsFiles>>,
+    /// `--tls-auth-clients no`: the default is Redis's `yes`.
+    client_certificates_optional: bool,
     replication: bool,
     cluster: bool,
 }
@@ -110,41 +111,33 @@ impl RedisServerBuilder {
     /// certificate unless [`tls_auth_clients(false)`](Self::tls_auth_clients)
     /// is set.
     pub fn tls(mut self, files: Arc<TlsFiles>) -> Self {
-        self.tls = Some(TlsOptions {
-            files,
-            auth_clients: true,
-            replication: false,
-            cluster: false,
-        });
+        self.tls.files = Some(files);
         self
     }
 
     /// Whether TLS clients must present a certificate signed by the CA
-    /// (`--tls-auth-clients yes|no`); `true` by default, as in Redis. Only
-    /// with [`tls`](Self::tls).
+    /// (`--tls-auth-clients yes|no`); `true` by default, as in Redis. No
+    /// effect without [`tls`](Self::tls).
     pub fn tls_auth_clients(mut self, required: bool) -> Self {
-        if let Some(tls) = &mut self.tls {
-            tls.auth_clients = required;
-        }
+        self.tls.client_certificates_optional = !required;
         self
     }
 
-    /// Replicates over TLS (`--tls-replication yes`): a replica connects to
-    /// its master's TLS port. Only with [`tls`](Self::tls).
+    /// Replicates over TLS (`--tls-replication yes`): a replica connects
+    /// with TLS, so the port given to [`replica_of`](Self::replica_of) must
+    /// be the master's [`tls_port`](RedisServer::tls_port) (in a cluster the
+    /// nodes find it themselves). No effect without [`tls`](Self::tls).
     pub fn tls_replication(mut self) -> Self {
-        if let Some(tls) = &mut self.tls {
-            tls.replication = true;
-        }
+        self.tls.replication = true;
         self
     }
 
     /// Runs the cluster bus over TLS (`--tls-cluster yes`), and announces the
     /// TLS port to TLS clients (plain clients still see the plain port).
-    /// Only with [`tls`](Self::tls) and [`cluster_enabled`](Self::cluster_enabled).
+    /// No effect without [`tls`](Self::tls) and
+    /// [`cluster_enabled`](Self::cluster_enabled).
     pub fn tls_cluster(mut self) -> Self {
-        if let Some(tls) = &mut self.tls {
-            tls.cluster = true;
-        }
+        self.tls.cluster = true;
         self
     }
 
@@ -169,7 +162,7 @@ impl RedisServerBuilder {
         // a few tries make that race harmless.
         for _ in 0..5 {
             server.port = free_port()?;
-            if server.options.tls.is_some() {
+            if server.options.tls.files.is_some() {
                 let mut tls_port = free_port()?;
                 while tls_port == server.port {
                     tls_port = free_port()?;
@@ -209,7 +202,7 @@ impl RedisServer {
 
     /// The certificates the server was started with, if any.
     pub fn tls_files(&self) -> Option<&Arc<TlsFiles>> {
-        self.options.tls.as_ref().map(|tls| &tls.files)
+        self.options.tls.files.as_ref()
     }
 
     /// The password clients must give, if one is set.
@@ -344,17 +337,21 @@ impl RedisServer {
         if let Some(port) = options.replica_of {
             command.args(["--replicaof", "127.0.0.1", &port.to_string()]);
         }
-        if let (Some(tls), Some(tls_port)) = (&options.tls, self.tls_port) {
+        let tls = &options.tls;
+        if let (Some(files), Some(tls_port)) = (&tls.files, self.tls_port) {
             let yes_no = |yes| if yes { "yes" } else { "no" };
             command
                 .args(["--tls-port", &tls_port.to_string()])
                 .arg("--tls-cert-file")
-                .arg(tls.files.server_cert_file())
+                .arg(files.server_cert_file())
                 .arg("--tls-key-file")
-                .arg(tls.files.server_key_file())
+                .arg(files.server_key_file())
                 .arg("--tls-ca-cert-file")
-                .arg(tls.files.ca_file())
-                .args(["--tls-auth-clients", yes_no(tls.auth_clients)])
+                .arg(files.ca_file())
+                .args([
+                    "--tls-auth-clients",
+                    yes_no(!tls.client_certificates_optional),
+                ])
                 .args(["--tls-replication", yes_no(tls.replication)])
                 .args([
                     "--tls-cluster",

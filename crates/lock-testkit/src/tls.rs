@@ -55,8 +55,15 @@ impl TlsFiles {
         let mut ca = CertificateParams::default();
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name = rcgen::DistinguishedName::new();
+        // A name of its own, so a client that trusts another testkit CA
+        // fails as it would in the field: an unknown issuer, not a bad
+        // signature from a namesake.
+        let unique = files.dir.path().file_name().map_or_else(
+            || std::process::id().to_string(),
+            |name| name.to_string_lossy().into_owned(),
+        );
         ca.distinguished_name
-            .push(DnType::CommonName, "lock-testkit test CA");
+            .push(DnType::CommonName, format!("lock-testkit test CA {unique}"));
         ca.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,

@@ -186,3 +186,47 @@ fn fewer_than_three_masters_is_a_clear_error() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("at least 3 masters"), "{err}");
 }
+
+#[test]
+fn a_tls_cluster_tells_tls_clients_its_tls_ports() {
+    let files = std::sync::Arc::new(lock_testkit::TlsFiles::generate().expect("certificates"));
+    let cluster = RedisCluster::builder(3, 1)
+        .tls(files.clone())
+        .tls_auth_clients(false)
+        .start()
+        .expect("start a TLS cluster");
+    assert_eq!(cluster.tls_seed_urls().len(), 6);
+    let key = "lock:{tls}";
+    let slot = cluster.key_slot(key).expect("slot");
+    let master = cluster.master_of_slot(slot).expect("master");
+    let other = cluster
+        .masters()
+        .expect("masters")
+        .into_iter()
+        .find(|node| node.port() != master.port())
+        .expect("another master");
+    let output = std::process::Command::new(lock_testkit::find_redis_cli().expect("redis-cli"))
+        .args(["--tls", "-h", "127.0.0.1"])
+        .args(["-p", &other.tls_port().expect("TLS port").to_string()])
+        .arg("--cacert")
+        .arg(files.ca_file())
+        .args(["GET", key])
+        .output()
+        .expect("redis-cli");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(&format!(
+            "MOVED {slot} 127.0.0.1:{}",
+            master.tls_port().expect("TLS port")
+        )),
+        "a TLS client is sent to the TLS port: {output:?}"
+    );
+    assert_eq!(
+        get(other, key),
+        format!("MOVED {slot} 127.0.0.1:{}", master.port()),
+        "a plain client to the plain port"
+    );
+    assert_eq!(text(master.admin(&["SET", key, "v"]).expect("SET")), "OK");
+    let migrated = cluster.migrate_slot(slot, other);
+    assert!(migrated.is_ok(), "MIGRATE over TLS: {migrated:?}");
+    assert_eq!(get(other, key), "v");
+}

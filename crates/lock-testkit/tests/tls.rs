@@ -151,3 +151,29 @@ fn dropping_tls_files_and_servers_cleans_up() {
         "the server's directory is removed on drop"
     );
 }
+
+#[test]
+fn a_replica_syncs_over_tls() {
+    let files = Arc::new(TlsFiles::generate().expect("certificates"));
+    let master = RedisServer::builder()
+        .tls(files.clone())
+        .tls_replication()
+        .start()
+        .expect("start a TLS master");
+    let replica = RedisServer::builder()
+        .tls(files.clone())
+        .tls_replication()
+        .replica_of(master.tls_port().expect("TLS port"))
+        .start()
+        .expect("start a TLS replica");
+    master.admin(&["SET", "k", "v"]).expect("SET");
+    assert_eq!(
+        master.admin(&["WAIT", "1", "5000"]).expect("WAIT").as_int(),
+        Some(1),
+        "the replica acknowledges over TLS"
+    );
+    assert_eq!(
+        replica.admin(&["GET", "k"]).expect("GET").as_text(),
+        Some("v")
+    );
+}
