@@ -40,7 +40,8 @@ impl BackendFactory for SingleNode {
     }
 }
 
-/// The contract over TLS and on a Redis Cluster, with each client. These
+/// The contract over TLS, on a Redis Cluster and behind Sentinel, with each
+/// client. These
 /// start more servers, so they run in one build only: the one with both
 /// clients (and TLS), which `cargo xtask test` runs.
 #[cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
@@ -61,6 +62,16 @@ mod sites {
     mod cluster_on_redis {
         use super::*;
         lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Cluster));
+    }
+
+    mod sentinel_on_redis {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Sentinel));
+    }
+
+    mod sentinel_on_fred {
+        use super::*;
+        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Sentinel));
     }
 
     mod cluster_on_fred {

@@ -17,6 +17,7 @@ use lock_core::{
 };
 
 use crate::cluster::RedisCluster;
+use crate::sentinel::SentinelGroup;
 use crate::server::{free_port, AdminReply, RedisServer};
 use crate::tls::TlsFiles;
 
@@ -33,6 +34,9 @@ pub enum Site {
     /// A Redis Cluster of three masters without replicas, reached through
     /// its seed nodes.
     Cluster,
+    /// A master without replicas watched by one sentinel, reached through
+    /// the sentinel.
+    Sentinel,
 }
 
 impl Site {
@@ -42,6 +46,7 @@ impl Site {
             Site::Standalone => "standalone",
             Site::Tls => "tls",
             Site::Cluster => "cluster",
+            Site::Sentinel => "sentinel",
         }
     }
 }
@@ -154,6 +159,8 @@ pub struct Deployment {
     pub servers: Vec<RedisServer>,
     /// The cluster, on [`Site::Cluster`].
     pub cluster: Option<RedisCluster>,
+    /// The master and its sentinel, on [`Site::Sentinel`].
+    pub sentinels: Option<SentinelGroup>,
     /// The certificates of a [`Site::Tls`] deployment.
     pub tls: Option<Arc<TlsFiles>>,
     /// The backend under test.
@@ -165,6 +172,7 @@ impl Deployment {
     pub async fn start(factory: &dyn BackendFactory) -> Self {
         let mut servers = Vec::new();
         let mut cluster = None;
+        let mut sentinels = None;
         let mut tls_files = None;
         let endpoints: Vec<Endpoint> = match factory.site() {
             Site::Standalone => {
@@ -209,6 +217,15 @@ impl Deployment {
                 cluster = Some(started);
                 vec![endpoint]
             }
+            Site::Sentinel => {
+                let group = tokio::task::spawn_blocking(|| SentinelGroup::start("contract", 0, 1))
+                    .await
+                    .expect("sentinel start task")
+                    .expect("start a sentinel group");
+                let endpoint = Endpoint::sentinel(group.sentinel_urls(), group.service_name());
+                sentinels = Some(group);
+                vec![endpoint]
+            }
         };
         let backend = factory
             .connect_endpoints(&endpoints, fast_options())
@@ -217,6 +234,7 @@ impl Deployment {
         Deployment {
             servers,
             cluster,
+            sentinels,
             tls: tls_files,
             backend,
         }
@@ -236,6 +254,10 @@ impl Deployment {
 
     /// Like [`admin_all`](Self::admin_all), returning each server's reply.
     pub fn admin_each(&self, args: &[&str]) -> Vec<AdminReply> {
+        if let Some(group) = &self.sentinels {
+            let master = group.master().expect("the master");
+            return vec![master.admin(args).expect("admin command")];
+        }
         let Some(cluster) = &self.cluster else {
             return self
                 .servers

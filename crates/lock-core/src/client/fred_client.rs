@@ -23,6 +23,8 @@ pub struct FredNode {
     address: String,
     command_timeout: Duration,
     owned: bool,
+    /// On a sentinel topology: asks the sentinels where the master is.
+    sentinel: Option<SentinelWatch>,
 }
 
 impl std::fmt::Debug for FredNode {
@@ -46,6 +48,7 @@ impl FredNode {
             address: address.into(),
             command_timeout,
             owned: false,
+            sentinel: None,
         }
     }
 }
@@ -160,11 +163,16 @@ pub(super) async fn connect(
         .init()
         .await
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let sentinel = match endpoint.topology {
+        Topology::Sentinel => Some(SentinelWatch::new(endpoint, options)?),
+        Topology::Standalone | Topology::Cluster => None,
+    };
     let node = FredNode {
         client,
         address,
         command_timeout: options.command_timeout,
         owned: true,
+        sentinel,
     };
     Ok(Arc::new(node))
 }
@@ -193,6 +201,185 @@ fn routing(name: &str, args: &[&[u8]]) -> ClusterHash {
     }
 }
 
+/// Asks the sentinels where the master is, at most every
+/// [`SENTINEL_RECHECK`], and makes fred reconnect when it moved: after
+/// `SENTINEL FAILOVER` the old master keeps answering as a master for
+/// seconds, so fred, which follows the sentinels only after a broken
+/// connection, would keep writing to it.
+struct SentinelWatch {
+    sentinels: Vec<Endpoint>,
+    service: String,
+    options: ConnectOptions,
+    connection: tokio::sync::Mutex<Option<Client>>,
+    checked: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// How long a sentinel's answer is trusted before the next command asks again.
+const SENTINEL_RECHECK: Duration = Duration::from_millis(500);
+
+impl SentinelWatch {
+    fn new(endpoint: &Endpoint, options: ConnectOptions) -> Result<Self, LockError> {
+        Ok(SentinelWatch {
+            sentinels: endpoint
+                .nodes
+                .iter()
+                .map(|node| Endpoint::standalone(node.clone()).with_tls(endpoint.tls.clone()))
+                .collect(),
+            service: endpoint.sentinel_service.clone().unwrap_or_default(),
+            options,
+            connection: tokio::sync::Mutex::new(None),
+            checked: std::sync::Mutex::new(Some(std::time::Instant::now())),
+        }
+        .with_auth(endpoint))
+    }
+
+    /// Connects to the sentinels with their own credentials, not the
+    /// master's that the URLs carry.
+    fn with_auth(mut self, endpoint: &Endpoint) -> Self {
+        let auth = &endpoint.sentinel_auth;
+        for sentinel in &mut self.sentinels {
+            // The URL's credentials are the master's: strip them, and use the
+            // sentinels' own.
+            if let Ok(parsed) = sentinel.nodes[0].parse() {
+                let scheme = if parsed.tls { "rediss" } else { "redis" };
+                let userinfo = match (&auth.username, &auth.password) {
+                    (Some(user), Some(password)) => format!("{user}:{}@", password.expose()),
+                    (None, Some(password)) => format!(":{}@", password.expose()),
+                    _ => String::new(),
+                };
+                sentinel.nodes[0] = crate::config::NodeUrl::new(format!(
+                    "{scheme}://{userinfo}{}",
+                    sentinel.nodes[0].address()
+                ));
+            }
+        }
+        self
+    }
+
+    /// Whether the last answer is older than [`SENTINEL_RECHECK`]; if so,
+    /// marks it fresh so only one caller asks.
+    fn due(&self) -> bool {
+        let Ok(mut checked) = self.checked.lock() else {
+            return false;
+        };
+        match *checked {
+            Some(at) if at.elapsed() < SENTINEL_RECHECK => false,
+            _ => {
+                *checked = Some(std::time::Instant::now());
+                true
+            }
+        }
+    }
+
+    /// Makes `client` reconnect if the sentinels name another master than
+    /// the one it is connected to. Failures only log: the next check retries.
+    async fn follow(&self, client: &Client) {
+        if !self.due() {
+            return;
+        }
+        let named = match self.master_address().await {
+            Ok(named) => named,
+            Err(err) => {
+                tracing::warn!(service = %self.service, error = %err, "no sentinel answered; keeping the known master");
+                return;
+            }
+        };
+        let connected: Vec<String> = client
+            .active_connections()
+            .iter()
+            .map(|server| format!("{}:{}", server.host, server.port))
+            .collect();
+        if !connected.iter().any(|address| *address == named) {
+            tracing::info!(service = %self.service, to = %named, "the sentinels name a new master; reconnecting");
+            if let Err(err) = client.force_reconnection().await {
+                tracing::warn!(service = %self.service, error = %err, "reconnecting to the new master failed");
+            }
+        }
+    }
+
+    /// `host:port` of the master, from the first sentinel that answers.
+    async fn master_address(&self) -> Result<String, LockError> {
+        let mut connection = self.connection.lock().await;
+        for _ in 0..2 {
+            if connection.is_none() {
+                *connection = Some(self.connect().await?);
+            }
+            let Some(sentinel) = connection.as_ref() else {
+                continue;
+            };
+            let command = CustomCommand::new_static("SENTINEL", ClusterHash::Random, false);
+            let asked: Result<Value, _> = sentinel
+                .custom(
+                    command,
+                    vec![
+                        Value::from("GET-MASTER-ADDR-BY-NAME"),
+                        Value::from(self.service.as_str()),
+                    ],
+                )
+                .await;
+            match asked {
+                Ok(Value::Array(parts)) if parts.len() == 2 => {
+                    let host = parts[0].as_string().unwrap_or_default();
+                    let port = parts[1].as_string().unwrap_or_default();
+                    return Ok(format!("{host}:{port}"));
+                }
+                Ok(other) => {
+                    return Err(LockError::UnexpectedReply {
+                        node: self.service.clone(),
+                        script: "SENTINEL GET-MASTER-ADDR-BY-NAME",
+                        reply: format!("{other:?}"),
+                    })
+                }
+                // A dead sentinel: connect to the next one that answers.
+                Err(_) => {
+                    if let Some(dead) = connection.take() {
+                        let _ = dead.quit().await;
+                    }
+                }
+            }
+        }
+        Err(LockError::Connection {
+            node: self.service.clone(),
+            source: "no sentinel answered".into(),
+        })
+    }
+
+    async fn connect(&self) -> Result<Client, LockError> {
+        let mut last_error = None;
+        for sentinel in &self.sentinels {
+            let client = builder(config(sentinel)?, self.options)
+                .build()
+                .map_err(|err| map_error(&sentinel.address(), self.options.command_timeout, err))?;
+            match client.init().await {
+                Ok(_) => return Ok(client),
+                Err(err) => {
+                    let _ = client.quit().await;
+                    last_error = Some(map_error(
+                        &sentinel.address(),
+                        self.options.command_timeout,
+                        err,
+                    ));
+                }
+            }
+        }
+        Err(last_error
+            .unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed")))
+    }
+}
+
+impl Drop for SentinelWatch {
+    fn drop(&mut self) {
+        let Some(client) = self.connection.get_mut().take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = client.quit().await;
+            });
+        }
+    }
+}
+
 impl FredNode {
     /// Sends `name args...` where `hash` routes it on a cluster.
     async fn send(
@@ -201,6 +388,9 @@ impl FredNode {
         hash: ClusterHash,
         args: &[&[u8]],
     ) -> Result<Reply, LockError> {
+        if let Some(sentinel) = &self.sentinel {
+            sentinel.follow(&self.client).await;
+        }
         let command = CustomCommand::new_static(name, hash, false);
         let args: Vec<Value> = args
             .iter()

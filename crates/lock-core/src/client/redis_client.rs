@@ -172,13 +172,28 @@ pub(super) async fn connect(
     }))
 }
 
+/// How long a sentinel's answer is trusted before the next command asks
+/// again. After `SENTINEL FAILOVER` the old master keeps answering as a
+/// master (until the sentinels demote it, seconds later), so only the
+/// sentinels can tell a client that the master moved.
+pub(crate) const SENTINEL_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The master behind a group of sentinels: a connection to the server they
-/// name, dropped and asked for again after a connection error or a
-/// `READONLY` reply (the server was demoted).
+/// name, asked for again every [`SENTINEL_RECHECK`], and at once after a
+/// connection error or a `READONLY` reply (the server was demoted).
 struct SentinelLink {
     sentinels: Mutex<SentinelClient>,
-    current: std::sync::Mutex<Option<MultiplexedConnection>>,
+    current: std::sync::Mutex<Option<MasterConnection>>,
     options: ConnectOptions,
+}
+
+#[derive(Clone)]
+struct MasterConnection {
+    connection: MultiplexedConnection,
+    /// The master's address as the sentinels gave it.
+    address: String,
+    /// When the sentinels last confirmed it.
+    confirmed: std::time::Instant,
 }
 
 impl SentinelLink {
@@ -244,19 +259,47 @@ impl SentinelLink {
     }
 
     /// The connection to the master, asking the sentinels for it if there is
-    /// none.
+    /// none or their last answer is older than [`SENTINEL_RECHECK`].
     async fn connection(&self, address: &str) -> Result<MultiplexedConnection, LockError> {
-        if let Some(connection) = self.current() {
-            return Ok(connection);
+        if let Some(current) = self.current() {
+            if current.confirmed.elapsed() < SENTINEL_RECHECK {
+                return Ok(current.connection);
+            }
+        }
+        // One task asks; the others wait for its answer.
+        let mut sentinels = self.sentinels.lock().await;
+        let current = self.current();
+        if let Some(current) = &current {
+            if current.confirmed.elapsed() < SENTINEL_RECHECK {
+                return Ok(current.connection.clone());
+            }
         }
         let timeout = self.options.command_timeout;
-        let client = self
-            .sentinels
-            .lock()
-            .await
-            .async_get_client()
-            .await
-            .map_err(|err| map_error(address, timeout, err))?;
+        let client = match sentinels.async_get_client().await {
+            Ok(client) => client,
+            Err(err) => {
+                // No sentinel answered: keep the master we know, and ask
+                // again on the next command after the interval.
+                if let Some(mut current) = current {
+                    tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
+                    current.confirmed = std::time::Instant::now();
+                    let connection = current.connection.clone();
+                    self.store(Some(current));
+                    return Ok(connection);
+                }
+                return Err(map_error(address, timeout, err));
+            }
+        };
+        let master_address = client.get_connection_info().addr().to_string();
+        if let Some(mut current) = current {
+            if current.address == master_address {
+                current.confirmed = std::time::Instant::now();
+                let connection = current.connection.clone();
+                self.store(Some(current));
+                return Ok(connection);
+            }
+            tracing::info!(node = address, from = %current.address, to = %master_address, "the sentinels name a new master");
+        }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.options.connect_timeout))
             .set_response_timeout(Some(timeout));
@@ -264,21 +307,27 @@ impl SentinelLink {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|err| map_error(address, timeout, err))?;
-        if let Ok(mut current) = self.current.lock() {
-            *current = Some(connection.clone());
-        }
+        self.store(Some(MasterConnection {
+            connection: connection.clone(),
+            address: master_address,
+            confirmed: std::time::Instant::now(),
+        }));
         Ok(connection)
     }
 
-    fn current(&self) -> Option<MultiplexedConnection> {
+    fn current(&self) -> Option<MasterConnection> {
         self.current.lock().ok().and_then(|current| current.clone())
+    }
+
+    fn store(&self, connection: Option<MasterConnection>) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = connection;
+        }
     }
 
     /// Forgets the connection, so the next command asks the sentinels again.
     fn forget(&self) {
-        if let Ok(mut current) = self.current.lock() {
-            *current = None;
-        }
+        self.store(None);
     }
 }
 
