@@ -289,7 +289,7 @@ impl SentinelWatch {
             .iter()
             .map(|server| format!("{}:{}", server.host, server.port))
             .collect();
-        if !connected.iter().any(|address| *address == named) {
+        if !connected.contains(&named) {
             tracing::info!(service = %self.service, to = %named, "the sentinels name a new master; reconnecting");
             if let Err(err) = client.force_reconnection().await {
                 tracing::warn!(service = %self.service, error = %err, "reconnecting to the new master failed");
