@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use lock_core::{LockConfig, LockError};
+use lock_core::{LockConfig, LockError, Topology};
 use serde::Deserialize;
 
 /// The prefix of the environment variables read by [`Config::from_env`].
@@ -117,14 +117,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// The strategy in force: the configured one, else `single` for one node
-    /// and `redlock` for several.
+    /// The strategy in force: the configured one, else `redlock` for several
+    /// standalone nodes and `single` otherwise (one node, a cluster, or a
+    /// sentinel group).
     pub fn strategy(&self) -> Strategy {
-        self.strategy.unwrap_or(if self.lock.nodes.len() > 1 {
-            Strategy::Redlock
-        } else {
-            Strategy::Single
-        })
+        self.strategy.unwrap_or(
+            if self.lock.nodes.len() > 1 && self.lock.topology == Topology::Standalone {
+                Strategy::Redlock
+            } else {
+                Strategy::Single
+            },
+        )
     }
 
     /// Parses TOML and validates it. Errors name the field.
@@ -188,11 +191,15 @@ impl Config {
     /// Checks the whole config; errors name the field.
     pub fn validate(&self) -> Result<(), LockError> {
         self.lock.validate()?;
-        if self.strategy() != Strategy::Redlock && self.lock.nodes.len() > 1 {
+        if self.strategy() != Strategy::Redlock
+            && self.lock.topology == Topology::Standalone
+            && self.lock.nodes.len() > 1
+        {
             return Err(invalid(
                 "nodes",
                 format!(
-                    "the `{}` strategy uses one node, but {} are configured; use `redlock` or list one",
+                    "the `{}` strategy uses one standalone node, but {} are configured; use `redlock`, \
+                     list one, or set `topology` for a cluster or sentinel group",
                     self.strategy(),
                     self.lock.nodes.len()
                 ),

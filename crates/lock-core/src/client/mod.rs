@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::config::LockConfig;
+use crate::config::{LockConfig, NodeUrl};
 use crate::error::LockError;
 use crate::topology::Endpoint;
 
@@ -343,6 +343,19 @@ fn explain_topology_mismatch(endpoint: &Endpoint, err: LockError) -> LockError {
                 "`cluster`, but {} is not a cluster node (the server says: cluster support \
                  disabled); use topology `standalone` or `sentinel` for it",
                 endpoint.address()
+            ),
+        );
+    }
+    if endpoint.topology == crate::topology::Topology::Sentinel
+        && (text.contains("MasterNameNotFound") || text.contains("Missing primary address"))
+    {
+        let addresses: Vec<String> = endpoint.nodes.iter().map(NodeUrl::address).collect();
+        return LockError::config(
+            "sentinel_service",
+            format!(
+                "no sentinel of {} monitors a master named `{}`",
+                addresses.join(","),
+                endpoint.sentinel_service.as_deref().unwrap_or_default()
             ),
         );
     }
