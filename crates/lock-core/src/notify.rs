@@ -38,7 +38,7 @@ pub struct ReleaseNotifier {
     kind: ClientKind,
     endpoint: Endpoint,
     options: ConnectOptions,
-    hub: Mutex<Option<Arc<Hub>>>,
+    hub: Arc<Mutex<Option<Arc<Hub>>>>,
     /// Until when not to try subscribing again after a failure (a user
     /// without pub/sub rights, an unreachable node): waiters poll meanwhile
     /// instead of each paying for a refused subscription.
@@ -61,7 +61,7 @@ impl ReleaseNotifier {
             kind,
             endpoint: endpoint.into(),
             options,
-            hub: Mutex::new(None),
+            hub: Arc::new(Mutex::new(None)),
             refused_until: SyncMutex::new(None),
         }
     }
@@ -120,9 +120,33 @@ impl ReleaseNotifier {
             match slot.as_ref() {
                 Some(hub) if hub.alive.load(Ordering::Acquire) => Arc::clone(hub),
                 _ => {
-                    let (client, messages) =
-                        connect_subscriber(self.kind, &self.endpoint, self.options).await?;
-                    let hub = Hub::start(client, messages);
+                    // Connect in a task of its own: a waiter that gives up
+                    // (Redlock bounds each node by its node timeout, and a
+                    // TLS handshake on a busy machine can take longer) must
+                    // not cancel the connection the next waiter needs. If
+                    // this waiter is gone when the task ends, the task keeps
+                    // the hub itself.
+                    let (kind, endpoint, options) =
+                        (self.kind, self.endpoint.clone(), self.options);
+                    let shared_slot = Arc::clone(&self.hub);
+                    let connecting = tokio::spawn(async move {
+                        let (client, messages) =
+                            connect_subscriber(kind, &endpoint, options).await?;
+                        let hub = Hub::start(client, messages);
+                        if let Ok(mut orphaned) = shared_slot.try_lock() {
+                            if !orphaned
+                                .as_ref()
+                                .is_some_and(|hub| hub.alive.load(Ordering::Acquire))
+                            {
+                                *orphaned = Some(Arc::clone(&hub));
+                            }
+                        }
+                        Ok::<_, LockError>(hub)
+                    });
+                    let hub = connecting.await.map_err(|err| LockError::Connection {
+                        node: self.endpoint.address(),
+                        source: Box::new(err),
+                    })??;
                     *slot = Some(Arc::clone(&hub));
                     hub
                 }

@@ -85,6 +85,57 @@ impl Script {
         })
     }
 
+    /// Runs the script like [`Script::run`] and `after` (a keyless command,
+    /// `WAIT`) right behind it, as one pipeline on the connection that
+    /// serves the script's first key, and returns both replies. The
+    /// script's errors are mapped as in `run`; `after`'s reply is returned
+    /// as it came.
+    pub async fn run_then(
+        &self,
+        node: &dyn NodeClient,
+        keys: &[&str],
+        args: &[&[u8]],
+        after: (&'static str, &[&[u8]]),
+    ) -> Result<(Reply, Result<Reply, LockError>), LockError> {
+        let key_count = keys.len().to_string();
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
+        argv.push(self.sha1().as_bytes());
+        argv.push(key_count.as_bytes());
+        argv.extend(keys.iter().map(|key| key.as_bytes()));
+        argv.extend_from_slice(args);
+        let route = keys.first().map_or(&b""[..], |key| key.as_bytes());
+        let mut replies = node
+            .pipeline_on_key(route, &[("EVALSHA", &argv), after])
+            .await?;
+        let noscript = matches!(replies.first(),
+            Some(Err(LockError::Server { message, .. })) if message.starts_with("NOSCRIPT"));
+        if noscript {
+            // Nothing ran; send the source, as `run` does.
+            argv[0] = self.source.as_bytes();
+            replies = node
+                .pipeline_on_key(route, &[("EVAL", &argv), after])
+                .await?;
+        }
+        let mut replies = replies.into_iter();
+        let (Some(script), Some(after)) = (replies.next(), replies.next()) else {
+            return Err(LockError::UnexpectedReply {
+                node: node.address().to_owned(),
+                script: self.name,
+                reply: "a pipeline without its two replies".to_owned(),
+            });
+        };
+        let script = script.map_err(|err| match err {
+            LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
+                LockError::Corrupted {
+                    key: keys.first().copied().unwrap_or_default().to_owned(),
+                    detail: message,
+                }
+            }
+            other => other,
+        })?;
+        Ok((script, after))
+    }
+
     /// Loads the script into `node`'s script cache and checks the digest it reports.
     pub async fn load(&self, node: &dyn NodeClient) -> Result<(), LockError> {
         let reply = node

@@ -55,35 +55,46 @@ impl ScriptedNode {
         self
     }
 
-    /// After a write to `key` on this connection: `Ok` if no replica
-    /// acknowledgement is asked for, or if `WAIT` saw enough replicas in
-    /// time; otherwise [`LockError::ReplicasNotAcknowledged`]. The caller
-    /// undoes or disowns the write.
-    pub async fn acknowledged(&self, key: &LockKey) -> Result<(), LockError> {
+    /// Runs `script` like [`ScriptedNode::run`]; when replicas are asked
+    /// for, with `WAIT` behind it in one pipeline on one connection (a
+    /// `WAIT` on any other connection would count replicas that have none of
+    /// this write). Returns the script's reply and whether enough replicas
+    /// acknowledged it: `Ok` when none are asked for, otherwise
+    /// [`LockError::ReplicasNotAcknowledged`] if fewer did in time. The
+    /// caller undoes or disowns a write that was not acknowledged.
+    pub async fn run_acknowledged(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<(Reply, Result<(), LockError>), LockError> {
         if !self.replicas.is_on() {
-            return Ok(());
+            return Ok((self.run(script, keys, args).await?, Ok(())));
         }
         let count = self.replicas.count.to_string();
-        let millis = crate::timing::ttl_millis(self.replicas.timeout).to_string();
-        let reply = self
-            .client
-            .command_on_key(
-                key.redis_key().as_bytes(),
-                "WAIT",
-                &[count.as_bytes(), millis.as_bytes()],
-            )
+        // WAIT with 0 ms would block the connection until a replica answers.
+        let millis = crate::timing::ttl_millis(self.replicas.timeout)
+            .max(1)
+            .to_string();
+        let wait: &[&[u8]] = &[count.as_bytes(), millis.as_bytes()];
+        let (reply, waited) = script
+            .run_then(self.client.as_ref(), keys, args, ("WAIT", wait))
             .await?;
-        let acknowledged = match reply {
-            Reply::Int(acknowledged) => u32::try_from(acknowledged).unwrap_or(0),
-            other => {
-                return Err(LockError::UnexpectedReply {
-                    node: self.client.address().to_owned(),
-                    script: "WAIT",
-                    reply: other.to_string(),
-                })
+        let acknowledged = match waited {
+            Ok(Reply::Int(acknowledged)) => u32::try_from(acknowledged).unwrap_or(0),
+            Ok(other) => {
+                return Ok((
+                    reply,
+                    Err(LockError::UnexpectedReply {
+                        node: self.client.address().to_owned(),
+                        script: "WAIT",
+                        reply: other.to_string(),
+                    }),
+                ))
             }
+            Err(err) => return Ok((reply, Err(err))),
         };
-        if acknowledged >= self.replicas.count {
+        let outcome = if acknowledged >= self.replicas.count {
             Ok(())
         } else {
             Err(LockError::ReplicasNotAcknowledged {
@@ -92,7 +103,8 @@ impl ScriptedNode {
                 needed: self.replicas.count,
                 timeout: self.replicas.timeout,
             })
-        }
+        };
+        Ok((reply, outcome))
     }
 
     /// Uses `notifier` for release notifications.

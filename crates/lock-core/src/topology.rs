@@ -119,8 +119,9 @@ impl TlsConfig {
 pub struct ReplicasConfig {
     /// How many replicas must acknowledge each grant and renewal; 0 for none.
     pub count: u32,
-    /// How long to wait for them. Must be below the command timeout and the
-    /// TTL. Default: 50 ms.
+    /// How long to wait for them. At most half the command timeout (the
+    /// `WAIT` shares the command's time with the script), and below the TTL.
+    /// Default: 50 ms.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 }
@@ -164,11 +165,11 @@ impl ReplicasConfig {
                 "must be at least 1 ms (WAIT with 0 waits forever)",
             ));
         }
-        if self.timeout >= command_timeout {
+        if self.timeout > command_timeout / 2 {
             return Err(LockError::config(
                 "replicas.timeout",
-                "must be below command_timeout, or every WAIT that runs out is reported as a \
-                 dead node",
+                "must be at most half of command_timeout: the WAIT and the script share one \
+                 command's time, and a WAIT that runs it out is reported as a dead node",
             ));
         }
         Ok(())
@@ -388,6 +389,8 @@ impl Endpoint {
                 ));
             }
         }
+        // The command timeout is checked with the rest of a LockConfig.
+        self.replicas.validate(Duration::MAX)?;
         self.tls.validate()?;
         if self.tls.is_set() && !first.is_tls() {
             return Err(LockError::config(

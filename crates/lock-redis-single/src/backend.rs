@@ -81,11 +81,12 @@ impl SingleNodeBackend {
         key: &LockKey,
         hold: &HoldToken,
         outcome: AcquireOutcome,
+        acknowledged: Result<(), LockError>,
     ) -> Result<AcquireOutcome, LockError> {
         if !matches!(outcome, AcquireOutcome::Acquired { .. }) {
             return Ok(outcome);
         }
-        if let Err(err) = self.node.acknowledged(key).await {
+        if let Err(err) = acknowledged {
             // Best effort: if this fails too, the key expires with its TTL,
             // and the manager also cleans up an attempt that ended in error.
             if let Err(release) = self.release(key, hold).await {
@@ -113,10 +114,14 @@ impl LockBackend for SingleNodeBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self.node.run(&single::ACQUIRE, &keys, &args).await?;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(&single::ACQUIRE, &keys, &args)
+            .await?;
         let outcome = acquire_outcome(key, &reply)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))?;
-        self.acknowledged_grant(key, hold, outcome).await
+        self.acknowledged_grant(key, hold, outcome, acknowledged)
+            .await
     }
 
     async fn extend(
@@ -128,15 +133,15 @@ impl LockBackend for SingleNodeBackend {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self
+        let (reply, acknowledged) = self
             .node
-            .run(&single::EXTEND, &[key.redis_key()], &args)
+            .run_acknowledged(&single::EXTEND, &[key.redis_key()], &args)
             .await?;
         match reply {
             Reply::Int(1) => {
                 // Unacknowledged, the renewal may not survive a failover:
                 // an error keeps the lease's deadline where it was.
-                self.node.acknowledged(key).await?;
+                acknowledged?;
                 Ok(ExtendOutcome::Extended { ttl })
             }
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
@@ -197,10 +202,14 @@ impl LockBackend for SingleNodeBackend {
             join,
             hold.value().as_bytes(),
         ];
-        let reply = self.node.run(&single::FAIR_ACQUIRE, &keys, &args).await?;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(&single::FAIR_ACQUIRE, &keys, &args)
+            .await?;
         let outcome = acquire_outcome(key, &reply)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
-        self.acknowledged_grant(key, hold, outcome).await
+        self.acknowledged_grant(key, hold, outcome, acknowledged)
+            .await
     }
 
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {

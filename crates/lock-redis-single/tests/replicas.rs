@@ -46,14 +46,17 @@ fn exists(server: &RedisServer, key: &str) -> bool {
         == Some(1)
 }
 
-fn wait_for_sync(replica: &RedisServer) {
+/// Waits until `master`'s replica acknowledges writes: a fresh replica
+/// reports its link up, and the master lists it online, before it first
+/// acknowledges an offset.
+fn wait_for_sync(master: &RedisServer) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !replica
-        .info("replication")
-        .is_ok_and(|info| info.contains("master_link_status:up"))
-    {
+    loop {
+        let _ = master.admin(&["SET", "warm-up", "1"]);
+        if let Ok(AdminReply::Int(1)) = master.admin(&["WAIT", "1", "100"]) {
+            return;
+        }
         assert!(std::time::Instant::now() < deadline, "replica never synced");
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -73,13 +76,13 @@ fn acknowledged_grants_are_on_the_replica() {
             .replica_of(link.port())
             .start()
             .expect("replica");
-        tokio::task::block_in_place(|| wait_for_sync(&replica));
+        tokio::task::block_in_place(|| wait_for_sync(&master));
         for kind in ClientKind::compiled() {
             for (mode, replicas) in [
                 ("without WAIT", ReplicasConfig::default()),
                 (
                     "replicas.count = 1",
-                    ReplicasConfig::new(1, Duration::from_millis(300)),
+                    ReplicasConfig::new(1, Duration::from_millis(200)),
                 ),
             ] {
                 let locks = manager(
@@ -128,19 +131,35 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             .replica_of(master.port())
             .start()
             .expect("replica");
-        tokio::task::block_in_place(|| wait_for_sync(&replica));
-        let replicas = ReplicasConfig::new(1, Duration::from_millis(50));
+        tokio::task::block_in_place(|| wait_for_sync(&master));
+        let replicas = ReplicasConfig::new(1, Duration::from_millis(200));
         for kind in ClientKind::compiled() {
             let locks = manager(
                 kind,
                 Endpoint::standalone(master.url()).with_replicas(replicas),
             )
             .await;
-            let held = locks
-                .try_acquire("renewed")
+            // A freshly synced replica can miss its first acknowledgements;
+            // the refusal is retryable, and `acquire` retries it.
+            let mut waiting = config();
+            waiting.wait_timeout = Duration::from_secs(5);
+            let patient = LockManager::new(
+                Arc::new(
+                    SingleNodeBackend::connect(
+                        kind,
+                        Endpoint::standalone(master.url()).with_replicas(replicas),
+                        options(),
+                    )
+                    .await
+                    .expect("connect"),
+                ),
+                waiting,
+            )
+            .expect("config");
+            let held = patient
+                .acquire("renewed")
                 .await
-                .expect("acquire with a live replica")
-                .expect("a free lock");
+                .unwrap_or_else(|err| panic!("{kind}: acquire with a live replica: {err}"));
             replica.pause().expect("pause the replica");
             match locks.try_acquire("refused").await {
                 Err(err @ LockError::ReplicasNotAcknowledged { .. }) => {
@@ -166,11 +185,12 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                 held.remaining()
             );
             replica.resume().expect("resume the replica");
+            tokio::task::block_in_place(|| wait_for_sync(&master));
             held.release().await.expect("release");
             let two = manager(
                 kind,
                 Endpoint::standalone(master.url())
-                    .with_replicas(ReplicasConfig::new(2, Duration::from_millis(50))),
+                    .with_replicas(ReplicasConfig::new(2, Duration::from_millis(200))),
             )
             .await;
             assert!(
@@ -238,10 +258,10 @@ fn cluster_waits_on_the_slots_master() {
 #[test]
 fn replica_settings_are_checked() {
     let mut config = config();
-    config.replicas = ReplicasConfig::new(1, Duration::from_millis(500));
+    config.replicas = ReplicasConfig::new(1, Duration::from_millis(300));
     match config.validate() {
         Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "replicas.timeout"),
-        other => panic!("a WAIT as long as the command timeout: {other:?}"),
+        other => panic!("a WAIT over half the command timeout: {other:?}"),
     }
     config.replicas = ReplicasConfig::new(1, Duration::ZERO);
     match config.validate() {

@@ -116,7 +116,10 @@ impl LockBackend for ReentrantBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let keys = [key.redis_key(), key.fence_key()];
         let args = [hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
-        let reply = self.node.run(&reentrant::ACQUIRE, &keys, &args).await?;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(&reentrant::ACQUIRE, &keys, &args)
+            .await?;
         match reply.as_array() {
             Some([Reply::Int(1), token, Reply::Int(holds)]) if *holds >= 1 => {
                 // An integer from INCR (a first hold), or the counter's text
@@ -129,7 +132,7 @@ impl LockBackend for ReentrantBackend {
                     },
                 };
                 let fencing_token = Some(FencingToken::new(token));
-                if let Err(err) = self.node.acknowledged(key).await {
+                if let Err(err) = acknowledged {
                     // Undo this hold (one level of a re-entry); if that fails
                     // too, the key expires with its TTL.
                     let granted = hold.clone().granted(fencing_token);
@@ -163,14 +166,17 @@ impl LockBackend for ReentrantBackend {
             ttl_ms.as_bytes(),
             token.as_bytes(),
         ];
-        let reply = self.node.run(&reentrant::EXTEND, &keys, &args).await?;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(&reentrant::EXTEND, &keys, &args)
+            .await?;
         match reply {
             // The TTL the key now has: the one asked for, or a longer one the
             // hold's other guards set.
             Reply::Int(ttl_set) if ttl_set >= 1 => {
                 // Unacknowledged, the renewal may not survive a failover:
                 // an error keeps the lease's deadline where it was.
-                self.node.acknowledged(key).await?;
+                acknowledged?;
                 Ok(ExtendOutcome::Extended {
                     ttl: Duration::from_millis(ttl_set.unsigned_abs()),
                 })

@@ -242,9 +242,15 @@ impl SentinelWatch {
             // sentinels' own.
             if let Ok(parsed) = sentinel.nodes[0].parse() {
                 let scheme = if parsed.tls { "rediss" } else { "redis" };
+                // Percent-encoded: fred decodes the URL, and a `/`, `#`,
+                // `?` or `%` in a password would otherwise move its parts.
                 let userinfo = match (&auth.username, &auth.password) {
-                    (Some(user), Some(password)) => format!("{user}:{}@", password.expose()),
-                    (None, Some(password)) => format!(":{}@", password.expose()),
+                    (Some(user), Some(password)) => format!(
+                        "{}:{}@",
+                        percent_encode(user),
+                        percent_encode(password.expose())
+                    ),
+                    (None, Some(password)) => format!(":{}@", percent_encode(password.expose())),
                     _ => String::new(),
                 };
                 sentinel.nodes[0] = crate::config::NodeUrl::new(format!(
@@ -365,6 +371,19 @@ impl SentinelWatch {
         Err(last_error
             .unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed")))
     }
+}
+
+/// `text` with every byte but the URL's unreserved characters as `%XX`.
+fn percent_encode(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 impl Drop for SentinelWatch {
@@ -643,5 +662,16 @@ impl SubscriberClient for FredSubscriber {
             .unsubscribe(channel)
             .await
             .map_err(|err| map_error(&self.address, Duration::ZERO, err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percent_encode;
+
+    #[test]
+    fn sentinel_passwords_survive_the_url() {
+        assert_eq!(percent_encode("a/b#c?d%e f"), "a%2Fb%23c%3Fd%25e%20f");
+        assert_eq!(percent_encode("plain-Pass_1.~"), "plain-Pass_1.~");
     }
 }

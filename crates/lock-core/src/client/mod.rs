@@ -220,6 +220,24 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
         let _ = key;
         self.command(name, args).await
     }
+
+    /// Sends `commands` as one pipeline on the connection that serves `key`
+    /// (on a cluster, the master of its slot) and returns each reply, in
+    /// order; the outer error is for the pipeline as a whole. One connection
+    /// matters for `WAIT`, which counts the replicas that have the writes of
+    /// the connection it runs on. The default sends them one by one; both
+    /// built-in clients override it.
+    async fn pipeline_on_key(
+        &self,
+        key: &[u8],
+        commands: &[(&'static str, &[&[u8]])],
+    ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
+        let mut replies = Vec::with_capacity(commands.len());
+        for (name, args) in commands {
+            replies.push(self.command_on_key(key, name, args).await);
+        }
+        Ok(replies)
+    }
 }
 
 /// A connection that receives published messages, whatever library holds it.
@@ -299,6 +317,7 @@ pub async fn connect(
 ) -> Result<Arc<dyn NodeClient>, LockError> {
     let endpoint = endpoint.into();
     endpoint.validate()?;
+    endpoint.replicas.validate(options.command_timeout)?;
     let address = endpoint.address();
     let connecting = async {
         match kind {

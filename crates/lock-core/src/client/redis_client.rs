@@ -142,12 +142,12 @@ pub(super) async fn connect(
             let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
                 .connection_timeout(options.connect_timeout)
                 .response_timeout(options.command_timeout)
-                // Redirections (MOVED, ASK, TRYAGAIN mid-migration) and a
-                // failed-over master's replacement are followed within a few
-                // short retries; the response timeout bounds them all.
-                .retries(8)
-                .min_retry_wait(20)
-                .max_retry_wait(500);
+                // No retries inside the client: it would send a command again
+                // after a connection broke under it, and a script that ran
+                // twice (a reentrant release, an acquire) breaks the lock.
+                // Replies that prove a command did not run (MOVED, ASK,
+                // TRYAGAIN, CLUSTERDOWN) are retried in `command` instead.
+                .retries(0);
             #[cfg(feature = "tls")]
             if let Some(certificates) = certificates(endpoint)? {
                 builder = builder.certs(certificates);
@@ -331,6 +331,19 @@ impl SentinelLink {
     }
 }
 
+/// How many times a cluster command whose reply proves it did not run is
+/// sent again (with 5, 10, 15, ... ms between tries: under a second in all).
+const CLUSTER_REDIRECTS: u32 = 16;
+
+/// Whether the server refused `err`'s command without running it: a slot
+/// that moved or is moving, or a cluster without a quorum.
+fn did_not_run(err: &redis::RedisError) -> bool {
+    matches!(
+        err.code(),
+        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+    )
+}
+
 /// Whether `err` means the server we talk to may no longer be the master.
 fn lost_master(err: &LockError) -> bool {
     match err {
@@ -356,7 +369,22 @@ impl NodeClient for RedisNode {
         }
         let sent: Result<redis::Value, redis::RedisError> = match &self.link {
             Link::Standalone(manager) => command.query_async(&mut manager.clone()).await,
-            Link::Cluster(connection) => command.query_async(&mut connection.clone()).await,
+            Link::Cluster(connection) => {
+                let mut redirects = 0;
+                loop {
+                    let sent = command.query_async(&mut connection.clone()).await;
+                    match sent {
+                        Err(err) if redirects < CLUSTER_REDIRECTS && did_not_run(&err) => {
+                            // The client refreshes its slot map on MOVED; ASK
+                            // and TRYAGAIN end when the migration does.
+                            redirects += 1;
+                            tokio::time::sleep(Duration::from_millis(5 * u64::from(redirects)))
+                                .await;
+                        }
+                        other => break other,
+                    }
+                }
+            }
             Link::Sentinel(link) => {
                 let mut connection = link.connection(&self.address).await?;
                 let sent = command.query_async(&mut connection).await;
@@ -373,6 +401,78 @@ impl NodeClient for RedisNode {
         };
         let value = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         convert(&self.address, value)
+    }
+
+    async fn pipeline_on_key(
+        &self,
+        key: &[u8],
+        commands: &[(&'static str, &[&[u8]])],
+    ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
+        let mut pipeline = redis::pipe();
+        // Each reply on its own, errors included, instead of the first error.
+        pipeline.ignore_errors();
+        for (name, args) in commands {
+            let command = pipeline.cmd(name);
+            for arg in args.iter().copied() {
+                command.arg(arg);
+            }
+        }
+        let sent: Result<Vec<redis::Value>, redis::RedisError> = match &self.link {
+            Link::Standalone(manager) => pipeline.query_async(&mut manager.clone()).await,
+            Link::Sentinel(link) => {
+                let mut connection = link.connection(&self.address).await?;
+                let sent = pipeline.query_async(&mut connection).await;
+                if let Err(err) = &sent {
+                    if lost_master(&map_error(&self.address, self.command_timeout, err.clone())) {
+                        link.forget();
+                    }
+                }
+                sent
+            }
+            Link::Cluster(connection) => {
+                use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
+                let mut redirects = 0;
+                loop {
+                    let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                    let sent = connection
+                        .clone()
+                        .route_pipeline(
+                            pipeline.clone(),
+                            0,
+                            commands.len(),
+                            SingleNodeRoutingInfo::SpecificNode(route),
+                        )
+                        .await;
+                    // A first command the server refused without running it
+                    // (the slot moved) is sent again, the whole pipeline with it.
+                    let refused = match &sent {
+                        Ok(values) => {
+                            matches!(values.first(), Some(redis::Value::ServerError(error))
+                            if matches!(error.code(), "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"))
+                        }
+                        Err(err) => did_not_run(err),
+                    };
+                    if refused && redirects < CLUSTER_REDIRECTS {
+                        redirects += 1;
+                        tokio::time::sleep(Duration::from_millis(5 * u64::from(redirects))).await;
+                        continue;
+                    }
+                    break sent;
+                }
+            }
+        };
+        let values = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        if values.len() != commands.len() {
+            return Err(LockError::UnexpectedReply {
+                node: self.address.clone(),
+                script: "pipeline",
+                reply: format!("{} replies to {} commands", values.len(), commands.len()),
+            });
+        }
+        Ok(values
+            .into_iter()
+            .map(|value| convert(&self.address, value))
+            .collect())
     }
 
     async fn command_on_key(
