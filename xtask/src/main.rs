@@ -74,8 +74,9 @@ const CLIENT_SETS: [&[&str]; 3] = [&["redis"], &["fred"], &["redis", "fred"]];
 const COMPARISONS: [&str; 2] = ["redlock", "handoff"];
 
 /// The benchmark binaries, by crate.
-const BENCHES: [(&str, &str); 2] = [
+const BENCHES: [(&str, &str); 3] = [
     ("lock-redis-single", "acquire_release"),
+    ("lock-redis-single", "topologies"),
     ("lock-reentrant", "reentrant_vs_single"),
 ];
 

@@ -25,6 +25,8 @@ const ENV_FIELDS: &[&str] = &[
     "tls.ca_file",
     "tls.cert_file",
     "tls.key_file",
+    "replicas.count",
+    "replicas.timeout",
     "client",
     "ttl",
     "key_prefix",
@@ -337,6 +339,10 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .map_err(|_| "is not `true` or `false`".to_owned()),
+        "replicas.count" => text
+            .parse::<u32>()
+            .map(|count| toml::Value::Integer(i64::from(count)))
+            .map_err(|_| "is not a whole number".to_owned()),
         "clock_drift_factor" | "retry.multiplier" => text
             .parse::<f64>()
             .map(toml::Value::Float)
@@ -510,7 +516,7 @@ mod tests {
         let mut fields = vec!["strategy".to_owned()];
         for field in serde_fields("") {
             match field.as_str() {
-                "retry" | "watchdog" | "tls" | "sentinel_auth" => {
+                "retry" | "watchdog" | "tls" | "sentinel_auth" | "replicas" => {
                     fields.extend(serde_fields(&field))
                 }
                 _ => fields.push(field),

@@ -324,3 +324,81 @@ fn config_variables_are_read_in_any_case_but_only_with_the_prefix() {
     assert_eq!(config.lock.watchdog.interval, Some(Duration::from_secs(1)));
     assert_eq!(config.lock.key_prefix, "lock:");
 }
+
+#[test]
+fn topology_fields_parse_from_toml_and_the_environment() {
+    let from_toml = Config::from_toml_str(
+        r#"
+        topology = "sentinel"
+        sentinel_service = "mymaster"
+        nodes = ["rediss://locker:pw@10.0.0.1:26379", "rediss://locker:pw@10.0.0.2:26379"]
+        sentinel_auth = { password = "sentinel-secret" }
+        replicas = { count = 1, timeout = "40ms" }
+        [tls]
+        ca_file = "/etc/redis/ca.crt"
+        cert_file = "/etc/redis/client.crt"
+        key_file = "/etc/redis/client.key"
+        "#,
+    )
+    .expect("valid config");
+    let from_env = Config::from_vars([
+        ("DISTLOCK_TOPOLOGY", "sentinel"),
+        ("DISTLOCK_SENTINEL_SERVICE", "mymaster"),
+        (
+            "DISTLOCK_NODES",
+            "rediss://locker:pw@10.0.0.1:26379,rediss://locker:pw@10.0.0.2:26379",
+        ),
+        ("DISTLOCK_SENTINEL_AUTH__PASSWORD", "sentinel-secret"),
+        ("DISTLOCK_REPLICAS__COUNT", "1"),
+        ("DISTLOCK_REPLICAS__TIMEOUT", "40ms"),
+        ("DISTLOCK_TLS__CA_FILE", "/etc/redis/ca.crt"),
+        ("DISTLOCK_TLS__CERT_FILE", "/etc/redis/client.crt"),
+        ("DISTLOCK_TLS__KEY_FILE", "/etc/redis/client.key"),
+    ])
+    .expect("valid environment");
+    for config in [from_toml, from_env] {
+        let lock = &config.lock;
+        assert_eq!(
+            config.strategy(),
+            Strategy::Single,
+            "a sentinel group is one deployment"
+        );
+        assert_eq!(lock.topology, distlock::Topology::Sentinel);
+        assert_eq!(lock.sentinel_service.as_deref(), Some("mymaster"));
+        assert_eq!(lock.replicas.count, 1);
+        assert_eq!(lock.replicas.timeout, Duration::from_millis(40));
+        assert_eq!(
+            lock.tls.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/redis/ca.crt"))
+        );
+        let endpoint = lock.endpoint().expect("one endpoint");
+        assert_eq!(endpoint.nodes.len(), 2);
+        let shown = format!("{config:?}");
+        assert!(
+            !shown.contains("sentinel-secret") && !shown.contains(":pw@"),
+            "Debug hides secrets: {shown}"
+        );
+    }
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[
+                ("DISTLOCK_TOPOLOGY", "sentinel"),
+                ("DISTLOCK_NODES", "redis://h:26379"),
+            ],
+            "sentinel_service",
+        ),
+        (&[("DISTLOCK_TOPOLOGY", "mesh")], "DISTLOCK_TOPOLOGY"),
+        (
+            &[("DISTLOCK_REPLICAS__COUNT", "one")],
+            "DISTLOCK_REPLICAS__COUNT",
+        ),
+        (&[("DISTLOCK_TLS__CA_FILE", "/etc/ca.crt")], "tls"),
+    ];
+    for (vars, field) in cases {
+        assert_eq!(
+            field_of(Config::from_vars(vars.iter().copied())),
+            field,
+            "{vars:?}"
+        );
+    }
+}

@@ -22,42 +22,8 @@ use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
 use lock_testkit::RedisServer;
 
-async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    RELEASE
-        .load(node.as_ref())
-        .await
-        .expect("load release script");
-    cycles_per_second(tasks, length, move |task| {
-        let node = Arc::clone(&node);
-        async move {
-            let key = format!("floor:{{t{task}}}");
-            let reply = node
-                .command(
-                    "SET",
-                    &[
-                        key.as_bytes(),
-                        b"owner-token-0123456789abcdef",
-                        b"NX",
-                        b"PX",
-                        b"30000",
-                    ],
-                )
-                .await
-                .expect("SET");
-            assert_eq!(
-                reply.as_text(),
-                Some("OK"),
-                "uncontended SET NX must succeed"
-            );
-            let released = RELEASE
-                .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
-                .await
-                .expect("EVALSHA");
-            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
-        }
-    })
-    .await
-}
+mod common;
+use common::floor;
 
 async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
     ACQUIRE
