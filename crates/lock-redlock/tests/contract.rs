@@ -44,7 +44,9 @@ impl BackendFactory for Redlock {
         Box::pin(async move {
             // TLS handshakes and records on a busy 2-core machine take longer
             // than a plain round trip; the node timeout must cover them.
-            let redlock = RedlockOptions::new(Duration::from_millis(250), 0.01);
+            let tls = endpoints.iter().any(Endpoint::uses_tls);
+            let node_timeout = Duration::from_millis(if tls { 250 } else { 50 });
+            let redlock = RedlockOptions::new(node_timeout, 0.01);
             let backend =
                 RedlockBackend::connect_endpoints(self.kind, endpoints, options, redlock).await?;
             Ok(Arc::new(backend) as Arc<dyn LockBackend>)
