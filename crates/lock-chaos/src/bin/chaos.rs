@@ -51,6 +51,8 @@ enum Fault {
     /// Cut node 0 off (its proxy accepts but forwards nothing) for twice the
     /// TTL, then heal it.
     Partition,
+    /// `FLUSHALL` on a lock node: the key and the fencing counter are gone.
+    FlushAll,
 }
 
 /// What the algorithm promises under the fault.
@@ -193,6 +195,17 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             note: "a restarted majority forgets the grant: a second holder until the next renewal",
             ..scenario("majority-lost", "redlock", 3, Fault::LoseMajority, Expect::Unsafe)
+        },
+        // Added after the scenarios above, so that their seeds (from their
+        // place in this list) and the runs in docs/SAFETY.md stay as they were.
+        Scenario {
+            note: "the key and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
+            ..scenario("flushall", "single", 1, Fault::FlushAll, Expect::Unsafe)
+        },
+        Scenario {
+            nested: true,
+            note: "the hash and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
+            ..scenario("flushall-nested", "reentrant", 1, Fault::FlushAll, Expect::Unsafe)
         },
     ]
 }
@@ -674,6 +687,13 @@ async fn inject(
             for node in nodes.iter_mut().take(majority) {
                 node.restart().map_err(io)?;
             }
+        }
+        Fault::FlushAll => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: FLUSHALL on node {node}",
+                scenario.name
+            );
+            nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
         }
     }
     Ok(())
