@@ -1,13 +1,18 @@
 //! One lock worker of the safety harness, run as its own process by `chaos`.
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
-//! --seed X --hold-ms MIN-MAX [--nested] [--busy-threads T]`, with the lock config in
-//! `DISTLOCK_*` variables. Loops until `S` seconds have passed: acquire (waiting
-//! up to the config's `wait_timeout`), enter again as the same owner if
-//! `--nested` (reentrant strategy), hold for a random time in the range while
-//! watching for a loss, commit one write to the fenced resource carrying the
-//! fencing token (skipped if the loss was reported first, as a careful job
-//! would), release, and log the acquisition (see `lock_chaos::Acquisition`).
+//! --seed X --hold-ms MIN-MAX [--nested] [--via-cli DISTLOCK]`, with the lock
+//! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
+//! acquire (waiting up to the config's `wait_timeout`), enter again as the
+//! same owner if `--nested` (reentrant strategy), hold for a random time in
+//! the range while watching for a loss, commit one write to the fenced
+//! resource carrying the fencing token (skipped if the loss was reported
+//! first, as a careful job would), release, and log the acquisition (see
+//! `lock_chaos::Acquisition`). With `--via-cli`, each acquisition is one
+//! `distlock run` whose job is this binary with `--job I`.
+//!
+//! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
+//! starves of CPU: it spins until killed, or for `S` seconds at most.
 
 use std::io::Write as _;
 use std::time::{Duration, Instant};
@@ -27,7 +32,6 @@ struct Args {
     seed: u64,
     hold_ms: (u64, u64),
     nested: bool,
-    busy_threads: u64,
     /// Take the lock through this `distlock` binary (`distlock run`) instead
     /// of the library: each acquisition is one `distlock run` whose job is
     /// this binary with `--job`.
@@ -35,6 +39,8 @@ struct Args {
     /// Be the job of one `distlock run`: one critical section under the lock
     /// distlock holds, with the token from `DISTLOCK_FENCING_TOKEN`.
     job: Option<u32>,
+    /// Be a busy loop for at most this many seconds.
+    hog: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,9 +54,9 @@ fn parse_args() -> Result<Args, String> {
         seed: 0,
         hold_ms: (5, 30),
         nested: false,
-        busy_threads: 0,
         via_cli: None,
         job: None,
+        hog: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
@@ -71,7 +77,7 @@ fn parse_args() -> Result<Args, String> {
             "--log" => parsed.log = value,
             "--seconds" => parsed.seconds = number(&value)?,
             "--seed" => parsed.seed = number(&value)?,
-            "--busy-threads" => parsed.busy_threads = number(&value)?,
+            "--hog" => parsed.hog = Some(number(&value)?),
             "--via-cli" => parsed.via_cli = Some(value),
             "--job" => {
                 parsed.job = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
@@ -85,7 +91,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if parsed.resource.is_empty() || parsed.log.is_empty() {
+    if parsed.hog.is_none() && (parsed.resource.is_empty() || parsed.log.is_empty()) {
         return Err("--resource and --log are required".to_owned());
     }
     Ok(parsed)
@@ -99,6 +105,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if let Some(seconds) = args.hog {
+        hog(Duration::from_secs(seconds));
+        return std::process::ExitCode::SUCCESS;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -119,13 +129,6 @@ async fn work(args: Args) -> Result<(), String> {
     }
     if let Some(distlock) = &args.via_cli {
         return work_via_cli(&args, distlock).await;
-    }
-    // A process starved of CPU by its own threads, as a busy service is:
-    // its lock tasks (the watchdog among them) get scheduled late.
-    for _ in 0..args.busy_threads {
-        std::thread::spawn(|| loop {
-            std::hint::spin_loop();
-        });
     }
     let config = Config::from_env().map_err(|err| err.to_string())?;
     let client = config.lock.client;
@@ -361,4 +364,16 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         .open(&args.log)
         .map_err(|err| format!("log: {err}"))?;
     writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))
+}
+
+/// A busy loop on one CPU, for at most `limit`: the competition that starves
+/// a worker whose threads `chaos` has put in `SCHED_IDLE`. The limit bounds
+/// it even if `chaos` dies without killing it.
+fn hog(limit: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        for _ in 0..10_000 {
+            std::hint::spin_loop();
+        }
+    }
 }

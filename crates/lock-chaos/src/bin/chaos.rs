@@ -6,13 +6,14 @@
 //! drawn from the seed (printed as it runs, so a failing run replays with
 //! `--seed`). Exits 1 when a scenario that must be safe was not.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_chaos::check::{check, Findings, LoggedWrite};
-use lock_chaos::{Acquisition, RESOURCE_KEY};
+use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
+use nix::sched::CpuSet;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::{Rng, SeedableRng};
@@ -53,6 +54,9 @@ enum Fault {
     Partition,
     /// `FLUSHALL` on a lock node: the key and the fencing counter are gone.
     FlushAll,
+    /// Starve the worker that holds the lock of CPU for twice the TTL: its
+    /// threads in `SCHED_IDLE`, pinned to one CPU beside a busy loop.
+    StarveWorker,
 }
 
 /// What the algorithm promises under the fault.
@@ -91,8 +95,6 @@ struct Scenario {
     proxied: bool,
     /// Nodes with an append-only file fsynced on every write.
     persistent: bool,
-    /// Busy threads in worker 0, starving it of CPU.
-    busy_threads: u32,
     /// Workers take the lock through `distlock run` (the binary next to this
     /// one), their jobs writing with `DISTLOCK_FENCING_TOKEN`.
     via_cli: bool,
@@ -118,7 +120,6 @@ const fn scenario(
         slow_node_ms: 0,
         proxied: false,
         persistent: false,
-        busy_threads: 0,
         via_cli: false,
         expect,
         note: "",
@@ -157,9 +158,8 @@ fn scenarios() -> Vec<Scenario> {
         scenario("delete-key", "single", 1, Fault::DeleteKey, Expect::Fenced),
         scenario("overwrite-key", "single", 1, Fault::OverwriteKey, Expect::Fenced),
         Scenario {
-            busy_threads: 6,
             note: "a starved process acts late, as a paused one does",
-            ..scenario("cpu-starved", "single", 1, Fault::None, Expect::Fenced)
+            ..scenario("cpu-starved", "single", 1, Fault::StarveWorker, Expect::Fenced)
         },
         Scenario {
             proxied: true,
@@ -492,9 +492,6 @@ async fn run(
             }
             command.arg("--via-cli").arg(distlock);
         }
-        if worker == 0 && scenario.busy_threads > 0 {
-            command.args(["--busy-threads", &scenario.busy_threads.to_string()]);
-        }
         workers.push(
             command
                 .spawn()
@@ -512,7 +509,12 @@ async fn run(
             continue;
         }
         let at = started.elapsed().as_millis();
-        inject(scenario, &mut nodes, proxy.as_ref(), &workers, &mut rng, at).await?;
+        let rig = Rig {
+            proxy: proxy.as_ref(),
+            workers: &workers,
+            worker_binary: &worker_binary,
+        };
+        inject(scenario, &mut nodes, &rig, &mut rng, at).await?;
         if scenario.fault == Fault::KillMinority {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
@@ -522,7 +524,7 @@ async fn run(
     }
     // Wake any paused worker or node so everyone can finish and be checked.
     for worker in &workers {
-        let _ = kill(pid_of(worker), Signal::SIGCONT);
+        let _ = kill(pid_from(worker.id()), Signal::SIGCONT);
     }
     for node in &mut nodes {
         let _ = node.resume();
@@ -561,19 +563,25 @@ async fn run(
     Ok(check(&acquisitions, &writes))
 }
 
-fn pid_of(child: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
+/// What a fault may act on besides the lock nodes.
+struct Rig<'a> {
+    /// The proxy in front of node 0, if the scenario has one.
+    proxy: Option<&'a DelayProxy>,
+    /// The worker processes, by number.
+    workers: &'a [Child],
+    /// The `chaos-worker` binary, which is also the busy loop (`--hog`).
+    worker_binary: &'a Path,
 }
 
 /// Applies the scenario's fault once, and says so on stderr.
 async fn inject(
     scenario: &Scenario,
     nodes: &mut [RedisServer],
-    proxy: Option<&DelayProxy>,
-    workers: &[Child],
+    rig: &Rig<'_>,
     rng: &mut rand::rngs::StdRng,
     at_ms: u128,
 ) -> Result<(), String> {
+    let (proxy, workers) = (rig.proxy, rig.workers);
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
     let long = TTL * 2;
@@ -591,10 +599,9 @@ async fn inject(
                 "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
                 scenario.name
             );
-            let pid = pid_of(&workers[worker]);
-            let _ = kill(pid, Signal::SIGSTOP);
+            let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
-            let _ = kill(pid, Signal::SIGCONT);
+            drop(stopped);
         }
         Fault::PauseServer => {
             eprintln!(
@@ -695,8 +702,114 @@ async fn inject(
             );
             nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
         }
+        Fault::StarveWorker => {
+            let worker = holder(nodes, key)
+                .filter(|worker| *worker < workers.len())
+                .unwrap_or_else(|| rng.random_range(0..workers.len()));
+            let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
+            eprintln!(
+                "chaos: t={at_ms}ms {}: worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}",
+                scenario.name, starved.cpu
+            );
+            tokio::time::sleep(long).await;
+            drop(starved);
+        }
     }
     Ok(())
+}
+
+fn pid_from(pid: u32) -> Pid {
+    Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX))
+}
+
+/// A process stopped with SIGSTOP until this is dropped, which sends SIGCONT,
+/// on every path out of the fault.
+struct Stopped(Pid);
+
+impl Stopped {
+    fn new(pid: u32) -> Result<Self, String> {
+        let pid = pid_from(pid);
+        kill(pid, Signal::SIGSTOP).map_err(|err| format!("SIGSTOP {pid}: {err}"))?;
+        Ok(Stopped(pid))
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = kill(self.0, Signal::SIGCONT);
+    }
+}
+
+/// A worker starved of CPU: every thread in `SCHED_IDLE` (it runs only when
+/// nothing else wants the CPU) and pinned to one CPU, beside a busy loop
+/// pinned there at normal priority, so it gets next to nothing while the rest
+/// of the system keeps the other CPUs. Dropping it ends the starvation on
+/// every path: the busy loop is killed and reaped, and every thread of the
+/// worker (those started meanwhile too) gets its class and CPUs back.
+///
+/// A busy loop at nice 19 does not do it: `SCHED_IDLE`'s weight (3) against
+/// nice 19's (15) still gives the worker a sixth of the CPU, and a thread that
+/// sleeps between short bursts, as a lock worker does, was delayed 25 ms at
+/// worst on the development machine; against nice 0 (weight 1024), it waits
+/// hundreds of ms for every ms it runs.
+struct Starved {
+    pid: u32,
+    /// The CPU it is pinned to.
+    cpu: usize,
+    /// The CPUs it could run on before.
+    allowed: CpuSet,
+    hog: Child,
+}
+
+impl Starved {
+    fn start(pid: u32, worker_binary: &Path, long: Duration) -> Result<Self, String> {
+        let (cpu, allowed) =
+            procs::first_cpu(pid).map_err(|err| format!("the CPUs of pid {pid}: {err}"))?;
+        // Bounded twice over: killed when this is dropped, and it stops by
+        // itself a few seconds after the fault should have ended.
+        let hog = Command::new(worker_binary)
+            .args(["--hog", &(long.as_secs() + 5).to_string()])
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|err| format!("start the busy loop: {err}"))?;
+        let starved = Starved {
+            pid,
+            cpu,
+            allowed,
+            hog,
+        };
+        // From here on, an error drops `starved`, which undoes what was done.
+        procs::pin_to(starved.hog.id(), cpu).map_err(|err| format!("pin the busy loop: {err}"))?;
+        for tid in procs::threads_of(pid) {
+            let starve = procs::pin_to(tid, cpu).and_then(|()| procs::set_idle(tid, true));
+            match starve {
+                Ok(()) => {}
+                // The thread ended meanwhile.
+                Err(err) if err.raw_os_error() == Some(nix::libc::ESRCH) => {}
+                Err(err) => return Err(format!("starve thread {tid} of pid {pid}: {err}")),
+            }
+        }
+        Ok(starved)
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        let _ = self.hog.kill();
+        let _ = self.hog.wait();
+        for tid in procs::threads_of(self.pid) {
+            let restore =
+                procs::set_idle(tid, false).and_then(|()| procs::set_cpus(tid, &self.allowed));
+            match restore {
+                Ok(()) => {}
+                Err(err) if err.raw_os_error() == Some(nix::libc::ESRCH) => {}
+                Err(err) => eprintln!(
+                    "chaos: could not give thread {tid} of pid {} its CPU back: {err}",
+                    self.pid
+                ),
+            }
+        }
+    }
 }
 
 /// Which worker holds the lock, from its owner (`chaos-worker-N`) in the key
