@@ -24,6 +24,17 @@ const WORKERS: u32 = 4;
 /// The lease TTL of every scenario: short, so faults longer than it are short.
 const TTL: Duration = Duration::from_millis(600);
 
+/// How long a worker holds the lock, in ms: a random time in this range
+/// (`chaos-worker --hold-ms`).
+const SHORT_HOLDS: &str = "5-40";
+
+/// Jobs of two kinds, quick ones and ones that outlive a lease (renewed
+/// meanwhile), for the faults that hit `distlock run` as its job starts: a
+/// long job is left running past a lease that ended under it, and a quick one
+/// that comes next writes before it does, so fencing has late writes to
+/// refuse. (Uniform times from 50 to 1200 ms gave few of either.)
+const LONG_HOLDS: &str = "50-150,700-1150";
+
 /// What a scenario does to the system while the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -54,6 +65,11 @@ enum Fault {
     Partition,
     /// `FLUSHALL` on a lock node: the key and the fencing counter are gone.
     FlushAll,
+    /// SIGSTOP the `distlock run` that holds the lock (not its job) for twice
+    /// the TTL, then SIGCONT.
+    PauseCli,
+    /// kill -9 the `distlock run` that holds the lock (not its job).
+    KillCli,
     /// Starve the worker that holds the lock of CPU for twice the TTL: its
     /// threads in `SCHED_IDLE`, pinned to one CPU beside a busy loop.
     StarveWorker,
@@ -95,6 +111,9 @@ struct Scenario {
     proxied: bool,
     /// Nodes with an append-only file fsynced on every write.
     persistent: bool,
+    /// How long each critical section holds the lock, in ms, as
+    /// `chaos-worker --hold-ms` takes it.
+    hold_ms: &'static str,
     /// Workers take the lock through `distlock run` (the binary next to this
     /// one), their jobs writing with `DISTLOCK_FENCING_TOKEN`.
     via_cli: bool,
@@ -120,6 +139,7 @@ const fn scenario(
         slow_node_ms: 0,
         proxied: false,
         persistent: false,
+        hold_ms: SHORT_HOLDS,
         via_cli: false,
         expect,
         note: "",
@@ -206,6 +226,18 @@ fn scenarios() -> Vec<Scenario> {
             nested: true,
             note: "the hash and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
             ..scenario("flushall-nested", "reentrant", 1, Fault::FlushAll, Expect::Unsafe)
+        },
+        Scenario {
+            via_cli: true,
+            hold_ms: LONG_HOLDS,
+            note: "a stopped `distlock run` cannot stop its job, which runs on past the lease",
+            ..scenario("command-line-pause", "single", 1, Fault::PauseCli, Expect::Fenced)
+        },
+        Scenario {
+            via_cli: true,
+            hold_ms: LONG_HOLDS,
+            note: "distlock killed: its supervisor kills the job at once; the key expires by its TTL",
+            ..scenario("command-line-kill", "single", 1, Fault::KillCli, Expect::Safe)
         },
     ]
 }
@@ -467,7 +499,7 @@ async fn run(
                     .wrapping_add(u64::from(worker))
                     .to_string(),
             ])
-            .args(["--hold-ms", "5-40"])
+            .args(["--hold-ms", scenario.hold_ms])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("DISTLOCK_NODES", urls.join(","))
@@ -702,6 +734,59 @@ async fn inject(
             );
             nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
         }
+        Fault::PauseCli => {
+            let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
+                eprintln!(
+                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing paused",
+                    scenario.name
+                );
+                return Ok(());
+            };
+            eprintln!(
+                "chaos: t={}ms {}: SIGSTOP worker {}'s distlock (pid {}) as its job starts, for {long:?}; the job runs on",
+                at_ms + waited.as_millis(),
+                scenario.name,
+                holder.worker,
+                holder.distlock
+            );
+            let stopped = Stopped::new(holder.distlock)?;
+            tokio::time::sleep(long).await;
+            drop(stopped);
+        }
+        Fault::KillCli => {
+            let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
+                eprintln!(
+                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing killed",
+                    scenario.name
+                );
+                return Ok(());
+            };
+            let killed_at = Instant::now();
+            kill(pid_from(holder.distlock), Signal::SIGKILL)
+                .map_err(|err| format!("kill -9 {}: {err}", holder.distlock))?;
+            // How long its job outlives it, which the lease would not cover
+            // once the key expires.
+            let mut below = holder.below.clone();
+            while !below.is_empty() && killed_at.elapsed() < long {
+                below.retain(|pid| !procs::is_gone(*pid));
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let fate = if below.is_empty() {
+                format!(
+                    "its job was gone {} ms later",
+                    killed_at.elapsed().as_millis()
+                )
+            } else {
+                format!("its job still ran {long:?} later")
+            };
+            eprintln!(
+                "chaos: t={}ms {}: kill -9 worker {}'s distlock (pid {}) as its job starts: {fate}",
+                at_ms + waited.as_millis(),
+                scenario.name,
+                holder.worker,
+                holder.distlock
+            );
+        }
         Fault::StarveWorker => {
             let worker = holder(nodes, key)
                 .filter(|worker| *worker < workers.len())
@@ -720,6 +805,74 @@ async fn inject(
 
 fn pid_from(pid: u32) -> Pid {
     Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX))
+}
+
+/// A `distlock run` of the command-line scenarios that is running its job.
+struct CliHolder {
+    /// The worker whose `distlock run` it is.
+    worker: usize,
+    /// The `distlock run` process.
+    distlock: u32,
+    /// Its supervisor and the supervisor's children (the job).
+    below: Vec<u32>,
+}
+
+/// The `distlock run` processes that hold the lock: those running a job.
+/// The lock key cannot say which they are (distlock's owner tokens are
+/// random), but the process tree can: every worker runs one `distlock run`
+/// at a time, and only one that holds the lock has started its supervisor,
+/// whose child is the job (`worker → distlock run → supervisor → job`).
+/// There are two at once only when a holder's lease ran out while its job
+/// runs on.
+fn cli_holders(workers: &[Child]) -> Vec<CliHolder> {
+    let mut holders = Vec::new();
+    for (worker, child) in workers.iter().enumerate() {
+        for distlock in procs::children_of(child.id()) {
+            let supervisors = procs::children_of(distlock);
+            if supervisors.is_empty() {
+                continue;
+            }
+            let mut below = supervisors.clone();
+            for supervisor in &supervisors {
+                below.extend(procs::children_of(*supervisor));
+            }
+            holders.push(CliHolder {
+                worker,
+                distlock,
+                below,
+            });
+        }
+    }
+    holders
+}
+
+/// Waits, up to `within`, for a `distlock run` to start a job after this is
+/// called, and returns it with the time waited: a fault that hits a job as it
+/// starts leaves it the longest to run on, which is what the command-line
+/// faults test. When no job starts in time, the one running (if any) is
+/// taken.
+async fn cli_holder_as_job_starts(
+    workers: &[Child],
+    within: Duration,
+) -> Option<(CliHolder, Duration)> {
+    let started = Instant::now();
+    let running: Vec<u32> = cli_holders(workers)
+        .iter()
+        .map(|holder| holder.distlock)
+        .collect();
+    loop {
+        let mut holders = cli_holders(workers);
+        if let Some(fresh) = holders
+            .iter()
+            .position(|holder| !running.contains(&holder.distlock))
+        {
+            return Some((holders.swap_remove(fresh), started.elapsed()));
+        }
+        if started.elapsed() >= within {
+            return holders.pop().map(|holder| (holder, started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }
 
 /// A process stopped with SIGSTOP until this is dropped, which sends SIGCONT,
