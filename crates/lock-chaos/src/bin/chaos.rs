@@ -480,7 +480,7 @@ async fn run(
     let worker_binary = std::env::current_exe()
         .map_err(io("own path"))?
         .with_file_name("chaos-worker");
-    let mut workers: Vec<Child> = Vec::new();
+    let mut workers = Workers(Vec::new());
     let mut logs: Vec<PathBuf> = Vec::new();
     for worker in 0..WORKERS {
         let log = scratch.join(format!("worker-{worker}.log"));
@@ -524,7 +524,7 @@ async fn run(
             }
             command.arg("--via-cli").arg(distlock);
         }
-        workers.push(
+        workers.0.push(
             command
                 .spawn()
                 .map_err(|err| format!("start {}: {err}", worker_binary.display()))?,
@@ -543,7 +543,7 @@ async fn run(
         let at = started.elapsed().as_millis();
         let rig = Rig {
             proxy: proxy.as_ref(),
-            workers: &workers,
+            workers: &workers.0,
             worker_binary: &worker_binary,
         };
         inject(scenario, &mut nodes, &rig, &mut rng, at).await?;
@@ -555,14 +555,14 @@ async fn run(
         }
     }
     // Wake any paused worker or node so everyone can finish and be checked.
-    for worker in &workers {
+    for worker in &workers.0 {
         let _ = kill(pid_from(worker.id()), Signal::SIGCONT);
     }
     for node in &mut nodes {
         let _ = node.resume();
     }
     let give_up = Instant::now() + Duration::from_secs(15);
-    for worker in &mut workers {
+    for worker in &mut workers.0 {
         loop {
             match worker.try_wait() {
                 Ok(Some(_)) => break,
@@ -801,6 +801,23 @@ async fn inject(
         }
     }
     Ok(())
+}
+
+/// The worker processes of one run. Dropped on the way out of the run,
+/// early on an error too, it kills and reaps any still running (the run
+/// waits for them to finish first when all goes well).
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for worker in &mut self.0 {
+            if let Ok(None) = worker.try_wait() {
+                let _ = kill(pid_from(worker.id()), Signal::SIGCONT);
+                let _ = worker.kill();
+                let _ = worker.wait();
+            }
+        }
+    }
 }
 
 fn pid_from(pid: u32) -> Pid {
