@@ -88,8 +88,9 @@ pub fn check(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
     in_order.sort_by_key(|write| write.seq);
     let mut newest_accepted_start = 0;
     for write in in_order {
-        // A write whose worker died before logging it: its start is unknown,
-        // and it is judged as the newest.
+        // A write whose section was never logged: its start is unknown, and
+        // it is judged as the newest. (A killed job's section is logged by
+        // its worker, with the start the job noted when it began.)
         let start = starts.get(&write.writer).copied().unwrap_or(u64::MAX);
         let stale = newest_accepted_start > start;
         match (stale, write.accepted) {
@@ -187,6 +188,33 @@ mod tests {
         let sections = [section(1, 0, 10, 5), section(2, 20, 30, 1)];
         let writes = [logged(1, 5, 1, true), logged(2, 1, 2, false)];
         assert_eq!(check(&sections, &writes).fresh_refused, 1);
+    }
+
+    #[test]
+    fn a_killed_job_counts_from_its_start_to_when_it_was_seen_gone() {
+        // Job 1 was killed after its write; its worker logged the section,
+        // ending when it saw the job gone.
+        let killed = |end| Acquisition {
+            write: Write::Unknown,
+            outcome: Outcome::Killed,
+            ..section(1, 0, end, 1)
+        };
+        let writes = [logged(1, 1, 1, true), logged(2, 2, 2, true)];
+        let findings = check(&[killed(50), section(2, 60, 70, 2)], &writes);
+        assert_eq!(
+            (
+                findings.overlaps,
+                findings.stale_accepted,
+                findings.fresh_refused
+            ),
+            (0, 0, 0),
+            "a job gone before the next one began is a section like any other"
+        );
+        let findings = check(&[killed(65), section(2, 60, 70, 2)], &writes);
+        assert_eq!(
+            findings.overlaps, 1,
+            "a job seen gone after the next one began overlaps it"
+        );
     }
 
     #[test]

@@ -15,8 +15,14 @@
 //! every token accepted before (a write without a token, from Redlock, is
 //! always accepted), and every write is appended to the resource's log in the
 //! order the resource saw it.
+//!
+//! The faults that reach into processes (a starved worker, a paused or killed
+//! `distlock run`) find them and set their scheduling through [`procs`], which
+//! reads `/proc`: the binaries run on Linux only.
 
 pub mod check;
+#[cfg(target_os = "linux")]
+pub mod procs;
 mod record;
 
 pub use record::{monotonic_ns, Acquisition, Outcome, Write};

@@ -35,6 +35,9 @@ pub enum Write {
     Skipped,
     /// The write failed (the resource is never faulted, so this is rare).
     Failed,
+    /// Not known: the job was killed before it logged its end. If it wrote,
+    /// the resource's log has the write under the job's id.
+    Unknown,
 }
 
 /// How an acquisition ended.
@@ -46,6 +49,9 @@ pub enum Outcome {
     Lost,
     /// The release failed with a connection error.
     ReleaseFailed,
+    /// The job of a `distlock run` was killed before it logged its end; its
+    /// worker logged the section for it, ending when it saw the job gone.
+    Killed,
 }
 
 /// One critical section of one worker.
@@ -57,7 +63,8 @@ pub struct Acquisition {
     pub index: u32,
     /// When the acquire returned, on `CLOCK_MONOTONIC`.
     pub start_ns: u64,
-    /// When the worker stopped working under it (just before the release).
+    /// When the worker stopped working under it (just before the release);
+    /// for a killed job, when its worker saw it gone, which is no earlier.
     pub end_ns: u64,
     /// The fencing token, 0 for none.
     pub token: u64,
@@ -93,11 +100,13 @@ impl fmt::Display for Acquisition {
             Write::Refused { seq } => format!("refused:{seq}"),
             Write::Skipped => "skipped".to_owned(),
             Write::Failed => "failed".to_owned(),
+            Write::Unknown => "unknown".to_owned(),
         };
         let outcome = match self.outcome {
             Outcome::Released => "released",
             Outcome::Lost => "lost",
             Outcome::ReleaseFailed => "release-failed",
+            Outcome::Killed => "killed",
         };
         write!(
             f,
@@ -135,12 +144,14 @@ impl FromStr for Acquisition {
             Some(("refused", seq)) => Write::Refused { seq: number(seq)? },
             None if write == "skipped" => Write::Skipped,
             None if write == "failed" => Write::Failed,
+            None if write == "unknown" => Write::Unknown,
             _ => return Err(format!("unknown write {write:?} in {line:?}")),
         };
         let outcome = match outcome {
             "released" => Outcome::Released,
             "lost" => Outcome::Lost,
             "release-failed" => Outcome::ReleaseFailed,
+            "killed" => Outcome::Killed,
             other => return Err(format!("unknown outcome {other:?} in {line:?}")),
         };
         Ok(Acquisition {
@@ -175,6 +186,13 @@ mod tests {
         let line = acquisition.to_string();
         assert_eq!(line.parse::<Acquisition>(), Ok(acquisition.clone()));
         assert_eq!(acquisition.overrun_ns(), 500);
+        let killed = Acquisition {
+            write: Write::Unknown,
+            lease_end_ns: 0,
+            outcome: Outcome::Killed,
+            ..acquisition
+        };
+        assert_eq!(killed.to_string().parse::<Acquisition>(), Ok(killed));
         assert!("1\t2\t3".parse::<Acquisition>().is_err());
     }
 

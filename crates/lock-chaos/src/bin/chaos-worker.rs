@@ -1,19 +1,26 @@
 //! One lock worker of the safety harness, run as its own process by `chaos`.
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
-//! --seed X --hold-ms MIN-MAX [--nested] [--busy-threads T]`, with the lock config in
-//! `DISTLOCK_*` variables. Loops until `S` seconds have passed: acquire (waiting
-//! up to the config's `wait_timeout`), enter again as the same owner if
-//! `--nested` (reentrant strategy), hold for a random time in the range while
-//! watching for a loss, commit one write to the fenced resource carrying the
-//! fencing token (skipped if the loss was reported first, as a careful job
-//! would), release, and log the acquisition (see `lock_chaos::Acquisition`).
+//! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK]`, with the lock
+//! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
+//! acquire (waiting up to the config's `wait_timeout`), enter again as the
+//! same owner if `--nested` (reentrant strategy), hold for a random time
+//! (`--hold-ms 5-40`, or `50-150,700-1150` for a range drawn at random first)
+//! while watching for a loss, commit one write to the fenced
+//! resource carrying the fencing token (skipped if the loss was reported
+//! first, as a careful job would), release, and log the acquisition (see
+//! `lock_chaos::Acquisition`). With `--via-cli`, each acquisition is one
+//! `distlock run` whose job is this binary with `--job I`.
+//!
+//! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
+//! starves of CPU: it spins until killed, or for `S` seconds at most.
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
-use lock_chaos::{monotonic_ns, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
+use lock_chaos::{monotonic_ns, procs, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
 use lock_core::client::{NodeClient, Reply};
 use lock_core::{ConnectOptions, NodeUrl};
 use rand::{Rng, SeedableRng};
@@ -25,9 +32,9 @@ struct Args {
     log: String,
     seconds: u64,
     seed: u64,
-    hold_ms: (u64, u64),
+    /// Hold times in ms: one range is drawn, then a time in it.
+    hold_ms: Vec<(u64, u64)>,
     nested: bool,
-    busy_threads: u64,
     /// Take the lock through this `distlock` binary (`distlock run`) instead
     /// of the library: each acquisition is one `distlock run` whose job is
     /// this binary with `--job`.
@@ -35,6 +42,8 @@ struct Args {
     /// Be the job of one `distlock run`: one critical section under the lock
     /// distlock holds, with the token from `DISTLOCK_FENCING_TOKEN`.
     job: Option<u32>,
+    /// Be a busy loop for at most this many seconds.
+    hog: Option<u64>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,11 +55,11 @@ fn parse_args() -> Result<Args, String> {
         log: String::new(),
         seconds: 5,
         seed: 0,
-        hold_ms: (5, 30),
+        hold_ms: vec![(5, 30)],
         nested: false,
-        busy_threads: 0,
         via_cli: None,
         job: None,
+        hog: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
@@ -71,21 +80,26 @@ fn parse_args() -> Result<Args, String> {
             "--log" => parsed.log = value,
             "--seconds" => parsed.seconds = number(&value)?,
             "--seed" => parsed.seed = number(&value)?,
-            "--busy-threads" => parsed.busy_threads = number(&value)?,
+            "--hog" => parsed.hog = Some(number(&value)?),
             "--via-cli" => parsed.via_cli = Some(value),
             "--job" => {
                 parsed.job = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
             }
             "--hold-ms" => {
-                let (low, high) = value
-                    .split_once('-')
-                    .ok_or_else(|| format!("--hold-ms takes MIN-MAX, not {value}"))?;
-                parsed.hold_ms = (number(low)?, number(high)?.max(number(low)?));
+                parsed.hold_ms = value
+                    .split(',')
+                    .map(|range| {
+                        let (low, high) = range.split_once('-').ok_or_else(|| {
+                            format!("--hold-ms takes MIN-MAX[,MIN-MAX...], not {value}")
+                        })?;
+                        Ok((number(low)?, number(high)?.max(number(low)?)))
+                    })
+                    .collect::<Result<_, String>>()?;
             }
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if parsed.resource.is_empty() || parsed.log.is_empty() {
+    if parsed.hog.is_none() && (parsed.resource.is_empty() || parsed.log.is_empty()) {
         return Err("--resource and --log are required".to_owned());
     }
     Ok(parsed)
@@ -99,6 +113,10 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if let Some(seconds) = args.hog {
+        hog(Duration::from_secs(seconds));
+        return std::process::ExitCode::SUCCESS;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -119,13 +137,6 @@ async fn work(args: Args) -> Result<(), String> {
     }
     if let Some(distlock) = &args.via_cli {
         return work_via_cli(&args, distlock).await;
-    }
-    // A process starved of CPU by its own threads, as a busy service is:
-    // its lock tasks (the watchdog among them) get scheduled late.
-    for _ in 0..args.busy_threads {
-        std::thread::spawn(|| loop {
-            std::hint::spin_loop();
-        });
     }
     let config = Config::from_env().map_err(|err| err.to_string())?;
     let client = config.lock.client;
@@ -165,7 +176,7 @@ async fn work(args: Args) -> Result<(), String> {
                 continue;
             }
         };
-        let hold = Duration::from_millis(rng.random_range(args.hold_ms.0..=args.hold_ms.1));
+        let hold = hold_time(&mut rng, &args.hold_ms);
         let acquisition =
             critical_section(&locks, guard, &args, index, hold, resource.as_ref()).await;
         writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
@@ -226,6 +237,24 @@ async fn critical_section(
         lease_end_ns,
         outcome,
     }
+}
+
+/// A hold time: a range drawn from `ranges`, then a time in it.
+fn hold_time(rng: &mut rand::rngs::StdRng, ranges: &[(u64, u64)]) -> Duration {
+    let (low, high) = ranges
+        .get(rng.random_range(0..ranges.len().max(1)))
+        .copied()
+        .unwrap_or((0, 0));
+    Duration::from_millis(rng.random_range(low..=high))
+}
+
+/// `ranges` as `--hold-ms` takes them.
+fn hold_ranges(ranges: &[(u64, u64)]) -> String {
+    ranges
+        .iter()
+        .map(|(low, high)| format!("{low}-{high}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn outcome_of(err: &LockError) -> Outcome {
@@ -289,6 +318,11 @@ async fn work_via_cli(args: &Args, distlock: &str) -> Result<(), String> {
     let me = std::env::current_exe().map_err(|err| format!("own path: {err}"))?;
     // The jobs append to the log; start it empty.
     std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
+    // A distlock killed with SIGKILL leaves its supervisor and job to die a
+    // moment later; as their subreaper, this process inherits them instead of
+    // init, and can tell when they are gone (`wait_for_orphans`).
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|err| format!("become a subreaper: {err}"))?;
     let mut index: u32 = 0;
     while Instant::now() < ends_at {
         let status = tokio::process::Command::new(distlock)
@@ -300,17 +334,22 @@ async fn work_via_cli(args: &Args, distlock: &str) -> Result<(), String> {
             .args(["--job", &index.to_string()])
             .args(["--resource", &args.resource])
             .args(["--log", &args.log])
+            // Workers' seeds are consecutive numbers; spread them so that no
+            // two jobs share a seed (worker 1's job 0 was worker 0's job 1).
             .args([
                 "--seed",
-                &args.seed.wrapping_add(u64::from(index)).to_string(),
+                &args
+                    .seed
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    .wrapping_add(u64::from(index))
+                    .to_string(),
             ])
-            .args([
-                "--hold-ms",
-                &format!("{}-{}", args.hold_ms.0, args.hold_ms.1),
-            ])
+            .args(["--hold-ms", &hold_ranges(&args.hold_ms)])
             .status()
             .await
             .map_err(|err| format!("run {distlock}: {err}"))?;
+        wait_for_orphans(args.worker).await;
+        log_unfinished_job(args)?;
         // 75: not acquired within the wait; anything else ran a job (or failed
         // to connect, which the next round retries).
         if status.code() != Some(75) {
@@ -318,6 +357,97 @@ async fn work_via_cli(args: &Args, distlock: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Where a job of `distlock run` notes its section while it runs, next to
+/// the log: `<index> <start_ns> <token>`. The job removes it once it has
+/// logged its section; one left behind marks a job that never did.
+fn running_marker(log: &str) -> PathBuf {
+    PathBuf::from(format!("{log}.running"))
+}
+
+/// Waits until the orphans of the last `distlock run` (its supervisor and
+/// job, when distlock was killed) are gone, and reaps them. Only then may the
+/// job's marker be read: a job killed a moment after distlock may still
+/// write it, and it would be taken for the next run's. Bounded: orphans still
+/// there after 5 s (their supervisor failed) get SIGKILL.
+async fn wait_for_orphans(worker: u32) {
+    let me = std::process::id();
+    let give_up = Instant::now() + Duration::from_secs(5);
+    loop {
+        // distlock itself is reaped, so every child left is an orphan.
+        let orphans = procs::children_of(me);
+        if orphans.is_empty() {
+            break;
+        }
+        if Instant::now() >= give_up {
+            eprintln!(
+                "chaos-worker {worker}: {orphans:?} outlived their distlock by 5 s; killing them"
+            );
+            for orphan in orphans {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(orphan).unwrap_or(i32::MAX));
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Reap the zombies; no child of tokio's is left to take by mistake.
+    while let Ok(status) = nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+    {
+        if status == nix::sys::wait::WaitStatus::StillAlive {
+            break;
+        }
+    }
+}
+
+/// After a `distlock run` returned and its orphans are gone: logs the
+/// section of a job that was killed (by distlock stopping it when the lease
+/// was lost, or by its supervisor when distlock was killed) before it logged
+/// it itself. Its end is now, no earlier than the job's real end, so an
+/// overlap is never hidden.
+fn log_unfinished_job(args: &Args) -> Result<(), String> {
+    let marker = running_marker(&args.log);
+    let Ok(text) = std::fs::read_to_string(&marker) else {
+        return Ok(());
+    };
+    let end_ns = monotonic_ns();
+    let fields: Vec<u64> = text
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|err| format!("{}: {err}: {text:?}", marker.display()))?;
+    let [index, start_ns, token] = fields[..] else {
+        return Err(format!(
+            "{}: expected 3 numbers: {text:?}",
+            marker.display()
+        ));
+    };
+    let index = u32::try_from(index).map_err(|err| err.to_string())?;
+    // Killed after it logged its section, before it removed the marker.
+    let logged = std::fs::read_to_string(&args.log).map_err(|err| format!("log: {err}"))?;
+    let id = format!("{}\t{index}\t", args.worker);
+    if !logged.lines().any(|line| line.starts_with(&id)) {
+        let acquisition = Acquisition {
+            worker: args.worker,
+            index,
+            start_ns,
+            end_ns,
+            token,
+            write: Write::Unknown,
+            lease_end_ns: 0,
+            outcome: Outcome::Killed,
+        };
+        append_to_log(&args.log, &acquisition)?;
+    }
+    std::fs::remove_file(&marker).map_err(|err| format!("{}: {err}", marker.display()))
+}
+
+fn append_to_log(log: &str, acquisition: &Acquisition) -> Result<(), String> {
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log)
+        .map_err(|err| format!("log: {err}"))?;
+    writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))
 }
 
 /// One critical section as the job of `distlock run`: the lock is held by
@@ -328,11 +458,11 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         .ok()
         .and_then(|token| token.parse::<u64>().ok())
         .unwrap_or(0);
+    let marker = running_marker(&args.log);
+    std::fs::write(&marker, format!("{index} {start_ns} {token}"))
+        .map_err(|err| format!("{}: {err}", marker.display()))?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
-    tokio::time::sleep(Duration::from_millis(
-        rng.random_range(args.hold_ms.0..=args.hold_ms.1),
-    ))
-    .await;
+    tokio::time::sleep(hold_time(&mut rng, &args.hold_ms)).await;
     let resource = lock_core::client::connect(
         distlock::ClientKind::Redis,
         &NodeUrl::new(args.resource.clone()),
@@ -356,9 +486,18 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         lease_end_ns: 0,
         outcome: Outcome::Released,
     };
-    let mut log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&args.log)
-        .map_err(|err| format!("log: {err}"))?;
-    writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))
+    append_to_log(&args.log, &acquisition)?;
+    std::fs::remove_file(&marker).map_err(|err| format!("{}: {err}", marker.display()))
+}
+
+/// A busy loop on one CPU, for at most `limit`: the competition that starves
+/// a worker whose threads `chaos` has put in `SCHED_IDLE`. The limit bounds
+/// it even if `chaos` dies without killing it.
+fn hog(limit: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        for _ in 0..10_000 {
+            std::hint::spin_loop();
+        }
+    }
 }

@@ -6,13 +6,14 @@
 //! drawn from the seed (printed as it runs, so a failing run replays with
 //! `--seed`). Exits 1 when a scenario that must be safe was not.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_chaos::check::{check, Findings, LoggedWrite};
-use lock_chaos::{Acquisition, RESOURCE_KEY};
+use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
+use nix::sched::CpuSet;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::{Rng, SeedableRng};
@@ -22,6 +23,17 @@ const WORKERS: u32 = 4;
 
 /// The lease TTL of every scenario: short, so faults longer than it are short.
 const TTL: Duration = Duration::from_millis(600);
+
+/// How long a worker holds the lock, in ms: a random time in this range
+/// (`chaos-worker --hold-ms`).
+const SHORT_HOLDS: &str = "5-40";
+
+/// Jobs of two kinds, quick ones and ones that outlive a lease (renewed
+/// meanwhile), for the faults that hit `distlock run` as its job starts: a
+/// long job is left running past a lease that ended under it, and a quick one
+/// that comes next writes before it does, so fencing has late writes to
+/// refuse. (Uniform times from 50 to 1200 ms gave few of either.)
+const LONG_HOLDS: &str = "50-150,700-1150";
 
 /// What a scenario does to the system while the workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +63,16 @@ enum Fault {
     /// Cut node 0 off (its proxy accepts but forwards nothing) for twice the
     /// TTL, then heal it.
     Partition,
+    /// `FLUSHALL` on a lock node: the key and the fencing counter are gone.
+    FlushAll,
+    /// SIGSTOP the `distlock run` that holds the lock (not its job) for twice
+    /// the TTL, then SIGCONT.
+    PauseCli,
+    /// kill -9 the `distlock run` that holds the lock (not its job).
+    KillCli,
+    /// Starve the worker that holds the lock of CPU for twice the TTL: its
+    /// threads in `SCHED_IDLE`, pinned to one CPU beside a busy loop.
+    StarveWorker,
 }
 
 /// What the algorithm promises under the fault.
@@ -89,8 +111,9 @@ struct Scenario {
     proxied: bool,
     /// Nodes with an append-only file fsynced on every write.
     persistent: bool,
-    /// Busy threads in worker 0, starving it of CPU.
-    busy_threads: u32,
+    /// How long each critical section holds the lock, in ms, as
+    /// `chaos-worker --hold-ms` takes it.
+    hold_ms: &'static str,
     /// Workers take the lock through `distlock run` (the binary next to this
     /// one), their jobs writing with `DISTLOCK_FENCING_TOKEN`.
     via_cli: bool,
@@ -116,7 +139,7 @@ const fn scenario(
         slow_node_ms: 0,
         proxied: false,
         persistent: false,
-        busy_threads: 0,
+        hold_ms: SHORT_HOLDS,
         via_cli: false,
         expect,
         note: "",
@@ -155,9 +178,8 @@ fn scenarios() -> Vec<Scenario> {
         scenario("delete-key", "single", 1, Fault::DeleteKey, Expect::Fenced),
         scenario("overwrite-key", "single", 1, Fault::OverwriteKey, Expect::Fenced),
         Scenario {
-            busy_threads: 6,
             note: "a starved process acts late, as a paused one does",
-            ..scenario("cpu-starved", "single", 1, Fault::None, Expect::Fenced)
+            ..scenario("cpu-starved", "single", 1, Fault::StarveWorker, Expect::Fenced)
         },
         Scenario {
             proxied: true,
@@ -193,6 +215,29 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             note: "a restarted majority forgets the grant: a second holder until the next renewal",
             ..scenario("majority-lost", "redlock", 3, Fault::LoseMajority, Expect::Unsafe)
+        },
+        // Added after the scenarios above, so that their seeds (from their
+        // place in this list) and the runs in docs/SAFETY.md stay as they were.
+        Scenario {
+            note: "the key and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
+            ..scenario("flushall", "single", 1, Fault::FlushAll, Expect::Unsafe)
+        },
+        Scenario {
+            nested: true,
+            note: "the hash and the counter are gone: a second holder, and tokens restart so the fence refuses the newest",
+            ..scenario("flushall-nested", "reentrant", 1, Fault::FlushAll, Expect::Unsafe)
+        },
+        Scenario {
+            via_cli: true,
+            hold_ms: LONG_HOLDS,
+            note: "a stopped `distlock run` cannot stop its job, which runs on past the lease",
+            ..scenario("command-line-pause", "single", 1, Fault::PauseCli, Expect::Fenced)
+        },
+        Scenario {
+            via_cli: true,
+            hold_ms: LONG_HOLDS,
+            note: "distlock killed: its supervisor kills the job at once; the key expires by its TTL",
+            ..scenario("command-line-kill", "single", 1, Fault::KillCli, Expect::Safe)
         },
     ]
 }
@@ -435,7 +480,7 @@ async fn run(
     let worker_binary = std::env::current_exe()
         .map_err(io("own path"))?
         .with_file_name("chaos-worker");
-    let mut workers: Vec<Child> = Vec::new();
+    let mut workers = Workers(Vec::new());
     let mut logs: Vec<PathBuf> = Vec::new();
     for worker in 0..WORKERS {
         let log = scratch.join(format!("worker-{worker}.log"));
@@ -454,7 +499,7 @@ async fn run(
                     .wrapping_add(u64::from(worker))
                     .to_string(),
             ])
-            .args(["--hold-ms", "5-40"])
+            .args(["--hold-ms", scenario.hold_ms])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("DISTLOCK_NODES", urls.join(","))
@@ -479,10 +524,7 @@ async fn run(
             }
             command.arg("--via-cli").arg(distlock);
         }
-        if worker == 0 && scenario.busy_threads > 0 {
-            command.args(["--busy-threads", &scenario.busy_threads.to_string()]);
-        }
-        workers.push(
+        workers.0.push(
             command
                 .spawn()
                 .map_err(|err| format!("start {}: {err}", worker_binary.display()))?,
@@ -499,7 +541,12 @@ async fn run(
             continue;
         }
         let at = started.elapsed().as_millis();
-        inject(scenario, &mut nodes, proxy.as_ref(), &workers, &mut rng, at).await?;
+        let rig = Rig {
+            proxy: proxy.as_ref(),
+            workers: &workers.0,
+            worker_binary: &worker_binary,
+        };
+        inject(scenario, &mut nodes, &rig, &mut rng, at).await?;
         if scenario.fault == Fault::KillMinority {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
@@ -508,14 +555,14 @@ async fn run(
         }
     }
     // Wake any paused worker or node so everyone can finish and be checked.
-    for worker in &workers {
-        let _ = kill(pid_of(worker), Signal::SIGCONT);
+    for worker in &workers.0 {
+        let _ = kill(pid_from(worker.id()), Signal::SIGCONT);
     }
     for node in &mut nodes {
         let _ = node.resume();
     }
     let give_up = Instant::now() + Duration::from_secs(15);
-    for worker in &mut workers {
+    for worker in &mut workers.0 {
         loop {
             match worker.try_wait() {
                 Ok(Some(_)) => break,
@@ -548,19 +595,25 @@ async fn run(
     Ok(check(&acquisitions, &writes))
 }
 
-fn pid_of(child: &Child) -> Pid {
-    Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX))
+/// What a fault may act on besides the lock nodes.
+struct Rig<'a> {
+    /// The proxy in front of node 0, if the scenario has one.
+    proxy: Option<&'a DelayProxy>,
+    /// The worker processes, by number.
+    workers: &'a [Child],
+    /// The `chaos-worker` binary, which is also the busy loop (`--hog`).
+    worker_binary: &'a Path,
 }
 
 /// Applies the scenario's fault once, and says so on stderr.
 async fn inject(
     scenario: &Scenario,
     nodes: &mut [RedisServer],
-    proxy: Option<&DelayProxy>,
-    workers: &[Child],
+    rig: &Rig<'_>,
     rng: &mut rand::rngs::StdRng,
     at_ms: u128,
 ) -> Result<(), String> {
+    let (proxy, workers) = (rig.proxy, rig.workers);
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
     let long = TTL * 2;
@@ -578,10 +631,9 @@ async fn inject(
                 "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
                 scenario.name
             );
-            let pid = pid_of(&workers[worker]);
-            let _ = kill(pid, Signal::SIGSTOP);
+            let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
-            let _ = kill(pid, Signal::SIGCONT);
+            drop(stopped);
         }
         Fault::PauseServer => {
             eprintln!(
@@ -675,8 +727,259 @@ async fn inject(
                 node.restart().map_err(io)?;
             }
         }
+        Fault::FlushAll => {
+            eprintln!(
+                "chaos: t={at_ms}ms {}: FLUSHALL on node {node}",
+                scenario.name
+            );
+            nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
+        }
+        Fault::PauseCli => {
+            let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
+                eprintln!(
+                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing paused",
+                    scenario.name
+                );
+                return Ok(());
+            };
+            eprintln!(
+                "chaos: t={}ms {}: SIGSTOP worker {}'s distlock (pid {}) as its job starts, for {long:?}; the job runs on",
+                at_ms + waited.as_millis(),
+                scenario.name,
+                holder.worker,
+                holder.distlock
+            );
+            let stopped = Stopped::new(holder.distlock)?;
+            tokio::time::sleep(long).await;
+            drop(stopped);
+        }
+        Fault::KillCli => {
+            let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
+                eprintln!(
+                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing killed",
+                    scenario.name
+                );
+                return Ok(());
+            };
+            let killed_at = Instant::now();
+            kill(pid_from(holder.distlock), Signal::SIGKILL)
+                .map_err(|err| format!("kill -9 {}: {err}", holder.distlock))?;
+            // How long its job outlives it, which the lease would not cover
+            // once the key expires.
+            let mut below = holder.below.clone();
+            while !below.is_empty() && killed_at.elapsed() < long {
+                below.retain(|pid| !procs::is_gone(*pid));
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let fate = if below.is_empty() {
+                format!(
+                    "its job was gone {} ms later",
+                    killed_at.elapsed().as_millis()
+                )
+            } else {
+                format!("its job still ran {long:?} later")
+            };
+            eprintln!(
+                "chaos: t={}ms {}: kill -9 worker {}'s distlock (pid {}) as its job starts: {fate}",
+                at_ms + waited.as_millis(),
+                scenario.name,
+                holder.worker,
+                holder.distlock
+            );
+        }
+        Fault::StarveWorker => {
+            let worker = holder(nodes, key)
+                .filter(|worker| *worker < workers.len())
+                .unwrap_or_else(|| rng.random_range(0..workers.len()));
+            let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
+            eprintln!(
+                "chaos: t={at_ms}ms {}: worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}",
+                scenario.name, starved.cpu
+            );
+            tokio::time::sleep(long).await;
+            drop(starved);
+        }
     }
     Ok(())
+}
+
+/// The worker processes of one run. Dropped on the way out of the run,
+/// early on an error too, it kills and reaps any still running (the run
+/// waits for them to finish first when all goes well).
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for worker in &mut self.0 {
+            if let Ok(None) = worker.try_wait() {
+                let _ = kill(pid_from(worker.id()), Signal::SIGCONT);
+                let _ = worker.kill();
+                let _ = worker.wait();
+            }
+        }
+    }
+}
+
+fn pid_from(pid: u32) -> Pid {
+    Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX))
+}
+
+/// A `distlock run` of the command-line scenarios that is running its job.
+struct CliHolder {
+    /// The worker whose `distlock run` it is.
+    worker: usize,
+    /// The `distlock run` process.
+    distlock: u32,
+    /// Its supervisor and the supervisor's children (the job).
+    below: Vec<u32>,
+}
+
+/// The `distlock run` processes that hold the lock: those running a job.
+/// The lock key cannot say which they are (distlock's owner tokens are
+/// random), but the process tree can: every worker runs one `distlock run`
+/// at a time, and only one that holds the lock has started its supervisor,
+/// whose child is the job (`worker → distlock run → supervisor → job`).
+/// There are two at once only when a holder's lease ran out while its job
+/// runs on.
+fn cli_holders(workers: &[Child]) -> Vec<CliHolder> {
+    let mut holders = Vec::new();
+    for (worker, child) in workers.iter().enumerate() {
+        for distlock in procs::children_of(child.id()) {
+            let supervisors = procs::children_of(distlock);
+            if supervisors.is_empty() {
+                continue;
+            }
+            let mut below = supervisors.clone();
+            for supervisor in &supervisors {
+                below.extend(procs::children_of(*supervisor));
+            }
+            holders.push(CliHolder {
+                worker,
+                distlock,
+                below,
+            });
+        }
+    }
+    holders
+}
+
+/// Waits, up to `within`, for a `distlock run` to start a job after this is
+/// called, and returns it with the time waited: a fault that hits a job as it
+/// starts leaves it the longest to run on, which is what the command-line
+/// faults test. When no job starts in time, the one running (if any) is
+/// taken.
+async fn cli_holder_as_job_starts(
+    workers: &[Child],
+    within: Duration,
+) -> Option<(CliHolder, Duration)> {
+    let started = Instant::now();
+    let running: Vec<u32> = cli_holders(workers)
+        .iter()
+        .map(|holder| holder.distlock)
+        .collect();
+    loop {
+        let mut holders = cli_holders(workers);
+        if let Some(fresh) = holders
+            .iter()
+            .position(|holder| !running.contains(&holder.distlock))
+        {
+            return Some((holders.swap_remove(fresh), started.elapsed()));
+        }
+        if started.elapsed() >= within {
+            return holders.pop().map(|holder| (holder, started.elapsed()));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// A process stopped with SIGSTOP until this is dropped, which sends SIGCONT,
+/// on every path out of the fault.
+struct Stopped(Pid);
+
+impl Stopped {
+    fn new(pid: u32) -> Result<Self, String> {
+        let pid = pid_from(pid);
+        kill(pid, Signal::SIGSTOP).map_err(|err| format!("SIGSTOP {pid}: {err}"))?;
+        Ok(Stopped(pid))
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = kill(self.0, Signal::SIGCONT);
+    }
+}
+
+/// A worker starved of CPU: every thread in `SCHED_IDLE` (it runs only when
+/// nothing else wants the CPU) and pinned to one CPU, beside a busy loop
+/// pinned there at normal priority, so it gets next to nothing while the rest
+/// of the system keeps the other CPUs. Dropping it ends the starvation on
+/// every path: the busy loop is killed and reaped, and every thread of the
+/// worker (those started meanwhile too) gets its class and CPUs back.
+///
+/// A busy loop at nice 19 does not do it: `SCHED_IDLE`'s weight (3) against
+/// nice 19's (15) still gives the worker a sixth of the CPU, and a thread that
+/// sleeps between short bursts, as a lock worker does, was delayed 25 ms at
+/// worst on the development machine; against nice 0 (weight 1024), it waits
+/// hundreds of ms for every ms it runs.
+struct Starved {
+    pid: u32,
+    /// The CPU it is pinned to.
+    cpu: usize,
+    /// The CPUs it could run on before.
+    allowed: CpuSet,
+    hog: Child,
+}
+
+impl Starved {
+    fn start(pid: u32, worker_binary: &Path, long: Duration) -> Result<Self, String> {
+        let (cpu, allowed) =
+            procs::first_cpu(pid).map_err(|err| format!("the CPUs of pid {pid}: {err}"))?;
+        // Bounded twice over: killed when this is dropped, and it stops by
+        // itself a few seconds after the fault should have ended.
+        let hog = Command::new(worker_binary)
+            .args(["--hog", &(long.as_secs() + 5).to_string()])
+            .stdin(Stdio::null())
+            .spawn()
+            .map_err(|err| format!("start the busy loop: {err}"))?;
+        let starved = Starved {
+            pid,
+            cpu,
+            allowed,
+            hog,
+        };
+        // From here on, an error drops `starved`, which undoes what was done.
+        procs::pin_to(starved.hog.id(), cpu).map_err(|err| format!("pin the busy loop: {err}"))?;
+        for tid in procs::threads_of(pid) {
+            let starve = procs::pin_to(tid, cpu).and_then(|()| procs::set_idle(tid, true));
+            match starve {
+                Ok(()) => {}
+                // The thread ended meanwhile.
+                Err(err) if err.raw_os_error() == Some(nix::libc::ESRCH) => {}
+                Err(err) => return Err(format!("starve thread {tid} of pid {pid}: {err}")),
+            }
+        }
+        Ok(starved)
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        let _ = self.hog.kill();
+        let _ = self.hog.wait();
+        for tid in procs::threads_of(self.pid) {
+            let restore =
+                procs::set_idle(tid, false).and_then(|()| procs::set_cpus(tid, &self.allowed));
+            match restore {
+                Ok(()) => {}
+                Err(err) if err.raw_os_error() == Some(nix::libc::ESRCH) => {}
+                Err(err) => eprintln!(
+                    "chaos: could not give thread {tid} of pid {} its CPU back: {err}",
+                    self.pid
+                ),
+            }
+        }
+    }
 }
 
 /// Which worker holds the lock, from its owner (`chaos-worker-N`) in the key
