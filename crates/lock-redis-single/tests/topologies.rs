@@ -192,3 +192,55 @@ fn verified_clients_need_their_certificate() {
         }
     });
 }
+
+/// Fair mode on a cluster: the queue keys share the lock's hash tag, so the
+/// fair scripts run on one master; waiters that arrive one after another get
+/// the lock in that order, woken by releases published on the cluster.
+#[test]
+fn fair_mode_keeps_arrival_order_on_a_cluster() {
+    const WAITERS: usize = 4;
+    lock_testkit::run(async {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .expect("task")
+            .expect("cluster");
+        for kind in ClientKind::compiled() {
+            let backend = connect(kind, &Endpoint::cluster(cluster.seed_urls()))
+                .await
+                .expect("connect");
+            let mut config = lock_core::LockConfig::default();
+            config.ttl = Duration::from_secs(10);
+            config.wait_timeout = Duration::from_secs(20);
+            config.fair = true;
+            let locks = lock_core::LockManager::new(Arc::new(backend), config).expect("config");
+            let holder = locks.acquire("queue").await.expect("acquire");
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let mut waiters = Vec::new();
+            for index in 0..WAITERS {
+                let (locks, order) = (locks.clone(), Arc::clone(&order));
+                waiters.push(tokio::spawn(async move {
+                    let guard = locks.acquire("queue").await.expect("a waiter's turn");
+                    order.lock().expect("order").push(index);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    guard.release().await.expect("release");
+                }));
+                // Arrive one after another.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            let released = std::time::Instant::now();
+            holder.release().await.expect("release");
+            for waiter in waiters {
+                waiter.await.expect("waiter");
+            }
+            assert_eq!(
+                *order.lock().expect("order"),
+                (0..WAITERS).collect::<Vec<_>>(),
+                "{kind}: arrival order"
+            );
+            assert!(
+                released.elapsed() < Duration::from_secs(5),
+                "{kind}: waiters were woken by releases, not by timers"
+            );
+        }
+    });
+}

@@ -163,8 +163,15 @@ impl Sentinel {
                     )));
                 }
             }
-            if matches!(self.admin(&["PING"]), Ok(AdminReply::Status(status)) if status == "PONG") {
-                return Ok(());
+            // Our sentinel, not another test's server that won the race for
+            // the port: its INFO names our child's pid.
+            let pid = self.child.as_ref().map(Child::id);
+            if let (Some(pid), Ok(AdminReply::Bulk(Some(info)))) =
+                (pid, self.admin(&["INFO", "server"]))
+            {
+                if crate::server::answers_as(&String::from_utf8_lossy(&info), pid) {
+                    return Ok(());
+                }
             }
             if started.elapsed() > STARTUP_TIMEOUT {
                 let _ = self.kill();

@@ -380,8 +380,13 @@ impl RedisServer {
                     )));
                 }
             }
-            let answered = match self.admin(&["PING"]) {
-                Ok(AdminReply::Status(status)) => status == "PONG",
+            // Our process, not another test's that won the race for the
+            // port: its INFO names our child's pid.
+            let pid = self.child.as_ref().map(Child::id);
+            let answered = match (pid, self.admin(&["INFO", "server"])) {
+                (Some(pid), Ok(AdminReply::Bulk(Some(info)))) => {
+                    answers_as(&String::from_utf8_lossy(&info), pid)
+                }
                 _ => false,
             };
             if answered {
@@ -455,6 +460,12 @@ pub(crate) fn admin_command(
 /// Adds what we were doing to an error, keeping its kind.
 pub(crate) fn context(err: io::Error, doing: impl std::fmt::Display) -> io::Error {
     io::Error::new(err.kind(), format!("{doing}: {err}"))
+}
+
+/// Whether an `INFO server` reply comes from the process `pid`.
+pub(crate) fn answers_as(info: &str, pid: u32) -> bool {
+    info.lines()
+        .any(|line| line.trim_end() == format!("process_id:{pid}"))
 }
 
 /// Finds `redis-server`: `$REDIS_SERVER` if set, otherwise the first on `PATH`.
