@@ -41,9 +41,14 @@ async fn main() {
         .replica_of(master.port())
         .start()
         .expect("start a replica");
-    while !matches!(master.admin(&["WAIT", "1", "100"]), Ok(AdminReply::Int(1))) {
-        let _ = master.admin(&["SET", "warm-up", "1"]);
-    }
+    // SET and WAIT on one connection: WAIT counts the replicas that have its
+    // own connection's writes.
+    while !matches!(
+        master
+            .admin_session(&[&["SET", "warm-up", "1"], &["WAIT", "1", "100"]])
+            .as_deref(),
+        Ok([_, AdminReply::Int(1)])
+    ) {}
     println!(
         "a 3-master cluster, a standalone server, and a master with one replica, all on 127.0.0.1; \
          {TASKS} tasks, {length:?} per measurement, median of {rounds}"

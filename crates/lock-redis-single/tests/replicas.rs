@@ -52,8 +52,10 @@ fn exists(server: &RedisServer, key: &str) -> bool {
 fn wait_for_sync(master: &RedisServer) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let _ = master.admin(&["SET", "warm-up", "1"]);
-        if let Ok(AdminReply::Int(1)) = master.admin(&["WAIT", "1", "100"]) {
+        // On one connection: WAIT counts the replicas that have its own
+        // connection's writes.
+        let replies = master.admin_session(&[&["SET", "warm-up", "1"], &["WAIT", "1", "100"]]);
+        if matches!(replies.as_deref(), Ok([_, AdminReply::Int(1)])) {
             return;
         }
         assert!(std::time::Instant::now() < deadline, "replica never synced");

@@ -286,6 +286,14 @@ impl RedisServer {
         admin_command(self.port, self.options.password.as_deref(), args)
     }
 
+    /// Sends `commands` in order on one fresh connection and returns their
+    /// replies. `WAIT` needs this: it counts the replicas that have the
+    /// writes of its own connection, so a `WAIT` sent by [`admin`](Self::admin)
+    /// after a write sent by another `admin` call proves nothing.
+    pub fn admin_session(&self, commands: &[&[&str]]) -> io::Result<Vec<AdminReply>> {
+        admin_session(self.port, self.options.password.as_deref(), commands)
+    }
+
     /// `INFO <section>` as text, or an error if the server answers with one.
     pub fn info(&self, section: &str) -> io::Result<String> {
         match self.admin(&["INFO", section])? {
@@ -455,6 +463,30 @@ pub(crate) fn admin_command(
         read_reply(&mut reader)?;
     }
     read_reply(&mut reader)
+}
+
+/// [`RedisServer::admin_session`] on `port`, with up to 10 s per reply (a
+/// `WAIT` may block that long).
+pub(crate) fn admin_session(
+    port: u16,
+    password: Option<&str>,
+    commands: &[&[&str]],
+) -> io::Result<Vec<AdminReply>> {
+    let address = ([127, 0, 0, 1], port).into();
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    if let Some(password) = password {
+        write_command(&mut stream, &["AUTH", password])?;
+    }
+    for command in commands {
+        write_command(&mut stream, command)?;
+    }
+    let mut reader = BufReader::new(stream);
+    if password.is_some() {
+        read_reply(&mut reader)?;
+    }
+    commands.iter().map(|_| read_reply(&mut reader)).collect()
 }
 
 /// Adds what we were doing to an error, keeping its kind.

@@ -76,12 +76,13 @@ fn a_killed_master_is_replaced_by_its_replica() {
     let key = "lock:{failover}";
     let slot = cluster.key_slot(key).expect("slot");
     let old = cluster.master_of_slot(slot).expect("master");
-    assert_eq!(text(old.admin(&["SET", key, "kept"]).expect("SET")), "OK");
-    // WAIT: the write reached the replica before the master dies.
-    assert_eq!(
-        old.admin(&["WAIT", "1", "2000"]).expect("WAIT").as_int(),
-        Some(1)
-    );
+    // WAIT, on the connection that wrote: the write reached the replica
+    // before the master dies.
+    let replies = old
+        .admin_session(&[&["SET", key, "kept"], &["WAIT", "1", "2000"]])
+        .expect("SET and WAIT");
+    assert_eq!(text(replies[0].clone()), "OK");
+    assert_eq!(replies[1].as_int(), Some(1));
 
     let killed = cluster
         .kill_master_of_slot(slot)

@@ -31,14 +31,12 @@ fn sentinels_know_the_master_and_fail_it_over_on_request() {
     assert_eq!(old, ([127, 0, 0, 1], group.servers()[0].port()).into());
     let master = group.master().expect("master");
     assert_eq!(role(master), "master");
-    assert_eq!(
-        master.admin(&["SET", "k", "v"]).expect("SET"),
-        AdminReply::Status("OK".into())
-    );
-    assert_eq!(
-        master.admin(&["WAIT", "2", "2000"]).expect("WAIT").as_int(),
-        Some(2)
-    );
+    // WAIT on the connection that wrote, or it proves nothing.
+    let replies = master
+        .admin_session(&[&["SET", "k", "v"], &["WAIT", "2", "2000"]])
+        .expect("SET and WAIT");
+    assert_eq!(replies[0], AdminReply::Status("OK".into()));
+    assert_eq!(replies[1].as_int(), Some(2));
 
     let started = Instant::now();
     let new = group.failover(Duration::from_secs(30)).expect("failover");
