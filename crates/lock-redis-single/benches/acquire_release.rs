@@ -15,48 +15,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::client::{self, NodeClient};
-use lock_core::script::single::{ACQUIRE, RELEASE};
+use lock_core::client;
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
+use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::RedisServer;
 
 mod common;
-use common::floor;
-
-async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    ACQUIRE
-        .load(node.as_ref())
-        .await
-        .expect("load acquire script");
-    cycles_per_second(tasks, length, move |task| {
-        let node = Arc::clone(&node);
-        async move {
-            let key = format!("scripts:{{t{task}}}");
-            let fence = format!("{key}:fence");
-            let acquired = ACQUIRE
-                .run(
-                    node.as_ref(),
-                    &[&key, &fence],
-                    &[b"owner-token-0123456789abcdef", b"30000"],
-                )
-                .await
-                .expect("EVALSHA acquire");
-            assert_eq!(
-                acquired.as_array().and_then(|reply| reply[0].as_int()),
-                Some(1),
-                "uncontended acquire"
-            );
-            let released = RELEASE
-                .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
-                .await
-                .expect("EVALSHA release");
-            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
-        }
-    })
-    .await
-}
+use common::{floor, scripts};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {

@@ -19,7 +19,7 @@ use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::{AdminReply, RedisCluster, RedisServer};
 
 mod common;
-use common::floor;
+use common::{floor, scripts};
 
 const TASKS: usize = 32;
 
@@ -54,8 +54,8 @@ async fn main() {
          {TASKS} tasks, {length:?} per measurement, median of {rounds}"
     );
     println!();
-    println!("| client | cluster floor (cycles/s) | cluster, ours (cycles/s) | ours / floor | standalone, ours (cycles/s) | cluster / standalone |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| client | cluster floor (cycles/s) | cluster scripts (cycles/s) | cluster, ours (cycles/s) | ours / floor | ours / scripts | standalone, ours (cycles/s) | cluster / standalone |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let on_cluster = Endpoint::cluster(cluster.seed_urls());
     for kind in ClientKind::compiled() {
         let floor_node = client::connect(kind, &on_cluster, ConnectOptions::default())
@@ -63,16 +63,24 @@ async fn main() {
             .expect("connect the floor");
         let clustered = manager(kind, on_cluster.clone()).await;
         let single = manager(kind, Endpoint::standalone(standalone.url())).await;
-        let (mut floors, mut ourses, mut singles) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut floors, mut scriptses, mut ourses, mut singles) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             floors.push(floor(Arc::clone(&floor_node), TASKS, length).await);
+            scriptses.push(scripts(Arc::clone(&floor_node), TASKS, length).await);
             ourses.push(acquire_release_cycles(clustered.clone(), "cluster", TASKS, length).await);
             singles.push(acquire_release_cycles(single.clone(), "standalone", TASKS, length).await);
         }
-        let (floor, ours, single) = (median(floors), median(ourses), median(singles));
+        let (floor, scripts, ours, single) = (
+            median(floors),
+            median(scriptses),
+            median(ourses),
+            median(singles),
+        );
         println!(
-            "| {kind} | {floor:.0} | {ours:.0} | {:.2} | {single:.0} | {:.2} |",
+            "| {kind} | {floor:.0} | {scripts:.0} | {ours:.0} | {:.2} | {:.2} | {single:.0} | {:.2} |",
             ours / floor,
+            ours / scripts,
             ours / single
         );
     }

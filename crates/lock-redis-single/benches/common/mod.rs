@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::client::NodeClient;
-use lock_core::script::single::RELEASE;
+use lock_core::script::single::{ACQUIRE, RELEASE};
 use lock_testkit::bench::cycles_per_second;
 
 /// Raw `SET key val NX PX` then a raw `EVALSHA` compare-and-delete, per
@@ -37,6 +37,37 @@ pub async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) ->
                 .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
                 .await
                 .expect("EVALSHA");
+            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+        }
+    })
+    .await
+}
+
+/// Our acquire and release scripts, raw through the same connection, per
+/// second: the commands the lock sends, without the lock's client-side work.
+pub async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    cycles_per_second(tasks, length, move |task| {
+        let node = Arc::clone(&node);
+        async move {
+            let key = format!("scripts:{{t{task}}}");
+            let fence = format!("{key}:fence");
+            let acquired = ACQUIRE
+                .run(
+                    node.as_ref(),
+                    &[&key, &fence],
+                    &[b"owner-token-0123456789abcdef", b"30000"],
+                )
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(
+                acquired.as_array().and_then(|reply| reply[0].as_int()),
+                Some(1),
+                "uncontended acquire"
+            );
+            let released = RELEASE
+                .run(node.as_ref(), &[&key], &[b"owner-token-0123456789abcdef"])
+                .await
+                .expect("EVALSHA release");
             assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
         }
     })
