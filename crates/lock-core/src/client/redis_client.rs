@@ -275,7 +275,17 @@ impl SentinelLink {
             }
         }
         let timeout = self.options.command_timeout;
-        let client = match sentinels.async_get_client().await {
+        // Bounded: sentinels that accept connections and never answer must
+        // not hold every command up.
+        let asked = tokio::time::timeout(timeout, sentinels.async_get_client())
+            .await
+            .unwrap_or_else(|_| {
+                Err(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no sentinel answered within the command timeout",
+                )))
+            });
+        let client = match asked {
             Ok(client) => client,
             Err(err) => {
                 // No sentinel answered: keep the master we know, and ask
