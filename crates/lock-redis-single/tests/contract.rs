@@ -47,37 +47,8 @@ impl BackendFactory for SingleNode {
 #[cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
 mod sites {
     use super::*;
-    use lock_testkit::{OnSite, Site};
 
-    mod tls_on_redis {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Tls));
-    }
-
-    mod tls_on_fred {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Tls));
-    }
-
-    mod cluster_on_redis {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Cluster));
-    }
-
-    mod sentinel_on_redis {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Redis), Site::Sentinel));
-    }
-
-    mod sentinel_on_fred {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Sentinel));
-    }
-
-    mod cluster_on_fred {
-        use super::*;
-        lock_testkit::contract_suite!(@sites OnSite::new(SingleNode(ClientKind::Fred), Site::Cluster));
-    }
+    lock_testkit::contract_suite!(@on_sites SingleNode);
 }
 
 #[cfg(feature = "redis")]

@@ -72,6 +72,10 @@ pub fn run<F: Future<Output = ()>>(check: F) {
 /// Expands to one `#[test]` per contract check, each calling the check with
 /// the factory expression (evaluated afresh per test).
 ///
+/// `contract_suite!(@on_sites Make)`, where `Make(ClientKind)` builds a
+/// factory, runs the checks that leave their servers running over TLS, on
+/// a cluster and behind a sentinel, with each client, in modules of their own.
+///
 /// ```text
 /// mod single_on_redis {
 ///     lock_testkit::contract_suite!(MyFactory::new(ClientKind::Redis));
@@ -113,6 +117,27 @@ macro_rules! contract_suite {
             least_privilege_user_locks,
             abandoned_commands_leave_nothing_behind,
         );
+    };
+    (@on_sites $make:path) => {
+        $crate::contract_suite!(@on_site $make;
+            tls_on_redis Redis Tls,
+            tls_on_fred Fred Tls,
+            cluster_on_redis Redis Cluster,
+            cluster_on_fred Fred Cluster,
+            sentinel_on_redis Redis Sentinel,
+            sentinel_on_fred Fred Sentinel,
+        );
+    };
+    (@on_site $make:path; $($module:ident $client:ident $site:ident),+ $(,)?) => {
+        $(
+            mod $module {
+                use super::*;
+                $crate::contract_suite!(@sites $crate::OnSite::new(
+                    $make(lock_core::ClientKind::$client),
+                    $crate::Site::$site
+                ));
+            }
+        )+
     };
     (@sites $factory:expr) => {
         $crate::contract_suite!(@checks $factory;

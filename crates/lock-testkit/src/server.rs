@@ -502,66 +502,59 @@ pub(crate) fn answers_as(info: &str, pid: u32) -> bool {
 
 /// Finds `redis-server`: `$REDIS_SERVER` if set, otherwise the first on `PATH`.
 pub fn find_redis_server() -> io::Result<PathBuf> {
-    if let Some(path) = std::env::var_os(REDIS_SERVER_ENV) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "${REDIS_SERVER_ENV} names {}, which is not a file",
-                    path.display()
-                ),
-            ))
-        };
+    if let Some(path) = binary_from_env(REDIS_SERVER_ENV)? {
+        return Ok(path);
     }
+    on_path("redis-server").ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "redis-server was not found on PATH; install it (Debian: `apt-get install redis-server`) \
+             or set $REDIS_SERVER to its path; `cargo xtask test` installs it on Debian when run as root",
+        )
+    })
+}
+
+/// The binary `$variable` names, if it is set; an error if it names no file.
+fn binary_from_env(variable: &str) -> io::Result<Option<PathBuf>> {
+    let Some(path) = std::env::var_os(variable) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(path);
+    if path.is_file() {
+        Ok(Some(path))
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("${variable} names {}, which is not a file", path.display()),
+        ))
+    }
+}
+
+/// The first `name` in a directory of `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|dir| dir.join("redis-server"))
+        .map(|dir| dir.join(name))
         .find(|candidate| candidate.is_file())
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "redis-server was not found on PATH; install it (Debian: `apt-get install redis-server`) \
-                 or set $REDIS_SERVER to its path; `cargo xtask test` installs it on Debian when run as root",
-            )
-        })
 }
 
 /// Finds `redis-cli`: `$REDIS_CLI` if set, otherwise the one next to
 /// [`find_redis_server`]'s binary, otherwise the first on `PATH`.
 pub fn find_redis_cli() -> io::Result<PathBuf> {
-    if let Some(path) = std::env::var_os(REDIS_CLI_ENV) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "${REDIS_CLI_ENV} names {}, which is not a file",
-                    path.display()
-                ),
-            ))
-        };
+    if let Some(path) = binary_from_env(REDIS_CLI_ENV)? {
+        return Ok(path);
     }
     let beside_server = find_redis_server()
         .ok()
         .and_then(|server| server.parent().map(|dir| dir.join("redis-cli")))
         .filter(|candidate| candidate.is_file());
-    if let Some(path) = beside_server {
-        return Ok(path);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("redis-cli"))
-        .find(|candidate| candidate.is_file())
+    beside_server
+        .or_else(|| on_path("redis-cli"))
         .ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
                 "redis-cli was found neither next to redis-server nor on PATH; install it \
-                 (Debian: `apt-get install redis-tools`) or set $REDIS_CLI to its path",
+             (Debian: `apt-get install redis-tools`) or set $REDIS_CLI to its path",
             )
         })
 }
