@@ -54,11 +54,7 @@ impl Script {
         args: &[&[u8]],
     ) -> Result<Reply, LockError> {
         let key_count = keys.len().to_string();
-        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(self.sha1().as_bytes());
-        argv.push(key_count.as_bytes());
-        argv.extend(keys.iter().map(|key| key.as_bytes()));
-        argv.extend_from_slice(args);
+        let mut argv = self.evalsha_args(&key_count, keys, args);
         let result = match node.command("EVALSHA", &argv).await {
             Err(LockError::Server { message, .. }) if message.starts_with("NOSCRIPT") => {
                 tracing::debug!(
@@ -74,15 +70,7 @@ impl Script {
             }
             other => other,
         };
-        result.map_err(|err| match err {
-            LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
-                LockError::Corrupted {
-                    key: keys.first().copied().unwrap_or_default().to_owned(),
-                    detail: message,
-                }
-            }
-            other => other,
-        })
+        result.map_err(|err| corrupted_if_wrong_type(keys, err))
     }
 
     /// Runs the script like [`Script::run`] and `after` (a keyless command,
@@ -98,11 +86,7 @@ impl Script {
         after: (&'static str, &[&[u8]]),
     ) -> Result<(Reply, Result<Reply, LockError>), LockError> {
         let key_count = keys.len().to_string();
-        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(self.sha1().as_bytes());
-        argv.push(key_count.as_bytes());
-        argv.extend(keys.iter().map(|key| key.as_bytes()));
-        argv.extend_from_slice(args);
+        let mut argv = self.evalsha_args(&key_count, keys, args);
         let route = keys.first().map_or(&b""[..], |key| key.as_bytes());
         let mut replies = node
             .pipeline_on_key(route, &[("EVALSHA", &argv), after])
@@ -124,16 +108,24 @@ impl Script {
                 reply: "a pipeline without its two replies".to_owned(),
             });
         };
-        let script = script.map_err(|err| match err {
-            LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
-                LockError::Corrupted {
-                    key: keys.first().copied().unwrap_or_default().to_owned(),
-                    detail: message,
-                }
-            }
-            other => other,
-        })?;
+        let script = script.map_err(|err| corrupted_if_wrong_type(keys, err))?;
         Ok((script, after))
+    }
+
+    /// `sha1 numkeys keys... args...`, the arguments of EVALSHA (and of
+    /// EVAL, with the source in place of the digest).
+    fn evalsha_args<'a>(
+        &'a self,
+        key_count: &'a str,
+        keys: &[&'a str],
+        args: &[&'a [u8]],
+    ) -> Vec<&'a [u8]> {
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
+        argv.push(self.sha1().as_bytes());
+        argv.push(key_count.as_bytes());
+        argv.extend(keys.iter().map(|key| key.as_bytes()));
+        argv.extend_from_slice(args);
+        argv
     }
 
     /// Loads the script into `node`'s script cache and checks the digest it reports.
@@ -155,6 +147,20 @@ impl Script {
             script: self.name,
             reply: reply.to_string(),
         }
+    }
+}
+
+/// A `WRONGTYPE` error (the first key holds another type than the script
+/// expects) as [`LockError::Corrupted`] naming that key; others unchanged.
+fn corrupted_if_wrong_type(keys: &[&str], err: LockError) -> LockError {
+    match err {
+        LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
+            LockError::Corrupted {
+                key: keys.first().copied().unwrap_or_default().to_owned(),
+                detail: message,
+            }
+        }
+        other => other,
     }
 }
 

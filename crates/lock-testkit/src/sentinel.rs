@@ -165,13 +165,8 @@ impl Sentinel {
             }
             // Our sentinel, not another test's server that won the race for
             // the port: its INFO names our child's pid.
-            let pid = self.child.as_ref().map(Child::id);
-            if let (Some(pid), Ok(AdminReply::Bulk(Some(info)))) =
-                (pid, self.admin(&["INFO", "server"]))
-            {
-                if crate::server::answers_as(&String::from_utf8_lossy(&info), pid) {
-                    return Ok(());
-                }
+            if crate::server::is_child(self.admin(&["INFO", "server"]), self.child.as_ref()) {
+                return Ok(());
             }
             if started.elapsed() > STARTUP_TIMEOUT {
                 let _ = self.kill();

@@ -390,13 +390,7 @@ impl RedisServer {
             }
             // Our process, not another test's that won the race for the
             // port: its INFO names our child's pid.
-            let pid = self.child.as_ref().map(Child::id);
-            let answered = match (pid, self.admin(&["INFO", "server"])) {
-                (Some(pid), Ok(AdminReply::Bulk(Some(info)))) => {
-                    answers_as(&String::from_utf8_lossy(&info), pid)
-                }
-                _ => false,
-            };
+            let answered = is_child(self.admin(&["INFO", "server"]), self.child.as_ref());
             if answered {
                 return Ok(());
             }
@@ -494,10 +488,16 @@ pub(crate) fn context(err: io::Error, doing: impl std::fmt::Display) -> io::Erro
     io::Error::new(err.kind(), format!("{doing}: {err}"))
 }
 
-/// Whether an `INFO server` reply comes from the process `pid`.
-pub(crate) fn answers_as(info: &str, pid: u32) -> bool {
-    info.lines()
-        .any(|line| line.trim_end() == format!("process_id:{pid}"))
+/// Whether an `INFO server` reply comes from `child`: another test's process
+/// that won the race for a free port answers too, with its own pid.
+pub(crate) fn is_child(info: io::Result<AdminReply>, child: Option<&Child>) -> bool {
+    let (Ok(AdminReply::Bulk(Some(info))), Some(child)) = (info, child) else {
+        return false;
+    };
+    let process_id = format!("process_id:{}", child.id());
+    String::from_utf8_lossy(&info)
+        .lines()
+        .any(|line| line.trim_end() == process_id)
 }
 
 /// Finds `redis-server`: `$REDIS_SERVER` if set, otherwise the first on `PATH`.

@@ -348,11 +348,12 @@ const CLUSTER_REDIRECTS: u32 = 16;
 /// Whether the server refused `err`'s command without running it: a slot
 /// that moved or is moving, or a cluster without a quorum.
 fn did_not_run(err: &redis::RedisError) -> bool {
-    matches!(
-        err.code(),
-        Some("MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
-    )
+    err.code().is_some_and(|code| NOT_RUN.contains(&code))
 }
+
+/// The error codes of replies that prove a cluster command did not run: a
+/// slot that moved or is moving, or a cluster without a quorum.
+const NOT_RUN: [&str; 4] = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
 
 /// Whether `err` means the server we talk to may no longer be the master.
 fn lost_master(err: &LockError) -> bool {
@@ -458,7 +459,7 @@ impl NodeClient for RedisNode {
                     let refused = match &sent {
                         Ok(values) => {
                             matches!(values.first(), Some(redis::Value::ServerError(error))
-                            if matches!(error.code(), "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"))
+                            if NOT_RUN.contains(&error.code()))
                         }
                         Err(err) => did_not_run(err),
                     };
