@@ -1,8 +1,9 @@
 //! The project's chores, run as `cargo xtask <task>`:
 //!
 //! - `test`: finds (or, as root on Debian, installs) redis-server, then runs
-//!   `cargo fmt --check`, clippy with `-D warnings`, and the tests with the
-//!   `redis` client, the `fred` client, and both.
+//!   `cargo fmt --check`, clippy with `-D warnings`, the unit tests with the
+//!   `redis` client alone and the `fred` client alone, and every test with
+//!   both.
 //! - `demo`: the duplicate-order and stock-deduction scenarios on a local
 //!   redis-server that the demo starts and stops itself.
 //! - `bench`: the acquire+release benchmark against the raw-command floor.
@@ -16,8 +17,8 @@ use std::process::{Command, ExitCode};
 
 const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS]>
 
-  test   fmt check, clippy -D warnings, tests with --features redis, fred, and both,
-         and `chaos --quick`
+  test   fmt check, clippy -D warnings, unit tests with each client alone, every
+         test with both clients, and `chaos --quick`
   demo   duplicate order prevention and stock deduction on a local redis-server
   bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA
   chaos  the safety scenarios under faults, as a markdown table
@@ -67,8 +68,18 @@ fn client_features(clients: &[&str]) -> String {
     features.join(",")
 }
 
-/// The client sets the tests run under: each alone, then both.
-const CLIENT_SETS: [&[&str]; 3] = [&["redis"], &["fred"], &["redis", "fred"]];
+/// The clients whose unit tests also run with that client alone.
+const SINGLE_CLIENTS: [&str; 2] = ["redis", "fred"];
+
+/// The features of the full test pass: both clients, TLS, the CLI, and the
+/// safety harness's binaries. `chaos` builds with exactly these, so after
+/// `test` it reuses every artifact instead of building the workspace again.
+fn both_clients_features() -> String {
+    format!(
+        "{},lock-chaos/redis,lock-chaos/fred",
+        client_features(&["redis", "fred"])
+    )
+}
 
 /// The benchmarks against peer crates, in the separate `comparisons` workspace.
 const COMPARISONS: [&str; 2] = ["redlock", "handoff"];
@@ -111,20 +122,37 @@ fn test() -> Result<(), String> {
         ],
         "clippy without client features",
     )?;
-    for clients in CLIENT_SETS {
-        let label = clients.join(" and ");
-        println!("xtask: tests with the {label} client");
+    // Each client alone: everything builds, and the unit tests (config,
+    // client selection, the "enable this feature" errors) pass. The
+    // integration tests run once, below, with both clients: the contract
+    // suite runs every check on each client there, and a third full build
+    // of every test binary is what filled CI's disk.
+    for client in SINGLE_CLIENTS {
+        println!("xtask: unit tests with the {client} client alone");
         cargo_with_redis(
             &[
                 "test",
                 "--workspace",
+                "--lib",
+                "--bins",
                 "--features",
-                &client_features(clients),
+                &client_features(&[client]),
             ],
             &redis_server,
-            &format!("tests with the {label} client failed"),
+            &format!("unit tests with the {client} client failed"),
         )?;
     }
+    println!("xtask: every test with both clients");
+    cargo_with_redis(
+        &[
+            "test",
+            "--workspace",
+            "--features",
+            &both_clients_features(),
+        ],
+        &redis_server,
+        "tests with both clients failed",
+    )?;
     println!("xtask: the safety scenarios, briefly");
     chaos(&["--quick".to_owned()])?;
     println!("xtask: all checks passed");
@@ -136,35 +164,43 @@ fn test() -> Result<(), String> {
 /// runs `chaos` with `args`.
 fn chaos(args: &[String]) -> Result<(), String> {
     let redis_server = redis_server::ensure()?;
+    // `--tests` makes cargo resolve features as `cargo test` does (with the
+    // dev-dependencies), so the artifacts of the test pass are reused.
     cargo(
         &[
             "build",
             "--quiet",
-            "-p",
-            "lock-chaos",
-            "-p",
-            "distlock",
+            "--workspace",
+            "--bins",
+            "--tests",
             "--features",
-            "lock-chaos/redis,lock-chaos/fred,distlock/cli",
+            &both_clients_features(),
         ],
         "building the safety harness",
     )?;
-    let mut run = vec![
-        "run",
-        "--quiet",
-        "-p",
-        "lock-chaos",
-        "--features",
-        "redis,fred",
-        "--bin",
-        "chaos",
-        "--",
-    ];
-    run.extend(args.iter().map(String::as_str));
-    cargo_with_redis(
-        &run,
-        &redis_server,
-        "a safety scenario that must be safe was not (see the table)",
+    let harness = target_dir().join("debug").join("chaos");
+    println!("xtask: {} {}", harness.display(), args.join(" "));
+    let status = Command::new(&harness)
+        .args(args)
+        .env("REDIS_SERVER", &redis_server)
+        .status()
+        .map_err(|err| format!("could not run {}: {err}", harness.display()))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| "a safety scenario that must be safe was not (see the table)".to_owned())
+}
+
+/// Where cargo puts what it builds: `$CARGO_TARGET_DIR`, or `target` at the
+/// workspace root.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .map_or_else(|| "target".into(), |root| root.join("target"))
+        },
+        std::path::PathBuf::from,
     )
 }
 
