@@ -10,19 +10,25 @@
 //! - `chaos`: the safety harness (`crates/lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly and is part of `test`.
+//! - `package`: packages the published crates (no upload) and uses them from
+//!   outside the workspace (part of `test`).
 
+mod publish;
 mod redis_server;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS]>
+const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | package>
 
   test   fmt check, clippy -D warnings, unit tests with each client alone, every
          test with both clients, and `chaos --quick`
   demo   duplicate order prevention and stock deduction on a local redis-server
   bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA
   chaos  the safety scenarios under faults, as a markdown table
-         [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]";
+         [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]
+  package  `cargo package` of the published crates (no upload), then a scratch crate
+         with the README's examples and the packaged `distlock` command built and
+         run against them (part of `test`)";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
@@ -31,6 +37,8 @@ fn main() -> ExitCode {
         Some("demo") => demo(),
         Some("bench") => bench(),
         Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
+        Some("package") => redis_server::ensure()
+            .and_then(|redis_server| publish::package_and_use(&PUBLISHED, &redis_server)),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
             Ok(())
@@ -55,11 +63,28 @@ const STRATEGY_CRATES: [&str; 4] = [
     "distlock",
 ];
 
+/// The strategy crates, which refuse to build without a client feature.
+const NEEDS_A_CLIENT: [&str; 3] = ["lock-redis-single", "lock-reentrant", "lock-redlock"];
+
+/// The crates published to the registry, in dependency order.
+const PUBLISHED: [&str; 6] = [
+    "lock-core",
+    "lock-testkit",
+    "lock-redis-single",
+    "lock-reentrant",
+    "lock-redlock",
+    "distlock",
+];
+
+/// Crates that must not appear in two major versions in one build: two
+/// copies of a client would mean two connection pools and types that do not
+/// match across crates.
+const ONE_MAJOR_ONLY: [&str; 4] = ["redis", "fred", "tokio", "rustls"];
+
 /// `--features` for the given clients on every strategy crate, for example
-/// `lock-redis-single/redis,lock-reentrant/redis,...`, plus the CLI so its
-/// end-to-end tests run too.
+/// `lock-redis-single/redis,lock-reentrant/redis,...`.
 fn client_features(clients: &[&str]) -> String {
-    let mut features = vec!["distlock/cli".to_owned(), "distlock/tls".to_owned()];
+    let mut features = Vec::new();
     for krate in STRATEGY_CRATES {
         for client in clients {
             features.push(format!("{krate}/{client}"));
@@ -71,12 +96,13 @@ fn client_features(clients: &[&str]) -> String {
 /// The clients whose unit tests also run with that client alone.
 const SINGLE_CLIENTS: [&str; 2] = ["redis", "fred"];
 
-/// The features of the full test pass: both clients, TLS, the CLI, and the
-/// safety harness's binaries. `chaos` builds with exactly these, so after
-/// `test` it reuses every artifact instead of building the workspace again.
+/// The features of the full test pass: both clients, TLS, the CLI (so its
+/// end-to-end tests run), and the safety harness's binaries. `chaos` builds
+/// with exactly these, so after `test` it reuses every artifact instead of
+/// building the workspace again.
 fn both_clients_features() -> String {
     format!(
-        "{},lock-chaos/redis,lock-chaos/fred",
+        "{},distlock/cli,distlock/tls,lock-chaos/redis,lock-chaos/fred",
         client_features(&["redis", "fred"])
     )
 }
@@ -97,6 +123,8 @@ fn test() -> Result<(), String> {
         &["fmt", "--all", "--", "--check"],
         "formatting (cargo fmt --all to fix)",
     )?;
+    publish::check_rust_version()?;
+    publish::check_one_major_of_each(&ONE_MAJOR_ONLY)?;
     cargo(
         &[
             "clippy",
@@ -109,19 +137,27 @@ fn test() -> Result<(), String> {
         ],
         "clippy",
     )?;
-    // Without any client feature the crates must still build (connecting then
-    // says which feature to enable).
+    // The core, the testkit and the harness's checker build without a
+    // client; the strategy crates refuse to, with a message.
     cargo(
         &[
             "clippy",
-            "--workspace",
+            "-p",
+            "lock-core",
+            "-p",
+            "lock-testkit",
+            "-p",
+            "lock-chaos",
             "--all-targets",
+            "--no-default-features",
             "--",
             "-D",
             "warnings",
         ],
         "clippy without client features",
     )?;
+    publish::check_no_client_is_a_build_error(&NEEDS_A_CLIENT)?;
+    publish::doc()?;
     // Each client alone: everything builds, and the unit tests (config,
     // client selection, the "enable this feature" errors) pass. The
     // integration tests run once, below, with both clients: the contract
@@ -135,6 +171,7 @@ fn test() -> Result<(), String> {
                 "--workspace",
                 "--lib",
                 "--bins",
+                "--no-default-features",
                 "--features",
                 &client_features(&[client]),
             ],
@@ -142,7 +179,7 @@ fn test() -> Result<(), String> {
             &format!("unit tests with the {client} client failed"),
         )?;
     }
-    println!("xtask: every test with both clients");
+    println!("xtask: every test with both clients (and the README's examples)");
     cargo_with_redis(
         &[
             "test",
@@ -153,6 +190,7 @@ fn test() -> Result<(), String> {
         &redis_server,
         "tests with both clients failed",
     )?;
+    publish::package_and_use(&PUBLISHED, &redis_server)?;
     println!("xtask: the safety scenarios, briefly");
     chaos(&["--quick".to_owned()])?;
     println!("xtask: all checks passed");
@@ -193,7 +231,7 @@ fn chaos(args: &[String]) -> Result<(), String> {
 
 /// Where cargo puts what it builds: `$CARGO_TARGET_DIR`, or `target` at the
 /// workspace root.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -260,7 +298,7 @@ fn bench() -> Result<(), String> {
 
 /// Runs cargo with `args` and `REDIS_SERVER` set to the server found or
 /// installed; `failure` is the error if it fails.
-fn cargo_with_redis(
+pub(crate) fn cargo_with_redis(
     args: &[&str],
     redis_server: &std::path::Path,
     failure: &str,
@@ -276,7 +314,7 @@ fn cargo_with_redis(
         .ok_or_else(|| failure.to_owned())
 }
 
-fn cargo(args: &[&str], what: &str) -> Result<(), String> {
+pub(crate) fn cargo(args: &[&str], what: &str) -> Result<(), String> {
     println!("xtask: cargo {}", args.join(" "));
     let status = Command::new(cargo_bin())
         .args(args)
@@ -289,6 +327,6 @@ fn cargo(args: &[&str], what: &str) -> Result<(), String> {
 }
 
 /// The cargo that runs this xtask, so a toolchain override stays in force.
-fn cargo_bin() -> String {
+pub(crate) fn cargo_bin() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }

@@ -481,6 +481,7 @@ fn merge(base: &mut toml::Table, overrides: toml::Table) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lock_core::ClientKind;
 
     /// The names serde lists after "expected one of" for an unknown field in
     /// `section` (empty for the top level), dotted.
@@ -539,5 +540,73 @@ mod tests {
         assert_eq!(edit_distance("RETRY_MAX_DELAY", "RETRY__MAX_DELAY"), 1);
         assert_eq!(edit_distance("", "TTL"), 3);
         assert_eq!(edit_distance("HOME", "NODES"), 3);
+    }
+
+    /// The README's "Configuration" block: the first TOML block after that
+    /// heading.
+    fn readme_config_block() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let readme = std::fs::read_to_string(path).expect("the workspace README");
+        let section = readme
+            .split_once("### Configuration")
+            .expect("a Configuration section in the README")
+            .1;
+        let block = section
+            .split_once("```toml\n")
+            .expect("a TOML block in the Configuration section")
+            .1;
+        block
+            .split_once("```")
+            .expect("the end of that TOML block")
+            .0
+            .to_owned()
+    }
+
+    #[test]
+    fn readme_config_is_the_default_config() {
+        let block = readme_config_block();
+        let mut parsed = Config::from_toml_str(&block).expect("the README's config parses");
+        // The README shows `client = "redis"`, the default when that client
+        // is compiled in; a fred-only build defaults to fred.
+        if !ClientKind::Redis.is_compiled() {
+            assert_eq!(parsed.lock.client, ClientKind::Redis);
+            parsed.lock.client = ClientKind::default();
+        }
+        assert_eq!(
+            format!("{parsed:?}"),
+            format!("{:?}", Config::default()),
+            "the README's Configuration block must be the default config"
+        );
+    }
+
+    #[test]
+    fn readme_config_names_every_field() {
+        let block = readme_config_block();
+        // (section, key) for each line that sets a key, commented out or not.
+        let mut section = String::new();
+        let mut named = Vec::new();
+        for line in block.lines() {
+            let line = line.trim();
+            if let Some(header) = line.strip_prefix('[') {
+                section = header.split(']').next().unwrap_or_default().to_owned();
+                continue;
+            }
+            let line = line.trim_start_matches('#').trim_start();
+            if let Some((key, _)) = line.split_once(" = ") {
+                if !key.contains(' ') {
+                    named.push(if section.is_empty() {
+                        key.to_owned()
+                    } else {
+                        format!("{section}.{key}")
+                    });
+                }
+            }
+        }
+        for field in ENV_FIELDS {
+            assert!(
+                named.iter().any(|name| name == field),
+                "the README's Configuration block does not show `{field}`"
+            );
+        }
     }
 }

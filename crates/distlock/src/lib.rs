@@ -17,14 +17,25 @@
 //! # Ok(()) }
 //! ```
 //!
-//! | strategy | nodes | fencing tokens | re-entry | survives |
-//! |---|---|---|---|---|
-//! | `single` | 1 | yes | no | nothing: one node is one point of failure |
-//! | `reentrant` | 1 | yes (kept on re-entry) | by owner | same as `single` |
-//! | `redlock` | N (odd) | no | no | a minority of nodes down |
+//! | strategy | nodes | fencing tokens | re-entry | survives | does not survive |
+//! |---|---|---|---|---|---|
+//! | `single` (default) | one deployment: a server, a cluster or a sentinel group | yes | no | a crashed holder (the TTL frees the lock); a paused one, if the resource checks tokens; a failover, for grants `replicas` acknowledged | a restart without persistence, or a failover to a replica that missed the grant |
+//! | `reentrant` | the same | yes (kept on re-entry) | by owner | the same as `single` | the same as `single` |
+//! | `redlock` | N independent servers (odd) | no | no | a minority of nodes down, killed, frozen or slow | a node that rejoins within a TTL of a restart; clocks at different rates; a paused holder |
 //!
-//! The `distlock` binary (feature `cli`) runs a command under a lock:
-//! `distlock run --key nightly-report --wait 0 -- ./report.sh`.
+//! # Features
+//!
+//! `redis` (the default) and `fred` choose the client, and both may be on;
+//! `tls` adds `rediss://` nodes; `cli` (a default) builds the `distlock`
+//! command, which runs a command under a lock:
+//! `distlock run --key nightly-report --wait 0 -- ./report.sh`. A library
+//! that wants only the client writes `default-features = false, features =
+//! ["redis"]` (or `["fred"]`); with no client at all the build stops with a
+//! message that says which feature to enable.
+
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
+// marks each item that needs a cargo feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod build;
 mod config;
@@ -40,3 +51,9 @@ pub use lock_core::{
 pub use lock_redis_single::SingleNodeBackend;
 pub use lock_redlock::{RedlockBackend, RedlockOptions};
 pub use lock_reentrant::ReentrantBackend;
+
+// The README's Rust examples compile (`cargo test --doc`), with `distlock::`
+// paths only: what a user copies from it must build.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;

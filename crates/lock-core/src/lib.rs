@@ -17,6 +17,10 @@
 //! Enable the cargo feature `redis` (redis-rs) or `fred`, or both; pick one per
 //! connection with [`ClientKind`].
 
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
+// marks each item that needs a cargo feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod backend;
 pub mod client;
 mod config;

@@ -54,6 +54,17 @@
 //! covers 1 % by default), and a node that crashes should stay down for at
 //! least one TTL before rejoining, or a lock it granted can be granted again.
 
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
+// marks each item that needs a cargo feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// Without a client every connect would fail at run time; stop the build instead.
+#[cfg(not(any(feature = "redis", feature = "fred")))]
+compile_error!(
+    "lock-redlock needs a Redis client: enable its `redis` feature (the default) or `fred` \
+     (with `default-features = false`, add `features = [\"redis\"]` or `[\"fred\"]`)"
+);
+
 mod backend;
 mod node;
 mod round;

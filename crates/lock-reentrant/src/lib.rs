@@ -39,6 +39,17 @@
 //! fenced mutex should. The watchdog renews the hash while any guard of it is
 //! alive.
 
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
+// marks each item that needs a cargo feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// Without a client every connect would fail at run time; stop the build instead.
+#[cfg(not(any(feature = "redis", feature = "fred")))]
+compile_error!(
+    "lock-reentrant needs a Redis client: enable its `redis` feature (the default) or `fred` \
+     (with `default-features = false`, add `features = [\"redis\"]` or `[\"fred\"]`)"
+);
+
 mod backend;
 
 pub use backend::{lock_manager, ReentrantBackend};

@@ -21,6 +21,10 @@
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
 
+// docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
+// marks each item that needs a cargo feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod bench;
 mod cluster;
 pub mod contract;

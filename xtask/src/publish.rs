@@ -1,0 +1,401 @@
+//! The checks that keep the crates publishable: an honest `rust-version`, one
+//! major version of each client, docs without warnings, a build error (not a
+//! run-time one) without a client feature, and the packaged `.crate` files
+//! used the way a stranger would use them.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{cargo, cargo_bin, target_dir};
+
+/// The workspace root (where the root `Cargo.toml` is).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// A `key = "value"` of the root manifest's `[workspace.package]` table.
+fn workspace_package_field(key: &str) -> Result<String, String> {
+    let manifest = workspace_root().join("Cargo.toml");
+    let text = fs::read_to_string(&manifest)
+        .map_err(|err| format!("cannot read {}: {err}", manifest.display()))?;
+    let mut in_table = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_table = line == "[workspace.package]";
+            continue;
+        }
+        if !in_table {
+            continue;
+        }
+        if let Some((name, value)) = line.split_once('=') {
+            if name.trim() == key {
+                return Ok(value.trim().trim_matches('"').to_owned());
+            }
+        }
+    }
+    Err(format!(
+        "{} has no `{key}` in [workspace.package]",
+        manifest.display()
+    ))
+}
+
+/// `major.minor` of a version such as `1.95.0` or `1.95`.
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The declared `rust-version` must be the toolchain these checks run on:
+/// an older one would be a promise nobody tested (no other toolchain can be
+/// installed here), a newer one would not build.
+pub(crate) fn check_rust_version() -> Result<(), String> {
+    let declared = workspace_package_field("rust-version")?;
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let output = Command::new(&rustc)
+        .arg("--version")
+        .output()
+        .map_err(|err| format!("could not run {rustc}: {err}"))?;
+    let printed = String::from_utf8_lossy(&output.stdout);
+    // "rustc 1.95.0 (59807616e 2026-04-14)"
+    let toolchain = printed
+        .split_whitespace()
+        .nth(1)
+        .ok_or_else(|| format!("unexpected `rustc --version` output: {printed}"))?;
+    let (Some(want), Some(have)) = (major_minor(&declared), major_minor(toolchain)) else {
+        return Err(format!(
+            "cannot compare rust-version `{declared}` with rustc `{toolchain}`"
+        ));
+    };
+    if want != have {
+        return Err(format!(
+            "Cargo.toml declares rust-version = \"{declared}\", but these checks run rustc \
+             {toolchain}: declare the version that was verified (rust-version = \"{}.{}\")",
+            have.0, have.1
+        ));
+    }
+    println!("xtask: rust-version {declared} is the toolchain the checks run on");
+    Ok(())
+}
+
+/// No crate in `names` appears in two major versions (`0.x` counts `x` as
+/// the major) anywhere in the workspace's dependency tree, and each appears.
+pub(crate) fn check_one_major_of_each(names: &[&str]) -> Result<(), String> {
+    let output = Command::new(cargo_bin())
+        .args([
+            "tree",
+            "--workspace",
+            "--all-features",
+            "--edges",
+            "normal,build,dev",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|err| format!("could not run cargo tree: {err}"))?;
+    if !output.status.success() {
+        return Err("cargo tree failed".to_owned());
+    }
+    let tree = String::from_utf8_lossy(&output.stdout);
+    for name in names {
+        let mut versions: Vec<&str> = tree
+            .lines()
+            .filter_map(|line| {
+                let mut words = line.split_whitespace();
+                (words.next() == Some(*name)).then(|| words.next())?
+            })
+            .map(|version| version.trim_start_matches('v'))
+            .collect();
+        versions.sort_unstable();
+        versions.dedup();
+        if versions.is_empty() {
+            return Err(format!(
+                "cargo tree shows no `{name}`: the duplicate check would prove nothing"
+            ));
+        }
+        let mut majors: Vec<String> = versions
+            .iter()
+            .filter_map(|version| {
+                let (major, minor) = major_minor(version)?;
+                Some(if major == 0 {
+                    format!("0.{minor}")
+                } else {
+                    major.to_string()
+                })
+            })
+            .collect();
+        majors.dedup();
+        if majors.len() > 1 {
+            return Err(format!(
+                "`{name}` is in the build in more than one major version: {}",
+                versions.join(", ")
+            ));
+        }
+    }
+    println!("xtask: one major version each of {}", names.join(", "));
+    Ok(())
+}
+
+/// Building a strategy crate without any client feature must fail at
+/// compile time with a message that names the features.
+pub(crate) fn check_no_client_is_a_build_error(crates: &[&str]) -> Result<(), String> {
+    let mut args = vec!["check", "--no-default-features", "--keep-going"];
+    for krate in crates {
+        args.extend(["-p", krate]);
+    }
+    println!("xtask: cargo {} (must fail)", args.join(" "));
+    let output = Command::new(cargo_bin())
+        .args(&args)
+        .output()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.success() {
+        return Err(format!(
+            "{} built without a client feature; they must refuse at compile time",
+            crates.join(", ")
+        ));
+    }
+    for krate in crates {
+        let message = format!("{krate} needs a Redis client");
+        if !stderr.contains(&message) {
+            return Err(format!(
+                "building {krate} without a client failed, but not with \"{message}\":\n{stderr}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `cargo doc` of the workspace with every feature, warnings denied (broken
+/// intra-doc links, missing docs, bad code block attributes).
+pub(crate) fn doc() -> Result<(), String> {
+    println!("xtask: cargo doc --no-deps --workspace --all-features (warnings denied)");
+    let status = Command::new(cargo_bin())
+        .args(["doc", "--no-deps", "--workspace", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .status()
+        .map_err(|err| format!("could not run cargo doc: {err}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| "cargo doc failed (warnings are errors)".to_owned())
+}
+
+/// Packages `crates` together (no upload), unpacks the `.crate` files, and
+/// uses them as a stranger would: a scratch crate that depends on `distlock`
+/// by version, with the README's examples verbatim, builds against them
+/// (every packaged crate built from its package), and the packaged
+/// `distlock` command, built with its default features, runs a command under
+/// a lock on a real redis-server.
+pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
+    let version = workspace_package_field("version")?;
+    let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
+    for krate in crates {
+        args.extend(["-p", krate]);
+    }
+    cargo(&args, "cargo package")?;
+
+    let target = target_dir();
+    let check = target.join("package-check");
+    if check.exists() {
+        fs::remove_dir_all(&check)
+            .map_err(|err| format!("cannot clear {}: {err}", check.display()))?;
+    }
+    let unpacked = check.join("crates");
+    fs::create_dir_all(&unpacked)
+        .map_err(|err| format!("cannot create {}: {err}", unpacked.display()))?;
+    for krate in crates {
+        let file = target
+            .join("package")
+            .join(format!("{krate}-{version}.crate"));
+        let status = Command::new("tar")
+            .arg("-xzf")
+            .arg(&file)
+            .arg("-C")
+            .arg(&unpacked)
+            .status()
+            .map_err(|err| format!("could not run tar: {err}"))?;
+        if !status.success() {
+            return Err(format!("cannot unpack {}", file.display()));
+        }
+    }
+    write_scratch(&check, crates, &version)?;
+
+    println!("xtask: building a scratch crate against the packaged crates");
+    let status = Command::new(cargo_bin())
+        .args(["build", "--workspace", "--all-targets", "--quiet"])
+        .current_dir(&check)
+        // Share the build directory: the dependencies are the same crates.
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    if !status.success() {
+        return Err(
+            "the packaged crates, or the README's examples against them, do not build".to_owned(),
+        );
+    }
+    run_packaged_cli(&target.join("debug").join("distlock"), redis_server)
+}
+
+/// The scratch workspace: the unpacked crates as members (so their binaries
+/// and tests build too), each registry dependency on a sibling patched to
+/// its unpacked package, and a crate whose library is the README's Rust
+/// examples, verbatim.
+fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), String> {
+    let readme = workspace_root().join("README.md");
+    let readme = fs::read_to_string(&readme)
+        .map_err(|err| format!("cannot read {}: {err}", readme.display()))?;
+    let examples = rust_blocks(&readme);
+    if examples.is_empty() {
+        return Err("the README has no Rust examples to build".to_owned());
+    }
+    let mut lib = String::from(
+        "//! The README's Rust examples, verbatim, each in a module of its own.\n\
+         #![allow(dead_code)]\n",
+    );
+    for (index, example) in examples.iter().enumerate() {
+        lib.push_str(&format!(
+            "\npub mod readme_example_{index} {{\n{example}}}\n"
+        ));
+    }
+
+    let mut members = vec!["\"scratch\"".to_owned()];
+    let mut patches = String::new();
+    for krate in crates {
+        members.push(format!("\"crates/{krate}-{version}\""));
+        patches.push_str(&format!(
+            "{krate} = {{ path = \"crates/{krate}-{version}\" }}\n"
+        ));
+    }
+    let root_manifest = format!(
+        "# Made by `cargo xtask test`: the packaged crates, used from outside the workspace.\n\
+         [workspace]\nresolver = \"2\"\nmembers = [{}]\n\n[patch.crates-io]\n{patches}",
+        members.join(", ")
+    );
+    let scratch_manifest = format!(
+        "[package]\nname = \"scratch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
+         [dependencies]\ndistlock = \"{version}\"\n\
+         tokio = {{ version = \"1\", features = [\"macros\", \"rt-multi-thread\"] }}\n\n\
+         [dev-dependencies]\nlock-testkit = \"{version}\"\n"
+    );
+    let write = |path: PathBuf, text: &str| {
+        fs::write(&path, text).map_err(|err| format!("cannot write {}: {err}", path.display()))
+    };
+    fs::create_dir_all(check.join("scratch/src"))
+        .map_err(|err| format!("cannot create the scratch crate: {err}"))?;
+    write(check.join("Cargo.toml"), &root_manifest)?;
+    write(check.join("scratch/Cargo.toml"), &scratch_manifest)?;
+    write(check.join("scratch/src/lib.rs"), &lib)?;
+    // The workspace's own lock file, so the scratch build uses the versions
+    // the tests ran with; cargo adds what it lacks.
+    fs::copy(
+        workspace_root().join("Cargo.lock"),
+        check.join("Cargo.lock"),
+    )
+    .map_err(|err| format!("cannot copy Cargo.lock: {err}"))?;
+    Ok(())
+}
+
+/// The bodies of the ```` ```rust ```` blocks of a markdown text.
+fn rust_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match current.as_mut() {
+            None if line.starts_with("```rust") => current = Some(String::new()),
+            None => {}
+            Some(_) if line.starts_with("```") => blocks.extend(current.take()),
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+        }
+    }
+    blocks
+}
+
+/// A redis-server on a free loopback port, stopped when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(redis_server: &Path) -> Result<Server, String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map_err(|err| format!("no free port: {err}"))?
+        .port();
+    let child = Command::new(redis_server)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("could not start {}: {err}", redis_server.display()))?;
+    let server = Server { child, port };
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if started.elapsed() > Duration::from_secs(10) {
+            return Err(format!(
+                "redis-server did not listen on port {port} within 10 s"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(server)
+}
+
+/// The packaged `distlock` runs a shell command with a child of its own
+/// under a lock, hands it the fencing token, and reports the lock free
+/// afterwards with that one grant counted.
+fn run_packaged_cli(distlock: &Path, redis_server: &Path) -> Result<(), String> {
+    let server = start_server(redis_server)?;
+    let nodes = format!("redis://127.0.0.1:{}", server.port);
+    println!("xtask: the packaged distlock command, on {nodes}");
+    let run = Command::new(distlock)
+        .args(["run", "--key", "package-check", "--wait", "5s", "--"])
+        .args([
+            "sh",
+            "-c",
+            "sleep 0.1 & wait; test -n \"$DISTLOCK_FENCING_TOKEN\"",
+        ])
+        .env("DISTLOCK_NODES", &nodes)
+        .status()
+        .map_err(|err| format!("could not run {}: {err}", distlock.display()))?;
+    if !run.success() {
+        return Err(format!("the packaged `distlock run` failed: {run}"));
+    }
+    let status = Command::new(distlock)
+        .args(["status", "package-check", "--json"])
+        .env("DISTLOCK_NODES", &nodes)
+        .output()
+        .map_err(|err| format!("could not run {}: {err}", distlock.display()))?;
+    let printed = String::from_utf8_lossy(&status.stdout);
+    // One grant so far: the lock is free again and its last token is 1.
+    if !status.status.success()
+        || !printed.contains("\"held\":false")
+        || !printed.contains("\"fencing_token\":1")
+    {
+        return Err(format!(
+            "the packaged `distlock status` did not report the lock free, after one grant, \
+             following `run`: {printed}"
+        ));
+    }
+    Ok(())
+}
