@@ -248,7 +248,7 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
 /// [`connect_subscriber`] returned with this connection; that receiver closes
 /// when the connection is lost.
 #[async_trait]
-pub trait SubscriberClient: Send + Sync + fmt::Debug {
+pub(crate) trait SubscriberClient: Send + Sync + fmt::Debug {
     /// The node's `host:port`, for errors and logs.
     fn address(&self) -> &str;
 
@@ -260,7 +260,7 @@ pub trait SubscriberClient: Send + Sync + fmt::Debug {
 }
 
 /// The channels of received messages, in arrival order.
-pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
+pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
 
 /// Opens a dedicated subscriber connection to `endpoint` (a [`NodeUrl`] for
 /// a standalone server) with the chosen client, within
@@ -269,7 +269,7 @@ pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
 /// On a cluster it subscribes on the first seed node that answers: a
 /// message published on any node of a cluster reaches subscribers on every
 /// node. On a sentinel group it subscribes on the current master.
-pub async fn connect_subscriber(
+pub(crate) async fn connect_subscriber(
     kind: ClientKind,
     endpoint: impl Into<Endpoint>,
     options: ConnectOptions,
