@@ -32,6 +32,7 @@ pub use redis_client::RedisNode;
 /// Which Redis client library talks to the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ClientKind {
     /// The `redis` crate (redis-rs), through its reconnecting `ConnectionManager`.
     Redis,
@@ -132,6 +133,7 @@ impl From<&LockConfig> for ConnectOptions {
 
 /// A reply from Redis, independent of the client library that read it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Reply {
     /// `nil`.
     Nil,
