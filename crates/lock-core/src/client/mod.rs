@@ -41,8 +41,9 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
-    /// Every kind, compiled in or not.
-    pub const ALL: [ClientKind; 2] = [ClientKind::Redis, ClientKind::Fred];
+    /// Every kind, compiled in or not. A slice, not an array, so that a new
+    /// client does not change its type.
+    pub const ALL: &[ClientKind] = &[ClientKind::Redis, ClientKind::Fred];
 
     /// The name used in config files and as the cargo feature.
     pub fn name(self) -> &'static str {
@@ -63,7 +64,8 @@ impl ClientKind {
     /// The kinds compiled into this build, `redis` first.
     pub fn compiled() -> Vec<ClientKind> {
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|kind| kind.is_compiled())
             .collect()
     }
@@ -91,7 +93,8 @@ impl FromStr for ClientKind {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|kind| kind.name().eq_ignore_ascii_case(text))
             .ok_or_else(|| {
                 LockError::config("client", format!("`{text}` is not one of `redis`, `fred`"))
