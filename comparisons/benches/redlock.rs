@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use lock_core::client::{self, NodeClient};
-use lock_core::script::single::RELEASE;
+use lock_core::kit::scripts::single::RELEASE;
+use lock_core::kit::{self, NodeClient};
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
@@ -191,7 +191,7 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
         let mut raw = Vec::new();
         for url in urls {
             raw.push(
-                client::connect(kind, url, options)
+                kit::connect(kind, url, options)
                     .await
                     .expect("connect a node"),
             );
@@ -246,7 +246,7 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
 
 /// The median of 20 `PING` round trips to `url`.
 async fn ping_time(url: &NodeUrl) -> Duration {
-    let node = client::connect(ClientKind::default(), url, ConnectOptions::default())
+    let node = kit::connect(ClientKind::default(), url, ConnectOptions::default())
         .await
         .expect("connect for PING");
     let mut times = Vec::new();

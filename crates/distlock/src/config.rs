@@ -53,6 +53,7 @@ const NON_CONFIG_VARS: &[&str] = &["LOG", "KEY", "FENCING_TOKEN", "OWNER"];
 /// Which locking strategy to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Strategy {
     /// One node, `SET NX PX` with fencing tokens (`lock-redis-single`).
     Single,

@@ -262,6 +262,7 @@ fn validate_timeout(field: &str, value: Duration) -> Result<(), LockError> {
 /// How a waiting acquire learns that the lock may be free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum WaitMode {
     /// Subscribe to the lock's release channel and try again when a release is
     /// published, or when the holder's TTL runs out, whichever comes first.

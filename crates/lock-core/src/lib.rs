@@ -3,6 +3,11 @@
 //! hands out [`LeaseGuard`]s over any backend, fencing tokens, errors, config,
 //! the Lua scripts, and the one module that talks to a Redis client.
 //!
+//! The crate root is what applications need: the manager and its guards,
+//! config, errors, tokens, topology types, and the [`LockBackend`] trait with
+//! its outcomes. What a strategy needs to implement that trait (connections,
+//! scripts, lease arithmetic, release notifications) is in [`kit`].
+//!
 //! # Guarantees, plainly
 //!
 //! A lease is trusted until a deadline computed on the holder's monotonic clock
@@ -15,28 +20,36 @@
 //! # Clients
 //!
 //! Enable the cargo feature `redis` (redis-rs) or `fred`, or both; pick one per
-//! connection with [`ClientKind`].
+//! connection with [`ClientKind`]. An application that already holds a
+//! connection can wrap it (`RedisNode::from_manager` or
+//! `RedisNode::from_cluster` with the `redis` feature, `FredNode::from_client`
+//! with `fred`) and hand it to a strategy's `from_node`.
 
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
 // marks each item that needs a cargo feature with that feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
-pub mod client;
+mod client;
 mod config;
 mod error;
 mod guard;
 mod key;
+pub mod kit;
 mod manager;
-pub mod notify;
-pub mod script;
+mod notify;
+mod script;
 mod scripted;
-pub mod timing;
+mod timing;
 mod topology;
 mod watchdog;
 
 pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
-pub use client::{ClientKind, ConnectOptions, NodeClient, Reply, SubscriberClient};
+#[cfg(feature = "fred")]
+pub use client::FredNode;
+#[cfg(feature = "redis")]
+pub use client::RedisNode;
+pub use client::{ClientKind, ConnectOptions};
 pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
 pub use error::{BoxError, LockError, LossReason};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
@@ -44,8 +57,6 @@ pub use key::{
     FencingToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN,
 };
 pub use manager::{LockManager, FAIR_WAITER_LEASE};
-pub use notify::{ReleaseNotifier, ReleaseWatch};
-pub use scripted::ScriptedNode;
 pub use timing::{MAX_TTL, MIN_TTL};
 pub use topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};
 

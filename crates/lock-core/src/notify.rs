@@ -47,10 +47,12 @@ pub struct ReleaseNotifier {
 
 /// How long waiters poll without trying to subscribe after the server
 /// refused a subscription (`NOPERM`: the user's ACL has no lock channels).
+/// [`ReleaseNotifier::watch`] states it in its docs.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(10);
 
 /// How long after any other failed subscription (a node restarting, a
-/// time-out) waiters poll before one tries again.
+/// time-out) waiters poll before one tries again. [`ReleaseNotifier::watch`]
+/// states it in its docs.
 const FAILED_BACKOFF: Duration = Duration::from_secs(1);
 
 impl ReleaseNotifier {
@@ -68,10 +70,9 @@ impl ReleaseNotifier {
 
     /// Subscribes to `channel` and returns once the server confirmed it.
     ///
-    /// After a failure, calls fail at once for a while ([`REFUSED_BACKOFF`]
-    /// after a `NOPERM`, [`FAILED_BACKOFF`] after anything else), so waiters
-    /// fall back to polling without each waiting for a subscription the
-    /// server refuses.
+    /// After a failure, calls fail at once for a while (10 s after a
+    /// `NOPERM`, 1 s after anything else), so waiters fall back to polling
+    /// without each waiting for a subscription the server refuses.
     pub async fn watch(&self, channel: &str) -> Result<ReleaseWatch, LockError> {
         self.check_backoff()?;
         let watched = self.subscribe(channel).await;

@@ -21,8 +21,8 @@ pub struct ScriptedNode {
 
 impl ScriptedNode {
     /// Connects to `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a standalone
-    /// server) through the `kind` client; see [`client::connect`] for the
-    /// errors. Release notifications use a second connection, opened when a
+    /// server) through the `kind` client; see [`connect`](crate::kit::connect)
+    /// for the errors. Release notifications use a second connection, opened when a
     /// waiter first needs it.
     pub async fn connect(
         kind: ClientKind,
@@ -49,7 +49,7 @@ impl ScriptedNode {
     }
 
     /// Waits for `replicas` after each acquire and extend; see
-    /// [`ScriptedNode::acknowledged`].
+    /// [`ScriptedNode::run_acknowledged`].
     pub fn with_replicas(mut self, replicas: ReplicasConfig) -> Self {
         self.replicas = replicas;
         self

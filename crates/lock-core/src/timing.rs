@@ -18,7 +18,7 @@ pub const MAX_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 /// The fixed part of the clock-drift allowance, added to `ttl × drift_factor`.
 /// It covers the granularity of Redis's expiry (1 ms) and of our timers.
-pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 
 /// Checks that `ttl` is a TTL Redis can hold exactly: at least [`MIN_TTL`], at
 /// most [`MAX_TTL`], and a whole number of milliseconds.
@@ -75,7 +75,11 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Duration {
 /// acquire or renewal was *sent*. The server started the TTL later than that,
 /// so this errs on the safe side. `None` when nothing of the lease is left or the
 /// instant cannot be represented.
-pub fn lease_deadline(sent_at: Instant, ttl: Duration, drift_factor: f64) -> Option<Instant> {
+pub(crate) fn lease_deadline(
+    sent_at: Instant,
+    ttl: Duration,
+    drift_factor: f64,
+) -> Option<Instant> {
     let usable = validity(ttl, Duration::ZERO, clock_drift(ttl, drift_factor));
     if usable.is_zero() {
         return None;
@@ -85,14 +89,14 @@ pub fn lease_deadline(sent_at: Instant, ttl: Duration, drift_factor: f64) -> Opt
 
 /// The default renewal interval: a third of the TTL, so two renewals can fail
 /// before the lease runs out (and never more than [`max_renew_interval`]).
-pub fn default_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
+pub(crate) fn default_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
     (ttl / 3).min(max_renew_interval(ttl, drift_factor))
 }
 
 /// The longest renewal interval that leaves room for two renewal attempts
 /// before a lease of `ttl` runs out: half of what the lease is trusted for,
 /// `(ttl - drift) / 2`, and at least [`MIN_TTL`].
-pub fn max_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
+pub(crate) fn max_renew_interval(ttl: Duration, drift_factor: f64) -> Duration {
     (validity(ttl, Duration::ZERO, clock_drift(ttl, drift_factor)) / 2).max(MIN_TTL)
 }
 

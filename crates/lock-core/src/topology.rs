@@ -14,6 +14,7 @@ use crate::error::LockError;
 /// How the configured nodes form a Redis deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Topology {
     /// Each node is a server of its own. Single-node strategies use the first;
     /// Redlock uses each as an independent node.

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::client;
+use lock_core::kit;
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
@@ -39,7 +39,7 @@ async fn main() {
     println!("| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | ours / floor | ours / scripts |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let floor_node = client::connect(kind, &url, options)
+        let floor_node = kit::connect(kind, &url, options)
             .await
             .expect("connect floor");
         let backend = SingleNodeBackend::connect(kind, &url, options)

@@ -4,13 +4,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::client::{NodeClient, Reply};
-use lock_core::script::single;
-use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
+use lock_core::kit::scripts::single;
+use lock_core::kit::{
+    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
+};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken, HoldToken,
     LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, OwnerToken,
-    ReleaseOutcome, ReleaseWatch, ScriptedNode,
+    ReleaseOutcome,
 };
 
 /// A lock backend over one Redis node.
@@ -56,7 +57,7 @@ impl SingleNodeBackend {
     }
 
     /// A backend over a connection you already have, for example
-    /// `Arc::new(RedisNode::from_manager(..))` wrapping your own client. Its
+    /// `Arc::new(lock_core::RedisNode::from_manager(..))` wrapping your own client. Its
     /// waiters poll unless you give it a notifier with
     /// [`SingleNodeBackend::from_scripted`] and [`ScriptedNode::with_notifier`].
     pub fn from_node(node: Arc<dyn NodeClient>) -> Self {

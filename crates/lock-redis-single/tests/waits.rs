@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{ClientKind, LockBackend, LockError, LockManager, ReleaseNotifier, ScriptedNode};
+use lock_core::kit::{ReleaseNotifier, ScriptedNode};
+use lock_core::{ClientKind, LockBackend, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{AdminReply, RedisServer};
@@ -59,7 +60,7 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
         silent.local_addr().expect("address").port()
     ));
     let options = fast_options();
-    let client = lock_core::client::connect(kind, &server.url(), options)
+    let client = lock_core::kit::connect(kind, &server.url(), options)
         .await
         .expect("connect");
     let node = ScriptedNode::from_client(client)

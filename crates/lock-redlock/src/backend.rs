@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::client::Reply;
-use lock_core::script::{single, FORCE_RELEASE};
-use lock_core::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
+use lock_core::kit::scripts::{single, FORCE_RELEASE};
+use lock_core::kit::{
+    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, ReleaseWatch, Reply,
+};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend,
-    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, ReleaseWatch,
-    Topology,
+    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, Topology,
 };
 
 use crate::node::Node;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use lock_core::client::{self, NodeClient};
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError, ReleaseNotifier};
+use lock_core::kit::{self, NodeClient, ReleaseNotifier};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError};
 
 /// The pause after a failed reconnect before the next may start.
 const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
@@ -54,7 +54,7 @@ impl Node {
 
     /// Connects now; on failure the node stays down and the error is returned.
     pub(crate) async fn connect(&self) -> Result<(), LockError> {
-        match client::connect(self.kind, &self.endpoint, self.options).await {
+        match kit::connect(self.kind, &self.endpoint, self.options).await {
             Ok(client) => {
                 *self
                     .client

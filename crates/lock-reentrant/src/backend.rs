@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::client::{NodeClient, Reply};
-use lock_core::script::reentrant;
-use lock_core::timing::{remaining_from_pttl, ttl_millis, validate_ttl};
+use lock_core::kit::scripts::reentrant;
+use lock_core::kit::{
+    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
+};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken, HoldToken,
     LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, ReleaseOutcome,
-    ReleaseWatch, ScriptedNode,
 };
 
 /// A reentrant lock backend over one Redis node.
@@ -56,7 +56,7 @@ impl ReentrantBackend {
     }
 
     /// A backend over a connection you already have, for example
-    /// `Arc::new(RedisNode::from_manager(..))` wrapping your own client. Its
+    /// `Arc::new(lock_core::RedisNode::from_manager(..))` wrapping your own client. Its
     /// waiters poll unless you give it a notifier with
     /// [`ReentrantBackend::from_scripted`] and [`ScriptedNode::with_notifier`].
     pub fn from_node(node: Arc<dyn NodeClient>) -> Self {

@@ -17,6 +17,7 @@ use crate::contract::{BackendFactory, Capabilities, Deployment};
 
 /// One step of a generated scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
     /// `owner` tries to take `key`.
     Acquire {

@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lock_core::kit::ReleaseWatch;
 use lock_core::{
     AcquireOutcome, ExtendOutcome, HoldToken, LeaseGuard, LockBackend, LockError, LockKey,
-    LockManager, LockState, OwnerToken, ReleaseOutcome, ReleaseWatch,
+    LockManager, LockState, OwnerToken, ReleaseOutcome,
 };
 
 use crate::contract::{fast_config, BackendFactory, Deployment};

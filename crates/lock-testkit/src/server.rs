@@ -566,6 +566,7 @@ pub fn free_port() -> io::Result<u16> {
 
 /// A reply read by [`RedisServer::admin`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AdminReply {
     /// `+OK` and other status lines.
     Status(String),

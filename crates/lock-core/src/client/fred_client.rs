@@ -519,7 +519,7 @@ fn starts_with_error_code(details: &str) -> bool {
 
 /// A subscriber connection through the `fred` crate. fred re-subscribes to
 /// every channel after a reconnect.
-pub struct FredSubscriber {
+pub(crate) struct FredSubscriber {
     client: FredSubscriberClient,
     address: String,
     /// How long a SUBSCRIBE may wait for its confirmation: a refusal

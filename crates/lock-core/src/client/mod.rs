@@ -32,6 +32,7 @@ pub use redis_client::RedisNode;
 /// Which Redis client library talks to the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ClientKind {
     /// The `redis` crate (redis-rs), through its reconnecting `ConnectionManager`.
     Redis,
@@ -40,8 +41,9 @@ pub enum ClientKind {
 }
 
 impl ClientKind {
-    /// Every kind, compiled in or not.
-    pub const ALL: [ClientKind; 2] = [ClientKind::Redis, ClientKind::Fred];
+    /// Every kind, compiled in or not. A slice, not an array, so that a new
+    /// client does not change its type.
+    pub const ALL: &[ClientKind] = &[ClientKind::Redis, ClientKind::Fred];
 
     /// The name used in config files and as the cargo feature.
     pub fn name(self) -> &'static str {
@@ -62,7 +64,8 @@ impl ClientKind {
     /// The kinds compiled into this build, `redis` first.
     pub fn compiled() -> Vec<ClientKind> {
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|kind| kind.is_compiled())
             .collect()
     }
@@ -90,7 +93,8 @@ impl FromStr for ClientKind {
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         Self::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|kind| kind.name().eq_ignore_ascii_case(text))
             .ok_or_else(|| {
                 LockError::config("client", format!("`{text}` is not one of `redis`, `fred`"))
@@ -132,6 +136,7 @@ impl From<&LockConfig> for ConnectOptions {
 
 /// A reply from Redis, independent of the client library that read it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Reply {
     /// `nil`.
     Nil,
@@ -248,7 +253,7 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
 /// [`connect_subscriber`] returned with this connection; that receiver closes
 /// when the connection is lost.
 #[async_trait]
-pub trait SubscriberClient: Send + Sync + fmt::Debug {
+pub(crate) trait SubscriberClient: Send + Sync + fmt::Debug {
     /// The node's `host:port`, for errors and logs.
     fn address(&self) -> &str;
 
@@ -260,7 +265,7 @@ pub trait SubscriberClient: Send + Sync + fmt::Debug {
 }
 
 /// The channels of received messages, in arrival order.
-pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
+pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
 
 /// Opens a dedicated subscriber connection to `endpoint` (a [`NodeUrl`] for
 /// a standalone server) with the chosen client, within
@@ -269,7 +274,7 @@ pub type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
 /// On a cluster it subscribes on the first seed node that answers: a
 /// message published on any node of a cluster reaches subscribers on every
 /// node. On a sentinel group it subscribes on the current master.
-pub async fn connect_subscriber(
+pub(crate) async fn connect_subscriber(
     kind: ClientKind,
     endpoint: impl Into<Endpoint>,
     options: ConnectOptions,

@@ -582,7 +582,7 @@ fn map_error(address: &str, command_timeout: Duration, err: redis::RedisError) -
 }
 
 /// A subscriber connection through the `redis` crate.
-pub struct RedisSubscriber {
+pub(crate) struct RedisSubscriber {
     sink: Mutex<redis::aio::PubSubSink>,
     address: String,
     command_timeout: Duration,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::client::NodeClient;
-use lock_core::script::single::{ACQUIRE, RELEASE};
+use lock_core::kit::scripts::single::{ACQUIRE, RELEASE};
+use lock_core::kit::NodeClient;
 use lock_testkit::bench::cycles_per_second;
 
 /// Raw `SET key val NX PX` then a raw `EVALSHA` compare-and-delete, per
