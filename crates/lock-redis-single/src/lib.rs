@@ -39,3 +39,8 @@ compile_error!(
 mod backend;
 
 pub use backend::{lock_manager, SingleNodeBackend};
+
+/// The core crate (config, errors, the lock manager and its guards),
+/// re-exported so this crate alone is enough:
+/// `lock_redis_single::lock_core::LockConfig`.
+pub use lock_core;

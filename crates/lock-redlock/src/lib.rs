@@ -70,3 +70,8 @@ mod node;
 mod round;
 
 pub use backend::{lock_manager, RedlockBackend, RedlockOptions, ReleaseReport};
+
+/// The core crate (config, errors, the lock manager and its guards),
+/// re-exported so this crate alone is enough:
+/// `lock_redlock::lock_core::LockConfig`.
+pub use lock_core;

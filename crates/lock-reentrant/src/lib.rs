@@ -53,3 +53,8 @@ compile_error!(
 mod backend;
 
 pub use backend::{lock_manager, ReentrantBackend};
+
+/// The core crate (config, errors, the lock manager and its guards),
+/// re-exported so this crate alone is enough:
+/// `lock_reentrant::lock_core::LockConfig`.
+pub use lock_core;
