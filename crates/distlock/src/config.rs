@@ -38,6 +38,7 @@ const ENV_FIELDS: &[&str] = &[
     "retry.multiplier",
     "watchdog.enabled",
     "watchdog.interval",
+    "watchdog.max_hold",
     "connect_timeout",
     "command_timeout",
     "node_timeout",

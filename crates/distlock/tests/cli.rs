@@ -613,3 +613,175 @@ fn a_least_privilege_user_runs_jobs() {
         "the lock was released"
     );
 }
+
+/// The clients the hand-over verbs are tested on (both when compiled in).
+fn clients() -> Vec<&'static str> {
+    let mut clients = Vec::new();
+    if cfg!(feature = "redis") {
+        clients.push("redis");
+    }
+    if cfg!(feature = "fred") {
+        clients.push("fred");
+    }
+    clients
+}
+
+/// `distlock` with the given client.
+fn distlock_on(server: &RedisServer, client: &str, args: &[&str]) -> Command {
+    let mut command = distlock(server, args);
+    command.env("DISTLOCK_CLIENT", client);
+    command
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The hand-off token in `acquire`'s output.
+fn owner_of(out: &Output) -> String {
+    stdout(out)
+        .lines()
+        .find_map(|line| line.strip_prefix("export DISTLOCK_OWNER='"))
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("no DISTLOCK_OWNER in {out:?}"))
+        .to_owned()
+}
+
+/// A multi-step shell script, as users write it: `acquire` into the
+/// environment, work, `extend`, work, `release`; the token never on a
+/// command line.
+#[test]
+fn a_script_acquires_extends_and_releases_across_commands() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let name = format!("deploy-{client}");
+        let script = format!(
+            r#"out=$("$DISTLOCK_BIN" acquire --key {name} --ttl 2s --wait 0) || exit $?
+eval "$out"
+test -n "$DISTLOCK_FENCING_TOKEN" || exit 90
+sh -c 'sleep 0.1 & wait'
+"$DISTLOCK_BIN" status {name} --json | grep -q '"held":true' || exit 91
+"$DISTLOCK_BIN" extend --key {name} --ttl 5s || exit $?
+"$DISTLOCK_BIN" status {name} --json | grep -q '"remaining_ms":[34]' || exit 92
+"$DISTLOCK_BIN" release --key {name} || exit $?
+"$DISTLOCK_BIN" status {name} --json | grep -q '"held":false' || exit 93
+"$DISTLOCK_BIN" release --key {name}"#
+        );
+        let mut command = distlock_on(&server, client, &[]);
+        command
+            .env("DISTLOCK_BIN", DISTLOCK)
+            .env_remove("DISTLOCK_TTL")
+            .arg("--help");
+        let out = output(
+            Command::new("sh")
+                .arg("-c")
+                .arg(&script)
+                .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?)))),
+        );
+        // The last release finds the lock gone: 76, and it says so.
+        assert_eq!(code(&out), 76, "{client}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not held"),
+            "{client}: {out:?}"
+        );
+    }
+}
+
+#[test]
+fn acquire_refuses_a_held_lock_and_prints_json() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let name = format!("json-{client}");
+        let out = output(distlock_on(
+            &server,
+            client,
+            &["acquire", "--key", &name, "--wait", "0", "--json"],
+        ));
+        assert_eq!(code(&out), 0, "{out:?}");
+        let printed = stdout(&out);
+        for field in ["\"owner\":\"dl1.", "\"fencing_token\":1", "\"ttl_ms\":2000"] {
+            assert!(printed.contains(field), "{client}: {field} in {printed}");
+        }
+        let out = output(distlock_on(
+            &server,
+            client,
+            &["acquire", "--key", &name, "--wait", "100ms"],
+        ));
+        assert_eq!(code(&out), 75, "{client}: held by the first: {out:?}");
+        assert!(stdout(&out).is_empty(), "no token printed: {out:?}");
+    }
+}
+
+/// A wrong token changes nothing (76, lock still held); a malformed one,
+/// or none, is a usage error (78); the token may come from a file.
+#[test]
+fn release_and_extend_act_only_for_the_owner() {
+    let server = RedisServer::start().expect("start");
+    let scratch = Scratch::new("owner-verbs");
+    for client in clients() {
+        let (name, other) = (format!("owned-{client}"), format!("other-{client}"));
+        let mine = owner_of(&output(distlock_on(
+            &server,
+            client,
+            &["acquire", "--key", &name, "--wait", "0"],
+        )));
+        let theirs = owner_of(&output(distlock_on(
+            &server,
+            client,
+            &["acquire", "--key", &other, "--wait", "0"],
+        )));
+        for verb in ["release", "extend"] {
+            let out = output(
+                distlock_on(&server, client, &[verb, "--key", &name])
+                    .env("DISTLOCK_OWNER", &theirs),
+            );
+            assert_eq!(
+                code(&out),
+                76,
+                "{client} {verb} with another's token: {out:?}"
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("not held by this owner"),
+                "{out:?}"
+            );
+            assert!(
+                !String::from_utf8_lossy(&out.stderr).contains(&theirs),
+                "the token is never printed back: {out:?}"
+            );
+        }
+        let status = stdout(&output(distlock(&server, &["status", &name, "--json"])));
+        assert!(status.contains("\"held\":true"), "untouched: {status}");
+        for bad in [
+            &["release", "--key", &name, "--owner", "garbage"][..],
+            &["extend", "--key", &name, "--owner", "dl1.1.zz.owner"],
+            &["release", "--key", &name],
+            &["extend", "--key", &name],
+            &["release", &name, "--key", &name, "--force"],
+        ] {
+            let out = output(distlock_on(&server, client, bad));
+            assert_eq!(code(&out), 78, "{client} {bad:?}: {out:?}");
+        }
+        let file = scratch.file(&format!("owner-{client}"));
+        std::fs::write(&file, format!("{mine}\n")).expect("write the token");
+        let out = output(distlock_on(
+            &server,
+            client,
+            &[
+                "release",
+                "--key",
+                &name,
+                "--owner-file",
+                file.to_str().expect("utf-8"),
+                "--json",
+            ],
+        ));
+        assert_eq!(code(&out), 0, "{client}: {out:?}");
+        assert!(stdout(&out).contains("\"released\":true"), "{out:?}");
+        let out = output(distlock_on(
+            &server,
+            client,
+            &["release", "--key", &other, "--owner", &theirs],
+        ));
+        assert_eq!(code(&out), 0, "{client}: the flag works too: {out:?}");
+    }
+}

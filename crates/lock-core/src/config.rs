@@ -368,6 +368,14 @@ pub struct WatchdogConfig {
     /// TTL.
     #[serde(with = "humantime_serde")]
     pub interval: Option<Duration>,
+    /// Stop renewing a lease this long after it was acquired (or resumed),
+    /// so no holder keeps a lock forever: the last renewal asks only for
+    /// what is left, the key runs out then (or at its first TTL, if that is
+    /// later), and `lost()` reports [`LossReason::MaxHoldReached`](crate::LossReason::MaxHoldReached).
+    /// A holder's own `extend` still works. Default: none (renew until
+    /// released).
+    #[serde(with = "humantime_serde")]
+    pub max_hold: Option<Duration>,
 }
 
 impl Default for WatchdogConfig {
@@ -375,12 +383,19 @@ impl Default for WatchdogConfig {
         WatchdogConfig {
             enabled: true,
             interval: None,
+            max_hold: None,
         }
     }
 }
 
 impl WatchdogConfig {
     fn validate(&self, ttl: Duration, drift_factor: f64) -> Result<(), LockError> {
+        if self.max_hold.is_some_and(|max_hold| max_hold < MIN_TTL) {
+            return Err(LockError::config(
+                "watchdog.max_hold",
+                "must be at least 1 ms (leave it out to renew until released)",
+            ));
+        }
         if let Some(interval) = self.interval {
             if interval < MIN_TTL {
                 return Err(LockError::config(
@@ -736,10 +751,21 @@ mod tests {
                     watchdog: WatchdogConfig {
                         enabled: true,
                         interval: Some(Duration::from_secs(30)),
+                        max_hold: None,
                     },
                     ..base.clone()
                 },
                 "watchdog.interval",
+            ),
+            (
+                LockConfig {
+                    watchdog: WatchdogConfig {
+                        max_hold: Some(Duration::ZERO),
+                        ..WatchdogConfig::default()
+                    },
+                    ..base.clone()
+                },
+                "watchdog.max_hold",
             ),
             (
                 LockConfig {

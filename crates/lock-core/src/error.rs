@@ -16,6 +16,9 @@ pub enum LossReason {
     /// The lease's deadline passed without a successful renewal (the server was
     /// unreachable, or renewal was turned off and nobody extended the lease).
     Expired,
+    /// The watchdog stopped renewing at `watchdog.max_hold`, and the lease ran
+    /// out at its TTL, as configured.
+    MaxHoldReached,
 }
 
 impl fmt::Display for LossReason {
@@ -23,6 +26,9 @@ impl fmt::Display for LossReason {
         f.write_str(match self {
             LossReason::NotHeld => "the key is gone or held by another owner",
             LossReason::Expired => "the lease expired before it could be renewed",
+            LossReason::MaxHoldReached => {
+                "the lease ran out after watchdog.max_hold, when renewal stopped"
+            }
         })
     }
 }
@@ -84,6 +90,13 @@ pub enum LockError {
     /// An extend or release was refused because this owner does not hold the lock.
     #[error("lock `{key}` is not held by this owner")]
     NotOwner {
+        /// The lock name.
+        key: String,
+    },
+    /// A lease to resume, extend or release by its hand-off token is not held
+    /// at all: it was released, or it expired.
+    #[error("lock `{key}` is not held (it was released or expired)")]
+    NotHeld {
         /// The lock name.
         key: String,
     },
@@ -233,6 +246,7 @@ impl LockError {
             | LockError::InvalidConfig { .. }
             | LockError::LeaseLost { .. }
             | LockError::NotOwner { .. }
+            | LockError::NotHeld { .. }
             | LockError::Authentication { .. }
             | LockError::UnexpectedReply { .. }
             | LockError::Corrupted { .. }

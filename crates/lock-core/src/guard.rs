@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::error::{LockError, LossReason};
-use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
+use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::timing::{lease_deadline, validate_ttl};
 
 /// Where a lease stands.
@@ -40,6 +40,9 @@ pub(crate) struct LeaseShared {
     /// The hold this lease was granted for; every extend and release names it.
     pub(crate) hold: HoldToken,
     pub(crate) drift_factor: f64,
+    /// When the command that granted (or resumed) the lease was sent:
+    /// `watchdog.max_hold` counts from here.
+    pub(crate) acquired_at: Instant,
     pub(crate) status: watch::Sender<LeaseStatus>,
     timing: Mutex<Timing>,
     /// One extend at a time per lease (watchdog or caller): with a single
@@ -80,6 +83,7 @@ impl LeaseShared {
             key,
             hold,
             drift_factor,
+            acquired_at: sent_at,
             status,
             timing: Mutex::new(Timing {
                 ttl,
@@ -229,8 +233,14 @@ impl LeaseShared {
     /// extend may have moved it since the caller looked); returns whether this
     /// call did it.
     pub(crate) fn expire_if_due(&self) -> bool {
+        self.end_if_due(LossReason::Expired)
+    }
+
+    /// Like [`expire_if_due`](Self::expire_if_due), with `reason` as the
+    /// cause (the watchdog stopped renewing at `watchdog.max_hold`).
+    pub(crate) fn end_if_due(&self, reason: LossReason) -> bool {
         let now = Instant::now();
-        self.lose_if(LossReason::Expired, |valid_until| now >= valid_until)
+        self.lose_if(reason, |valid_until| now >= valid_until)
     }
 
     fn lose_if(&self, reason: LossReason, due: impl Fn(Instant) -> bool) -> bool {
@@ -484,6 +494,30 @@ impl LeaseGuard {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// Stops renewing the lease without releasing it, and returns what
+    /// another process needs to take it over with
+    /// [`LockManager::resume`](crate::LockManager::resume) (or the shell's
+    /// `distlock extend` / `distlock release`). The lease stays held until its
+    /// TTL runs out unless the new holder renews it. Handles of this lease see
+    /// it as released.
+    ///
+    /// Errors: [`LockError::LeaseLost`] if the lease had already ended; there
+    /// is nothing left to hand over.
+    pub fn hand_off(mut self) -> Result<HandoffToken, LockError> {
+        self.stop_keeper();
+        let shared = Arc::clone(&self.handle.shared);
+        // Marked released, so dropping `self` sends no release.
+        if let Some(reason) = ended_early(shared.mark_released()) {
+            return Err(lease_lost(&shared.key, reason));
+        }
+        tracing::debug!(
+            key = shared.key.name(),
+            fencing_token = shared.fencing_token().map(FencingToken::get),
+            "lease handed off"
+        );
+        Ok(HandoffToken::new(shared.hold.clone()))
     }
 
     fn stop_keeper(&mut self) {

@@ -249,6 +249,126 @@ impl HoldToken {
     }
 }
 
+/// Everything another process needs to take over a held lease: the hold's
+/// owner, its nonce and its fencing token, as one line of text.
+///
+/// [`LeaseGuard::hand_off`](crate::LeaseGuard::hand_off) stops renewing a lease
+/// without releasing it and returns one; [`LockManager::resume`](crate::LockManager::resume)
+/// in another process (or the `distlock extend` and `distlock release`
+/// commands) acts on the lease again, and only while that hold still has it.
+///
+/// The text is a secret, like the owner token inside it: whoever has it can
+/// extend or release the lock. Pass it through the environment or a file
+/// readable only by its user, not on the command line of a long-lived process
+/// (where `ps` shows it to everyone). `Debug` never prints it.
+///
+/// ```
+/// use lock_core::HandoffToken;
+///
+/// assert!(HandoffToken::parse("not a token").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct HandoffToken {
+    text: String,
+    hold: HoldToken,
+}
+
+/// The first field of a [`HandoffToken`]'s text: its format's version.
+const HANDOFF_FORMAT: &str = "dl1";
+
+impl HandoffToken {
+    /// The token for a granted `hold`.
+    pub(crate) fn new(hold: HoldToken) -> Self {
+        // `<format>.<fencing token or ->.<nonce>.<owner>`: the owner, which a
+        // caller may choose freely, goes last, so it may contain anything.
+        let nonce = hold.value[hold.owner.0.len() + 1..].to_owned();
+        let fence = hold
+            .fencing_token
+            .map_or_else(|| "-".to_owned(), |token| token.get().to_string());
+        let text = format!("{HANDOFF_FORMAT}.{fence}.{nonce}.{}", hold.owner.0);
+        HandoffToken { text, hold }
+    }
+
+    /// Reads a token from its text ([`HandoffToken::expose`]), with
+    /// surrounding whitespace (a trailing newline from a file) ignored.
+    ///
+    /// Errors with [`LockError::InvalidOwner`] when the text is not a token;
+    /// the error quotes none of it.
+    pub fn parse(text: &str) -> Result<Self, LockError> {
+        let malformed = |what: &str| LockError::InvalidOwner {
+            reason: format!("not a hand-off token: {what}"),
+        };
+        let text = text.trim();
+        let mut fields = text.splitn(4, '.');
+        let (Some(format), Some(fence), Some(nonce), Some(owner)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(malformed("expected four dot-separated fields"));
+        };
+        if format != HANDOFF_FORMAT {
+            return Err(malformed(
+                "unknown format (expected it to start with `dl1.`)",
+            ));
+        }
+        let fencing_token = match fence {
+            "-" => None,
+            digits if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                Some(FencingToken::new(
+                    digits
+                        .parse()
+                        .map_err(|_| malformed("the fencing token is too large"))?,
+                ))
+            }
+            _ => return Err(malformed("the fencing token is not a number")),
+        };
+        if nonce.len() != 16 || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(malformed("the nonce is not 16 hex digits"));
+        }
+        let owner = OwnerToken::from_string(owner)?;
+        let value = format!("{}:{nonce}", owner.0);
+        Ok(HandoffToken {
+            text: text.to_owned(),
+            hold: HoldToken {
+                owner,
+                value,
+                fencing_token,
+            },
+        })
+    }
+
+    /// The token's text, to hand to the process that takes over. Keep it out
+    /// of logs and command lines.
+    pub fn expose(&self) -> &str {
+        &self.text
+    }
+
+    /// The hold it names, for a backend's `extend` or `release`.
+    pub fn hold(&self) -> &HoldToken {
+        &self.hold
+    }
+
+    /// The fencing token of the hold, if its strategy issues them.
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        self.hold.fencing_token
+    }
+}
+
+impl std::str::FromStr for HandoffToken {
+    type Err = LockError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        HandoffToken::parse(text)
+    }
+}
+
+impl fmt::Debug for HandoffToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandoffToken")
+            .field("fencing_token", &self.hold.fencing_token)
+            .finish_non_exhaustive()
+    }
+}
+
 impl fmt::Debug for HoldToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HoldToken")
@@ -331,6 +451,64 @@ impl fmt::Display for FencingToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handoff_tokens_round_trip_any_owner() {
+        for owner in ["plain", "with.dots.and:colons", "ünïcode owner", "-"] {
+            for fence in [
+                None,
+                Some(FencingToken::new(1)),
+                Some(FencingToken::new(u64::MAX)),
+            ] {
+                let owner = OwnerToken::from_string(owner).expect("valid owner");
+                let hold = HoldToken::new(owner).expect("os rng").granted(fence);
+                let token = HandoffToken::new(hold.clone());
+                let parsed = HandoffToken::parse(&format!("{}\n", token.expose()))
+                    .expect("a token's own text parses");
+                assert_eq!(parsed.hold(), &hold, "same owner, value and fencing token");
+                assert_eq!(parsed.expose(), token.expose());
+                assert_eq!(parsed.fencing_token(), fence);
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_handoff_tokens_are_typed_errors_that_quote_nothing() {
+        let nonce = "0123456789abcdef";
+        for text in [
+            String::new(),
+            "secret-garbage".to_owned(),
+            format!("dl2.1.{nonce}.owner"),
+            format!("dl1.x.{nonce}.owner"),
+            format!("dl1.-1.{nonce}.owner"),
+            format!("dl1.99999999999999999999999.{nonce}.owner"),
+            "dl1.1.0123.owner".to_owned(),
+            "dl1.1.0123456789abcdeg.owner".to_owned(),
+            format!("dl1.1.{nonce}."),
+            format!("dl1.1.{nonce}.{}", "o".repeat(MAX_OWNER_LEN + 1)),
+        ] {
+            match HandoffToken::parse(&text) {
+                Err(LockError::InvalidOwner { reason }) => {
+                    assert!(
+                        !reason.contains("secret") && !reason.contains("owner."),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{text:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn handoff_token_debug_hides_the_secret() {
+        let owner = OwnerToken::from_string("top-secret-owner").expect("valid owner");
+        let hold = HoldToken::new(owner)
+            .expect("os rng")
+            .granted(Some(FencingToken::new(7)));
+        let printed = format!("{:?}", HandoffToken::new(hold));
+        assert!(!printed.contains("top-secret-owner"), "{printed}");
+        assert!(printed.contains('7'), "{printed}");
+    }
 
     #[test]
     fn keys_share_the_hash_tag() {

@@ -54,7 +54,8 @@ pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
 pub use error::{BoxError, LockError, LossReason};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{
-    FencingToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN,
+    FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN,
+    MAX_PREFIX_LEN,
 };
 pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use timing::{MAX_TTL, MIN_TTL};

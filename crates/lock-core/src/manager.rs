@@ -5,11 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{AcquireOutcome, LockBackend, LockState};
+use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState};
 use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
-use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
+use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 use crate::watchdog;
 
@@ -393,6 +393,49 @@ impl LockManager {
         }
     }
 
+    /// Takes over a lease handed off with [`LeaseGuard::hand_off`], in this
+    /// process or another: checks, atomically, that the hold `token` names
+    /// still has the lock `name`, renews it to the configured TTL, and returns
+    /// a guard whose watchdog keeps it, as if this process had acquired it.
+    /// Its fencing token is the hold's. `watchdog.max_hold` counts from here.
+    ///
+    /// Only one process should keep a lease at a time: the one that handed it
+    /// off stopped renewing, and one that resumes it takes that job over.
+    ///
+    /// Errors: [`LockError::NotOwner`] when another hold has the lock (or the
+    /// token is another lock's), [`LockError::NotHeld`] when nobody has it (it
+    /// was released or expired), [`LockError::Corrupted`] when the key holds
+    /// data that is not a lock of this strategy; connection errors as for an
+    /// extend, after which the lease is as it was or renewed (try again).
+    pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
+        let key = self.key(name)?;
+        let ttl = self.config.ttl;
+        let sent_at = Instant::now();
+        match self.backend.extend(&key, token.hold(), ttl).await? {
+            ExtendOutcome::Extended { ttl: ttl_set } => {
+                tracing::debug!(
+                    key = name,
+                    fencing_token = token.fencing_token().map(FencingToken::get),
+                    "lease resumed"
+                );
+                Ok(self.keep(key, token.hold().clone(), sent_at, ttl_set))
+            }
+            ExtendOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
+        }
+    }
+
+    /// Why a hold's extend or release found the lock not its own: held by
+    /// another ([`LockError::NotOwner`]) or by nobody ([`LockError::NotHeld`]).
+    /// A second look, for the error alone; if it fails, "not this owner's"
+    /// is still true.
+    async fn not_held_by_this_hold(&self, key: &LockKey) -> LockError {
+        let name = key.name().to_owned();
+        match self.backend.inspect(key).await {
+            Ok(LockState::Free { .. }) => LockError::NotHeld { key: name },
+            _ => LockError::NotOwner { key: name },
+        }
+    }
+
     /// Reads the state of the lock named `name`.
     pub async fn inspect(&self, name: &str) -> Result<LockState, LockError> {
         let key = self.key(name)?;
@@ -429,11 +472,21 @@ impl LockManager {
         };
         pending.disarm();
         match outcome {
-            Ok(AcquireOutcome::Acquired { fencing_token }) => Ok(Attempt::Acquired(self.hold(
-                key.clone(),
-                hold.granted(fencing_token),
-                sent_at,
-            ))),
+            Ok(AcquireOutcome::Acquired { fencing_token }) => {
+                tracing::debug!(
+                    key = key.name(),
+                    fencing_token = fencing_token.map(FencingToken::get),
+                    strategy = self.backend.strategy(),
+                    elapsed_us = sent_at.elapsed().as_micros() as u64,
+                    "lock acquired"
+                );
+                Ok(Attempt::Acquired(self.keep(
+                    key.clone(),
+                    hold.granted(fencing_token),
+                    sent_at,
+                    ttl,
+                )))
+            }
             Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
             Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
                 Ok(Attempt::Unsettled {
@@ -445,15 +498,16 @@ impl LockManager {
         }
     }
 
-    fn hold(&self, key: LockKey, hold: HoldToken, sent_at: Instant) -> LeaseGuard {
+    /// A guard for `hold`, whose last acquire or extend was sent at `sent_at`
+    /// and set `ttl_set`, with its watchdog started.
+    fn keep(
+        &self,
+        key: LockKey,
+        hold: HoldToken,
+        sent_at: Instant,
+        ttl_set: Duration,
+    ) -> LeaseGuard {
         let ttl = self.config.ttl;
-        tracing::debug!(
-            key = key.name(),
-            fencing_token = hold.fencing_token().map(FencingToken::get),
-            strategy = self.backend.strategy(),
-            elapsed_us = sent_at.elapsed().as_micros() as u64,
-            "lock acquired"
-        );
         let shared = Arc::new(LeaseShared::new(
             Arc::clone(&self.backend),
             key,
@@ -462,12 +516,20 @@ impl LockManager {
             self.config.clock_drift_factor,
             sent_at,
         ));
+        // The reentrant strategy keeps a longer TTL that re-entries share.
+        if ttl_set != ttl {
+            shared.renewed(sent_at, ttl_set);
+        }
         let renew_every = self
             .config
             .watchdog
             .enabled
             .then(|| self.config.renew_interval());
-        let keeper = tokio::spawn(watchdog::keep(Arc::clone(&shared), renew_every));
+        let keeper = tokio::spawn(watchdog::keep(
+            Arc::clone(&shared),
+            renew_every,
+            self.config.watchdog.max_hold,
+        ));
         LeaseGuard::new(shared, Some(keeper))
     }
 }

@@ -5,6 +5,11 @@
 //! taken, or when the deadline passes while the node cannot be reached. With
 //! renewal off, it only marks the lease lost (expired) at its deadline, so the
 //! loss signal means the same in both modes.
+//!
+//! With `watchdog.max_hold`, renewals stop at that much time after the
+//! acquire: the last one asks only for what is left, so the key runs out at
+//! the cap (or at its first TTL, if that is later), and the loss is reported
+//! as [`LossReason::MaxHoldReached`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +18,7 @@ use crate::backend::ExtendOutcome;
 use crate::error::{LockError, LossReason};
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
-use crate::timing::max_renew_interval;
+use crate::timing::{max_renew_interval, MIN_TTL};
 
 /// How soon to try again after a renewal failed: a third of the interval, but
 /// at least 5 ms so a dead node is not hammered.
@@ -22,9 +27,17 @@ fn retry_delay(interval: Duration) -> Duration {
 }
 
 /// Runs until the lease is released (the guard aborts this task) or lost.
-pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>) {
+pub(crate) async fn keep(
+    shared: Arc<LeaseShared>,
+    renew_every: Option<Duration>,
+    max_hold: Option<Duration>,
+) {
     let mut status = shared.status.subscribe();
     let mut next_renewal = renew_every.map(|interval| Instant::now() + interval);
+    // No renewal reaches past this instant; an overflow is no cap at all.
+    let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
+    // Set once renewals stopped at the cap: the lease then ends as configured.
+    let mut capped = false;
     loop {
         let valid_until = match shared.status() {
             LeaseStatus::Held { valid_until } => valid_until,
@@ -47,13 +60,45 @@ pub(crate) async fn keep(shared: Arc<LeaseShared>, renew_every: Option<Duration>
             () = tokio::time::sleep_until(wake_at.into()) => {}
         }
         // Against the current deadline: an extend may have just moved it.
-        if shared.expire_if_due() {
+        let reason = if capped {
+            LossReason::MaxHoldReached
+        } else {
+            LossReason::Expired
+        };
+        if shared.end_if_due(reason) {
             return;
         }
-        let Some(interval) = renew_every else {
+        let Some(interval) = renew_every.filter(|_| !capped) else {
+            next_renewal = None;
             continue;
         };
-        next_renewal = Some(renew(&shared, interval).await);
+        // Near the cap, renew only for what is left of it.
+        let capped_ttl = match stop_renewing_at {
+            None => None,
+            Some(at) => {
+                // Whole milliseconds, rounded down: what a TTL can be.
+                let left = at.saturating_duration_since(Instant::now());
+                let left =
+                    Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+                if left < MIN_TTL {
+                    tracing::debug!(
+                        key = shared.key.name(),
+                        "watchdog.max_hold reached; the lease runs out at its TTL"
+                    );
+                    capped = true;
+                    next_renewal = None;
+                    continue;
+                }
+                (left < shared.ttl()).then_some(left)
+            }
+        };
+        let (next, renewed) = renew(&shared, interval, capped_ttl).await;
+        next_renewal = Some(next);
+        if renewed && capped_ttl.is_some() {
+            // That renewal ends the lease at the cap; none follows.
+            capped = true;
+            next_renewal = None;
+        }
     }
 }
 
@@ -63,18 +108,23 @@ fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
     configured.min(max_renew_interval(shared.ttl(), shared.drift_factor))
 }
 
-/// One renewal, with the TTL the holder last asked for; returns when to renew
-/// next.
-async fn renew(shared: &LeaseShared, configured: Duration) -> Instant {
+/// One renewal, with the TTL the holder last asked for (or `capped_ttl`, the
+/// rest of `watchdog.max_hold`); returns when to renew next, and whether the
+/// lease was renewed.
+async fn renew(
+    shared: &LeaseShared,
+    configured: Duration,
+    capped_ttl: Option<Duration>,
+) -> (Instant, bool) {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
     let mut status = shared.status.subscribe();
-    let extend = shared.extend_hold(None);
+    let extend = shared.extend_hold(capped_ttl);
     tokio::pin!(extend);
     let outcome = loop {
         // The current deadline: an extend may move it while this one waits.
         let LeaseStatus::Held { valid_until } = shared.status() else {
-            return sent_at;
+            return (sent_at, false);
         };
         tokio::select! {
             outcome = &mut extend => break outcome,
@@ -83,12 +133,12 @@ async fn renew(shared: &LeaseShared, configured: Duration) -> Instant {
                 // waited for a caller's extend): by our conservative clock the
                 // lease is gone, whatever the reply says later.
                 if shared.expire_if_due() {
-                    return Instant::now();
+                    return (Instant::now(), false);
                 }
             }
             changed = status.changed() => {
                 if changed.is_err() {
-                    return sent_at;
+                    return (sent_at, false);
                 }
             }
         }
@@ -102,13 +152,13 @@ async fn renew(shared: &LeaseShared, configured: Duration) -> Instant {
                 elapsed_us = sent_at.elapsed().as_micros() as u64,
                 "lease renewed"
             );
-            sent_at + interval
+            (sent_at + interval, true)
         }
         // A key that now holds foreign data is as gone as a deleted one: no
         // retry can bring the lease back.
         Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
             shared.lose(LossReason::NotHeld);
-            sent_at
+            (sent_at, false)
         }
         Err(err) => {
             tracing::warn!(
@@ -118,7 +168,7 @@ async fn renew(shared: &LeaseShared, configured: Duration) -> Instant {
                 remaining_ms = shared.status_remaining().as_millis() as u64,
                 "lease renewal failed; retrying until the deadline"
             );
-            Instant::now() + retry_delay(interval)
+            (Instant::now() + retry_delay(interval), false)
         }
     }
 }

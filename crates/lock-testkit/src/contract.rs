@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use lock_core::{
-    AcquireOutcome, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend, LockConfig,
-    LockError, LockKey, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome,
-    RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
+    AcquireOutcome, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken, LeaseStatus,
+    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, LossReason, NodeUrl,
+    OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
@@ -826,6 +826,171 @@ pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
         }
         other => panic!("expected a held key, got {other:?}"),
     }
+}
+
+/// A lease handed off keeps the lock without renewal, and a second manager
+/// (another process, as far as the lease can tell) resumes it from the
+/// token's text: same fencing token, renewed by its own watchdog, released
+/// by it; the old token then resumes nothing.
+pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(600);
+    let locks = deployment.manager(fast_config(ttl));
+    let elsewhere = deployment.manager(fast_config(ttl));
+    let guard = locks
+        .try_acquire("handed")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let token = guard.fencing_token();
+    let handle = guard.handle();
+    let text = guard
+        .hand_off()
+        .expect("a held lease hands off")
+        .expose()
+        .to_owned();
+    assert_eq!(
+        handle.status(),
+        LeaseStatus::Released,
+        "the old guard lets go"
+    );
+    assert!(
+        locks
+            .try_acquire("handed")
+            .await
+            .expect("try_acquire")
+            .is_none(),
+        "handing off releases nothing"
+    );
+    let handoff = HandoffToken::parse(&text).expect("the token's text parses");
+    let resumed = elsewhere.resume("handed", &handoff).await.expect("resume");
+    assert_eq!(
+        resumed.fencing_token(),
+        token,
+        "the hold keeps its fencing token"
+    );
+    // Three TTLs: only the new watchdog can have kept it.
+    tokio::time::sleep(ttl * 3).await;
+    assert!(resumed.is_valid(), "the resumed lease is renewed");
+    assert!(
+        locks
+            .try_acquire("handed")
+            .await
+            .expect("try_acquire")
+            .is_none(),
+        "still held by the resumed lease"
+    );
+    resumed.release().await.expect("the resumed lease releases");
+    match elsewhere.resume("handed", &handoff).await {
+        Err(LockError::NotHeld { key }) => assert_eq!(key, "handed"),
+        other => panic!("resume after the release: {other:?}"),
+    }
+    let next = locks
+        .try_acquire("handed")
+        .await
+        .expect("try_acquire")
+        .expect("free after the release");
+    next.release().await.expect("release");
+}
+
+/// `resume` says why it cannot: another hold has the lock, nobody has it
+/// (released, or expired after a hand-off nobody resumed), or the key holds
+/// something else.
+pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(300);
+    let locks = deployment.manager(fast_config(ttl));
+    let hand_off = |name: &'static str| {
+        let locks = locks.clone();
+        async move {
+            locks
+                .try_acquire(name)
+                .await
+                .expect("try_acquire")
+                .expect("free key")
+                .hand_off()
+                .expect("hand off")
+        }
+    };
+    // Another lock's token, on a lock someone else holds.
+    let holder = locks
+        .try_acquire("claimed")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let foreign = hand_off("elsewhere").await;
+    match locks.resume("claimed", &foreign).await {
+        Err(LockError::NotOwner { key }) => assert_eq!(key, "claimed"),
+        other => panic!("resume with another hold's token: {other:?}"),
+    }
+    assert!(holder.is_valid(), "the holder is untouched");
+    // Nobody resumed the hand-off: it expires at its TTL.
+    let abandoned = hand_off("abandoned").await;
+    tokio::time::sleep(ttl * 2).await;
+    match locks.resume("abandoned", &abandoned).await {
+        Err(LockError::NotHeld { key }) => assert_eq!(key, "abandoned"),
+        other => panic!("resume after the TTL: {other:?}"),
+    }
+    // A key of another type.
+    let typed = locks.key("typed").expect("key");
+    deployment.admin_all(&["RPUSH", typed.redis_key(), "not a lock"]);
+    let token = hand_off("typed-token").await;
+    match locks.resume("typed", &token).await {
+        Err(err) => assert!(is_corrupted(&err), "resume on a list: {err:?}"),
+        Ok(_) => panic!("resume on a list succeeded"),
+    }
+    holder.release().await.expect("release");
+}
+
+/// Whether `err` says the key holds data that is not a lock (on every node
+/// that failed, for multi-node strategies).
+fn is_corrupted(err: &LockError) -> bool {
+    match err {
+        LockError::Corrupted { .. } => true,
+        LockError::QuorumNotReached { failures, .. } => {
+            !failures.is_empty() && failures.iter().all(is_corrupted)
+        }
+        _ => false,
+    }
+}
+
+/// With `watchdog.max_hold`, renewals stop that long after the acquire: the
+/// lease is valid until then, runs out at the cap, and is reported with its
+/// own reason; the key is free for others right after.
+pub async fn max_hold_ends_renewal(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(300);
+    let max_hold = Duration::from_millis(900);
+    let mut config = fast_config(ttl);
+    config.watchdog.max_hold = Some(max_hold);
+    let locks = deployment.manager(config);
+    let started = Instant::now();
+    let guard = locks
+        .try_acquire("capped")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let reason = tokio::time::timeout(max_hold + ttl * 2, guard.lost())
+        .await
+        .expect("the lease ends within a TTL of the cap");
+    let held_for = started.elapsed();
+    assert_eq!(reason, Some(LossReason::MaxHoldReached));
+    assert!(
+        held_for >= max_hold - ttl / 3 && held_for <= max_hold + ttl / 3,
+        "held for {held_for:?} with max_hold {max_hold:?} and a {ttl:?} TTL"
+    );
+    let next = locks
+        .acquire_within("capped", ttl)
+        .await
+        .expect("free once the capped lease ran out");
+    assert!(matches!(
+        guard.release().await,
+        Err(LockError::LeaseLost {
+            reason: LossReason::MaxHoldReached,
+            ..
+        })
+    ));
+    next.release().await.expect("release");
 }
 
 /// Bad keys and TTLs get typed errors, at the backend and at the manager.

@@ -112,6 +112,9 @@ macro_rules! contract_suite {
             waiters_of_a_crashed_holder_acquire_after_its_ttl,
             polling_mode_hands_over,
             bad_credentials_and_urls_are_rejected,
+            handed_off_lease_resumes_elsewhere,
+            resume_refuses_what_it_does_not_hold,
+            max_hold_ends_renewal,
         );
         $crate::contract_suite!(@safety $factory;
             deadline_follows_the_last_ttl_set,

@@ -24,12 +24,41 @@
 //! | 75 | the lock was held by someone else for the whole `--wait` (with `--wait 0`: at once) |
 //! | 76 | the lease was lost while the command ran; its process group was sent SIGTERM, then SIGKILL after `--grace` |
 //! | 69 | Redis could not be reached, refused the credentials, or failed otherwise |
-//! | 78 | the config or the arguments are invalid |
+//! | 78 | the config or the arguments are invalid (clap's usage errors included) |
 //! | 127 | the command could not be started |
 //! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): the command was stopped as for 76 and the lock released |
 //!
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
 //! `DISTLOCK_FENCING_TOKEN`.
+//!
+//! # A lock across several commands: `acquire`, `extend`, `release`
+//!
+//! For scripts whose steps are separate commands:
+//!
+//! ```sh
+//! out=$(distlock acquire --key deploy --ttl 5m --wait 30s) || exit $?
+//! eval "$out"        # exports DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN
+//! ./migrate.sh
+//! distlock extend --key deploy --ttl 5m
+//! ./roll-out.sh
+//! distlock release --key deploy
+//! ```
+//!
+//! `acquire` prints the lease's hand-off token (`DISTLOCK_OWNER`): a secret
+//! that lets whoever has it extend or release that lease, and nothing else.
+//! Nothing renews the lease between the commands; it ends at its TTL unless
+//! extended. `extend` and `release` read the token from `--owner`,
+//! `--owner-file FILE` or `DISTLOCK_OWNER`; prefer the last two, since a
+//! command line is visible to every user in `ps`. Both act only if that hold
+//! still has the lock.
+//!
+//! | code | `acquire` | `extend`, `release` (with a token) |
+//! |---|---|---|
+//! | 0 | taken; the token is printed | done |
+//! | 75 | held by someone else for the whole `--wait` | |
+//! | 76 | | the lock is not held by that token's owner (expired, released, or taken): nothing changed |
+//! | 69 | Redis failed | Redis failed, or the key holds something that is not a lock |
+//! | 78 | bad config or arguments | bad config or arguments, or a missing or malformed token |
 //!
 //! # Stopping the command
 //!
@@ -69,7 +98,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distlock::{Config, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{Config, HandoffToken, LeaseGuard, LockError, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -137,13 +166,48 @@ enum Task {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a lock whoever holds it (for a holder you know is dead).
-    Release {
+    /// Take the lock and keep it for later steps of a script: prints
+    /// `export DISTLOCK_OWNER=<hand-off token>` (and `DISTLOCK_FENCING_TOKEN`)
+    /// for `eval`. Nothing renews it: `extend` it, then `release` it.
+    Acquire {
         /// The lock name.
-        name: String,
-        /// Required: this ignores ownership.
         #[arg(long)]
+        key: String,
+        /// The lease TTL, e.g. "5m": the lock is free this long after the
+        /// acquire unless extended.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<Duration>,
+        /// How long to wait for the lock; "0" tries once.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        wait: Option<Duration>,
+        /// Print JSON (`key`, `owner`, `fencing_token`, `ttl_ms`) instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Renew a lock taken with `acquire`, only if that owner still holds it.
+    Extend {
+        /// The lock name.
+        #[arg(long)]
+        key: String,
+        /// The new TTL from now, e.g. "5m" (default: the config's `ttl`).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Option<Duration>,
+        #[command(flatten)]
+        owner: OwnerArgs,
+    },
+    /// Give back a lock taken with `acquire` (only if that owner still holds
+    /// it), or, with --force, delete it whoever holds it.
+    Release {
+        /// The lock name (or --key).
+        name: Option<String>,
+        /// The lock name.
+        #[arg(long = "key", value_name = "KEY", conflicts_with = "name")]
+        key_flag: Option<String>,
+        /// Delete the lock whoever holds it (for a holder you know is dead).
+        #[arg(long, conflicts_with_all = ["owner", "owner_file"])]
         force: bool,
+        #[command(flatten)]
+        owner: OwnerArgs,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -161,8 +225,49 @@ enum Task {
     },
 }
 
+/// Where the hand-off token of `extend` and `release` comes from: the flag,
+/// a file, or `DISTLOCK_OWNER` (in that order).
+#[derive(clap::Args)]
+struct OwnerArgs {
+    /// The hand-off token `acquire` printed. Visible to everyone in `ps`
+    /// while distlock runs: prefer DISTLOCK_OWNER or --owner-file.
+    #[arg(long, value_name = "TOKEN")]
+    owner: Option<String>,
+    /// A file holding the hand-off token (readable only by its user).
+    #[arg(long, value_name = "FILE", conflicts_with = "owner")]
+    owner_file: Option<PathBuf>,
+}
+
+impl OwnerArgs {
+    /// The token, from the flag, the file or `DISTLOCK_OWNER`; `None` when
+    /// none is given.
+    fn token(&self) -> Result<Option<HandoffToken>, LockError> {
+        let text = if let Some(text) = &self.owner {
+            text.clone()
+        } else if let Some(path) = &self.owner_file {
+            std::fs::read_to_string(path).map_err(|err| LockError::InvalidOwner {
+                reason: format!("cannot read {}: {err}", path.display()),
+            })?
+        } else {
+            match std::env::var("DISTLOCK_OWNER") {
+                Ok(text) => text,
+                Err(_) => return Ok(None),
+            }
+        };
+        HandoffToken::parse(&text).map(Some)
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Bad arguments exit with 78, like bad config, as documented; --help and
+    // --version with 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { EXIT_CONFIG } else { 0 });
+        }
+    };
     // No logging and no runtime: the supervisor is one thread that waits.
     if let Task::Supervise { parent, command } = &cli.command {
         return ExitCode::from(supervise(*parent, command));
@@ -235,36 +340,179 @@ async fn dispatch(cli: Cli) -> u8 {
             }
         }
         Task::Supervise { parent, command } => supervise(parent, &command),
-        Task::Release { name, force, json } => {
-            if !force {
-                eprintln!("distlock: `release` deletes the lock whoever holds it; pass --force to confirm");
-                return EXIT_CONFIG;
+        Task::Acquire {
+            key,
+            ttl,
+            wait,
+            json,
+        } => {
+            if let Some(ttl) = ttl {
+                config.lock.ttl = ttl;
             }
-            let locks = match distlock::connect(&config).await {
+            let locks = match connect(&config).await {
                 Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            let guard = match take(&locks, &key, wait).await {
+                Ok(guard) => guard,
                 Err(err) => return fail(&err),
             };
-            let key = match locks.key(&name) {
-                Ok(key) => key,
+            let handoff = match guard.hand_off() {
+                Ok(handoff) => handoff,
                 Err(err) => return fail(&err),
             };
-            match locks.backend().force_release(&key).await {
-                Ok(deleted) => {
-                    if json {
-                        println!(
-                            "{}",
-                            serde_json::json!({ "key": name, "released": deleted > 0, "nodes": deleted })
-                        );
-                    } else if deleted > 0 {
-                        println!("{name}: released (the key was on {deleted} node(s))");
-                    } else {
-                        println!("{name}: was not held");
-                    }
+            print_acquired(&key, &handoff, config.lock.ttl, json);
+            0
+        }
+        Task::Extend { key, ttl, owner } => {
+            let token = match owner.token() {
+                Ok(Some(token)) => token,
+                Ok(None) => return missing_owner("extend"),
+                Err(err) => return fail(&err),
+            };
+            if let Some(ttl) = ttl {
+                config.lock.ttl = ttl;
+            }
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            // Resumed and handed off again: extended, and not renewed after.
+            match locks
+                .resume(&key, &token)
+                .await
+                .and_then(LeaseGuard::hand_off)
+            {
+                Ok(_) => {
+                    println!(
+                        "{key}: extended by {}",
+                        humantime::format_duration(config.lock.ttl)
+                    );
                     0
                 }
                 Err(err) => fail(&err),
             }
         }
+        Task::Release {
+            name,
+            key_flag,
+            force,
+            owner,
+            json,
+        } => {
+            let Some(name) = name.or(key_flag) else {
+                eprintln!("distlock: `release` needs the lock name (NAME or --key)");
+                return EXIT_CONFIG;
+            };
+            let token = if force {
+                None
+            } else {
+                match owner.token() {
+                    Ok(Some(token)) => Some(token),
+                    Ok(None) => {
+                        eprintln!(
+                            "distlock: `release` needs the owner's hand-off token (--owner, \
+                             --owner-file or DISTLOCK_OWNER), or --force to delete the lock \
+                             whoever holds it"
+                        );
+                        return EXIT_CONFIG;
+                    }
+                    Err(err) => return fail(&err),
+                }
+            };
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            match token {
+                Some(token) => release_as_owner(&locks, &name, &token, json).await,
+                None => force_release(&locks, &name, json).await,
+            }
+        }
+    }
+}
+
+/// Connects, or says why not and picks the exit code.
+async fn connect(config: &Config) -> Result<LockManager, u8> {
+    if let Err(err) = config.validate() {
+        return Err(fail(&err));
+    }
+    distlock::connect(config).await.map_err(|err| fail(&err))
+}
+
+/// `extend` or `release` without a token.
+fn missing_owner(verb: &str) -> u8 {
+    eprintln!(
+        "distlock: `{verb}` needs the owner's hand-off token: --owner, --owner-file, or \
+         DISTLOCK_OWNER (what `distlock acquire` printed)"
+    );
+    EXIT_CONFIG
+}
+
+/// What `acquire` prints: lines for `eval`, or JSON.
+fn print_acquired(key: &str, handoff: &HandoffToken, ttl: Duration, json: bool) {
+    let fencing_token = handoff.fencing_token().map(|token| token.get());
+    if json {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        println!(
+            "{}",
+            serde_json::json!({
+                "key": key,
+                "owner": handoff.expose(),
+                "fencing_token": fencing_token,
+                "ttl_ms": ttl_ms,
+            })
+        );
+        return;
+    }
+    // A generated owner is hex and the rest digits and dots: safe to `eval`
+    // unquoted, and quoted anyway.
+    println!("export DISTLOCK_OWNER='{}'", handoff.expose());
+    if let Some(token) = fencing_token {
+        println!("export DISTLOCK_FENCING_TOKEN={token}");
+    }
+}
+
+/// `release` with the owner's token: only that hold's lock is released.
+async fn release_as_owner(locks: &LockManager, name: &str, token: &HandoffToken, json: bool) -> u8 {
+    let released = match locks.resume(name, token).await {
+        Ok(guard) => guard.release().await,
+        Err(err) => Err(err),
+    };
+    match released {
+        Ok(()) => {
+            if json {
+                println!("{}", serde_json::json!({ "key": name, "released": true }));
+            } else {
+                println!("{name}: released");
+            }
+            0
+        }
+        Err(err) => fail(&err),
+    }
+}
+
+/// `release --force`: deletes the key whoever holds it.
+async fn force_release(locks: &LockManager, name: &str, json: bool) -> u8 {
+    let key = match locks.key(name) {
+        Ok(key) => key,
+        Err(err) => return fail(&err),
+    };
+    match locks.backend().force_release(&key).await {
+        Ok(deleted) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "key": name, "released": deleted > 0, "nodes": deleted })
+                );
+            } else if deleted > 0 {
+                println!("{name}: released (the key was on {deleted} node(s))");
+            } else {
+                println!("{name}: was not held");
+            }
+            0
+        }
+        Err(err) => fail(&err),
     }
 }
 
@@ -278,8 +526,30 @@ fn fail(err: &LockError) -> u8 {
         | LockError::InvalidOwner { .. }
         | LockError::ClientNotCompiled { .. } => EXIT_CONFIG,
         LockError::NotAcquired { .. } => EXIT_NOT_ACQUIRED,
-        LockError::LeaseLost { .. } => EXIT_LEASE_LOST,
+        LockError::LeaseLost { .. } | LockError::NotOwner { .. } | LockError::NotHeld { .. } => {
+            EXIT_LEASE_LOST
+        }
         _ => EXIT_UNAVAILABLE,
+    }
+}
+
+/// Takes the lock: once with `--wait 0`, within `--wait`, or within the
+/// config's `wait_timeout`.
+async fn take(
+    locks: &LockManager,
+    key: &str,
+    wait: Option<Duration>,
+) -> Result<LeaseGuard, LockError> {
+    match wait {
+        Some(wait) if wait.is_zero() => locks.try_acquire(key).await.and_then(|guard| {
+            guard.ok_or(LockError::NotAcquired {
+                key: key.to_owned(),
+                waited: Duration::ZERO,
+                attempts: 1,
+            })
+        }),
+        Some(wait) => locks.acquire_within(key, wait).await,
+        None => locks.acquire(key).await,
     }
 }
 
@@ -290,17 +560,7 @@ async fn run(
     grace: Duration,
     command: &[String],
 ) -> u8 {
-    let acquired = match wait {
-        Some(wait) if wait.is_zero() => locks.try_acquire(key).await.and_then(|guard| {
-            guard.ok_or(LockError::NotAcquired {
-                key: key.to_owned(),
-                waited: Duration::ZERO,
-                attempts: 1,
-            })
-        }),
-        Some(wait) => locks.acquire_within(key, wait).await,
-        None => locks.acquire(key).await,
-    };
+    let acquired = take(locks, key, wait).await;
     let guard = match acquired {
         Ok(guard) => guard,
         Err(err) => return fail(&err),
