@@ -96,13 +96,13 @@ fn client_features(clients: &[&str]) -> String {
 /// The clients whose unit tests also run with that client alone.
 const SINGLE_CLIENTS: [&str; 2] = ["redis", "fred"];
 
-/// The features of the full test pass: both clients, TLS, the CLI (so its
-/// end-to-end tests run), and the safety harness's binaries. `chaos` builds
+/// The features of the full test pass: both clients, TLS, metrics, the CLI
+/// (so its end-to-end tests run), and the safety harness's binaries. `chaos` builds
 /// with exactly these, so after `test` it reuses every artifact instead of
 /// building the workspace again.
 fn both_clients_features() -> String {
     format!(
-        "{},distlock/cli,distlock/tls,lock-chaos/redis,lock-chaos/fred",
+        "{},distlock/cli,distlock/tls,distlock/metrics,lock-chaos/redis,lock-chaos/fred",
         client_features(&["redis", "fred"])
     )
 }

@@ -43,6 +43,7 @@ const ENV_FIELDS: &[&str] = &[
     "command_timeout",
     "node_timeout",
     "clock_drift_factor",
+    "metrics_lock_names",
 ];
 
 /// `DISTLOCK_*` variables that are not config, without the prefix: the
@@ -341,7 +342,7 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .map_err(|_| "is not `true` or `false`".to_owned()),
-        "replicas.count" => text
+        "replicas.count" | "metrics_lock_names" => text
             .parse::<u32>()
             .map(|count| toml::Value::Integer(i64::from(count)))
             .map_err(|_| "is not a whole number".to_owned()),

@@ -91,7 +91,16 @@ pub struct LockConfig {
     /// the lease is trusted for `ttl - (ttl × factor + 2 ms)` after the request was
     /// sent. Must be in `[0, 0.5)`. Default: 0.01.
     pub clock_drift_factor: f64,
+    /// With the `metrics` feature: label metrics with the lock name, for the
+    /// first this many distinct names a manager sees (later ones share the
+    /// label `other`), so a service locking `order:{id}` cannot grow its
+    /// metrics without bound. At most 10,000. Default: 0, no name label.
+    pub metrics_lock_names: u32,
 }
+
+/// The most lock names `metrics_lock_names` may label: every name is a
+/// series in the application's metrics backend.
+pub const MAX_METRICS_LOCK_NAMES: u32 = 10_000;
 
 impl Default for LockConfig {
     fn default() -> Self {
@@ -114,6 +123,7 @@ impl Default for LockConfig {
             command_timeout: Duration::from_secs(2),
             node_timeout: Duration::from_millis(50),
             clock_drift_factor: 0.01,
+            metrics_lock_names: 0,
         }
     }
 }
@@ -134,6 +144,17 @@ impl LockConfig {
     /// Checks every field and returns the first problem as
     /// [`LockError::InvalidConfig`] naming the field.
     pub fn validate(&self) -> Result<(), LockError> {
+        if self.metrics_lock_names > MAX_METRICS_LOCK_NAMES {
+            return Err(LockError::config(
+                "metrics_lock_names",
+                format!(
+                    "{} distinct lock names would each be a metrics series; the most \
+                     allowed is {MAX_METRICS_LOCK_NAMES} (names past the limit share the \
+                     label `other`)",
+                    self.metrics_lock_names
+                ),
+            ));
+        }
         if self.nodes.is_empty() {
             return Err(LockError::config(
                 "nodes",

@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::error::{LockError, LossReason};
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::telemetry::{self, Labels};
 use crate::timing::{lease_deadline, validate_ttl};
 
 /// Where a lease stands.
@@ -43,6 +45,8 @@ pub(crate) struct LeaseShared {
     /// When the command that granted (or resumed) the lease was sent:
     /// `watchdog.max_hold` counts from here.
     pub(crate) acquired_at: Instant,
+    /// The labels of this lease's metrics.
+    pub(crate) labels: Labels,
     pub(crate) status: watch::Sender<LeaseStatus>,
     timing: Mutex<Timing>,
     /// One extend at a time per lease (watchdog or caller): with a single
@@ -73,17 +77,20 @@ impl LeaseShared {
         ttl: Duration,
         drift_factor: f64,
         sent_at: Instant,
+        labels: Labels,
     ) -> Self {
         // A TTL shorter than the drift allowance leaves nothing usable: the
         // lease starts out expired and its loss is reported at once.
         let valid_until = lease_deadline(sent_at, ttl, drift_factor).unwrap_or(sent_at);
         let (status, _) = watch::channel(LeaseStatus::Held { valid_until });
+        telemetry::lease_started(&labels);
         LeaseShared {
             backend,
             key,
             hold,
             drift_factor,
             acquired_at: sent_at,
+            labels,
             status,
             timing: Mutex::new(Timing {
                 ttl,
@@ -113,8 +120,26 @@ impl LeaseShared {
             ttl,
             answered: false,
         };
-        let outcome = self.backend.extend(&self.key, &self.hold, ttl).await;
+        let span = tracing::info_span!(
+            "extend",
+            key = self.key.name(),
+            strategy = self.backend.strategy(),
+            fencing_token = self.fencing_token().map(FencingToken::get),
+            ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            outcome = tracing::field::Empty,
+            elapsed_us = tracing::field::Empty,
+        );
+        let outcome = self
+            .backend
+            .extend(&self.key, &self.hold, ttl)
+            .instrument(span.clone())
+            .await;
         in_flight.answered = true;
+        span.record("outcome", extend_outcome(&outcome));
+        span.record(
+            "elapsed_us",
+            u64::try_from(in_flight.sent_at.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
         match &outcome {
             Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
                 // The watchdog may have found the deadline passed meanwhile:
@@ -250,6 +275,8 @@ impl LeaseShared {
                     reason,
                     valid_until,
                 };
+                // Counted before anyone waiting on `lost()` can look.
+                telemetry::lease_ended(&self.labels, self.acquired_at.elapsed(), Some(reason));
                 true
             }
             _ => false,
@@ -267,7 +294,11 @@ impl LeaseShared {
 
     /// Marks the lease released; returns the status it had before.
     fn mark_released(&self) -> LeaseStatus {
-        self.status.send_replace(LeaseStatus::Released)
+        let before = self.status.send_replace(LeaseStatus::Released);
+        if let LeaseStatus::Held { .. } = before {
+            telemetry::lease_ended(&self.labels, self.acquired_at.elapsed(), None);
+        }
+        before
     }
 }
 
@@ -474,8 +505,18 @@ impl LeaseGuard {
             answered: false,
         };
         let started = Instant::now();
-        let outcome = shared.backend.release(&shared.key, &shared.hold).await;
+        let span = release_span(
+            &shared.key,
+            shared.backend.strategy(),
+            shared.fencing_token(),
+        );
+        let outcome = shared
+            .backend
+            .release(&shared.key, &shared.hold)
+            .instrument(span.clone())
+            .await;
         in_flight.answered = true;
+        release_ended(&span, &outcome, started);
         // An earlier end of the lease is the news, whatever the release found.
         if let Some(reason) = ended {
             return Err(lease_lost(&shared.key, reason));
@@ -617,10 +658,59 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
         );
         return;
     };
+    let span = release_span(&key, backend.strategy(), hold.fencing_token());
     runtime.spawn(async move {
-        match backend.release(&key, &hold).await {
+        let started = Instant::now();
+        let outcome = backend.release(&key, &hold).instrument(span.clone()).await;
+        release_ended(&span, &outcome, started);
+        match outcome {
             Ok(outcome) => tracing::debug!(key = key.name(), ?outcome, "released in the background"),
             Err(err) => tracing::warn!(key = key.name(), error = %err, "background release failed; the key will expire by its TTL"),
         }
     });
+}
+
+/// The span of one release (by a guard, or in the background); its outcome
+/// and time are recorded when it ends. Never the owner token.
+fn release_span(
+    key: &LockKey,
+    strategy: &'static str,
+    token: Option<FencingToken>,
+) -> tracing::Span {
+    tracing::info_span!(
+        "release",
+        key = key.name(),
+        strategy,
+        fencing_token = token.map(FencingToken::get),
+        outcome = tracing::field::Empty,
+        elapsed_us = tracing::field::Empty,
+    )
+}
+
+fn release_ended(
+    span: &tracing::Span,
+    outcome: &Result<ReleaseOutcome, LockError>,
+    started: Instant,
+) {
+    span.record(
+        "outcome",
+        match outcome {
+            Ok(ReleaseOutcome::Released) => "released",
+            Ok(ReleaseOutcome::NotHeld) => "not_held",
+            Err(_) => "error",
+        },
+    );
+    span.record(
+        "elapsed_us",
+        u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+    );
+}
+
+/// The `outcome` field of an extend's span.
+fn extend_outcome(outcome: &Result<ExtendOutcome, LockError>) -> &'static str {
+    match outcome {
+        Ok(ExtendOutcome::Extended { .. }) => "extended",
+        Ok(ExtendOutcome::NotHeld) => "not_held",
+        Err(_) => "error",
+    }
 }

@@ -24,6 +24,34 @@
 //! connection can wrap it (`RedisNode::from_manager` or
 //! `RedisNode::from_cluster` with the `redis` feature, `FredNode::from_client`
 //! with `fred`) and hand it to a strategy's `from_node`.
+//!
+//! # Metrics and spans
+//!
+//! With the cargo feature `metrics`, the manager, guards and watchdog record
+//! through the [`metrics`](https://docs.rs/metrics) facade; the application
+//! installs the exporter (Prometheus, StatsD, OpenTelemetry, ...):
+//!
+//! | name | kind | labels | what |
+//! |---|---|---|---|
+//! | `distlock_acquisitions_total` | counter | `strategy`, `outcome` | acquire calls by result: `acquired`, `busy` (a single try found the lock held), `timeout` (held for the whole wait), `error` |
+//! | `distlock_acquire_attempts` | histogram | `strategy` | attempts per acquire call |
+//! | `distlock_acquire_wait_seconds` | histogram | `strategy` | time from the call to its result |
+//! | `distlock_hold_seconds` | histogram | `strategy` | time from a grant (or resume) to its release, hand-off or loss |
+//! | `distlock_renewals_total` | counter | `strategy`, `outcome` | watchdog renewals: `renewed`, `not_held`, `failed` |
+//! | `distlock_leases_lost_total` | counter | `strategy`, `reason` | leases lost: `not_held`, `expired`, `max_hold_reached` |
+//! | `distlock_leases_held` | gauge | `strategy` | leases this process holds now |
+//!
+//! With `metrics_lock_names = N` in the config, every metric also carries a
+//! `lock` label with the lock name, for the first N distinct names a manager
+//! sees; later names share the value `other`, so memory stays bounded
+//! however many names there are.
+//!
+//! Every acquire call, extend (the watchdog's renewals included) and release
+//! runs in a `tracing` span named `acquire`, `extend` or `release`, at the
+//! `INFO` level, with the fields `key`, `strategy`, `outcome`,
+//! `fencing_token` and the timing (`waited_us` and `attempts` for an acquire,
+//! whose attempts are `DEBUG` events in it; `elapsed_us` otherwise). No span
+//! or event carries an owner token.
 
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
 // marks each item that needs a cargo feature with that feature.
@@ -40,6 +68,7 @@ mod manager;
 mod notify;
 mod script;
 mod scripted;
+mod telemetry;
 mod timing;
 mod topology;
 mod watchdog;
@@ -50,7 +79,9 @@ pub use client::FredNode;
 #[cfg(feature = "redis")]
 pub use client::RedisNode;
 pub use client::{ClientKind, ConnectOptions};
-pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
+pub use config::{
+    LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig, MAX_METRICS_LOCK_NAMES,
+};
 pub use error::{BoxError, LockError, LossReason};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{

@@ -11,7 +11,10 @@ use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
+use crate::telemetry::{self, Labels, LockNameLabels};
+
 use crate::watchdog;
+use tracing::Instrument;
 
 /// Takes and holds locks through one backend, with one config.
 ///
@@ -34,6 +37,8 @@ use crate::watchdog;
 pub struct LockManager {
     backend: Arc<dyn LockBackend>,
     config: Arc<LockConfig>,
+    /// Which lock names label metrics (`metrics_lock_names`).
+    lock_names: Arc<LockNameLabels>,
 }
 
 /// How long a fair-mode waiter stays queued without trying again. Waiting
@@ -81,6 +86,7 @@ impl LockManager {
         }
         Ok(LockManager {
             backend,
+            lock_names: Arc::new(LockNameLabels::new(config.metrics_lock_names)),
             config: Arc::new(config),
         })
     }
@@ -132,16 +138,52 @@ impl LockManager {
         fresh_owner: bool,
     ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
-        match self.attempt(&key, owner, false, fresh_owner).await? {
-            Attempt::Acquired(guard) => Ok(Some(guard)),
-            Attempt::Held { .. } => Ok(None),
-            Attempt::Unsettled { error, cleanup } => {
-                if let Some(hold) = cleanup {
-                    spawn_release(Arc::clone(&self.backend), key, hold);
+        let started = Instant::now();
+        let span = acquire_span(name, self.backend.strategy());
+        let result = async {
+            match self.attempt(&key, owner, false, fresh_owner).await? {
+                Attempt::Acquired(guard) => Ok(Some(guard)),
+                Attempt::Held { .. } => Ok(None),
+                Attempt::Unsettled { error, cleanup } => {
+                    if let Some(hold) = cleanup {
+                        spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                    }
+                    Err(error)
                 }
-                Err(error)
             }
         }
+        .instrument(span.clone())
+        .await;
+        let (outcome, token) = match &result {
+            Ok(Some(guard)) => ("acquired", guard.fencing_token()),
+            Ok(None) => ("busy", None),
+            Err(_) => ("error", None),
+        };
+        self.acquire_ended(&span, name, outcome, token, 1, started);
+        result
+    }
+
+    /// Records how an acquire call ended, on its span and in the metrics.
+    fn acquire_ended(
+        &self,
+        span: &tracing::Span,
+        name: &str,
+        outcome: &'static str,
+        token: Option<FencingToken>,
+        attempts: u32,
+        started: Instant,
+    ) {
+        let waited = started.elapsed();
+        span.record("outcome", outcome);
+        span.record("attempts", attempts);
+        span.record(
+            "waited_us",
+            u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
+        );
+        if let Some(token) = token {
+            span.record("fencing_token", token.get());
+        }
+        telemetry::acquisition(&self.labels(name), outcome, attempts, waited);
     }
 
     /// Waits up to the configured `wait_timeout` for the lock.
@@ -187,8 +229,8 @@ impl LockManager {
         self.wait_for(owner, name, wait, false).await
     }
 
-    /// Attempts until acquired or `wait` runs out; see [`LockManager::try_once`]
-    /// for `fresh_owner`.
+    /// Attempts until acquired or `wait` runs out, in a span of its own; see
+    /// [`LockManager::try_once`] for `fresh_owner`.
     async fn wait_for(
         &self,
         owner: &OwnerToken,
@@ -198,8 +240,33 @@ impl LockManager {
     ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
-        let give_up_at = started.checked_add(wait);
+        let span = acquire_span(name, self.backend.strategy());
         let mut attempts: u32 = 0;
+        let result = self
+            .wait_attempts(&key, owner, wait, fresh_owner, &mut attempts)
+            .instrument(span.clone())
+            .await;
+        let (outcome, token) = match &result {
+            Ok(guard) => ("acquired", guard.fencing_token()),
+            Err(LockError::NotAcquired { .. }) => ("timeout", None),
+            Err(_) => ("error", None),
+        };
+        self.acquire_ended(&span, name, outcome, token, attempts, started);
+        result
+    }
+
+    /// The attempts of [`LockManager::wait_for`], counted in `attempts`.
+    async fn wait_attempts(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        wait: Duration,
+        fresh_owner: bool,
+        attempts: &mut u32,
+    ) -> Result<LeaseGuard, LockError> {
+        let name = key.name();
+        let started = Instant::now();
+        let give_up_at = started.checked_add(wait);
         let mut releases: Option<ReleaseWatch> = None;
         // When this wait may (next) try to subscribe to releases; `None` once
         // subscribed, or when the backend cannot notify.
@@ -209,11 +276,11 @@ impl LockManager {
         let queued = self
             .config
             .fair
-            .then(|| QueuedWaiter::new(&self.backend, &key, owner));
+            .then(|| QueuedWaiter::new(&self.backend, key, owner));
         // Holds of attempts whose reply was lost: each is released before the
         // next attempt, so its cleanup can never land after (and on) a later
         // grant; what is left at the end is released in the background.
-        let mut unsettled = Unsettled::new(&self.backend, &key);
+        let mut unsettled = Unsettled::new(&self.backend, key);
         // An owner made for this wait gets a new identity per attempt, so even
         // a release by owner alone (reentrant) only reaches its own attempt.
         // A fair waiter keeps its owner: it is its place in the queue.
@@ -223,20 +290,30 @@ impl LockManager {
                 at.saturating_duration_since(Instant::now())
             });
             unsettled.settle(left).await;
-            if fresh_owner && attempts > 0 && !self.config.fair {
+            if fresh_owner && *attempts > 0 && !self.config.fair {
                 attempt_owner = OwnerToken::generate()?;
             }
-            let result = self.attempt(&key, &attempt_owner, true, fresh_owner).await;
-            attempts = attempts.saturating_add(1);
+            let result = self.attempt(key, &attempt_owner, true, fresh_owner).await;
+            *attempts = attempts.saturating_add(1);
+            tracing::debug!(
+                attempt = *attempts,
+                outcome = match &result {
+                    Ok(Attempt::Acquired(_)) => "acquired",
+                    Ok(Attempt::Held { .. }) => "held",
+                    Ok(Attempt::Unsettled { .. }) => "unanswered",
+                    Err(_) => "error",
+                },
+                "acquire attempt"
+            );
             let (holder_remaining, contended, error) = match result {
                 Ok(Attempt::Acquired(guard)) => {
                     if let Some(queued) = queued {
                         queued.dequeued();
                     }
-                    if attempts > 1 {
+                    if *attempts > 1 {
                         tracing::debug!(
                             key = name,
-                            attempts,
+                            attempts = *attempts,
                             waited_us = started.elapsed().as_micros() as u64,
                             "acquired after waiting"
                         );
@@ -261,11 +338,11 @@ impl LockManager {
                 if let Some(err) = error {
                     return Err(err);
                 }
-                tracing::debug!(key = name, attempts, "gave up waiting");
+                tracing::debug!(key = name, attempts = *attempts, "gave up waiting");
                 return Err(LockError::NotAcquired {
                     key: name.to_owned(),
                     waited: now.saturating_duration_since(started),
-                    attempts,
+                    attempts: *attempts,
                 });
             }
             let may_subscribe = subscribe_at.is_some_and(|at| now >= at);
@@ -274,7 +351,7 @@ impl LockManager {
                 subscribe_at = Some(now + SUBSCRIBE_RETRY);
                 // Bounded by the wait: an unreachable pub/sub connection may
                 // not cost a caller more than it agreed to wait.
-                match tokio::time::timeout(left, self.backend.watch_releases(&key)).await {
+                match tokio::time::timeout(left, self.backend.watch_releases(key)).await {
                     Ok(Ok(Some(watch))) => {
                         // A release published before the subscription was
                         // confirmed woke an earlier waiter of this process if
@@ -323,7 +400,7 @@ impl LockManager {
                     }
                 }
                 _ => {
-                    let mut delay = self.config.retry.jittered_delay(attempts - 1);
+                    let mut delay = self.config.retry.jittered_delay(*attempts - 1);
                     if let Some(remaining) = holder_remaining {
                         delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
                     }
@@ -424,6 +501,11 @@ impl LockManager {
         }
     }
 
+    /// The metrics labels of calls and leases on the lock `name`.
+    fn labels(&self, name: &str) -> Labels {
+        Labels::new(self.backend.strategy(), self.lock_names.label(name))
+    }
+
     /// Why a hold's extend or release found the lock not its own: held by
     /// another ([`LockError::NotOwner`]) or by nobody ([`LockError::NotHeld`]).
     /// A second look, for the error alone; if it fails, "not this owner's"
@@ -508,6 +590,7 @@ impl LockManager {
         ttl_set: Duration,
     ) -> LeaseGuard {
         let ttl = self.config.ttl;
+        let labels = self.labels(key.name());
         let shared = Arc::new(LeaseShared::new(
             Arc::clone(&self.backend),
             key,
@@ -515,6 +598,7 @@ impl LockManager {
             ttl,
             self.config.clock_drift_factor,
             sent_at,
+            labels,
         ));
         // The reentrant strategy keeps a longer TTL that re-entries share.
         if ttl_set != ttl {
@@ -688,4 +772,18 @@ impl Drop for QueuedWaiter<'_> {
             });
         }
     }
+}
+
+/// The span of one acquire call; its outcome, fencing token, attempts and
+/// wait are recorded when it ends. Never the owner token.
+fn acquire_span(name: &str, strategy: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "acquire",
+        key = name,
+        strategy,
+        outcome = tracing::field::Empty,
+        fencing_token = tracing::field::Empty,
+        attempts = tracing::field::Empty,
+        waited_us = tracing::field::Empty,
+    )
 }

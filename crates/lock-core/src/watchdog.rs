@@ -18,6 +18,7 @@ use crate::backend::ExtendOutcome;
 use crate::error::{LockError, LossReason};
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
+use crate::telemetry;
 use crate::timing::{max_renew_interval, MIN_TTL};
 
 /// How soon to try again after a renewal failed: a third of the interval, but
@@ -144,6 +145,14 @@ async fn renew(
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);
+    telemetry::renewal(
+        &shared.labels,
+        match &outcome {
+            Ok(ExtendOutcome::Extended { .. }) => "renewed",
+            Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => "not_held",
+            Err(_) => "failed",
+        },
+    );
     match outcome {
         Ok(ExtendOutcome::Extended { .. }) => {
             tracing::debug!(
