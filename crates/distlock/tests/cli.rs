@@ -761,6 +761,13 @@ fn release_and_extend_act_only_for_the_owner() {
             let out = output(distlock_on(&server, client, bad));
             assert_eq!(code(&out), 78, "{client} {bad:?}: {out:?}");
         }
+        // A token where the name goes is refused, and not echoed.
+        let out = output(distlock_on(&server, client, &["status", &mine]));
+        assert_eq!(code(&out), 78, "{out:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains(&mine),
+            "{out:?}"
+        );
         let file = scratch.file(&format!("owner-{client}"));
         std::fs::write(&file, format!("{mine}\n")).expect("write the token");
         let out = output(distlock_on(

@@ -326,6 +326,7 @@ fn config_variables_are_read_in_any_case_but_only_with_the_prefix() {
 }
 
 #[test]
+#[cfg(feature = "tls")] // `rediss://` nodes need it
 fn topology_fields_parse_from_toml_and_the_environment() {
     let from_toml = Config::from_toml_str(
         r#"

@@ -159,6 +159,29 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Replaces `from`, the hold a hand-off token names, with `to` (the same
+    /// owner and fencing token, a new nonce) and renews it to `ttl`, in one
+    /// atomic step, for [`LockManager::resume`](crate::LockManager::resume):
+    /// from then on commands of the old hold still in flight, and other
+    /// copies of the token, act on nothing. `NotHeld` when `from` does not
+    /// have the lock (or its fencing token is not the last one issued).
+    ///
+    /// The default refuses with [`LockError::HandOffUnsupported`]: a
+    /// strategy must replace the hold on every node in one step to offer it.
+    async fn take_over(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let _ = (key, from, to, ttl);
+        Err(LockError::HandOffUnsupported {
+            strategy: self.strategy(),
+            operation: "resume",
+        })
+    }
+
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
 

@@ -92,7 +92,7 @@ pub struct LockConfig {
     /// sent. Must be in `[0, 0.5)`. Default: 0.01.
     pub clock_drift_factor: f64,
     /// With the `metrics` feature: label metrics with the lock name, for the
-    /// first this many distinct names a manager sees (later ones share the
+    /// first this many distinct names the process sees (later ones share the
     /// label `other`), so a service locking `order:{id}` cannot grow its
     /// metrics without bound. At most 10,000. Default: 0, no name label.
     pub metrics_lock_names: u32,
@@ -391,10 +391,11 @@ pub struct WatchdogConfig {
     pub interval: Option<Duration>,
     /// Stop renewing a lease this long after it was acquired (or resumed),
     /// so no holder keeps a lock forever: the last renewal asks only for
-    /// what is left, the key runs out then (or at its first TTL, if that is
-    /// later), and `lost()` reports [`LossReason::MaxHoldReached`](crate::LossReason::MaxHoldReached).
-    /// A holder's own `extend` still works. Default: none (renew until
-    /// released).
+    /// what is left, the key runs out at about the cap (a reentrant hold,
+    /// which never shortens, up to a TTL later), and `lost()` reports
+    /// [`LossReason::MaxHoldReached`](crate::LossReason::MaxHoldReached). A
+    /// holder's own `extend` still runs, but the next renewal brings the key
+    /// back to the cap. Default: none (renew until released).
     #[serde(with = "humantime_serde")]
     pub max_hold: Option<Duration>,
 }

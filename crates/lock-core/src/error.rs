@@ -100,6 +100,16 @@ pub enum LockError {
         /// The lock name.
         key: String,
     },
+    /// The strategy cannot hand a lease over: `hand_off` on a strategy whose
+    /// holds an owner's guards share (reentrant), or `resume` on one that
+    /// cannot replace a hold on every node in one step (Redlock).
+    #[error("the {strategy} strategy cannot {operation} a handed-off lease")]
+    HandOffUnsupported {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// `hand off` or `resume`.
+        operation: &'static str,
+    },
     /// No connection could be made to a node, or it broke.
     #[error("connection to {node} failed: {source}")]
     Connection {
@@ -247,6 +257,7 @@ impl LockError {
             | LockError::LeaseLost { .. }
             | LockError::NotOwner { .. }
             | LockError::NotHeld { .. }
+            | LockError::HandOffUnsupported { .. }
             | LockError::Authentication { .. }
             | LockError::UnexpectedReply { .. }
             | LockError::Corrupted { .. }

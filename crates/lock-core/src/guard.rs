@@ -296,7 +296,12 @@ impl LeaseShared {
     fn mark_released(&self) -> LeaseStatus {
         let before = self.status.send_replace(LeaseStatus::Released);
         if let LeaseStatus::Held { .. } = before {
-            telemetry::lease_ended(&self.labels, self.acquired_at.elapsed(), None);
+            // Past its deadline, it was lost before the release: count it so.
+            telemetry::lease_ended(
+                &self.labels,
+                self.acquired_at.elapsed(),
+                ended_early(before),
+            );
         }
         before
     }
@@ -538,20 +543,46 @@ impl LeaseGuard {
     }
 
     /// Stops renewing the lease without releasing it, and returns what
-    /// another process needs to take it over with
-    /// [`LockManager::resume`](crate::LockManager::resume) (or the shell's
-    /// `distlock extend` / `distlock release`). The lease stays held until its
-    /// TTL runs out unless the new holder renews it. Handles of this lease see
-    /// it as released.
+    /// another process needs to act on it: take it over with
+    /// [`LockManager::resume`](crate::LockManager::resume) (single-node
+    /// strategy), or extend and release it by token
+    /// ([`LockManager::extend_by_token`](crate::LockManager::extend_by_token),
+    /// `distlock extend`, `distlock release`). The lease stays held until its
+    /// TTL runs out unless someone renews it. Handles of this lease see it as
+    /// released.
     ///
-    /// Errors: [`LockError::LeaseLost`] if the lease had already ended; there
-    /// is nothing left to hand over.
+    /// Errors: [`LockError::LeaseLost`] if the lease had already ended (its
+    /// hold-scoped release is sent in the background, as on drop);
+    /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
+    /// holds an owner's guards share (the guard is then released, as if
+    /// dropped; hand over the owner instead, and re-enter with it).
     pub fn hand_off(mut self) -> Result<HandoffToken, LockError> {
-        self.stop_keeper();
         let shared = Arc::clone(&self.handle.shared);
+        if !shared.backend.releases_only_its_attempt() {
+            return Err(LockError::HandOffUnsupported {
+                strategy: shared.backend.strategy(),
+                operation: "hand off",
+            });
+        }
+        self.stop_keeper();
         // Marked released, so dropping `self` sends no release.
-        if let Some(reason) = ended_early(shared.mark_released()) {
-            return Err(lease_lost(&shared.key, reason));
+        match shared.mark_released() {
+            LeaseStatus::Lost {
+                reason: LossReason::NotHeld,
+                ..
+            } => return Err(lease_lost(&shared.key, LossReason::NotHeld)),
+            before => {
+                if let Some(reason) = ended_early(before) {
+                    // A renewal may have run unanswered: free what this hold
+                    // may still have, as a dropped guard would.
+                    spawn_release(
+                        Arc::clone(&shared.backend),
+                        shared.key.clone(),
+                        shared.hold.clone(),
+                    );
+                    return Err(lease_lost(&shared.key, reason));
+                }
+            }
         }
         tracing::debug!(
             key = shared.key.name(),

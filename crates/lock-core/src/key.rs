@@ -242,6 +242,13 @@ impl HoldToken {
         self.fencing_token
     }
 
+    /// The hold that takes this one over when a hand-off is resumed: the same
+    /// owner and fencing token, a new nonce. Errors only if the OS generator
+    /// fails.
+    pub(crate) fn successor(&self) -> Result<Self, LockError> {
+        Ok(HoldToken::new(self.owner.clone())?.granted(self.fencing_token))
+    }
+
     /// This hold as granted with `token`.
     pub fn granted(mut self, token: Option<FencingToken>) -> Self {
         self.fencing_token = token;
@@ -289,8 +296,8 @@ impl HandoffToken {
         HandoffToken { text, hold }
     }
 
-    /// Reads a token from its text ([`HandoffToken::expose`]), with
-    /// surrounding whitespace (a trailing newline from a file) ignored.
+    /// Reads a token from its text ([`HandoffToken::expose`]); a trailing
+    /// line end (from a file) is ignored.
     ///
     /// Errors with [`LockError::InvalidOwner`] when the text is not a token;
     /// the error quotes none of it.
@@ -298,7 +305,7 @@ impl HandoffToken {
         let malformed = |what: &str| LockError::InvalidOwner {
             reason: format!("not a hand-off token: {what}"),
         };
-        let text = text.trim();
+        let text = text.trim_end_matches(['\n', '\r']);
         let mut fields = text.splitn(4, '.');
         let (Some(format), Some(fence), Some(nonce), Some(owner)) =
             (fields.next(), fields.next(), fields.next(), fields.next())
@@ -454,7 +461,13 @@ mod tests {
 
     #[test]
     fn handoff_tokens_round_trip_any_owner() {
-        for owner in ["plain", "with.dots.and:colons", "ünïcode owner", "-"] {
+        for owner in [
+            "plain",
+            "with.dots.and:colons",
+            "ünïcode owner",
+            "-",
+            " padded ",
+        ] {
             for fence in [
                 None,
                 Some(FencingToken::new(1)),

@@ -42,7 +42,7 @@
 //! | `distlock_leases_held` | gauge | `strategy` | leases this process holds now |
 //!
 //! With `metrics_lock_names = N` in the config, every metric also carries a
-//! `lock` label with the lock name, for the first N distinct names a manager
+//! `lock` label with the lock name, for the first N distinct names the process
 //! sees; later names share the value `other`, so memory stays bounded
 //! however many names there are.
 //!

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState};
+use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
 use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
@@ -471,33 +471,82 @@ impl LockManager {
     }
 
     /// Takes over a lease handed off with [`LeaseGuard::hand_off`], in this
-    /// process or another: checks, atomically, that the hold `token` names
-    /// still has the lock `name`, renews it to the configured TTL, and returns
-    /// a guard whose watchdog keeps it, as if this process had acquired it.
-    /// Its fencing token is the hold's. `watchdog.max_hold` counts from here.
+    /// process or another: checks that the hold `token` names still has the
+    /// lock `name` (with the fencing token it claims), replaces it with a new
+    /// hold of the same lease and renews it to the configured TTL, in one
+    /// atomic step, and returns a guard whose watchdog keeps it, as if this
+    /// process had acquired it. Its fencing token is the hold's.
+    /// `watchdog.max_hold` counts from here.
     ///
-    /// Only one process should keep a lease at a time: the one that handed it
-    /// off stopped renewing, and one that resumes it takes that job over.
+    /// The token is spent: a second `resume` with it, an
+    /// [`extend_by_token`](Self::extend_by_token), and any command of the
+    /// process that handed it off that was still in flight, find the lock no
+    /// longer theirs.
     ///
-    /// Errors: [`LockError::NotOwner`] when another hold has the lock (or the
-    /// token is another lock's), [`LockError::NotHeld`] when nobody has it (it
-    /// was released or expired), [`LockError::Corrupted`] when the key holds
-    /// data that is not a lock of this strategy; connection errors as for an
-    /// extend, after which the lease is as it was or renewed (try again).
+    /// Errors: [`LockError::NotOwner`] when another hold has the lock (or
+    /// the token is spent, or another lock's), [`LockError::NotHeld`] when
+    /// nobody has it (it was released or expired), [`LockError::Corrupted`]
+    /// when the key holds data that is not a lock of this strategy,
+    /// [`LockError::HandOffUnsupported`] for strategies that cannot replace a
+    /// hold in one step (Redlock, reentrant: use
+    /// [`extend_by_token`](Self::extend_by_token) and
+    /// [`release_by_token`](Self::release_by_token) there); connection errors,
+    /// after which the lease is as it was or taken over by a hold nobody
+    /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let ttl = self.config.ttl;
+        let successor = token.hold().successor()?;
         let sent_at = Instant::now();
-        match self.backend.extend(&key, token.hold(), ttl).await? {
+        match self
+            .backend
+            .take_over(&key, token.hold(), &successor, ttl)
+            .await?
+        {
             ExtendOutcome::Extended { ttl: ttl_set } => {
                 tracing::debug!(
                     key = name,
                     fencing_token = token.fencing_token().map(FencingToken::get),
                     "lease resumed"
                 );
-                Ok(self.keep(key, token.hold().clone(), sent_at, ttl_set))
+                Ok(self.keep(key, successor, sent_at, ttl_set))
             }
             ExtendOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
+        }
+    }
+
+    /// Renews the lease a hand-off token names to `ttl` from now, without
+    /// taking it over (nothing renews it afterwards): for a lock kept across
+    /// the steps of a script (`distlock extend`). Returns the TTL the key now
+    /// has (the reentrant strategy keeps a longer one that re-entries share).
+    ///
+    /// Errors as for [`resume`](Self::resume), and [`LockError::InvalidTtl`].
+    pub async fn extend_by_token(
+        &self,
+        name: &str,
+        token: &HandoffToken,
+        ttl: Duration,
+    ) -> Result<Duration, LockError> {
+        let key = self.key(name)?;
+        match self.backend.extend(&key, token.hold(), ttl).await? {
+            ExtendOutcome::Extended { ttl } => Ok(ttl),
+            ExtendOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
+        }
+    }
+
+    /// Gives back the lease a hand-off token names (`distlock release`),
+    /// only if that hold still has it.
+    ///
+    /// Errors as for [`resume`](Self::resume).
+    pub async fn release_by_token(
+        &self,
+        name: &str,
+        token: &HandoffToken,
+    ) -> Result<(), LockError> {
+        let key = self.key(name)?;
+        match self.backend.release(&key, token.hold()).await? {
+            ReleaseOutcome::Released => Ok(()),
+            ReleaseOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
         }
     }
 

@@ -180,6 +180,9 @@ pub mod single {
     pub static EXTEND: Script = Script::new("extend", include_str!("../lua/extend.lua"));
     /// Compare-and-delete: `lua/release.lua`.
     pub static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
+    /// Compare-and-replace with a new hold, for a resumed hand-off:
+    /// `lua/take_over.lua`.
+    pub static TAKE_OVER: Script = Script::new("take_over", include_str!("../lua/take_over.lua"));
     /// Remaining TTL and last fencing token: `lua/inspect.lua`.
     pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
     /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.

@@ -30,11 +30,19 @@ impl Labels {
 }
 
 /// Which lock names get a `lock` label of their own: the first `limit`
-/// distinct names seen, remembered in a set that never grows past `limit`.
+/// distinct names the process sees, remembered in one set for the whole
+/// process (so many managers cannot multiply it) that never grows past the
+/// largest limit, at most [`crate::MAX_METRICS_LOCK_NAMES`].
 #[derive(Debug)]
 pub(crate) struct LockNameLabels {
     limit: usize,
-    seen: Mutex<HashSet<String>>,
+    seen: &'static Mutex<HashSet<String>>,
+}
+
+/// The lock names that have a label of their own, for every manager.
+fn labelled_names() -> &'static Mutex<HashSet<String>> {
+    static NAMES: std::sync::OnceLock<Mutex<HashSet<String>>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| Mutex::new(HashSet::new()))
 }
 
 impl LockNameLabels {
@@ -44,7 +52,7 @@ impl LockNameLabels {
         let limit = if cfg!(feature = "metrics") { limit } else { 0 };
         LockNameLabels {
             limit: usize::try_from(limit).unwrap_or(usize::MAX),
-            seen: Mutex::new(HashSet::new()),
+            seen: labelled_names(),
         }
     }
 

@@ -7,9 +7,10 @@
 //! loss signal means the same in both modes.
 //!
 //! With `watchdog.max_hold`, renewals stop at that much time after the
-//! acquire: the last one asks only for what is left, so the key runs out at
-//! the cap (or at its first TTL, if that is later), and the loss is reported
-//! as [`LossReason::MaxHoldReached`].
+//! acquire: the last one asks only for what is left (computed before it waits
+//! its turn, so the key may outlive the cap by that wait), so the key runs
+//! out at about the cap, and the loss is reported as
+//! [`LossReason::MaxHoldReached`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

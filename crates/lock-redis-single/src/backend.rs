@@ -150,6 +150,45 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
+    async fn take_over(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        validate_ttl(ttl)?;
+        // Every grant of this strategy has a fencing token: a token without
+        // one names no hold of it.
+        let Some(claimed) = from.fencing_token() else {
+            return Ok(ExtendOutcome::NotHeld);
+        };
+        let ttl_ms = ttl_millis(ttl).to_string();
+        let claimed = claimed.get().to_string();
+        let args = [
+            from.value().as_bytes(),
+            to.value().as_bytes(),
+            ttl_ms.as_bytes(),
+            claimed.as_bytes(),
+        ];
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(
+                &single::TAKE_OVER,
+                &[key.redis_key(), key.fence_key()],
+                &args,
+            )
+            .await?;
+        match reply {
+            Reply::Int(1) => {
+                acknowledged?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => Err(self.node.unexpected(&single::TAKE_OVER, &other)),
+        }
+    }
+
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let reply = self
             .node

@@ -828,10 +828,12 @@ pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
     }
 }
 
-/// A lease handed off keeps the lock without renewal, and a second manager
-/// (another process, as far as the lease can tell) resumes it from the
-/// token's text: same fencing token, renewed by its own watchdog, released
-/// by it; the old token then resumes nothing.
+/// A lease handed off keeps the lock without renewal. Where the strategy can
+/// take a hold over in one step (single node), a second manager (another
+/// process, as far as the lease can tell) resumes it from the token's text:
+/// same fencing token, renewed by its own watchdog, released by it. Where it
+/// cannot (Redlock), `resume` says so and the token still extends and
+/// releases the lease. The reentrant strategy refuses to hand off at all.
 pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_millis(600);
@@ -844,6 +846,18 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
         .expect("free key");
     let token = guard.fencing_token();
     let handle = guard.handle();
+    if !deployment.backend.releases_only_its_attempt() {
+        match guard.hand_off() {
+            Err(LockError::HandOffUnsupported { .. }) => {}
+            other => panic!("hand_off of a shared hold: {other:?}"),
+        }
+        assert_eq!(
+            handle.status(),
+            LeaseStatus::Released,
+            "released as if dropped"
+        );
+        return;
+    }
     let text = guard
         .hand_off()
         .expect("a held lease hands off")
@@ -863,27 +877,54 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
         "handing off releases nothing"
     );
     let handoff = HandoffToken::parse(&text).expect("the token's text parses");
-    let resumed = elsewhere.resume("handed", &handoff).await.expect("resume");
-    assert_eq!(
-        resumed.fencing_token(),
-        token,
-        "the hold keeps its fencing token"
-    );
-    // Three TTLs: only the new watchdog can have kept it.
-    tokio::time::sleep(ttl * 3).await;
-    assert!(resumed.is_valid(), "the resumed lease is renewed");
-    assert!(
-        locks
-            .try_acquire("handed")
-            .await
-            .expect("try_acquire")
-            .is_none(),
-        "still held by the resumed lease"
-    );
-    resumed.release().await.expect("the resumed lease releases");
+    assert_eq!(handoff.fencing_token(), token);
     match elsewhere.resume("handed", &handoff).await {
+        Ok(resumed) => {
+            assert_eq!(
+                resumed.fencing_token(),
+                token,
+                "the hold keeps its fencing token"
+            );
+            // Three TTLs: only the new watchdog can have kept it.
+            tokio::time::sleep(ttl * 3).await;
+            assert!(resumed.is_valid(), "the resumed lease is renewed");
+            assert!(
+                locks
+                    .try_acquire("handed")
+                    .await
+                    .expect("try_acquire")
+                    .is_none(),
+                "still held by the resumed lease"
+            );
+            resumed.release().await.expect("the resumed lease releases");
+        }
+        Err(LockError::HandOffUnsupported { .. }) => {
+            // Kept across steps by token alone, as `distlock extend` does.
+            tokio::time::sleep(ttl / 2).await;
+            let set = elsewhere
+                .extend_by_token("handed", &handoff, ttl * 2)
+                .await
+                .expect("extend by token");
+            assert!(set >= ttl * 2, "{set:?}");
+            tokio::time::sleep(ttl).await;
+            assert!(
+                locks
+                    .try_acquire("handed")
+                    .await
+                    .expect("try_acquire")
+                    .is_none(),
+                "kept by the extend past its first TTL"
+            );
+            elsewhere
+                .release_by_token("handed", &handoff)
+                .await
+                .expect("release by token");
+        }
+        Err(err) => panic!("resume: {err:?}"),
+    }
+    match elsewhere.release_by_token("handed", &handoff).await {
         Err(LockError::NotHeld { key }) => assert_eq!(key, "handed"),
-        other => panic!("resume after the release: {other:?}"),
+        other => panic!("release by token after the release: {other:?}"),
     }
     let next = locks
         .try_acquire("handed")
@@ -893,11 +934,92 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
     next.release().await.expect("release");
 }
 
+/// A resumed token is spent: a second resume, an extend or release by the
+/// same token, and an extend of the old hold still on its way all find the
+/// lock no longer theirs, while the resumed lease keeps it. A token that
+/// lies about its fencing token resumes nothing.
+pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_secs(5);
+    let locks = deployment.manager(fast_config(ttl));
+    if !deployment.backend.releases_only_its_attempt() {
+        return; // no hand-off (see handed_off_lease_resumes_elsewhere)
+    }
+    let guard = locks
+        .try_acquire("spent")
+        .await
+        .expect("try_acquire")
+        .expect("free key");
+    let handoff = guard.hand_off().expect("hand off");
+    let resumed = match locks.resume("spent", &handoff).await {
+        Ok(resumed) => resumed,
+        Err(LockError::HandOffUnsupported { .. }) => return,
+        Err(err) => panic!("resume: {err:?}"),
+    };
+    match locks.resume("spent", &handoff).await {
+        Err(LockError::NotOwner { key }) => assert_eq!(key, "spent"),
+        other => panic!("a second resume: {other:?}"),
+    }
+    // What the old process's watchdog would still send.
+    let key = locks.key("spent").expect("key");
+    assert_eq!(
+        deployment
+            .backend
+            .extend(&key, handoff.hold(), Duration::from_millis(50))
+            .await
+            .expect("extend"),
+        ExtendOutcome::NotHeld,
+        "the old hold's extend shortens nothing"
+    );
+    for result in [
+        locks
+            .extend_by_token("spent", &handoff, ttl)
+            .await
+            .map(|_| ()),
+        locks.release_by_token("spent", &handoff).await,
+    ] {
+        assert!(
+            matches!(result, Err(LockError::NotOwner { .. })),
+            "{result:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(resumed.is_valid(), "the resumed lease keeps the lock");
+    assert!(locks.inspect("spent").await.expect("inspect").is_held());
+    // A token of the current hold that claims a later fencing token.
+    let current = resumed.hand_off().expect("hand off again");
+    let forged = format!(
+        "dl1.{}.{}",
+        current.fencing_token().map_or(0, |token| token.get()) + 1,
+        current
+            .expose()
+            .splitn(3, '.')
+            .nth(2)
+            .expect("nonce and owner")
+    );
+    let forged = HandoffToken::parse(&forged).expect("well-formed");
+    assert!(
+        matches!(
+            locks.resume("spent", &forged).await,
+            Err(LockError::NotOwner { .. })
+        ),
+        "a token that lies about its fencing token"
+    );
+    let resumed = locks
+        .resume("spent", &current)
+        .await
+        .expect("the genuine token");
+    resumed.release().await.expect("release");
+}
+
 /// `resume` says why it cannot: another hold has the lock, nobody has it
 /// (released, or expired after a hand-off nobody resumed), or the key holds
 /// something else.
 pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
+    if !deployment.backend.releases_only_its_attempt() {
+        return; // no hand-off (see handed_off_lease_resumes_elsewhere)
+    }
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
     let hand_off = |name: &'static str| {
@@ -912,32 +1034,49 @@ pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) 
                 .expect("hand off")
         }
     };
+    // Extend by token works wherever hand-off does; resume only where the
+    // strategy can take a hold over.
+    let resumes = !matches!(
+        locks.resume("probe", &hand_off("probe").await).await,
+        Err(LockError::HandOffUnsupported { .. })
+    );
+    let act = |name: &'static str, token: HandoffToken| {
+        let locks = locks.clone();
+        async move {
+            if resumes {
+                locks.resume(name, &token).await.map(|_| ())
+            } else {
+                locks
+                    .extend_by_token(name, &token, Duration::from_secs(1))
+                    .await
+                    .map(|_| ())
+            }
+        }
+    };
     // Another lock's token, on a lock someone else holds.
     let holder = locks
         .try_acquire("claimed")
         .await
         .expect("try_acquire")
         .expect("free key");
-    let foreign = hand_off("elsewhere").await;
-    match locks.resume("claimed", &foreign).await {
+    match act("claimed", hand_off("elsewhere").await).await {
         Err(LockError::NotOwner { key }) => assert_eq!(key, "claimed"),
-        other => panic!("resume with another hold's token: {other:?}"),
+        other => panic!("another hold's token: {other:?}"),
     }
     assert!(holder.is_valid(), "the holder is untouched");
     // Nobody resumed the hand-off: it expires at its TTL.
     let abandoned = hand_off("abandoned").await;
     tokio::time::sleep(ttl * 2).await;
-    match locks.resume("abandoned", &abandoned).await {
+    match act("abandoned", abandoned).await {
         Err(LockError::NotHeld { key }) => assert_eq!(key, "abandoned"),
-        other => panic!("resume after the TTL: {other:?}"),
+        other => panic!("after the TTL: {other:?}"),
     }
     // A key of another type.
     let typed = locks.key("typed").expect("key");
     deployment.admin_all(&["RPUSH", typed.redis_key(), "not a lock"]);
-    let token = hand_off("typed-token").await;
-    match locks.resume("typed", &token).await {
-        Err(err) => assert!(is_corrupted(&err), "resume on a list: {err:?}"),
-        Ok(_) => panic!("resume on a list succeeded"),
+    match act("typed", hand_off("typed-token").await).await {
+        Err(err) => assert!(is_corrupted(&err), "on a list: {err:?}"),
+        Ok(()) => panic!("acting on a list succeeded"),
     }
     holder.release().await.expect("release");
 }

@@ -113,6 +113,7 @@ macro_rules! contract_suite {
             polling_mode_hands_over,
             bad_credentials_and_urls_are_rejected,
             handed_off_lease_resumes_elsewhere,
+            resume_spends_the_token,
             resume_refuses_what_it_does_not_hold,
             max_hold_ends_renewal,
         );

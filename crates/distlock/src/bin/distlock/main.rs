@@ -39,7 +39,7 @@
 //! out=$(distlock acquire --key deploy --ttl 5m --wait 30s) || exit $?
 //! eval "$out"        # exports DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN
 //! ./migrate.sh
-//! distlock extend --key deploy --ttl 5m
+//! distlock extend --key deploy --ttl 5m || exit $?   # 76: the lock is gone, stop
 //! ./roll-out.sh
 //! distlock release --key deploy
 //! ```
@@ -47,7 +47,10 @@
 //! `acquire` prints the lease's hand-off token (`DISTLOCK_OWNER`): a secret
 //! that lets whoever has it extend or release that lease, and nothing else.
 //! Nothing renews the lease between the commands; it ends at its TTL unless
-//! extended. `extend` and `release` read the token from `--owner`,
+//! extended. `extend` sets the TTL from now to `--ttl`, or to the config's
+//! `ttl` without it (which may be shorter than what `acquire` asked for).
+//! The exported token is inherited by every command the script runs. The
+//! reentrant strategy cannot hand a lease over (78). `extend` and `release` read the token from `--owner`,
 //! `--owner-file FILE` or `DISTLOCK_OWNER`; prefer the last two, since a
 //! command line is visible to every user in `ps`. Both act only if that hold
 //! still has the lock.
@@ -58,7 +61,7 @@
 //! | 75 | held by someone else for the whole `--wait` | |
 //! | 76 | | the lock is not held by that token's owner (expired, released, or taken): nothing changed |
 //! | 69 | Redis failed | Redis failed, or the key holds something that is not a lock |
-//! | 78 | bad config or arguments | bad config or arguments, or a missing or malformed token |
+//! | 78 | bad config or arguments; a strategy that cannot hand off (reentrant) | bad config or arguments, or a missing or malformed token |
 //!
 //! # Stopping the command
 //!
@@ -301,7 +304,26 @@ fn main() -> ExitCode {
     ExitCode::from(runtime.block_on(dispatch(cli)))
 }
 
+/// The lock name a task names, if any.
+fn lock_name(task: &Task) -> Option<&str> {
+    match task {
+        Task::Run { key, .. } | Task::Acquire { key, .. } | Task::Extend { key, .. } => Some(key),
+        Task::Status { name, .. } => Some(name),
+        Task::Release { name, key_flag, .. } => name.as_deref().or(key_flag.as_deref()),
+        Task::Supervise { .. } => None,
+    }
+}
+
 async fn dispatch(cli: Cli) -> u8 {
+    // A hand-off token typed where the name goes would reach logs, spans and
+    // error messages as a lock name.
+    if lock_name(&cli.command).is_some_and(|name| HandoffToken::parse(name).is_ok()) {
+        eprintln!(
+            "distlock: the lock name is an owner token; pass the token with --owner, \
+             --owner-file or DISTLOCK_OWNER"
+        );
+        return EXIT_CONFIG;
+    }
     let mut config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(err) => return fail(&err),
@@ -361,7 +383,11 @@ async fn dispatch(cli: Cli) -> u8 {
                 Ok(handoff) => handoff,
                 Err(err) => return fail(&err),
             };
-            print_acquired(&key, &handoff, config.lock.ttl, json);
+            if let Err(err) = print_acquired(&key, &handoff, config.lock.ttl, json) {
+                eprintln!("distlock: cannot print the owner token ({err}); releasing `{key}`");
+                let _ = locks.release_by_token(&key, &handoff).await;
+                return EXIT_UNAVAILABLE;
+            }
             0
         }
         Task::Extend { key, ttl, owner } => {
@@ -377,17 +403,9 @@ async fn dispatch(cli: Cli) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            // Resumed and handed off again: extended, and not renewed after.
-            match locks
-                .resume(&key, &token)
-                .await
-                .and_then(LeaseGuard::hand_off)
-            {
-                Ok(_) => {
-                    println!(
-                        "{key}: extended by {}",
-                        humantime::format_duration(config.lock.ttl)
-                    );
+            match locks.extend_by_token(&key, &token, config.lock.ttl).await {
+                Ok(ttl) => {
+                    println!("{key}: extended, {} left", humantime::format_duration(ttl));
                     0
                 }
                 Err(err) => fail(&err),
@@ -449,37 +467,40 @@ fn missing_owner(verb: &str) -> u8 {
     EXIT_CONFIG
 }
 
-/// What `acquire` prints: lines for `eval`, or JSON.
-fn print_acquired(key: &str, handoff: &HandoffToken, ttl: Duration, json: bool) {
+/// What `acquire` prints: lines for `eval`, or JSON. A failed write (a
+/// closed pipe) is an error, not a panic: the caller then releases.
+fn print_acquired(
+    key: &str,
+    handoff: &HandoffToken,
+    ttl: Duration,
+    json: bool,
+) -> std::io::Result<()> {
+    use std::io::Write as _;
     let fencing_token = handoff.fencing_token().map(|token| token.get());
+    let mut out = std::io::stdout().lock();
     if json {
         let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        println!(
-            "{}",
-            serde_json::json!({
-                "key": key,
-                "owner": handoff.expose(),
-                "fencing_token": fencing_token,
-                "ttl_ms": ttl_ms,
-            })
-        );
-        return;
+        let value = serde_json::json!({
+            "key": key,
+            "owner": handoff.expose(),
+            "fencing_token": fencing_token,
+            "ttl_ms": ttl_ms,
+        });
+        writeln!(out, "{value}")?;
+    } else {
+        // A generated owner is hex and the rest digits and dots: safe to
+        // `eval`, and quoted anyway.
+        writeln!(out, "export DISTLOCK_OWNER='{}'", handoff.expose())?;
+        if let Some(token) = fencing_token {
+            writeln!(out, "export DISTLOCK_FENCING_TOKEN={token}")?;
+        }
     }
-    // A generated owner is hex and the rest digits and dots: safe to `eval`
-    // unquoted, and quoted anyway.
-    println!("export DISTLOCK_OWNER='{}'", handoff.expose());
-    if let Some(token) = fencing_token {
-        println!("export DISTLOCK_FENCING_TOKEN={token}");
-    }
+    out.flush()
 }
 
 /// `release` with the owner's token: only that hold's lock is released.
 async fn release_as_owner(locks: &LockManager, name: &str, token: &HandoffToken, json: bool) -> u8 {
-    let released = match locks.resume(name, token).await {
-        Ok(guard) => guard.release().await,
-        Err(err) => Err(err),
-    };
-    match released {
+    match locks.release_by_token(name, token).await {
         Ok(()) => {
             if json {
                 println!("{}", serde_json::json!({ "key": name, "released": true }));
@@ -521,6 +542,7 @@ fn fail(err: &LockError) -> u8 {
     eprintln!("distlock: {err}");
     match err {
         LockError::InvalidConfig { .. }
+        | LockError::HandOffUnsupported { .. }
         | LockError::InvalidKey { .. }
         | LockError::InvalidTtl { .. }
         | LockError::InvalidOwner { .. }

@@ -1,0 +1,26 @@
+-- Takes over a single-node lock for a new hold of the same lease: the hold
+-- that has it (as a hand-off token names it) is replaced by a new value and
+-- renewed, in one step, so commands still in flight for the old value, and
+-- any other copy of the token, act on nothing from then on.
+--
+-- KEYS[1]  the lock key, `<prefix>{<name>}`
+-- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same slot)
+-- ARGV[1]  the old hold's value, `<owner>:<nonce>`
+-- ARGV[2]  the new hold's value, `<owner>:<new nonce>`
+-- ARGV[3]  the TTL in milliseconds
+-- ARGV[4]  the fencing token the hand-off token claims
+--
+-- Reply: 1 when taken over; 0 when the key is gone or holds another value,
+-- or the counter shows a later grant than the claimed token (a token that
+-- lies about its fencing token takes over nothing). A counter that is gone
+-- is no proof against the claim. A key of another type makes GET fail with
+-- WRONGTYPE, before any write.
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local counter = redis.call('get', KEYS[2])
+if counter and counter ~= ARGV[4] then
+  return 0
+end
+redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
