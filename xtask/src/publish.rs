@@ -193,10 +193,10 @@ pub(crate) fn doc() -> Result<(), String> {
 
 /// Packages `crates` together (no upload), unpacks the `.crate` files, and
 /// uses them as a stranger would: a scratch crate that depends on `distlock`
-/// by version, with the README's examples verbatim, builds against them
-/// (every packaged crate built from its package), and the packaged
-/// `distlock` command, built with its default features, runs a command under
-/// a lock on a real redis-server.
+/// by version, with the README's examples verbatim, builds against them; the
+/// packaged `distlock` installs with `cargo install` (default features, no
+/// dev-dependencies) and runs a command under a lock on a real redis-server;
+/// and the packaged testkit compiles as a dev-dependency.
 pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
     let version = workspace_package_field("version")?;
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
@@ -230,27 +230,65 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         }
     }
     write_scratch(&check, crates, &version)?;
-
-    println!("xtask: building a scratch crate against the packaged crates");
-    let status = Command::new(cargo_bin())
-        .args(["build", "--workspace", "--all-targets", "--quiet"])
-        .current_dir(&check)
-        // Share the build directory: the dependencies are the same crates.
-        .env("CARGO_TARGET_DIR", &target)
-        .status()
-        .map_err(|err| format!("could not run cargo: {err}"))?;
-    if !status.success() {
-        return Err(
-            "the packaged crates, or the README's examples against them, do not build".to_owned(),
-        );
+    // The dependencies, as a stranger's build resolves them: registry
+    // versions, here patched to the unpacked packages.
+    let patches: Vec<String> = crates
+        .iter()
+        .map(|krate| {
+            format!(
+                "patch.crates-io.{krate}.path=\"{}\"",
+                unpacked.join(format!("{krate}-{version}")).display()
+            )
+        })
+        .collect();
+    let in_scratch = |args: &[&str], what: &str| -> Result<(), String> {
+        println!("xtask: {what}");
+        let status = Command::new(cargo_bin())
+            .args(args)
+            .current_dir(&check)
+            // Share the build directory: the dependencies are the same crates.
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .map_err(|err| format!("could not run cargo: {err}"))?;
+        status
+            .success()
+            .then_some(())
+            .ok_or_else(|| format!("{what}: failed"))
+    };
+    in_scratch(
+        &["build", "--quiet"],
+        "the README's examples, against the packaged crates",
+    )?;
+    // What `cargo install distlock` will do: the packaged crate alone, its
+    // dev-dependencies ignored, default features.
+    let root = check.join("install");
+    let package = unpacked.join(format!("distlock-{version}"));
+    let mut install = vec![
+        "install".to_owned(),
+        "--quiet".to_owned(),
+        "--debug".to_owned(),
+        "--path".to_owned(),
+        package.display().to_string(),
+        "--root".to_owned(),
+        root.display().to_string(),
+    ];
+    for patch in &patches {
+        install.extend(["--config".to_owned(), patch.clone()]);
     }
-    run_packaged_cli(&target.join("debug").join("distlock"), redis_server)
+    let install: Vec<&str> = install.iter().map(String::as_str).collect();
+    in_scratch(&install, "cargo install of the packaged distlock")?;
+    // The testkit, a dev-dependency, from its package too.
+    in_scratch(
+        &["check", "--quiet", "--tests"],
+        "the packaged lock-testkit, as a dev-dependency",
+    )?;
+    run_packaged_cli(&root.join("bin").join("distlock"), redis_server)
 }
 
-/// The scratch workspace: the unpacked crates as members (so their binaries
-/// and tests build too), each registry dependency on a sibling patched to
-/// its unpacked package, and a crate whose library is the README's Rust
-/// examples, verbatim.
+/// The scratch workspace: a crate whose library is the README's Rust
+/// examples, verbatim, with `distlock` (and `tokio`) as its dependencies and
+/// the testkit as a dev-dependency, each registry dependency on one of ours
+/// patched to its unpacked package.
 fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), String> {
     let readme = workspace_root().join("README.md");
     let readme = fs::read_to_string(&readme)
@@ -269,18 +307,17 @@ fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), Str
         ));
     }
 
-    let mut members = vec!["\"scratch\"".to_owned()];
     let mut patches = String::new();
     for krate in crates {
-        members.push(format!("\"crates/{krate}-{version}\""));
         patches.push_str(&format!(
             "{krate} = {{ path = \"crates/{krate}-{version}\" }}\n"
         ));
     }
     let root_manifest = format!(
         "# Made by `cargo xtask test`: the packaged crates, used from outside the workspace.\n\
-         [workspace]\nresolver = \"2\"\nmembers = [{}]\n\n[patch.crates-io]\n{patches}",
-        members.join(", ")
+         [workspace]\nresolver = \"2\"\nmembers = [\"scratch\"]\n\
+         # The unpacked packages stand alone, as they do in the registry.\n\
+         exclude = [\"crates\"]\n\n[patch.crates-io]\n{patches}"
     );
     let scratch_manifest = format!(
         "[package]\nname = \"scratch\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n\
