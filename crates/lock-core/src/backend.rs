@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::error::LockError;
+use crate::grant::HolderInfo;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 
@@ -57,7 +58,7 @@ pub enum ReleaseOutcome {
 }
 
 /// A snapshot of one lock, for operators and tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockState {
     /// Nobody holds the lock.
@@ -75,6 +76,9 @@ pub enum LockState {
         /// How many times the holder has entered the lock, for reentrant
         /// strategies; `None` for the others.
         hold_count: Option<u64>,
+        /// Who took the lock, when its holder stored that (`holder_info =
+        /// true`); `None` otherwise, and always with Redlock.
+        holder: Option<HolderInfo>,
     },
 }
 

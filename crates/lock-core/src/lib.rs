@@ -33,6 +33,7 @@ mod backend;
 mod client;
 mod config;
 mod error;
+mod grant;
 mod guard;
 mod key;
 pub mod kit;
@@ -52,6 +53,7 @@ pub use client::RedisNode;
 pub use client::{ClientKind, ConnectOptions};
 pub use config::{LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig};
 pub use error::{BoxError, LockError, LossReason};
+pub use grant::{GrantOptions, HolderInfo, MAX_HOLDER_LABEL_LEN};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{
     FencingToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN,

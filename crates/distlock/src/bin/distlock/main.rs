@@ -69,7 +69,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distlock::{Config, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{Config, HolderInfo, LeaseGuard, LockError, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -530,14 +530,16 @@ impl Interrupts {
 }
 
 fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
-    let (held, remaining, token, holds) = match *state {
+    let (held, remaining, token, holds, holder) = match state {
         LockState::Held {
             remaining,
             token,
             hold_count,
-        } => (true, remaining, token, hold_count),
-        LockState::Free { last_token } => (false, None, last_token, None),
-        _ => (false, None, None, None),
+            holder,
+            ..
+        } => (true, *remaining, *token, *hold_count, holder.as_ref()),
+        LockState::Free { last_token } => (false, None, *last_token, None, None),
+        _ => (false, None, None, None, None),
     };
     if json {
         let value = serde_json::json!({
@@ -547,6 +549,7 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
             "remaining_ms": remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
             "fencing_token": token.map(|token| token.get()),
             "hold_count": holds,
+            "holder": holder.map(holder_json),
         });
         println!("{value}");
         return;
@@ -562,7 +565,10 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
         if let Some(holds) = holds {
             print!(", {holds} hold(s)");
         }
-        println!(" (the holder's identity is a secret and is not shown)");
+        if let Some(holder) = holder {
+            print!(", by {}", holder_text(holder));
+        }
+        println!(" (the owner token is a secret and is not shown)");
     } else {
         print!("{name}: free");
         if let Some(token) = token {
@@ -570,4 +576,31 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
         }
         println!();
     }
+}
+
+/// Holder information as JSON: host, pid, the grant's time (RFC 3339, by the
+/// server's clock) and the label.
+fn holder_json(holder: &HolderInfo) -> serde_json::Value {
+    serde_json::json!({
+        "host": holder.host,
+        "pid": holder.pid,
+        "acquired_at": humantime::format_rfc3339_micros(holder.acquired_at).to_string(),
+        "label": holder.label,
+    })
+}
+
+/// Holder information for a line of text: `pid 42 on host-a ("nightly")
+/// since 2026-01-01T00:00:00.000000Z`.
+fn holder_text(holder: &HolderInfo) -> String {
+    let label = holder
+        .label
+        .as_ref()
+        .map(|label| format!(" ({label:?})"))
+        .unwrap_or_default();
+    format!(
+        "pid {} on {}{label} since {}",
+        holder.pid,
+        holder.host,
+        humantime::format_rfc3339_micros(holder.acquired_at)
+    )
 }
