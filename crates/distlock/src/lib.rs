@@ -45,9 +45,9 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::{
     ClientKind, Endpoint, FencingToken, GrantOptions, HolderInfo, LeaseGuard, LeaseHandle,
-    LeaseStatus, LockBackend, LockConfig, LockError, LockManager, LockState, LossReason, NodeUrl,
-    OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig, Topology, WaitMode,
-    WatchdogConfig,
+    LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockListing,
+    LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy,
+    SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
 };
 pub use lock_redis_single::SingleNodeBackend;
 pub use lock_redlock::{RedlockBackend, RedlockOptions};

@@ -1,10 +1,12 @@
 //! The contract between the lock API and a locking strategy.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::client::NodeClient;
 use crate::error::LockError;
 use crate::grant::HolderInfo;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
@@ -209,5 +211,20 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
         let _ = (key, owner);
         Ok(())
+    }
+
+    /// The connections that hold this backend's keys, one per deployment
+    /// (a standalone server, a cluster, a sentinel group; each Redlock
+    /// node), or the error of one that is down, for tools that scan the
+    /// keyspace ([`LockManager::list`](crate::LockManager::list), `distlock
+    /// list`). A cluster connection reaches every master
+    /// ([`NodeClient::cluster_masters`](crate::kit::NodeClient::cluster_masters)).
+    ///
+    /// The default names none, and the backend's locks cannot be listed.
+    /// This is the one thing a listing needs from a strategy: the key
+    /// layout and each lock's state ([`LockBackend::inspect`]) are already
+    /// known.
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        Vec::new()
     }
 }

@@ -37,6 +37,7 @@ mod grant;
 mod guard;
 mod key;
 pub mod kit;
+mod list;
 mod manager;
 mod notify;
 mod script;
@@ -58,6 +59,7 @@ pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{
     FencingToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN,
 };
+pub use list::{ListOptions, ListedLock, LockListing};
 pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use timing::{MAX_TTL, MIN_TTL};
 pub use topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};

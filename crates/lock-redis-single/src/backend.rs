@@ -209,6 +209,10 @@ impl LockBackend for SingleNodeBackend {
         self.node.watch_releases(key).await
     }
 
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        vec![Ok(Arc::clone(self.node.client()))]
+    }
+
     fn supports_fair_queue(&self) -> bool {
         true
     }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use lock_core::kit::scripts::{single, FORCE_RELEASE};
 use lock_core::kit::{
-    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, ReleaseWatch, Reply,
+    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, NodeClient, ReleaseWatch,
+    Reply,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend,
@@ -640,6 +641,10 @@ impl LockBackend for RedlockBackend {
             }
         }
         Ok(merged)
+    }
+
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        self.nodes.iter().map(|node| node.client()).collect()
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

@@ -239,6 +239,10 @@ impl LockBackend for ReentrantBackend {
         self.node.watch_releases(key).await
     }
 
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        vec![Ok(Arc::clone(self.node.client()))]
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];

@@ -31,6 +31,29 @@
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
 //! `DISTLOCK_FENCING_TOKEN`.
 //!
+//! # Exit codes of `status`, `list` and `release --force`
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code) |
+//! | 69 | Redis could not be reached, refused the credentials, or failed otherwise; `list` first prints what the other nodes hold |
+//! | 78 | the config or the arguments are invalid (`--limit 0`, an unknown flag; clap's own code, 2, is not used) |
+//!
+//! # `distlock list`
+//!
+//! The held locks, from a `SCAN` of the lock keys (`MATCH <prefix>{...}`,
+//! `COUNT` 1,000) on every node: each standalone or Redlock node, every
+//! master of a cluster (from `CLUSTER SLOTS`), the master of a sentinel
+//! group. `--limit` bounds the keys examined in all (100,000 by default);
+//! `--prefix` keeps the names that start with it. Each lock found is read as
+//! `status` reads it, so Redlock lists what a majority holds. The table has
+//! one row per lock (`NAME TTL TOKEN HOLDS QUEUED HOLDER`, `-` where the
+//! strategy has no such thing); `--json` prints one array of objects with
+//! `key`, `remaining_ms`, `fencing_token`, `hold_count`, `queued`, `holder`
+//! and `error` (a lock that could not be read, such as a key of foreign
+//! data). When the limit stops the scan, a note follows the table, or goes
+//! to stderr beside the JSON.
+//!
 //! # Stopping the command
 //!
 //! The command runs in a process group of its own. When the lease is lost or
@@ -74,6 +97,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+mod list;
 #[cfg(target_os = "linux")]
 mod supervise;
 
@@ -137,6 +161,21 @@ enum Task {
         #[arg(long)]
         json: bool,
     },
+    /// List the held locks: name, remaining TTL, fencing token, holds,
+    /// fair-queue length and holder information, from a bounded SCAN of every
+    /// node (every master of a cluster).
+    List {
+        /// Only locks whose name starts with this (under the configured key_prefix).
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// How many keys the scan may examine in all (SCAN COUNT hints, 1,000
+        /// per call); the output says when it stopped there.
+        #[arg(long, default_value_t = 100_000, value_parser = at_least_one)]
+        limit: u64,
+        /// Print one JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Delete a lock whoever holds it (for a holder you know is dead).
     Release {
         /// The lock name.
@@ -162,7 +201,15 @@ enum Task {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Bad arguments exit with 78, as bad config does (clap's own code is 2);
+    // --help and --version print to stdout and exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { EXIT_CONFIG } else { 0 });
+        }
+    };
     // No logging and no runtime: the supervisor is one thread that waits.
     if let Task::Supervise { parent, command } = &cli.command {
         return ExitCode::from(supervise(*parent, command));
@@ -234,6 +281,17 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(err) => fail(&err),
             }
         }
+        Task::List {
+            prefix,
+            limit,
+            json,
+        } => {
+            let locks = match distlock::connect(&config).await {
+                Ok(locks) => locks,
+                Err(err) => return fail(&err),
+            };
+            list::list(&locks, &prefix, limit, json).await
+        }
         Task::Supervise { parent, command } => supervise(parent, &command),
         Task::Release { name, force, json } => {
             if !force {
@@ -265,6 +323,15 @@ async fn dispatch(cli: Cli) -> u8 {
                 Err(err) => fail(&err),
             }
         }
+    }
+}
+
+/// A `--limit`: a whole number of at least 1.
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err("is not a whole number".to_owned()),
     }
 }
 
