@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{ConnectOptions, LockBackend, LockError, LockManager};
+use lock_core::{ConnectOptions, GrantOptions, LockBackend, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_reentrant::ReentrantBackend;
@@ -18,13 +18,18 @@ pub async fn backend(config: &Config) -> Result<Arc<dyn LockBackend>, LockError>
     config.validate()?;
     let lock = &config.lock;
     let options = ConnectOptions::from(lock);
+    let grant = GrantOptions::from_config(lock)?;
     Ok(match config.strategy() {
-        Strategy::Single => {
-            Arc::new(SingleNodeBackend::connect(lock.client, lock.endpoint()?, options).await?)
-        }
-        Strategy::Reentrant => {
-            Arc::new(ReentrantBackend::connect(lock.client, lock.endpoint()?, options).await?)
-        }
+        Strategy::Single => Arc::new(
+            SingleNodeBackend::connect(lock.client, lock.endpoint()?, options)
+                .await?
+                .with_grant_options(grant),
+        ),
+        Strategy::Reentrant => Arc::new(
+            ReentrantBackend::connect(lock.client, lock.endpoint()?, options)
+                .await?
+                .with_grant_options(grant),
+        ),
         Strategy::Redlock => Arc::new(
             RedlockBackend::connect_endpoints(
                 lock.client,

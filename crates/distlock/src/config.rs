@@ -44,6 +44,9 @@ const ENV_FIELDS: &[&str] = &[
     "node_timeout",
     "clock_drift_factor",
     "metrics_lock_names",
+    "fencing_counter_ttl",
+    "holder_info",
+    "holder_label",
 ];
 
 /// `DISTLOCK_*` variables that are not config, without the prefix: the
@@ -196,6 +199,9 @@ impl Config {
     /// Checks the whole config; errors name the field.
     pub fn validate(&self) -> Result<(), LockError> {
         self.lock.validate()?;
+        if self.strategy() == Strategy::Redlock {
+            lock_redlock::validate_config(&self.lock)?;
+        }
         if self.strategy() != Strategy::Redlock
             && self.lock.topology == Topology::Standalone
             && self.lock.nodes.len() > 1
@@ -338,7 +344,7 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
                 .map(|url| toml::Value::String(url.to_owned()))
                 .collect(),
         )),
-        "watchdog.enabled" | "fair" => text
+        "watchdog.enabled" | "fair" | "holder_info" => text
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .map_err(|_| "is not `true` or `false`".to_owned()),

@@ -44,9 +44,10 @@ pub use build::{backend, connect};
 pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::{
-    ClientKind, Endpoint, FencingToken, HandoffToken, LeaseGuard, LeaseHandle, LeaseStatus,
-    LockBackend, LockConfig, LockError, LockManager, LockState, LossReason, NodeUrl, OwnerToken,
-    ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
+    ClientKind, Endpoint, FencingToken, GrantOptions, HandoffToken, HolderInfo, LeaseGuard,
+    LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError,
+    LockListing, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReplicasConfig,
+    RetryPolicy, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
 };
 pub use lock_redis_single::SingleNodeBackend;
 pub use lock_redlock::{RedlockBackend, RedlockOptions};

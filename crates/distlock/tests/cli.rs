@@ -792,3 +792,72 @@ fn release_and_extend_act_only_for_the_owner() {
         assert_eq!(code(&out), 0, "{client}: the flag works too: {out:?}");
     }
 }
+
+/// With `holder_info`, `status` shows who holds the lock (host, pid, label,
+/// since when), in text and JSON, with each client, and never the owner
+/// token; without it, `holder` is null.
+#[test]
+fn status_shows_the_holder_but_never_the_owner() {
+    let server = RedisServer::start().expect("start");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the host name")
+        .trim()
+        .to_owned();
+    for client in distlock::ClientKind::compiled() {
+        let client = client.to_string();
+        let with_holder = |args: &[&str]| {
+            let mut command = distlock(&server, args);
+            command
+                .env("DISTLOCK_CLIENT", &client)
+                .env("DISTLOCK_HOLDER_INFO", "true")
+                .env("DISTLOCK_HOLDER_LABEL", "nightly report");
+            command
+        };
+        let mut run = with_holder(&["run", "--key", "report", "--", "sleep", "5"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn the holder");
+        let _guard = KillOnDrop(run.id().to_string());
+        wait_until_held(&server, "report");
+        let value = server
+            .admin(&["GET", "lock:{report}"])
+            .expect("GET")
+            .as_text()
+            .expect("the hold's value")
+            .to_owned();
+        let (owner, _nonce) = value.split_once(':').expect("<owner>:<nonce>");
+        let json = output(with_holder(&["status", "report", "--json"]));
+        let json = String::from_utf8_lossy(&json.stdout).into_owned();
+        let status: serde_json::Value = serde_json::from_str(&json).expect(&json);
+        let holder = &status["holder"];
+        assert_eq!(holder["host"], host.as_str(), "{client}: {json}");
+        assert_eq!(holder["pid"], run.id(), "{client}: {json}");
+        assert_eq!(holder["label"], "nightly report", "{client}: {json}");
+        assert!(
+            holder["acquired_at"]
+                .as_str()
+                .is_some_and(|at| at.ends_with('Z')),
+            "{client}: {json}"
+        );
+        let text = output(with_holder(&["status", "report"]));
+        let text = String::from_utf8_lossy(&text.stdout).into_owned();
+        assert!(
+            text.contains(&format!("pid {} on {host}", run.id()))
+                && text.contains("nightly report"),
+            "{client}: {text}"
+        );
+        for shown in [&json, &text] {
+            assert!(
+                !shown.contains(owner),
+                "{client}: the owner token is shown: {shown}"
+            );
+        }
+        let _ = run.kill();
+        let _ = run.wait();
+        let out = output(distlock(&server, &["release", "--force", "report"]));
+        assert_eq!(code(&out), 0);
+        let json = output(distlock(&server, &["status", "report", "--json"]));
+        let status: serde_json::Value = serde_json::from_slice(&json.stdout).expect("status JSON");
+        assert!(status["holder"].is_null(), "{client}: {status}");
+    }
+}

@@ -3,26 +3,37 @@
 --
 -- KEYS[1]  the lock key, `<prefix>{<name>}`
 -- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same hash tag, same slot)
+-- KEYS[3]  the holder information, `<prefix>{<name>}:holder` (same hash tag)
 -- ARGV[1]  the hold's value, `<owner>:<nonce>` (unique to this attempt)
 -- ARGV[2]  the TTL in milliseconds
+-- ARGV[3..7]  what the grant writes beside the lock (grant.lua): the counter's
+--          TTL (0: none) and the holder information
 --
 -- Reply:
---   {1, token}    acquired; token is the counter after INCR (>= 1)
+--   {1, token}    acquired; token is the next fencing token (>= 1): the
+--                 counter after INCR, or the server's time in µs (grant.lua);
+--                 an integer below 2^53, the counter's decimal text above
 --   {0, pttl}     held by someone (this owner included): the holder's remaining
 --                 TTL in milliseconds, or -1 if the key has no expiry
---   {-1, detail}  the fencing counter holds foreign data; nothing was written
+--   {-1, detail}  the fencing counter or the holder key holds foreign data;
+--                 nothing was written
 -- A counter of another type makes GET fail with WRONGTYPE, also before any write.
 --
 -- The counter is checked before the SET, so a counter INCR would refuse never
--- leaves a key behind. It never expires: it must outlive every lease to stay
--- monotonic.
--- counter_problem comes from fencing_counter.lua, loaded in front of this file.
+-- leaves a key behind. It outlives every lease: forever, or (with a counter
+-- TTL) at least as long as the lock key. The holder information has the lock's
+-- TTL.
+-- counter_problem, next_token, holder_problem and write_holder come from
+-- fencing_counter.lua and grant.lua, loaded in front of this file.
 local counter = redis.call('get', KEYS[2])
-local problem = counter_problem(counter)
+local problem = counter_problem(counter) or holder_problem(KEYS[3])
 if problem then
   return {-1, problem}
 end
+local ttl = tonumber(ARGV[2])
+local counter_ttl = tonumber(ARGV[3]) or 0
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('incr', KEYS[2])}
+  write_holder(KEYS[3], ARGV[2], 3)
+  return {1, next_token(KEYS[2], counter, ttl, counter_ttl)}
 end
 return {0, redis.call('pttl', KEYS[1])}

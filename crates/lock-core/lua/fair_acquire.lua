@@ -5,6 +5,7 @@
 -- KEYS[3]  the waiter queue (a list of owner tokens), `<prefix>{<name>}:queue`
 -- KEYS[4]  the waiters' deadlines (a zset, score = ms since the epoch by the
 --          server's clock), `<prefix>{<name>}:waiters`
+-- KEYS[5]  the holder information, `<prefix>{<name>}:holder`
 -- ARGV[1]  the owner token: the waiter's place in the queue, kept across its
 --          attempts
 -- ARGV[2]  the TTL in milliseconds
@@ -14,21 +15,28 @@
 --          just try once
 -- ARGV[5]  the hold's value, `<owner>:<nonce>` (unique to this attempt), stored
 --          in the lock key
+-- ARGV[6..10]  what the grant writes beside the lock (grant.lua): the
+--          counter's TTL (0: none) and the holder information
 --
 -- Reply:
 --   {1, token}  acquired: the lock was free and the queue empty or headed by
 --               this owner (who leaves the queue); token as in acquire.lua
 --   {0, pttl}   not this owner's turn: the holder's remaining TTL in ms, -2 if
 --               the lock is free but an earlier waiter is first, -1 for no expiry
---   {-1, detail}  the fencing counter holds foreign data; nothing was written
--- All four keys share the hash tag, so they live in one cluster slot.
--- The counter is checked before any write (see acquire.lua).
--- counter_problem comes from fencing_counter.lua, loaded in front of this file.
+--   {-1, detail}  the fencing counter or the holder key holds foreign data;
+--                 nothing was written
+-- All five keys share the hash tag, so they live in one cluster slot.
+-- The counter is checked before any write (see acquire.lua). The queue keys
+-- always have a TTL (twice the waiter lease, renewed by each waiter), so a
+-- line whose waiters all died vanishes on its own.
+-- counter_problem, next_token, holder_problem and write_holder come from
+-- fencing_counter.lua and grant.lua, loaded in front of this file.
 local counter = redis.call('get', KEYS[2])
-local problem = counter_problem(counter)
+local problem = counter_problem(counter) or holder_problem(KEYS[5])
 if problem then
   return {-1, problem}
 end
+local counter_ttl = tonumber(ARGV[6]) or 0
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
@@ -49,11 +57,12 @@ end
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
   redis.call('set', KEYS[1], ARGV[5], 'PX', ARGV[2])
+  write_holder(KEYS[5], ARGV[2], 6)
   if head then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], ARGV[1])
   end
-  return {1, redis.call('incr', KEYS[2])}
+  return {1, next_token(KEYS[2], counter, tonumber(ARGV[2]), counter_ttl)}
 end
 
 if ARGV[4] == '1' then

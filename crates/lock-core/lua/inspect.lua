@@ -2,9 +2,17 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
+-- KEYS[3]  (optional) the holder information
 --
--- Reply: {pttl, counter}
+-- Reply: {pttl, counter, holder}
 --   pttl     remaining TTL in milliseconds; -2 when the key does not exist,
 --            -1 when it exists without an expiry
 --   counter  the last fencing token issued, as a string, or nil if none yet
-return {redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2])}
+--   holder   the holder information as field, value, field, value ... (the
+--            fields of grant.lua's write_holder); empty when there is none,
+--            or when the key is not a hash
+local holder = {}
+if KEYS[3] and redis.call('type', KEYS[3])['ok'] == 'hash' then
+  holder = redis.call('hgetall', KEYS[3])
+end
+return {redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]), holder}

@@ -1,7 +1,11 @@
 -- Renews a reentrant lock for the hold that took it, whatever its count.
 --
 -- KEYS[1]  the lock key (a hash)
--- KEYS[2]  the fencing counter (same hash tag)
+-- KEYS[2]  the fencing counter (same hash tag). If it has a TTL
+--          (`fencing_counter_ttl`), it gets at least the lock's new TTL, so it
+--          never expires under the lease it fences.
+-- KEYS[3]  (optional: with `holder_info`) the holder information, which gets
+--          the lock's TTL
 -- ARGV[1]  the owner token
 -- ARGV[2]  the TTL in milliseconds, counted from now
 -- ARGV[3]  the hold's fencing token, or '' for any hold of this owner. A key
@@ -23,6 +27,13 @@ local ttl = tonumber(ARGV[2])
 local left = redis.call('pttl', KEYS[1])
 if left < ttl then
   redis.call('pexpire', KEYS[1], ARGV[2])
-  return ttl
+  left = ttl
+end
+local counter_left = redis.call('pttl', KEYS[2])
+if counter_left > 0 and counter_left < left then
+  redis.call('pexpire', KEYS[2], left)
+end
+if KEYS[3] then
+  redis.call('pexpire', KEYS[3], left)
 end
 return left

@@ -2,6 +2,8 @@
 --
 -- KEYS[1]  the lock key (a hash)
 -- KEYS[2]  the fencing counter (same hash tag)
+-- KEYS[3]  (optional: with `holder_info`) the holder information, deleted
+--          with the last hold
 -- ARGV[1]  the owner token
 -- ARGV[2]  the hold's fencing token, or '' for any hold of this owner (the
 --          cleanup of an acquire whose reply was lost, by an owner made for
@@ -31,5 +33,8 @@ if holds > 1 then
   return {1, holds - 1}
 end
 redis.call('del', KEYS[1])
+if KEYS[3] then
+  redis.call('del', KEYS[3])
+end
 redis.pcall('publish', KEYS[1] .. ':released', '1')
 return {1, 0}

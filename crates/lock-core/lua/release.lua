@@ -2,6 +2,8 @@
 -- it (compare-and-delete), and tells waiters.
 --
 -- KEYS[1]  the lock key
+-- KEYS[2]  (optional: single node with `holder_info`) the holder
+--          information, deleted with the lock
 -- ARGV[1]  the hold's value, `<owner>:<nonce>`
 --
 -- Reply: 1 when deleted, 0 when the key is gone or holds another value (a
@@ -13,6 +15,9 @@
 -- A key of another type (not a string) makes GET fail with WRONGTYPE.
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
+  if KEYS[2] then
+    redis.call('del', KEYS[2])
+  end
   redis.pcall('publish', KEYS[1] .. ':released', '1')
   return 1
 end

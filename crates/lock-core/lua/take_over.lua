@@ -4,7 +4,11 @@
 -- any other copy of the token, act on nothing from then on.
 --
 -- KEYS[1]  the lock key, `<prefix>{<name>}`
--- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same slot)
+-- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same slot): if it
+--          has a TTL (`fencing_counter_ttl`), it gets at least the new TTL,
+--          as on every renewal
+-- KEYS[3]  (optional: with `holder_info`) the holder information, which gets
+--          the new TTL (it still names the process that acquired the lock)
 -- ARGV[1]  the old hold's value, `<owner>:<nonce>`
 -- ARGV[2]  the new hold's value, `<owner>:<new nonce>`
 -- ARGV[3]  the TTL in milliseconds
@@ -23,4 +27,11 @@ if counter and counter ~= ARGV[4] then
   return 0
 end
 redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local left = redis.call('pttl', KEYS[2])
+if left > 0 and left < tonumber(ARGV[3]) then
+  redis.call('pexpire', KEYS[2], ARGV[3])
+end
+if KEYS[3] then
+  redis.call('pexpire', KEYS[3], ARGV[3])
+end
 return 1

@@ -1,11 +1,14 @@
 //! The contract between the lock API and a locking strategy.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::client::NodeClient;
 use crate::error::LockError;
+use crate::grant::HolderInfo;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 
@@ -57,7 +60,7 @@ pub enum ReleaseOutcome {
 }
 
 /// A snapshot of one lock, for operators and tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LockState {
     /// Nobody holds the lock.
@@ -75,6 +78,9 @@ pub enum LockState {
         /// How many times the holder has entered the lock, for reentrant
         /// strategies; `None` for the others.
         hold_count: Option<u64>,
+        /// Who took the lock, when its holder stored that (`holder_info =
+        /// true`); `None` otherwise, and always with Redlock.
+        holder: Option<HolderInfo>,
     },
 }
 
@@ -228,5 +234,20 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
         let _ = (key, owner);
         Ok(())
+    }
+
+    /// The connections that hold this backend's keys, one per deployment
+    /// (a standalone server, a cluster, a sentinel group; each Redlock
+    /// node), or the error of one that is down, for tools that scan the
+    /// keyspace ([`LockManager::list`](crate::LockManager::list), `distlock
+    /// list`). A cluster connection reaches every master
+    /// ([`NodeClient::cluster_masters`](crate::kit::NodeClient::cluster_masters)).
+    ///
+    /// The default names none, and the backend's locks cannot be listed.
+    /// This is the one thing a listing needs from a strategy: the key
+    /// layout and each lock's state ([`LockBackend::inspect`]) are already
+    /// known.
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        Vec::new()
     }
 }

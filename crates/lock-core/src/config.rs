@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::client::ClientKind;
 use crate::error::LockError;
+use crate::grant::validate_holder_label;
 use crate::key::validate_prefix;
 use crate::timing::{validate_ttl, MIN_TTL};
 use crate::topology::{Endpoint, ReplicasConfig, SentinelAuth, TlsConfig, Topology};
@@ -96,6 +97,26 @@ pub struct LockConfig {
     /// label `other`), so a service locking `order:{id}` cannot grow its
     /// metrics without bound. At most 10,000. Default: 0, no name label.
     pub metrics_lock_names: u32,
+    /// How long a lock name's fencing counter lives after its last grant.
+    /// Off by default (`None`): the counter never expires, and every name
+    /// ever locked keeps one small key. When set, grants issue
+    /// `max(counter + 1, the server's time in µs)`, so tokens keep growing
+    /// after the counter expired, unless the server's clock is set back by
+    /// more than the time since the last grant. At least 10 × `ttl`, at most
+    /// 3650 days. Single-node and reentrant strategies (Redlock keeps no
+    /// counter).
+    #[serde(with = "humantime_serde")]
+    pub fencing_counter_ttl: Option<Duration>,
+    /// Store holder information beside each held lock, in the grant's own
+    /// script: this process's host name and id, the server's time and
+    /// `holder_label`, in `<prefix>{<name>}:holder` with the lock's TTL
+    /// (never the owner token). `inspect`, `distlock status` and `distlock
+    /// list` show it. Single-node and reentrant strategies; Redlock refuses
+    /// it. Default: false.
+    pub holder_info: bool,
+    /// A label stored with the holder information (`holder_info = true`):
+    /// the job or service, printable, at most 128 bytes. Default: none.
+    pub holder_label: Option<String>,
 }
 
 /// The most lock names `metrics_lock_names` may label: every name is a
@@ -124,6 +145,9 @@ impl Default for LockConfig {
             node_timeout: Duration::from_millis(50),
             clock_drift_factor: 0.01,
             metrics_lock_names: 0,
+            fencing_counter_ttl: None,
+            holder_info: false,
+            holder_label: None,
         }
     }
 }
@@ -196,6 +220,19 @@ impl LockConfig {
         })?;
         validate_prefix(&self.key_prefix)
             .map_err(|reason| LockError::config("key_prefix", reason))?;
+        if let Some(counter_ttl) = self.fencing_counter_ttl {
+            validate_fencing_counter_ttl(counter_ttl, self.ttl)?;
+        }
+        if let Some(label) = &self.holder_label {
+            if !self.holder_info {
+                return Err(LockError::config(
+                    "holder_label",
+                    "is set but holder_info is false, so it would be stored nowhere; set \
+                     holder_info = true",
+                ));
+            }
+            validate_holder_label(label)?;
+        }
         self.retry.validate()?;
         self.watchdog.validate(self.ttl, self.clock_drift_factor)?;
         validate_timeout("connect_timeout", self.connect_timeout)?;
@@ -268,6 +305,47 @@ impl LockConfig {
             crate::timing::default_renew_interval(self.ttl, self.clock_drift_factor)
         })
     }
+}
+
+/// The longest `fencing_counter_ttl`: ten years is as good as forever.
+pub(crate) const MAX_FENCING_COUNTER_TTL: Duration = Duration::from_secs(3650 * 24 * 60 * 60);
+
+/// How many leases a fencing counter must outlast when it expires at all.
+pub(crate) const FENCING_COUNTER_TTL_LEASES: u32 = 10;
+
+/// `fencing_counter_ttl` must cover [`FENCING_COUNTER_TTL_LEASES`] leases.
+///
+/// Why: after a counter expires, the next token is the server's time, which
+/// is above the earlier tokens unless the server's clock was set back by
+/// more than the time since the last grant, which is at least this TTL. A
+/// lease already relies on that clock over one TTL (Redis expires keys by
+/// it: a clock stepped forward by a TTL frees a held lock early), so ten
+/// TTLs make the tokens an order of magnitude more tolerant of clock steps
+/// than the lock itself, and keep a name locked about once per lease from
+/// losing its counter between two locks.
+fn validate_fencing_counter_ttl(counter_ttl: Duration, ttl: Duration) -> Result<(), LockError> {
+    let least = ttl.saturating_mul(FENCING_COUNTER_TTL_LEASES);
+    if counter_ttl < least {
+        return Err(LockError::config(
+            "fencing_counter_ttl",
+            format!(
+                "{} is below {FENCING_COUNTER_TTL_LEASES} × ttl ({}): the counter must \
+                 outlast many leases, since after it expires tokens follow the server's clock",
+                humantime::format_duration(counter_ttl),
+                humantime::format_duration(least),
+            ),
+        ));
+    }
+    if counter_ttl > MAX_FENCING_COUNTER_TTL {
+        return Err(LockError::config(
+            "fencing_counter_ttl",
+            format!(
+                "must be at most {} (leave it unset for a counter that never expires)",
+                humantime::format_duration(MAX_FENCING_COUNTER_TTL)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn validate_timeout(field: &str, value: Duration) -> Result<(), LockError> {
@@ -671,6 +749,20 @@ mod tests {
     }
 
     #[test]
+    fn a_fencing_counter_ttl_covers_ten_leases() {
+        let mut config = LockConfig {
+            fencing_counter_ttl: Some(Duration::from_secs(300)),
+            ..LockConfig::default()
+        };
+        config.validate().expect("ten 30 s leases");
+        config.ttl = Duration::from_secs(31);
+        assert_eq!(field_of(&config), "fencing_counter_ttl");
+        config.ttl = crate::timing::MAX_TTL;
+        config.fencing_counter_ttl = Some(MAX_FENCING_COUNTER_TTL);
+        config.validate().expect("the longest TTL and counter");
+    }
+
+    #[test]
     fn durations_are_human_readable() {
         let config: LockConfig = toml::from_str(
             r#"
@@ -831,6 +923,35 @@ mod tests {
                     ..base.clone()
                 },
                 "clock_drift_factor",
+            ),
+            (
+                LockConfig {
+                    fencing_counter_ttl: Some(Duration::from_secs(299)),
+                    ..base.clone()
+                },
+                "fencing_counter_ttl",
+            ),
+            (
+                LockConfig {
+                    fencing_counter_ttl: Some(Duration::from_secs(3651 * 24 * 3600)),
+                    ..base.clone()
+                },
+                "fencing_counter_ttl",
+            ),
+            (
+                LockConfig {
+                    holder_label: Some("nightly".into()),
+                    ..base.clone()
+                },
+                "holder_label",
+            ),
+            (
+                LockConfig {
+                    holder_info: true,
+                    holder_label: Some("two\nlines".into()),
+                    ..base.clone()
+                },
+                "holder_label",
             ),
         ];
         for (config, field) in cases {

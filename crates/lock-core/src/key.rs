@@ -80,6 +80,12 @@ impl LockKey {
         &self.fence_key
     }
 
+    /// The hash of holder information (`holder_info = true`):
+    /// `<prefix>{<name>}:holder`.
+    pub fn holder_key(&self) -> String {
+        format!("{}:holder", self.redis_key)
+    }
+
     /// The list that queues waiters in fair mode: `<prefix>{<name>}:queue`.
     pub fn queue_key(&self) -> String {
         format!("{}:queue", self.redis_key)
@@ -556,12 +562,13 @@ mod tests {
         crc % 16384
     }
 
-    fn all_keys(key: &LockKey) -> [String; 5] {
+    fn all_keys(key: &LockKey) -> [String; 6] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
             key.queue_key(),
             key.waiters_key(),
+            key.holder_key(),
             key.release_channel(),
         ]
     }

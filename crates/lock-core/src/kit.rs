@@ -143,11 +143,12 @@
 //!         let inspect = &scripts::single::INSPECT;
 //!         let reply = self.node.run(inspect, &[key.redis_key(), key.fence_key()], &[]).await?;
 //!         match reply.as_array() {
-//!             Some([Reply::Int(-2), _]) => Ok(LockState::Free { last_token: None }),
-//!             Some([Reply::Int(pttl), _]) => Ok(LockState::Held {
+//!             Some([Reply::Int(-2), _, _]) => Ok(LockState::Free { last_token: None }),
+//!             Some([Reply::Int(pttl), _, _]) => Ok(LockState::Held {
 //!                 remaining: remaining_from_pttl(*pttl),
 //!                 token: None,
 //!                 hold_count: None,
+//!                 holder: None,
 //!             }),
 //!             _ => Err(self.node.unexpected(inspect, &reply)),
 //!         }

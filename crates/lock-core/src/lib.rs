@@ -61,9 +61,11 @@ mod backend;
 mod client;
 mod config;
 mod error;
+mod grant;
 mod guard;
 mod key;
 pub mod kit;
+mod list;
 mod manager;
 mod notify;
 mod script;
@@ -83,11 +85,13 @@ pub use config::{
     LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig, MAX_METRICS_LOCK_NAMES,
 };
 pub use error::{BoxError, LockError, LossReason};
+pub use grant::{GrantOptions, HolderInfo, MAX_HOLDER_LABEL_LEN};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{
     FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN,
     MAX_PREFIX_LEN,
 };
+pub use list::{ListOptions, ListedLock, LockListing};
 pub use manager::{LockManager, FAIR_WAITER_LEASE};
 pub use timing::{MAX_TTL, MIN_TTL};
 pub use topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};

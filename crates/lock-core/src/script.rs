@@ -168,11 +168,13 @@ fn corrupted_if_wrong_type(keys: &[&str], err: LockError) -> LockError {
 pub mod single {
     use super::Script;
 
-    /// `SET NX PX` plus the next fencing token: `lua/acquire.lua`.
+    /// `SET NX PX` plus the next fencing token: `lua/acquire.lua`, after
+    /// `lua/fencing_counter.lua` and `lua/grant.lua`.
     pub static ACQUIRE: Script = Script::new(
         "acquire",
         concat!(
             include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/grant.lua"),
             include_str!("../lua/acquire.lua")
         ),
     );
@@ -190,6 +192,7 @@ pub mod single {
         "fair_acquire",
         concat!(
             include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/grant.lua"),
             include_str!("../lua/fair_acquire.lua")
         ),
     );
@@ -212,6 +215,7 @@ pub mod reentrant {
         "reentrant_acquire",
         concat!(
             include_str!("../lua/fencing_counter.lua"),
+            include_str!("../lua/grant.lua"),
             include_str!("../lua/reentrant_acquire.lua")
         ),
     );
@@ -280,12 +284,15 @@ mod tests {
             assert!(header.contains("KEYS[1]"), "{name} lacks KEYS docs");
             assert!(header.contains("Reply"), "{name} lacks reply docs");
         }
-        let prelude = include_str!("../lua/fencing_counter.lua");
-        assert!(prelude.starts_with("--") && prelude.contains("counter_problem(counter)"));
+        let counter = include_str!("../lua/fencing_counter.lua");
+        assert!(counter.starts_with("--") && counter.contains("counter_problem(counter)"));
+        let grant = include_str!("../lua/grant.lua");
+        assert!(grant.starts_with("--") && grant.contains("next_token(fence, counter"));
+        let prelude = format!("{counter}{grant}");
         for script in [&single::ACQUIRE, &single::FAIR_ACQUIRE, &reentrant::ACQUIRE] {
             assert!(
-                script.source().starts_with(prelude),
-                "{} is loaded after the counter check",
+                script.source().starts_with(&prelude),
+                "{} is loaded after the counter check and the grant helpers",
                 script.name()
             );
         }

@@ -133,10 +133,14 @@ impl ScriptedNode {
         script.unexpected(self.client.as_ref(), reply)
     }
 
-    /// Deletes `key` whoever holds it and publishes the release; returns 1 if
-    /// it existed, 0 if not.
+    /// Deletes `key` (and its holder information) whoever holds it and
+    /// publishes the release; returns 1 if it existed, 0 if not.
     pub async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        match self.run(&FORCE_RELEASE, &[key.redis_key()], &[]).await? {
+        let holder = key.holder_key();
+        match self
+            .run(&FORCE_RELEASE, &[key.redis_key(), &holder], &[])
+            .await?
+        {
             Reply::Int(deleted @ 0..=1) => Ok(deleted.unsigned_abs() as usize),
             other => Err(self.unexpected(&FORCE_RELEASE, &other)),
         }

@@ -9,15 +9,16 @@ use lock_core::kit::{
     remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken, HoldToken,
-    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, OwnerToken,
-    ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
+    GrantOptions, HoldToken, HolderInfo, LockBackend, LockConfig, LockError, LockKey, LockManager,
+    LockState, OwnerToken, ReleaseOutcome,
 };
 
 /// A lock backend over one Redis node.
 #[derive(Debug, Clone)]
 pub struct SingleNodeBackend {
     node: ScriptedNode,
+    grant: GrantOptions,
 }
 
 /// Connects to the first node of `config` with its client and returns a
@@ -26,13 +27,14 @@ pub struct SingleNodeBackend {
 /// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
 /// errors of [`SingleNodeBackend::connect`].
 pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    config.validate()?;
+    let grant = GrantOptions::from_config(&config)?;
     let backend = SingleNodeBackend::connect(
         config.client,
         config.endpoint()?,
         ConnectOptions::from(&config),
     )
-    .await?;
+    .await?
+    .with_grant_options(grant);
     LockManager::new(Arc::new(backend), config)
 }
 
@@ -51,9 +53,9 @@ impl SingleNodeBackend {
         endpoint: impl Into<Endpoint>,
         options: ConnectOptions,
     ) -> Result<Self, LockError> {
-        Ok(SingleNodeBackend {
-            node: ScriptedNode::connect(kind, endpoint, options).await?,
-        })
+        Ok(Self::from_scripted(
+            ScriptedNode::connect(kind, endpoint, options).await?,
+        ))
     }
 
     /// A backend over a connection you already have, for example
@@ -66,7 +68,20 @@ impl SingleNodeBackend {
 
     /// A backend over a prepared [`ScriptedNode`].
     pub fn from_scripted(node: ScriptedNode) -> Self {
-        SingleNodeBackend { node }
+        SingleNodeBackend {
+            node,
+            grant: GrantOptions::default(),
+        }
+    }
+
+    /// This backend with `grant`: what each grant writes beside the lock
+    /// key (a fencing counter that expires, from
+    /// [`LockConfig::fencing_counter_ttl`]; holder information, from
+    /// [`LockConfig::holder_info`]). The default writes a counter that never
+    /// expires and no holder information.
+    pub fn with_grant_options(mut self, grant: GrantOptions) -> Self {
+        self.grant = grant;
+        self
     }
 
     /// The connection in use.
@@ -113,8 +128,11 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
-        let keys = [key.redis_key(), key.fence_key()];
-        let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
+        let holder = key.holder_key();
+        let keys = [key.redis_key(), key.fence_key(), &holder];
+        let grant = self.grant.script_args();
+        let mut args = vec![hold.value().as_bytes(), ttl_ms.as_bytes()];
+        args.extend(grant.iter().map(String::as_bytes));
         let (reply, acknowledged) = self
             .node
             .run_acknowledged(&single::ACQUIRE, &keys, &args)
@@ -134,9 +152,20 @@ impl LockBackend for SingleNodeBackend {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
+        let holder = key.holder_key();
+        // Only the keys the options need: in a cluster, a script whose keys
+        // are split by a slot migration gets TRYAGAIN.
+        let keys = match (
+            self.grant.fencing_counter_ttl.is_some(),
+            self.grant.holder_info(),
+        ) {
+            (_, true) => &[key.redis_key(), key.fence_key(), &holder][..],
+            (true, false) => &[key.redis_key(), key.fence_key()][..],
+            (false, false) => &[key.redis_key()][..],
+        };
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(&single::EXTEND, &[key.redis_key()], &args)
+            .run_acknowledged(&single::EXTEND, keys, &args)
             .await?;
         match reply {
             Reply::Int(1) => {
@@ -171,13 +200,15 @@ impl LockBackend for SingleNodeBackend {
             ttl_ms.as_bytes(),
             claimed.as_bytes(),
         ];
+        let holder = key.holder_key();
+        let keys = if self.grant.holder_info() {
+            &[key.redis_key(), key.fence_key(), &holder][..]
+        } else {
+            &[key.redis_key(), key.fence_key()][..]
+        };
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(
-                &single::TAKE_OVER,
-                &[key.redis_key(), key.fence_key()],
-                &args,
-            )
+            .run_acknowledged(&single::TAKE_OVER, keys, &args)
             .await?;
         match reply {
             Reply::Int(1) => {
@@ -190,13 +221,15 @@ impl LockBackend for SingleNodeBackend {
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
+        let holder = key.holder_key();
+        let keys = if self.grant.holder_info() {
+            &[key.redis_key(), &holder][..]
+        } else {
+            &[key.redis_key()][..]
+        };
         let reply = self
             .node
-            .run(
-                &single::RELEASE,
-                &[key.redis_key()],
-                &[hold.value().as_bytes()],
-            )
+            .run(&single::RELEASE, keys, &[hold.value().as_bytes()])
             .await?;
         match reply {
             Reply::Int(1) => Ok(ReleaseOutcome::Released),
@@ -217,6 +250,10 @@ impl LockBackend for SingleNodeBackend {
         self.node.watch_releases(key).await
     }
 
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        vec![Ok(Arc::clone(self.node.client()))]
+    }
+
     fn supports_fair_queue(&self) -> bool {
         true
     }
@@ -230,18 +267,20 @@ impl LockBackend for SingleNodeBackend {
         join: bool,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
-        let (queue, waiters) = (key.queue_key(), key.waiters_key());
-        let keys = [key.redis_key(), key.fence_key(), &queue, &waiters];
+        let (queue, waiters, holder) = (key.queue_key(), key.waiters_key(), key.holder_key());
+        let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &holder];
         let ttl_ms = ttl_millis(ttl).to_string();
         let lease_ms = ttl_millis(waiter_lease).max(1).to_string();
         let join: &[u8] = if join { b"1" } else { b"0" };
-        let args = [
+        let grant = self.grant.script_args();
+        let mut args = vec![
             hold.owner().expose().as_bytes(),
             ttl_ms.as_bytes(),
             lease_ms.as_bytes(),
             join,
             hold.value().as_bytes(),
         ];
+        args.extend(grant.iter().map(String::as_bytes));
         let (reply, acknowledged) = self
             .node
             .run_acknowledged(&single::FAIR_ACQUIRE, &keys, &args)
@@ -269,11 +308,15 @@ impl LockBackend for SingleNodeBackend {
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let keys = [key.redis_key(), key.fence_key()];
+        let holder = key.holder_key();
+        let keys = [key.redis_key(), key.fence_key(), &holder];
         let reply = self.node.run(&single::INSPECT, &keys, &[]).await?;
-        let (pttl, counter) = match reply.as_array() {
-            Some([Reply::Int(pttl), counter]) => (*pttl, counter),
+        let (pttl, counter, holder) = match reply.as_array() {
+            Some([Reply::Int(pttl), counter, holder]) => (*pttl, counter, holder),
             _ => return Err(self.node.unexpected(&single::INSPECT, &reply)),
+        };
+        let Ok(holder) = HolderInfo::from_reply(holder) else {
+            return Err(self.node.unexpected(&single::INSPECT, &reply));
         };
         let token = match counter {
             Reply::Nil => None,
@@ -289,6 +332,7 @@ impl LockBackend for SingleNodeBackend {
                 remaining: remaining_from_pttl(pttl),
                 token,
                 hold_count: None,
+                holder,
             }
         })
     }
@@ -298,9 +342,21 @@ impl LockBackend for SingleNodeBackend {
 /// scripts; `None` for any other shape.
 fn acquire_outcome(key: &LockKey, reply: &Reply) -> Option<Result<AcquireOutcome, LockError>> {
     match reply.as_array()? {
+        // An integer below 2^53, the counter's text above (a Lua number
+        // would round it).
         [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(Ok(AcquireOutcome::Acquired {
             fencing_token: Some(FencingToken::new(token.unsigned_abs())),
         })),
+        [Reply::Int(1), token @ Reply::Data(_)] => {
+            let token = token
+                .as_text()?
+                .parse::<u64>()
+                .ok()
+                .filter(|token| *token >= 1)?;
+            Some(Ok(AcquireOutcome::Acquired {
+                fencing_token: Some(FencingToken::new(token)),
+            }))
+        }
         [Reply::Int(0), Reply::Int(pttl)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*pttl),
         })),

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use lock_core::kit::scripts::{single, FORCE_RELEASE};
 use lock_core::kit::{
-    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, ReleaseWatch, Reply,
+    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, NodeClient, ReleaseWatch,
+    Reply,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend,
@@ -70,10 +71,10 @@ pub struct RedlockBackend {
 /// Connects to every node of `config` with its client and returns a
 /// [`LockManager`] over Redlock.
 ///
-/// Errors: [`LockError::InvalidConfig`] naming the field, and those of
-/// [`RedlockBackend::connect`].
+/// Errors: [`LockError::InvalidConfig`] naming the field (see
+/// [`validate_config`]), and those of [`RedlockBackend::connect`].
 pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    config.validate()?;
+    validate_config(&config)?;
     let backend = RedlockBackend::connect_endpoints(
         config.client,
         &config.endpoints(),
@@ -82,6 +83,31 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
     )
     .await?;
     LockManager::new(Arc::new(backend), config)
+}
+
+/// Checks `config` for Redlock: [`LockConfig::validate`], and no
+/// `holder_info`, which Redlock does not store. Errors with
+/// [`LockError::InvalidConfig`] naming the field.
+///
+/// Why no holder information: each node's grant is a bare `SET NX PX`, the
+/// cheapest command a node can run, so a slow node costs the round as little
+/// as possible. Storing who holds the lock would take a script on every node,
+/// and reading it a round of answers that can disagree (a minority of nodes
+/// keeps an earlier holder's until its TTL; each node's clock names another
+/// time). `fencing_counter_ttl` is accepted and changes nothing: Redlock
+/// keeps no counter, and a released lock leaves no key behind.
+pub fn validate_config(config: &LockConfig) -> Result<(), LockError> {
+    config.validate()?;
+    if config.holder_info {
+        return Err(LockError::InvalidConfig {
+            field: "holder_info".into(),
+            reason: "the redlock strategy stores no holder information (each node's grant is \
+                     a bare SET NX PX); use the single or reentrant strategy to see who holds \
+                     a lock"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 impl RedlockBackend {
@@ -617,6 +643,10 @@ impl LockBackend for RedlockBackend {
         Ok(merged)
     }
 
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        self.nodes.iter().map(|node| node.client()).collect()
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
         let args = (key.redis_key().to_owned(), key.fence_key().to_owned());
@@ -631,7 +661,7 @@ impl LockBackend for RedlockBackend {
                     .run(client.as_ref(), &[lock_key, fence_key], &[])
                     .await?;
                 match reply.as_array() {
-                    Some([Reply::Int(pttl), _counter]) => Ok(*pttl),
+                    Some([Reply::Int(pttl), _counter, _holder]) => Ok(*pttl),
                     _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
                 }
             },
@@ -666,6 +696,7 @@ impl LockBackend for RedlockBackend {
                 remaining,
                 token: None,
                 hold_count: None,
+                holder: None,
             })
         } else {
             Ok(LockState::Free { last_token: None })

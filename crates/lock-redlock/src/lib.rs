@@ -69,7 +69,7 @@ mod backend;
 mod node;
 mod round;
 
-pub use backend::{lock_manager, RedlockBackend, RedlockOptions, ReleaseReport};
+pub use backend::{lock_manager, validate_config, RedlockBackend, RedlockOptions, ReleaseReport};
 
 /// The core crate (config, errors, the lock manager and its guards),
 /// re-exported so this crate alone is enough:

@@ -9,14 +9,16 @@ use lock_core::kit::{
     remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken, HoldToken,
-    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
+    GrantOptions, HoldToken, HolderInfo, LockBackend, LockConfig, LockError, LockKey, LockManager,
+    LockState, ReleaseOutcome,
 };
 
 /// A reentrant lock backend over one Redis node.
 #[derive(Debug, Clone)]
 pub struct ReentrantBackend {
     node: ScriptedNode,
+    grant: GrantOptions,
 }
 
 /// Connects to the first node of `config` with its client and returns a
@@ -25,13 +27,14 @@ pub struct ReentrantBackend {
 /// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
 /// errors of [`ReentrantBackend::connect`].
 pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    config.validate()?;
+    let grant = GrantOptions::from_config(&config)?;
     let backend = ReentrantBackend::connect(
         config.client,
         config.endpoint()?,
         ConnectOptions::from(&config),
     )
-    .await?;
+    .await?
+    .with_grant_options(grant);
     LockManager::new(Arc::new(backend), config)
 }
 
@@ -50,9 +53,9 @@ impl ReentrantBackend {
         endpoint: impl Into<Endpoint>,
         options: ConnectOptions,
     ) -> Result<Self, LockError> {
-        Ok(ReentrantBackend {
-            node: ScriptedNode::connect(kind, endpoint, options).await?,
-        })
+        Ok(Self::from_scripted(
+            ScriptedNode::connect(kind, endpoint, options).await?,
+        ))
     }
 
     /// A backend over a connection you already have, for example
@@ -65,12 +68,36 @@ impl ReentrantBackend {
 
     /// A backend over a prepared [`ScriptedNode`].
     pub fn from_scripted(node: ScriptedNode) -> Self {
-        ReentrantBackend { node }
+        ReentrantBackend {
+            node,
+            grant: GrantOptions::default(),
+        }
+    }
+
+    /// This backend with `grant`: what each first hold writes beside the
+    /// lock key (a fencing counter that expires, from
+    /// [`LockConfig::fencing_counter_ttl`]; holder information, from
+    /// [`LockConfig::holder_info`], which re-entries keep). The default
+    /// writes a counter that never expires and no holder information.
+    pub fn with_grant_options(mut self, grant: GrantOptions) -> Self {
+        self.grant = grant;
+        self
     }
 
     /// The connection in use.
     pub fn node(&self) -> &Arc<dyn NodeClient> {
         self.node.client()
+    }
+
+    /// The keys of an extend or release: the lock and its counter, and the
+    /// holder information only when this backend stores it (in a cluster, a
+    /// script whose keys a slot migration splits gets TRYAGAIN).
+    fn keys<'a>(&self, key: &'a LockKey, holder: &'a str) -> Vec<&'a str> {
+        let mut keys = vec![key.redis_key(), key.fence_key()];
+        if self.grant.holder_info() {
+            keys.push(holder);
+        }
+        keys
     }
 }
 
@@ -114,8 +141,11 @@ impl LockBackend for ReentrantBackend {
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
-        let keys = [key.redis_key(), key.fence_key()];
-        let args = [hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
+        let holder = key.holder_key();
+        let keys = [key.redis_key(), key.fence_key(), &holder];
+        let grant = self.grant.script_args();
+        let mut args = vec![hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
+        args.extend(grant.iter().map(String::as_bytes));
         let (reply, acknowledged) = self
             .node
             .run_acknowledged(&reentrant::ACQUIRE, &keys, &args)
@@ -160,7 +190,8 @@ impl LockBackend for ReentrantBackend {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let token = hold_token_arg(hold);
-        let keys = [key.redis_key(), key.fence_key()];
+        let holder = key.holder_key();
+        let keys = self.keys(key, &holder);
         let args = [
             hold.owner().expose().as_bytes(),
             ttl_ms.as_bytes(),
@@ -188,7 +219,8 @@ impl LockBackend for ReentrantBackend {
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let token = hold_token_arg(hold);
-        let keys = [key.redis_key(), key.fence_key()];
+        let holder = key.holder_key();
+        let keys = self.keys(key, &holder);
         let args = [hold.owner().expose().as_bytes(), token.as_bytes()];
         let reply = self.node.run(&reentrant::RELEASE, &keys, &args).await?;
         match reply.as_array() {
@@ -207,13 +239,23 @@ impl LockBackend for ReentrantBackend {
         self.node.watch_releases(key).await
     }
 
+    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
+        vec![Ok(Arc::clone(self.node.client()))]
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let keys = [key.redis_key(), key.fence_key()];
+        let holder = key.holder_key();
+        let keys = [key.redis_key(), key.fence_key(), &holder];
         let reply = self.node.run(&reentrant::INSPECT, &keys, &[]).await?;
-        let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners)]) = reply.as_array() else {
+        let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners), holder]) = reply.as_array()
+        else {
             return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
         };
-        let (Some(token), Some(holds)) = (parse_count(counter), parse_count(holds)) else {
+        let (Some(token), Some(holds), Ok(holder)) = (
+            parse_count(counter),
+            parse_count(holds),
+            HolderInfo::from_reply(holder),
+        ) else {
             return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
         };
         let token = token.map(FencingToken::new);
@@ -223,6 +265,7 @@ impl LockBackend for ReentrantBackend {
                 remaining: remaining_from_pttl(*pttl),
                 token,
                 hold_count: Some(holds),
+                holder,
             }),
             _ => Err(LockError::Corrupted {
                 key: key.redis_key().to_owned(),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use lock_core::{
     AcquireOutcome, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken, LeaseStatus,
-    LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, LossReason, NodeUrl,
-    OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, LossReason,
+    NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
@@ -801,6 +801,90 @@ pub async fn force_release_frees_the_key(factory: &dyn BackendFactory) {
         ),
         other => panic!("the key was not free after a forced release: {other:?}"),
     }
+}
+
+/// `LockManager::list` finds every held lock on every node (every master
+/// of a cluster), names with `}`, spaces and non-ASCII letters included,
+/// leaves free locks out, filters by name prefix, and says when its scan
+/// limit cut it short.
+pub async fn list_finds_held_locks(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_secs(10);
+    let locks = deployment.manager(fast_config(ttl));
+    let names = [
+        "order:1",
+        "order:2",
+        "order:3",
+        "order:4",
+        "}odd name",
+        "a}b c",
+        "ключ 🔒",
+    ];
+    let mut guards = Vec::new();
+    for name in names {
+        guards.push(
+            locks
+                .try_acquire(name)
+                .await
+                .expect("try_acquire")
+                .expect("a fresh name is free"),
+        );
+    }
+    let released = locks
+        .try_acquire("released")
+        .await
+        .expect("try")
+        .expect("free");
+    released.release().await.expect("release");
+    let listing = locks.list(&ListOptions::default()).await.expect("list");
+    assert!(
+        !listing.truncated && listing.failures.is_empty(),
+        "{listing:?}"
+    );
+    let mut found: Vec<&str> = listing
+        .locks
+        .iter()
+        .map(|lock| lock.name.as_str())
+        .collect();
+    found.sort_unstable();
+    let mut expected = names.to_vec();
+    expected.sort_unstable();
+    assert_eq!(found, expected, "every held lock, and only those");
+    for lock in &listing.locks {
+        match &lock.state {
+            Ok(LockState::Held {
+                remaining: Some(left),
+                token,
+                ..
+            }) => {
+                assert!(*left <= ttl, "{}: {left:?}", lock.name);
+                assert_eq!(
+                    token.is_some(),
+                    factory.capabilities().fencing,
+                    "{}: {token:?}",
+                    lock.name
+                );
+            }
+            other => panic!("{}: {other:?}", lock.name),
+        }
+    }
+    for (prefix, count) in [("order:", 4), ("}", 1), ("a}", 1), ("ключ", 1), ("none", 0)] {
+        let listing = locks
+            .list(&ListOptions::with_name_prefix(prefix))
+            .await
+            .expect("list");
+        assert_eq!(listing.locks.len(), count, "--prefix {prefix}: {listing:?}");
+    }
+    let cut = locks
+        .list(&ListOptions::default().with_scan_limit(1))
+        .await
+        .expect("list");
+    assert!(cut.truncated && cut.examined == 1, "{cut:?}");
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+    let listing = locks.list(&ListOptions::default()).await.expect("list");
+    assert!(listing.locks.is_empty(), "{listing:?}");
 }
 
 /// Inspect reports free and held keys with their TTL.

@@ -193,7 +193,9 @@ fn routing(name: &str, args: &[&[u8]]) -> ClusterHash {
                 _ => ClusterHash::Random,
             }
         }
-        "PING" | "SCRIPT" | "PUBLISH" | "INFO" | "TIME" | "ROLE" => ClusterHash::Random,
+        "PING" | "SCRIPT" | "PUBLISH" | "INFO" | "TIME" | "ROLE" | "CLUSTER" | "SCAN" => {
+            ClusterHash::Random
+        }
         _ => match args.first() {
             Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key)),
             None => ClusterHash::Random,
@@ -446,6 +448,51 @@ impl NodeClient for FredNode {
             args,
         )
         .await
+    }
+
+    async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {
+        if !self.client.is_clustered() {
+            return Ok(None);
+        }
+        let reply = self
+            .send("CLUSTER", ClusterHash::Random, &[b"SLOTS"])
+            .await?;
+        super::masters_in_cluster_slots(&reply)
+            .map(Some)
+            .ok_or_else(|| LockError::UnexpectedReply {
+                node: self.address.clone(),
+                script: "CLUSTER SLOTS",
+                reply: reply.to_string(),
+            })
+    }
+
+    async fn command_on_node(
+        &self,
+        address: &str,
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        if !self.client.is_clustered() {
+            return self.command(name, args).await;
+        }
+        let Some((host, port)) = super::split_node_address(address) else {
+            return Err(LockError::config(
+                "nodes",
+                format!("`{address}` is not a cluster node's host:port"),
+            ));
+        };
+        let command = CustomCommand::new_static(name, ClusterHash::Random, false);
+        let args: Vec<Value> = args
+            .iter()
+            .map(|arg| Value::Bytes(arg.to_vec().into()))
+            .collect();
+        let value: Value = self
+            .client
+            .with_cluster_node(Server::new(host, port))
+            .custom(command, args)
+            .await
+            .map_err(|err| map_error(address, self.command_timeout, err))?;
+        convert(address, value)
     }
 }
 

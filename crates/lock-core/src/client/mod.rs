@@ -243,6 +243,57 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
         }
         Ok(replies)
     }
+
+    /// On a Redis Cluster, the addresses (`host:port`, as `CLUSTER SLOTS`
+    /// names them) of the masters that hold its keys, for commands that read
+    /// one node's keyspace (`SCAN`), sent with
+    /// [`command_on_node`](Self::command_on_node). `None` (the default) when
+    /// the connection reaches one server, a standalone one or the master a
+    /// sentinel group names, whose keyspace [`command`](Self::command) reads.
+    async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {
+        Ok(None)
+    }
+
+    /// Sends `name args...` to the cluster node at `address` (one of
+    /// [`cluster_masters`](Self::cluster_masters)). Elsewhere (and by
+    /// default) the same as [`command`](Self::command).
+    async fn command_on_node(
+        &self,
+        address: &str,
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        let _ = address;
+        self.command(name, args).await
+    }
+}
+
+/// The masters' addresses (`host:port`, sorted, each once) in a reply to
+/// `CLUSTER SLOTS`: one entry per slot range, `[start, end, [host, port,
+/// id, ...], replicas...]`. `None` for a reply of another shape.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) fn masters_in_cluster_slots(reply: &Reply) -> Option<Vec<String>> {
+    let mut masters = Vec::new();
+    for range in reply.as_array()? {
+        let master = range.as_array()?.get(2)?.as_array()?;
+        let host = master.first()?.as_text()?;
+        let port = master.get(1)?.as_int()?;
+        if host.is_empty() {
+            return None;
+        }
+        masters.push(format!("{host}:{port}"));
+    }
+    masters.sort();
+    masters.dedup();
+    Some(masters)
+}
+
+/// `host:port` as a host and a port; the host may hold colons (IPv6).
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) fn split_node_address(address: &str) -> Option<(&str, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    Some((host, port.parse().ok()?))
 }
 
 /// A connection that receives published messages, whatever library holds it.
@@ -400,5 +451,52 @@ pub(crate) fn server_error(node: &str, message: String) -> LockError {
             node: node.to_owned(),
             message,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(value: &str) -> Reply {
+        Reply::Data(value.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn cluster_slots_name_each_master_once() {
+        let node = |host: &str, port: i64| {
+            Reply::Array(vec![
+                text(host),
+                Reply::Int(port),
+                text("id"),
+                Reply::Array(vec![]),
+            ])
+        };
+        let reply = Reply::Array(vec![
+            Reply::Array(vec![
+                Reply::Int(0),
+                Reply::Int(5460),
+                node("127.0.0.1", 7001),
+                node("127.0.0.1", 7004),
+            ]),
+            Reply::Array(vec![Reply::Int(5461), Reply::Int(10922), node("::1", 7002)]),
+            Reply::Array(vec![
+                Reply::Int(10923),
+                Reply::Int(16383),
+                node("127.0.0.1", 7001),
+            ]),
+        ]);
+        assert_eq!(
+            masters_in_cluster_slots(&reply),
+            Some(vec!["127.0.0.1:7001".to_owned(), "::1:7002".to_owned()])
+        );
+        assert_eq!(masters_in_cluster_slots(&Reply::Nil), None);
+        assert_eq!(
+            masters_in_cluster_slots(&Reply::Array(vec![Reply::Array(vec![Reply::Int(0)])])),
+            None
+        );
+        assert_eq!(split_node_address("::1:7002"), Some(("::1", 7002)));
+        assert_eq!(split_node_address("[::1]:7002"), Some(("::1", 7002)));
+        assert_eq!(split_node_address("h:x"), None);
     }
 }

@@ -486,6 +486,61 @@ impl NodeClient for RedisNode {
             .collect())
     }
 
+    async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {
+        let Link::Cluster(connection) = &self.link else {
+            return Ok(None);
+        };
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let value = connection
+            .clone()
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+            )
+            .await
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        let reply = convert(&self.address, value)?;
+        super::masters_in_cluster_slots(&reply)
+            .map(Some)
+            .ok_or_else(|| LockError::UnexpectedReply {
+                node: self.address.clone(),
+                script: "CLUSTER SLOTS",
+                reply: reply.to_string(),
+            })
+    }
+
+    async fn command_on_node(
+        &self,
+        address: &str,
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<Reply, LockError> {
+        let Link::Cluster(connection) = &self.link else {
+            return self.command(name, args).await;
+        };
+        let Some((host, port)) = super::split_node_address(address) else {
+            return Err(LockError::config(
+                "nodes",
+                format!("`{address}` is not a cluster node's host:port"),
+            ));
+        };
+        use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+        let mut command = redis::cmd(name);
+        for arg in args.iter().copied() {
+            command.arg(arg);
+        }
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+            host: host.to_owned(),
+            port,
+        });
+        let value = connection
+            .clone()
+            .route_command(command, routing)
+            .await
+            .map_err(|err| map_error(address, self.command_timeout, err))?;
+        convert(address, value)
+    }
+
     async fn command_on_key(
         &self,
         key: &[u8],

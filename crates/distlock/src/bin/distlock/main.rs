@@ -62,6 +62,28 @@
 //! | 76 | | the lock is not held by that token's owner (expired, released, or taken): nothing changed |
 //! | 69 | Redis failed | Redis failed, or the key holds something that is not a lock |
 //! | 78 | bad config or arguments; a strategy that cannot hand off (reentrant) | bad config or arguments, or a missing or malformed token |
+//! # Exit codes of `status`, `list` and `release --force`
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code) |
+//! | 69 | Redis could not be reached, refused the credentials, or failed otherwise; `list` first prints what the other nodes hold |
+//! | 78 | the config or the arguments are invalid (`--limit 0`, an unknown flag; clap's own code, 2, is not used) |
+//!
+//! # `distlock list`
+//!
+//! The held locks, from a `SCAN` of the lock keys (`MATCH <prefix>{...}`,
+//! `COUNT` 1,000) on every node: each standalone or Redlock node, every
+//! master of a cluster (from `CLUSTER SLOTS`), the master of a sentinel
+//! group. `--limit` bounds the keys examined in all (100,000 by default);
+//! `--prefix` keeps the names that start with it. Each lock found is read as
+//! `status` reads it, so Redlock lists what a majority holds. The table has
+//! one row per lock (`NAME TTL TOKEN HOLDS QUEUED HOLDER`, `-` where the
+//! strategy has no such thing); `--json` prints one array of objects with
+//! `key`, `remaining_ms`, `fencing_token`, `hold_count`, `queued`, `holder`
+//! and `error` (a lock that could not be read, such as a key of foreign
+//! data). When the limit stops the scan, a note follows the table, or goes
+//! to stderr beside the JSON.
 //!
 //! # Stopping the command
 //!
@@ -101,11 +123,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distlock::{Config, HandoffToken, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{Config, HandoffToken, HolderInfo, LeaseGuard, LockError, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+mod list;
 #[cfg(target_os = "linux")]
 mod supervise;
 
@@ -166,6 +189,21 @@ enum Task {
         /// The lock name.
         name: String,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the held locks: name, remaining TTL, fencing token, holds,
+    /// fair-queue length and holder information, from a bounded SCAN of every
+    /// node (every master of a cluster).
+    List {
+        /// Only locks whose name starts with this (under the configured key_prefix).
+        #[arg(long, default_value = "")]
+        prefix: String,
+        /// How many keys the scan may examine in all (SCAN COUNT hints, 1,000
+        /// per call); the output says when it stopped there.
+        #[arg(long, default_value_t = 100_000, value_parser = at_least_one)]
+        limit: u64,
+        /// Print one JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
@@ -264,6 +302,8 @@ impl OwnerArgs {
 fn main() -> ExitCode {
     // Bad arguments exit with 78, like bad config, as documented; --help and
     // --version with 0.
+    // Bad arguments exit with 78, as bad config does (clap's own code is 2);
+    // --help and --version print to stdout and exit 0.
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -310,7 +350,7 @@ fn lock_name(task: &Task) -> Option<&str> {
         Task::Run { key, .. } | Task::Acquire { key, .. } | Task::Extend { key, .. } => Some(key),
         Task::Status { name, .. } => Some(name),
         Task::Release { name, key_flag, .. } => name.as_deref().or(key_flag.as_deref()),
-        Task::Supervise { .. } => None,
+        Task::Supervise { .. } | Task::List { .. } => None,
     }
 }
 
@@ -360,6 +400,17 @@ async fn dispatch(cli: Cli) -> u8 {
                 }
                 Err(err) => fail(&err),
             }
+        }
+        Task::List {
+            prefix,
+            limit,
+            json,
+        } => {
+            let locks = match distlock::connect(&config).await {
+                Ok(locks) => locks,
+                Err(err) => return fail(&err),
+            };
+            list::list(&locks, &prefix, limit, json).await
         }
         Task::Supervise { parent, command } => supervise(parent, &command),
         Task::Acquire {
@@ -534,6 +585,15 @@ async fn force_release(locks: &LockManager, name: &str, json: bool) -> u8 {
             0
         }
         Err(err) => fail(&err),
+    }
+}
+
+/// A `--limit`: a whole number of at least 1.
+fn at_least_one(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(limit) => Ok(limit),
+        Err(_) => Err("is not a whole number".to_owned()),
     }
 }
 
@@ -812,14 +872,16 @@ impl Interrupts {
 }
 
 fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
-    let (held, remaining, token, holds) = match *state {
+    let (held, remaining, token, holds, holder) = match state {
         LockState::Held {
             remaining,
             token,
             hold_count,
-        } => (true, remaining, token, hold_count),
-        LockState::Free { last_token } => (false, None, last_token, None),
-        _ => (false, None, None, None),
+            holder,
+            ..
+        } => (true, *remaining, *token, *hold_count, holder.as_ref()),
+        LockState::Free { last_token } => (false, None, *last_token, None, None),
+        _ => (false, None, None, None, None),
     };
     if json {
         let value = serde_json::json!({
@@ -829,6 +891,7 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
             "remaining_ms": remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
             "fencing_token": token.map(|token| token.get()),
             "hold_count": holds,
+            "holder": holder.map(holder_json),
         });
         println!("{value}");
         return;
@@ -844,7 +907,10 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
         if let Some(holds) = holds {
             print!(", {holds} hold(s)");
         }
-        println!(" (the holder's identity is a secret and is not shown)");
+        if let Some(holder) = holder {
+            print!(", by {}", holder_text(holder));
+        }
+        println!(" (the owner token is a secret and is not shown)");
     } else {
         print!("{name}: free");
         if let Some(token) = token {
@@ -852,4 +918,31 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
         }
         println!();
     }
+}
+
+/// Holder information as JSON: host, pid, the grant's time (RFC 3339, by the
+/// server's clock) and the label.
+fn holder_json(holder: &HolderInfo) -> serde_json::Value {
+    serde_json::json!({
+        "host": holder.host,
+        "pid": holder.pid,
+        "acquired_at": humantime::format_rfc3339_micros(holder.acquired_at).to_string(),
+        "label": holder.label,
+    })
+}
+
+/// Holder information for a line of text: `pid 42 on host-a ("nightly")
+/// since 2026-01-01T00:00:00.000000Z`.
+fn holder_text(holder: &HolderInfo) -> String {
+    let label = holder
+        .label
+        .as_ref()
+        .map(|label| format!(" ({label:?})"))
+        .unwrap_or_default();
+    format!(
+        "pid {} on {}{label} since {}",
+        holder.pid,
+        holder.host,
+        humantime::format_rfc3339_micros(holder.acquired_at)
+    )
 }

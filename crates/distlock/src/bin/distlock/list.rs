@@ -1,0 +1,182 @@
+//! `distlock list`: the held locks, as a table or one JSON array.
+
+use std::time::Duration;
+
+use distlock::{HolderInfo, ListOptions, ListedLock, LockListing, LockManager, LockState};
+
+use crate::{fail, holder_json, holder_text, EXIT_UNAVAILABLE};
+
+/// Lists the held locks whose names start with `prefix`, examining at most
+/// `limit` keys. Exit code: 0; 69 when a node could not be scanned (what the
+/// others hold is printed first); the codes of [`fail`] when the listing
+/// could not start.
+pub(crate) async fn list(locks: &LockManager, prefix: &str, limit: u64, json: bool) -> u8 {
+    let options = ListOptions::with_name_prefix(prefix).with_scan_limit(limit);
+    let listing = match locks.list(&options).await {
+        Ok(listing) => listing,
+        Err(err) => return fail(&err),
+    };
+    if json {
+        print_json(&listing);
+    } else {
+        print_table(&listing);
+    }
+    if listing.truncated {
+        let note = format!(
+            "the scan stopped after examining {} keys (--limit {limit}); more locks may be held",
+            listing.examined
+        );
+        // The JSON on stdout stays one array; the note goes to stderr.
+        if json {
+            eprintln!("distlock: {note}");
+        } else {
+            println!("({note})");
+        }
+    }
+    for failure in &listing.failures {
+        eprintln!("distlock: a node could not be scanned, its locks are missing: {failure}");
+    }
+    if listing.failures.is_empty() {
+        0
+    } else {
+        EXIT_UNAVAILABLE
+    }
+}
+
+/// One row's fields: remaining TTL, token, holds, holder, or the error that
+/// kept the lock from being read.
+struct Row<'a> {
+    name: &'a str,
+    remaining: Option<Duration>,
+    token: Option<u64>,
+    holds: Option<u64>,
+    queued: Option<u64>,
+    holder: Option<&'a HolderInfo>,
+    error: Option<String>,
+}
+
+fn row(lock: &ListedLock) -> Row<'_> {
+    let mut row = Row {
+        name: &lock.name,
+        remaining: None,
+        token: None,
+        holds: None,
+        queued: lock.queued,
+        holder: None,
+        error: None,
+    };
+    match &lock.state {
+        Ok(LockState::Held {
+            remaining,
+            token,
+            hold_count,
+            holder,
+            ..
+        }) => {
+            row.remaining = *remaining;
+            row.token = token.map(|token| token.get());
+            row.holds = *hold_count;
+            row.holder = holder.as_ref();
+        }
+        Ok(_) => {}
+        Err(err) => row.error = Some(err.to_string()),
+    }
+    row
+}
+
+fn print_json(listing: &LockListing) {
+    let rows: Vec<serde_json::Value> = listing
+        .locks
+        .iter()
+        .map(|lock| {
+            let row = row(lock);
+            serde_json::json!({
+                "key": row.name,
+                "remaining_ms": row.remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+                "fencing_token": row.token,
+                "hold_count": row.holds,
+                "queued": row.queued,
+                "holder": row.holder.map(holder_json),
+                "error": row.error,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::Value::Array(rows));
+}
+
+fn print_table(listing: &LockListing) {
+    if listing.locks.is_empty() {
+        println!("no held locks found");
+        return;
+    }
+    let header = ["NAME", "TTL", "TOKEN", "HOLDS", "QUEUED", "HOLDER"];
+    let rows: Vec<[String; 6]> = listing
+        .locks
+        .iter()
+        .map(|lock| {
+            let row = row(lock);
+            let dash = || "-".to_owned();
+            let holder = match (&row.error, row.holder) {
+                (Some(error), _) => format!("error: {error}"),
+                (None, Some(holder)) => holder_text(holder),
+                (None, None) => dash(),
+            };
+            [
+                printable(row.name),
+                row.remaining.map_or_else(
+                    || {
+                        if row.error.is_some() {
+                            dash()
+                        } else {
+                            "no expiry".to_owned()
+                        }
+                    },
+                    |left| humantime::format_duration(round_to_millis(left)).to_string(),
+                ),
+                row.token.map_or_else(dash, |token| token.to_string()),
+                row.holds.map_or_else(dash, |holds| holds.to_string()),
+                row.queued.map_or_else(dash, |queued| queued.to_string()),
+                holder,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|title| title.chars().count());
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut text = String::new();
+        for (index, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if index + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                text.push_str(cell);
+                text.push_str(&" ".repeat(width - cell.chars().count() + 2));
+            }
+        }
+        text.trim_end().to_owned()
+    };
+    println!("{}", line(&header.map(str::to_owned)));
+    for row in &rows {
+        println!("{}", line(row));
+    }
+}
+
+/// `name` with control characters escaped, so one name is one table cell.
+fn printable(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn round_to_millis(duration: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}

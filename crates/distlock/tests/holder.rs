@@ -1,0 +1,382 @@
+//! Holder information (`holder_info = true`), through the front door, on
+//! both clients: stored by the grant beside the lock with the lock's TTL,
+//! moved by renewals, kept by re-entries, deleted by releases and forced
+//! releases, never holding the owner token, and absent when the option is
+//! off. Redlock refuses the option.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::time::{Duration, SystemTime};
+
+use distlock::{ClientKind, Config, LockError, LockManager, LockState, OwnerToken};
+use lock_testkit::{AdminReply, RedisServer};
+
+/// The ways a lock is taken on one deployment.
+const MODES: [&str; 3] = ["single", "reentrant", "fair"];
+
+const SECRET_OWNER: &str = "owner-secret-4242";
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn config(mode: &str, server: &RedisServer, client: ClientKind, extra: &[(&str, &str)]) -> Config {
+    let strategy = if mode == "fair" { "single" } else { mode };
+    let nodes = server.url().expose().to_owned();
+    let client = client.to_string();
+    let fair = (mode == "fair").to_string();
+    let mut pairs = vec![
+        ("DISTLOCK_STRATEGY", strategy),
+        ("DISTLOCK_NODES", nodes.as_str()),
+        ("DISTLOCK_CLIENT", client.as_str()),
+        ("DISTLOCK_TTL", "5s"),
+        ("DISTLOCK_FAIR", fair.as_str()),
+    ];
+    pairs.extend_from_slice(extra);
+    Config::from_vars(vars(&pairs)).expect("a valid config")
+}
+
+const ON: [(&str, &str); 2] = [
+    ("DISTLOCK_HOLDER_INFO", "true"),
+    ("DISTLOCK_HOLDER_LABEL", "billing worker 7 ✓"),
+];
+
+/// The holder hash of `name`, as field → value.
+fn holder_fields(server: &RedisServer, name: &str) -> Vec<(String, String)> {
+    let reply = server
+        .admin(&["HGETALL", &format!("lock:{{{name}}}:holder")])
+        .expect("HGETALL");
+    let AdminReply::Array(Some(items)) = reply else {
+        panic!("HGETALL: {reply:?}");
+    };
+    let mut fields: Vec<(String, String)> = items
+        .chunks(2)
+        .map(|pair| {
+            (
+                pair[0].as_text().expect("a field").to_owned(),
+                pair[1].as_text().expect("a value").to_owned(),
+            )
+        })
+        .collect();
+    fields.sort();
+    fields
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(field, _)| field == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// `PTTL` of the lock key and of its holder key, read in one step.
+fn ttls(server: &RedisServer, name: &str) -> (i64, i64) {
+    let lock = format!("lock:{{{name}}}");
+    let holder = format!("{lock}:holder");
+    let reply = server
+        .admin(&[
+            "EVAL",
+            "return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}",
+            "2",
+            &lock,
+            &holder,
+        ])
+        .expect("EVAL");
+    let AdminReply::Array(Some(items)) = reply else {
+        panic!("PTTLs: {reply:?}");
+    };
+    (
+        items[0].as_int().expect("a TTL"),
+        items[1].as_int().expect("a TTL"),
+    )
+}
+
+fn assert_same_ttl(server: &RedisServer, name: &str, context: &str) {
+    let (lock, holder) = ttls(server, name);
+    assert!(lock > 0, "{context}: the lock has TTL {lock}");
+    assert!(
+        (lock - holder).abs() <= 2,
+        "{context}: the lock has TTL {lock}, its holder information {holder}"
+    );
+}
+
+fn server_seconds(server: &RedisServer) -> u64 {
+    let AdminReply::Array(Some(parts)) = server.admin(&["TIME"]).expect("TIME") else {
+        panic!("TIME");
+    };
+    parts[0].as_text().expect("s").parse().expect("s")
+}
+
+fn assert_no_holder(server: &RedisServer, name: &str, context: &str) {
+    assert_eq!(
+        server
+            .admin(&["EXISTS", &format!("lock:{{{name}}}:holder")])
+            .expect("EXISTS")
+            .as_int(),
+        Some(0),
+        "{context}: holder information is left"
+    );
+}
+
+async fn connect(config: &Config) -> LockManager {
+    distlock::connect(config).await.expect("connect")
+}
+
+#[test]
+fn holder_information_follows_the_lock() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        let owner = OwnerToken::from_string(SECRET_OWNER).expect("owner");
+        for client in ClientKind::compiled() {
+            for mode in MODES {
+                let context = format!("{client} {mode}");
+                let locks = connect(&config(mode, &server, client, &ON)).await;
+                let before = server_seconds(&server);
+                let guard = locks
+                    .try_acquire_as(&owner, "invoice")
+                    .await
+                    .expect("try_acquire")
+                    .expect("free");
+                let fields = holder_fields(&server, "invoice");
+                assert_eq!(
+                    field(&fields, "host"),
+                    Some(host_name().as_str()),
+                    "{context}"
+                );
+                let pid = std::process::id().to_string();
+                assert_eq!(field(&fields, "pid"), Some(pid.as_str()), "{context}");
+                assert_eq!(
+                    field(&fields, "label"),
+                    Some("billing worker 7 ✓"),
+                    "{context}"
+                );
+                let acquired: u64 = field(&fields, "acquired_at_us")
+                    .expect("acquired_at_us")
+                    .parse()
+                    .expect("µs");
+                assert!(
+                    acquired / 1_000_000 >= before && acquired / 1_000_000 <= before + 5,
+                    "{context}: acquired at {acquired} µs, the server said {before} s"
+                );
+                for (field, value) in &fields {
+                    assert!(
+                        !value.contains(SECRET_OWNER) && !field.contains(SECRET_OWNER),
+                        "{context}: the owner token is stored in the holder information"
+                    );
+                }
+                assert_same_ttl(&server, "invoice", &format!("{context}, granted"));
+                match locks.inspect("invoice").await.expect("inspect") {
+                    LockState::Held {
+                        holder: Some(holder),
+                        ..
+                    } => {
+                        assert_eq!(holder.host, host_name(), "{context}");
+                        assert_eq!(holder.pid, std::process::id(), "{context}");
+                        assert_eq!(
+                            holder.label.as_deref(),
+                            Some("billing worker 7 ✓"),
+                            "{context}"
+                        );
+                        assert_eq!(
+                            holder.acquired_at,
+                            SystemTime::UNIX_EPOCH + Duration::from_micros(acquired),
+                            "{context}"
+                        );
+                        assert!(!format!("{holder:?}").contains(SECRET_OWNER), "{context}");
+                    }
+                    other => panic!("{context}: {other:?}"),
+                }
+                guard.extend(Duration::from_secs(20)).await.expect("extend");
+                assert_same_ttl(&server, "invoice", &format!("{context}, extended"));
+                let (lock_ttl, _) = ttls(&server, "invoice");
+                assert!(lock_ttl > 10_000, "{context}: {lock_ttl}");
+                if mode == "reentrant" {
+                    let inner = locks
+                        .try_acquire_as(&owner, "invoice")
+                        .await
+                        .expect("re-entry")
+                        .expect("re-entered");
+                    assert_eq!(
+                        holder_fields(&server, "invoice"),
+                        fields,
+                        "{context}: re-entry"
+                    );
+                    inner.release().await.expect("release the inner hold");
+                    assert_eq!(
+                        holder_fields(&server, "invoice"),
+                        fields,
+                        "{context}: inner release"
+                    );
+                    assert_same_ttl(&server, "invoice", &format!("{context}, re-entered"));
+                }
+                guard.release().await.expect("release");
+                assert_no_holder(&server, "invoice", &format!("{context}, released"));
+
+                let guard = locks
+                    .try_acquire("invoice")
+                    .await
+                    .expect("try")
+                    .expect("free");
+                assert!(!holder_fields(&server, "invoice").is_empty(), "{context}");
+                let key = locks.key("invoice").expect("key");
+                assert_eq!(locks.backend().force_release(&key).await.expect("force"), 1);
+                assert_no_holder(&server, "invoice", &format!("{context}, forced"));
+                drop(guard);
+
+                let off = connect(&config(mode, &server, client, &[])).await;
+                let guard = off
+                    .try_acquire("invoice")
+                    .await
+                    .expect("try")
+                    .expect("free");
+                assert_no_holder(&server, "invoice", &format!("{context}, option off"));
+                assert!(
+                    matches!(
+                        off.inspect("invoice").await.expect("inspect"),
+                        LockState::Held { holder: None, .. }
+                    ),
+                    "{context}"
+                );
+                guard.release().await.expect("release");
+            }
+        }
+    });
+}
+
+/// A holder key left behind by a lock deleted behind its holder's back is
+/// replaced by the next grant (or removed, with the option off); one that
+/// holds foreign data makes the grant fail before it writes anything.
+#[test]
+fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        for client in ClientKind::compiled() {
+            for mode in MODES {
+                let context = format!("{client} {mode}");
+                let on = connect(&config(mode, &server, client, &ON[..1])).await;
+                let off = connect(&config(mode, &server, client, &[])).await;
+                let guard = on.try_acquire("stale").await.expect("try").expect("free");
+                server.admin(&["DEL", "lock:{stale}"]).expect("DEL");
+                drop(guard);
+                server
+                    .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
+                    .expect("HSET");
+                let guard = on.try_acquire("stale").await.expect("try").expect("free");
+                let fields = holder_fields(&server, "stale");
+                assert_eq!(field(&fields, "label"), None, "{context}: {fields:?}");
+                assert!(field(&fields, "host").is_some(), "{context}: {fields:?}");
+                guard.release().await.expect("release");
+                server
+                    .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
+                    .expect("HSET");
+                let guard = off.try_acquire("stale").await.expect("try").expect("free");
+                assert_no_holder(&server, "stale", &format!("{context}, option off"));
+                guard.release().await.expect("release");
+
+                server
+                    .admin(&["SET", "lock:{stale}:holder", "foreign"])
+                    .expect("SET");
+                for locks in [&on, &off] {
+                    let result = locks.try_acquire("stale").await;
+                    assert!(
+                        matches!(result, Err(LockError::Corrupted { .. })),
+                        "{context}: {:?}",
+                        result.map(|guard| guard.is_some())
+                    );
+                    assert_eq!(
+                        server
+                            .admin(&["EXISTS", "lock:{stale}"])
+                            .expect("EXISTS")
+                            .as_int(),
+                        Some(0),
+                        "{context}: the lock was written"
+                    );
+                }
+                server.admin(&["DEL", "lock:{stale}:holder"]).expect("DEL");
+            }
+        }
+    });
+}
+
+#[test]
+fn redlock_refuses_holder_information() {
+    lock_testkit::run(async {
+        let servers: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start().expect("start"))
+            .collect();
+        let nodes: Vec<String> = servers
+            .iter()
+            .map(|server| server.url().expose().to_owned())
+            .collect();
+        let nodes = nodes.join(",");
+        let result = Config::from_vars(vars(&[
+            ("DISTLOCK_STRATEGY", "redlock"),
+            ("DISTLOCK_NODES", &nodes),
+            ("DISTLOCK_HOLDER_INFO", "true"),
+        ]));
+        match result {
+            Err(LockError::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "holder_info", "{reason}");
+                assert!(reason.contains("redlock"), "{reason}");
+            }
+            other => panic!("redlock with holder_info: {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn holder_labels_are_checked() {
+    let long = "x".repeat(129);
+    for (pairs, field) in [
+        (
+            vec![
+                ("DISTLOCK_HOLDER_INFO", "true"),
+                ("DISTLOCK_HOLDER_LABEL", long.as_str()),
+            ],
+            "holder_label",
+        ),
+        (
+            vec![
+                ("DISTLOCK_HOLDER_INFO", "true"),
+                ("DISTLOCK_HOLDER_LABEL", "a\nb"),
+            ],
+            "holder_label",
+        ),
+        (
+            vec![
+                ("DISTLOCK_HOLDER_INFO", "true"),
+                ("DISTLOCK_HOLDER_LABEL", ""),
+            ],
+            "holder_label",
+        ),
+        (vec![("DISTLOCK_HOLDER_LABEL", "nightly")], "holder_label"),
+        (
+            vec![("DISTLOCK_HOLDER_INFO", "maybe")],
+            "DISTLOCK_HOLDER_INFO",
+        ),
+    ] {
+        match Config::from_vars(vars(&pairs)) {
+            Err(LockError::InvalidConfig { field: named, .. }) => {
+                assert_eq!(named, field, "{pairs:?}")
+            }
+            other => panic!("{pairs:?}: {other:?}"),
+        }
+    }
+    let label = "x".repeat(128);
+    Config::from_vars(vars(&[
+        ("DISTLOCK_HOLDER_INFO", "true"),
+        ("DISTLOCK_HOLDER_LABEL", &label),
+    ]))
+    .expect("a 128-byte label");
+}
+
+/// This machine's host name, as the kernel has it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("the host name")
+        .trim()
+        .to_owned()
+}
