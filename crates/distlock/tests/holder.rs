@@ -380,3 +380,53 @@ fn host_name() -> String {
         .trim()
         .to_owned()
 }
+
+/// A resume is a renewal: the holder information's TTL moves with the
+/// lock's, and a counter with a TTL gets at least the lease's.
+#[test]
+fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        for client in ClientKind::compiled() {
+            let name = format!("resumed-{client}");
+            let mut extra = ON.to_vec();
+            extra.push(("DISTLOCK_FENCING_COUNTER_TTL", "1200s"));
+            let short = config("single", &server, client, &extra);
+            let mut long = short.clone();
+            long.lock.ttl = Duration::from_secs(120);
+            // A counter TTL of 20 min covers 10 of these leases; what the
+            // resume must do is keep it no shorter than the lease.
+            let token = connect(&short)
+                .await
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free")
+                .hand_off()
+                .expect("hand off");
+            // A counter close to its end, as after a long hold.
+            server
+                .admin(&["PEXPIRE", &format!("lock:{{{name}}}:fence"), "1000"])
+                .expect("PEXPIRE");
+            let resumed = connect(&long)
+                .await
+                .resume(&name, &token)
+                .await
+                .expect("resume");
+            assert_same_ttl(&server, &name, "after the resume");
+            let (lock, _) = ttls(&server, &name);
+            assert!(lock > 60_000, "{client}: renewed to 120 s: {lock}");
+            let counter = server
+                .admin(&["PTTL", &format!("lock:{{{name}}}:fence")])
+                .expect("PTTL")
+                .as_int()
+                .expect("a TTL");
+            assert!(
+                counter >= lock,
+                "{client}: counter {counter} ms, lease {lock} ms"
+            );
+            resumed.release().await.expect("release");
+            assert_no_holder(&server, &name, "after the release");
+        }
+    });
+}
