@@ -348,12 +348,11 @@ fn large_counters_stay_exact() {
                         Some(next.to_string().as_str()),
                         "{context}"
                     );
+                    // Ahead of any time in µs: with a counter TTL it would
+                    // expire, and the time would then issue a lower token.
+                    // It is kept without one, whatever the option.
                     let ttl = self::counter_ttl(&server, "big");
-                    if counter_ttl.is_some() {
-                        assert!(ttl > 0 && ttl <= 600_000, "{context}: TTL {ttl}");
-                    } else {
-                        assert_eq!(ttl, -1, "{context}");
-                    }
+                    assert_eq!(ttl, -1, "{context}");
                 }
                 for foreign in ["9223372036854775807", "not-a-number", "-5", "1.5"] {
                     flush(&server);
@@ -415,4 +414,106 @@ fn a_counter_ttl_must_cover_ten_leases() {
         matches!(&result, Err(LockError::InvalidConfig { field, .. }) if field == "DISTLOCK_FENCING_COUNTER_TTL"),
         "{result:?}"
     );
+}
+
+/// A counter ahead of the server's clock (seeded, or left by a clock set
+/// back) is never given a TTL: after it expired, the next token, the time,
+/// would be lower than the last. A later grant that finds the clock past it
+/// gives it the TTL again.
+#[test]
+fn a_counter_ahead_of_the_clock_never_expires() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        for client in ClientKind::compiled() {
+            flush(&server);
+            let ahead = "5000000000000000"; // the year 2128, in µs
+            server
+                .admin(&["SET", "lock:{ahead}:fence", ahead])
+                .expect("SET");
+            let config = Config::from_vars([
+                (
+                    "DISTLOCK_NODES".to_owned(),
+                    server.url().expose().to_owned(),
+                ),
+                ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
+                ("DISTLOCK_TTL".to_owned(), "1s".to_owned()),
+                ("DISTLOCK_FENCING_COUNTER_TTL".to_owned(), "10s".to_owned()),
+            ])
+            .expect("config");
+            let locks = distlock::connect(&config).await.expect("connect");
+            let guard = locks
+                .try_acquire("ahead")
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            assert_eq!(
+                guard.fencing_token().map(|token| token.get()),
+                Some(5_000_000_000_000_001),
+                "{client}"
+            );
+            guard.release().await.expect("release");
+            assert_eq!(
+                counter_ttl(&server, "ahead"),
+                -1,
+                "{client}: kept without a TTL"
+            );
+        }
+    });
+}
+
+/// A user whose ACL refuses `TIME` gets an error from a grant that needs the
+/// server's clock (`holder_info`, `fencing_counter_ttl`), and nothing is
+/// written: the clock is read before the lock is.
+#[test]
+fn a_refused_clock_writes_nothing() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        server
+            .admin(&[
+                "ACL",
+                "SETUSER",
+                "notime",
+                "on",
+                ">pw",
+                "~lock:*",
+                "&lock:*",
+                "-@all",
+                "+@connection",
+                "+@scripting",
+                "+@string",
+                "+@hash",
+                "+@keyspace",
+            ])
+            .expect("ACL SETUSER");
+        let url = format!("redis://notime:pw@127.0.0.1:{}", server.port());
+        for client in ClientKind::compiled() {
+            for strategy in ["single", "reentrant"] {
+                for option in [
+                    ("DISTLOCK_HOLDER_INFO", "true"),
+                    ("DISTLOCK_FENCING_COUNTER_TTL", "10m"),
+                ] {
+                    flush(&server);
+                    let config = Config::from_vars([
+                        ("DISTLOCK_NODES".to_owned(), url.clone()),
+                        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
+                        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
+                        ("DISTLOCK_TTL".to_owned(), "5s".to_owned()),
+                        (option.0.to_owned(), option.1.to_owned()),
+                    ])
+                    .expect("config");
+                    let locks = distlock::connect(&config).await.expect("connect");
+                    let context = format!("{client} {strategy} {}", option.0);
+                    assert!(
+                        locks.try_acquire("clockless").await.is_err(),
+                        "{context}: TIME is refused"
+                    );
+                    let exists = server
+                        .admin(&["EXISTS", "lock:{clockless}"])
+                        .expect("EXISTS")
+                        .as_int();
+                    assert_eq!(exists, Some(0), "{context}: the lock was written");
+                }
+            }
+        }
+    });
 }

@@ -30,6 +30,7 @@ local problem = counter_problem(counter) or holder_problem(KEYS[3])
 if problem then
   return {-1, problem}
 end
+read_grant_time(3)
 local ttl = tonumber(ARGV[2])
 local counter_ttl = tonumber(ARGV[3]) or 0
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

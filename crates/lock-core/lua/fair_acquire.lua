@@ -36,6 +36,7 @@ local problem = counter_problem(counter) or holder_problem(KEYS[5])
 if problem then
   return {-1, problem}
 end
+read_grant_time(6)
 local counter_ttl = tonumber(ARGV[6]) or 0
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

@@ -24,12 +24,14 @@
 --     The counter is made persistent again: one given a TTL while the option
 --     was on would otherwise expire later and restart the tokens at 1.
 --   counter_ttl > 0: max(counter + 1, the server's time in µs), stored with a
---     TTL of max(counter_ttl, lock_ttl) ms. Once the counter has expired the
+--     TTL of max(counter_ttl, lock_ttl) ms, unless that token is ahead of the
+--     server's time: then the counter is kept without a TTL (an expiry would
+--     let the time issue a lower token). Once the counter has expired the
 --     next token is the server's time, which is above every earlier token
 --     unless the server's clock was set back by more than the time since the
 --     last grant (at least counter_ttl). Lua numbers are doubles, exact only
---     up to 2^53: a counter at or above 2^53 - 1 is raised by INCR instead
---     (it is then above any time in µs until the year 2255).
+--     up to 2^53: a counter at or above 2^53 - 1 is raised by INCR instead,
+--     and kept without a TTL.
 --
 -- counter_outlives(fence, lock_ttl): a counter that has a TTL gets at least
 -- `lock_ttl` ms, so it never expires under the lease it fences (a renewed
@@ -39,6 +41,25 @@ local function counter_outlives(fence, lock_ttl)
   if left > 0 and left < lock_ttl then
     redis.call('pexpire', fence, lock_ttl)
   end
+end
+
+-- The server's time for this grant, read by read_grant_time before the
+-- script writes anything: TIME can be refused (an ACL without +time), and a
+-- refusal after the lock was written would leave it held by nobody, or a
+-- reentrant hold without a fresh token.
+local grant_time = nil
+
+-- read_grant_time(first): reads TIME once, if the options from ARGV[first]
+-- need it (a counter TTL, or holder information). Call it before any write.
+local function read_grant_time(first)
+  if (tonumber(ARGV[first]) or 0) > 0 or ARGV[first + 1] == '1' then
+    grant_time = redis.call('time')
+  end
+end
+
+-- The time read by read_grant_time (or now, if it was not).
+local function grant_clock()
+  return grant_time or redis.call('time')
 end
 
 -- INCR of `fence`: the number while it is below 2^53 (exact), else the text.
@@ -58,18 +79,28 @@ local function next_token(fence, counter, lock_ttl, counter_ttl)
   end
   local keep = math.max(counter_ttl, lock_ttl)
   -- 9007199254740991 is 2^53 - 1; the texts compared have the same length.
+  -- Such a counter is ahead of any time in µs (until the year 2255): if it
+  -- expired, the next token, the time, would be lower. It never expires.
   if counter and (#counter > 16 or (#counter == 16 and counter >= '9007199254740991')) then
     local token = incr(fence)
-    redis.call('pexpire', fence, keep)
+    redis.call('persist', fence)
     return token
   end
-  local time = redis.call('time')
-  local token = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local time = grant_clock()
+  local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+  local token = now
   if counter then
-    token = math.max(tonumber(counter) + 1, token)
+    token = math.max(tonumber(counter) + 1, now)
   end
   -- '%.0f': tostring would write 1.7e+15.
-  redis.call('set', fence, string.format('%.0f', token), 'PX', keep)
+  if token > now then
+    -- The counter is ahead of the clock (seeded, or the clock was set back):
+    -- after an expiry the time would issue lower tokens. Keep it until a
+    -- grant finds the clock past it again.
+    redis.call('set', fence, string.format('%.0f', token))
+  else
+    redis.call('set', fence, string.format('%.0f', token), 'PX', keep)
+  end
   return token
 end
 
@@ -99,7 +130,7 @@ local function write_holder(holder, ttl, first)
   if ARGV[first + 1] ~= '1' then
     return
   end
-  local time = redis.call('time')
+  local time = grant_clock()
   local fields = {
     'host', ARGV[first + 2],
     'pid', ARGV[first + 3],

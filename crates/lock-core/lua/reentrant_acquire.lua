@@ -40,6 +40,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   if problem then
     return {-1, problem}
   end
+  read_grant_time(3)
   redis.call('hset', KEYS[1], ARGV[1], 1)
   redis.call('pexpire', KEYS[1], ARGV[2])
   write_holder(KEYS[3], ARGV[2], 3)

@@ -142,7 +142,10 @@ impl LockManager {
                 }
             };
             let keys = match scan.node(node.as_ref(), &pattern).await {
-                Ok(keys) => keys,
+                Ok((keys, failed)) => {
+                    failures.extend(failed);
+                    keys
+                }
                 Err(err) => {
                     failures.push(err);
                     continue;
@@ -211,58 +214,76 @@ struct Scan {
 
 impl Scan {
     /// The keys matching `pattern` on every master `node` reaches, until
-    /// the budget runs out.
+    /// the budget runs out, and the error of each master that failed: one
+    /// failed master of a cluster hides nothing the others hold.
     async fn node(
         &mut self,
         node: &dyn NodeClient,
         pattern: &str,
-    ) -> Result<Vec<String>, LockError> {
+    ) -> Result<(Vec<String>, Vec<LockError>), LockError> {
         let targets: Vec<Option<String>> = match node.cluster_masters().await? {
             None => vec![None],
             Some(masters) => masters.into_iter().map(Some).collect(),
         };
         let mut keys = Vec::new();
+        let mut failures = Vec::new();
         for target in targets {
-            let mut cursor = "0".to_owned();
-            loop {
-                if self.budget == 0 {
-                    self.truncated = true;
-                    return Ok(keys);
-                }
-                let count = self.batch.min(self.budget);
-                self.budget -= count;
-                self.examined += count;
-                let count = count.to_string();
-                let args: [&[u8]; 5] = [
-                    cursor.as_bytes(),
-                    b"MATCH",
-                    pattern.as_bytes(),
-                    b"COUNT",
-                    count.as_bytes(),
-                ];
-                let reply = match &target {
-                    None => node.command("SCAN", &args).await?,
-                    Some(address) => node.command_on_node(address, "SCAN", &args).await?,
-                };
-                let (next, found) =
-                    scan_page(&reply).ok_or_else(|| LockError::UnexpectedReply {
-                        node: target.clone().unwrap_or_else(|| node.address().to_owned()),
-                        script: "SCAN",
-                        reply: reply.to_string(),
-                    })?;
-                // Keys that are not UTF-8 name no lock: names are strings.
-                keys.extend(
-                    found
-                        .iter()
-                        .filter_map(|key| key.as_text().map(str::to_owned)),
-                );
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
+            if let Err(err) = self.master(node, target, pattern, &mut keys).await {
+                failures.push(err);
+            }
+            if self.truncated {
+                break;
             }
         }
-        Ok(keys)
+        Ok((keys, failures))
+    }
+
+    /// The keys matching `pattern` on one master (`None`: the node itself),
+    /// added to `keys`, until the budget runs out.
+    async fn master(
+        &mut self,
+        node: &dyn NodeClient,
+        target: Option<String>,
+        pattern: &str,
+        keys: &mut Vec<String>,
+    ) -> Result<(), LockError> {
+        let mut cursor = "0".to_owned();
+        loop {
+            if self.budget == 0 {
+                self.truncated = true;
+                return Ok(());
+            }
+            let count = self.batch.min(self.budget);
+            self.budget -= count;
+            self.examined += count;
+            let count = count.to_string();
+            let args: [&[u8]; 5] = [
+                cursor.as_bytes(),
+                b"MATCH",
+                pattern.as_bytes(),
+                b"COUNT",
+                count.as_bytes(),
+            ];
+            let reply = match &target {
+                None => node.command("SCAN", &args).await?,
+                Some(address) => node.command_on_node(address, "SCAN", &args).await?,
+            };
+            let (next, found) = scan_page(&reply).ok_or_else(|| LockError::UnexpectedReply {
+                node: target.clone().unwrap_or_else(|| node.address().to_owned()),
+                script: "SCAN",
+                reply: reply.to_string(),
+            })?;
+            // Keys that are not UTF-8 name no lock: names are strings.
+            keys.extend(
+                found
+                    .iter()
+                    .filter_map(|key| key.as_text().map(str::to_owned)),
+            );
+            if next == "0" {
+                return Ok(());
+            }
+            cursor = next;
+        }
     }
 }
 

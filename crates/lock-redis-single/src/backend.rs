@@ -155,13 +155,13 @@ impl LockBackend for SingleNodeBackend {
         let holder = key.holder_key();
         // Only the keys the options need: in a cluster, a script whose keys
         // are split by a slot migration gets TRYAGAIN.
-        let keys = match (
-            self.grant.fencing_counter_ttl.is_some(),
-            self.grant.holder_info(),
-        ) {
-            (_, true) => &[key.redis_key(), key.fence_key(), &holder][..],
-            (true, false) => &[key.redis_key(), key.fence_key()][..],
-            (false, false) => &[key.redis_key()][..],
+        // The counter always (it exists while the lock is held): a counter
+        // given a TTL by a process with `fencing_counter_ttl` must outlive a
+        // lease this process renews, whatever this process's own options.
+        let keys = if self.grant.holder_info() {
+            &[key.redis_key(), key.fence_key(), &holder][..]
+        } else {
+            &[key.redis_key(), key.fence_key()][..]
         };
         let (reply, acknowledged) = self
             .node

@@ -939,10 +939,12 @@ fn holder_text(holder: &HolderInfo) -> String {
         .as_ref()
         .map(|label| format!(" ({label:?})"))
         .unwrap_or_default();
+    // Anyone who may write the lock's keys chooses the host text: escape
+    // control characters, so it cannot drive the operator's terminal.
+    let host: String = holder.host.escape_debug().collect();
     format!(
-        "pid {} on {}{label} since {}",
+        "pid {} on {host}{label} since {}",
         holder.pid,
-        holder.host,
         humantime::format_rfc3339_micros(holder.acquired_at)
     )
 }
