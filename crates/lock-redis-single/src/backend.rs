@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::single;
 use lock_core::kit::{
-    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
+    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, Script,
+    ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
@@ -39,6 +40,38 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
 }
 
 impl SingleNodeBackend {
+    /// Runs a script that renews a hold (`extend.lua`, `take_over.lua`):
+    /// KEYS are the lock, the counter (always: a counter given a TTL by a
+    /// process with `fencing_counter_ttl` must outlive a lease this process
+    /// renews, whatever its own options) and, with `holder_info`, the holder
+    /// key; the reply is 1 (renewed) or 0 (not this hold's). Unacknowledged
+    /// by the replicas asked for, the renewal may not survive a failover: an
+    /// error keeps the lease's deadline where it was.
+    async fn renew_with(
+        &self,
+        script: &Script,
+        key: &LockKey,
+        args: &[&[u8]],
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        // The holder key only with the option: in a cluster, a script whose
+        // keys a slot migration splits (an absent one included) gets TRYAGAIN.
+        let holder = self.grant.holder_info().then(|| key.holder_key());
+        let keys = match &holder {
+            Some(holder) => &[key.redis_key(), key.fence_key(), holder][..],
+            None => &[key.redis_key(), key.fence_key()][..],
+        };
+        let (reply, acknowledged) = self.node.run_acknowledged(script, keys, args).await?;
+        match reply {
+            Reply::Int(1) => {
+                acknowledged?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => Err(self.node.unexpected(script, &other)),
+        }
+    }
+
     /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
     /// standalone server, or a cluster or sentinel [`Endpoint`]) through the
     /// `kind` client.
@@ -152,31 +185,7 @@ impl LockBackend for SingleNodeBackend {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
-        let holder = key.holder_key();
-        // Only the keys the options need: in a cluster, a script whose keys
-        // are split by a slot migration gets TRYAGAIN.
-        // The counter always (it exists while the lock is held): a counter
-        // given a TTL by a process with `fencing_counter_ttl` must outlive a
-        // lease this process renews, whatever this process's own options.
-        let keys = if self.grant.holder_info() {
-            &[key.redis_key(), key.fence_key(), &holder][..]
-        } else {
-            &[key.redis_key(), key.fence_key()][..]
-        };
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(&single::EXTEND, keys, &args)
-            .await?;
-        match reply {
-            Reply::Int(1) => {
-                // Unacknowledged, the renewal may not survive a failover:
-                // an error keeps the lease's deadline where it was.
-                acknowledged?;
-                Ok(ExtendOutcome::Extended { ttl })
-            }
-            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => Err(self.node.unexpected(&single::EXTEND, &other)),
-        }
+        self.renew_with(&single::EXTEND, key, &args, ttl).await
     }
 
     async fn take_over(
@@ -200,32 +209,16 @@ impl LockBackend for SingleNodeBackend {
             ttl_ms.as_bytes(),
             claimed.as_bytes(),
         ];
-        let holder = key.holder_key();
-        let keys = if self.grant.holder_info() {
-            &[key.redis_key(), key.fence_key(), &holder][..]
-        } else {
-            &[key.redis_key(), key.fence_key()][..]
-        };
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(&single::TAKE_OVER, keys, &args)
-            .await?;
-        match reply {
-            Reply::Int(1) => {
-                acknowledged?;
-                Ok(ExtendOutcome::Extended { ttl })
-            }
-            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => Err(self.node.unexpected(&single::TAKE_OVER, &other)),
-        }
+        self.renew_with(&single::TAKE_OVER, key, &args, ttl).await
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        let holder = key.holder_key();
-        let keys = if self.grant.holder_info() {
-            &[key.redis_key(), &holder][..]
-        } else {
-            &[key.redis_key()][..]
+        // The holder key only with the option: in a cluster, a script whose
+        // keys a slot migration splits (an absent one included) gets TRYAGAIN.
+        let holder = self.grant.holder_info().then(|| key.holder_key());
+        let keys = match &holder {
+            Some(holder) => &[key.redis_key(), holder][..],
+            None => &[key.redis_key()][..],
         };
         let reply = self
             .node

@@ -457,13 +457,7 @@ impl NodeClient for FredNode {
         let reply = self
             .send("CLUSTER", ClusterHash::Random, &[b"SLOTS"])
             .await?;
-        super::masters_in_cluster_slots(&reply)
-            .map(Some)
-            .ok_or_else(|| LockError::UnexpectedReply {
-                node: self.address.clone(),
-                script: "CLUSTER SLOTS",
-                reply: reply.to_string(),
-            })
+        super::cluster_masters_of(&self.address, &reply).map(Some)
     }
 
     async fn command_on_node(

@@ -268,6 +268,17 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
     }
 }
 
+/// The masters of a `CLUSTER SLOTS` reply from the cluster at `address`, or
+/// the error for a reply of another shape.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) fn cluster_masters_of(address: &str, reply: &Reply) -> Result<Vec<String>, LockError> {
+    masters_in_cluster_slots(reply).ok_or_else(|| LockError::UnexpectedReply {
+        node: address.to_owned(),
+        script: "CLUSTER SLOTS",
+        reply: reply.to_string(),
+    })
+}
+
 /// The masters' addresses (`host:port`, sorted, each once) in a reply to
 /// `CLUSTER SLOTS`: one entry per slot range, `[start, end, [host, port,
 /// id, ...], replicas...]`. `None` for a reply of another shape.

@@ -500,13 +500,7 @@ impl NodeClient for RedisNode {
             .await
             .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         let reply = convert(&self.address, value)?;
-        super::masters_in_cluster_slots(&reply)
-            .map(Some)
-            .ok_or_else(|| LockError::UnexpectedReply {
-                node: self.address.clone(),
-                script: "CLUSTER SLOTS",
-                reply: reply.to_string(),
-            })
+        super::cluster_masters_of(&self.address, &reply).map(Some)
     }
 
     async fn command_on_node(

@@ -379,19 +379,16 @@ async fn dispatch(cli: Cli) -> u8 {
             if let Some(ttl) = ttl {
                 config.lock.ttl = ttl;
             }
-            if let Err(err) = config.validate() {
-                return fail(&err);
-            }
-            let locks = match distlock::connect(&config).await {
+            let locks = match connect(&config).await {
                 Ok(locks) => locks,
-                Err(err) => return fail(&err),
+                Err(code) => return code,
             };
             run(&locks, &key, wait, grace, &command).await
         }
         Task::Status { name, json } => {
-            let locks = match distlock::connect(&config).await {
+            let locks = match connect(&config).await {
                 Ok(locks) => locks,
-                Err(err) => return fail(&err),
+                Err(code) => return code,
             };
             match locks.inspect(&name).await {
                 Ok(state) => {
@@ -406,9 +403,9 @@ async fn dispatch(cli: Cli) -> u8 {
             limit,
             json,
         } => {
-            let locks = match distlock::connect(&config).await {
+            let locks = match connect(&config).await {
                 Ok(locks) => locks,
-                Err(err) => return fail(&err),
+                Err(code) => return code,
             };
             list::list(&locks, &prefix, limit, json).await
         }
