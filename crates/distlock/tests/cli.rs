@@ -861,3 +861,57 @@ fn status_shows_the_holder_but_never_the_owner() {
         assert!(status["holder"].is_null(), "{client}: {status}");
     }
 }
+
+/// The hand-over verbs on bad input: a server that is down (69, quickly),
+/// an empty or oversized lock name and a huge token (78), each with a
+/// message and no panic.
+#[test]
+fn hand_over_verbs_on_bad_input() {
+    let server = RedisServer::start().expect("start");
+    let token = owner_of(&output(distlock(
+        &server,
+        &["acquire", "--key", "bad-input", "--wait", "0"],
+    )));
+    let port = lock_testkit::free_port().expect("port");
+    let down = format!("redis://127.0.0.1:{port}");
+    for args in [
+        &["acquire", "--key", "k", "--wait", "0"][..],
+        &["extend", "--key", "k"],
+        &["release", "--key", "k"],
+        &["list"],
+    ] {
+        let started = Instant::now();
+        let out = output(
+            distlock(&server, args)
+                .env("DISTLOCK_NODES", &down)
+                .env("DISTLOCK_OWNER", &token),
+        );
+        assert_eq!(code(&out), 69, "{args:?}: {out:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?} hung");
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+    let long_name = "n".repeat(100_000);
+    let huge_token = format!("dl1.1.0123456789abcdef.{}", "o".repeat(100_000));
+    for (args, owner) in [
+        (vec!["acquire", "--key", ""], token.as_str()),
+        (vec!["acquire", "--key", long_name.as_str()], token.as_str()),
+        (vec!["extend", "--key", ""], token.as_str()),
+        (vec!["release", "--key", long_name.as_str()], token.as_str()),
+        (vec!["extend", "--key", "bad-input"], huge_token.as_str()),
+        (vec!["release", "--key", "bad-input"], ""),
+    ] {
+        let out = output(distlock(&server, &args).env("DISTLOCK_OWNER", owner));
+        assert_eq!(code(&out), 78, "{:?}: {out:?}", &args[..2]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("distlock: "), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    let status = stdout(&output(distlock(
+        &server,
+        &["status", "bad-input", "--json"],
+    )));
+    assert!(
+        status.contains("\"held\":true"),
+        "nothing was changed: {status}"
+    );
+}
