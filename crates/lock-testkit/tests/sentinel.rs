@@ -117,7 +117,18 @@ fn a_killed_master_is_replaced() {
         "the restarted old master was reconfigured after {:?}",
         started.elapsed()
     );
-    assert_eq!(role(&group.servers()[index]), "slave");
+    // On two busy cores the sentinels (1 s down-after) may fail over a
+    // second time while the old master rejoins, and promote it again (seen
+    // once in a full run). Either way it rejoined the group, settled: the
+    // master if the sentinels name it, else a replica of the one they do.
+    let named = group.master().expect("the settled group's master").port();
+    let expected = if named == group.servers()[index].port() {
+        eprintln!("a second failover made the old master the master again");
+        "master"
+    } else {
+        "slave"
+    };
+    assert_eq!(role(&group.servers()[index]), expected);
 }
 
 #[test]
