@@ -118,6 +118,12 @@
 //! which stops the group as above. `distlock run` is meant for jobs that do
 //! not talk to a terminal.
 
+// Computing the layout of `dispatch`'s future (every subcommand's futures
+// nested in one state machine) goes deeper than rustc's default query limit
+// of 128 in a fresh build (CI's clean clone failed there; an incremental
+// rebuild did not).
+#![recursion_limit = "256"]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
