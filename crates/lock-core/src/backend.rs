@@ -48,6 +48,25 @@ pub enum ExtendOutcome {
     NotHeld,
 }
 
+/// One renewal of a batch: [`LockBackend::extend`]'s arguments.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Renewal<'a> {
+    /// The lock.
+    pub key: &'a LockKey,
+    /// The hold to renew.
+    pub hold: &'a HoldToken,
+    /// The TTL to renew it to, from when the server runs the renewal.
+    pub ttl: Duration,
+}
+
+impl<'a> Renewal<'a> {
+    /// Renews `hold` on `key` to `ttl`.
+    pub fn new(key: &'a LockKey, hold: &'a HoldToken, ttl: Duration) -> Self {
+        Renewal { key, hold, ttl }
+    }
+}
+
 /// What a release found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -151,6 +170,36 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError>;
+
+    /// Renews every hold of `renewals` as [`LockBackend::extend`] would,
+    /// in as few round trips as the strategy can, and returns one outcome per
+    /// renewal, in order. The watchdog sends the renewals that fall due
+    /// together through this, in batches of one
+    /// [`renewal_group`](Self::renewal_group) each, and counts each lease's
+    /// deadline from when it sent the batch.
+    ///
+    /// The default runs `extend` for each, all at once. A backend that
+    /// overrides it keeps each renewal's contract (rules 3, 4 and 7): one
+    /// key holding foreign data is that renewal's error, not the batch's.
+    async fn extend_many(&self, renewals: &[Renewal<'_>]) -> Vec<Result<ExtendOutcome, LockError>> {
+        futures::future::join_all(
+            renewals
+                .iter()
+                .map(|renewal| self.extend(renewal.key, renewal.hold, renewal.ttl)),
+        )
+        .await
+    }
+
+    /// Which renewals may share a batch of
+    /// [`extend_many`](Self::extend_many): those of keys in the same group.
+    /// Groups are renewed independently, so a group whose node is slow or
+    /// down holds up no other group's renewals. A strategy over a Redis
+    /// Cluster answers the key's hash slot (the keys of one script must
+    /// share one); the default puts every key in one group.
+    fn renewal_group(&self, key: &LockKey) -> u32 {
+        let _ = key;
+        0
+    }
 
     /// Gives back `hold` on `key`.
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError>;

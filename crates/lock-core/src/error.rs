@@ -3,8 +3,16 @@
 use std::fmt;
 use std::time::Duration;
 
-/// A boxed error from a lower layer (a Redis client, an I/O call).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// An error from a lower layer (a Redis client, an I/O call), shared so
+/// that [`LockError`] is `Clone`: a renewal batch that fails as a whole
+/// gives each of its leases the same error.
+pub type SourceError = std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A [`SourceError`] that says `message`.
+pub(crate) fn source_error(message: impl Into<String>) -> SourceError {
+    let boxed: Box<dyn std::error::Error + Send + Sync> = message.into().into();
+    SourceError::from(boxed)
+}
 
 /// Why a lease stopped being valid before its holder released it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,7 +45,7 @@ impl fmt::Display for LossReason {
 ///
 /// Match on the variant to act; [`LockError::is_retryable`] says whether the same
 /// call may succeed if tried again later.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock name is empty, too long, or otherwise unusable as a Redis key.
@@ -117,7 +125,7 @@ pub enum LockError {
         node: String,
         /// The underlying error.
         #[source]
-        source: BoxError,
+        source: SourceError,
     },
     /// The node refused the credentials (wrong password or user, or none given).
     #[error("authentication failed on {node}: {message}")]

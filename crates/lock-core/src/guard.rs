@@ -11,6 +11,7 @@ use tracing::Instrument;
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::error::{LockError, LossReason};
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels};
 use crate::timing::{lease_deadline, validate_ttl};
 
@@ -106,9 +107,14 @@ impl LeaseShared {
     /// dropped, caps it at what it would have set). Never runs beside another
     /// extend of the same lease. `NotHeld` and `Corrupted` are the caller's to
     /// act on; a lease that ended meanwhile is [`LockError::LeaseLost`].
+    ///
+    /// With `batch`, the extend goes out in the driver's next batch (the
+    /// watchdog's renewals), and the deadline counts from when that batch
+    /// was sent; without, it is sent at once (a caller's `extend`).
     pub(crate) async fn extend_hold(
         &self,
         ttl: Option<Duration>,
+        batch: Option<&RenewalDriver>,
     ) -> Result<ExtendOutcome, LockError> {
         let _one_at_a_time = self.extending.lock().await;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
@@ -129,11 +135,21 @@ impl LeaseShared {
             outcome = tracing::field::Empty,
             elapsed_us = tracing::field::Empty,
         );
-        let outcome = self
-            .backend
-            .extend(&self.key, &self.hold, ttl)
-            .instrument(span.clone())
-            .await;
+        let (sent_at, outcome) = match (batch, self.status()) {
+            (Some(driver), LeaseStatus::Held { valid_until }) => {
+                driver
+                    .renew(&self.key, &self.hold, ttl, valid_until)
+                    .instrument(span.clone())
+                    .await
+            }
+            _ => (
+                in_flight.sent_at,
+                self.backend
+                    .extend(&self.key, &self.hold, ttl)
+                    .instrument(span.clone())
+                    .await,
+            ),
+        };
         in_flight.answered = true;
         span.record("outcome", extend_outcome(&outcome));
         span.record(
@@ -144,7 +160,7 @@ impl LeaseShared {
             Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
                 // The watchdog may have found the deadline passed meanwhile:
                 // then the extend came too late, whatever Redis did with it.
-                if !self.renewed(in_flight.sent_at, *ttl_set) {
+                if !self.renewed(sent_at, *ttl_set) {
                     if let LeaseStatus::Lost { reason, .. } = self.status() {
                         return Err(lease_lost(&self.key, reason));
                     }
@@ -464,7 +480,7 @@ impl LeaseGuard {
         let shared = &self.handle.shared;
         shared.ensure_held()?;
         shared.ask_for(ttl);
-        let outcome = match shared.extend_hold(Some(ttl)).await {
+        let outcome = match shared.extend_hold(Some(ttl), None).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
             other => other?,

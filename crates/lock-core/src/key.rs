@@ -80,6 +80,12 @@ impl LockKey {
         &self.fence_key
     }
 
+    /// The Redis Cluster hash slot of the lock's keys (all of them share
+    /// the `{<name>}` hash tag): which renewals may share one script.
+    pub fn hash_slot(&self) -> u16 {
+        hash_slot(self.redis_key.as_bytes())
+    }
+
     /// The hash of holder information (`holder_info = true`):
     /// `<prefix>{<name>}:holder`.
     pub fn holder_key(&self) -> String {
@@ -461,9 +467,60 @@ impl fmt::Display for FencingToken {
     }
 }
 
+/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag
+/// (the bytes between the first `{` and the next `}`, when not empty) or of
+/// the whole key, modulo 16384.
+pub(crate) fn hash_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&byte| byte == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            let close = rest.iter().position(|&byte| byte == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(key);
+    crc16_xmodem(tagged) % 16384
+}
+
+/// CRC16-CCITT (XMODEM: polynomial 0x1021, initial 0), the checksum of
+/// Redis Cluster's key slots.
+fn crc16_xmodem(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vectors of the Redis Cluster specification and of `CLUSTER
+    /// KEYSLOT` on redis-server 7.0.
+    #[test]
+    fn hash_slots_match_redis_cluster() {
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
+        assert_eq!(hash_slot(b"foo"), 12182);
+        assert_eq!(hash_slot(b"bar"), 5061);
+        assert_eq!(hash_slot(b"{user1000}.following"), hash_slot(b"user1000"));
+        assert_eq!(
+            hash_slot(b"foo{}{bar}"),
+            crc16_xmodem(b"foo{}{bar}") % 16384
+        );
+        assert_eq!(hash_slot(b"foo{{bar}}zap"), hash_slot(b"{bar"));
+        assert_eq!(hash_slot(b"foo{bar}{zap}"), hash_slot(b"bar"));
+        let key = LockKey::new("lock:", "order:42").expect("key");
+        assert_eq!(key.hash_slot(), hash_slot(b"order:42"));
+    }
 
     #[test]
     fn handoff_tokens_round_trip_any_owner() {

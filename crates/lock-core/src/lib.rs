@@ -68,6 +68,7 @@ pub mod kit;
 mod list;
 mod manager;
 mod notify;
+mod renewal;
 mod script;
 mod scripted;
 mod telemetry;
@@ -75,7 +76,7 @@ mod timing;
 mod topology;
 mod watchdog;
 
-pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
+pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome, Renewal};
 #[cfg(feature = "fred")]
 pub use client::FredNode;
 #[cfg(feature = "redis")]
@@ -84,7 +85,7 @@ pub use client::{ClientKind, ConnectOptions};
 pub use config::{
     LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig, MAX_METRICS_LOCK_NAMES,
 };
-pub use error::{BoxError, LockError, LossReason};
+pub use error::{LockError, LossReason, SourceError};
 pub use grant::{GrantOptions, HolderInfo, MAX_HOLDER_LABEL_LEN};
 pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{

@@ -11,6 +11,7 @@ use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
+use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels, LockNameLabels};
 
 use crate::watchdog;
@@ -39,6 +40,8 @@ pub struct LockManager {
     config: Arc<LockConfig>,
     /// Which lock names label metrics (`metrics_lock_names`).
     lock_names: Arc<LockNameLabels>,
+    /// Sends the watchdogs' renewals of this manager's leases in batches.
+    renewals: Arc<RenewalDriver>,
 }
 
 /// How long a fair-mode waiter stays queued without trying again. Waiting
@@ -85,6 +88,7 @@ impl LockManager {
             });
         }
         Ok(LockManager {
+            renewals: Arc::new(RenewalDriver::new(Arc::clone(&backend))),
             backend,
             lock_names: Arc::new(LockNameLabels::new(config.metrics_lock_names)),
             config: Arc::new(config),
@@ -662,6 +666,7 @@ impl LockManager {
             Arc::clone(&shared),
             renew_every,
             self.config.watchdog.max_hold,
+            Arc::clone(&self.renewals),
         ));
         LeaseGuard::new(shared, Some(keeper))
     }

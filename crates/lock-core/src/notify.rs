@@ -96,8 +96,9 @@ impl ReleaseNotifier {
         {
             return Err(LockError::Connection {
                 node: self.endpoint.address(),
-                source: "release notifications are off for a while after a failed subscription"
-                    .into(),
+                source: crate::error::source_error(
+                    "release notifications are off for a while after a failed subscription",
+                ),
             });
         }
         Ok(())
@@ -146,7 +147,7 @@ impl ReleaseNotifier {
                     });
                     let hub = connecting.await.map_err(|err| LockError::Connection {
                         node: self.endpoint.address(),
-                        source: Box::new(err),
+                        source: std::sync::Arc::new(err),
                     })??;
                     *slot = Some(Arc::clone(&hub));
                     hub

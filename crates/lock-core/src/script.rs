@@ -178,8 +178,23 @@ pub mod single {
             include_str!("../lua/acquire.lua")
         ),
     );
-    /// Compare-and-extend: `lua/extend.lua`.
-    pub static EXTEND: Script = Script::new("extend", include_str!("../lua/extend.lua"));
+    /// Compare-and-extend: `lua/extend.lua`, after `lua/renew.lua`.
+    pub static EXTEND: Script = Script::new(
+        "extend",
+        concat!(
+            include_str!("../lua/renew.lua"),
+            include_str!("../lua/extend.lua")
+        ),
+    );
+    /// Compare-and-extend of many holds in one call, for batched renewal:
+    /// `lua/extend_many.lua`, after `lua/renew.lua`.
+    pub static EXTEND_MANY: Script = Script::new(
+        "extend_many",
+        concat!(
+            include_str!("../lua/renew.lua"),
+            include_str!("../lua/extend_many.lua")
+        ),
+    );
     /// Compare-and-delete: `lua/release.lua`.
     pub static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
     /// Compare-and-replace with a new hold, for a resumed hand-off:

@@ -1,7 +1,8 @@
 //! The task that keeps a held lease alive and reports its loss.
 //!
 //! One keeper runs per guard. With renewal on, it extends the lease every
-//! renewal interval and marks it lost when an extend finds the key gone or
+//! renewal interval (through the manager's [`RenewalDriver`], which sends
+//! the renewals that fall due together in one batch) and marks it lost when an extend finds the key gone or
 //! taken, or when the deadline passes while the node cannot be reached. With
 //! renewal off, it only marks the lease lost (expired) at its deadline, so the
 //! loss signal means the same in both modes.
@@ -19,6 +20,7 @@ use crate::backend::ExtendOutcome;
 use crate::error::{LockError, LossReason};
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
+use crate::renewal::RenewalDriver;
 use crate::telemetry;
 use crate::timing::{max_renew_interval, MIN_TTL};
 
@@ -33,6 +35,7 @@ pub(crate) async fn keep(
     shared: Arc<LeaseShared>,
     renew_every: Option<Duration>,
     max_hold: Option<Duration>,
+    renewals: Arc<RenewalDriver>,
 ) {
     let mut status = shared.status.subscribe();
     let mut next_renewal = renew_every.map(|interval| Instant::now() + interval);
@@ -94,7 +97,7 @@ pub(crate) async fn keep(
                 (left < shared.ttl()).then_some(left)
             }
         };
-        let (next, renewed) = renew(&shared, interval, capped_ttl).await;
+        let (next, renewed) = renew(&shared, &renewals, interval, capped_ttl).await;
         next_renewal = Some(next);
         if renewed && capped_ttl.is_some() {
             // That renewal ends the lease at the cap; none follows.
@@ -115,13 +118,14 @@ fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
 /// lease was renewed.
 async fn renew(
     shared: &LeaseShared,
+    renewals: &RenewalDriver,
     configured: Duration,
     capped_ttl: Option<Duration>,
 ) -> (Instant, bool) {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
     let mut status = shared.status.subscribe();
-    let extend = shared.extend_hold(capped_ttl);
+    let extend = shared.extend_hold(capped_ttl, Some(renewals));
     tokio::pin!(extend);
     let outcome = loop {
         // The current deadline: an extend may move it while this one waits.

@@ -12,8 +12,12 @@ use lock_core::kit::{
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
     GrantOptions, HoldToken, HolderInfo, LockBackend, LockConfig, LockError, LockKey, LockManager,
-    LockState, OwnerToken, ReleaseOutcome,
+    LockState, OwnerToken, ReleaseOutcome, Renewal,
 };
+
+/// The most renewals one `extend_many.lua` call carries: a script blocks the
+/// server while it runs, and this many keys take well under a millisecond.
+const MAX_RENEWALS_PER_SCRIPT: usize = 512;
 
 /// A lock backend over one Redis node.
 #[derive(Debug, Clone)]
@@ -70,6 +74,66 @@ impl SingleNodeBackend {
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
             other => Err(self.node.unexpected(script, &other)),
         }
+    }
+
+    /// Renews `renewals` with one `extend_many.lua` call (their keys must
+    /// share a slot on a cluster): one outcome each, in order. An error of
+    /// the call as a whole is every renewal's.
+    async fn renew_in_one_script(
+        &self,
+        renewals: &[&Renewal<'_>],
+    ) -> Vec<Result<ExtendOutcome, LockError>> {
+        let with_holder = self.grant.holder_info();
+        let holders: Vec<String> = if with_holder {
+            renewals
+                .iter()
+                .map(|renewal| renewal.key.holder_key())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let ttls: Vec<String> = renewals
+            .iter()
+            .map(|renewal| ttl_millis(renewal.ttl).to_string())
+            .collect();
+        let stride: &[u8] = if with_holder { b"3" } else { b"2" };
+        let mut keys = Vec::with_capacity(renewals.len() * 3);
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + renewals.len() * 2);
+        args.push(stride);
+        for (index, renewal) in renewals.iter().enumerate() {
+            keys.push(renewal.key.redis_key());
+            keys.push(renewal.key.fence_key());
+            if let Some(holder) = holders.get(index) {
+                keys.push(holder);
+            }
+            args.push(renewal.hold.value().as_bytes());
+            args.push(ttls[index].as_bytes());
+        }
+        let script = &single::EXTEND_MANY;
+        let (reply, acknowledged) = match self.node.run_acknowledged(script, &keys, &args).await {
+            Ok(answer) => answer,
+            Err(err) => return vec![Err(err); renewals.len()],
+        };
+        let outcomes = match reply.as_array() {
+            Some(outcomes) if outcomes.len() == renewals.len() => outcomes,
+            _ => return vec![Err(self.node.unexpected(script, &reply)); renewals.len()],
+        };
+        renewals
+            .iter()
+            .zip(outcomes)
+            .map(|(renewal, outcome)| match outcome {
+                Reply::Int(1) => match &acknowledged {
+                    Ok(()) => Ok(ExtendOutcome::Extended { ttl: renewal.ttl }),
+                    Err(err) => Err(err.clone()),
+                },
+                Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+                Reply::Int(-1) => Err(LockError::Corrupted {
+                    key: renewal.key.redis_key().to_owned(),
+                    detail: "the lock key holds another type than a string".to_owned(),
+                }),
+                _ => Err(self.node.unexpected(script, &reply)),
+            })
+            .collect()
     }
 
     /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
@@ -186,6 +250,65 @@ impl LockBackend for SingleNodeBackend {
         let ttl_ms = ttl_millis(ttl).to_string();
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
+    }
+
+    /// One script call per [`MAX_RENEWALS_PER_SCRIPT`] renewals (per hash
+    /// slot on a cluster), all sent at once; a single renewal is a plain
+    /// [`extend`](LockBackend::extend).
+    async fn extend_many(&self, renewals: &[Renewal<'_>]) -> Vec<Result<ExtendOutcome, LockError>> {
+        if let [renewal] = renewals {
+            return vec![self.extend(renewal.key, renewal.hold, renewal.ttl).await];
+        }
+        let mut outcomes: Vec<Option<Result<ExtendOutcome, LockError>>> =
+            vec![None; renewals.len()];
+        // Which renewals go in one script: those of one slot on a cluster.
+        let mut groups: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (index, renewal) in renewals.iter().enumerate() {
+            if let Err(err) = validate_ttl(renewal.ttl) {
+                outcomes[index] = Some(Err(err));
+                continue;
+            }
+            groups
+                .entry(self.renewal_group(renewal.key))
+                .or_default()
+                .push(index);
+        }
+        let calls = groups
+            .values()
+            .flat_map(|indices| indices.chunks(MAX_RENEWALS_PER_SCRIPT))
+            .map(|chunk| async move {
+                let batch: Vec<&Renewal<'_>> =
+                    chunk.iter().map(|&index| &renewals[index]).collect();
+                (chunk, self.renew_in_one_script(&batch).await)
+            });
+        for (chunk, results) in futures::future::join_all(calls).await {
+            for (&index, result) in chunk.iter().zip(results) {
+                outcomes[index] = Some(result);
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|outcome| {
+                // Every index was either refused above or in some chunk.
+                outcome.unwrap_or_else(|| {
+                    Err(LockError::UnexpectedReply {
+                        node: self.node.client().address().to_owned(),
+                        script: "extend_many",
+                        reply: "no outcome for a renewal".to_owned(),
+                    })
+                })
+            })
+            .collect()
+    }
+
+    /// The hash slot of `key` on a cluster, where one script's keys must
+    /// share a slot; elsewhere every key is in one group.
+    fn renewal_group(&self, key: &LockKey) -> u32 {
+        if self.node.client().is_cluster() {
+            u32::from(key.hash_slot())
+        } else {
+            0
+        }
     }
 
     async fn take_over(

@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LockConfig, LockManager, RetryPolicy};
+use lock_core::{
+    ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockConfig, LockManager, RetryPolicy,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{AdminReply, RedisCluster};
 
@@ -197,6 +199,84 @@ fn slot_migration_under_contention_keeps_one_holder() {
                 entries.load(Ordering::SeqCst) >= TASKS,
                 "{kind}: the lock was used"
             );
+        }
+    });
+}
+
+/// Renewals are batched per hash slot on a cluster, so a master that stops
+/// answering (paused for 1.2 s, under the cluster's node timeout, so no
+/// failover) holds up only the renewals of its own slots: every lease on
+/// the other masters is renewed on schedule (every 500 ms, at a 1.5 s TTL)
+/// throughout, and none of them is lost.
+#[test]
+fn a_stalled_master_does_not_delay_renewals_on_the_others() {
+    const LEASES: usize = 60;
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let mut cluster = tokio::task::spawn_blocking(|| {
+                RedisCluster::builder(3, 0)
+                    .node_timeout(Duration::from_secs(10))
+                    .start()
+            })
+            .await
+            .expect("task")
+            .expect("cluster");
+            let locks = manager(kind, &cluster, Duration::from_millis(1500)).await;
+            let mut guards = Vec::with_capacity(LEASES);
+            for index in 0..LEASES {
+                let guard = locks
+                    .try_acquire(&format!("stall-{index}"))
+                    .await
+                    .expect("acquire")
+                    .expect("free");
+                let port = cluster
+                    .master_of_key(&format!("lock:{{stall-{index}}}"))
+                    .expect("master")
+                    .port();
+                guards.push((guard, port));
+            }
+            let stalled_port = guards[0].1;
+            let stalled = cluster
+                .nodes()
+                .iter()
+                .position(|node| node.port() == stalled_port)
+                .expect("node");
+            let others: Vec<&LeaseGuard> = guards
+                .iter()
+                .filter(|(_, port)| *port != stalled_port)
+                .map(|(guard, _)| guard)
+                .collect();
+            assert!(others.len() >= 10, "{kind}: the names missed two masters");
+            cluster.nodes_mut()[stalled].pause().expect("pause");
+            // The longest a lease on another master went without a renewal.
+            let started = Instant::now();
+            let mut last_renewed = vec![started; others.len()];
+            let mut deadlines: Vec<Option<Instant>> =
+                others.iter().map(|guard| guard.valid_until()).collect();
+            let mut longest_gap = Duration::ZERO;
+            while started.elapsed() < Duration::from_millis(1200) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                let now = Instant::now();
+                for (index, guard) in others.iter().enumerate() {
+                    assert!(guard.is_valid(), "{kind}: {} was lost", guard.key());
+                    let deadline = guard.valid_until();
+                    if deadline != deadlines[index] {
+                        deadlines[index] = deadline;
+                        last_renewed[index] = now;
+                    }
+                    longest_gap = longest_gap.max(now - last_renewed[index]);
+                }
+            }
+            cluster.nodes_mut()[stalled].resume().expect("resume");
+            assert!(
+                longest_gap <= Duration::from_millis(800),
+                "{kind}: a lease on a master that answers went {longest_gap:?} without renewal \
+                 while another master stalled"
+            );
+            for (guard, _) in guards {
+                // Those on the stalled master may have run out meanwhile.
+                let _ = guard.release().await;
+            }
         }
     });
 }

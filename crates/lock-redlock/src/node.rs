@@ -91,7 +91,7 @@ impl Node {
             .clone();
         Err(LockError::Connection {
             node: self.address.clone(),
-            source: message.into(),
+            source: Box::<dyn std::error::Error + Send + Sync>::from(message).into(),
         })
     }
 

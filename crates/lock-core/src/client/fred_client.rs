@@ -348,7 +348,7 @@ impl SentinelWatch {
         }
         Err(LockError::Connection {
             node: self.service.clone(),
-            source: "no sentinel answered".into(),
+            source: crate::error::source_error("no sentinel answered"),
         })
     }
 
@@ -430,6 +430,10 @@ impl FredNode {
 impl NodeClient for FredNode {
     fn address(&self) -> &str {
         &self.address
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.client.is_clustered()
     }
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
@@ -534,7 +538,7 @@ fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) 
         },
         ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Routing => LockError::Connection {
             node,
-            source: Box::new(err),
+            source: std::sync::Arc::new(err),
         },
         ErrorKind::Config | ErrorKind::Url => LockError::InvalidConfig {
             field: "nodes".into(),
@@ -548,7 +552,7 @@ fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) 
         }
         _ => LockError::Connection {
             node,
-            source: Box::new(err),
+            source: std::sync::Arc::new(err),
         },
     }
 }

@@ -209,6 +209,13 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
     /// The node's `host:port`, for errors and logs.
     fn address(&self) -> &str;
 
+    /// Whether this connection reaches a Redis Cluster, where keys of
+    /// different hash slots may live on different nodes and one script's
+    /// keys must share a slot. The default is `false`.
+    fn is_cluster(&self) -> bool {
+        false
+    }
+
     /// Sends `name args...` and returns the reply.
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError>;
 

@@ -373,6 +373,10 @@ impl NodeClient for RedisNode {
         &self.address
     }
 
+    fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
+    }
+
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
         let mut command = redis::cmd(name);
         for arg in args.iter().copied() {
@@ -626,7 +630,7 @@ fn map_error(address: &str, command_timeout: Duration, err: redis::RedisError) -
     }
     LockError::Connection {
         node,
-        source: Box::new(err),
+        source: std::sync::Arc::new(err),
     }
 }
 

@@ -1,0 +1,355 @@
+//! Batched renewal: one driver per manager sends the watchdog's renewals.
+//!
+//! Each guard's keeper decides when its lease is due and what it means when a
+//! renewal fails; the driver decides how the renewals reach the server. It
+//! queues them per renewal group ([`LockBackend::renewal_group`]: the whole
+//! server, or one cluster slot), and sends a group's queue as batches of at
+//! most [`MAX_BATCH`] through [`LockBackend::extend_many`], earliest deadline
+//! first, with at most [`MAX_IN_FLIGHT`] batches of a group on the wire.
+//! A renewal waits up to [`LINGER`] (less when its lease has little time
+//! left) for others to fall due, and what falls due while batches are out
+//! goes in the next one, so the number of round trips follows the clock and
+//! the server's speed, not the number of leases.
+//!
+//! Under overload that is what keeps the traffic bounded: renewals wait in
+//! the queue (the most urgent first) instead of adding commands, and a group
+//! whose batch failed (a timeout, a broken connection, `BUSY`) sends nothing
+//! for a back-off that doubles with each failure in a row, up to
+//! [`MAX_BACKOFF`]. A renewal whose keeper gave up (its deadline passed, or
+//! the lease was released) leaves the queue unsent.
+//!
+//! Each lease's deadline is counted from when its batch was sent, with its
+//! own TTL and drift: the driver answers each renewal with that send instant.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::backend::{ExtendOutcome, LockBackend, Renewal};
+use crate::error::{source_error, LockError};
+use crate::key::{HoldToken, LockKey};
+
+/// The most renewals in one batch: one script over this many keys runs for
+/// well under a millisecond on the server, so it holds up no other client
+/// for long.
+pub(crate) const MAX_BATCH: usize = 512;
+
+/// The most batches of one group on the wire at once.
+pub(crate) const MAX_IN_FLIGHT: usize = 2;
+
+/// How long a renewal waits for others to join its batch: the renewals of
+/// leases taken one after the other fall due one after the other, and a
+/// batch per tick of this length carries them together. Small next to any
+/// renewal interval worth having; shorter still for a lease with less than
+/// eight times this left ([`send_by`]).
+pub(crate) const LINGER: Duration = Duration::from_millis(10);
+
+/// The back-off after the first failed batch of a group; it doubles with
+/// each further failure in a row.
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+
+/// The longest back-off: short next to any TTL worth renewing, so a server
+/// that recovers has its leases renewed again soon.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_millis(250);
+
+/// When a renewal's batch was sent, and what it found.
+pub(crate) type RenewalReply = (Instant, Result<ExtendOutcome, LockError>);
+
+/// Sends the watchdog renewals of one backend in batches.
+#[derive(Debug)]
+pub(crate) struct RenewalDriver {
+    backend: Arc<dyn LockBackend>,
+    /// The queue of the driver task, started on the first renewal (and again
+    /// if the runtime it ran on has shut down).
+    requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
+}
+
+/// One renewal waiting for its batch.
+struct Request {
+    key: LockKey,
+    hold: HoldToken,
+    ttl: Duration,
+    /// The lease's deadline when the renewal was asked for: the earliest
+    /// goes first.
+    valid_until: Instant,
+    /// The latest its batch should leave ([`send_by`]).
+    send_by: Instant,
+    reply: oneshot::Sender<RenewalReply>,
+}
+
+impl RenewalDriver {
+    pub(crate) fn new(backend: Arc<dyn LockBackend>) -> Self {
+        RenewalDriver {
+            backend,
+            requests: Mutex::new(None),
+        }
+    }
+
+    /// Renews `hold` on `key` to `ttl` in the next batch of its group, and
+    /// returns when that batch was sent and what it found for this hold.
+    /// `valid_until` is the lease's current deadline (its priority).
+    /// Dropping the future before the batch leaves takes the renewal out of
+    /// it. Must run inside a Tokio runtime.
+    pub(crate) async fn renew(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        valid_until: Instant,
+    ) -> RenewalReply {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Request {
+            key: key.clone(),
+            hold: hold.clone(),
+            ttl,
+            valid_until,
+            send_by: send_by(Instant::now(), valid_until),
+            reply,
+        });
+        answer.await.unwrap_or_else(|_| {
+            // Only when the runtime running the driver shut down.
+            (
+                Instant::now(),
+                Err(LockError::Connection {
+                    node: "renewal driver".to_owned(),
+                    source: source_error("the renewal driver stopped"),
+                }),
+            )
+        })
+    }
+
+    fn submit(&self, request: Request) {
+        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        let request = match requests.as_ref() {
+            Some(queue) => match queue.send(request) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(request)) => request,
+            },
+            None => request,
+        };
+        let (queue, received) = mpsc::unbounded_channel();
+        tokio::spawn(drive(Arc::clone(&self.backend), received));
+        // The receiver was made just now: the send cannot fail.
+        let _ = queue.send(request);
+        *requests = Some(queue);
+    }
+}
+
+/// When a renewal asked for at `asked` should leave at the latest: after
+/// [`LINGER`], or an eighth of what its lease has left if that is less.
+fn send_by(asked: Instant, valid_until: Instant) -> Instant {
+    let left = valid_until.saturating_duration_since(asked);
+    asked + LINGER.min(left / 8)
+}
+
+/// A queued renewal, ordered so that a max-heap yields the earliest
+/// deadline first (and, between equal deadlines, the first asked).
+struct Queued {
+    order: (Reverse<Instant>, Reverse<u64>),
+    request: Request,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, other: &Self) -> bool {
+        self.order == other.order
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.order.cmp(&other.order)
+    }
+}
+
+/// The renewals of one group and how its batches are going.
+#[derive(Default)]
+struct Group {
+    queue: BinaryHeap<Queued>,
+    in_flight: usize,
+    /// Failed batches in a row.
+    failures: u32,
+    /// No batch leaves before this (the back-off after a failure).
+    paused_until: Option<Instant>,
+    /// The earliest `send_by` of the queue: the next batch leaves then, or
+    /// as soon as the queue fills a batch.
+    send_at: Option<Instant>,
+}
+
+impl Group {
+    fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.in_flight == 0 && self.paused_until.is_none()
+    }
+
+    fn push(&mut self, request: Request, asked: u64) {
+        self.send_at = Some(
+            self.send_at
+                .map_or(request.send_by, |at| at.min(request.send_by)),
+        );
+        self.queue.push(Queued {
+            order: (Reverse(request.valid_until), Reverse(asked)),
+            request,
+        });
+    }
+
+    /// When this group's next batch may leave, if it has one: now (or in
+    /// the past) once the queue fills a batch.
+    fn ready_at(&self, now: Instant) -> Option<Instant> {
+        if self.queue.is_empty() || self.in_flight >= MAX_IN_FLIGHT {
+            return None;
+        }
+        let at = if self.queue.len() >= MAX_BATCH {
+            now
+        } else {
+            self.send_at.unwrap_or(now)
+        };
+        Some(self.paused_until.map_or(at, |until| at.max(until)))
+    }
+
+    /// Up to [`MAX_BATCH`] queued renewals, most urgent first, without those
+    /// whose keeper stopped waiting.
+    fn next_batch(&mut self) -> Vec<Request> {
+        let mut batch = Vec::with_capacity(self.queue.len().min(MAX_BATCH));
+        while batch.len() < MAX_BATCH {
+            let Some(Queued { request, .. }) = self.queue.pop() else {
+                break;
+            };
+            if !request.reply.is_closed() {
+                batch.push(request);
+            }
+        }
+        // What is left was due with this batch or is a backlog: it goes as
+        // soon as a batch may.
+        self.send_at = (!self.queue.is_empty()).then(Instant::now);
+        batch
+    }
+}
+
+/// The back-off after `failures` failed batches in a row.
+fn backoff(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    FIRST_BACKOFF
+        .saturating_mul(1 << doublings)
+        .min(MAX_BACKOFF)
+}
+
+/// The driver task: runs until every sender is gone (the manager and all its
+/// leases were dropped).
+async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedReceiver<Request>) {
+    let mut groups: HashMap<u32, Group> = HashMap::new();
+    let mut batches = FuturesUnordered::new();
+    let mut asked: u64 = 0;
+    loop {
+        // Send what each group may send now; note the next end of a back-off.
+        let now = Instant::now();
+        let mut wake_at: Option<Instant> = None;
+        for (&id, group) in &mut groups {
+            if group.paused_until.is_some_and(|until| until <= now) {
+                group.paused_until = None;
+            }
+            while let Some(at) = group.ready_at(now) {
+                if at > now {
+                    wake_at = Some(wake_at.map_or(at, |earliest| earliest.min(at)));
+                    break;
+                }
+                let batch = group.next_batch();
+                if batch.is_empty() {
+                    break;
+                }
+                group.in_flight += 1;
+                batches.push(send_batch(Arc::clone(&backend), id, batch));
+            }
+        }
+        groups.retain(|_, group| !group.is_idle());
+        tokio::select! {
+            request = requests.recv() => {
+                let Some(request) = request else {
+                    // The manager and its leases are gone: nobody waits for
+                    // what is still queued or in flight.
+                    return;
+                };
+                let mut next = Some(request);
+                while let Some(request) = next {
+                    asked += 1;
+                    let id = backend.renewal_group(&request.key);
+                    groups.entry(id).or_default().push(request, asked);
+                    next = requests.try_recv().ok();
+                }
+            }
+            Some((id, failed)) = batches.next(), if !batches.is_empty() => {
+                let group = groups.entry(id).or_default();
+                group.in_flight = group.in_flight.saturating_sub(1);
+                if failed {
+                    group.failures = group.failures.saturating_add(1);
+                    group.paused_until = Some(Instant::now() + backoff(group.failures));
+                } else {
+                    group.failures = 0;
+                }
+            }
+            () = sleep_until(wake_at), if wake_at.is_some() => {}
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
+/// Sends one batch of group `group` and answers each of its renewals with
+/// the send instant and its outcome; returns the group and whether the
+/// batch failed in a way worth backing off for (a timeout, a broken
+/// connection, a busy or loading server).
+async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Request>) -> (u32, bool) {
+    // Read before the batch's first command is written: every deadline
+    // counted from it is at or before when the server ran the renewal.
+    let sent_at = Instant::now();
+    let renewals: Vec<Renewal<'_>> = batch
+        .iter()
+        .map(|request| Renewal::new(&request.key, &request.hold, request.ttl))
+        .collect();
+    let mut outcomes = backend.extend_many(&renewals).await;
+    drop(renewals);
+    if outcomes.len() != batch.len() {
+        let error = LockError::UnexpectedReply {
+            node: backend.strategy().to_owned(),
+            script: "extend_many",
+            reply: format!("{} outcomes for {} renewals", outcomes.len(), batch.len()),
+        };
+        outcomes = vec![Err(error); batch.len()];
+    }
+    let failed = outcomes
+        .iter()
+        .any(|outcome| matches!(outcome, Err(error) if error.is_retryable()));
+    for (request, outcome) in batch.into_iter().zip(outcomes) {
+        // A keeper that stopped waiting meanwhile needs no answer.
+        let _ = request.reply.send((sent_at, outcome));
+    }
+    (group, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        assert_eq!(backoff(1), FIRST_BACKOFF);
+        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
+        assert_eq!(backoff(3), FIRST_BACKOFF * 4);
+        assert_eq!(backoff(40), MAX_BACKOFF);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+}

@@ -1,0 +1,193 @@
+//! Renewal at scale: the watchdog renews the leases of one manager in
+//! batches (one script over many keys per round trip), each lease keeps the
+//! deadline its batch's send time gives, and on a cluster a node that stalls
+//! does not hold up the renewals of leases on the other nodes.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_core::kit::clock_drift;
+use lock_core::{ClientKind, LeaseGuard, LockConfig, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::fast_options;
+use lock_testkit::{DelayProxy, RedisServer};
+
+fn config(ttl: Duration) -> LockConfig {
+    let mut config = LockConfig::default();
+    config.ttl = ttl;
+    config.wait_timeout = Duration::ZERO;
+    config.command_timeout = Duration::from_millis(500);
+    config
+}
+
+async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
+    let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
+        .await
+        .expect("connect");
+    LockManager::new(Arc::new(backend), config(ttl)).expect("config")
+}
+
+/// Script calls (`EVALSHA` and `EVAL`) the server has run since the last
+/// `CONFIG RESETSTAT`.
+fn script_calls(server: &RedisServer) -> u64 {
+    let stats = server.info("commandstats").expect("INFO commandstats");
+    stats
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter_map(|line| {
+            line.split([':', ','])
+                .find_map(|field| field.strip_prefix("calls="))
+                .and_then(|calls| calls.parse::<u64>().ok())
+        })
+        .sum()
+}
+
+async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<LeaseGuard> {
+    let mut guards = Vec::with_capacity(count);
+    for index in 0..count {
+        let guard = locks
+            .try_acquire(&format!("{prefix}-{index}"))
+            .await
+            .expect("acquire")
+            .expect("free");
+        guards.push(guard);
+    }
+    guards
+}
+
+/// A thousand leases at a 1.5 s TTL are renewed every 500 ms: over 1.6 s
+/// that is about 3,000 renewals, which reach the server in a few dozen
+/// script calls, not one each; every lease is still held, and every key was
+/// renewed within the last interval.
+async fn renewals_of_many_leases_are_batched(kind: ClientKind) {
+    const LEASES: usize = 1000;
+    let ttl = Duration::from_millis(1500);
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, ttl).await;
+    let guards = acquire_many(&locks, LEASES, "batched").await;
+    server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let calls = script_calls(&server);
+    for guard in &guards {
+        assert!(guard.is_valid(), "{kind:?}: {} was lost", guard.key());
+    }
+    for index in (0..LEASES).step_by(97) {
+        let key = format!("lock:{{batched-{index}}}");
+        let pttl = server
+            .admin(&["PTTL", &key])
+            .expect("PTTL")
+            .as_int()
+            .expect("int");
+        // Renewed within the last interval (500 ms), with room for a slow
+        // machine: never renewed, it would be at most 1500 - 1600 < 0.
+        assert!(pttl >= 700, "{kind:?}: {key} has {pttl} ms left");
+    }
+    // One call per lease per renewal would be about 3,000.
+    assert!(
+        calls <= 300,
+        "{kind:?}: {calls} script calls renewed {LEASES} leases for 1.6 s"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+#[test]
+fn renewals_of_many_leases_are_batched_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            renewals_of_many_leases_are_batched(kind).await;
+        }
+    });
+}
+
+/// A lease's deadline is its batch's send time plus its own TTL minus its
+/// own drift: leases with different TTLs renewed in one batch share that
+/// send time exactly, and it comes before the reply (here at least the
+/// 60 ms a proxy adds each way), so a slow reply does not stretch it.
+async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
+    const LEASES: usize = 40;
+    let server = RedisServer::start().expect("start");
+    let proxy = DelayProxy::start(server.port(), Duration::from_millis(60))
+        .await
+        .expect("proxy");
+    let mut config = config(Duration::from_millis(1200));
+    config.command_timeout = Duration::from_secs(2);
+    let backend = SingleNodeBackend::connect(kind, &proxy.url(), fast_options())
+        .await
+        .expect("connect");
+    let locks = LockManager::new(Arc::new(backend), config).expect("config");
+    let names: Vec<String> = (0..LEASES).map(|index| format!("sent-{index}")).collect();
+    let guards = futures::future::join_all(names.iter().map(|name| locks.try_acquire(name))).await;
+    let guards: Vec<LeaseGuard> = guards
+        .into_iter()
+        .map(|guard| guard.expect("acquire").expect("free"))
+        .collect();
+    // Each lease its own TTL, which the watchdog renews with from now on.
+    let ttls: Vec<Duration> = (0..LEASES)
+        .map(|index| Duration::from_millis(1200 + 7 * index as u64))
+        .collect();
+    futures::future::join_all(
+        guards
+            .iter()
+            .zip(&ttls)
+            .map(|(guard, ttl)| guard.extend(*ttl)),
+    )
+    .await
+    .into_iter()
+    .for_each(|extended| extended.expect("extend"));
+    // Watch one lease until the watchdog renews it, noting when the new
+    // deadline is first seen: the reply came at most then.
+    let watched = &guards[0];
+    let before = watched.valid_until().expect("held");
+    let seen_at = loop {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        if watched.valid_until().expect("held") != before {
+            break Instant::now();
+        }
+    };
+    let base = deadline_base(watched, ttls[0]);
+    assert!(
+        base + Duration::from_millis(110) <= seen_at,
+        "{kind:?}: the deadline counts from {:?} before the reply was seen, \
+         not from the send, 120 ms earlier",
+        seen_at - base
+    );
+    // Let every lease be renewed at least once more, then compare.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let bases: Vec<Instant> = guards
+        .iter()
+        .zip(&ttls)
+        .map(|(guard, ttl)| deadline_base(guard, *ttl))
+        .collect();
+    let shared = bases
+        .iter()
+        .map(|base| bases.iter().filter(|other| *other == base).count())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        shared >= LEASES / 2,
+        "{kind:?}: at most {shared} of {LEASES} leases share a batch's send time"
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+#[test]
+fn a_batch_gives_each_lease_its_send_time_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            a_batch_gives_each_lease_its_send_time(kind).await;
+        }
+    });
+}
+
+/// `valid_until - (ttl - drift)`: when the command that set the deadline
+/// was sent.
+fn deadline_base(guard: &LeaseGuard, ttl: Duration) -> Instant {
+    let valid_until = guard.valid_until().expect("held");
+    valid_until - (ttl - clock_drift(ttl, LockConfig::default().clock_drift_factor))
+}
