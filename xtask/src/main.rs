@@ -25,7 +25,9 @@ const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | pa
          docs and publishing checks, every test with both clients, the packaged
          crates used from outside, and `chaos --quick`
   demo   duplicate order prevention and stock deduction on a local redis-server
-  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA
+  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA,
+         100k held leases batched against one renewal command each, topologies,
+         reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]
   package  `cargo package` of the published crates (no upload), then a scratch crate
@@ -113,8 +115,9 @@ fn both_clients_features() -> String {
 const COMPARISONS: [&str; 2] = ["redlock", "handoff"];
 
 /// The benchmark binaries, by crate.
-const BENCHES: [(&str, &str); 3] = [
+const BENCHES: [(&str, &str); 4] = [
     ("lock-redis-single", "acquire_release"),
+    ("lock-redis-single", "held_leases"),
     ("lock-redis-single", "topologies"),
     ("lock-reentrant", "reentrant_vs_single"),
 ];
