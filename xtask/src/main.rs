@@ -7,7 +7,8 @@
 //!   clients; the packaged crates used from outside; and `chaos --quick`.
 //! - `demo`: the duplicate-order and stock-deduction scenarios on a local
 //!   redis-server that the demo starts and stops itself.
-//! - `bench`: the acquire+release benchmark against the raw-command floor.
+//! - `bench`: every benchmark (`BENCHES`, then the peer comparisons), each
+//!   figure a ratio against a baseline measured in the same run.
 //! - `chaos`: the safety harness (`crates/lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly and is part of `test`.
