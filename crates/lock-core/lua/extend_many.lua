@@ -12,7 +12,11 @@
 -- Reply: one integer per hold, in order: 1 when extended, 0 when the key is
 -- gone or holds another value, -1 when it holds another type. One key of
 -- foreign data must not fail the renewals of the others, so the WRONGTYPE
--- that extend.lua raises is caught here.
+-- that extend.lua raises is caught here; any other error (READONLY from a
+-- demoted master, NOREPLICAS, OOM, NOPERM) is the whole call's, as it would
+-- be for each extend: a failure to retry, never a lease found taken. The
+-- holds renewed before it stay renewed, which the caller's deadlines allow
+-- for (a failed renewal may have run).
 local stride = tonumber(ARGV[1])
 local replies = {}
 for i = 0, #KEYS / stride - 1 do
@@ -26,7 +30,16 @@ for i = 0, #KEYS / stride - 1 do
   if ok then
     replies[i + 1] = renewed
   else
-    replies[i + 1] = -1
+    local message = renewed
+    if type(renewed) == 'table' then
+      message = renewed.err
+    end
+    message = tostring(message)
+    if string.find(message, 'WRONGTYPE', 1, true) then
+      replies[i + 1] = -1
+    else
+      return redis.error_reply(message)
+    end
   end
 end
 return replies

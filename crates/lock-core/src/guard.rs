@@ -110,11 +110,13 @@ impl LeaseShared {
     ///
     /// With `batch`, the extend goes out in the driver's next batch (the
     /// watchdog's renewals), and the deadline counts from when that batch
-    /// was sent; without, it is sent at once (a caller's `extend`).
+    /// was sent; without, it is sent at once (a caller's `extend`). A batched
+    /// renewal with an end (`watchdog.max_hold`) asks for no more than what is
+    /// left of it when the batch leaves.
     pub(crate) async fn extend_hold(
         &self,
         ttl: Option<Duration>,
-        batch: Option<&RenewalDriver>,
+        batch: Option<(&RenewalDriver, Option<Instant>)>,
     ) -> Result<ExtendOutcome, LockError> {
         let _one_at_a_time = self.extending.lock().await;
         let ttl = ttl.unwrap_or_else(|| self.ttl());
@@ -136,9 +138,9 @@ impl LeaseShared {
             elapsed_us = tracing::field::Empty,
         );
         let (sent_at, outcome) = match (batch, self.status()) {
-            (Some(driver), LeaseStatus::Held { valid_until }) => {
+            (Some((driver, ends_by)), LeaseStatus::Held { valid_until }) => {
                 driver
-                    .renew(&self.key, &self.hold, ttl, valid_until)
+                    .renew(&self.key, &self.hold, ttl, valid_until, ends_by)
                     .instrument(span.clone())
                     .await
             }

@@ -20,6 +20,14 @@
 //!
 //! Each lease's deadline is counted from when its batch was sent, with its
 //! own TTL and drift: the driver answers each renewal with that send instant.
+//! A renewal that must not reach past an instant (`watchdog.max_hold`) has
+//! its TTL cut to what is left of it when the batch leaves, not when it was
+//! queued.
+//!
+//! The driver task runs on the runtime the manager was made on (normally
+//! the one its connection was made on), or, for a manager made outside a
+//! runtime, on the runtime of the first renewal; if that runtime shuts down,
+//! the next renewal starts a new driver on its own.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -32,6 +40,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::backend::{ExtendOutcome, LockBackend, Renewal};
 use crate::error::{source_error, LockError};
 use crate::key::{HoldToken, LockKey};
+use crate::timing::MIN_TTL;
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client
@@ -78,20 +87,37 @@ struct Request {
     valid_until: Instant,
     /// The latest its batch should leave ([`send_by`]).
     send_by: Instant,
+    /// The key must not outlive this instant: the TTL is cut to what is left
+    /// of it when the batch leaves.
+    ends_by: Option<Instant>,
     reply: oneshot::Sender<RenewalReply>,
 }
 
 impl RenewalDriver {
+    /// A driver for `backend`, started at once when called inside a Tokio
+    /// runtime, else on the first renewal.
     pub(crate) fn new(backend: Arc<dyn LockBackend>) -> Self {
-        RenewalDriver {
+        let driver = RenewalDriver {
             backend,
             requests: Mutex::new(None),
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (queue, received) = mpsc::unbounded_channel();
+            runtime.spawn(drive(Arc::clone(&driver.backend), received));
+            *driver.lock_requests() = Some(queue);
         }
+        driver
+    }
+
+    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Request>>> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Renews `hold` on `key` to `ttl` in the next batch of its group, and
     /// returns when that batch was sent and what it found for this hold.
-    /// `valid_until` is the lease's current deadline (its priority).
+    /// `valid_until` is the lease's current deadline (its priority); with
+    /// `ends_by`, the TTL sent is cut to what is left until then (at least
+    /// [`MIN_TTL`]), and the outcome says which TTL was set.
     /// Dropping the future before the batch leaves takes the renewal out of
     /// it. Must run inside a Tokio runtime.
     pub(crate) async fn renew(
@@ -100,6 +126,7 @@ impl RenewalDriver {
         hold: &HoldToken,
         ttl: Duration,
         valid_until: Instant,
+        ends_by: Option<Instant>,
     ) -> RenewalReply {
         let (reply, answer) = oneshot::channel();
         self.submit(Request {
@@ -108,6 +135,7 @@ impl RenewalDriver {
             ttl,
             valid_until,
             send_by: send_by(Instant::now(), valid_until),
+            ends_by,
             reply,
         });
         answer.await.unwrap_or_else(|_| {
@@ -123,7 +151,7 @@ impl RenewalDriver {
     }
 
     fn submit(&self, request: Request) {
-        let mut requests = self.requests.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut requests = self.lock_requests();
         let request = match requests.as_ref() {
             Some(queue) => match queue.send(request) {
                 Ok(()) => return,
@@ -144,6 +172,17 @@ impl RenewalDriver {
 fn send_by(asked: Instant, valid_until: Instant) -> Instant {
     let left = valid_until.saturating_duration_since(asked);
     asked + LINGER.min(left / 8)
+}
+
+/// `ttl`, or less: what is left at `now` until `ends_by`, in whole
+/// milliseconds (what a TTL can be), and at least [`MIN_TTL`].
+fn ttl_within(ttl: Duration, ends_by: Option<Instant>, now: Instant) -> Duration {
+    let Some(ends_by) = ends_by else {
+        return ttl;
+    };
+    let left = ends_by.saturating_duration_since(now);
+    let left = Duration::from_millis(u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    ttl.min(left).max(MIN_TTL)
 }
 
 /// A queued renewal, ordered so that a max-heap yields the earliest
@@ -188,8 +227,13 @@ struct Group {
 }
 
 impl Group {
+    /// Nothing queued or in flight, and no failure to remember (the
+    /// back-off keeps doubling across the watchdogs' retries).
     fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.in_flight == 0 && self.paused_until.is_none()
+        self.queue.is_empty()
+            && self.in_flight == 0
+            && self.paused_until.is_none()
+            && self.failures == 0
     }
 
     fn push(&mut self, request: Request, asked: u64) {
@@ -318,7 +362,10 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
     let sent_at = Instant::now();
     let renewals: Vec<Renewal<'_>> = batch
         .iter()
-        .map(|request| Renewal::new(&request.key, &request.hold, request.ttl))
+        .map(|request| {
+            let ttl = ttl_within(request.ttl, request.ends_by, sent_at);
+            Renewal::new(&request.key, &request.hold, ttl)
+        })
         .collect();
     let mut outcomes = backend.extend_many(&renewals).await;
     drop(renewals);
@@ -343,6 +390,23 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ttl_is_cut_to_what_is_left_of_the_cap() {
+        let now = Instant::now();
+        let ttl = Duration::from_secs(3);
+        assert_eq!(ttl_within(ttl, None, now), ttl);
+        let soon = now + Duration::from_micros(1_500_900);
+        assert_eq!(
+            ttl_within(ttl, Some(soon), now),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            ttl_within(ttl, Some(now + Duration::from_secs(9)), now),
+            ttl
+        );
+        assert_eq!(ttl_within(ttl, Some(now), now), MIN_TTL);
+    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {

@@ -113,6 +113,18 @@ impl ScriptedNode {
         self
     }
 
+    /// The renewal group of `key` on this node
+    /// ([`LockBackend::renewal_group`](crate::LockBackend::renewal_group)):
+    /// its hash slot on a cluster, where one script's keys must share a slot
+    /// and slots live on different masters; 0 elsewhere.
+    pub fn renewal_group(&self, key: &LockKey) -> u32 {
+        if self.client.is_cluster() {
+            u32::from(key.hash_slot())
+        } else {
+            0
+        }
+    }
+
     /// The connection that runs scripts.
     pub fn client(&self) -> &Arc<dyn NodeClient> {
         &self.client

@@ -8,10 +8,9 @@
 //! loss signal means the same in both modes.
 //!
 //! With `watchdog.max_hold`, renewals stop at that much time after the
-//! acquire: the last one asks only for what is left (computed before it waits
-//! its turn, so the key may outlive the cap by that wait), so the key runs
-//! out at about the cap, and the loss is reported as
-//! [`LossReason::MaxHoldReached`].
+//! acquire: each asks for no more than what is left of it when its batch
+//! leaves, so the key runs out at the cap (to the millisecond), and the loss
+//! is reported as [`LossReason::MaxHoldReached`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,7 +96,8 @@ pub(crate) async fn keep(
                 (left < shared.ttl()).then_some(left)
             }
         };
-        let (next, renewed) = renew(&shared, &renewals, interval, capped_ttl).await;
+        let batch = (&*renewals, stop_renewing_at);
+        let (next, renewed) = renew(&shared, batch, interval, capped_ttl).await;
         next_renewal = Some(next);
         if renewed && capped_ttl.is_some() {
             // That renewal ends the lease at the cap; none follows.
@@ -118,14 +118,14 @@ fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
 /// lease was renewed.
 async fn renew(
     shared: &LeaseShared,
-    renewals: &RenewalDriver,
+    batch: (&RenewalDriver, Option<Instant>),
     configured: Duration,
     capped_ttl: Option<Duration>,
 ) -> (Instant, bool) {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
     let mut status = shared.status.subscribe();
-    let extend = shared.extend_hold(capped_ttl, Some(renewals));
+    let extend = shared.extend_hold(capped_ttl, Some(batch));
     tokio::pin!(extend);
     let outcome = loop {
         // The current deadline: an extend may move it while this one waits.

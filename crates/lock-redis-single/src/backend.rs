@@ -112,6 +112,15 @@ impl SingleNodeBackend {
         let script = &single::EXTEND_MANY;
         let (reply, acknowledged) = match self.node.run_acknowledged(script, &keys, &args).await {
             Ok(answer) => answer,
+            // The keys of one call span two nodes (a slot mid-migration, or
+            // a cluster client that does not say it is one): the call did
+            // not run, and each renewal can, on its own.
+            Err(LockError::Server { message, .. }) if spans_nodes(&message) => {
+                let each = renewals
+                    .iter()
+                    .map(|renewal| self.extend(renewal.key, renewal.hold, renewal.ttl));
+                return futures::future::join_all(each).await;
+            }
             Err(err) => return vec![Err(err); renewals.len()],
         };
         let outcomes = match reply.as_array() {
@@ -304,11 +313,7 @@ impl LockBackend for SingleNodeBackend {
     /// The hash slot of `key` on a cluster, where one script's keys must
     /// share a slot; elsewhere every key is in one group.
     fn renewal_group(&self, key: &LockKey) -> u32 {
-        if self.node.client().is_cluster() {
-            u32::from(key.hash_slot())
-        } else {
-            0
-        }
+        self.node.renewal_group(key)
     }
 
     async fn take_over(
@@ -452,6 +457,14 @@ impl LockBackend for SingleNodeBackend {
             }
         })
     }
+}
+
+/// Whether a server error says that a script's keys are not all on the
+/// node it reached, so it did not run: `CROSSSLOT`, or `TRYAGAIN` and `ASK`
+/// while a slot migrates.
+fn spans_nodes(message: &str) -> bool {
+    let code = message.split_whitespace().next().unwrap_or("");
+    matches!(code, "CROSSSLOT" | "TRYAGAIN" | "ASK")
 }
 
 /// The `{1, token}` / `{0, pttl}` / `{-1, detail}` reply of the acquire

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lock_core::kit::NodeClient;
 use lock_core::{
     ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockConfig, LockManager, RetryPolicy,
 };
@@ -276,6 +277,67 @@ fn a_stalled_master_does_not_delay_renewals_on_the_others() {
             for (guard, _) in guards {
                 // Those on the stalled master may have run out meanwhile.
                 let _ = guard.release().await;
+            }
+        }
+    });
+}
+
+/// A cluster connection that does not say it is one (a third party's
+/// `NodeClient` keeping the default `is_cluster`): the single-node backend
+/// then puts leases of many slots in one renewal script, the cluster answers
+/// `CROSSSLOT`, and the backend renews each lease on its own instead. Every
+/// lease is kept.
+#[derive(Debug)]
+struct UnawareOfCluster(Arc<dyn NodeClient>);
+
+#[async_trait::async_trait]
+impl NodeClient for UnawareOfCluster {
+    fn address(&self) -> &str {
+        self.0.address()
+    }
+
+    async fn command(
+        &self,
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<lock_core::kit::Reply, lock_core::LockError> {
+        self.0.command(name, args).await
+    }
+}
+
+#[test]
+fn renewals_spanning_slots_fall_back_to_one_script_each() {
+    const LEASES: usize = 30;
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let cluster = start_cluster(0).await;
+            let client = lock_core::kit::connect(
+                kind,
+                Endpoint::cluster(cluster.seed_urls()),
+                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+            )
+            .await
+            .expect("connect");
+            let backend = SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(client)));
+            let locks = LockManager::new(Arc::new(backend), config(Duration::from_millis(900)))
+                .expect("config");
+            let mut guards = Vec::with_capacity(LEASES);
+            for index in 0..LEASES {
+                guards.push(
+                    locks
+                        .try_acquire(&format!("spanning-{index}"))
+                        .await
+                        .expect("acquire")
+                        .expect("free"),
+                );
+            }
+            // Three renewal intervals (300 ms each).
+            tokio::time::sleep(Duration::from_millis(1000)).await;
+            for guard in &guards {
+                assert!(guard.is_valid(), "{kind}: {} was lost", guard.key());
+            }
+            for guard in guards {
+                guard.release().await.expect("release");
             }
         }
     });

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::kit::clock_drift;
-use lock_core::{ClientKind, LeaseGuard, LockConfig, LockManager};
+use lock_core::{ClientKind, LeaseGuard, LeaseStatus, LockConfig, LockManager, LossReason};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_options;
 use lock_testkit::{DelayProxy, RedisServer};
@@ -190,4 +190,102 @@ fn a_batch_gives_each_lease_its_send_time_on_every_client() {
 fn deadline_base(guard: &LeaseGuard, ttl: Duration) -> Instant {
     let valid_until = guard.valid_until().expect("held");
     valid_until - (ttl - clock_drift(ttl, LockConfig::default().clock_drift_factor))
+}
+
+/// A batch that the server refuses as a whole (here `READONLY`: the master
+/// was demoted to a replica behind the client's back, and the keys are
+/// still there, synced) is a retryable failure of every renewal in it, as
+/// for a single `extend`: the leases stay held until their deadlines, and are
+/// not reported as taken.
+async fn a_refused_batch_is_a_failure_not_a_loss(kind: ClientKind) {
+    const LEASES: usize = 20;
+    let master = RedisServer::start().expect("master");
+    let replica = RedisServer::builder()
+        .replica_of(master.port())
+        .start()
+        .expect("replica");
+    let locks = manager(kind, &master, Duration::from_secs(3)).await;
+    let guards = acquire_many(&locks, LEASES, "demoted").await;
+    let last = format!("lock:{{demoted-{}}}", LEASES - 1);
+    let synced_by = Instant::now() + Duration::from_secs(10);
+    while replica
+        .admin(&["EXISTS", &last])
+        .ok()
+        .and_then(|reply| reply.as_int())
+        != Some(1)
+    {
+        assert!(Instant::now() < synced_by, "the replica never synced");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    replica.admin(&["REPLICAOF", "NO", "ONE"]).expect("promote");
+    master
+        .admin(&["REPLICAOF", "127.0.0.1", &replica.port().to_string()])
+        .expect("demote");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for guard in &guards {
+        assert!(
+            !matches!(
+                guard.status(),
+                LeaseStatus::Lost {
+                    reason: LossReason::NotHeld,
+                    ..
+                }
+            ),
+            "{kind:?}: {} was reported taken while its key was still ours",
+            guard.key()
+        );
+    }
+    drop(guards);
+}
+
+#[test]
+fn a_refused_batch_is_a_failure_not_a_loss_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            a_refused_batch_is_a_failure_not_a_loss(kind).await;
+        }
+    });
+}
+
+/// In one batch, a lock key overwritten with foreign data (a hash) fails
+/// that lease's renewal alone: it is reported lost as not held, and the
+/// leases renewed beside it are kept.
+async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
+    const LEASES: usize = 8;
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, Duration::from_millis(900)).await;
+    let guards = acquire_many(&locks, LEASES, "foreign").await;
+    server.admin(&["DEL", "lock:{foreign-3}"]).expect("DEL");
+    server
+        .admin(&["HSET", "lock:{foreign-3}", "field", "value"])
+        .expect("HSET");
+    // Two renewal intervals (300 ms each).
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for (index, guard) in guards.iter().enumerate() {
+        if index == 3 {
+            assert!(
+                matches!(
+                    guard.status(),
+                    LeaseStatus::Lost {
+                        reason: LossReason::NotHeld,
+                        ..
+                    }
+                ),
+                "{kind:?}: the overwritten lease is {:?}",
+                guard.status()
+            );
+        } else {
+            assert!(guard.is_valid(), "{kind:?}: {} was lost", guard.key());
+        }
+    }
+    drop(guards);
+}
+
+#[test]
+fn foreign_data_fails_only_its_own_renewal_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            foreign_data_fails_only_its_own_renewal(kind).await;
+        }
+    });
 }

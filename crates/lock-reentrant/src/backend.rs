@@ -243,6 +243,12 @@ impl LockBackend for ReentrantBackend {
         vec![Ok(Arc::clone(self.node.client()))]
     }
 
+    /// The hash slot of `key` on a cluster, so that a master that stalls
+    /// holds up the renewals of its own slots only.
+    fn renewal_group(&self, key: &LockKey) -> u32 {
+        self.node.renewal_group(key)
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
