@@ -128,30 +128,6 @@ fn server_cpu(server: &RedisServer) -> Duration {
     Duration::from_secs_f64(seconds)
 }
 
-/// `calls=` of each `INFO commandstats` line whose command is one of `names`.
-fn command_calls(server: &RedisServer, names: &[&str]) -> u64 {
-    let stats = server.info("commandstats").expect("INFO commandstats");
-    stats
-        .lines()
-        .filter_map(|line| {
-            let (name, rest) = line.trim().split_once(':')?;
-            let name = name.strip_prefix("cmdstat_")?;
-            if !names.contains(&name) {
-                return None;
-            }
-            rest.split(',')
-                .find_map(|field| field.strip_prefix("calls="))
-                .and_then(|calls| calls.parse::<u64>().ok())
-        })
-        .sum()
-}
-
-/// How many keys the renewals reached: `PEXPIRE` calls made inside the
-/// scripts (one per renewed lock key; Lua calls count in commandstats).
-fn renewals_run(server: &RedisServer) -> u64 {
-    command_calls(server, &["pexpire"])
-}
-
 fn config(ttl: Duration) -> LockConfig {
     let mut config = LockConfig::default();
     config.ttl = ttl;
@@ -243,8 +219,11 @@ async fn held(kind: ClientKind, batched: bool, leases: usize, ttl: Duration, hol
         own_cpu().saturating_sub(client_before),
         server_cpu(&server).saturating_sub(server_before),
     );
-    let calls = command_calls(&server, &["evalsha", "eval"]);
-    let renewed = renewals_run(&server);
+    let calls = server
+        .command_calls(&["evalsha", "eval"])
+        .expect("commandstats");
+    // One PEXPIRE of a lock key per renewal that ran (inside the scripts).
+    let renewed = server.command_calls(&["pexpire"]).expect("commandstats");
     let (expired, not_held) = lost_by_reason(&guards);
     let held_count = guards.len();
     let (_, release_errors) = release_all(guards).await;

@@ -29,21 +29,6 @@ async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockM
     LockManager::new(Arc::new(backend), config(ttl)).expect("config")
 }
 
-/// Script calls (`EVALSHA` and `EVAL`) the server has run since the last
-/// `CONFIG RESETSTAT`.
-fn script_calls(server: &RedisServer) -> u64 {
-    let stats = server.info("commandstats").expect("INFO commandstats");
-    stats
-        .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
-        .filter_map(|line| {
-            line.split([':', ','])
-                .find_map(|field| field.strip_prefix("calls="))
-                .and_then(|calls| calls.parse::<u64>().ok())
-        })
-        .sum()
-}
-
 async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<LeaseGuard> {
     let mut guards = Vec::with_capacity(count);
     for index in 0..count {
@@ -69,7 +54,9 @@ async fn renewals_of_many_leases_are_batched(kind: ClientKind) {
     let guards = acquire_many(&locks, LEASES, "batched").await;
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     tokio::time::sleep(Duration::from_millis(1600)).await;
-    let calls = script_calls(&server);
+    let calls = server
+        .command_calls(&["evalsha", "eval"])
+        .expect("commandstats");
     for guard in &guards {
         assert!(guard.is_valid(), "{kind:?}: {} was lost", guard.key());
     }

@@ -305,6 +305,27 @@ impl RedisServer {
         }
     }
 
+    /// How many times the server ran the `commands` (lower case, as
+    /// `INFO commandstats` names them: `"evalsha"`, `"pexpire"`), in total,
+    /// since it started or since `CONFIG RESETSTAT`. Commands that scripts
+    /// call count too.
+    pub fn command_calls(&self, commands: &[&str]) -> io::Result<u64> {
+        let stats = self.info("commandstats")?;
+        Ok(stats
+            .lines()
+            .filter_map(|line| {
+                let (name, fields) = line.trim().split_once(':')?;
+                if !commands.contains(&name.strip_prefix("cmdstat_")?) {
+                    return None;
+                }
+                fields
+                    .split(',')
+                    .find_map(|field| field.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse::<u64>().ok())
+            })
+            .sum())
+    }
+
     fn spawn(&mut self) -> io::Result<()> {
         let mut command = Command::new(&self.binary);
         command
