@@ -44,6 +44,7 @@ const ENV_FIELDS: &[&str] = &[
     "node_timeout",
     "clock_drift_factor",
     "metrics_lock_names",
+    "fencing",
     "fencing_counter_ttl",
     "holder_info",
     "holder_label",
@@ -60,7 +61,8 @@ const NON_CONFIG_VARS: &[&str] = &["LOG", "KEY", "FENCING_TOKEN", "OWNER"];
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Strategy {
-    /// One node, `SET NX PX` with fencing tokens (`lock-redis-single`).
+    /// One node, `SET NX PX` with fencing tokens, or without them with
+    /// `fencing = false` (`lock-redis-single`).
     Single,
     /// One node, re-entered by its owner (`lock-reentrant`).
     Reentrant,
@@ -344,7 +346,7 @@ fn env_value(path: &[String], text: &str) -> Result<toml::Value, String> {
                 .map(|url| toml::Value::String(url.to_owned()))
                 .collect(),
         )),
-        "watchdog.enabled" | "fair" | "holder_info" => text
+        "watchdog.enabled" | "fair" | "fencing" | "holder_info" => text
             .parse::<bool>()
             .map(toml::Value::Boolean)
             .map_err(|_| "is not `true` or `false`".to_owned()),

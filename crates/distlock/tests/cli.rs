@@ -188,6 +188,60 @@ fn run_passes_the_exit_code_and_the_fencing_token() {
     );
 }
 
+/// With `DISTLOCK_FENCING=false` the command sees no fencing token, and
+/// `acquire` prints none; the lock is still taken, renewed and released.
+#[test]
+fn fencing_off_gives_the_command_no_token() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let name = format!("unfenced-{client}");
+        let out = output(
+            distlock_on(
+                &server,
+                client,
+                &[
+                    "run",
+                    "--key",
+                    &name,
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo token=[${DISTLOCK_FENCING_TOKEN-unset}] key=$DISTLOCK_KEY",
+                ],
+            )
+            .env("DISTLOCK_FENCING", "false"),
+        );
+        assert_eq!(code(&out), 0, "{client}: {out:?}");
+        assert!(
+            stdout(&out).contains(&format!("token=[unset] key={name}")),
+            "{client}: {out:?}"
+        );
+        let out = output(
+            distlock_on(&server, client, &["acquire", "--key", &name, "--wait", "0"])
+                .env("DISTLOCK_FENCING", "false"),
+        );
+        assert_eq!(code(&out), 0, "{client}: {out:?}");
+        assert!(
+            !stdout(&out).contains("DISTLOCK_FENCING_TOKEN"),
+            "{client}: {out:?}"
+        );
+        let owner = owner_of(&out);
+        for verb in ["extend", "release"] {
+            let out = output(
+                distlock_on(&server, client, &[verb, "--key", &name])
+                    .env("DISTLOCK_FENCING", "false")
+                    .env("DISTLOCK_OWNER", &owner),
+            );
+            assert_eq!(code(&out), 0, "{client} {verb}: {out:?}");
+        }
+        let status = stdout(&output(distlock(&server, &["status", &name, "--json"])));
+        assert!(
+            status.contains("\"held\":false") && status.contains("\"fencing_token\":null"),
+            "{client}: no counter was written: {status}"
+        );
+    }
+}
+
 #[test]
 fn try_once_skips_a_held_lock() {
     let server = RedisServer::start().expect("start");

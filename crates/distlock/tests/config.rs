@@ -26,6 +26,7 @@ fn every_field_parses_from_toml() {
         wait_timeout = "3s"
         wait_mode = "poll"
         fair = true
+        fencing = false
         connect_timeout = "1s"
         command_timeout = "500ms"
         node_timeout = "20ms"
@@ -49,6 +50,7 @@ fn every_field_parses_from_toml() {
     assert_eq!(lock.wait_timeout, Duration::from_secs(3));
     assert_eq!(lock.wait_mode, distlock::WaitMode::Poll);
     assert!(lock.fair);
+    assert!(!lock.fencing);
     assert_eq!(lock.connect_timeout, Duration::from_secs(1));
     assert_eq!(lock.command_timeout, Duration::from_millis(500));
     assert_eq!(lock.node_timeout, Duration::from_millis(20));
@@ -87,6 +89,7 @@ fn bad_toml_names_the_field() {
         ("wait_timeout = 5", "wait_timeout"),
         ("wait_mode = \"spin\"", "wait_mode"),
         ("fair = \"yes\"", "fair"),
+        ("fencing = \"off\"", "fencing"),
         ("connect_timeout = \"0s\"", "connect_timeout"),
         ("command_timeout = \"1h\"", "command_timeout"),
         ("node_timeout = \"1m\"", "node_timeout"),
@@ -136,6 +139,7 @@ fn every_field_parses_from_the_environment() {
         ("DISTLOCK_KEY_PREFIX", "123"),
         ("DISTLOCK_WAIT_TIMEOUT", "2s"),
         ("DISTLOCK_WAIT_MODE", "poll"),
+        ("DISTLOCK_FENCING", "false"),
         ("DISTLOCK_CONNECT_TIMEOUT", "1s"),
         ("DISTLOCK_COMMAND_TIMEOUT", "300ms"),
         ("DISTLOCK_NODE_TIMEOUT", "30ms"),
@@ -153,6 +157,7 @@ fn every_field_parses_from_the_environment() {
     assert_eq!(config.lock.ttl, Duration::from_secs(9));
     assert_eq!(config.lock.key_prefix, "123");
     assert_eq!(config.lock.wait_mode, distlock::WaitMode::Poll);
+    assert!(!config.lock.fencing);
     assert_eq!(config.lock.node_timeout, Duration::from_millis(30));
     assert_eq!(config.lock.clock_drift_factor, 0.05);
     assert_eq!(config.lock.retry.multiplier, 3.0);
@@ -162,8 +167,9 @@ fn every_field_parses_from_the_environment() {
 
 #[test]
 fn bad_environment_names_the_variable_or_field() {
-    let cases: [(&[(&str, &str)], &str); 5] = [
+    let cases: [(&[(&str, &str)], &str); 6] = [
         (&[("DISTLOCK_STRATEGY", "paxos")], "DISTLOCK_STRATEGY"),
+        (&[("DISTLOCK_FENCING", "off")], "DISTLOCK_FENCING"),
         (
             &[("DISTLOCK_WATCHDOG__ENABLED", "maybe")],
             "DISTLOCK_WATCHDOG__ENABLED",

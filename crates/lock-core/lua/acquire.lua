@@ -8,11 +8,15 @@
 -- ARGV[2]  the TTL in milliseconds
 -- ARGV[3..7]  what the grant writes beside the lock (grant.lua): the counter's
 --          TTL (0: none) and the holder information
+-- ARGV[8]  (optional) '0' to issue no fencing token (`fencing = false` with
+--          `holder_info`): the counter is neither read nor written; absent or
+--          anything else, a token is issued
 --
 -- Reply:
 --   {1, token}    acquired; token is the next fencing token (>= 1): the
 --                 counter after INCR, or the server's time in µs (grant.lua);
 --                 an integer below 2^53, the counter's decimal text above
+--   {1, 0}        acquired without a token (ARGV[8] == '0')
 --   {0, pttl}     held by someone (this owner included): the holder's remaining
 --                 TTL in milliseconds, or -1 if the key has no expiry
 --   {-1, detail}  the fencing counter or the holder key holds foreign data;
@@ -25,7 +29,11 @@
 -- TTL.
 -- counter_problem, next_token, holder_problem and write_holder come from
 -- fencing_counter.lua and grant.lua, loaded in front of this file.
-local counter = redis.call('get', KEYS[2])
+local fenced = ARGV[8] ~= '0'
+local counter = false
+if fenced then
+  counter = redis.call('get', KEYS[2])
+end
 local problem = counter_problem(counter) or holder_problem(KEYS[3])
 if problem then
   return {-1, problem}
@@ -35,6 +43,9 @@ local ttl = tonumber(ARGV[2])
 local counter_ttl = tonumber(ARGV[3]) or 0
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   write_holder(KEYS[3], ARGV[2], 3)
+  if not fenced then
+    return {1, 0}
+  end
   return {1, next_token(KEYS[2], counter, ttl, counter_ttl)}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -12,7 +12,9 @@
 -- ARGV[1]  the old hold's value, `<owner>:<nonce>`
 -- ARGV[2]  the new hold's value, `<owner>:<new nonce>`
 -- ARGV[3]  the TTL in milliseconds
--- ARGV[4]  the fencing token the hand-off token claims
+-- ARGV[4]  the fencing token the hand-off token claims, or '' when it claims
+--          none (a grant of a process with `fencing = false`, which issued
+--          none): then the counter is not checked
 --
 -- Reply: 1 when taken over; 0 when the key is gone or holds another value,
 -- or the counter shows a later grant than the claimed token (a token that
@@ -22,9 +24,11 @@
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local counter = redis.call('get', KEYS[2])
-if counter and counter ~= ARGV[4] then
-  return 0
+if ARGV[4] ~= '' then
+  local counter = redis.call('get', KEYS[2])
+  if counter and counter ~= ARGV[4] then
+    return 0
+  end
 end
 redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local left = redis.call('pttl', KEYS[2])

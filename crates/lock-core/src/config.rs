@@ -97,14 +97,37 @@ pub struct LockConfig {
     /// label `other`), so a service locking `order:{id}` cannot grow its
     /// metrics without bound. At most 10,000. Default: 0, no name label.
     pub metrics_lock_names: u32,
+    /// Whether single-node acquires issue fencing tokens. Default: true.
+    ///
+    /// With `false`, a single-node acquire is one plain
+    /// `SET <key> <hold> NX PX <ttl>` (followed by `WAIT` in the same pipeline
+    /// with `replicas`) instead of the acquire script, which costs the server
+    /// several times as much (`docs/BENCHMARKS.md`). What is lost: the guard
+    /// has no fencing token (`fencing_token()` is `None`, and a hand-off token
+    /// carries none), and `distlock run` and `distlock acquire` set no
+    /// `DISTLOCK_FENCING_TOKEN`, so nothing stops a holder that was paused past
+    /// its lease from writing to the resource. Such a grant also writes no
+    /// fencing counter, so a resource cannot tell its writes from those of
+    /// the fenced holder before it: every process that relies on tokens for a
+    /// `key_prefix` must keep fencing on. Otherwise processes with and without
+    /// it share a prefix safely: the stored value, renewal, release, hand-off
+    /// and inspection are the same (`inspect` shows the counter, the last
+    /// token issued, which a fencing-off hold does not have).
+    ///
+    /// With `holder_info`, the acquire script still runs, in a mode that reads
+    /// and writes no counter. Fair mode (`fair = true`) and the reentrant
+    /// strategy keep their scripts and keep issuing tokens whatever this says;
+    /// Redlock issues none either way.
+    pub fencing: bool,
     /// How long a lock name's fencing counter lives after its last grant.
     /// Off by default (`None`): the counter never expires, and every name
     /// ever locked keeps one small key. When set, grants issue
     /// `max(counter + 1, the server's time in µs)`, so tokens keep growing
     /// after the counter expired, unless the server's clock is set back by
     /// more than the time since the last grant. At least 10 × `ttl`, at most
-    /// 3650 days. Single-node and reentrant strategies (Redlock keeps no
-    /// counter).
+    /// 3650 days. Single-node and reentrant strategies, wherever they issue
+    /// tokens (not single-node grants with `fencing = false` outside fair
+    /// mode; Redlock keeps no counter).
     #[serde(with = "humantime_serde")]
     pub fencing_counter_ttl: Option<Duration>,
     /// Store holder information beside each held lock, in the grant's own
@@ -145,6 +168,7 @@ impl Default for LockConfig {
             node_timeout: Duration::from_millis(50),
             clock_drift_factor: 0.01,
             metrics_lock_names: 0,
+            fencing: true,
             fencing_counter_ttl: None,
             holder_info: false,
             holder_label: None,

@@ -16,20 +16,34 @@ pub const MAX_HOLDER_LABEL_LEN: usize = 128;
 const MAX_HOST_LEN: usize = 255;
 
 /// What the built-in acquire scripts write beside the lock key, from
-/// [`LockConfig::fencing_counter_ttl`], [`LockConfig::holder_info`] and
-/// [`LockConfig::holder_label`]. The default writes what they always did: a
-/// fencing counter that never expires, and no holder information.
+/// [`LockConfig::fencing`], [`LockConfig::fencing_counter_ttl`],
+/// [`LockConfig::holder_info`] and [`LockConfig::holder_label`]. The default
+/// writes what they always did: a fencing token from a counter that never
+/// expires, and no holder information.
 ///
 /// A strategy built from a config gets these from
 /// [`GrantOptions::from_config`]; one built by hand takes them through its
 /// `with_grant_options`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GrantOptions {
     /// How long the fencing counter lives after a grant; `None`: forever.
     pub fencing_counter_ttl: Option<Duration>,
+    /// Whether single-node grants outside fair mode issue a fencing token
+    /// ([`LockConfig::fencing`]).
+    fencing: bool,
     /// Who this process is, stored by each grant; `None`: nothing is stored.
     holder: Option<HolderIdentity>,
+}
+
+impl Default for GrantOptions {
+    fn default() -> Self {
+        GrantOptions {
+            fencing_counter_ttl: None,
+            fencing: true,
+            holder: None,
+        }
+    }
 }
 
 /// This process as holder information names it.
@@ -47,12 +61,28 @@ impl GrantOptions {
     /// validate.
     pub fn from_config(config: &LockConfig) -> Result<Self, LockError> {
         config.validate()?;
-        let options = GrantOptions::default().with_fencing_counter_ttl(config.fencing_counter_ttl);
+        let options = GrantOptions::default()
+            .with_fencing(config.fencing)
+            .with_fencing_counter_ttl(config.fencing_counter_ttl);
         if config.holder_info {
             options.with_holder_info(config.holder_label.clone())
         } else {
             Ok(options)
         }
+    }
+
+    /// These options with fencing tokens issued (`true`, the default) or
+    /// not by single-node grants outside fair mode; see
+    /// [`LockConfig::fencing`] for what is lost without them. The fair-mode
+    /// and reentrant scripts issue tokens either way.
+    pub fn with_fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// Whether single-node grants outside fair mode issue fencing tokens.
+    pub fn fencing(&self) -> bool {
+        self.fencing
     }
 
     /// These options with a fencing counter that expires `ttl` after the

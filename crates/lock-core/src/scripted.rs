@@ -71,30 +71,66 @@ impl ScriptedNode {
         if !self.replicas.is_on() {
             return Ok((self.run(script, keys, args).await?, Ok(())));
         }
-        let count = self.replicas.count.to_string();
-        // WAIT with 0 ms would block the connection until a replica answers.
-        let millis = crate::timing::ttl_millis(self.replicas.timeout)
-            .max(1)
-            .to_string();
+        let (count, millis) = self.wait_args();
         let wait: &[&[u8]] = &[count.as_bytes(), millis.as_bytes()];
         let (reply, waited) = script
             .run_then(self.client.as_ref(), keys, args, ("WAIT", wait))
             .await?;
-        let acknowledged = match waited {
-            Ok(Reply::Int(acknowledged)) => u32::try_from(acknowledged).unwrap_or(0),
-            Ok(other) => {
-                return Ok((
-                    reply,
-                    Err(LockError::UnexpectedReply {
-                        node: self.client.address().to_owned(),
-                        script: "WAIT",
-                        reply: other.to_string(),
-                    }),
-                ))
-            }
-            Err(err) => return Ok((reply, Err(err))),
+        Ok((reply, self.acknowledgement(waited)))
+    }
+
+    /// Sends the plain command `name args...` (a `SET`, whose first
+    /// argument is its key) like [`ScriptedNode::run_acknowledged`] runs a
+    /// script: when replicas are asked for, with `WAIT` behind it in one
+    /// pipeline on the connection that serves `key`. Returns the command's
+    /// reply as it came and whether enough replicas acknowledged it.
+    pub async fn command_acknowledged(
+        &self,
+        key: &str,
+        name: &'static str,
+        args: &[&[u8]],
+    ) -> Result<(Reply, Result<(), LockError>), LockError> {
+        if !self.replicas.is_on() {
+            return Ok((self.client.command(name, args).await?, Ok(())));
+        }
+        let (count, millis) = self.wait_args();
+        let wait: &[&[u8]] = &[count.as_bytes(), millis.as_bytes()];
+        let mut replies = self
+            .client
+            .pipeline_on_key(key.as_bytes(), &[(name, args), ("WAIT", wait)])
+            .await?
+            .into_iter();
+        let (Some(reply), Some(waited)) = (replies.next(), replies.next()) else {
+            return Err(LockError::UnexpectedReply {
+                node: self.client.address().to_owned(),
+                script: name,
+                reply: "a pipeline without its two replies".to_owned(),
+            });
         };
-        let outcome = if acknowledged >= self.replicas.count {
+        Ok((reply?, self.acknowledgement(waited)))
+    }
+
+    /// `WAIT`'s arguments: the replica count and the timeout in ms.
+    fn wait_args(&self) -> (String, String) {
+        // WAIT with 0 ms would block the connection until a replica answers.
+        let millis = crate::timing::ttl_millis(self.replicas.timeout).max(1);
+        (self.replicas.count.to_string(), millis.to_string())
+    }
+
+    /// Whether `WAIT`'s reply shows enough replicas:
+    /// [`LockError::ReplicasNotAcknowledged`] if fewer acknowledged in time.
+    fn acknowledgement(&self, waited: Result<Reply, LockError>) -> Result<(), LockError> {
+        let acknowledged = match waited? {
+            Reply::Int(acknowledged) => u32::try_from(acknowledged).unwrap_or(0),
+            other => {
+                return Err(LockError::UnexpectedReply {
+                    node: self.client.address().to_owned(),
+                    script: "WAIT",
+                    reply: other.to_string(),
+                })
+            }
+        };
+        if acknowledged >= self.replicas.count {
             Ok(())
         } else {
             Err(LockError::ReplicasNotAcknowledged {
@@ -103,8 +139,7 @@ impl ScriptedNode {
                 needed: self.replicas.count,
                 timeout: self.replicas.timeout,
             })
-        };
-        Ok((reply, outcome))
+        }
     }
 
     /// Uses `notifier` for release notifications.

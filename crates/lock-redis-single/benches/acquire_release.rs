@@ -4,9 +4,14 @@
 //! lock can cost).
 //!
 //! A third figure, "scripts", runs our acquire and release scripts through the
-//! same raw connection without the lock API: the gap between it and the floor is
-//! what the server spends on the fenced acquire (a Lua call that also INCRs the
+//! same raw connection without the lock API, with the keys and arguments the
+//! lock sends: the gap between it and the floor is what the server spends on
+//! the fenced acquire (a Lua call that also checks the holder key and INCRs the
 //! fencing counter); the gap between "ours" and it is our client-side cost.
+//!
+//! "ours, fencing off" is the lock API with `fencing = false`, whose acquire
+//! is a plain `SET NX PX`: the same two commands as the floor, so the gap
+//! between the two is our client-side cost alone.
 //!
 //! Run with `cargo xtask bench`. `BENCH_SECONDS` sets the length of one
 //! measurement (default 2); each figure is the median of `BENCH_ROUNDS` (default
@@ -16,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::kit;
-use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
+use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::RedisServer;
@@ -36,29 +41,44 @@ async fn main() {
         server.port()
     );
     println!();
-    println!("| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | ours / floor | ours / scripts |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) \
+         | ours, fencing off (cycles/s) | ours / floor | ours / scripts \
+         | fencing off / floor |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
         let floor_node = kit::connect(kind, &url, options)
             .await
             .expect("connect floor");
-        let backend = SingleNodeBackend::connect(kind, &url, options)
-            .await
-            .expect("connect ours");
         let config = LockConfig::with_nodes([url.expose().to_owned()]);
-        let locks = LockManager::new(Arc::new(backend), config).expect("config");
-        for tasks in [1, 32] {
-            let (mut floors, mut scriptses, mut ourses) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..rounds {
-                floors.push(floor(Arc::clone(&floor_node), tasks, length).await);
-                scriptses.push(scripts(Arc::clone(&floor_node), tasks, length).await);
-                ourses.push(acquire_release_cycles(locks.clone(), "bench", tasks, length).await);
+        let manager = |fencing: bool| {
+            let (url, config) = (&url, config.clone());
+            async move {
+                let backend = SingleNodeBackend::connect(kind, url, options)
+                    .await
+                    .expect("connect ours")
+                    .with_grant_options(GrantOptions::default().with_fencing(fencing));
+                LockManager::new(Arc::new(backend), config).expect("config")
             }
-            let (floor, scripts, ours) = (median(floors), median(scriptses), median(ourses));
+        };
+        let (fenced, unfenced) = (manager(true).await, manager(false).await);
+        for tasks in [1, 32] {
+            let mut runs: [Vec<f64>; 4] = Default::default();
+            for _ in 0..rounds {
+                runs[0].push(floor(Arc::clone(&floor_node), tasks, length).await);
+                runs[1].push(scripts(Arc::clone(&floor_node), tasks, length).await);
+                runs[2].push(acquire_release_cycles(fenced.clone(), "bench", tasks, length).await);
+                runs[3].push(
+                    acquire_release_cycles(unfenced.clone(), "bench-off", tasks, length).await,
+                );
+            }
+            let [floor, scripts, ours, off] = runs.map(median);
             println!(
-                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {:.2} | {:.2} |",
+                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {off:.0} | {:.2} | {:.2} | {:.2} |",
                 ours / floor,
-                ours / scripts
+                ours / scripts,
+                off / floor
             );
         }
     }

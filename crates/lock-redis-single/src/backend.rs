@@ -195,6 +195,68 @@ impl SingleNodeBackend {
         self.node.client()
     }
 
+    /// The acquire with `fencing = false` (and no holder information): a
+    /// plain `SET <key> <hold> NX PX <ttl>`, followed by `WAIT` in the same
+    /// pipeline when replicas are asked for. When the key is held, a `PTTL`
+    /// follows, so a waiter sleeps no longer than the holder's lease: one
+    /// more round trip, on the contended path only.
+    async fn acquire_plain(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl_ms: &str,
+    ) -> Result<AcquireOutcome, LockError> {
+        let args: [&[u8]; 5] = [
+            key.redis_key().as_bytes(),
+            hold.value().as_bytes(),
+            b"NX",
+            b"PX",
+            ttl_ms.as_bytes(),
+        ];
+        let (reply, acknowledged) = self
+            .node
+            .command_acknowledged(key.redis_key(), "SET", &args)
+            .await?;
+        let outcome = match reply {
+            // `OK` arrives as a status or, through fred, as a string.
+            ref ok if ok.as_text() == Some("OK") => AcquireOutcome::Acquired {
+                fencing_token: None,
+            },
+            Reply::Nil => AcquireOutcome::Held {
+                remaining: self.holder_remaining(key).await?,
+            },
+            other => {
+                return Err(LockError::UnexpectedReply {
+                    node: self.node.client().address().to_owned(),
+                    script: "SET NX PX",
+                    reply: other.to_string(),
+                })
+            }
+        };
+        self.acknowledged_grant(key, hold, outcome, acknowledged)
+            .await
+    }
+
+    /// How long the holder of `key` has left, from `PTTL`: zero when the
+    /// key is already gone (try again at once), `None` for a key without
+    /// expiry.
+    async fn holder_remaining(&self, key: &LockKey) -> Result<Option<Duration>, LockError> {
+        match self
+            .node
+            .client()
+            .command("PTTL", &[key.redis_key().as_bytes()])
+            .await?
+        {
+            Reply::Int(-2) => Ok(Some(Duration::ZERO)),
+            Reply::Int(pttl) => Ok(remaining_from_pttl(pttl)),
+            other => Err(LockError::UnexpectedReply {
+                node: self.node.client().address().to_owned(),
+                script: "PTTL",
+                reply: other.to_string(),
+            }),
+        }
+    }
+
     /// A grant stands once enough replicas acknowledged it (when replicas
     /// are asked for); otherwise it is released again and the acquire fails
     /// with [`LockError::ReplicasNotAcknowledged`].
@@ -234,16 +296,24 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
         let ttl_ms = ttl_millis(ttl).to_string();
+        let fencing = self.grant.fencing();
+        if !fencing && !self.grant.holder_info() {
+            return self.acquire_plain(key, hold, &ttl_ms).await;
+        }
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
         let grant = self.grant.script_args();
         let mut args = vec![hold.value().as_bytes(), ttl_ms.as_bytes()];
         args.extend(grant.iter().map(String::as_bytes));
+        if !fencing {
+            // The script's own flag: store the holder, issue no token.
+            args.push(b"0");
+        }
         let (reply, acknowledged) = self
             .node
             .run_acknowledged(&single::ACQUIRE, &keys, &args)
             .await?;
-        let outcome = acquire_outcome(key, &reply)
+        let outcome = acquire_outcome(key, &reply, fencing)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))?;
         self.acknowledged_grant(key, hold, outcome, acknowledged)
             .await
@@ -324,13 +394,16 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
-        // Every grant of this strategy has a fencing token: a token without
-        // one names no hold of it.
-        let Some(claimed) = from.fencing_token() else {
-            return Ok(ExtendOutcome::NotHeld);
+        let claimed = match from.fencing_token() {
+            Some(claimed) => claimed.get().to_string(),
+            // A grant made with fencing off has no token to check: the
+            // script skips the counter check for an empty claim.
+            None if !self.grant.fencing() => String::new(),
+            // With fencing on, every grant of this strategy is taken to have
+            // a token: a token without one names no hold of it.
+            None => return Ok(ExtendOutcome::NotHeld),
         };
         let ttl_ms = ttl_millis(ttl).to_string();
-        let claimed = claimed.get().to_string();
         let args = [
             from.value().as_bytes(),
             to.value().as_bytes(),
@@ -406,7 +479,8 @@ impl LockBackend for SingleNodeBackend {
             .node
             .run_acknowledged(&single::FAIR_ACQUIRE, &keys, &args)
             .await?;
-        let outcome = acquire_outcome(key, &reply)
+        // Fair mode issues tokens whatever `fencing` says.
+        let outcome = acquire_outcome(key, &reply, true)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
         self.acknowledged_grant(key, hold, outcome, acknowledged)
             .await
@@ -468,9 +542,18 @@ fn spans_nodes(message: &str) -> bool {
 }
 
 /// The `{1, token}` / `{0, pttl}` / `{-1, detail}` reply of the acquire
-/// scripts; `None` for any other shape.
-fn acquire_outcome(key: &LockKey, reply: &Reply) -> Option<Result<AcquireOutcome, LockError>> {
+/// scripts, where `fenced` says whether a token was asked for (without one,
+/// an acquire replies `{1, 0}`); `None` for any other shape.
+fn acquire_outcome(
+    key: &LockKey,
+    reply: &Reply,
+    fenced: bool,
+) -> Option<Result<AcquireOutcome, LockError>> {
     match reply.as_array()? {
+        [Reply::Int(1), Reply::Int(0)] if !fenced => Some(Ok(AcquireOutcome::Acquired {
+            fencing_token: None,
+        })),
+        [Reply::Int(1), _] if !fenced => None,
         // An integer below 2^53, the counter's text above (a Lua number
         // would round it).
         [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(Ok(AcquireOutcome::Acquired {

@@ -6,6 +6,10 @@
 //! and one round trip; the acquire script also increments the key's fencing
 //! counter in the same atomic step.
 //!
+//! With [`LockConfig::fencing`](lock_core::LockConfig::fencing) off, an
+//! acquire is one plain `SET NX PX` instead, with no fencing token (fair mode
+//! keeps its script and its tokens); see that field for what is lost.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), lock_core::LockError> {
 //! use lock_core::LockConfig;

@@ -1,20 +1,54 @@
 //! The contract suite and the model test for the single-node strategy, once
-//! per compiled client.
+//! per compiled client, with fencing tokens and with `fencing = false`.
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
 use std::sync::Arc;
 
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError, NodeUrl};
+use lock_core::{
+    ClientKind, ConnectOptions, Endpoint, GrantOptions, LockBackend, LockError, NodeUrl,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
-/// Connects the single-node backend to the first URL through one client.
-struct SingleNode(ClientKind);
+/// Connects the single-node backend to the first URL through one client,
+/// issuing fencing tokens or (`fencing = false`) acquiring with a plain
+/// `SET NX PX`.
+struct SingleNode {
+    kind: ClientKind,
+    fencing: bool,
+}
+
+impl SingleNode {
+    fn fenced(kind: ClientKind) -> Self {
+        SingleNode {
+            kind,
+            fencing: true,
+        }
+    }
+
+    fn fencing_off(kind: ClientKind) -> Self {
+        SingleNode {
+            kind,
+            fencing: false,
+        }
+    }
+
+    async fn backend(
+        &self,
+        endpoint: impl Into<Endpoint>,
+        options: ConnectOptions,
+    ) -> Result<Arc<dyn LockBackend>, LockError> {
+        let backend = SingleNodeBackend::connect(self.kind, endpoint, options)
+            .await?
+            .with_grant_options(GrantOptions::default().with_fencing(self.fencing));
+        Ok(Arc::new(backend))
+    }
+}
 
 impl BackendFactory for SingleNode {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, false)
+        Capabilities::new(self.fencing, false)
     }
 
     fn connect<'a>(
@@ -22,10 +56,7 @@ impl BackendFactory for SingleNode {
         urls: &'a [NodeUrl],
         options: ConnectOptions,
     ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        Box::pin(async move {
-            let backend = SingleNodeBackend::connect(self.0, &urls[0], options).await?;
-            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
-        })
+        Box::pin(self.backend(&urls[0], options))
     }
 
     fn connect_endpoints<'a>(
@@ -33,10 +64,7 @@ impl BackendFactory for SingleNode {
         endpoints: &'a [Endpoint],
         options: ConnectOptions,
     ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        Box::pin(async move {
-            let backend = SingleNodeBackend::connect(self.0, &endpoints[0], options).await?;
-            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
-        })
+        Box::pin(self.backend(&endpoints[0], options))
     }
 }
 
@@ -48,18 +76,26 @@ impl BackendFactory for SingleNode {
 mod sites {
     use super::*;
 
-    lock_testkit::contract_suite!(@on_sites SingleNode);
+    lock_testkit::contract_suite!(@on_sites SingleNode::fenced);
+
+    // Fencing off changes how an acquire reaches a node (a plain SET, routed
+    // by its key, and WAIT behind it), which matters on a cluster; TLS and
+    // sentinels carry it as they carry a script.
+    lock_testkit::contract_suite!(@on_site SingleNode::fencing_off;
+        cluster_fencing_off_on_redis Redis Cluster,
+        cluster_fencing_off_on_fred Fred Cluster,
+    );
 }
 
 #[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
 
-    lock_testkit::contract_suite!(SingleNode(ClientKind::Redis));
+    lock_testkit::contract_suite!(SingleNode::fenced(ClientKind::Redis));
 
     #[test]
     fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode(ClientKind::Redis), 24);
+        lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Redis), 24);
     }
 }
 
@@ -67,10 +103,34 @@ mod on_redis {
 mod on_fred {
     use super::*;
 
-    lock_testkit::contract_suite!(SingleNode(ClientKind::Fred));
+    lock_testkit::contract_suite!(SingleNode::fenced(ClientKind::Fred));
 
     #[test]
     fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode(ClientKind::Fred), 24);
+        lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Fred), 24);
+    }
+}
+
+#[cfg(feature = "redis")]
+mod fencing_off_on_redis {
+    use super::*;
+
+    lock_testkit::contract_suite!(SingleNode::fencing_off(ClientKind::Redis));
+
+    #[test]
+    fn matches_the_model() {
+        lock_testkit::model::check_against_model(&SingleNode::fencing_off(ClientKind::Redis), 24);
+    }
+}
+
+#[cfg(feature = "fred")]
+mod fencing_off_on_fred {
+    use super::*;
+
+    lock_testkit::contract_suite!(SingleNode::fencing_off(ClientKind::Fred));
+
+    #[test]
+    fn matches_the_model() {
+        lock_testkit::model::check_against_model(&SingleNode::fencing_off(ClientKind::Fred), 24);
     }
 }

@@ -3,7 +3,8 @@
 //! on the replicas; one they did not acknowledge in time is released again
 //! and reported as a retryable error; a renewal they did not acknowledge
 //! does not move the deadline; on a cluster the `WAIT` goes to the master of
-//! the lock's slot.
+//! the lock's slot. With fencing tokens, and with `fencing = false`, whose
+//! acquire is a plain `SET` with the `WAIT` behind it.
 //!
 //! They start replicas and a cluster, so they run in the build with both
 //! clients (and TLS), which `cargo xtask test` runs.
@@ -14,7 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, LockConfig, LockError, LockManager, ReplicasConfig,
+    ClientKind, ConnectOptions, Endpoint, GrantOptions, LockConfig, LockError, LockManager,
+    ReplicasConfig,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{AdminReply, DelayProxy, RedisCluster, RedisServer};
@@ -31,10 +33,11 @@ fn config() -> LockConfig {
     config
 }
 
-async fn manager(kind: ClientKind, endpoint: Endpoint) -> LockManager {
+async fn manager(kind: ClientKind, endpoint: Endpoint, fencing: bool) -> LockManager {
     let backend = SingleNodeBackend::connect(kind, endpoint, options())
         .await
-        .expect("connect");
+        .expect("connect")
+        .with_grant_options(GrantOptions::default().with_fencing(fencing));
     LockManager::new(Arc::new(backend), config()).expect("config")
 }
 
@@ -80,21 +83,21 @@ fn acknowledged_grants_are_on_the_replica() {
             .expect("replica");
         tokio::task::block_in_place(|| wait_for_sync(&master));
         for kind in ClientKind::compiled() {
-            for (mode, replicas) in [
-                ("without WAIT", ReplicasConfig::default()),
-                (
-                    "replicas.count = 1",
-                    ReplicasConfig::new(1, Duration::from_millis(200)),
-                ),
+            let acknowledged = ReplicasConfig::new(1, Duration::from_millis(200));
+            for (mode, replicas, fencing) in [
+                ("without WAIT", ReplicasConfig::default(), true),
+                ("replicas.count = 1", acknowledged, true),
+                ("replicas.count = 1, fencing off", acknowledged, false),
             ] {
                 let locks = manager(
                     kind,
                     Endpoint::standalone(master.url()).with_replicas(replicas),
+                    fencing,
                 )
                 .await;
                 let mut missing = 0;
                 for round in 0..ROUNDS {
-                    let name = format!("{kind}-{}-{round}", replicas.count);
+                    let name = format!("{kind}-{}-{fencing}-{round}", replicas.count);
                     let guard = locks
                         .try_acquire(&name)
                         .await
@@ -135,10 +138,14 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             .expect("replica");
         tokio::task::block_in_place(|| wait_for_sync(&master));
         let replicas = ReplicasConfig::new(1, Duration::from_millis(200));
-        for kind in ClientKind::compiled() {
+        let modes = ClientKind::compiled()
+            .into_iter()
+            .flat_map(|kind| [(kind, true), (kind, false)]);
+        for (kind, fencing) in modes {
             let locks = manager(
                 kind,
                 Endpoint::standalone(master.url()).with_replicas(replicas),
+                fencing,
             )
             .await;
             // A freshly synced replica can miss its first acknowledgements;
@@ -153,37 +160,40 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                         options(),
                     )
                     .await
-                    .expect("connect"),
+                    .expect("connect")
+                    .with_grant_options(GrantOptions::default().with_fencing(fencing)),
                 ),
                 waiting,
             )
             .expect("config");
-            let held = patient
-                .acquire("renewed")
-                .await
-                .unwrap_or_else(|err| panic!("{kind}: acquire with a live replica: {err}"));
+            let held = patient.acquire("renewed").await.unwrap_or_else(|err| {
+                panic!("{kind}, fencing {fencing}: acquire with a live replica: {err}")
+            });
             replica.pause().expect("pause the replica");
             match locks.try_acquire("refused").await {
                 Err(err @ LockError::ReplicasNotAcknowledged { .. }) => {
-                    assert!(err.is_retryable(), "{kind}: {err}");
+                    assert!(err.is_retryable(), "{kind}, fencing {fencing}: {err}");
                     let text = err.to_string();
-                    assert!(text.contains("0 of the 1"), "{kind}: {text}");
+                    assert!(
+                        text.contains("0 of the 1"),
+                        "{kind}, fencing {fencing}: {text}"
+                    );
                 }
-                other => panic!("{kind}: a grant no replica has: {other:?}"),
+                other => panic!("{kind}, fencing {fencing}: a grant no replica has: {other:?}"),
             }
             let key = locks.key("refused").expect("key");
             assert!(
                 !exists(&master, key.redis_key()),
-                "{kind}: the refused grant was released"
+                "{kind}, fencing {fencing}: the refused grant was released"
             );
             let renewed = held.extend(Duration::from_secs(60)).await;
             assert!(
                 matches!(renewed, Err(LockError::ReplicasNotAcknowledged { .. })),
-                "{kind}: a renewal no replica has: {renewed:?}"
+                "{kind}, fencing {fencing}: a renewal no replica has: {renewed:?}"
             );
             assert!(
                 held.remaining() <= Duration::from_secs(5),
-                "{kind}: the deadline did not move to the unacknowledged 60 s: {:?}",
+                "{kind}, fencing {fencing}: the deadline did not move to the unacknowledged 60 s: {:?}",
                 held.remaining()
             );
             replica.resume().expect("resume the replica");
@@ -193,6 +203,7 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                 kind,
                 Endpoint::standalone(master.url())
                     .with_replicas(ReplicasConfig::new(2, Duration::from_millis(200))),
+                fencing,
             )
             .await;
             assert!(
@@ -204,7 +215,7 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                         ..
                     })
                 ),
-                "{kind}: two replicas asked of one"
+                "{kind}, fencing {fencing}: two replicas asked of one"
             );
         }
     });
@@ -224,10 +235,14 @@ fn cluster_waits_on_the_slots_master() {
         // cores can take longer than 50 ms to acknowledge (seen in a full
         // `cargo xtask test` run). The refusal below still needs the pause.
         let replicas = ReplicasConfig::new(1, Duration::from_millis(200));
-        for kind in ClientKind::compiled() {
+        let modes = ClientKind::compiled()
+            .into_iter()
+            .flat_map(|kind| [(kind, true), (kind, false)]);
+        for (kind, fencing) in modes {
             let locks = manager(
                 kind,
                 Endpoint::cluster(cluster.seed_urls()).with_replicas(replicas),
+                fencing,
             )
             .await;
             let guard = locks
@@ -254,7 +269,7 @@ fn cluster_waits_on_the_slots_master() {
             cluster.nodes_mut()[replica].resume().expect("resume");
             assert!(
                 matches!(refused, Err(LockError::ReplicasNotAcknowledged { .. })),
-                "{kind}: WAIT reached the slot's master: {refused:?}"
+                "{kind}, fencing {fencing}: WAIT reached the slot's master: {refused:?}"
             );
         }
     });

@@ -155,6 +155,12 @@ async fn run_scenario(
                                 last
                             );
                             model.last_token.insert(key, token);
+                        } else {
+                            prop_assert!(
+                                fencing_token.is_none(),
+                                "step {}: a token from a strategy without fencing",
+                                step
+                            );
                         }
                         model.holder.insert(key, (owner, 1));
                     }
@@ -249,20 +255,19 @@ async fn run_scenario(
                     index
                 );
             }
-            if fencing {
-                let token = match state {
-                    LockState::Free { last_token } => last_token,
-                    LockState::Held { token, .. } => token,
-                    _ => None,
-                };
-                prop_assert_eq!(
-                    token.map(|token| token.get()),
-                    model.last_token.get(&index).copied(),
-                    "step {} token of key {}",
-                    step,
-                    index
-                );
-            }
+            // Without fencing, the model issues no tokens and expects none.
+            let token = match state {
+                LockState::Free { last_token } => last_token,
+                LockState::Held { token, .. } => token,
+                _ => None,
+            };
+            prop_assert_eq!(
+                token.map(|token| token.get()),
+                model.last_token.get(&index).copied(),
+                "step {} token of key {}",
+                step,
+                index
+            );
         }
     }
     Ok(())

@@ -391,11 +391,12 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
 
 /// A fencing counter holding foreign data (not a number, at its maximum, or
 /// of another type) makes an acquire fail with `Corrupted` before the script
-/// writes anything: the lock key stays absent.
+/// writes anything: the lock key stays absent. A strategy that issues no
+/// tokens never reads the counter: it takes the lock with no token and
+/// leaves the counter as it was, while its fair mode, which issues tokens,
+/// still refuses.
 pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
-    if !factory.capabilities().fencing {
-        return;
-    }
+    let fencing = factory.capabilities().fencing;
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(10)));
     let mut fair_config = fast_config(Duration::from_secs(10));
@@ -413,7 +414,32 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
     for setup in set_counter {
         deployment.admin_all(&["DEL", key.fence_key()]);
         deployment.admin_all(setup);
-        for (mode, manager) in [("plain", Some(&locks)), ("fair", fair.as_ref())] {
+        if !fencing {
+            let guard = locks
+                .try_acquire("counted")
+                .await
+                .unwrap_or_else(|err| panic!("{setup:?}: {err}"))
+                .unwrap_or_else(|| panic!("{setup:?}: the lock was held"));
+            assert_eq!(guard.fencing_token(), None, "{setup:?}");
+            guard.release().await.expect("release");
+            for reply in deployment.admin_each(&["TYPE", key.fence_key()]) {
+                let kind = if setup[0] == "RPUSH" {
+                    "list"
+                } else {
+                    "string"
+                };
+                assert_eq!(
+                    reply.as_text(),
+                    Some(kind),
+                    "{setup:?}: the counter was left as it was"
+                );
+            }
+        }
+        let refusing = [
+            ("plain", Some(&locks).filter(|_| fencing)),
+            ("fair", fair.as_ref()),
+        ];
+        for (mode, manager) in refusing {
             let Some(manager) = manager else { continue };
             let result = manager.try_acquire("counted").await;
             assert!(
@@ -429,6 +455,9 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
                 );
             }
         }
+    }
+    if !fencing {
+        return;
     }
     deployment.admin_all(&["DEL", key.fence_key()]);
     deployment.admin_all(&["SET", key.fence_key(), "41"]);

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use lock_core::kit::scripts::single::{ACQUIRE, RELEASE};
 use lock_core::kit::NodeClient;
+use lock_core::GrantOptions;
 use lock_testkit::bench::cycles_per_second;
 
 /// Raw `SET key val NX PX` then a raw `EVALSHA` compare-and-delete, per
@@ -44,19 +45,20 @@ pub async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) ->
 }
 
 /// Our acquire and release scripts, raw through the same connection, per
-/// second: the commands the lock sends, without the lock's client-side work.
+/// second: the commands the lock sends with the default options (the
+/// holder key and the five grant arguments included), without the lock's
+/// client-side work.
 pub async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
     cycles_per_second(tasks, length, move |task| {
         let node = Arc::clone(&node);
         async move {
             let key = format!("scripts:{{t{task}}}");
-            let fence = format!("{key}:fence");
+            let (fence, holder) = (format!("{key}:fence"), format!("{key}:holder"));
+            let grant = GrantOptions::default().script_args();
+            let mut args: Vec<&[u8]> = vec![b"owner-token-0123456789abcdef", b"30000"];
+            args.extend(grant.iter().map(String::as_bytes));
             let acquired = ACQUIRE
-                .run(
-                    node.as_ref(),
-                    &[&key, &fence],
-                    &[b"owner-token-0123456789abcdef", b"30000"],
-                )
+                .run(node.as_ref(), &[&key, &fence, &holder], &args)
                 .await
                 .expect("EVALSHA acquire");
             assert_eq!(

@@ -29,7 +29,8 @@
 //! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): the command was stopped as for 76 and the lock released |
 //!
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
-//! `DISTLOCK_FENCING_TOKEN`.
+//! `DISTLOCK_FENCING_TOKEN` (not with `redlock`, nor with `single` and
+//! `fencing = false`).
 //!
 //! # A lock across several commands: `acquire`, `extend`, `release`
 //!
@@ -214,8 +215,8 @@ enum Task {
         json: bool,
     },
     /// Take the lock and keep it for later steps of a script: prints
-    /// `export DISTLOCK_OWNER=<hand-off token>` (and `DISTLOCK_FENCING_TOKEN`)
-    /// for `eval`. Nothing renews it: `extend` it, then `release` it.
+    /// `export DISTLOCK_OWNER=<hand-off token>` (and `DISTLOCK_FENCING_TOKEN`,
+    /// where the lock has one) for `eval`. Nothing renews it: `extend` it, then `release` it.
     Acquire {
         /// The lock name.
         #[arg(long)]

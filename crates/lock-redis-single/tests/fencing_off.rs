@@ -1,0 +1,341 @@
+//! `fencing = false`: a single-node acquire is one plain `SET NX PX`, with
+//! no script and no fencing token, and processes with and without fencing
+//! share a prefix. Each test runs with every compiled client.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::time::Duration;
+
+use lock_core::{ClientKind, LockConfig, LockError, LockManager, LockState};
+use lock_testkit::contract::fast_config;
+use lock_testkit::RedisServer;
+
+/// A config for `server` through `kind`, with fencing on or off.
+fn config(server: &RedisServer, kind: ClientKind, fencing: bool) -> LockConfig {
+    let mut config = fast_config(Duration::from_secs(10));
+    config.nodes = vec![server.url()];
+    config.client = kind;
+    config.fencing = fencing;
+    config
+}
+
+async fn manager(config: LockConfig) -> LockManager {
+    lock_redis_single::lock_manager(config)
+        .await
+        .expect("connect")
+}
+
+/// How many times the server ran `command` since the last `CONFIG RESETSTAT`
+/// (`INFO commandstats`).
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    let info = server.info("commandstats").expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:");
+    info.lines()
+        .find_map(|line| {
+            line.strip_prefix(&prefix)?
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+fn reset_stats(server: &RedisServer) {
+    server
+        .admin(&["CONFIG", "RESETSTAT"])
+        .expect("CONFIG RESETSTAT");
+}
+
+fn exists(server: &RedisServer, key: &str) -> bool {
+    server
+        .admin(&["EXISTS", key])
+        .expect("EXISTS")
+        .as_int()
+        .expect("an integer")
+        == 1
+}
+
+/// The acquire is one `SET` (no `EVALSHA`, no `EVAL`), the guard has no
+/// token, and no fencing counter is written; a held lock reports its
+/// holder's remaining TTL (a `PTTL` after the refused `SET`).
+#[test]
+fn a_fencing_off_acquire_is_one_plain_set() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let locks = manager(config(&server, kind, false)).await;
+            let name = format!("plain-{kind}");
+            let key = locks.key(&name).expect("key");
+            reset_stats(&server);
+            let guard = locks
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("a free lock");
+            assert_eq!(
+                guard.fencing_token(),
+                None,
+                "{kind}: a token without fencing"
+            );
+            assert_eq!(
+                (
+                    calls(&server, "set"),
+                    calls(&server, "evalsha"),
+                    calls(&server, "eval")
+                ),
+                (1, 0, 0),
+                "{kind}: the acquire is one SET and no script"
+            );
+            assert!(
+                !exists(&server, key.fence_key()),
+                "{kind}: no fencing counter is written"
+            );
+            let other = manager(config(&server, kind, false)).await;
+            assert!(
+                other
+                    .try_acquire(&name)
+                    .await
+                    .expect("try_acquire")
+                    .is_none(),
+                "{kind}: a held lock is held"
+            );
+            let started = std::time::Instant::now();
+            let waited = other
+                .acquire_within(&name, Duration::from_millis(300))
+                .await;
+            assert!(
+                matches!(waited, Err(LockError::NotAcquired { .. })),
+                "{kind}: {waited:?}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{kind}: the wait ended at its limit"
+            );
+            match locks.inspect(&name).await.expect("inspect") {
+                LockState::Held {
+                    remaining: Some(left),
+                    token: None,
+                    ..
+                } => assert!(left <= Duration::from_secs(10), "{kind}: {left:?}"),
+                other => panic!("{kind}: inspect of a fencing-off hold: {other:?}"),
+            }
+            guard.release().await.expect("release");
+            assert!(!exists(&server, key.redis_key()), "{kind}: released");
+        }
+    });
+}
+
+/// A waiter behind a fencing-off holder that never releases wakes when the
+/// holder's TTL runs out, not at its backoff: the refused `SET` is followed
+/// by the holder's `PTTL`.
+#[test]
+fn a_fencing_off_waiter_sleeps_until_the_holder_expires() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let mut crashed = config(&server, kind, false);
+            crashed.ttl = Duration::from_millis(600);
+            crashed.watchdog.enabled = false;
+            let crashed = manager(crashed).await;
+            let name = format!("crashed-{kind}");
+            let held = crashed
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            let started = std::time::Instant::now();
+            // A holder that stops renewing and never releases.
+            let _abandoned = held.hand_off().expect("hand off");
+            let mut waiting = config(&server, kind, false);
+            // Backoff that would be far too slow: only the TTL can wake it.
+            waiting.retry =
+                lock_core::RetryPolicy::new(Duration::from_secs(10), Duration::from_secs(10));
+            waiting.wait_mode = lock_core::WaitMode::Poll;
+            let waiting = manager(waiting).await;
+            let guard = waiting.acquire(&name).await.expect("acquire after the TTL");
+            let waited = started.elapsed();
+            assert!(
+                waited < Duration::from_millis(2000),
+                "{kind}: acquired {waited:?} after a 600 ms TTL"
+            );
+            guard.release().await.expect("release");
+        }
+    });
+}
+
+/// Fenced and fencing-off processes on one prefix: each finds the other's
+/// hold held and acquires after its release; a fencing-off grant leaves the
+/// counter as it was, so the next fenced token follows the last one; a
+/// fenced hold handed off resumes in a fencing-off process with its token,
+/// and a fencing-off hold resumes where fencing is off (a fenced process,
+/// as ever, takes a token without a fencing token for no hold of its own).
+#[test]
+fn fenced_and_fencing_off_processes_share_a_prefix() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let fenced = manager(config(&server, kind, true)).await;
+            let plain = manager(config(&server, kind, false)).await;
+            let name = format!("shared-{kind}");
+            let first = fenced
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            let token = first.fencing_token().expect("a fenced grant has a token");
+            assert!(
+                plain
+                    .try_acquire(&name)
+                    .await
+                    .expect("try_acquire")
+                    .is_none(),
+                "{kind}: a fenced hold keeps fencing-off processes out"
+            );
+            // Handed to a fencing-off process, the hold keeps its token.
+            let handoff = first.hand_off().expect("hand off");
+            let resumed = plain.resume(&name, &handoff).await.expect("resume");
+            assert_eq!(resumed.fencing_token(), Some(token), "{kind}");
+            resumed.release().await.expect("release");
+
+            let second = plain
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free after the release");
+            assert_eq!(second.fencing_token(), None, "{kind}");
+            assert!(
+                fenced
+                    .try_acquire(&name)
+                    .await
+                    .expect("try_acquire")
+                    .is_none(),
+                "{kind}: a fencing-off hold keeps fenced processes out"
+            );
+            match fenced.inspect(&name).await.expect("inspect") {
+                LockState::Held { token: seen, .. } => assert_eq!(
+                    seen,
+                    Some(token),
+                    "{kind}: the counter still shows the last token issued"
+                ),
+                other => panic!("{kind}: {other:?}"),
+            }
+            second
+                .extend(Duration::from_secs(20))
+                .await
+                .expect("a fencing-off hold renews");
+            let handoff = second.hand_off().expect("hand off");
+            match fenced.resume(&name, &handoff).await {
+                Err(LockError::NotOwner { .. } | LockError::NotHeld { .. }) => {}
+                other => panic!("{kind}: a fenced resume of a token without one: {other:?}"),
+            }
+            let resumed = plain.resume(&name, &handoff).await.expect("resume");
+            assert_eq!(resumed.fencing_token(), None, "{kind}");
+            let waiter = {
+                let fenced = fenced.clone();
+                let name = name.clone();
+                tokio::spawn(async move { fenced.acquire(&name).await })
+            };
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            resumed.release().await.expect("release");
+            let third = tokio::time::timeout(Duration::from_secs(2), waiter)
+                .await
+                .expect("the fenced waiter is woken by the fencing-off release")
+                .expect("task")
+                .expect("acquire");
+            let next = third.fencing_token().expect("a fenced grant has a token");
+            assert_eq!(
+                next.get(),
+                token.get() + 1,
+                "{kind}: the fencing-off grant took no token"
+            );
+            third.release().await.expect("release");
+        }
+    });
+}
+
+/// With `holder_info`, the acquire script runs in its mode without a token:
+/// the holder is stored, no token is issued, and the counter is neither
+/// read (a foreign one does not block it) nor written.
+#[test]
+fn holder_info_without_fencing_stores_the_holder_and_no_token() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let mut config = config(&server, kind, false);
+            config.holder_info = true;
+            config.holder_label = Some("nightly".to_owned());
+            let locks = manager(config).await;
+            let name = format!("labelled-{kind}");
+            let key = locks.key(&name).expect("key");
+            server
+                .admin(&["SET", key.fence_key(), "not-a-number"])
+                .expect("SET");
+            reset_stats(&server);
+            let guard = locks
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            assert_eq!(guard.fencing_token(), None, "{kind}");
+            // Commands a script runs count in `INFO commandstats` too.
+            assert_eq!(
+                [
+                    calls(&server, "evalsha"),
+                    calls(&server, "type"),
+                    calls(&server, "get"),
+                    calls(&server, "incr"),
+                ],
+                [1, 1, 0, 0],
+                "{kind}: the script ran, checked the holder key and read no counter"
+            );
+            assert_eq!(
+                server
+                    .admin(&["GET", key.fence_key()])
+                    .expect("GET")
+                    .as_text(),
+                Some("not-a-number"),
+                "{kind}: the counter was left as it was"
+            );
+            // Inspect reads the counter as a token: give it none.
+            server.admin(&["DEL", key.fence_key()]).expect("DEL");
+            match locks.inspect(&name).await.expect("inspect") {
+                LockState::Held {
+                    token: None,
+                    holder: Some(holder),
+                    ..
+                } => {
+                    assert_eq!(holder.pid, std::process::id(), "{kind}");
+                    assert_eq!(holder.label.as_deref(), Some("nightly"), "{kind}");
+                }
+                other => panic!("{kind}: {other:?}"),
+            }
+            guard.release().await.expect("release");
+            assert!(
+                !exists(&server, &key.holder_key()),
+                "{kind}: the release deleted the holder information"
+            );
+            assert!(!exists(&server, key.fence_key()), "{kind}: no counter");
+        }
+    });
+}
+
+/// Fair mode keeps its script and its tokens with fencing off.
+#[test]
+fn fair_mode_keeps_its_tokens() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let mut config = config(&server, kind, false);
+            config.fair = true;
+            let locks = manager(config).await;
+            let guard = locks
+                .try_acquire(&format!("fair-{kind}"))
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            assert!(guard.fencing_token().is_some(), "{kind}");
+            guard.release().await.expect("release");
+        }
+    });
+}
