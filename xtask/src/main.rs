@@ -186,21 +186,79 @@ fn test() -> Result<(), String> {
         )?;
     }
     println!("xtask: every test with both clients (and the README's examples)");
+    let features = both_clients_features();
+    // The contract suites: hundreds of checks that mostly sleep through
+    // TTLs (under half a core busy), so six at a time cut their time by two
+    // thirds. The other tests (clusters failing over, sentinels, timing
+    // against proxies) keep the default of one per core.
     cargo_with_redis(
         &[
             "test",
             "--workspace",
             "--features",
-            &both_clients_features(),
+            &features,
+            "--test",
+            CONTRACT_TESTS,
+            "--",
+            "--test-threads=6",
         ],
         &redis_server,
-        "tests with both clients failed",
+        "the contract suites with both clients failed",
+    )?;
+    let others = integration_tests_except(CONTRACT_TESTS)?;
+    let mut args = vec![
+        "test",
+        "--workspace",
+        "--features",
+        &features,
+        "--lib",
+        "--bins",
+        "--examples",
+    ];
+    for name in &others {
+        args.extend(["--test", name.as_str()]);
+    }
+    cargo_with_redis(&args, &redis_server, "tests with both clients failed")?;
+    cargo_with_redis(
+        &["test", "--workspace", "--features", &features, "--doc"],
+        &redis_server,
+        "doc tests (and the README's examples) with both clients failed",
     )?;
     publish::package_and_use(&PUBLISHED, &redis_server)?;
     println!("xtask: the safety scenarios, briefly");
     chaos(&["--quick".to_owned()])?;
     println!("xtask: all checks passed");
     Ok(())
+}
+
+/// The integration test file every strategy crate has: the contract suite.
+const CONTRACT_TESTS: &str = "contract";
+
+/// The names of the workspace's integration tests (`crates/*/tests/*.rs`)
+/// other than `except`, each once.
+fn integration_tests_except(except: &str) -> Result<Vec<String>, String> {
+    // This crate sits at the workspace's root, beside `crates/`.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("no workspace root")?;
+    let crates = std::fs::read_dir(root.join("crates")).map_err(|err| format!("crates/: {err}"))?;
+    let mut names = std::collections::BTreeSet::new();
+    for krate in crates.flatten() {
+        let Ok(tests) = std::fs::read_dir(krate.path().join("tests")) else {
+            continue;
+        };
+        for test in tests.flatten() {
+            let path = test.path();
+            if path.extension().is_some_and(|extension| extension == "rs") {
+                if let Some(name) = path.file_stem().and_then(|stem| stem.to_str()) {
+                    if name != except {
+                        names.insert(name.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    Ok(names.into_iter().collect())
 }
 
 /// Builds the harness's two binaries and the `distlock` command (the
