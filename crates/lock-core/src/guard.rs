@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
@@ -53,19 +54,6 @@ pub(crate) struct LeaseShared {
     /// command in flight, the last one sent is the last one the server ran,
     /// even when a `NOSCRIPT` reload sends a command again.
     extending: tokio::sync::Mutex<()>,
-    /// The watchdog this lease gets, until it is started: by the manager's
-    /// renewal driver at the first renewal (or, with renewal off, at the
-    /// deadline), or at once by a caller's `extend`, which may bring the
-    /// deadline forward. A lease released before then never spawns a task.
-    keeper: Mutex<Option<KeeperPlan>>,
-}
-
-/// What a lease's watchdog needs to start.
-#[derive(Debug)]
-pub(crate) struct KeeperPlan {
-    pub(crate) renew_every: Option<Duration>,
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) renewals: Arc<RenewalDriver>,
 }
 
 /// Which command set the lease's deadline, and the TTL to renew with.
@@ -110,41 +98,6 @@ impl LeaseShared {
                 set_by: sent_at,
             }),
             extending: tokio::sync::Mutex::new(()),
-            keeper: Mutex::new(None),
-        }
-    }
-
-    /// Plans this lease's watchdog: `plan.renewals` starts it when the
-    /// first renewal falls due (or the deadline, with renewal off), unless
-    /// [`start_keeper`](Self::start_keeper) does first.
-    pub(crate) fn plan_keeper(self: &Arc<Self>, plan: KeeperPlan) {
-        let first = match (plan.renew_every, self.status()) {
-            (_, LeaseStatus::Released | LeaseStatus::Lost { .. }) => return,
-            (Some(interval), LeaseStatus::Held { valid_until }) => {
-                (self.acquired_at + interval).min(valid_until)
-            }
-            (None, LeaseStatus::Held { valid_until }) => valid_until,
-        };
-        let renewals = Arc::clone(&plan.renewals);
-        *self.keeper.lock().unwrap_or_else(PoisonError::into_inner) = Some(plan);
-        renewals.start_keeper_at(first, Arc::downgrade(self));
-    }
-
-    /// Starts this lease's watchdog, if it has one that has not started.
-    /// Must run inside a Tokio runtime.
-    pub(crate) fn start_keeper(self: &Arc<Self>) {
-        let plan = self
-            .keeper
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(plan) = plan {
-            tokio::spawn(crate::watchdog::keep(
-                Arc::clone(self),
-                plan.renew_every,
-                plan.max_hold,
-                plan.renewals,
-            ));
         }
     }
 
@@ -456,12 +409,14 @@ impl LeaseHandle {
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LeaseGuard {
     handle: LeaseHandle,
+    keeper: Option<JoinHandle<()>>,
 }
 
 impl LeaseGuard {
-    pub(crate) fn new(shared: Arc<LeaseShared>) -> Self {
+    pub(crate) fn new(shared: Arc<LeaseShared>, keeper: Option<JoinHandle<()>>) -> Self {
         LeaseGuard {
             handle: LeaseHandle { shared },
+            keeper,
         }
     }
 
@@ -527,8 +482,6 @@ impl LeaseGuard {
         let shared = &self.handle.shared;
         shared.ensure_held()?;
         shared.ask_for(ttl);
-        // The new deadline may come before the watchdog's planned start.
-        shared.start_keeper();
         let outcome = match shared.extend_hold(Some(ttl), None).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
@@ -563,7 +516,8 @@ impl LeaseGuard {
     /// where a release names one attempt's grant (single node, Redlock); a
     /// reentrant release, which takes one off a count the hold's guards share,
     /// is not repeated (it may have run), and the key expires by its TTL.
-    pub async fn release(self) -> Result<(), LockError> {
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.stop_keeper();
         let shared = Arc::clone(&self.handle.shared);
         let ended = ended_early(shared.mark_released());
         if ended == Some(LossReason::NotHeld) {
@@ -620,7 +574,7 @@ impl LeaseGuard {
     /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
     /// holds an owner's guards share (the guard is then released, as if
     /// dropped; hand over the owner instead, and re-enter with it).
-    pub fn hand_off(self) -> Result<HandoffToken, LockError> {
+    pub fn hand_off(mut self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
         if !shared.backend.releases_only_its_attempt() {
             return Err(LockError::HandOffUnsupported {
@@ -628,6 +582,7 @@ impl LeaseGuard {
                 operation: "hand off",
             });
         }
+        self.stop_keeper();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {
             LeaseStatus::Lost {
@@ -654,10 +609,17 @@ impl LeaseGuard {
         );
         Ok(HandoffToken::new(shared.hold.clone()))
     }
+
+    fn stop_keeper(&mut self) {
+        if let Some(keeper) = self.keeper.take() {
+            keeper.abort();
+        }
+    }
 }
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
+        self.stop_keeper();
         let shared = &self.handle.shared;
         match shared.mark_released() {
             LeaseStatus::Released => return,

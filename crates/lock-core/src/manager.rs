@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
 use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
-use crate::guard::{spawn_release, KeeperPlan, LeaseGuard, LeaseHandle, LeaseShared};
+use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels, LockNameLabels};
 
+use crate::watchdog;
 use tracing::Instrument;
 
 /// Takes and holds locks through one backend, with one config.
@@ -633,7 +634,7 @@ impl LockManager {
     }
 
     /// A guard for `hold`, whose last acquire or extend was sent at `sent_at`
-    /// and set `ttl_set`, with its watchdog planned.
+    /// and set `ttl_set`, with its watchdog started.
     fn keep(
         &self,
         key: LockKey,
@@ -661,12 +662,13 @@ impl LockManager {
             .watchdog
             .enabled
             .then(|| self.config.renew_interval());
-        shared.plan_keeper(KeeperPlan {
+        let keeper = tokio::spawn(watchdog::keep(
+            Arc::clone(&shared),
             renew_every,
-            max_hold: self.config.watchdog.max_hold,
-            renewals: Arc::clone(&self.renewals),
-        });
-        LeaseGuard::new(shared)
+            self.config.watchdog.max_hold,
+            Arc::clone(&self.renewals),
+        ));
+        LeaseGuard::new(shared, Some(keeper))
     }
 }
 

@@ -31,7 +31,7 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -39,7 +39,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::{ExtendOutcome, LockBackend, Renewal};
 use crate::error::{source_error, LockError};
-use crate::guard::LeaseShared;
 use crate::key::{HoldToken, LockKey};
 use crate::timing::MIN_TTL;
 
@@ -69,24 +68,13 @@ pub(crate) const MAX_BACKOFF: Duration = Duration::from_millis(250);
 /// When a renewal's batch was sent, and what it found.
 pub(crate) type RenewalReply = (Instant, Result<ExtendOutcome, LockError>);
 
-/// Sends the watchdog renewals of one backend in batches, and starts each
-/// lease's watchdog when its first renewal falls due.
+/// Sends the watchdog renewals of one backend in batches.
 #[derive(Debug)]
 pub(crate) struct RenewalDriver {
     backend: Arc<dyn LockBackend>,
     /// The queue of the driver task, started on the first renewal (and again
     /// if the runtime it ran on has shut down).
-    requests: Mutex<Option<mpsc::UnboundedSender<Message>>>,
-}
-
-/// What the driver task is asked to do.
-enum Message {
-    Renew(Request),
-    /// Start the watchdog of `lease` at `at`, if it is still held then.
-    StartKeeper {
-        at: Instant,
-        lease: Weak<LeaseShared>,
-    },
+    requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
 }
 
 /// One renewal waiting for its batch.
@@ -121,7 +109,7 @@ impl RenewalDriver {
         driver
     }
 
-    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Message>>> {
+    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Request>>> {
         self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -141,7 +129,7 @@ impl RenewalDriver {
         ends_by: Option<Instant>,
     ) -> RenewalReply {
         let (reply, answer) = oneshot::channel();
-        self.submit(Message::Renew(Request {
+        self.submit(Request {
             key: key.clone(),
             hold: hold.clone(),
             ttl,
@@ -149,7 +137,7 @@ impl RenewalDriver {
             send_by: send_by(Instant::now(), valid_until),
             ends_by,
             reply,
-        }));
+        });
         answer.await.unwrap_or_else(|_| {
             // Only when the runtime running the driver shut down.
             (
@@ -162,25 +150,19 @@ impl RenewalDriver {
         })
     }
 
-    /// Starts the watchdog of `lease` at `at` (the driver holds no more than
-    /// a weak reference until then). Must run inside a Tokio runtime.
-    pub(crate) fn start_keeper_at(&self, at: Instant, lease: Weak<LeaseShared>) {
-        self.submit(Message::StartKeeper { at, lease });
-    }
-
-    fn submit(&self, message: Message) {
+    fn submit(&self, request: Request) {
         let mut requests = self.lock_requests();
-        let message = match requests.as_ref() {
-            Some(queue) => match queue.send(message) {
+        let request = match requests.as_ref() {
+            Some(queue) => match queue.send(request) {
                 Ok(()) => return,
-                Err(mpsc::error::SendError(message)) => message,
+                Err(mpsc::error::SendError(request)) => request,
             },
-            None => message,
+            None => request,
         };
         let (queue, received) = mpsc::unbounded_channel();
         tokio::spawn(drive(Arc::clone(&self.backend), received));
         // The receiver was made just now: the send cannot fail.
-        let _ = queue.send(message);
+        let _ = queue.send(request);
         *requests = Some(queue);
     }
 }
@@ -227,34 +209,6 @@ impl PartialOrd for Queued {
 impl Ord for Queued {
     fn cmp(&self, other: &Self) -> Ordering {
         self.order.cmp(&other.order)
-    }
-}
-
-/// A watchdog to start at `at`, ordered so that a max-heap yields the
-/// earliest first.
-struct PlannedStart {
-    at: Reverse<Instant>,
-    seq: Reverse<u64>,
-    lease: Weak<LeaseShared>,
-}
-
-impl PartialEq for PlannedStart {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-
-impl Eq for PlannedStart {}
-
-impl PartialOrd for PlannedStart {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for PlannedStart {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
     }
 }
 
@@ -336,21 +290,14 @@ fn backoff(failures: u32) -> Duration {
 
 /// The driver task: runs until every sender is gone (the manager and all its
 /// leases were dropped).
-async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedReceiver<Message>) {
+async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedReceiver<Request>) {
     let mut groups: HashMap<u32, Group> = HashMap::new();
     let mut batches = FuturesUnordered::new();
-    let mut starts: BinaryHeap<PlannedStart> = BinaryHeap::new();
     let mut asked: u64 = 0;
     loop {
-        let now = Instant::now();
-        // Start the watchdogs that are due, of leases still held.
-        while starts.peek().is_some_and(|start| start.at.0 <= now) {
-            if let Some(lease) = starts.pop().and_then(|start| start.lease.upgrade()) {
-                lease.start_keeper();
-            }
-        }
-        let mut wake_at: Option<Instant> = starts.peek().map(|start| start.at.0);
         // Send what each group may send now; note the next end of a back-off.
+        let now = Instant::now();
+        let mut wake_at: Option<Instant> = None;
         for (&id, group) in &mut groups {
             if group.paused_until.is_some_and(|until| until <= now) {
                 group.paused_until = None;
@@ -377,19 +324,10 @@ async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedRecei
                     return;
                 };
                 let mut next = Some(request);
-                while let Some(message) = next {
+                while let Some(request) = next {
                     asked += 1;
-                    match message {
-                        Message::Renew(request) => {
-                            let id = backend.renewal_group(&request.key);
-                            groups.entry(id).or_default().push(request, asked);
-                        }
-                        Message::StartKeeper { at, lease } => starts.push(PlannedStart {
-                            at: Reverse(at),
-                            seq: Reverse(asked),
-                            lease,
-                        }),
-                    }
+                    let id = backend.renewal_group(&request.key);
+                    groups.entry(id).or_default().push(request, asked);
                     next = requests.try_recv().ok();
                 }
             }

@@ -1,7 +1,6 @@
 //! The task that keeps a held lease alive and reports its loss.
 //!
-//! One keeper runs per guard, from when its first renewal falls due (a
-//! guard released sooner never starts one). With renewal on, it extends the lease every
+//! One keeper runs per guard. With renewal on, it extends the lease every
 //! renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when an extend finds the key gone or
 //! taken, or when the deadline passes while the node cannot be reached. With
@@ -38,11 +37,7 @@ pub(crate) async fn keep(
     renewals: Arc<RenewalDriver>,
 ) {
     let mut status = shared.status.subscribe();
-    // Started when the first renewal fell due, or earlier by a caller's
-    // extend, which may have shortened the TTL.
-    let mut next_renewal = renew_every.map(|interval| {
-        (shared.acquired_at + interval).min(Instant::now() + renewal_interval(&shared, interval))
-    });
+    let mut next_renewal = renew_every.map(|interval| Instant::now() + interval);
     // No renewal reaches past this instant; an overflow is no cap at all.
     let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
     // Set once renewals stopped at the cap: the lease then ends as configured.
