@@ -17,6 +17,10 @@
 //!   every lease is released (the load removed) and one probe lease is
 //!   acquired, renewed and released: the time each step took to work again.
 //!
+//! - **acquire throughput**: `BENCH_LEASES` distinct keys taken (256 at
+//!   once) and held, fenced and with `fencing = false`, against a raw
+//!   `SET key value NX PX` of as many keys through the same client.
+//!
 //! Run with `cargo bench -p lock-redis-single --bench held_leases --features
 //! redis,fred` (or `cargo xtask bench`).
 
@@ -283,6 +287,61 @@ async fn overload(kind: ClientKind, leases: usize, ttl: Duration, hold: Duration
     );
 }
 
+/// Acquires per second of `leases` distinct keys on a fresh server: raw
+/// `SET NX PX` through the client, then ours fenced and fencing off.
+async fn acquire_throughput(kind: ClientKind, leases: usize, ttl: Duration) {
+    let server = RedisServer::start().expect("start redis-server");
+    let node = lock_core::kit::connect(kind, &server.url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    let ttl_ms = ttl.as_millis().to_string();
+    let started = Instant::now();
+    let granted: usize = stream::iter(0..leases)
+        .map(|index| {
+            let (node, ttl_ms) = (Arc::clone(&node), &ttl_ms);
+            async move {
+                let key = format!("raw:{{t{index}}}");
+                let args: [&[u8]; 5] = [
+                    key.as_bytes(),
+                    b"owner-token-0123456789abcdef:0123456789abcdef",
+                    b"NX",
+                    b"PX",
+                    ttl_ms.as_bytes(),
+                ];
+                let reply = node.command("SET", &args).await.expect("SET");
+                usize::from(reply.as_text() == Some("OK"))
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .fold(0, |total, granted| async move { total + granted })
+        .await;
+    assert_eq!(
+        granted, leases,
+        "every raw SET NX PX of a fresh key succeeds"
+    );
+    let raw = leases as f64 / started.elapsed().as_secs_f64();
+    let mut rates = Vec::new();
+    for fencing in [true, false] {
+        let backend = backend(kind, &server)
+            .await
+            .with_grant_options(lock_core::GrantOptions::default().with_fencing(fencing));
+        let locks = LockManager::new(Arc::new(backend), config(ttl)).expect("config");
+        let prefix = if fencing { "fenced" } else { "unfenced" };
+        let started = Instant::now();
+        let guards = acquire_all(&locks, leases, prefix).await;
+        rates.push(guards.len() as f64 / started.elapsed().as_secs_f64());
+        release_all(guards).await;
+    }
+    println!(
+        "| {} | {leases} | {raw:.0} | {:.0} | {:.0} | {:.2} | {:.2} |",
+        kind.name(),
+        rates[0],
+        rates[1],
+        rates[0] / raw,
+        rates[1] / raw,
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let leases = usize::try_from(env_number("BENCH_LEASES", 100_000)).unwrap_or(100_000);
@@ -311,5 +370,15 @@ async fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for kind in ClientKind::compiled() {
         overload(kind, leases, overload_ttl, hold).await;
+    }
+    println!();
+    println!(
+        "Acquire throughput: {leases} distinct keys, {CONCURRENCY} at once, acquires per second"
+    );
+    println!();
+    println!("| client | keys | raw SET NX PX | ours, fenced | ours, fencing off | fenced / raw | fencing off / raw |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        acquire_throughput(kind, leases, ttl).await;
     }
 }
