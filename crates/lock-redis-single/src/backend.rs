@@ -331,7 +331,7 @@ impl LockBackend for SingleNodeBackend {
         self.renew_with(&single::EXTEND, key, &args, ttl).await
     }
 
-    /// One script call per [`MAX_RENEWALS_PER_SCRIPT`] renewals (per hash
+    /// One script call per 512 renewals (`MAX_RENEWALS_PER_SCRIPT`; per hash
     /// slot on a cluster), all sent at once; a single renewal is a plain
     /// [`extend`](LockBackend::extend).
     async fn extend_many(&self, renewals: &[Renewal<'_>]) -> Vec<Result<ExtendOutcome, LockError>> {
