@@ -2,8 +2,9 @@
 //!
 //! One keeper runs per guard. With renewal on, it extends the lease every
 //! renewal interval (through the manager's [`RenewalDriver`], which sends
-//! the renewals that fall due together in one batch) and marks it lost when an extend finds the key gone or
-//! taken, or when the deadline passes while the node cannot be reached. With
+//! the renewals that fall due together in one batch) and marks it lost when
+//! an extend finds the key gone or taken, or when the deadline passes while
+//! the node cannot be reached. With
 //! renewal off, it only marks the lease lost (expired) at its deadline, so the
 //! loss signal means the same in both modes.
 //!
