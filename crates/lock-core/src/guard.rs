@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::error::{LockError, LossReason};
+use crate::keepers::Keeper;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels};
@@ -54,6 +54,8 @@ pub(crate) struct LeaseShared {
     /// command in flight, the last one sent is the last one the server ran,
     /// even when a `NOSCRIPT` reload sends a command again.
     extending: tokio::sync::Mutex<()>,
+    /// The watchdog: planned until its first renewal falls due, then a task.
+    keeper: Mutex<Keeper>,
 }
 
 /// Which command set the lease's deadline, and the TTL to renew with.
@@ -98,7 +100,18 @@ impl LeaseShared {
                 set_by: sent_at,
             }),
             extending: tokio::sync::Mutex::new(()),
+            keeper: Mutex::new(Keeper::Stopped),
         }
+    }
+
+    pub(crate) fn lock_keeper(&self) -> std::sync::MutexGuard<'_, Keeper> {
+        // Its state stays valid whatever a panicking holder did.
+        self.keeper.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the watchdog, started or only planned.
+    fn stop_keeper(&self) {
+        self.lock_keeper().stop();
     }
 
     /// Extends this lease's hold to `ttl` (or, with `None`, to the TTL the
@@ -409,14 +422,13 @@ impl LeaseHandle {
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LeaseGuard {
     handle: LeaseHandle,
-    keeper: Option<JoinHandle<()>>,
 }
 
 impl LeaseGuard {
-    pub(crate) fn new(shared: Arc<LeaseShared>, keeper: Option<JoinHandle<()>>) -> Self {
+    /// The guard of `shared`, whose watchdog is planned (or off).
+    pub(crate) fn new(shared: Arc<LeaseShared>) -> Self {
         LeaseGuard {
             handle: LeaseHandle { shared },
-            keeper,
         }
     }
 
@@ -482,6 +494,8 @@ impl LeaseGuard {
         let shared = &self.handle.shared;
         shared.ensure_held()?;
         shared.ask_for(ttl);
+        // The new deadline may come before the watchdog's planned start.
+        shared.lock_keeper().start_now(shared);
         let outcome = match shared.extend_hold(Some(ttl), None).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
@@ -516,9 +530,9 @@ impl LeaseGuard {
     /// where a release names one attempt's grant (single node, Redlock); a
     /// reentrant release, which takes one off a count the hold's guards share,
     /// is not repeated (it may have run), and the key expires by its TTL.
-    pub async fn release(mut self) -> Result<(), LockError> {
-        self.stop_keeper();
+    pub async fn release(self) -> Result<(), LockError> {
         let shared = Arc::clone(&self.handle.shared);
+        shared.stop_keeper();
         let ended = ended_early(shared.mark_released());
         if ended == Some(LossReason::NotHeld) {
             return Err(lease_lost(&shared.key, LossReason::NotHeld));
@@ -574,7 +588,7 @@ impl LeaseGuard {
     /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
     /// holds an owner's guards share (the guard is then released, as if
     /// dropped; hand over the owner instead, and re-enter with it).
-    pub fn hand_off(mut self) -> Result<HandoffToken, LockError> {
+    pub fn hand_off(self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
         if !shared.backend.releases_only_its_attempt() {
             return Err(LockError::HandOffUnsupported {
@@ -582,7 +596,7 @@ impl LeaseGuard {
                 operation: "hand off",
             });
         }
-        self.stop_keeper();
+        shared.stop_keeper();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {
             LeaseStatus::Lost {
@@ -609,18 +623,12 @@ impl LeaseGuard {
         );
         Ok(HandoffToken::new(shared.hold.clone()))
     }
-
-    fn stop_keeper(&mut self) {
-        if let Some(keeper) = self.keeper.take() {
-            keeper.abort();
-        }
-    }
 }
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        self.stop_keeper();
         let shared = &self.handle.shared;
+        shared.stop_keeper();
         match shared.mark_released() {
             LeaseStatus::Released => return,
             // The key is gone or someone else's: nothing of ours to release.

@@ -63,6 +63,7 @@ mod config;
 mod error;
 mod grant;
 mod guard;
+mod keepers;
 mod key;
 pub mod kit;
 mod list;

@@ -14,7 +14,7 @@ use crate::notify::ReleaseWatch;
 use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels, LockNameLabels};
 
-use crate::watchdog;
+use crate::keepers::{KeeperPlan, Keepers};
 use tracing::Instrument;
 
 /// Takes and holds locks through one backend, with one config.
@@ -40,8 +40,9 @@ pub struct LockManager {
     config: Arc<LockConfig>,
     /// Which lock names label metrics (`metrics_lock_names`).
     lock_names: Arc<LockNameLabels>,
-    /// Sends the watchdogs' renewals of this manager's leases in batches.
-    renewals: Arc<RenewalDriver>,
+    /// The watchdogs of this manager's leases: planned at acquire, started
+    /// when due, their renewals sent in batches.
+    keepers: Arc<Keepers>,
 }
 
 /// How long a fair-mode waiter stays queued without trying again. Waiting
@@ -87,8 +88,22 @@ impl LockManager {
                 ),
             });
         }
-        Ok(LockManager {
+        let renew_every = config.watchdog.enabled.then(|| config.renew_interval());
+        // How long after an acquire a watchdog first has something to do.
+        let first_due = renew_every.unwrap_or_else(|| {
+            crate::timing::validity(
+                config.ttl,
+                Duration::ZERO,
+                crate::timing::clock_drift(config.ttl, config.clock_drift_factor),
+            )
+        });
+        let plan = KeeperPlan {
+            renew_every,
+            max_hold: config.watchdog.max_hold,
             renewals: Arc::new(RenewalDriver::new(Arc::clone(&backend))),
+        };
+        Ok(LockManager {
+            keepers: Arc::new(Keepers::new(plan, first_due)),
             backend,
             lock_names: Arc::new(LockNameLabels::new(config.metrics_lock_names)),
             config: Arc::new(config),
@@ -634,7 +649,7 @@ impl LockManager {
     }
 
     /// A guard for `hold`, whose last acquire or extend was sent at `sent_at`
-    /// and set `ttl_set`, with its watchdog started.
+    /// and set `ttl_set`, with its watchdog planned.
     fn keep(
         &self,
         key: LockKey,
@@ -657,18 +672,8 @@ impl LockManager {
         if ttl_set != ttl {
             shared.renewed(sent_at, ttl_set);
         }
-        let renew_every = self
-            .config
-            .watchdog
-            .enabled
-            .then(|| self.config.renew_interval());
-        let keeper = tokio::spawn(watchdog::keep(
-            Arc::clone(&shared),
-            renew_every,
-            self.config.watchdog.max_hold,
-            Arc::clone(&self.renewals),
-        ));
-        LeaseGuard::new(shared, Some(keeper))
+        self.keepers.plan(&shared);
+        LeaseGuard::new(shared)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The task that keeps a held lease alive and reports its loss.
 //!
-//! One keeper runs per guard. With renewal on, it extends the lease every
+//! One keeper runs per guard, from when its first renewal falls due (until
+//! then it is only planned: see [`crate::keepers`]). With renewal on, it extends the lease every
 //! renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when
 //! an extend finds the key gone or taken, or when the deadline passes while
@@ -30,15 +31,17 @@ fn retry_delay(interval: Duration) -> Duration {
     (interval / 3).max(Duration::from_millis(5))
 }
 
-/// Runs until the lease is released (the guard aborts this task) or lost.
+/// Runs until the lease is released (the guard aborts this task) or lost;
+/// renews first at `first_renewal` (with renewal on).
 pub(crate) async fn keep(
     shared: Arc<LeaseShared>,
+    first_renewal: Option<Instant>,
     renew_every: Option<Duration>,
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
 ) {
     let mut status = shared.status.subscribe();
-    let mut next_renewal = renew_every.map(|interval| Instant::now() + interval);
+    let mut next_renewal = renew_every.and(first_renewal);
     // No renewal reaches past this instant; an overflow is no cap at all.
     let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
     // Set once renewals stopped at the cap: the lease then ends as configured.

@@ -276,3 +276,125 @@ fn foreign_data_fails_only_its_own_renewal_on_every_client() {
         }
     });
 }
+
+/// The runtime's live tasks: the keepers of held leases are among them.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+/// A held lease costs no task until its first renewal falls due: a process
+/// that takes and gives back many short holds (the common case) spawns
+/// nothing per hold. Two hundred leases at a 10 s TTL (first renewal after
+/// about 3.3 s) leave the number of live tasks where it was; once their
+/// first renewal is due they are kept like any other lease.
+async fn held_leases_cost_no_task_until_due(kind: ClientKind) {
+    const LEASES: usize = 200;
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, Duration::from_secs(10)).await;
+    // The first acquire may start the manager's own background tasks.
+    locks
+        .try_acquire("warm-up")
+        .await
+        .expect("acquire")
+        .expect("free")
+        .release()
+        .await
+        .expect("release");
+    let before = alive_tasks();
+    let guards = acquire_many(&locks, LEASES, "idle").await;
+    let held = alive_tasks();
+    assert!(
+        held < before + LEASES / 10,
+        "{kind:?}: {LEASES} held leases took {} tasks ({before} before, {held} after)",
+        held.saturating_sub(before)
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+#[test]
+fn held_leases_cost_no_task_until_due_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            held_leases_cost_no_task_until_due(kind).await;
+        }
+    });
+}
+
+/// Leases live on after the runtime that happened to start the manager's
+/// background work has shut down: a lease taken on another runtime is still
+/// renewed there, and without renewal its loss is still reported at the
+/// deadline.
+async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let ttl = Duration::from_millis(600);
+    let locks = Arc::new(manager(kind, &server, ttl).await);
+    let mut unwatched = config(ttl);
+    unwatched.watchdog.enabled = false;
+    let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
+        .await
+        .expect("connect");
+    let unwatched = Arc::new(LockManager::new(Arc::new(backend), unwatched).expect("config"));
+    // A short-lived runtime takes (and gives back) the first lease of each
+    // manager, then shuts down.
+    let (first, second) = (Arc::clone(&locks), Arc::clone(&unwatched));
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            for locks in [first, second] {
+                locks
+                    .try_acquire("on-the-other-runtime")
+                    .await
+                    .expect("acquire")
+                    .expect("free")
+                    .release()
+                    .await
+                    .expect("release");
+            }
+        });
+    })
+    .join()
+    .expect("the other runtime");
+    let kept = locks
+        .try_acquire("kept")
+        .await
+        .expect("acquire")
+        .expect("free");
+    let expiring = unwatched
+        .try_acquire("expiring")
+        .await
+        .expect("acquire")
+        .expect("free");
+    let reason = tokio::time::timeout(Duration::from_secs(2), expiring.lost())
+        .await
+        .unwrap_or_else(|_| panic!("{kind:?}: no loss reported for a lease without renewal"));
+    assert_eq!(reason, Some(LossReason::Expired), "{kind:?}");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        kept.is_valid(),
+        "{kind:?}: the lease was not renewed: {:?}",
+        kept.status()
+    );
+    let pttl = server
+        .admin(&["PTTL", "lock:{kept}"])
+        .expect("PTTL")
+        .as_int()
+        .expect("int");
+    assert!(pttl > 0, "{kind:?}: the key has {pttl} ms left");
+    kept.release().await.expect("release");
+}
+
+#[test]
+fn leases_outlive_a_runtime_that_shut_down_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            leases_outlive_a_runtime_that_shut_down(kind).await;
+        }
+    });
+}
