@@ -9,26 +9,27 @@
 //! renewal, or, with renewal off, the deadline). Giving the lease back takes
 //! the entry out again: a lock and a B-tree removal, no task and no wake-up.
 //!
-//! One pump task per manager sleeps until the earliest entry is due, then
-//! starts that lease's watchdog task ([`crate::watchdog::keep`]) on the
-//! runtime the lease was taken on; from then on the lease is kept exactly as
-//! before. Planning a lease wakes the pump only when the new entry is due
+//! One pump task per manager and runtime sleeps until the earliest entry of
+//! that runtime's leases is due, then starts that lease's watchdog task
+//! ([`crate::watchdog::keep`]) there; from then on the lease is kept exactly
+//! as before. (With renewal off, the pump marks the lease expired itself: the
+//! watchdog would do nothing else.) Planning a lease wakes the pump only when the new entry is due
 //! before the pump's next look, which, with one TTL per manager, does not
 //! happen while the pump runs: it wakes about once per renewal interval
 //! however many leases come and go. A caller's `extend` starts the watchdog
 //! at once, since it may bring the deadline forward.
 //!
-//! Until its watchdog starts, a lease's loss signal depends on the pump,
-//! which runs on the runtime of the first lease it planned. If that runtime
-//! shuts down, the pump starts every planned watchdog on its own lease's
-//! runtime as it goes (each still waits for its first renewal), and the next
-//! lease planned starts a new pump.
+//! Until its watchdog starts, a lease's loss signal depends on the pump of
+//! the runtime it was taken on, as the watchdog task itself always did: a
+//! runtime that is not driven runs neither. A pump ends with its runtime
+//! (or when the manager and every lease it planned are gone); a lease
+//! planned on that runtime later starts a new one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::runtime::Handle;
+use tokio::runtime::{self, Handle};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
@@ -36,10 +37,10 @@ use crate::guard::{LeaseShared, LeaseStatus};
 use crate::renewal::RenewalDriver;
 use crate::watchdog;
 
-/// How many times in a row the pump looks at an empty queue, one idle
-/// interval apart, before it sleeps until woken: a process that takes one
-/// short hold after another empties the queue at every release, and should
-/// not have to wake the pump at every acquire.
+/// How many times in a row a pump looks at an empty queue, one idle interval
+/// apart, before it sleeps until woken: a process that takes one short hold
+/// after another empties the queue at every release, and should not have to
+/// wake the pump at every acquire.
 const IDLE_LOOKS: u8 = 2;
 
 /// What every watchdog of one manager is started with.
@@ -52,27 +53,29 @@ pub(crate) struct KeeperPlan {
     pub(crate) renewals: Arc<RenewalDriver>,
 }
 
-/// The planned watchdogs of one manager's leases, and the pump that starts
-/// them when they fall due.
+/// The planned watchdogs of one manager's leases, a queue per runtime the
+/// leases were taken on, each with a pump on that runtime that starts them
+/// when they fall due.
 pub(crate) struct Keepers {
     plan: KeeperPlan,
     /// How long after an acquire a watchdog first falls due with the
-    /// configured TTL: how long the pump naps when the queue is empty.
+    /// configured TTL: how long a pump naps when its queue is empty.
     idle_nap: Duration,
-    queue: Mutex<Queue>,
-    /// Wakes the pump for an entry due before its next look, or to let it
-    /// stop once the manager and all its leases are gone.
-    wake: Arc<Notify>,
+    queues: Mutex<HashMap<runtime::Id, Queue>>,
 }
 
 /// Where a lease's watchdog is; behind the lease's own lock.
 #[derive(Debug, Default)]
 pub(crate) enum Keeper {
-    /// Not started: waits in `keepers`' queue at `slot`.
-    Planned { keepers: Arc<Keepers>, slot: Slot },
+    /// Not started: waits in `keepers`' queue of `runtime` at `slot`.
+    Planned {
+        keepers: Arc<Keepers>,
+        runtime: runtime::Id,
+        slot: Slot,
+    },
     /// The watchdog task.
     Running(AbortHandle),
-    /// Released, handed off, or never planned.
+    /// Released, handed off, expired without renewal, or never planned.
     #[default]
     Stopped,
 }
@@ -80,30 +83,27 @@ pub(crate) enum Keeper {
 /// When a watchdog is due, and a number that makes the entry unique.
 type Slot = (Instant, u64);
 
-#[derive(Default)]
+/// The planned watchdogs of the leases taken on one runtime.
 struct Queue {
-    planned: BTreeMap<Slot, Planned>,
+    runtime: Handle,
+    planned: BTreeMap<Slot, Arc<LeaseShared>>,
     next_id: u64,
     pump: Pump,
+    /// Wakes the pump for an entry due before its next look, or to let it
+    /// end once the manager and all its leases are gone.
+    wake: Arc<Notify>,
     idle_looks: u8,
 }
 
-/// What the pump is doing, as far as planning a lease needs to know.
-#[derive(Debug, Default, Clone, Copy)]
+/// What a queue's pump is doing, as far as planning a lease needs to know.
+#[derive(Debug, Clone, Copy)]
 enum Pump {
-    /// No pump task (none yet, or its runtime shut down).
-    #[default]
+    /// No pump task (none yet, or it ended).
     Stopped,
     /// It will look at the queue before it sleeps again.
     Awake,
     /// It sleeps until then (or until woken, with `None`).
     Asleep(Option<Instant>),
-}
-
-/// A lease whose watchdog waits to be started, and where to start it.
-struct Planned {
-    lease: Arc<LeaseShared>,
-    runtime: Handle,
 }
 
 impl Keepers {
@@ -113,14 +113,14 @@ impl Keepers {
         Keepers {
             plan,
             idle_nap,
-            queue: Mutex::new(Queue::default()),
-            wake: Arc::new(Notify::new()),
+            queues: Mutex::new(HashMap::new()),
         }
     }
 
     /// Plans the watchdog of `lease`, newly granted: it starts at its first
-    /// renewal (or, with renewal off, at the deadline), unless the lease ends
-    /// first. Must run inside a Tokio runtime; the watchdog runs on it.
+    /// renewal (or, with renewal off, the lease is marked expired at its
+    /// deadline), unless the lease ends first. Must run inside a Tokio
+    /// runtime; the watchdog runs on it.
     pub(crate) fn plan(self: &Arc<Self>, lease: &Arc<LeaseShared>) {
         let LeaseStatus::Held { valid_until } = lease.status() else {
             return;
@@ -129,47 +129,66 @@ impl Keepers {
             Some(interval) => valid_until.min(lease.acquired_at + interval),
             None => valid_until,
         };
-        // Under the lease's lock, so the pump cannot take the entry before
-        // the lease says where it is.
-        let mut keeper = lease.lock_keeper();
-        let mut queue = self.lock_queue();
-        let slot = (due, queue.next_id);
-        queue.next_id = queue.next_id.wrapping_add(1);
-        queue.planned.insert(
-            slot,
-            Planned {
-                lease: Arc::clone(lease),
-                runtime: Handle::current(),
-            },
-        );
-        match queue.pump {
-            Pump::Stopped => {
-                tokio::spawn(pump(Arc::downgrade(self), Arc::clone(&self.wake)));
-                queue.pump = Pump::Awake;
+        let runtime = Handle::current();
+        let id = runtime.id();
+        let start_pump = {
+            // Under the lease's lock, so the pump cannot take the entry
+            // before the lease says where it is.
+            let mut keeper = lease.lock_keeper();
+            let mut queues = self.lock_queues();
+            let queue = queues.entry(id).or_insert_with(|| Queue {
+                runtime,
+                planned: BTreeMap::new(),
+                next_id: 0,
+                pump: Pump::Stopped,
+                wake: Arc::new(Notify::new()),
+                idle_looks: 0,
+            });
+            let slot = (due, queue.next_id);
+            queue.next_id = queue.next_id.wrapping_add(1);
+            queue.planned.insert(slot, Arc::clone(lease));
+            *keeper = Keeper::Planned {
+                keepers: Arc::clone(self),
+                runtime: id,
+                slot,
+            };
+            match queue.pump {
+                Pump::Stopped => {
+                    queue.pump = Pump::Awake;
+                    Some(Arc::clone(&queue.wake))
+                }
+                Pump::Asleep(next_look) if next_look.is_none_or(|at| due < at) => {
+                    queue.wake.notify_one();
+                    queue.pump = Pump::Awake;
+                    None
+                }
+                Pump::Awake | Pump::Asleep(_) => None,
             }
-            Pump::Asleep(next_look) if next_look.is_none_or(|at| due < at) => {
-                self.wake.notify_one();
-                queue.pump = Pump::Awake;
-            }
-            Pump::Awake | Pump::Asleep(_) => {}
-        }
-        *keeper = Keeper::Planned {
-            keepers: Arc::clone(self),
-            slot,
         };
+        if let Some(wake) = start_pump {
+            // Spawned with no lock held: on a runtime that is shutting down,
+            // the task is dropped at once, and `ended` (dropped with it, run
+            // or not) takes the locks to hand its queue on.
+            let ended = PumpEnded {
+                keepers: Arc::downgrade(self),
+                runtime: id,
+            };
+            let keepers = Arc::downgrade(self);
+            tokio::spawn(async move {
+                let _ended = ended;
+                pump(keepers, id, wake).await;
+            });
+        }
     }
 
-    fn unplan(&self, slot: Slot) {
-        self.lock_queue().planned.remove(&slot);
+    fn unplan(&self, runtime: runtime::Id, slot: Slot) -> Option<Handle> {
+        let mut queues = self.lock_queues();
+        let queue = queues.get_mut(&runtime)?;
+        queue.planned.remove(&slot);
+        Some(queue.runtime.clone())
     }
 
-    /// Starts the watchdog of `lease` (planned at `slot`) on the current
-    /// runtime; the caller holds the lease's lock and updates its state.
-    fn start_now(&self, lease: &Arc<LeaseShared>, slot: Slot) -> AbortHandle {
-        self.unplan(slot);
-        self.spawn(lease, &Handle::current())
-    }
-
+    /// Starts the watchdog of `lease` on its runtime, now.
     fn spawn(&self, lease: &Arc<LeaseShared>, runtime: &Handle) -> AbortHandle {
         let first_renewal = self
             .plan
@@ -186,13 +205,14 @@ impl Keepers {
             .abort_handle()
     }
 
-    /// Starts the watchdogs that are due; returns when the pump should
-    /// look again (`None`: when woken).
-    fn start_due(&self) -> Option<Instant> {
+    /// Starts the watchdogs of `runtime`'s queue that are due; returns when
+    /// its pump should look again (`None`: when woken).
+    fn start_due(&self, runtime: runtime::Id) -> Option<Instant> {
         let now = Instant::now();
         let mut due = Vec::new();
-        let next_look = {
-            let mut queue = self.lock_queue();
+        let (next_look, handle) = {
+            let mut queues = self.lock_queues();
+            let queue = queues.get_mut(&runtime)?;
             while let Some(entry) = queue.planned.first_entry() {
                 if entry.key().0 > now {
                     break;
@@ -212,32 +232,41 @@ impl Keepers {
                 None => None,
             };
             queue.pump = Pump::Asleep(next_look);
-            next_look
+            let handle = (!due.is_empty()).then(|| queue.runtime.clone());
+            (next_look, handle)
         };
-        for planned in due {
-            self.start_planned(planned);
+        if let Some(handle) = handle {
+            for lease in due {
+                self.start_planned(&lease, &handle);
+            }
         }
         next_look
     }
 
-    /// Starts a watchdog taken out of the queue, unless its lease was given
-    /// back (or its watchdog started) since.
-    fn start_planned(&self, planned: Planned) {
-        let mut keeper = planned.lease.lock_keeper();
+    /// Starts the watchdog of a lease taken out of its queue, unless the
+    /// lease was given back (or its watchdog started) since. With renewal
+    /// off, a lease past its deadline is marked expired here instead: that
+    /// is all its watchdog would do.
+    fn start_planned(&self, lease: &Arc<LeaseShared>, runtime: &Handle) {
+        let mut keeper = lease.lock_keeper();
         if let Keeper::Planned { .. } = *keeper {
-            *keeper = Keeper::Running(self.spawn(&planned.lease, &planned.runtime));
+            *keeper = if self.plan.renew_every.is_none() && lease.expire_if_due() {
+                Keeper::Stopped
+            } else {
+                Keeper::Running(self.spawn(lease, runtime))
+            };
         }
     }
 
-    fn lock_queue(&self) -> MutexGuard<'_, Queue> {
+    fn lock_queues(&self) -> MutexGuard<'_, HashMap<runtime::Id, Queue>> {
         // Plain data, valid whatever a panicking holder did.
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+        self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl std::fmt::Debug for Keepers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Not the queue: its leases would print their keepers in turn.
+        // Not the queues: their leases would print their keepers in turn.
         f.debug_struct("Keepers")
             .field("plan", &self.plan)
             .field("idle_nap", &self.idle_nap)
@@ -247,8 +276,14 @@ impl std::fmt::Debug for Keepers {
 
 impl Drop for Keepers {
     fn drop(&mut self) {
-        // The pump may sleep until woken: let it see that it is done.
-        self.wake.notify_one();
+        // A pump may sleep until woken: let each see that it is done.
+        let queues = self
+            .queues
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for queue in queues.values() {
+            queue.wake.notify_one();
+        }
     }
 }
 
@@ -256,28 +291,42 @@ impl Keeper {
     /// Stops the watchdog, started or not.
     pub(crate) fn stop(&mut self) {
         match std::mem::take(self) {
-            Keeper::Planned { keepers, slot } => keepers.unplan(slot),
+            Keeper::Planned {
+                keepers,
+                runtime,
+                slot,
+            } => {
+                keepers.unplan(runtime, slot);
+            }
             Keeper::Running(task) => task.abort(),
             Keeper::Stopped => {}
         }
     }
 
-    /// Starts the watchdog of `lease` now (on the current runtime) if it is
-    /// only planned.
+    /// Starts the watchdog of `lease` now, on the runtime it was planned on,
+    /// if it is only planned (a caller's `extend` may bring its deadline
+    /// forward).
     pub(crate) fn start_now(&mut self, lease: &Arc<LeaseShared>) {
-        if let Keeper::Planned { keepers, slot } = self {
-            let task = keepers.start_now(lease, *slot);
-            *self = Keeper::Running(task);
+        if let Keeper::Planned {
+            keepers,
+            runtime,
+            slot,
+        } = self
+        {
+            // Without a queue, its ended pump is handing the lease on.
+            if let Some(handle) = keepers.unplan(*runtime, *slot) {
+                *self = Keeper::Running(keepers.spawn(lease, &handle));
+            }
         }
     }
 }
 
-/// The pump: starts each planned watchdog when it falls due. Runs until the
-/// manager and every lease it planned are gone.
-async fn pump(keepers: Weak<Keepers>, wake: Arc<Notify>) {
-    let _restart = RestartOnShutdown(keepers.clone());
+/// A pump: starts the watchdogs planned on its runtime when they fall due.
+/// Runs until the manager and every lease it planned are gone, or its
+/// runtime shuts down.
+async fn pump(keepers: Weak<Keepers>, runtime: runtime::Id, wake: Arc<Notify>) {
     loop {
-        let Some(next_look) = keepers.upgrade().map(|keepers| keepers.start_due()) else {
+        let Some(next_look) = keepers.upgrade().map(|keepers| keepers.start_due(runtime)) else {
             return;
         };
         match next_look {
@@ -292,24 +341,26 @@ async fn pump(keepers: Weak<Keepers>, wake: Arc<Notify>) {
     }
 }
 
-/// Dropped with the pump. If the manager lives on (the pump's runtime shut
-/// down), starts every planned watchdog on its lease's own runtime, each
-/// still waiting for its first renewal, and lets the next lease planned start
-/// a new pump.
-struct RestartOnShutdown(Weak<Keepers>);
+/// Dropped with a pump's task, whether it ran or not. The queue goes with
+/// it: its leases' watchdogs are started on their runtime as they are (each
+/// still waits for its first renewal; on a runtime that shut down they go
+/// with it, as watchdog tasks always did), and the next lease planned there
+/// starts a new pump.
+struct PumpEnded {
+    keepers: Weak<Keepers>,
+    runtime: runtime::Id,
+}
 
-impl Drop for RestartOnShutdown {
+impl Drop for PumpEnded {
     fn drop(&mut self) {
-        let Some(keepers) = self.0.upgrade() else {
+        let Some(keepers) = self.keepers.upgrade() else {
             return;
         };
-        let planned = {
-            let mut queue = keepers.lock_queue();
-            queue.pump = Pump::Stopped;
-            std::mem::take(&mut queue.planned)
+        let Some(queue) = keepers.lock_queues().remove(&self.runtime) else {
+            return;
         };
-        for planned in planned.into_values() {
-            keepers.start_planned(planned);
+        for lease in queue.planned.into_values() {
+            keepers.start_planned(&lease, &queue.runtime);
         }
     }
 }

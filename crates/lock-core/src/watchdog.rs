@@ -41,7 +41,12 @@ pub(crate) async fn keep(
     renewals: Arc<RenewalDriver>,
 ) {
     let mut status = shared.status.subscribe();
-    let mut next_renewal = renew_every.and(first_renewal);
+    // Sooner after an `extend` to a shorter TTL that started this watchdog
+    // before its planned first renewal.
+    let mut next_renewal = renew_every.map(|interval| {
+        let soon = Instant::now() + renewal_interval(&shared, interval);
+        first_renewal.map_or(soon, |at| at.min(soon))
+    });
     // No renewal reaches past this instant; an overflow is no cap at all.
     let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
     // Set once renewals stopped at the cap: the lease then ends as configured.

@@ -15,7 +15,9 @@
 //!
 //! Run with `cargo xtask bench`. `BENCH_SECONDS` sets the length of one
 //! measurement (default 2); each figure is the median of `BENCH_ROUNDS` (default
-//! 3) interleaved measurements.
+//! 3) interleaved measurements. To profile one row, `BENCH_CLIENT` (`redis`
+//! or `fred`), `BENCH_TASKS` (`1` or `32`) and `BENCH_ONLY` (a comma-separated
+//! list of `floor`, `scripts`, `ours` and `off`) leave out the others.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +49,13 @@ async fn main() {
          | fencing off / floor |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let chosen = |variable: &str, value: &str| {
+        std::env::var(variable).map_or(true, |only| only.split(',').any(|one| one == value))
+    };
     for kind in ClientKind::compiled() {
+        if !chosen("BENCH_CLIENT", &kind.to_string()) {
+            continue;
+        }
         let floor_node = kit::connect(kind, &url, options)
             .await
             .expect("connect floor");
@@ -64,14 +72,27 @@ async fn main() {
         };
         let (fenced, unfenced) = (manager(true).await, manager(false).await);
         for tasks in [1, 32] {
+            if !chosen("BENCH_TASKS", &tasks.to_string()) {
+                continue;
+            }
+            // A column left out reads 0.
             let mut runs: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
-                runs[0].push(floor(Arc::clone(&floor_node), tasks, length).await);
-                runs[1].push(scripts(Arc::clone(&floor_node), tasks, length).await);
-                runs[2].push(acquire_release_cycles(fenced.clone(), "bench", tasks, length).await);
-                runs[3].push(
-                    acquire_release_cycles(unfenced.clone(), "bench-off", tasks, length).await,
-                );
+                if chosen("BENCH_ONLY", "floor") {
+                    runs[0].push(floor(Arc::clone(&floor_node), tasks, length).await);
+                }
+                if chosen("BENCH_ONLY", "scripts") {
+                    runs[1].push(scripts(Arc::clone(&floor_node), tasks, length).await);
+                }
+                if chosen("BENCH_ONLY", "ours") {
+                    runs[2]
+                        .push(acquire_release_cycles(fenced.clone(), "bench", tasks, length).await);
+                }
+                if chosen("BENCH_ONLY", "off") {
+                    runs[3].push(
+                        acquire_release_cycles(unfenced.clone(), "bench-off", tasks, length).await,
+                    );
+                }
             }
             let [floor, scripts, ours, off] = runs.map(median);
             println!(

@@ -338,7 +338,7 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
         .await
         .expect("connect");
     let unwatched = Arc::new(LockManager::new(Arc::new(backend), unwatched).expect("config"));
-    // A short-lived runtime takes (and gives back) the first lease of each
+    // A short-lived runtime takes (and drops) the first lease of each
     // manager, then shuts down.
     let (first, second) = (Arc::clone(&locks), Arc::clone(&unwatched));
     std::thread::spawn(move || {
@@ -347,16 +347,19 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
             .build()
             .expect("runtime");
         runtime.block_on(async {
-            for locks in [first, second] {
-                locks
-                    .try_acquire("on-the-other-runtime")
-                    .await
-                    .expect("acquire")
-                    .expect("free")
-                    .release()
-                    .await
-                    .expect("release");
+            let mut guards = Vec::new();
+            for (locks, name) in [(&first, "other-runtime-1"), (&second, "other-runtime-2")] {
+                guards.push(
+                    locks
+                        .try_acquire(name)
+                        .await
+                        .expect("acquire")
+                        .expect("free"),
+                );
             }
+            // The last step: nothing runs on this runtime after the drops
+            // (the background tasks they start are never polled).
+            drop(guards);
         });
     })
     .join()
@@ -395,6 +398,42 @@ fn leases_outlive_a_runtime_that_shut_down_on_every_client() {
     lock_testkit::run(async {
         for kind in ClientKind::compiled() {
             leases_outlive_a_runtime_that_shut_down(kind).await;
+        }
+    });
+}
+
+/// An `extend` to a much shorter TTL right after the acquire, before the
+/// first renewal was due, sets the pace of the renewals from then on: the
+/// lease is renewed before its new, nearer deadline, not lost at it.
+async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, Duration::from_secs(30)).await;
+    let guards = acquire_many(&locks, 8, "shortened").await;
+    for guard in &guards {
+        guard
+            .extend(Duration::from_millis(600))
+            .await
+            .expect("extend");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for guard in &guards {
+        assert!(
+            guard.is_valid(),
+            "{kind:?}: {} was not renewed after its extend: {:?}",
+            guard.key(),
+            guard.status()
+        );
+    }
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+#[test]
+fn an_early_extend_to_a_shorter_ttl_sets_the_pace_on_every_client() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            an_early_extend_to_a_shorter_ttl_sets_the_pace(kind).await;
         }
     });
 }
