@@ -4,7 +4,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
@@ -12,6 +11,7 @@ use crate::error::{LockError, LossReason};
 use crate::keepers::Keeper;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::renewal::RenewalDriver;
+use crate::status::StatusCell;
 use crate::telemetry::{self, Labels};
 use crate::timing::{lease_deadline, validate_ttl};
 
@@ -48,7 +48,7 @@ pub(crate) struct LeaseShared {
     pub(crate) acquired_at: Instant,
     /// The labels of this lease's metrics.
     pub(crate) labels: Labels,
-    pub(crate) status: watch::Sender<LeaseStatus>,
+    pub(crate) status: StatusCell,
     timing: Mutex<Timing>,
     /// One extend at a time per lease (watchdog or caller): with a single
     /// command in flight, the last one sent is the last one the server ran,
@@ -85,7 +85,7 @@ impl LeaseShared {
         // A TTL shorter than the drift allowance leaves nothing usable: the
         // lease starts out expired and its loss is reported at once.
         let valid_until = lease_deadline(sent_at, ttl, drift_factor).unwrap_or(sent_at);
-        let (status, _) = watch::channel(LeaseStatus::Held { valid_until });
+        let status = StatusCell::new(LeaseStatus::Held { valid_until });
         telemetry::lease_started(&labels);
         LeaseShared {
             backend,
@@ -188,7 +188,7 @@ impl LeaseShared {
     }
 
     pub(crate) fn status(&self) -> LeaseStatus {
-        *self.status.borrow()
+        self.status.get()
     }
 
     /// `Ok` while the lease is held; else the error an extend of it gets:
@@ -243,7 +243,7 @@ impl LeaseShared {
         if sent_at < timing.set_by {
             return matches!(self.status(), LeaseStatus::Held { .. });
         }
-        let updated = self.status.send_if_modified(|status| match status {
+        let updated = self.status.modify(|status| match status {
             LeaseStatus::Held {
                 valid_until: current,
             } => {
@@ -266,7 +266,7 @@ impl LeaseShared {
         // Replies to commands sent before this one no longer say what the key
         // has: this one may have run after them.
         timing.set_by = timing.set_by.max(sent_at);
-        self.status.send_if_modified(|status| match status {
+        self.status.modify(|status| match status {
             LeaseStatus::Held { valid_until } if *valid_until > at_most => {
                 *valid_until = at_most;
                 true
@@ -300,7 +300,7 @@ impl LeaseShared {
     }
 
     fn lose_if(&self, reason: LossReason, due: impl Fn(Instant) -> bool) -> bool {
-        let changed = self.status.send_if_modified(|status| match *status {
+        let changed = self.status.modify(|status| match *status {
             LeaseStatus::Held { valid_until } if due(valid_until) => {
                 *status = LeaseStatus::Lost {
                     reason,
@@ -325,7 +325,7 @@ impl LeaseShared {
 
     /// Marks the lease released; returns the status it had before.
     fn mark_released(&self) -> LeaseStatus {
-        let before = self.status.send_replace(LeaseStatus::Released);
+        let before = self.status.replace(LeaseStatus::Released);
         if let LeaseStatus::Held { .. } = before {
             // Past its deadline, it was lost before the release: count it so.
             telemetry::lease_ended(
@@ -396,15 +396,11 @@ impl LeaseHandle {
     /// Completes when the lease ends: `Some(reason)` if it was lost, `None` if it
     /// was released. Select on it next to long work to stop when the lock is gone.
     pub async fn lost(&self) -> Option<LossReason> {
-        let mut status = self.shared.status.subscribe();
-        let outcome = match status
+        let outcome = self
+            .shared
+            .status
             .wait_for(|status| !matches!(status, LeaseStatus::Held { .. }))
-            .await
-        {
-            Ok(status) => *status,
-            // The sender lives in `shared`, which this handle keeps alive.
-            Err(_) => LeaseStatus::Released,
-        };
+            .await;
         match outcome {
             LeaseStatus::Lost { reason, .. } => Some(reason),
             _ => None,

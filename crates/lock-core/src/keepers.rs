@@ -12,12 +12,13 @@
 //! One pump task per manager and runtime sleeps until the earliest entry of
 //! that runtime's leases is due, then starts that lease's watchdog task
 //! ([`crate::watchdog::keep`]) there; from then on the lease is kept exactly
-//! as before. (With renewal off, the pump marks the lease expired itself: the
-//! watchdog would do nothing else.) Planning a lease wakes the pump only when the new entry is due
-//! before the pump's next look, which, with one TTL per manager, does not
-//! happen while the pump runs: it wakes about once per renewal interval
-//! however many leases come and go. A caller's `extend` starts the watchdog
-//! at once, since it may bring the deadline forward.
+//! as before. The pump runs no code but its own (no log event, no metric),
+//! so nothing a subscriber or recorder does can stop it halfway. Planning a
+//! lease wakes the pump only when the new entry is due before the pump's
+//! next look, which, with one TTL per manager, is rare: the pump wakes about
+//! once per renewal interval however many leases come and go. A caller's
+//! `extend` starts the watchdog at once, since it may bring the deadline
+//! forward.
 //!
 //! Until its watchdog starts, a lease's loss signal depends on the pump of
 //! the runtime it was taken on, as the watchdog task itself always did: a
@@ -26,6 +27,7 @@
 //! planned on that runtime later starts a new one.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -62,6 +64,9 @@ pub(crate) struct Keepers {
     /// configured TTL: how long a pump naps when its queue is empty.
     idle_nap: Duration,
     queues: Mutex<HashMap<runtime::Id, Queue>>,
+    /// Numbers the entries of every queue, so that an entry of a queue that
+    /// ended never matches one of a newer queue of the same runtime.
+    next_id: AtomicU64,
 }
 
 /// Where a lease's watchdog is; behind the lease's own lock.
@@ -75,7 +80,7 @@ pub(crate) enum Keeper {
     },
     /// The watchdog task.
     Running(AbortHandle),
-    /// Released, handed off, expired without renewal, or never planned.
+    /// Released, handed off, or never planned.
     #[default]
     Stopped,
 }
@@ -87,7 +92,6 @@ type Slot = (Instant, u64);
 struct Queue {
     runtime: Handle,
     planned: BTreeMap<Slot, Arc<LeaseShared>>,
-    next_id: u64,
     pump: Pump,
     /// Wakes the pump for an entry due before its next look, or to let it
     /// end once the manager and all its leases are gone.
@@ -114,12 +118,13 @@ impl Keepers {
             plan,
             idle_nap,
             queues: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
         }
     }
 
     /// Plans the watchdog of `lease`, newly granted: it starts at its first
-    /// renewal (or, with renewal off, the lease is marked expired at its
-    /// deadline), unless the lease ends first. Must run inside a Tokio
+    /// renewal (or, with renewal off, at the deadline), unless the lease ends
+    /// first. Must run inside a Tokio
     /// runtime; the watchdog runs on it.
     pub(crate) fn plan(self: &Arc<Self>, lease: &Arc<LeaseShared>) {
         let LeaseStatus::Held { valid_until } = lease.status() else {
@@ -139,13 +144,11 @@ impl Keepers {
             let queue = queues.entry(id).or_insert_with(|| Queue {
                 runtime,
                 planned: BTreeMap::new(),
-                next_id: 0,
                 pump: Pump::Stopped,
                 wake: Arc::new(Notify::new()),
                 idle_looks: 0,
             });
-            let slot = (due, queue.next_id);
-            queue.next_id = queue.next_id.wrapping_add(1);
+            let slot = (due, self.next_id.fetch_add(1, Ordering::Relaxed));
             queue.planned.insert(slot, Arc::clone(lease));
             *keeper = Keeper::Planned {
                 keepers: Arc::clone(self),
@@ -208,7 +211,9 @@ impl Keepers {
     /// Starts the watchdogs of `runtime`'s queue that are due; returns when
     /// its pump should look again (`None`: when woken).
     fn start_due(&self, runtime: runtime::Id) -> Option<Instant> {
-        let now = Instant::now();
+        // The clock the pump sleeps by: under paused Tokio time (tests), a
+        // look after a sleep must find what the sleep waited for.
+        let now = tokio::time::Instant::now().into_std();
         let mut due = Vec::new();
         let (next_look, handle) = {
             let mut queues = self.lock_queues();
@@ -244,17 +249,11 @@ impl Keepers {
     }
 
     /// Starts the watchdog of a lease taken out of its queue, unless the
-    /// lease was given back (or its watchdog started) since. With renewal
-    /// off, a lease past its deadline is marked expired here instead: that
-    /// is all its watchdog would do.
+    /// lease was given back (or its watchdog started) since.
     fn start_planned(&self, lease: &Arc<LeaseShared>, runtime: &Handle) {
         let mut keeper = lease.lock_keeper();
         if let Keeper::Planned { .. } = *keeper {
-            *keeper = if self.plan.renew_every.is_none() && lease.expire_if_due() {
-                Keeper::Stopped
-            } else {
-                Keeper::Running(self.spawn(lease, runtime))
-            };
+            *keeper = Keeper::Running(self.spawn(lease, runtime));
         }
     }
 
@@ -362,5 +361,133 @@ impl Drop for PumpEnded {
         for lease in queue.planned.into_values() {
             keepers.start_planned(&lease, &queue.runtime);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
+    use crate::error::LockError;
+    use crate::key::{HoldToken, LockKey, OwnerToken};
+    use crate::telemetry::Labels;
+
+    /// Only there to build leases: these tests look at the bookkeeping of
+    /// planned watchdogs, which never talks to a server, and fail if
+    /// anything does.
+    #[derive(Debug)]
+    struct NoServer;
+
+    #[async_trait::async_trait]
+    impl LockBackend for NoServer {
+        fn strategy(&self) -> &'static str {
+            "none"
+        }
+        async fn try_acquire(
+            &self,
+            _: &LockKey,
+            _: &HoldToken,
+            _: Duration,
+        ) -> Result<AcquireOutcome, LockError> {
+            unreachable!("no server in these tests")
+        }
+        async fn extend(
+            &self,
+            _: &LockKey,
+            _: &HoldToken,
+            _: Duration,
+        ) -> Result<ExtendOutcome, LockError> {
+            unreachable!("no server in these tests")
+        }
+        async fn release(&self, _: &LockKey, _: &HoldToken) -> Result<ReleaseOutcome, LockError> {
+            unreachable!("no server in these tests")
+        }
+        async fn inspect(&self, _: &LockKey) -> Result<LockState, LockError> {
+            unreachable!("no server in these tests")
+        }
+        async fn force_release(&self, _: &LockKey) -> Result<usize, LockError> {
+            unreachable!("no server in these tests")
+        }
+    }
+
+    fn keepers() -> Arc<Keepers> {
+        let backend: Arc<dyn LockBackend> = Arc::new(NoServer);
+        let plan = KeeperPlan {
+            renew_every: Some(Duration::from_secs(10)),
+            max_hold: None,
+            renewals: Arc::new(RenewalDriver::new(backend)),
+        };
+        Arc::new(Keepers::new(plan, Duration::from_secs(10)))
+    }
+
+    fn lease() -> Arc<LeaseShared> {
+        let owner = OwnerToken::generate().expect("os rng");
+        Arc::new(LeaseShared::new(
+            Arc::new(NoServer),
+            LockKey::new("lock:", "planned").expect("key"),
+            HoldToken::new(owner).expect("os rng"),
+            Duration::from_secs(30),
+            0.01,
+            Instant::now(),
+            Labels::new("none", None),
+        ))
+    }
+
+    fn planned(keepers: &Keepers) -> usize {
+        keepers
+            .lock_queues()
+            .values()
+            .map(|queue| queue.planned.len())
+            .sum()
+    }
+
+    fn current_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// A release takes its plan out again: the queue does not grow with the
+    /// holds a process has taken and given back.
+    #[test]
+    fn a_stopped_keeper_leaves_nothing_planned() {
+        current_thread().block_on(async {
+            let (keepers, leases) = (keepers(), [lease(), lease(), lease()]);
+            for lease in &leases {
+                keepers.plan(lease);
+            }
+            assert_eq!(planned(&keepers), 3);
+            for lease in &leases {
+                lease.lock_keeper().stop();
+                assert!(matches!(*lease.lock_keeper(), Keeper::Stopped));
+            }
+            assert_eq!(planned(&keepers), 0);
+        });
+    }
+
+    /// A runtime that shuts down takes its queue (and the handle that keeps
+    /// the runtime's parts alive) with it, even when its pump never ran: no
+    /// queue per dead runtime piles up, and no lease stays planned in a
+    /// queue nobody pumps.
+    #[test]
+    fn a_queue_ends_with_its_runtime() {
+        let (keepers, lease) = (keepers(), lease());
+        let runtime = current_thread();
+        // The pump is spawned here and never polled: the runtime is not
+        // driven again.
+        runtime.block_on(async { keepers.plan(&lease) });
+        assert_eq!(keepers.lock_queues().len(), 1);
+        drop(runtime);
+        assert_eq!(keepers.lock_queues().len(), 0);
+        assert!(
+            !matches!(*lease.lock_keeper(), Keeper::Planned { .. }),
+            "the lease is still planned in a queue that ended"
+        );
+        // A lease planned on a new runtime gets a queue and a pump there.
+        let (other, runtime) = (self::lease(), current_thread());
+        runtime.block_on(async { keepers.plan(&other) });
+        assert_eq!(planned(&keepers), 1);
+        other.lock_keeper().stop();
     }
 }

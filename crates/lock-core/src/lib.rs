@@ -72,6 +72,7 @@ mod notify;
 mod renewal;
 mod script;
 mod scripted;
+mod status;
 mod telemetry;
 mod timing;
 mod topology;

@@ -40,7 +40,7 @@ pub(crate) async fn keep(
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
 ) {
-    let mut status = shared.status.subscribe();
+    let mut seen = shared.status.version();
     // Sooner after an `extend` to a shorter TTL that started this watchdog
     // before its planned first renewal.
     let mut next_renewal = renew_every.map(|interval| {
@@ -58,11 +58,9 @@ pub(crate) async fn keep(
         };
         let wake_at = next_renewal.map_or(valid_until, |at| at.min(valid_until));
         tokio::select! {
-            changed = status.changed() => {
+            now = shared.status.changed_since(seen) => {
                 // A manual extend moved the deadline, or the lease ended.
-                if changed.is_err() {
-                    return;
-                }
+                seen = now;
                 // An extend to a shorter TTL needs the next renewal sooner.
                 if let (Some(at), Some(configured)) = (next_renewal, renew_every) {
                     let soon = Instant::now() + renewal_interval(&shared, configured);
@@ -133,7 +131,7 @@ async fn renew(
 ) -> (Instant, bool) {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
-    let mut status = shared.status.subscribe();
+    let mut seen = shared.status.version();
     let extend = shared.extend_hold(capped_ttl, Some(batch));
     tokio::pin!(extend);
     let outcome = loop {
@@ -151,11 +149,7 @@ async fn renew(
                     return (Instant::now(), false);
                 }
             }
-            changed = status.changed() => {
-                if changed.is_err() {
-                    return (sent_at, false);
-                }
-            }
+            now = shared.status.changed_since(seen) => seen = now,
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);

@@ -404,29 +404,56 @@ fn leases_outlive_a_runtime_that_shut_down_on_every_client() {
 
 /// An `extend` to a much shorter TTL right after the acquire, before the
 /// first renewal was due, sets the pace of the renewals from then on: the
-/// lease is renewed before its new, nearer deadline, not lost at it.
+/// lease is renewed before its new, nearer deadline, not lost at it. The
+/// lease is taken on a runtime whose only thread is then held up, so the
+/// watchdog that the extend starts there first runs after the extend was
+/// answered: it must still find the new pace.
 async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let locks = manager(kind, &server, Duration::from_secs(30)).await;
-    let guards = acquire_many(&locks, 8, "shortened").await;
-    for guard in &guards {
-        guard
-            .extend(Duration::from_millis(600))
-            .await
-            .expect("extend");
-    }
+    let locks = Arc::new(manager(kind, &server, Duration::from_secs(30)).await);
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let held_up = Arc::new(std::sync::Barrier::new(2));
+    let other = {
+        let (locks, held_up) = (Arc::clone(&locks), Arc::clone(&held_up));
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let guard = locks
+                    .try_acquire("shortened")
+                    .await
+                    .expect("acquire")
+                    .expect("free");
+                sender.send(guard).expect("send the guard");
+                // Nothing runs on this runtime until the extend is answered.
+                held_up.wait();
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            });
+        })
+    };
+    let guard = tokio::task::spawn_blocking(move || receiver.recv().expect("the guard"))
+        .await
+        .expect("receive");
+    guard
+        .extend(Duration::from_millis(600))
+        .await
+        .expect("extend");
+    let release_the_other = Arc::clone(&held_up);
+    tokio::task::spawn_blocking(move || release_the_other.wait())
+        .await
+        .expect("barrier");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    for guard in &guards {
-        assert!(
-            guard.is_valid(),
-            "{kind:?}: {} was not renewed after its extend: {:?}",
-            guard.key(),
-            guard.status()
-        );
-    }
-    for guard in guards {
-        guard.release().await.expect("release");
-    }
+    assert!(
+        guard.is_valid(),
+        "{kind:?}: the lease was not renewed after its extend: {:?}",
+        guard.status()
+    );
+    guard.release().await.expect("release");
+    tokio::task::spawn_blocking(move || other.join().expect("the other runtime"))
+        .await
+        .expect("join");
 }
 
 #[test]
