@@ -29,9 +29,14 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// names share a key.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct LockKey {
-    name: String,
-    redis_key: String,
+    /// `<lock key>:fence`: the counter's key, whose start is the lock's key,
+    /// which holds the name. One string, so that making or cloning a key
+    /// (on every acquire) is one allocation, not three.
     fence_key: String,
+    /// Where the lock's key ends in `fence_key`.
+    redis_key_len: usize,
+    /// Where the name is in `fence_key`.
+    name: std::ops::Range<usize>,
 }
 
 impl LockKey {
@@ -52,27 +57,38 @@ impl LockKey {
             )));
         }
         validate_prefix(prefix).map_err(invalid)?;
-        let redis_key = if name.starts_with('}') {
-            format!("{prefix}{{~}}{name}~")
+        let (opening, closing) = if name.starts_with('}') {
+            ("{~}", "~")
         } else {
-            format!("{prefix}{{{name}}}")
+            ("{", "}")
         };
-        let fence_key = format!("{redis_key}:fence");
+        const FENCE: &str = ":fence";
+        let mut fence_key = String::with_capacity(
+            prefix.len() + opening.len() + name.len() + closing.len() + FENCE.len(),
+        );
+        fence_key.push_str(prefix);
+        fence_key.push_str(opening);
+        let name_starts = fence_key.len();
+        fence_key.push_str(name);
+        let name = name_starts..fence_key.len();
+        fence_key.push_str(closing);
+        let redis_key_len = fence_key.len();
+        fence_key.push_str(FENCE);
         Ok(LockKey {
-            name: name.to_owned(),
-            redis_key,
             fence_key,
+            redis_key_len,
+            name,
         })
     }
 
     /// The name the caller chose.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.fence_key[self.name.clone()]
     }
 
     /// The Redis key that holds the lock.
     pub fn redis_key(&self) -> &str {
-        &self.redis_key
+        &self.fence_key[..self.redis_key_len]
     }
 
     /// The Redis key that holds the fencing counter.
@@ -83,41 +99,41 @@ impl LockKey {
     /// The Redis Cluster hash slot of the lock's keys (all of them share
     /// the `{<name>}` hash tag): which renewals may share one script.
     pub fn hash_slot(&self) -> u16 {
-        hash_slot(self.redis_key.as_bytes())
+        hash_slot(self.redis_key().as_bytes())
     }
 
     /// The hash of holder information (`holder_info = true`):
     /// `<prefix>{<name>}:holder`.
     pub fn holder_key(&self) -> String {
-        format!("{}:holder", self.redis_key)
+        format!("{}:holder", self.redis_key())
     }
 
     /// The list that queues waiters in fair mode: `<prefix>{<name>}:queue`.
     pub fn queue_key(&self) -> String {
-        format!("{}:queue", self.redis_key)
+        format!("{}:queue", self.redis_key())
     }
 
     /// The zset of fair-mode waiters' deadlines: `<prefix>{<name>}:waiters`.
     pub fn waiters_key(&self) -> String {
-        format!("{}:waiters", self.redis_key)
+        format!("{}:waiters", self.redis_key())
     }
 
     /// The pub/sub channel on which releases of this lock are published:
     /// `<prefix>{<name>}:released`.
     pub fn release_channel(&self) -> String {
-        format!("{}:released", self.redis_key)
+        format!("{}:released", self.redis_key())
     }
 }
 
 impl fmt::Debug for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("LockKey").field(&self.redis_key).finish()
+        f.debug_tuple("LockKey").field(&self.redis_key()).finish()
     }
 }
 
 impl fmt::Display for LockKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)
+        f.write_str(self.name())
     }
 }
 
@@ -231,17 +247,33 @@ impl HoldToken {
     /// the OS generator. Errors with [`LockError::InvalidOwner`] only if the
     /// generator fails.
     pub fn new(owner: OwnerToken) -> Result<Self, LockError> {
-        let mut bytes = [0u8; 8];
+        let mut nonce = [0u8; 8];
+        os_random(&mut nonce)?;
+        Ok(Self::with_nonce(owner, &nonce))
+    }
+
+    /// The hold of an attempt by an owner made for it alone: the owner's
+    /// 128 bits and the nonce's 64 come from one call to the OS generator
+    /// (this runs on every acquire).
+    pub(crate) fn fresh() -> Result<Self, LockError> {
+        let mut bytes = [0u8; 24];
         os_random(&mut bytes)?;
-        let mut value = String::with_capacity(owner.0.len() + 17);
+        let (owner, nonce) = bytes.split_at(16);
+        let mut hex = String::with_capacity(32);
+        push_hex(&mut hex, owner);
+        Ok(Self::with_nonce(OwnerToken(hex), nonce))
+    }
+
+    fn with_nonce(owner: OwnerToken, nonce: &[u8]) -> Self {
+        let mut value = String::with_capacity(owner.0.len() + 1 + 2 * nonce.len());
         value.push_str(&owner.0);
         value.push(':');
-        push_hex(&mut value, &bytes);
-        Ok(HoldToken {
+        push_hex(&mut value, nonce);
+        HoldToken {
             owner,
             value,
             fencing_token: None,
-        })
+        }
     }
 
     /// The owner that asked for the hold.

@@ -127,7 +127,7 @@ impl LockManager {
 
     /// Tries once. `Ok(None)` when someone else holds the lock.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(&OwnerToken::generate()?, name, true).await
+        self.try_once(None, name).await
     }
 
     /// Tries once, as `owner`. With a reentrant backend, an owner that already
@@ -145,22 +145,22 @@ impl LockManager {
         owner: &OwnerToken,
         name: &str,
     ) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(owner, name, false).await
+        self.try_once(Some(owner), name).await
     }
 
-    /// One attempt. `fresh_owner`: the owner was made for this call, so it
-    /// holds nothing yet and a lost reply can be undone by a release.
+    /// One attempt, as `owner`, or (with `None`) as an owner made for it
+    /// alone, which holds nothing yet, so a lost reply can be undone by a
+    /// release.
     async fn try_once(
         &self,
-        owner: &OwnerToken,
+        owner: Option<&OwnerToken>,
         name: &str,
-        fresh_owner: bool,
     ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let result = async {
-            match self.attempt(&key, owner, false, fresh_owner).await? {
+            match self.attempt(&key, owner, false).await? {
                 Attempt::Acquired(guard) => Ok(Some(guard)),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unsettled { error, cleanup } => {
@@ -222,8 +222,7 @@ impl LockManager {
         name: &str,
         wait: Duration,
     ) -> Result<LeaseGuard, LockError> {
-        self.wait_for(&OwnerToken::generate()?, name, wait, true)
-            .await
+        self.wait_for(None, name, wait).await
     }
 
     /// Waits up to the configured `wait_timeout` for the lock, as `owner`; see
@@ -245,24 +244,23 @@ impl LockManager {
         name: &str,
         wait: Duration,
     ) -> Result<LeaseGuard, LockError> {
-        self.wait_for(owner, name, wait, false).await
+        self.wait_for(Some(owner), name, wait).await
     }
 
     /// Attempts until acquired or `wait` runs out, in a span of its own; see
-    /// [`LockManager::try_once`] for `fresh_owner`.
+    /// [`LockManager::try_once`] for `owner`.
     async fn wait_for(
         &self,
-        owner: &OwnerToken,
+        owner: Option<&OwnerToken>,
         name: &str,
         wait: Duration,
-        fresh_owner: bool,
     ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let mut attempts: u32 = 0;
         let result = self
-            .wait_attempts(&key, owner, wait, fresh_owner, &mut attempts)
+            .wait_attempts(&key, owner, wait, &mut attempts)
             .instrument(span.clone())
             .await;
         let (outcome, token) = match &result {
@@ -278,9 +276,8 @@ impl LockManager {
     async fn wait_attempts(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        owner: Option<&OwnerToken>,
         wait: Duration,
-        fresh_owner: bool,
         attempts: &mut u32,
     ) -> Result<LeaseGuard, LockError> {
         let name = key.name();
@@ -290,29 +287,31 @@ impl LockManager {
         // When this wait may (next) try to subscribe to releases; `None` once
         // subscribed, or when the backend cannot notify.
         let mut subscribe_at = Some(started);
+        // A fair waiter keeps one owner for the whole wait: it is its place in
+        // the queue. Without fair mode, an owner made for this wait is made
+        // anew for each attempt (`None`), so even a release by owner alone
+        // (reentrant) only reaches its own attempt.
+        let fair_owner = match (self.config.fair, owner) {
+            (false, _) => None,
+            (true, Some(owner)) => Some(owner.clone()),
+            (true, None) => Some(OwnerToken::generate()?),
+        };
+        let attempt_owner = fair_owner.as_ref().or(owner);
         // In fair mode the first attempt queues this owner; leave the queue on
         // any way out but success (the acquire script dequeues a winner).
-        let queued = self
-            .config
-            .fair
-            .then(|| QueuedWaiter::new(&self.backend, key, owner));
+        let queued = fair_owner
+            .as_ref()
+            .map(|owner| QueuedWaiter::new(&self.backend, key, owner));
         // Holds of attempts whose reply was lost: each is released before the
         // next attempt, so its cleanup can never land after (and on) a later
         // grant; what is left at the end is released in the background.
         let mut unsettled = Unsettled::new(&self.backend, key);
-        // An owner made for this wait gets a new identity per attempt, so even
-        // a release by owner alone (reentrant) only reaches its own attempt.
-        // A fair waiter keeps its owner: it is its place in the queue.
-        let mut attempt_owner = owner.clone();
         loop {
             let left = give_up_at.map_or(Duration::MAX, |at| {
                 at.saturating_duration_since(Instant::now())
             });
             unsettled.settle(left).await;
-            if fresh_owner && *attempts > 0 && !self.config.fair {
-                attempt_owner = OwnerToken::generate()?;
-            }
-            let result = self.attempt(key, &attempt_owner, true, fresh_owner).await;
+            let result = self.attempt(key, attempt_owner, true).await;
             *attempts = attempts.saturating_add(1);
             tracing::debug!(
                 attempt = *attempts,
@@ -443,10 +442,7 @@ impl LockManager {
         F: FnOnce(LeaseHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let owner = OwnerToken::generate()?;
-        let guard = self
-            .wait_for(&owner, name, self.config.wait_timeout, true)
-            .await?;
+        let guard = self.wait_for(None, name, self.config.wait_timeout).await?;
         self.run_under(guard, name, work).await
     }
 
@@ -592,18 +588,21 @@ impl LockManager {
         self.backend.inspect(&key).await
     }
 
-    /// One acquire attempt, with a hold of its own. `fresh_owner`: the owner
-    /// was made for this attempt, so a lost reply can be undone by releasing
-    /// by owner; otherwise only where the backend releases exactly one attempt.
+    /// One acquire attempt, with a hold of its own, as `owner` or (with
+    /// `None`) as an owner made for this attempt alone, whose lost reply can
+    /// be undone by releasing by owner; otherwise only where the backend
+    /// releases exactly one attempt.
     async fn attempt(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
+        owner: Option<&OwnerToken>,
         join_queue: bool,
-        fresh_owner: bool,
     ) -> Result<Attempt, LockError> {
         let ttl = self.config.ttl;
-        let hold = HoldToken::new(owner.clone())?;
+        let (hold, fresh_owner) = match owner {
+            Some(owner) => (HoldToken::new(owner.clone())?, false),
+            None => (HoldToken::fresh()?, true),
+        };
         let sent_at = Instant::now();
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
