@@ -619,8 +619,34 @@ mod tests {
     #[test]
     fn keys_share_the_hash_tag() {
         let key = LockKey::new("lock:", "order:42").expect("valid key");
+        assert_eq!(key.name(), "order:42");
         assert_eq!(key.redis_key(), "lock:{order:42}");
         assert_eq!(key.fence_key(), "lock:{order:42}:fence");
+        let key = LockKey::new("lock:", "}x").expect("valid key");
+        assert_eq!(key.name(), "}x");
+        assert_eq!(key.redis_key(), "lock:{~}}x~");
+        assert_eq!(key.fence_key(), "lock:{~}}x~:fence");
+    }
+
+    proptest::proptest! {
+        /// The one string a key is kept in gives back the name and the
+        /// layout's keys, for any name and prefix.
+        #[test]
+        fn one_string_gives_back_every_part(
+            prefix in "[^{}]{0,12}",
+            name in "\\PC{1,40}",
+        ) {
+            let key = LockKey::new(&prefix, &name).expect("valid key");
+            let lock_key = if name.starts_with('}') {
+                format!("{prefix}{{~}}{name}~")
+            } else {
+                format!("{prefix}{{{name}}}")
+            };
+            proptest::prop_assert_eq!(key.name(), name.as_str());
+            proptest::prop_assert_eq!(key.redis_key(), lock_key.as_str());
+            proptest::prop_assert_eq!(key.fence_key(), format!("{lock_key}:fence"));
+            proptest::prop_assert_eq!(key.to_string(), name);
+        }
     }
 
     fn cluster_slot(key: &str) -> u16 {
