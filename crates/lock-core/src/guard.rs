@@ -307,7 +307,7 @@ impl LeaseShared {
                     valid_until,
                 };
                 // Counted before anyone waiting on `lost()` can look.
-                telemetry::lease_ended(&self.labels, self.acquired_at.elapsed(), Some(reason));
+                telemetry::lease_ended(&self.labels, self.acquired_at, Some(reason));
                 true
             }
             _ => false,
@@ -323,18 +323,16 @@ impl LeaseShared {
         changed
     }
 
-    /// Marks the lease released; returns the status it had before.
-    fn mark_released(&self) -> LeaseStatus {
+    /// Marks the lease released; returns the status it had before, and
+    /// how it had ended before, if it had ([`ended_early`]).
+    fn mark_released(&self) -> (LeaseStatus, Option<LossReason>) {
         let before = self.status.replace(LeaseStatus::Released);
+        let ended = ended_early(before);
         if let LeaseStatus::Held { .. } = before {
             // Past its deadline, it was lost before the release: count it so.
-            telemetry::lease_ended(
-                &self.labels,
-                self.acquired_at.elapsed(),
-                ended_early(before),
-            );
+            telemetry::lease_ended(&self.labels, self.acquired_at, ended);
         }
-        before
+        (before, ended)
     }
 }
 
@@ -529,7 +527,7 @@ impl LeaseGuard {
     pub async fn release(self) -> Result<(), LockError> {
         let shared = Arc::clone(&self.handle.shared);
         shared.stop_keeper();
-        let ended = ended_early(shared.mark_released());
+        let (_, ended) = shared.mark_released();
         if ended == Some(LossReason::NotHeld) {
             return Err(lease_lost(&shared.key, LossReason::NotHeld));
         }
@@ -595,22 +593,20 @@ impl LeaseGuard {
         shared.stop_keeper();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {
-            LeaseStatus::Lost {
-                reason: LossReason::NotHeld,
-                ..
-            } => return Err(lease_lost(&shared.key, LossReason::NotHeld)),
-            before => {
-                if let Some(reason) = ended_early(before) {
-                    // A renewal may have run unanswered: free what this hold
-                    // may still have, as a dropped guard would.
-                    spawn_release(
-                        Arc::clone(&shared.backend),
-                        shared.key.clone(),
-                        shared.hold.clone(),
-                    );
-                    return Err(lease_lost(&shared.key, reason));
-                }
+            (_, Some(LossReason::NotHeld)) => {
+                return Err(lease_lost(&shared.key, LossReason::NotHeld))
             }
+            (_, Some(reason)) => {
+                // A renewal may have run unanswered: free what this hold may
+                // still have, as a dropped guard would.
+                spawn_release(
+                    Arc::clone(&shared.backend),
+                    shared.key.clone(),
+                    shared.hold.clone(),
+                );
+                return Err(lease_lost(&shared.key, reason));
+            }
+            (_, None) => {}
         }
         tracing::debug!(
             key = shared.key.name(),
@@ -626,9 +622,9 @@ impl Drop for LeaseGuard {
         let shared = &self.handle.shared;
         shared.stop_keeper();
         match shared.mark_released() {
-            LeaseStatus::Released => return,
+            (LeaseStatus::Released, _) => return,
             // The key is gone or someone else's: nothing of ours to release.
-            before if ended_early(before) == Some(LossReason::NotHeld) => return,
+            (_, Some(LossReason::NotHeld)) => return,
             // Held, or past its deadline (a renewal may have run unanswered):
             // the release names this hold alone.
             _ => {}
@@ -745,6 +741,10 @@ fn release_ended(
     outcome: &Result<ReleaseOutcome, LockError>,
     started: Instant,
 ) {
+    // Without a subscriber, not even the clock is read.
+    if span.is_disabled() {
+        return;
+    }
     span.record(
         "outcome",
         match outcome {

@@ -192,17 +192,19 @@ impl LockManager {
         attempts: u32,
         started: Instant,
     ) {
-        let waited = started.elapsed();
-        span.record("outcome", outcome);
-        span.record("attempts", attempts);
-        span.record(
-            "waited_us",
-            u64::try_from(waited.as_micros()).unwrap_or(u64::MAX),
-        );
-        if let Some(token) = token {
-            span.record("fencing_token", token.get());
+        // Without a subscriber, not even the clock is read.
+        if !span.is_disabled() {
+            span.record("outcome", outcome);
+            span.record("attempts", attempts);
+            span.record(
+                "waited_us",
+                u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            );
+            if let Some(token) = token {
+                span.record("fencing_token", token.get());
+            }
         }
-        telemetry::acquisition(&self.labels(name), outcome, attempts, waited);
+        telemetry::acquisition(&self.labels(name), outcome, attempts, started);
     }
 
     /// Waits up to the configured `wait_timeout` for the lock.

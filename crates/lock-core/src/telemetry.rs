@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::Instant;
 
 use crate::error::LossReason;
 
@@ -107,10 +107,10 @@ mod record {
     }
 }
 
-/// An acquire call ended with `outcome` after `attempts` attempts and
-/// `waited`.
+/// An acquire call that started at `started` ended with `outcome` after
+/// `attempts` attempts.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn acquisition(labels: &Labels, outcome: &'static str, attempts: u32, waited: Duration) {
+pub(crate) fn acquisition(labels: &Labels, outcome: &'static str, attempts: u32, started: Instant) {
     #[cfg(feature = "metrics")]
     {
         metrics::counter!(
@@ -124,7 +124,7 @@ pub(crate) fn acquisition(labels: &Labels, outcome: &'static str, attempts: u32,
             "distlock_acquire_wait_seconds",
             record::labels(labels, None)
         )
-        .record(waited.as_secs_f64());
+        .record(started.elapsed().as_secs_f64());
     }
 }
 
@@ -135,15 +135,15 @@ pub(crate) fn lease_started(labels: &Labels) {
     metrics::gauge!("distlock_leases_held", record::labels(labels, None)).increment(1.0);
 }
 
-/// A lease this process held ended after `held`: released or handed off
-/// (`lost` is `None`), or lost.
+/// A lease this process held since `acquired_at` ended: released or handed
+/// off (`lost` is `None`), or lost.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn lease_ended(labels: &Labels, held: Duration, lost: Option<LossReason>) {
+pub(crate) fn lease_ended(labels: &Labels, acquired_at: Instant, lost: Option<LossReason>) {
     #[cfg(feature = "metrics")]
     {
         metrics::gauge!("distlock_leases_held", record::labels(labels, None)).decrement(1.0);
         metrics::histogram!("distlock_hold_seconds", record::labels(labels, None))
-            .record(held.as_secs_f64());
+            .record(acquired_at.elapsed().as_secs_f64());
         if let Some(reason) = lost {
             metrics::counter!(
                 "distlock_leases_lost_total",
