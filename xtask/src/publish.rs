@@ -218,8 +218,12 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         let file = target
             .join("package")
             .join(format!("{krate}-{version}.crate"));
+        // `-m`: the files get the time of unpacking. Cargo packs every file
+        // with one fixed old time, and the build directory is shared: with
+        // those times, cargo would take the packages of an earlier run, built
+        // from other sources at the same paths, as up to date.
         let status = Command::new("tar")
-            .arg("-xzf")
+            .arg("-xzmf")
             .arg(&file)
             .arg("-C")
             .arg(&unpacked)
