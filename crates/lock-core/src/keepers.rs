@@ -124,8 +124,7 @@ impl Keepers {
 
     /// Plans the watchdog of `lease`, newly granted: it starts at its first
     /// renewal (or, with renewal off, at the deadline), unless the lease ends
-    /// first. Must run inside a Tokio
-    /// runtime; the watchdog runs on it.
+    /// first. Must run inside a Tokio runtime; the watchdog runs on it.
     pub(crate) fn plan(self: &Arc<Self>, lease: &Arc<LeaseShared>) {
         let LeaseStatus::Held { valid_until } = lease.status() else {
             return;
@@ -184,7 +183,16 @@ impl Keepers {
         }
     }
 
-    fn unplan(&self, runtime: runtime::Id, slot: Slot) -> Option<Handle> {
+    /// Takes a plan out of its queue (if the queue has not ended).
+    fn unplan(&self, runtime: runtime::Id, slot: Slot) {
+        if let Some(queue) = self.lock_queues().get_mut(&runtime) {
+            queue.planned.remove(&slot);
+        }
+    }
+
+    /// Takes a plan out of its queue to start it now: the queue's runtime,
+    /// or `None` if the queue has ended (its pump is starting the plan).
+    fn unplan_to_start(&self, runtime: runtime::Id, slot: Slot) -> Option<Handle> {
         let mut queues = self.lock_queues();
         let queue = queues.get_mut(&runtime)?;
         queue.planned.remove(&slot);
@@ -313,7 +321,7 @@ impl Keeper {
         } = self
         {
             // Without a queue, its ended pump is handing the lease on.
-            if let Some(handle) = keepers.unplan(*runtime, *slot) {
+            if let Some(handle) = keepers.unplan_to_start(*runtime, *slot) {
                 *self = Keeper::Running(keepers.spawn(lease, &handle));
             }
         }

@@ -6,7 +6,7 @@
 //! change with no waiter is a lock, a store and two atomics.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::Notify;
@@ -17,7 +17,10 @@ use crate::guard::LeaseStatus;
 pub(crate) struct StatusCell {
     status: Mutex<LeaseStatus>,
     /// Bumped after every change, so that a waiter can tell one happened.
-    version: AtomicU64,
+    /// A `usize`, as in `tokio::sync::watch`, for targets without 64-bit
+    /// atomics: a waiter compares it for inequality only, and would have to
+    /// miss 2^32 changes to be fooled.
+    version: AtomicUsize,
     /// How many are waiting for a change: a change wakes nobody without.
     waiting: AtomicUsize,
     changed: Notify,
@@ -27,7 +30,7 @@ impl StatusCell {
     pub(crate) fn new(status: LeaseStatus) -> Self {
         StatusCell {
             status: Mutex::new(status),
-            version: AtomicU64::new(0),
+            version: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             changed: Notify::new(),
         }
@@ -64,13 +67,13 @@ impl StatusCell {
     }
 
     /// The number of changes so far: pass it to [`changed_since`](Self::changed_since).
-    pub(crate) fn version(&self) -> u64 {
+    pub(crate) fn version(&self) -> usize {
         self.version.load(Ordering::SeqCst)
     }
 
     /// Completes once the status has changed since `seen` was read (at
     /// once if it already has); returns the version then.
-    pub(crate) fn changed_since(&self, seen: u64) -> impl Future<Output = u64> + '_ {
+    pub(crate) fn changed_since(&self, seen: usize) -> impl Future<Output = usize> + '_ {
         self.wait(move |cell| {
             let now = cell.version();
             (now != seen).then_some(now)
