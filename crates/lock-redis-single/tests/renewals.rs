@@ -14,6 +14,20 @@ use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_options;
 use lock_testkit::{DelayProxy, RedisServer};
 
+/// A test that runs `check` on every client compiled in.
+macro_rules! on_every_client {
+    ($test:ident, $check:ident) => {
+        #[test]
+        fn $test() {
+            lock_testkit::run(async {
+                for kind in ClientKind::compiled() {
+                    $check(kind).await;
+                }
+            });
+        }
+    };
+}
+
 fn config(ttl: Duration) -> LockConfig {
     let mut config = LockConfig::default();
     config.ttl = ttl;
@@ -81,14 +95,10 @@ async fn renewals_of_many_leases_are_batched(kind: ClientKind) {
     }
 }
 
-#[test]
-fn renewals_of_many_leases_are_batched_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            renewals_of_many_leases_are_batched(kind).await;
-        }
-    });
-}
+on_every_client!(
+    renewals_of_many_leases_are_batched_on_every_client,
+    renewals_of_many_leases_are_batched
+);
 
 /// A lease's deadline is its batch's send time plus its own TTL minus its
 /// own drift: leases with different TTLs renewed in one batch share that
@@ -163,14 +173,10 @@ async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
     }
 }
 
-#[test]
-fn a_batch_gives_each_lease_its_send_time_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            a_batch_gives_each_lease_its_send_time(kind).await;
-        }
-    });
-}
+on_every_client!(
+    a_batch_gives_each_lease_its_send_time_on_every_client,
+    a_batch_gives_each_lease_its_send_time
+);
 
 /// `valid_until - (ttl - drift)`: when the command that set the deadline
 /// was sent.
@@ -225,14 +231,10 @@ async fn a_refused_batch_is_a_failure_not_a_loss(kind: ClientKind) {
     drop(guards);
 }
 
-#[test]
-fn a_refused_batch_is_a_failure_not_a_loss_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            a_refused_batch_is_a_failure_not_a_loss(kind).await;
-        }
-    });
-}
+on_every_client!(
+    a_refused_batch_is_a_failure_not_a_loss_on_every_client,
+    a_refused_batch_is_a_failure_not_a_loss
+);
 
 /// In one batch, a lock key overwritten with foreign data (a hash) fails
 /// that lease's renewal alone: it is reported lost as not held, and the
@@ -268,14 +270,10 @@ async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
     drop(guards);
 }
 
-#[test]
-fn foreign_data_fails_only_its_own_renewal_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            foreign_data_fails_only_its_own_renewal(kind).await;
-        }
-    });
-}
+on_every_client!(
+    foreign_data_fails_only_its_own_renewal_on_every_client,
+    foreign_data_fails_only_its_own_renewal
+);
 
 /// The runtime's live tasks: the keepers of held leases are among them.
 fn alive_tasks() -> usize {
@@ -315,14 +313,10 @@ async fn held_leases_cost_no_task_until_due(kind: ClientKind) {
     }
 }
 
-#[test]
-fn held_leases_cost_no_task_until_due_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            held_leases_cost_no_task_until_due(kind).await;
-        }
-    });
-}
+on_every_client!(
+    held_leases_cost_no_task_until_due_on_every_client,
+    held_leases_cost_no_task_until_due
+);
 
 /// Leases live on after the runtime that happened to start the manager's
 /// background work has shut down: a lease taken on another runtime is still
@@ -393,14 +387,10 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
     kept.release().await.expect("release");
 }
 
-#[test]
-fn leases_outlive_a_runtime_that_shut_down_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            leases_outlive_a_runtime_that_shut_down(kind).await;
-        }
-    });
-}
+on_every_client!(
+    leases_outlive_a_runtime_that_shut_down_on_every_client,
+    leases_outlive_a_runtime_that_shut_down
+);
 
 /// An `extend` to a much shorter TTL right after the acquire, before the
 /// first renewal was due, sets the pace of the renewals from then on: the
@@ -456,11 +446,7 @@ async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
         .expect("join");
 }
 
-#[test]
-fn an_early_extend_to_a_shorter_ttl_sets_the_pace_on_every_client() {
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            an_early_extend_to_a_shorter_ttl_sets_the_pace(kind).await;
-        }
-    });
-}
+on_every_client!(
+    an_early_extend_to_a_shorter_ttl_sets_the_pace_on_every_client,
+    an_early_extend_to_a_shorter_ttl_sets_the_pace
+);
