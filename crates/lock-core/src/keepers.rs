@@ -35,8 +35,10 @@ use tokio::runtime::{self, Handle};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
+use crate::config::LockConfig;
 use crate::guard::{LeaseShared, LeaseStatus};
 use crate::renewal::RenewalDriver;
+use crate::timing::{clock_drift, validity};
 use crate::watchdog;
 
 /// How many times in a row a pump looks at an empty queue, one idle interval
@@ -47,12 +49,12 @@ const IDLE_LOOKS: u8 = 2;
 
 /// What every watchdog of one manager is started with.
 #[derive(Debug)]
-pub(crate) struct KeeperPlan {
+struct KeeperPlan {
     /// The configured renewal interval; `None` with renewal off.
-    pub(crate) renew_every: Option<Duration>,
+    renew_every: Option<Duration>,
     /// `watchdog.max_hold`.
-    pub(crate) max_hold: Option<Duration>,
-    pub(crate) renewals: Arc<RenewalDriver>,
+    max_hold: Option<Duration>,
+    renewals: Arc<RenewalDriver>,
 }
 
 /// The planned watchdogs of one manager's leases, a queue per runtime the
@@ -111,9 +113,19 @@ enum Pump {
 }
 
 impl Keepers {
-    /// The watchdogs of one manager; `idle_nap` is how long after an acquire
-    /// a watchdog first falls due with the configured TTL.
-    pub(crate) fn new(plan: KeeperPlan, idle_nap: Duration) -> Self {
+    /// The watchdogs of the leases of a manager with `config`, whose
+    /// renewals `renewals` sends.
+    pub(crate) fn new(config: &LockConfig, renewals: RenewalDriver) -> Self {
+        let renew_every = config.watchdog.enabled.then(|| config.renew_interval());
+        let plan = KeeperPlan {
+            renew_every,
+            max_hold: config.watchdog.max_hold,
+            renewals: Arc::new(renewals),
+        };
+        // A watchdog first falls due a renewal interval after its acquire,
+        // or with renewal off at the deadline.
+        let drift = clock_drift(config.ttl, config.clock_drift_factor);
+        let idle_nap = renew_every.unwrap_or_else(|| validity(config.ttl, Duration::ZERO, drift));
         Keepers {
             plan,
             idle_nap,
@@ -201,14 +213,9 @@ impl Keepers {
 
     /// Starts the watchdog of `lease` on its runtime, now.
     fn spawn(&self, lease: &Arc<LeaseShared>, runtime: &Handle) -> AbortHandle {
-        let first_renewal = self
-            .plan
-            .renew_every
-            .map(|interval| lease.acquired_at + interval);
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
-                first_renewal,
                 self.plan.renew_every,
                 self.plan.max_hold,
                 Arc::clone(&self.plan.renewals),
@@ -419,13 +426,8 @@ mod tests {
     }
 
     fn keepers() -> Arc<Keepers> {
-        let backend: Arc<dyn LockBackend> = Arc::new(NoServer);
-        let plan = KeeperPlan {
-            renew_every: Some(Duration::from_secs(10)),
-            max_hold: None,
-            renewals: Arc::new(RenewalDriver::new(backend)),
-        };
-        Arc::new(Keepers::new(plan, Duration::from_secs(10)))
+        let renewals = RenewalDriver::new(Arc::new(NoServer));
+        Arc::new(Keepers::new(&LockConfig::default(), renewals))
     }
 
     fn lease() -> Arc<LeaseShared> {

@@ -9,12 +9,11 @@ use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, Rele
 use crate::config::{LockConfig, WaitMode};
 use crate::error::LockError;
 use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
+use crate::keepers::Keepers;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 use crate::renewal::RenewalDriver;
 use crate::telemetry::{self, Labels, LockNameLabels};
-
-use crate::keepers::{KeeperPlan, Keepers};
 use tracing::Instrument;
 
 /// Takes and holds locks through one backend, with one config.
@@ -88,22 +87,11 @@ impl LockManager {
                 ),
             });
         }
-        let renew_every = config.watchdog.enabled.then(|| config.renew_interval());
-        // How long after an acquire a watchdog first has something to do.
-        let first_due = renew_every.unwrap_or_else(|| {
-            crate::timing::validity(
-                config.ttl,
-                Duration::ZERO,
-                crate::timing::clock_drift(config.ttl, config.clock_drift_factor),
-            )
-        });
-        let plan = KeeperPlan {
-            renew_every,
-            max_hold: config.watchdog.max_hold,
-            renewals: Arc::new(RenewalDriver::new(Arc::clone(&backend))),
-        };
         Ok(LockManager {
-            keepers: Arc::new(Keepers::new(plan, first_due)),
+            keepers: Arc::new(Keepers::new(
+                &config,
+                RenewalDriver::new(Arc::clone(&backend)),
+            )),
             backend,
             lock_names: Arc::new(LockNameLabels::new(config.metrics_lock_names)),
             config: Arc::new(config),

@@ -32,10 +32,9 @@ fn retry_delay(interval: Duration) -> Duration {
 }
 
 /// Runs until the lease is released (the guard aborts this task) or lost;
-/// renews first at `first_renewal` (with renewal on).
+/// with renewal on, renews first one interval after the acquire.
 pub(crate) async fn keep(
     shared: Arc<LeaseShared>,
-    first_renewal: Option<Instant>,
     renew_every: Option<Duration>,
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
@@ -45,7 +44,7 @@ pub(crate) async fn keep(
     // before its planned first renewal.
     let mut next_renewal = renew_every.map(|interval| {
         let soon = Instant::now() + renewal_interval(&shared, interval);
-        first_renewal.map_or(soon, |at| at.min(soon))
+        (shared.acquired_at + interval).min(soon)
     });
     // No renewal reaches past this instant; an overflow is no cap at all.
     let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
