@@ -1,6 +1,7 @@
 //! Lock names, owner tokens and fencing tokens: the values a lock is made of.
 
 use std::fmt;
+use std::sync::OnceLock;
 
 use crate::error::LockError;
 
@@ -235,11 +236,36 @@ fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
 ///   outermost acquire changes.
 ///
 /// `Debug` never prints the owner or the value.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct HoldToken {
-    owner: OwnerToken,
+    /// `<owner>:<nonce>`.
     value: String,
+    /// How many bytes of `value` are the owner.
+    owner_len: usize,
+    /// The owner as a token of its own, made the first time it is asked
+    /// for: the single-value strategies never ask, and an acquire that
+    /// makes one string instead of two is measurably cheaper.
+    owner: OnceLock<OwnerToken>,
     fencing_token: Option<FencingToken>,
+}
+
+// The owner is the start of the value, so the value and its split say it all.
+impl PartialEq for HoldToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+            && self.owner_len == other.owner_len
+            && self.fencing_token == other.fencing_token
+    }
+}
+
+impl Eq for HoldToken {}
+
+impl std::hash::Hash for HoldToken {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.value.hash(state);
+        self.owner_len.hash(state);
+        self.fencing_token.hash(state);
+    }
 }
 
 impl HoldToken {
@@ -259,9 +285,17 @@ impl HoldToken {
         let mut bytes = [0u8; 24];
         os_random(&mut bytes)?;
         let (owner, nonce) = bytes.split_at(16);
-        let mut hex = String::with_capacity(32);
-        push_hex(&mut hex, owner);
-        Ok(Self::with_nonce(OwnerToken(hex), nonce))
+        let mut value = String::with_capacity(2 * owner.len() + 1 + 2 * nonce.len());
+        push_hex(&mut value, owner);
+        let owner_len = value.len();
+        value.push(':');
+        push_hex(&mut value, nonce);
+        Ok(HoldToken {
+            value,
+            owner_len,
+            owner: OnceLock::new(),
+            fencing_token: None,
+        })
     }
 
     fn with_nonce(owner: OwnerToken, nonce: &[u8]) -> Self {
@@ -270,15 +304,29 @@ impl HoldToken {
         value.push(':');
         push_hex(&mut value, nonce);
         HoldToken {
-            owner,
             value,
+            owner_len: owner.0.len(),
+            owner: OnceLock::from(owner),
             fencing_token: None,
         }
     }
 
     /// The owner that asked for the hold.
     pub fn owner(&self) -> &OwnerToken {
-        &self.owner
+        self.owner
+            .get_or_init(|| OwnerToken(self.expose_owner().to_owned()))
+    }
+
+    /// The owner's text ([`OwnerToken::expose`] of [`HoldToken::owner`]),
+    /// without making a token of it. Keep it out of logs.
+    pub fn expose_owner(&self) -> &str {
+        &self.value[..self.owner_len]
+    }
+
+    /// The nonce that tells this hold from the owner's others: the part of
+    /// [`HoldToken::value`] after the owner and its `:`.
+    fn nonce(&self) -> &str {
+        &self.value[self.owner_len + 1..]
     }
 
     /// `<owner>:<nonce>`: the value a single-value strategy stores in the
@@ -297,7 +345,7 @@ impl HoldToken {
     /// owner and fencing token, a new nonce. Errors only if the OS generator
     /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
-        Ok(HoldToken::new(self.owner.clone())?.granted(self.fencing_token))
+        Ok(HoldToken::new(self.owner().clone())?.granted(self.fencing_token))
     }
 
     /// This hold as granted with `token`.
@@ -339,11 +387,14 @@ impl HandoffToken {
     pub(crate) fn new(hold: HoldToken) -> Self {
         // `<format>.<fencing token or ->.<nonce>.<owner>`: the owner, which a
         // caller may choose freely, goes last, so it may contain anything.
-        let nonce = hold.value[hold.owner.0.len() + 1..].to_owned();
         let fence = hold
             .fencing_token
             .map_or_else(|| "-".to_owned(), |token| token.get().to_string());
-        let text = format!("{HANDOFF_FORMAT}.{fence}.{nonce}.{}", hold.owner.0);
+        let text = format!(
+            "{HANDOFF_FORMAT}.{fence}.{}.{}",
+            hold.nonce(),
+            hold.expose_owner()
+        );
         HandoffToken { text, hold }
     }
 
@@ -387,8 +438,9 @@ impl HandoffToken {
         Ok(HandoffToken {
             text: text.to_owned(),
             hold: HoldToken {
-                owner,
                 value,
+                owner_len: owner.0.len(),
+                owner: OnceLock::from(owner),
                 fencing_token,
             },
         })
@@ -430,7 +482,7 @@ impl fmt::Debug for HandoffToken {
 impl fmt::Debug for HoldToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HoldToken")
-            .field("owner", &self.owner)
+            .field("owner", &format_args!("OwnerToken(<redacted>)"))
             .field("fencing_token", &self.fencing_token)
             .finish_non_exhaustive()
     }
@@ -777,6 +829,38 @@ mod tests {
         assert_eq!(first.value().len(), "worker-7:".len() + 16);
         let debug = format!("{first:?}");
         assert!(!debug.contains("worker-7"), "{debug}");
+    }
+
+    #[test]
+    fn a_fresh_hold_makes_its_owner_on_demand() {
+        let hold = HoldToken::fresh().expect("os rng");
+        let (owner, nonce) = hold.value().split_once(':').expect("owner:nonce");
+        assert_eq!((owner.len(), nonce.len()), (32, 16));
+        assert_eq!(hold.expose_owner(), owner);
+        // Equal before and after the owner token is made, and hashed alike.
+        let untouched = hold.clone();
+        assert_eq!(hold.owner().expose(), owner);
+        assert_eq!(hold, untouched);
+        use std::hash::BuildHasher;
+        let state = std::hash::RandomState::new();
+        assert_eq!(state.hash_one(&hold), state.hash_one(&untouched));
+        assert!(!format!("{hold:?}").contains(owner));
+        // The same owner text with another split is another hold.
+        let other = HoldToken::new(OwnerToken::from_string(owner).expect("owner")).expect("os rng");
+        assert_ne!(other, hold);
+        assert_eq!(other.owner(), hold.owner());
+    }
+
+    #[test]
+    fn an_owner_with_a_colon_keeps_its_split() {
+        let owner = OwnerToken::from_string("team:worker:7").expect("owner");
+        let hold = HoldToken::new(owner.clone()).expect("os rng");
+        assert_eq!(hold.expose_owner(), "team:worker:7");
+        assert_eq!(hold.owner(), &owner);
+        let handoff = HandoffToken::new(hold.clone().granted(Some(FencingToken::new(3))));
+        let parsed = HandoffToken::parse(handoff.expose()).expect("parse");
+        assert_eq!(parsed.hold().expose_owner(), "team:worker:7");
+        assert_eq!(parsed.hold().value(), hold.value());
     }
 
     #[test]

@@ -28,8 +28,8 @@
 //!    [`LockError::UnexpectedReply`](crate::LockError::UnexpectedReply). Never
 //!    guess what an odd reply meant.
 //! 4. **Compute deadlines with the timing helpers**, which saturate instead of
-//!    overflowing: [`validate_ttl`] before sending a TTL, [`ttl_millis`] to send
-//!    it (`PX`, `PEXPIRE`), [`remaining_from_pttl`] to read a `PTTL`. A
+//!    overflowing: [`validate_ttl`] before sending a TTL, [`MillisText`] (or
+//!    [`ttl_millis`]) to send it (`PX`, `PEXPIRE`), [`remaining_from_pttl`] to read a `PTTL`. A
 //!    strategy that waits for several nodes trusts a lease only for
 //!    [`validity`]`(ttl, elapsed, `[`clock_drift`]`(ttl, factor))`, where
 //!    `elapsed` is counted from the moment the first request was *sent*.
@@ -53,7 +53,7 @@
 //! use std::time::Duration;
 //!
 //! use lock_core::kit::{
-//!     remaining_from_pttl, scripts, ttl_millis, validate_ttl, ReleaseWatch, Reply, Script,
+//!     remaining_from_pttl, scripts, validate_ttl, MillisText, ReleaseWatch, Reply, Script,
 //!     ScriptedNode,
 //! };
 //! use lock_core::{
@@ -96,7 +96,7 @@
 //!         ttl: Duration,
 //!     ) -> Result<AcquireOutcome, LockError> {
 //!         validate_ttl(ttl)?;
-//!         let ttl_ms = ttl_millis(ttl).to_string();
+//!         let ttl_ms = MillisText::of_ttl(ttl);
 //!         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
 //!         let reply = self.node.run(&ACQUIRE, &[key.redis_key()], &args).await?;
 //!         match reply.as_array() {
@@ -115,7 +115,7 @@
 //!         ttl: Duration,
 //!     ) -> Result<ExtendOutcome, LockError> {
 //!         validate_ttl(ttl)?;
-//!         let ttl_ms = ttl_millis(ttl).to_string();
+//!         let ttl_ms = MillisText::of_ttl(ttl);
 //!         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
 //!         let extend = &scripts::single::EXTEND;
 //!         match self.node.run(extend, &[key.redis_key()], &args).await? {
@@ -177,7 +177,9 @@ pub use crate::client::{connect, NodeClient, Reply};
 pub use crate::notify::{ReleaseNotifier, ReleaseWatch};
 pub use crate::script::Script;
 pub use crate::scripted::ScriptedNode;
-pub use crate::timing::{clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity};
+pub use crate::timing::{
+    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, MillisText,
+};
 
 pub mod scripts {
     //! The Lua scripts of the built-in strategies.

@@ -60,7 +60,9 @@ const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 
 /// The result of one acquire attempt.
 enum Attempt {
-    Acquired(LeaseGuard),
+    /// Granted; the caller makes the guard ([`LockManager::keep`]), with the
+    /// key it owns (a one-shot acquire moves its key into the guard).
+    Acquired(Granted),
     Held {
         remaining: Option<Duration>,
     },
@@ -71,6 +73,13 @@ enum Attempt {
         error: LockError,
         cleanup: Option<HoldToken>,
     },
+}
+
+/// A granted attempt, before its guard is made.
+struct Granted {
+    hold: HoldToken,
+    sent_at: Instant,
+    ttl_set: Duration,
 }
 
 impl LockManager {
@@ -149,7 +158,7 @@ impl LockManager {
         let span = acquire_span(name, self.backend.strategy());
         let result = async {
             match self.attempt(&key, owner, false).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
+                Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unsettled { error, cleanup } => {
                     if let Some(hold) = cleanup {
@@ -314,7 +323,8 @@ impl LockManager {
                 "acquire attempt"
             );
             let (holder_remaining, contended, error) = match result {
-                Ok(Attempt::Acquired(guard)) => {
+                Ok(Attempt::Acquired(granted)) => {
+                    let guard = self.keep(key.clone(), granted);
                     if let Some(queued) = queued {
                         queued.dequeued();
                     }
@@ -514,7 +524,14 @@ impl LockManager {
                     fencing_token = token.fencing_token().map(FencingToken::get),
                     "lease resumed"
                 );
-                Ok(self.keep(key, successor, sent_at, ttl_set))
+                Ok(self.keep(
+                    key,
+                    Granted {
+                        hold: successor,
+                        sent_at,
+                        ttl_set,
+                    },
+                ))
             }
             ExtendOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
         }
@@ -619,12 +636,11 @@ impl LockManager {
                     elapsed_us = sent_at.elapsed().as_micros() as u64,
                     "lock acquired"
                 );
-                Ok(Attempt::Acquired(self.keep(
-                    key.clone(),
-                    hold.granted(fencing_token),
+                Ok(Attempt::Acquired(Granted {
+                    hold: hold.granted(fencing_token),
                     sent_at,
-                    ttl,
-                )))
+                    ttl_set: ttl,
+                }))
             }
             Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
             Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
@@ -637,15 +653,13 @@ impl LockManager {
         }
     }
 
-    /// A guard for `hold`, whose last acquire or extend was sent at `sent_at`
-    /// and set `ttl_set`, with its watchdog planned.
-    fn keep(
-        &self,
-        key: LockKey,
-        hold: HoldToken,
-        sent_at: Instant,
-        ttl_set: Duration,
-    ) -> LeaseGuard {
+    /// A guard for a granted hold on `key`, with its watchdog planned.
+    fn keep(&self, key: LockKey, granted: Granted) -> LeaseGuard {
+        let Granted {
+            hold,
+            sent_at,
+            ttl_set,
+        } = granted;
         let ttl = self.config.ttl;
         let labels = self.labels(key.name());
         let shared = Arc::new(LeaseShared::new(

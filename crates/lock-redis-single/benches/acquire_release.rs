@@ -94,6 +94,9 @@ async fn main() {
                     );
                 }
             }
+            if std::env::var_os("BENCH_VERBOSE").is_some() {
+                eprintln!("{kind} {tasks} tasks, each round (floor, scripts, ours, off): {runs:.0?}");
+            }
             let [floor, scripts, ours, off] = runs.map(median);
             println!(
                 "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {off:.0} | {:.2} | {:.2} | {:.2} |",

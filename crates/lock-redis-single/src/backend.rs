@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::single;
 use lock_core::kit::{
-    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, Script,
-    ScriptedNode,
+    remaining_from_pttl, ttl_millis, validate_ttl, MillisText, NodeClient, ReleaseWatch, Reply,
+    Script, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
@@ -204,7 +204,7 @@ impl SingleNodeBackend {
         &self,
         key: &LockKey,
         hold: &HoldToken,
-        ttl_ms: &str,
+        ttl_ms: &MillisText,
     ) -> Result<AcquireOutcome, LockError> {
         let args: [&[u8]; 5] = [
             key.redis_key().as_bytes(),
@@ -295,7 +295,7 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let fencing = self.grant.fencing();
         if !fencing && !self.grant.holder_info() {
             return self.acquire_plain(key, hold, &ttl_ms).await;
@@ -326,7 +326,7 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
     }
@@ -403,7 +403,7 @@ impl LockBackend for SingleNodeBackend {
             // a token: a token without one names no hold of it.
             None => return Ok(ExtendOutcome::NotHeld),
         };
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let args = [
             from.value().as_bytes(),
             to.value().as_bytes(),
@@ -463,12 +463,12 @@ impl LockBackend for SingleNodeBackend {
         validate_ttl(ttl)?;
         let (queue, waiters, holder) = (key.queue_key(), key.waiters_key(), key.holder_key());
         let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &holder];
-        let ttl_ms = ttl_millis(ttl).to_string();
-        let lease_ms = ttl_millis(waiter_lease).max(1).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let lease_ms = MillisText::new(ttl_millis(waiter_lease).max(1));
         let join: &[u8] = if join { b"1" } else { b"0" };
         let grant = self.grant.script_args();
         let mut args = vec![
-            hold.owner().expose().as_bytes(),
+            hold.expose_owner().as_bytes(),
             ttl_ms.as_bytes(),
             lease_ms.as_bytes(),
             join,

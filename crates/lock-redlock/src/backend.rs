@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use lock_core::kit::scripts::{single, FORCE_RELEASE};
 use lock_core::kit::{
-    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, NodeClient, ReleaseWatch,
+    clock_drift, remaining_from_pttl, validate_ttl, validity, MillisText, NodeClient, ReleaseWatch,
     Reply,
 };
 use lock_core::{
@@ -15,7 +15,7 @@ use lock_core::{
 };
 
 use crate::node::Node;
-use crate::round;
+use crate::round::{self, Texts};
 
 /// Redlock's own settings; the rest comes from [`LockConfig`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -229,16 +229,16 @@ impl RedlockBackend {
         hold: &HoldToken,
         enough: usize,
     ) -> ReleaseReport {
-        let args = (key.redis_key().to_owned(), hold.clone());
+        let args = Texts::new([key.redis_key(), hold.value()]);
         let mut round = round::start(
             &self.nodes,
             asked,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, hold) = &*args;
+                let [key, hold] = args.parts();
                 let reply = single::RELEASE
-                    .run(client.as_ref(), &[key], &[hold.value().as_bytes()])
+                    .run(client.as_ref(), &[key], &[hold.as_bytes()])
                     .await?;
                 match reply {
                     Reply::Int(1) => Ok(true),
@@ -345,22 +345,22 @@ impl LockBackend for RedlockBackend {
                 ),
             });
         }
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let started = Instant::now();
         let needed = self.quorum();
         let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
-        let args = (key.redis_key().to_owned(), hold.clone(), ttl_ms);
+        let args = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, hold, ttl_ms) = &*args;
+                let [key, hold, ttl_ms] = args.parts();
                 let args: [&[u8]; 5] = [
                     key.as_bytes(),
-                    hold.value().as_bytes(),
+                    hold.as_bytes(),
                     b"NX",
                     b"PX",
                     ttl_ms.as_bytes(),
@@ -477,21 +477,21 @@ impl LockBackend for RedlockBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let started = Instant::now();
         let needed = self.quorum();
         // "Not held" answers that prove the lease gone: with this many, no
         // majority can hold it, whatever the other nodes would say.
         let proves_gone = self.nodes.len() - needed + 1;
-        let args = (key.redis_key().to_owned(), hold.clone(), ttl_ms);
+        let args = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
             |client, args| async move {
-                let (key, hold, ttl_ms) = &*args;
-                let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
+                let [key, hold, ttl_ms] = args.parts();
+                let args = [hold.as_bytes(), ttl_ms.as_bytes()];
                 let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
                 match reply {
                     Reply::Int(1) => Ok(true),

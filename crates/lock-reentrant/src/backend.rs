@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::reentrant;
 use lock_core::kit::{
-    remaining_from_pttl, ttl_millis, validate_ttl, NodeClient, ReleaseWatch, Reply, ScriptedNode,
+    remaining_from_pttl, validate_ttl, MillisText, NodeClient, ReleaseWatch, Reply, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
@@ -140,11 +140,11 @@ impl LockBackend for ReentrantBackend {
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         validate_ttl(ttl)?;
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
         let grant = self.grant.script_args();
-        let mut args = vec![hold.owner().expose().as_bytes(), ttl_ms.as_bytes()];
+        let mut args = vec![hold.expose_owner().as_bytes(), ttl_ms.as_bytes()];
         args.extend(grant.iter().map(String::as_bytes));
         let (reply, acknowledged) = self
             .node
@@ -188,12 +188,12 @@ impl LockBackend for ReentrantBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
-        let ttl_ms = ttl_millis(ttl).to_string();
+        let ttl_ms = MillisText::of_ttl(ttl);
         let token = hold_token_arg(hold);
         let holder = key.holder_key();
         let keys = self.keys(key, &holder);
         let args = [
-            hold.owner().expose().as_bytes(),
+            hold.expose_owner().as_bytes(),
             ttl_ms.as_bytes(),
             token.as_bytes(),
         ];
@@ -221,7 +221,7 @@ impl LockBackend for ReentrantBackend {
         let token = hold_token_arg(hold);
         let holder = key.holder_key();
         let keys = self.keys(key, &holder);
-        let args = [hold.owner().expose().as_bytes(), token.as_bytes()];
+        let args = [hold.expose_owner().as_bytes(), token.as_bytes()];
         let reply = self.node.run(&reentrant::RELEASE, &keys, &args).await?;
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(left)]) if *left >= 0 => Ok(ReleaseOutcome::Released),
