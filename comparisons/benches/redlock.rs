@@ -16,11 +16,15 @@
 //!
 //! `cargo xtask bench` runs it. `BENCH_SECONDS` (default 2) is the length of one
 //! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
-//! interleaved measurements. Every task uses its own key. To profile one
-//! row, `BENCH_CLIENT` (`redis` or `fred`) and `BENCH_TASKS` (`1` or `16`)
-//! narrow the run, and `BENCH_ONLY` (a comma-separated list of `single`,
-//! `quorum`, `all`, `redlock` and `rslock`) measures only those columns (the
-//! others read 0).
+//! interleaved measurements (`BENCH_VERBOSE=1` prints each on stderr;
+//! `BENCH_SLOW_MS=0` leaves out the second table, and the column name
+//! `quorum-again`, measured only when named, measures the quorum floor a
+//! second time each round, after Redlock, to show how far two measurements
+//! of one thing differ). Every task uses its own
+//! key. To profile one row, `BENCH_CLIENT` (`redis` or `fred`) and
+//! `BENCH_TASKS` (`1` or `16`) narrow the run, and `BENCH_ONLY` (a
+//! comma-separated list of `single`, `quorum`, `all`, `redlock` and
+//! `rslock`) measures only those columns (the others read 0).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +94,13 @@ async fn floor(
             for _ in 0..replies {
                 acquires.next().await;
             }
+            // As Redlock does, and as the doc above says: the SETs not waited
+            // for finish in the background. Dropped, the `redis` crate may
+            // skip sending them (seen: 4 % fewer SETs than EVALSHAs on a
+            // node), and the floor would do less than a lock may.
+            if !acquires.is_empty() {
+                tokio::spawn(async move { while acquires.next().await.is_some() {} });
+            }
             let mut releases: FuturesUnordered<_> = nodes
                 .iter()
                 .map(|node| {
@@ -143,6 +154,14 @@ impl Plan {
         self.only
             .as_deref()
             .is_none_or(|only| only.split(',').any(|name| name == column))
+    }
+
+    /// Whether `BENCH_ONLY` names `column` (for columns measured only on
+    /// request).
+    fn names(&self, column: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_some_and(|only| only.split(',').any(|name| name == column))
     }
 
     fn kinds(&self) -> Vec<ClientKind> {
@@ -201,6 +220,7 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
         for tasks in plan.task_counts() {
             let (mut singles, mut redlocks, mut peers) = (Vec::new(), Vec::new(), Vec::new());
             let (mut quorum_floors, mut all_floors) = (Vec::new(), Vec::new());
+            let mut floors_again = Vec::new();
             for _ in 0..plan.rounds {
                 if with_single && measures("single") {
                     singles.push(
@@ -218,9 +238,30 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
                         acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await,
                     );
                 }
+                // The floor a second time, where the lock ran: how far two
+                // measurements of the same thing differ on this machine.
+                if plan.names("quorum-again") {
+                    floors_again.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
+                }
                 if measures("rslock") {
                     peers.push(rslock(peer.clone(), tasks, length).await);
                 }
+            }
+            if std::env::var_os("BENCH_VERBOSE").is_some() {
+                let paired = |column: &[f64]| -> Vec<String> {
+                    quorum_floors
+                        .iter()
+                        .zip(column)
+                        .map(|(floor, other)| format!("{:.2}", other / floor))
+                        .collect()
+                };
+                eprintln!(
+                    "{kind} {tasks} tasks, each round: quorum floor {quorum_floors:.0?}, \
+                     redlock {redlocks:.0?}, redlock / quorum floor {:?}, \
+                     quorum floor again / quorum floor {:?}",
+                    paired(&redlocks),
+                    paired(&floors_again),
+                );
             }
             let (single, redlock, peer) = (median(singles), median(redlocks), median(peers));
             let (quorum_floor, all_floor) = (median(quorum_floors), median(all_floors));
@@ -273,6 +314,9 @@ async fn main() {
     );
     println!();
     table(&plan, &urls, true).await;
+    if env_number("BENCH_SLOW_MS", 1) == 0 {
+        return;
+    }
 
     let proxy = DelayProxy::start(servers[NODES - 1].port(), slow)
         .await

@@ -845,7 +845,8 @@ mod tests {
         let state = std::hash::RandomState::new();
         assert_eq!(state.hash_one(&hold), state.hash_one(&untouched));
         assert!(!format!("{hold:?}").contains(owner));
-        // The same owner text with another split is another hold.
+        // The same owner, made into a token of its own: another nonce, so
+        // another hold, with an equal owner.
         let other = HoldToken::new(OwnerToken::from_string(owner).expect("owner")).expect("os rng");
         assert_ne!(other, hold);
         assert_eq!(other.owner(), hold.owner());

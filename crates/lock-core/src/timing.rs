@@ -91,8 +91,10 @@ impl MillisText {
 
     /// The digits as text.
     pub fn as_str(&self) -> &str {
-        // Only ASCII digits are ever written.
-        std::str::from_utf8(self.as_bytes()).unwrap_or("0")
+        // Only ASCII digits are ever written. Were that ever broken, an
+        // empty argument makes Redis refuse the command, where "0" would
+        // expire the key at once.
+        std::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 
     /// The digits as bytes, as sent to Redis.

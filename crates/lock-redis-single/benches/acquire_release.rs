@@ -18,6 +18,10 @@
 //! 3) interleaved measurements. To profile one row, `BENCH_CLIENT` (`redis`
 //! or `fred`), `BENCH_TASKS` (`1` or `32`) and `BENCH_ONLY` (a comma-separated
 //! list of `floor`, `scripts`, `ours` and `off`) leave out the others.
+//! `BENCH_VERBOSE=1` prints every round on stderr, with each round's ratios;
+//! the column name `floor-again` (measured only when named) measures the
+//! floor a second time each round, last, to show how far two measurements
+//! of one thing differ on the machine.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +56,9 @@ async fn main() {
     let chosen = |variable: &str, value: &str| {
         std::env::var(variable).map_or(true, |only| only.split(',').any(|one| one == value))
     };
+    let named = |value: &str| {
+        std::env::var("BENCH_ONLY").is_ok_and(|only| only.split(',').any(|one| one == value))
+    };
     for kind in ClientKind::compiled() {
         if !chosen("BENCH_CLIENT", &kind.to_string()) {
             continue;
@@ -77,6 +84,7 @@ async fn main() {
             }
             // A column left out reads 0.
             let mut runs: [Vec<f64>; 4] = Default::default();
+            let mut floors_again = Vec::new();
             for _ in 0..rounds {
                 if chosen("BENCH_ONLY", "floor") {
                     runs[0].push(floor(Arc::clone(&floor_node), tasks, length).await);
@@ -93,9 +101,26 @@ async fn main() {
                         acquire_release_cycles(unfenced.clone(), "bench-off", tasks, length).await,
                     );
                 }
+                // The floor a second time, last: how far two measurements of
+                // the same thing differ on this machine.
+                if named("floor-again") {
+                    floors_again.push(floor(Arc::clone(&floor_node), tasks, length).await);
+                }
             }
             if std::env::var_os("BENCH_VERBOSE").is_some() {
-                eprintln!("{kind} {tasks} tasks, each round (floor, scripts, ours, off): {runs:.0?}");
+                let paired = |column: &[f64]| -> Vec<String> {
+                    runs[0]
+                        .iter()
+                        .zip(column)
+                        .map(|(floor, other)| format!("{:.2}", other / floor))
+                        .collect()
+                };
+                eprintln!(
+                    "{kind} {tasks} tasks, each round (floor, scripts, ours, off): {runs:.0?}; \
+                     fencing off / floor {:?}; floor again / floor {:?}",
+                    paired(&runs[3]),
+                    paired(&floors_again),
+                );
             }
             let [floor, scripts, ours, off] = runs.map(median);
             println!(

@@ -92,9 +92,9 @@ impl SingleNodeBackend {
         } else {
             Vec::new()
         };
-        let ttls: Vec<String> = renewals
+        let ttls: Vec<MillisText> = renewals
             .iter()
-            .map(|renewal| ttl_millis(renewal.ttl).to_string())
+            .map(|renewal| MillisText::of_ttl(renewal.ttl))
             .collect();
         let stride: &[u8] = if with_holder { b"3" } else { b"2" };
         let mut keys = Vec::with_capacity(renewals.len() * 3);
