@@ -322,6 +322,16 @@ on_every_client!(
 /// background work has shut down: a lease taken on another runtime is still
 /// renewed there, and without renewal its loss is still reported at the
 /// deadline.
+/// Runs `work` to its end on a single-thread runtime made for it, which
+/// shuts down when `work` returns.
+fn block_on_a_runtime_of_its_own(work: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(work);
+}
+
 async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let ttl = Duration::from_millis(600);
@@ -336,11 +346,7 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
     // manager, then shuts down.
     let (first, second) = (Arc::clone(&locks), Arc::clone(&unwatched));
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async {
+        block_on_a_runtime_of_its_own(async {
             let mut guards = Vec::new();
             for (locks, name) in [(&first, "other-runtime-1"), (&second, "other-runtime-2")] {
                 guards.push(
@@ -406,11 +412,7 @@ async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
     let other = {
         let (locks, held_up) = (Arc::clone(&locks), Arc::clone(&held_up));
         std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async {
+            block_on_a_runtime_of_its_own(async {
                 let guard = locks
                     .try_acquire("shortened")
                     .await
