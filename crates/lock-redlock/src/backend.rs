@@ -14,6 +14,7 @@ use lock_core::{
     LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, Topology,
 };
 
+use crate::landing::Landings;
 use crate::node::Node;
 use crate::round::{self, Texts};
 
@@ -66,6 +67,9 @@ pub struct ReleaseReport {
 pub struct RedlockBackend {
     nodes: Arc<[Arc<Node>]>,
     options: RedlockOptions,
+    /// Grants still in flight after their acquire returned, which a later
+    /// command of the same hold must not overtake.
+    landings: Arc<Landings>,
 }
 
 /// Connects to every node of `config` with its client and returns a
@@ -200,6 +204,7 @@ impl RedlockBackend {
         Ok(RedlockBackend {
             nodes: nodes.into(),
             options,
+            landings: Arc::default(),
         })
     }
 
@@ -230,20 +235,28 @@ impl RedlockBackend {
         enough: usize,
     ) -> ReleaseReport {
         let args = Texts::new([key.redis_key(), hold.value()]);
+        // Not before this hold's grant on the node, or the grant outlives it.
+        let landing = self.landings.of(key, hold);
         let mut round = round::start(
             &self.nodes,
             asked,
             self.options.node_timeout,
             args,
-            |client, args| async move {
-                let [key, hold] = args.parts();
-                let reply = single::RELEASE
-                    .run(client.as_ref(), &[key], &[hold.as_bytes()])
-                    .await?;
-                match reply {
-                    Reply::Int(1) => Ok(true),
-                    Reply::Int(0) => Ok(false),
-                    other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+            |node, client, args| {
+                let landing = landing.clone();
+                async move {
+                    if let Some(landing) = landing {
+                        landing.landed(node).await;
+                    }
+                    let [key, hold] = args.parts();
+                    let reply = single::RELEASE
+                        .run(client.as_ref(), &[key], &[hold.as_bytes()])
+                        .await?;
+                    match reply {
+                        Reply::Int(1) => Ok(true),
+                        Reply::Int(0) => Ok(false),
+                        other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                    }
                 }
             },
         );
@@ -276,7 +289,7 @@ impl RedlockBackend {
             asked,
             self.options.node_timeout,
             key,
-            |client, key| async move {
+            |_, client, key| async move {
                 match client.command("PTTL", &[key.as_bytes()]).await? {
                     Reply::Int(pttl) => Ok(pttl),
                     other => Err(LockError::UnexpectedReply {
@@ -356,7 +369,7 @@ impl LockBackend for RedlockBackend {
             |_| true,
             self.options.node_timeout,
             args,
-            |client, args| async move {
+            |_, client, args| async move {
                 let [key, hold, ttl_ms] = args.parts();
                 let args: [&[u8]; 5] = [
                     key.as_bytes(),
@@ -403,9 +416,10 @@ impl LockBackend for RedlockBackend {
             // dropped: the `redis` crate skips sending a command whose caller is
             // gone, and a lock granted on every node it can reach keeps its
             // majority through more node failures than one on a bare majority.
-            // They were queued on their connections before any later release,
-            // so a release still lands after them.
-            round.finish_in_background();
+            // A later release or extend of this hold waits on each node for its
+            // SET's reply (see `landing`): a client may hand commands to a
+            // connection in another order than they were sent.
+            self.landings.track(key, hold, total, round);
         } else {
             // A failed attempt drops what is undecided: a SET that never left
             // grants nothing, and one that did is queued before the release
@@ -484,19 +498,28 @@ impl LockBackend for RedlockBackend {
         // majority can hold it, whatever the other nodes would say.
         let proves_gone = self.nodes.len() - needed + 1;
         let args = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
+        // After this hold's grant on the node: before it, the node would
+        // answer "not held", and the grant would land with its first TTL.
+        let landing = self.landings.of(key, hold);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
-            |client, args| async move {
-                let [key, hold, ttl_ms] = args.parts();
-                let args = [hold.as_bytes(), ttl_ms.as_bytes()];
-                let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
-                match reply {
-                    Reply::Int(1) => Ok(true),
-                    Reply::Int(0) => Ok(false),
-                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+            |node, client, args| {
+                let landing = landing.clone();
+                async move {
+                    if let Some(landing) = landing {
+                        landing.landed(node).await;
+                    }
+                    let [key, hold, ttl_ms] = args.parts();
+                    let args = [hold.as_bytes(), ttl_ms.as_bytes()];
+                    let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
+                    match reply {
+                        Reply::Int(1) => Ok(true),
+                        Reply::Int(0) => Ok(false),
+                        other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+                    }
                 }
             },
         );
@@ -592,7 +615,7 @@ impl LockBackend for RedlockBackend {
             |_| true,
             self.options.node_timeout,
             key.redis_key().to_owned(),
-            |client, key| async move {
+            |_, client, key| async move {
                 match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
                     Reply::Int(deleted) => Ok(deleted > 0),
                     other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
@@ -655,7 +678,7 @@ impl LockBackend for RedlockBackend {
             |_| true,
             self.options.node_timeout,
             args,
-            |client, args| async move {
+            |_, client, args| async move {
                 let (lock_key, fence_key) = &*args;
                 let reply = single::INSPECT
                     .run(client.as_ref(), &[lock_key, fence_key], &[])

@@ -66,6 +66,7 @@ compile_error!(
 );
 
 mod backend;
+mod landing;
 mod node;
 mod round;
 

@@ -60,14 +60,18 @@ pub(crate) struct Round<F> {
     nodes: Arc<[Arc<Node>]>,
     /// Indices of the nodes asked that have not answered yet.
     waiting: Vec<usize>,
+    /// Indices of the nodes whose command has not answered, including those
+    /// reported as timed out.
+    in_flight: Vec<usize>,
     /// One timer for the whole round, not one per reply awaited.
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
 }
 
 /// Starts `operation` on each node of `nodes` whose index `asked` accepts,
-/// handing every node's command the same `args` (built once, shared). A node
-/// without a connection answers at once with its last connection error.
+/// handing every node's command its index and the same `args` (built once,
+/// shared). A node without a connection answers at once with its last
+/// connection error.
 pub(crate) fn start<A, T, Op, Fut>(
     nodes: &Arc<[Arc<Node>]>,
     asked: impl Fn(usize) -> bool,
@@ -77,7 +81,7 @@ pub(crate) fn start<A, T, Op, Fut>(
 ) -> Round<impl Future<Output = Tagged<T>> + Send + 'static>
 where
     T: Send + 'static,
-    Op: Fn(Arc<dyn NodeClient>, Arc<A>) -> Fut,
+    Op: Fn(usize, Arc<dyn NodeClient>, Arc<A>) -> Fut,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
     let args = Arc::new(args);
@@ -89,7 +93,7 @@ where
         }
         waiting.push(index);
         let command = match node.client() {
-            Ok(client) => Either::Left(operation(client, Arc::clone(&args))),
+            Ok(client) => Either::Left(operation(index, client, Arc::clone(&args))),
             Err(err) => Either::Right(futures::future::ready(Err(err))),
         };
         pending.push(command.map(move |result| (index, result)));
@@ -97,6 +101,7 @@ where
     Round {
         pending,
         nodes: Arc::clone(nodes),
+        in_flight: waiting.clone(),
         waiting,
         deadline: Box::pin(tokio::time::sleep(timeout)),
         timeout,
@@ -120,6 +125,7 @@ where
                 biased;
                 reply = self.pending.next() => {
                     let (index, result) = reply?;
+                    self.in_flight.retain(|&node| node != index);
                     if let Some(position) = self.waiting.iter().position(|&node| node == index) {
                         self.waiting.swap_remove(position);
                         return Some((index, result));
@@ -145,16 +151,33 @@ where
         self.waiting.len()
     }
 
+    /// The nodes whose command has not answered yet, including those
+    /// reported as timed out.
+    pub(crate) fn in_flight(&self) -> &[usize] {
+        &self.in_flight
+    }
+
     /// Lets the commands still in flight finish in a background task instead
     /// of dropping them: a dropped command future may not have reached its
     /// connection yet, and a release must reach every node it can.
     pub(crate) fn finish_in_background(self) {
+        self.settle_in_background(|_| {});
+    }
+
+    /// [`Round::finish_in_background`], calling `answered` with each node's
+    /// index as its command answers. `answered` is dropped when the last
+    /// one has, or at once when there is no runtime to finish them on.
+    pub(crate) fn settle_in_background(self, mut answered: impl FnMut(usize) + Send + 'static) {
         let mut pending = self.pending;
         if pending.is_empty() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { while pending.next().await.is_some() {} });
+            runtime.spawn(async move {
+                while let Some((index, _)) = pending.next().await {
+                    answered(index);
+                }
+            });
         }
     }
 }
@@ -187,7 +210,7 @@ mod tests {
             |_| true,
             TIMEOUT,
             (),
-            |client, _| async move { client.command("PING", &[]).await },
+            |_, client, _| async move { client.command("PING", &[]).await },
         );
         let (index, reply) = round.next().await.expect("the live node answers");
         assert_eq!(index, 0);
@@ -242,7 +265,7 @@ mod tests {
             |_| false,
             TIMEOUT,
             (),
-            |client, _| async move { client.command("PING", &[]).await },
+            |_, client, _| async move { client.command("PING", &[]).await },
         );
         assert!(round.next().await.is_none());
     }
