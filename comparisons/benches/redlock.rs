@@ -16,7 +16,8 @@
 //!
 //! `cargo xtask bench` runs it. `BENCH_SECONDS` (default 2) is the length of one
 //! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
-//! interleaved measurements (`BENCH_VERBOSE=1` prints each on stderr;
+//! interleaved measurements (`BENCH_VERBOSE=1` prints each on stderr, with
+//! its CPU per cycle;
 //! `BENCH_SLOW_MS=0` leaves out the second table, and the column name
 //! `quorum-again`, measured only when named, measures the quorum floor a
 //! second time each round, after Redlock, to show how far two measurements
@@ -237,6 +238,7 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
                     redlocks.push(
                         acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await,
                     );
+                    report_grants_left(&raw).await;
                 }
                 // The floor a second time, where the lock ran: how far two
                 // measurements of the same thing differ on this machine.
@@ -282,6 +284,26 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
                 redlock / quorum_floor,
             );
         }
+    }
+}
+
+/// Says on stderr how many Redlock keys the nodes still hold once every
+/// cycle's release has returned and its last deletes had time to land: any is
+/// a grant that outlived its release. (Until this was fixed, a background
+/// `SET` could land after its release on the `redis` client, and the lock
+/// then spent its time waiting on the nodes that were left.)
+async fn report_grants_left(nodes: &[Arc<dyn NodeClient>]) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut left = Vec::new();
+    for node in nodes {
+        let keys = node
+            .command("KEYS", &[b"lock:{redlock:*"])
+            .await
+            .expect("KEYS");
+        left.push(keys.as_array().map_or(0, <[_]>::len));
+    }
+    if left.iter().any(|&keys| keys > 0) {
+        eprintln!("redlock: keys left behind after their release, per node: {left:?}");
     }
 }
 

@@ -18,7 +18,8 @@
 //! 3) interleaved measurements. To profile one row, `BENCH_CLIENT` (`redis`
 //! or `fred`), `BENCH_TASKS` (`1` or `32`) and `BENCH_ONLY` (a comma-separated
 //! list of `floor`, `scripts`, `ours` and `off`) leave out the others.
-//! `BENCH_VERBOSE=1` prints every round on stderr, with each round's ratios;
+//! `BENCH_VERBOSE=1` prints every round on stderr, with each round's ratios
+//! and CPU per cycle;
 //! the column name `floor-again` (measured only when named) measures the
 //! floor a second time each round, last, to show how far two measurements
 //! of one thing differ on the machine.

@@ -633,7 +633,13 @@ impl LockBackend for RedlockBackend {
                 Err(err) => failures.push(err),
             }
         }
-        round.finish_in_background();
+        // Only the deletes of nodes that timed out are left. Dropped, not
+        // finished in the background: a delete that has not reached its
+        // connection yet could reach it after a later acquire's SET there
+        // (see `landing`) and delete that holder's grant unseen. Dropped, a
+        // delete not yet sent is never sent, and one already sent stays
+        // ahead of any later command on its connection.
+        drop(round);
         if answered < self.quorum() {
             return Err(LockError::QuorumNotReached {
                 got: answered,

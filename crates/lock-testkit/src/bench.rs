@@ -34,6 +34,7 @@ where
     Fut::Output: CycleOutcome,
 {
     let cycle = Arc::new(cycle);
+    let cpu_before = CpuTimes::now();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -55,7 +56,72 @@ where
     for handle in handles {
         handle.await.expect("benchmark task");
     }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    let cycles = done.load(Ordering::Relaxed);
+    if std::env::var_os("BENCH_VERBOSE").is_some() {
+        if let (Some(before), Some(after)) = (cpu_before, CpuTimes::now()) {
+            eprintln!("    {}", after.since(&before, cycles));
+        }
+    }
+    cycles as f64 / started.elapsed().as_secs_f64()
+}
+
+/// CPU time counters of this process and of the whole machine (Linux
+/// `/proc`, in clock ticks), to say where a measurement's CPU went: a lock
+/// slower than its floor at the same CPU per cycle lost time to scheduling,
+/// not to instructions.
+struct CpuTimes {
+    process: u64,
+    busy: u64,
+    idle: u64,
+}
+
+impl CpuTimes {
+    /// The counters now; `None` where `/proc` cannot be read.
+    fn now() -> Option<Self> {
+        let process = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // Fields after the command name (which may hold spaces), from
+        // field 3: utime and stime are fields 14 and 15.
+        let after_name = process.rsplit_once(')')?.1;
+        let fields: Vec<u64> = after_name
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|field| field.parse().ok())
+            .collect();
+        let machine = std::fs::read_to_string("/proc/stat").ok()?;
+        let cpu: Vec<u64> = machine
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|field| field.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...
+        let idle = cpu.get(3)? + cpu.get(4).copied().unwrap_or(0);
+        let busy = cpu.iter().take(8).sum::<u64>().saturating_sub(idle);
+        Some(CpuTimes {
+            process: fields.iter().sum(),
+            busy,
+            idle,
+        })
+    }
+
+    fn since(&self, before: &CpuTimes, cycles: u64) -> String {
+        // Clock ticks are 10 ms on Linux (USER_HZ = 100).
+        let per_cycle = |ticks: u64| ticks as f64 * 10_000.0 / cycles.max(1) as f64;
+        let (process, busy, idle) = (
+            self.process.saturating_sub(before.process),
+            self.busy.saturating_sub(before.busy),
+            self.idle.saturating_sub(before.idle),
+        );
+        format!(
+            "{cycles} cycles; CPU per cycle: {:.1} µs this process, {:.1} µs the rest of \
+             the machine; machine idle {:.0} %",
+            per_cycle(process),
+            per_cycle(busy.saturating_sub(process)),
+            idle as f64 * 100.0 / (busy + idle).max(1) as f64,
+        )
+    }
 }
 
 /// Uncontended `try_acquire` + `release` cycles per second through `locks`,
