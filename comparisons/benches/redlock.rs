@@ -26,6 +26,14 @@
 //! `BENCH_TASKS` (`1` or `16`) narrow the run, and `BENCH_ONLY` (a
 //! comma-separated list of `single`, `quorum`, `all`, `redlock` and
 //! `rslock`) measures only those columns (the others read 0).
+//! `BENCH_PIN=1` pins the servers to the last CPU and the benchmark to the
+//! others (see `lock_testkit::bench::pin_apart_if_asked`): the figures then
+//! vary by a few percent between rounds instead of a fifth.
+//! `BENCH_FLOOR_SPIN_NS` makes every floor cycle first spin on the CPU for
+//! that long: a calibration of how much rate a little client work costs on
+//! the machine (on two cores shared with five servers, a client that spends
+//! longer per cycle also writes fewer commands per system call, so a
+//! microsecond costs far more than a microsecond).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,9 +80,16 @@ async fn floor(
             .expect("load release script");
     }
     let nodes = Arc::new(nodes);
+    let spin = Duration::from_nanos(env_number("BENCH_FLOOR_SPIN_NS", 0));
     cycles_per_second(tasks, length, move |task| {
         let nodes = Arc::clone(&nodes);
         async move {
+            if !spin.is_zero() {
+                let started = std::time::Instant::now();
+                while started.elapsed() < spin {
+                    std::hint::spin_loop();
+                }
+            }
             let key = Arc::new(format!("floor:t{task}"));
             let mut acquires: FuturesUnordered<_> = nodes
                 .iter()
@@ -330,6 +345,7 @@ async fn main() {
         .map(|_| RedisServer::start().expect("start redis-server"))
         .collect();
     let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
+    lock_testkit::bench::pin_apart_if_asked(&servers.iter().collect::<Vec<_>>());
     println!(
         "{NODES} redis-servers on 127.0.0.1, {:?} per measurement, median of {}",
         plan.length, plan.rounds

@@ -3,7 +3,7 @@
 //! without any operation waiting for it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use lock_core::kit::{self, NodeClient, ReleaseNotifier};
@@ -18,7 +18,10 @@ pub(crate) struct Node {
     address: String,
     kind: ClientKind,
     options: ConnectOptions,
-    client: RwLock<Option<Arc<dyn NodeClient>>>,
+    /// Set once, by the first connect that succeeds, and never replaced
+    /// (the connection reconnects by itself), so every round reads it
+    /// without a lock.
+    client: OnceLock<Arc<dyn NodeClient>>,
     last_error: RwLock<String>,
     reconnecting: AtomicBool,
     notifier: ReleaseNotifier,
@@ -37,7 +40,7 @@ impl Node {
             endpoint,
             kind,
             options,
-            client: RwLock::new(None),
+            client: OnceLock::new(),
             last_error: RwLock::new("not connected yet".to_owned()),
             reconnecting: AtomicBool::new(false),
         }
@@ -56,10 +59,10 @@ impl Node {
     pub(crate) async fn connect(&self) -> Result<(), LockError> {
         match kit::connect(self.kind, &self.endpoint, self.options).await {
             Ok(client) => {
-                *self
-                    .client
-                    .write()
-                    .unwrap_or_else(|poison| poison.into_inner()) = Some(client);
+                // Only background reconnects of a node never connected race
+                // here, and at most one runs at a time; the loser's
+                // connection closes when dropped.
+                let _ = self.client.set(client);
                 Ok(())
             }
             Err(err) => {
@@ -75,12 +78,7 @@ impl Node {
     /// The connection, or the error to count for this node now (and a
     /// reconnect started in the background).
     pub(crate) fn client(self: &Arc<Self>) -> Result<Arc<dyn NodeClient>, LockError> {
-        if let Some(client) = self
-            .client
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .as_ref()
-        {
+        if let Some(client) = self.client.get() {
             return Ok(Arc::clone(client));
         }
         self.reconnect_in_background();

@@ -167,6 +167,59 @@ pub async fn acquire_release_cycles(
     rate
 }
 
+/// Pins `servers` to the machine's last CPU and every thread of this
+/// process to the others (Linux, through `taskset`), when `BENCH_PIN=1`;
+/// says on stderr what it did or why it could not.
+///
+/// Unpinned, a client and the servers it measures take turns on the same
+/// cores, and how the scheduler interleaves them moves a figure by a fifth
+/// from one round to the next (two measurements of the same floor: 0.69 to
+/// 1.22 of each other). Pinned apart, the client has its own core, the
+/// rounds agree within a few percent, and a ratio against a floor measured
+/// the same way is the client's cost per cycle against the floor's.
+pub fn pin_apart_if_asked(servers: &[&crate::RedisServer]) {
+    if env_number("BENCH_PIN", 0) == 0 {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    if cpus < 2 {
+        eprintln!("BENCH_PIN: one CPU only, nothing pinned");
+        return;
+    }
+    let (client_cpus, server_cpu) = (format!("0-{}", cpus - 2), (cpus - 1).to_string());
+    let mut pinned = Vec::new();
+    for pid in servers.iter().filter_map(|server| server.pid()) {
+        pinned.push(taskset(&["-p", "-c", &server_cpu, &pid.to_string()]));
+    }
+    pinned.push(taskset(&[
+        "-a",
+        "-p",
+        "-c",
+        &client_cpus,
+        &std::process::id().to_string(),
+    ]));
+    match pinned.into_iter().collect::<Result<Vec<()>, String>>() {
+        Ok(_) => eprintln!("BENCH_PIN: servers on CPU {server_cpu}, this process on {client_cpus}"),
+        Err(err) => eprintln!("BENCH_PIN: not pinned: {err}"),
+    }
+}
+
+fn taskset(args: &[&str]) -> Result<(), String> {
+    let output = std::process::Command::new("taskset")
+        .args(args)
+        .output()
+        .map_err(|err| format!("taskset: {err}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "taskset {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
 /// The median of `values` (the upper one for an even count); 0 when empty.
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);

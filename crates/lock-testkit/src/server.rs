@@ -244,6 +244,11 @@ impl RedisServer {
         NodeUrl::new(format!("redis://:{password}@127.0.0.1:{}", self.port))
     }
 
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the process is running (not killed; it may be paused).
     pub fn is_running(&self) -> bool {
         self.child.is_some()
