@@ -14,7 +14,7 @@ use lock_core::{
     LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, Topology,
 };
 
-use crate::landing::Landings;
+use crate::landing::{delete_late_grant, Landings};
 use crate::node::Node;
 use crate::round::{self, Texts};
 
@@ -235,7 +235,8 @@ impl RedlockBackend {
         enough: usize,
     ) -> ReleaseReport {
         let args = Texts::new([key.redis_key(), hold.value()]);
-        // Not before this hold's grant on the node, or the grant outlives it.
+        // This hold's grants still in flight: one may land after this release
+        // on its node (see `landing`), and is then deleted.
         let landing = self.landings.of(key, hold);
         let mut round = round::start(
             &self.nodes,
@@ -245,18 +246,24 @@ impl RedlockBackend {
             |node, client, args| {
                 let landing = landing.clone();
                 async move {
-                    if let Some(landing) = landing {
-                        landing.landed(node).await;
-                    }
                     let [key, hold] = args.parts();
-                    let reply = single::RELEASE
+                    let outcome = match single::RELEASE
                         .run(client.as_ref(), &[key], &[hold.as_bytes()])
-                        .await?;
-                    match reply {
-                        Reply::Int(1) => Ok(true),
-                        Reply::Int(0) => Ok(false),
-                        other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                        .await
+                    {
+                        Ok(Reply::Int(1)) => Ok(true),
+                        Ok(Reply::Int(0)) => Ok(false),
+                        Ok(other) => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                        Err(err) => Err(err),
+                    };
+                    // An error leaves it open whether the release ran, or ran
+                    // before this hold's grant: counted as a miss, so a grant
+                    // that may have landed after it is deleted.
+                    let deleted = matches!(outcome, Ok(true));
+                    if landing.is_some_and(|landing| landing.release_answered(node, deleted)) {
+                        delete_late_grant(Arc::clone(&client), key.to_owned(), hold.to_owned());
                     }
+                    outcome
                 }
             },
         );
@@ -416,10 +423,11 @@ impl LockBackend for RedlockBackend {
             // dropped: the `redis` crate skips sending a command whose caller is
             // gone, and a lock granted on every node it can reach keeps its
             // majority through more node failures than one on a bare majority.
-            // A later release or extend of this hold waits on each node for its
-            // SET's reply (see `landing`): a client may hand commands to a
-            // connection in another order than they were sent.
-            self.landings.track(key, hold, total, round);
+            // A release of this hold may still reach a node before its SET
+            // there (a client may hand commands to a connection in another
+            // order than they were sent): `landing` matches the two answers
+            // and deletes a grant that landed after its release.
+            self.landings.track(key, hold, &self.nodes, round);
         } else {
             // A failed attempt drops what is undecided: a SET that never left
             // grants nothing, and one that did is queued before the release
@@ -498,28 +506,19 @@ impl LockBackend for RedlockBackend {
         // majority can hold it, whatever the other nodes would say.
         let proves_gone = self.nodes.len() - needed + 1;
         let args = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
-        // After this hold's grant on the node: before it, the node would
-        // answer "not held", and the grant would land with its first TTL.
-        let landing = self.landings.of(key, hold);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
-            |node, client, args| {
-                let landing = landing.clone();
-                async move {
-                    if let Some(landing) = landing {
-                        landing.landed(node).await;
-                    }
-                    let [key, hold, ttl_ms] = args.parts();
-                    let args = [hold.as_bytes(), ttl_ms.as_bytes()];
-                    let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
-                    match reply {
-                        Reply::Int(1) => Ok(true),
-                        Reply::Int(0) => Ok(false),
-                        other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
-                    }
+            |_, client, args| async move {
+                let [key, hold, ttl_ms] = args.parts();
+                let args = [hold.as_bytes(), ttl_ms.as_bytes()];
+                let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
+                match reply {
+                    Reply::Int(1) => Ok(true),
+                    Reply::Int(0) => Ok(false),
+                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
                 }
             },
         );

@@ -1,43 +1,85 @@
-//! Grants still on their way when an acquire returns, and the later commands
-//! of the same hold that must not overtake them.
+//! Grants still on their way when an acquire returns, and the release that
+//! may reach a node before them.
 //!
 //! An acquire returns as soon as a majority granted; the `SET`s to the other
-//! nodes go on in the background. A release sent right after must reach each
-//! of those nodes after its `SET`, or the `SET` lands on a key already
-//! released and holds it there for the whole TTL: a released lock still
-//! counted against every later acquire on that node. Sending the `SET` first
-//! is not enough: a client may hand its commands to the connection in another
-//! order than they were sent. The `redis` crate's connection queue holds 50
-//! commands; when it is full, the commands waiting for room are let in by
-//! whichever task runs first, and the background task that owns a `SET` may
-//! run after the caller's release (seen with 16 tasks on five local nodes:
-//! up to every key left behind on a node). So a command of the same hold on a
-//! node whose grant is in flight waits for that grant's reply first.
+//! nodes go on in the background. A release sent right after can reach one
+//! of those nodes before its `SET`, although it was sent after it: a client
+//! may hand its commands to the connection in another order than they were
+//! sent. The `redis` crate's connection queue holds 50 commands; when it is
+//! full, the commands waiting for room are let in by whichever task runs
+//! first, and the background task that owns a `SET` may run after the
+//! caller's release (seen with 16 tasks on five local nodes: up to every key
+//! left behind on a node). The `SET` then lands on a key already released and
+//! holds it there for the whole TTL: a released lock still counted against
+//! every later acquire on that node.
+//!
+//! Waiting for each `SET`'s reply before sending the release there would
+//! hold every release of a node that is merely slow, and the next acquire
+//! would find the old grant still there. So the release goes out at once,
+//! and each node's two answers are matched: a release that found nothing
+//! there, and a `SET` that granted (or whose answer is unknown), mean the
+//! grant landed after the release. Whichever of the two answers second then
+//! deletes that grant, by this hold's value, so nothing but this grant can be
+//! deleted.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use lock_core::kit::scripts::single;
+use lock_core::kit::{NodeClient, Reply};
 use lock_core::{HoldToken, LockKey};
-use tokio::sync::Notify;
 
+use crate::node::Node;
 use crate::round::{Round, Tagged};
 
-/// The holds whose grants are still in flight on some node, by key and hold.
-#[derive(Default)]
+/// This node's `SET` had not answered when the acquire returned.
+const IN_FLIGHT: u8 = 1;
+/// The `SET` has answered.
+const SET_ANSWERED: u8 = 1 << 1;
+/// It granted, or its outcome is unknown (an error or a timeout: it may
+/// still have run).
+const MAY_HAVE_GRANTED: u8 = 1 << 2;
+/// A release of this hold has answered on this node.
+const RELEASE_ANSWERED: u8 = 1 << 3;
+/// That release found nothing of this hold to delete.
+const RELEASE_MISSED: u8 = 1 << 4;
+
+/// How many locks the map of holds in flight is split into, so that tasks
+/// acquiring and releasing at once seldom wait for each other.
+const SHARDS: usize = 16;
+
+/// The holds whose grants are still in flight on some node, by hold value
+/// (its nonce is random), then by key: a hold is for one acquire, but a
+/// caller of the backend may still use one on several keys.
 pub(crate) struct Landings {
-    in_flight: Mutex<HashMap<String, Arc<Landing>>>,
+    shards: [Mutex<InFlight>; SHARDS],
+}
+
+type InFlight = HashMap<Box<str>, Vec<Arc<Landing>>>;
+
+impl Default for Landings {
+    fn default() -> Self {
+        Landings {
+            shards: std::array::from_fn(|_| Mutex::default()),
+        }
+    }
 }
 
 impl fmt::Debug for Landings {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let holds = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .len();
+        let holds: usize = self
+            .shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(|poison| poison.into_inner())
+                    .len()
+            })
+            .sum();
         formatter
             .debug_struct("Landings")
             .field("holds_in_flight", &holds)
@@ -45,185 +87,235 @@ impl fmt::Debug for Landings {
     }
 }
 
-/// One hold's grants: which nodes' `SET`s have answered (or failed).
+impl Landings {
+    fn shard(&self, hold: &str) -> MutexGuard<'_, InFlight> {
+        // The nonce at the end of a hold is random: its last bytes spread
+        // holds over the shards.
+        let spread = hold.bytes().rev().take(4).fold(0usize, |spread, byte| {
+            spread.wrapping_mul(31).wrapping_add(usize::from(byte))
+        });
+        self.shards[spread % SHARDS]
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// One hold's grants still in flight, and what each node's `SET` and
+/// release answered.
 pub(crate) struct Landing {
-    landed: Box<[AtomicBool]>,
-    notify: Notify,
+    key: Box<str>,
+    hold: Box<str>,
+    nodes: Box<[AtomicU8]>,
 }
 
 impl Landing {
-    fn land(&self, node: usize) {
-        if let Some(landed) = self.landed.get(node) {
-            landed.store(true, Ordering::Release);
+    fn new(key: &str, hold: &str, nodes: usize, in_flight: &[usize]) -> Self {
+        Landing {
+            key: key.into(),
+            hold: hold.into(),
+            nodes: (0..nodes)
+                .map(|node| {
+                    AtomicU8::new(if in_flight.contains(&node) {
+                        IN_FLIGHT
+                    } else {
+                        0
+                    })
+                })
+                .collect(),
         }
-        self.notify.notify_waiters();
     }
 
-    fn land_all(&self) {
-        for landed in self.landed.iter() {
-            landed.store(true, Ordering::Release);
-        }
-        self.notify.notify_waiters();
+    /// Notes `node`'s `SET` answer; true if it granted (or may have) after
+    /// a release there found nothing, so the grant must be deleted now.
+    fn set_answered(&self, node: usize, may_have_granted: bool) -> bool {
+        let answer = SET_ANSWERED
+            | if may_have_granted {
+                MAY_HAVE_GRANTED
+            } else {
+                0
+            };
+        let before = self.note(node, answer);
+        may_have_granted
+            && before & (RELEASE_ANSWERED | RELEASE_MISSED) == RELEASE_ANSWERED | RELEASE_MISSED
     }
 
-    /// Returns once the grant sent to `node` has answered or failed (at
-    /// once for a node whose grant was not in flight).
-    pub(crate) async fn landed(&self, node: usize) {
-        let Some(landed) = self.landed.get(node) else {
-            return;
-        };
-        loop {
-            // Registered before the check, so a landing between the two
-            // still wakes this waiter.
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if landed.load(Ordering::Acquire) {
-                return;
+    /// Notes a release's answer on `node`; true if it found nothing while
+    /// this hold's `SET` there has granted (or may have), so the grant landed
+    /// after it and must be deleted now.
+    pub(crate) fn release_answered(&self, node: usize, deleted: bool) -> bool {
+        let answer = RELEASE_ANSWERED | if deleted { 0 } else { RELEASE_MISSED };
+        let before = self.note(node, answer);
+        !deleted && before & (SET_ANSWERED | MAY_HAVE_GRANTED) == SET_ANSWERED | MAY_HAVE_GRANTED
+    }
+
+    /// Adds `answer` to `node`'s state and returns the state before, or 0
+    /// (nothing to match) for a node whose `SET` was not in flight.
+    fn note(&self, node: usize, answer: u8) -> u8 {
+        match self.nodes.get(node) {
+            Some(state) => {
+                let before = state.fetch_or(answer, Ordering::AcqRel);
+                if before & IN_FLIGHT == 0 {
+                    0
+                } else {
+                    before
+                }
             }
-            notified.await;
+            None => 0,
         }
     }
 }
 
-/// The name of a hold in [`Landings`]: the key's length first, so no key and
-/// hold pair can spell another's.
-fn hold_id(key: &LockKey, hold: &HoldToken) -> String {
-    id_of(key.redis_key(), hold.value())
-}
-
-fn id_of(key: &str, hold: &str) -> String {
-    let mut id = String::with_capacity(key.len() + hold.len() + 8);
-    id.push_str(&key.len().to_string());
-    id.push(':');
-    id.push_str(key);
-    id.push_str(hold);
-    id
+/// Deletes this hold's grant on one node, in the background: a grant that
+/// landed after its own release.
+pub(crate) fn delete_late_grant(client: Arc<dyn NodeClient>, key: String, hold: String) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        match single::RELEASE
+            .run(client.as_ref(), &[&key], &[hold.as_bytes()])
+            .await
+        {
+            Ok(Reply::Int(deleted)) => tracing::debug!(
+                node = client.address(),
+                deleted,
+                "redlock grant that landed after its release deleted"
+            ),
+            Ok(other) => tracing::warn!(
+                node = client.address(),
+                reply = %other,
+                "unexpected reply deleting a redlock grant that landed after its release"
+            ),
+            Err(err) => tracing::warn!(
+                node = client.address(),
+                error = %err,
+                "could not delete a redlock grant that landed after its release; it expires with its TTL"
+            ),
+        }
+    });
 }
 
 impl Landings {
     /// Lets the grants of an acquire's `round` still in flight finish in the
-    /// background, and until each has answered, makes [`Landings::of`] give
-    /// `key` and `hold`'s [`Landing`] so later commands can wait for it.
+    /// background and, until each has answered, makes [`Landings::of`] give
+    /// `key` and `hold`'s [`Landing`], so a release can tell a grant that
+    /// landed after it.
     pub(crate) fn track<F>(
         self: &Arc<Self>,
         key: &LockKey,
         hold: &HoldToken,
-        nodes: usize,
+        nodes: &Arc<[Arc<Node>]>,
         round: Round<F>,
     ) where
         F: Future<Output = Tagged<bool>> + Send + 'static,
     {
         if round.in_flight().is_empty() {
+            round.finish_in_background();
             return;
         }
-        let landing = Arc::new(Landing {
-            landed: (0..nodes)
-                .map(|node| AtomicBool::new(!round.in_flight().contains(&node)))
-                .collect(),
-            notify: Notify::new(),
-        });
-        let id = hold_id(key, hold);
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .insert(id.clone(), Arc::clone(&landing));
+        let landing = Arc::new(Landing::new(
+            key.redis_key(),
+            hold.value(),
+            nodes.len(),
+            round.in_flight(),
+        ));
+        {
+            let mut shard = self.shard(hold.value());
+            let landings = shard.entry(hold.value().into()).or_default();
+            // An entry for the same key and hold is an earlier acquire with
+            // this hold, which the `HoldToken` contract rules out; the newer
+            // one replaces it.
+            landings.retain(|earlier| earlier.key != landing.key);
+            landings.push(Arc::clone(&landing));
+        }
         let registration = Registration {
             landings: Arc::clone(self),
-            id,
             landing,
         };
-        // The registration goes with the background task: once every grant
-        // answered, or if the task is dropped (the runtime shutting down), it
-        // lands them all and leaves the map.
-        round.settle_in_background(move |node| registration.landing.land(node));
+        let nodes = Arc::clone(nodes);
+        // The registration goes with the background task and leaves the map
+        // once every grant has answered, or if the task is dropped.
+        round.settle_in_background(move |node, result: &Result<bool, _>| {
+            // Only a definite "held" means this SET wrote nothing.
+            let may_have_granted = !matches!(result, Ok(false));
+            let landing = &registration.landing;
+            if landing.set_answered(node, may_have_granted) {
+                if let Ok(client) = nodes[node].client() {
+                    delete_late_grant(client, landing.key.to_string(), landing.hold.to_string());
+                }
+            }
+        });
     }
 
     /// The landing of `key` and `hold`'s grants, while some are in flight.
     pub(crate) fn of(&self, key: &LockKey, hold: &HoldToken) -> Option<Arc<Landing>> {
-        let in_flight = self
-            .in_flight
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        if in_flight.is_empty() {
-            return None;
-        }
-        in_flight.get(&hold_id(key, hold)).cloned()
+        self.shard(hold.value())
+            .get(hold.value())?
+            .iter()
+            .find(|landing| &*landing.key == key.redis_key())
+            .cloned()
     }
 }
 
 /// A hold's entry in [`Landings`], removed when dropped.
 struct Registration {
     landings: Arc<Landings>,
-    id: String,
     landing: Arc<Landing>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.landing.land_all();
-        let mut in_flight = self
-            .landings
-            .in_flight
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
-        // A later acquire of the same key and hold may have registered since.
-        if in_flight
-            .get(&self.id)
-            .is_some_and(|current| Arc::ptr_eq(current, &self.landing))
-        {
-            in_flight.remove(&self.id);
+        let mut shard = self.landings.shard(&self.landing.hold);
+        let Some(landings) = shard.get_mut(&self.landing.hold) else {
+            return;
+        };
+        // Only this entry: a later acquire with the same hold may have
+        // registered since.
+        landings.retain(|entry| !Arc::ptr_eq(entry, &self.landing));
+        if landings.is_empty() {
+            shard.remove(&self.landing.hold);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn landing(in_flight: &[usize]) -> Landing {
-        Landing {
-            landed: (0..3)
-                .map(|node| AtomicBool::new(!in_flight.contains(&node)))
-                .collect(),
-            notify: Notify::new(),
-        }
-    }
-
-    #[tokio::test]
-    async fn a_node_not_in_flight_does_not_wait() {
-        let landing = landing(&[1]);
-        tokio::time::timeout(Duration::from_secs(1), landing.landed(0))
-            .await
-            .expect("node 0 was not in flight");
-        tokio::time::timeout(Duration::from_secs(1), landing.landed(7))
-            .await
-            .expect("a node out of range has nothing to wait for");
-    }
-
-    #[tokio::test]
-    async fn a_waiter_wakes_when_its_node_lands() {
-        let landing = Arc::new(landing(&[1, 2]));
-        let waiter = tokio::spawn({
-            let landing = Arc::clone(&landing);
-            async move { landing.landed(2).await }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        landing.land(1);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiter.is_finished(), "node 2 has not landed yet");
-        landing.land(2);
-        tokio::time::timeout(Duration::from_secs(1), waiter)
-            .await
-            .expect("woken when node 2 landed")
-            .expect("waiter");
+    #[test]
+    fn a_grant_after_a_missed_release_is_deleted_once() {
+        // The release answers first, then the SET: the SET's side deletes.
+        let landing = Landing::new("k", "h", 3, &[1, 2]);
+        assert!(!landing.release_answered(1, false));
+        assert!(landing.set_answered(1, true));
+        // The SET answers first, then the release: the release's side does.
+        assert!(!landing.set_answered(2, true));
+        assert!(landing.release_answered(2, false));
     }
 
     #[test]
-    fn ids_do_not_run_into_each_other() {
-        assert_ne!(id_of("lock:{a}", "bc:00"), id_of("lock:{a}b", "c:00"));
-        assert_eq!(id_of("k", "h"), "1:kh");
+    fn nothing_to_delete_otherwise() {
+        let landing = Landing::new("k", "h", 3, &[0, 1]);
+        // The release deleted the grant: it had landed first.
+        assert!(!landing.set_answered(0, true));
+        assert!(!landing.release_answered(0, true));
+        // The SET was refused (the key was held): it wrote nothing.
+        assert!(!landing.release_answered(1, false));
+        assert!(!landing.set_answered(1, false));
+        // The SET had answered before the acquire returned: nothing to match.
+        assert!(!landing.release_answered(2, false));
+        // A node the round never had.
+        assert!(!landing.release_answered(9, false));
+        assert!(!landing.set_answered(9, true));
+    }
+
+    #[test]
+    fn an_unknown_outcome_counts_as_a_grant() {
+        let landing = Landing::new("k", "h", 1, &[0]);
+        assert!(!landing.release_answered(0, false));
+        assert!(
+            landing.set_answered(0, true),
+            "a timed-out SET may have run"
+        );
     }
 }

@@ -55,14 +55,16 @@
 //! least one TTL before rejoining, or a lock it granted can be granted again.
 //!
 //! An acquire returns once a majority granted; the other nodes' `SET`s finish
-//! in the background of the process that sent them. A release or extend from
-//! the same backend waits, node by node, for those `SET`s to answer, so it
-//! never lands before them. A lease handed off to another process
-//! ([`LeaseGuard::hand_off`](lock_core::LeaseGuard::hand_off)) at once after
-//! its acquire has no such wait: if its release by token reaches a node
-//! before the first process's `SET` does, that node keeps the key until its
-//! TTL (a minority of nodes at most, so no second holder; later acquires
-//! there simply count that node as held).
+//! in the background of the process that sent them. A release from the same
+//! backend may still reach one of those nodes first (a client may hand
+//! commands to a connection in another order than they were sent); the
+//! backend then sees the release find nothing there and the `SET` grant
+//! after it, and deletes that grant by its hold's value. A lease handed off
+//! to another process ([`LeaseGuard::hand_off`](lock_core::LeaseGuard::hand_off))
+//! at once after its acquire is not watched that way: if its release by
+//! token reaches a node before the first process's `SET` does, that node
+//! keeps the key until its TTL (a minority of nodes at most, so no second
+//! holder; later acquires there count that node as held).
 
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
 // marks each item that needs a cargo feature with that feature.

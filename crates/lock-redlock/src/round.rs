@@ -161,21 +161,24 @@ where
     /// of dropping them: a dropped command future may not have reached its
     /// connection yet, and a release must reach every node it can.
     pub(crate) fn finish_in_background(self) {
-        self.settle_in_background(|_| {});
+        self.settle_in_background(|_, _| {});
     }
 
     /// [`Round::finish_in_background`], calling `answered` with each node's
-    /// index as its command answers. `answered` is dropped when the last
-    /// one has, or at once when there is no runtime to finish them on.
-    pub(crate) fn settle_in_background(self, mut answered: impl FnMut(usize) + Send + 'static) {
+    /// index and answer as it comes. `answered` is dropped when the last
+    /// one has come, or at once when there is no runtime to finish them on.
+    pub(crate) fn settle_in_background(
+        self,
+        mut answered: impl FnMut(usize, &Result<T, LockError>) + Send + 'static,
+    ) {
         let mut pending = self.pending;
         if pending.is_empty() {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                while let Some((index, _)) = pending.next().await {
-                    answered(index);
+                while let Some((index, result)) = pending.next().await {
+                    answered(index, &result);
                 }
             });
         }

@@ -479,7 +479,7 @@ async fn a_release_leaves_no_grant_behind(kind: ClientKind) {
     let nodes = servers(5);
     let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
     // A TTL far longer than the check: a grant left behind stays to be seen.
-    let locks = manager(backend, Duration::from_secs(60));
+    let locks = manager(backend.clone(), Duration::from_secs(60));
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
             let locks = locks.clone();
@@ -498,10 +498,18 @@ async fn a_release_leaves_no_grant_behind(kind: ClientKind) {
     for task in tasks {
         task.await.expect("task");
     }
-    // Deletes past the majority finish in the background: give them up to
-    // two seconds (a busy machine), far less than the TTL a grant left
-    // behind would keep.
+    // Grants and deletes past the majority finish in the background: give
+    // them up to two seconds (a busy machine), far less than the TTL a grant
+    // left behind would keep. First every grant answers (and the backend
+    // forgets it), then the keys are looked at.
     let settled_by = Instant::now() + Duration::from_secs(2);
+    while !format!("{backend:?}").contains("holds_in_flight: 0") {
+        assert!(
+            Instant::now() < settled_by,
+            "grants still in flight after two seconds: {backend:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     loop {
         let left: Vec<String> = nodes
             .iter()
