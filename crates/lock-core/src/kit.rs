@@ -29,9 +29,9 @@
 //!    guess what an odd reply meant.
 //! 4. **Compute deadlines with the timing helpers**, which saturate instead of
 //!    overflowing: [`validate_ttl`] before sending a TTL, [`MillisText`] (or
-//!    [`ttl_millis`]) to send it (`PX`, `PEXPIRE`), [`remaining_from_pttl`] to read a `PTTL`. A
-//!    strategy that waits for several nodes trusts a lease only for
-//!    [`validity`]`(ttl, elapsed, `[`clock_drift`]`(ttl, factor))`, where
+//!    [`ttl_millis`]) to send it (`PX`, `PEXPIRE`), [`remaining_from_pttl`]
+//!    to read a `PTTL`. A strategy that waits for several nodes trusts a
+//!    lease only for [`validity`]`(ttl, elapsed, `[`clock_drift`]`(ttl, factor))`, where
 //!    `elapsed` is counted from the moment the first request was *sent*.
 //! 5. **Hand waiters a [`ReleaseWatch`]** from
 //!    [`LockBackend::watch_releases`](crate::LockBackend::watch_releases), so

@@ -67,8 +67,8 @@ pub struct ReleaseReport {
 pub struct RedlockBackend {
     nodes: Arc<[Arc<Node>]>,
     options: RedlockOptions,
-    /// Grants still in flight after their acquire returned, which a later
-    /// command of the same hold must not overtake.
+    /// Grants still in flight after their acquire returned, matched with
+    /// the same hold's releases (see `landing`).
     landings: Arc<Landings>,
 }
 
@@ -247,15 +247,14 @@ impl RedlockBackend {
                 let landing = landing.clone();
                 async move {
                     let [key, hold] = args.parts();
-                    let outcome = match single::RELEASE
+                    let outcome = single::RELEASE
                         .run(client.as_ref(), &[key], &[hold.as_bytes()])
                         .await
-                    {
-                        Ok(Reply::Int(1)) => Ok(true),
-                        Ok(Reply::Int(0)) => Ok(false),
-                        Ok(other) => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
-                        Err(err) => Err(err),
-                    };
+                        .and_then(|reply| match reply {
+                            Reply::Int(1) => Ok(true),
+                            Reply::Int(0) => Ok(false),
+                            other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                        });
                     // An error leaves it open whether the release ran, or ran
                     // before this hold's grant: counted as a miss, so a grant
                     // that may have landed after it is deleted.

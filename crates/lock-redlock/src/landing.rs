@@ -35,17 +35,17 @@ use lock_core::{HoldToken, LockKey};
 use crate::node::Node;
 use crate::round::{Round, Tagged};
 
-/// This node's `SET` had not answered when the acquire returned.
-const IN_FLIGHT: u8 = 1;
-/// The `SET` has answered.
-const SET_ANSWERED: u8 = 1 << 1;
+/// This node's `SET` answered after the acquire returned (only the
+/// background task that sees the late `SET`s through sets it, so a node that
+/// answered in time is never matched).
+const SET_ANSWERED: u8 = 1;
 /// It granted, or its outcome is unknown (an error or a timeout: it may
 /// still have run).
-const MAY_HAVE_GRANTED: u8 = 1 << 2;
+const MAY_HAVE_GRANTED: u8 = 1 << 1;
 /// A release of this hold has answered on this node.
-const RELEASE_ANSWERED: u8 = 1 << 3;
+const RELEASE_ANSWERED: u8 = 1 << 2;
 /// That release found nothing of this hold to delete.
-const RELEASE_MISSED: u8 = 1 << 4;
+const RELEASE_MISSED: u8 = 1 << 3;
 
 /// How many locks the map of holds in flight is split into, so that tasks
 /// acquiring and releasing at once seldom wait for each other.
@@ -109,19 +109,11 @@ pub(crate) struct Landing {
 }
 
 impl Landing {
-    fn new(key: &str, hold: &str, nodes: usize, in_flight: &[usize]) -> Self {
+    fn new(key: &str, hold: &str, nodes: usize) -> Self {
         Landing {
             key: key.into(),
             hold: hold.into(),
-            nodes: (0..nodes)
-                .map(|node| {
-                    AtomicU8::new(if in_flight.contains(&node) {
-                        IN_FLIGHT
-                    } else {
-                        0
-                    })
-                })
-                .collect(),
+            nodes: (0..nodes).map(|_| AtomicU8::new(0)).collect(),
         }
     }
 
@@ -148,20 +140,12 @@ impl Landing {
         !deleted && before & (SET_ANSWERED | MAY_HAVE_GRANTED) == SET_ANSWERED | MAY_HAVE_GRANTED
     }
 
-    /// Adds `answer` to `node`'s state and returns the state before, or 0
-    /// (nothing to match) for a node whose `SET` was not in flight.
+    /// Adds `answer` to `node`'s state and returns the state before (0 for
+    /// a node out of range: nothing to match).
     fn note(&self, node: usize, answer: u8) -> u8 {
-        match self.nodes.get(node) {
-            Some(state) => {
-                let before = state.fetch_or(answer, Ordering::AcqRel);
-                if before & IN_FLIGHT == 0 {
-                    0
-                } else {
-                    before
-                }
-            }
-            None => 0,
-        }
+        self.nodes
+            .get(node)
+            .map_or(0, |state| state.fetch_or(answer, Ordering::AcqRel))
     }
 }
 
@@ -209,16 +193,10 @@ impl Landings {
     ) where
         F: Future<Output = Tagged<bool>> + Send + 'static,
     {
-        if round.in_flight().is_empty() {
-            round.finish_in_background();
+        if round.is_settled() {
             return;
         }
-        let landing = Arc::new(Landing::new(
-            key.redis_key(),
-            hold.value(),
-            nodes.len(),
-            round.in_flight(),
-        ));
+        let landing = Arc::new(Landing::new(key.redis_key(), hold.value(), nodes.len()));
         {
             let mut shard = self.shard(hold.value());
             let landings = shard.entry(hold.value().into()).or_default();
@@ -285,7 +263,7 @@ mod tests {
     #[test]
     fn a_grant_after_a_missed_release_is_deleted_once() {
         // The release answers first, then the SET: the SET's side deletes.
-        let landing = Landing::new("k", "h", 3, &[1, 2]);
+        let landing = Landing::new("k", "h", 3);
         assert!(!landing.release_answered(1, false));
         assert!(landing.set_answered(1, true));
         // The SET answers first, then the release: the release's side does.
@@ -295,7 +273,7 @@ mod tests {
 
     #[test]
     fn nothing_to_delete_otherwise() {
-        let landing = Landing::new("k", "h", 3, &[0, 1]);
+        let landing = Landing::new("k", "h", 3);
         // The release deleted the grant: it had landed first.
         assert!(!landing.set_answered(0, true));
         assert!(!landing.release_answered(0, true));
@@ -311,7 +289,7 @@ mod tests {
 
     #[test]
     fn an_unknown_outcome_counts_as_a_grant() {
-        let landing = Landing::new("k", "h", 1, &[0]);
+        let landing = Landing::new("k", "h", 1);
         assert!(!landing.release_answered(0, false));
         assert!(
             landing.set_answered(0, true),

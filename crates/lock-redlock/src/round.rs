@@ -60,9 +60,6 @@ pub(crate) struct Round<F> {
     nodes: Arc<[Arc<Node>]>,
     /// Indices of the nodes asked that have not answered yet.
     waiting: Vec<usize>,
-    /// Indices of the nodes whose command has not answered, including those
-    /// reported as timed out.
-    in_flight: Vec<usize>,
     /// One timer for the whole round, not one per reply awaited.
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
@@ -101,7 +98,6 @@ where
     Round {
         pending,
         nodes: Arc::clone(nodes),
-        in_flight: waiting.clone(),
         waiting,
         deadline: Box::pin(tokio::time::sleep(timeout)),
         timeout,
@@ -125,7 +121,6 @@ where
                 biased;
                 reply = self.pending.next() => {
                     let (index, result) = reply?;
-                    self.in_flight.retain(|&node| node != index);
                     if let Some(position) = self.waiting.iter().position(|&node| node == index) {
                         self.waiting.swap_remove(position);
                         return Some((index, result));
@@ -151,10 +146,10 @@ where
         self.waiting.len()
     }
 
-    /// The nodes whose command has not answered yet, including those
-    /// reported as timed out.
-    pub(crate) fn in_flight(&self) -> &[usize] {
-        &self.in_flight
+    /// Whether every command has answered, those reported as timed out
+    /// included.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.pending.is_empty()
     }
 
     /// Lets the commands still in flight finish in a background task instead
