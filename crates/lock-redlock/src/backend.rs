@@ -289,7 +289,7 @@ impl RedlockBackend {
         asked: impl Fn(usize) -> bool,
         key: &LockKey,
     ) -> Option<Duration> {
-        let key = key.redis_key().to_owned();
+        let key = Arc::new(key.redis_key().to_owned());
         let mut round = round::start(
             &self.nodes,
             asked,
@@ -369,12 +369,12 @@ impl LockBackend for RedlockBackend {
         let needed = self.quorum();
         let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
-        let args = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
+        let texts = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            args,
+            texts.clone(),
             |_, client, args| async move {
                 let [key, hold, ttl_ms] = args.parts();
                 let args: [&[u8]; 5] = [
@@ -401,12 +401,14 @@ impl LockBackend for RedlockBackend {
         // Nodes that answered "held": this attempt wrote nothing there, so a
         // failed attempt must not release there (the owner may hold the key from
         // an earlier acquire). Every other node may hold this attempt's grant.
-        let mut answered_held = vec![false; total];
+        // (Allocated at the first such node: an uncontended acquire has none.)
+        let mut answered_held = Vec::new();
         while let Some((index, result)) = round.next().await {
             match result {
                 Ok(true) => granted += 1,
                 Ok(false) => {
                     held += 1;
+                    answered_held.resize(total, false);
                     answered_held[index] = true;
                 }
                 Err(err) => failures.push(err),
@@ -426,7 +428,7 @@ impl LockBackend for RedlockBackend {
             // there (a client may hand commands to a connection in another
             // order than they were sent): `landing` matches the two answers
             // and deletes a grant that landed after its release.
-            self.landings.track(key, hold, &self.nodes, round);
+            self.landings.track(&texts, &self.nodes, round);
         } else {
             // A failed attempt drops what is undecided: a SET that never left
             // grants nothing, and one that did is queued before the release
@@ -456,7 +458,12 @@ impl LockBackend for RedlockBackend {
         // nodes that timed out: their grant may still arrive, and must not hold
         // the key until its TTL.
         let report = self
-            .release_on(|index| !answered_held[index], key, hold, usize::MAX)
+            .release_on(
+                |index| !answered_held.get(index).copied().unwrap_or(false),
+                key,
+                hold,
+                usize::MAX,
+            )
             .await;
         tracing::debug!(
             key = key.name(),
@@ -479,7 +486,10 @@ impl LockBackend for RedlockBackend {
         if held > 0 && granted + failures.len() < needed {
             Ok(AcquireOutcome::Held {
                 remaining: self
-                    .holder_remaining(|index| answered_held[index], key)
+                    .holder_remaining(
+                        |index| answered_held.get(index).copied().unwrap_or(false),
+                        key,
+                    )
                     .await,
             })
         } else {
@@ -612,9 +622,9 @@ impl LockBackend for RedlockBackend {
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            key.redis_key().to_owned(),
+            Arc::<str>::from(key.redis_key()),
             |_, client, key| async move {
-                match FORCE_RELEASE.run(client.as_ref(), &[&key], &[]).await? {
+                match FORCE_RELEASE.run(client.as_ref(), &[&*key], &[]).await? {
                     Reply::Int(deleted) => Ok(deleted > 0),
                     other => Err(FORCE_RELEASE.unexpected(client.as_ref(), &other)),
                 }
@@ -676,7 +686,7 @@ impl LockBackend for RedlockBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
-        let args = (key.redis_key().to_owned(), key.fence_key().to_owned());
+        let args = Arc::new((key.redis_key().to_owned(), key.fence_key().to_owned()));
         let mut round = round::start(
             &self.nodes,
             |_| true,

@@ -22,7 +22,6 @@
 //! deletes that grant, by this hold's value, so nothing but this grant can be
 //! deleted.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -33,7 +32,7 @@ use lock_core::kit::{NodeClient, Reply};
 use lock_core::{HoldToken, LockKey};
 
 use crate::node::Node;
-use crate::round::{Round, Tagged};
+use crate::round::{Round, Tagged, Texts};
 
 /// This node's `SET` answered after the acquire returned (only the
 /// background task that sees the late `SET`s through sets it, so a node that
@@ -47,18 +46,23 @@ const RELEASE_ANSWERED: u8 = 1 << 2;
 /// That release found nothing of this hold to delete.
 const RELEASE_MISSED: u8 = 1 << 3;
 
-/// How many locks the map of holds in flight is split into, so that tasks
-/// acquiring and releasing at once seldom wait for each other.
-const SHARDS: usize = 16;
+/// How many lists the holds in flight are split into, by hold value: tasks
+/// acquiring and releasing at once seldom wait for each other, and each list
+/// stays short enough to search from end to end. A hold is in flight only
+/// while a node that did not answer before its acquire returned answers:
+/// at most the acquires of one node timeout, and usually a handful.
+const SHARDS: usize = 64;
 
-/// The holds whose grants are still in flight on some node, by hold value
-/// (its nonce is random), then by key: a hold is for one acquire, but a
-/// caller of the backend may still use one on several keys.
+/// The holds whose grants are still in flight on some node, in shards by
+/// hold value (its nonce is random). A shard is a list, not a map, so that
+/// tracking a hold allocates nothing but its [`Landing`]; a hold is for one
+/// acquire, but a caller of the backend may still use one on several keys,
+/// so an entry is found by hold and key.
 pub(crate) struct Landings {
     shards: [Mutex<InFlight>; SHARDS],
 }
 
-type InFlight = HashMap<Box<str>, Vec<Arc<Landing>>>;
+type InFlight = Vec<Arc<Landing>>;
 
 impl Default for Landings {
     fn default() -> Self {
@@ -103,18 +107,30 @@ impl Landings {
 /// One hold's grants still in flight, and what each node's `SET` and
 /// release answered.
 pub(crate) struct Landing {
-    key: Box<str>,
-    hold: Box<str>,
+    /// The acquire's texts, shared with its round: the key, the hold's
+    /// value and the TTL.
+    texts: Texts<3>,
     nodes: Box<[AtomicU8]>,
 }
 
 impl Landing {
-    fn new(key: &str, hold: &str, nodes: usize) -> Self {
+    fn new(texts: Texts<3>, nodes: usize) -> Self {
         Landing {
-            key: key.into(),
-            hold: hold.into(),
+            texts,
             nodes: (0..nodes).map(|_| AtomicU8::new(0)).collect(),
         }
+    }
+
+    fn key(&self) -> &str {
+        self.texts.parts()[0]
+    }
+
+    fn hold(&self) -> &str {
+        self.texts.parts()[1]
+    }
+
+    fn is_of(&self, key: &str, hold: &str) -> bool {
+        self.hold() == hold && self.key() == key
     }
 
     /// Notes `node`'s `SET` answer; true if it granted (or may have) after
@@ -182,12 +198,11 @@ pub(crate) fn delete_late_grant(client: Arc<dyn NodeClient>, key: String, hold: 
 impl Landings {
     /// Lets the grants of an acquire's `round` still in flight finish in the
     /// background and, until each has answered, makes [`Landings::of`] give
-    /// `key` and `hold`'s [`Landing`], so a release can tell a grant that
-    /// landed after it.
+    /// the [`Landing`] of the key and hold in `texts` (the acquire's: key,
+    /// hold value, TTL), so a release can tell a grant that landed after it.
     pub(crate) fn track<F>(
         self: &Arc<Self>,
-        key: &LockKey,
-        hold: &HoldToken,
+        texts: &Texts<3>,
         nodes: &Arc<[Arc<Node>]>,
         round: Round<F>,
     ) where
@@ -196,14 +211,14 @@ impl Landings {
         if round.is_settled() {
             return;
         }
-        let landing = Arc::new(Landing::new(key.redis_key(), hold.value(), nodes.len()));
+        let landing = Arc::new(Landing::new(texts.clone(), nodes.len()));
         {
-            let mut shard = self.shard(hold.value());
-            let landings = shard.entry(hold.value().into()).or_default();
+            let (key, hold) = (landing.key(), landing.hold());
+            let mut landings = self.shard(hold);
             // An entry for the same key and hold is an earlier acquire with
             // this hold, which the `HoldToken` contract rules out; the newer
             // one replaces it.
-            landings.retain(|earlier| earlier.key != landing.key);
+            landings.retain(|earlier| !earlier.is_of(key, hold));
             landings.push(Arc::clone(&landing));
         }
         let registration = Registration {
@@ -219,7 +234,7 @@ impl Landings {
             let landing = &registration.landing;
             if landing.set_answered(node, may_have_granted) {
                 if let Ok(client) = nodes[node].client() {
-                    delete_late_grant(client, landing.key.to_string(), landing.hold.to_string());
+                    delete_late_grant(client, landing.key().to_owned(), landing.hold().to_owned());
                 }
             }
         });
@@ -228,9 +243,8 @@ impl Landings {
     /// The landing of `key` and `hold`'s grants, while some are in flight.
     pub(crate) fn of(&self, key: &LockKey, hold: &HoldToken) -> Option<Arc<Landing>> {
         self.shard(hold.value())
-            .get(hold.value())?
             .iter()
-            .find(|landing| &*landing.key == key.redis_key())
+            .find(|landing| landing.is_of(key.redis_key(), hold.value()))
             .cloned()
     }
 }
@@ -243,15 +257,14 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut shard = self.landings.shard(&self.landing.hold);
-        let Some(landings) = shard.get_mut(&self.landing.hold) else {
-            return;
-        };
+        let mut landings = self.landings.shard(self.landing.hold());
         // Only this entry: a later acquire with the same hold may have
-        // registered since.
-        landings.retain(|entry| !Arc::ptr_eq(entry, &self.landing));
-        if landings.is_empty() {
-            shard.remove(&self.landing.hold);
+        // registered since (and replaced this one).
+        if let Some(position) = landings
+            .iter()
+            .position(|entry| Arc::ptr_eq(entry, &self.landing))
+        {
+            landings.swap_remove(position);
         }
     }
 }
@@ -263,7 +276,7 @@ mod tests {
     #[test]
     fn a_grant_after_a_missed_release_is_deleted_once() {
         // The release answers first, then the SET: the SET's side deletes.
-        let landing = Landing::new("k", "h", 3);
+        let landing = Landing::new(Texts::new(["k", "h", "1"]), 3);
         assert!(!landing.release_answered(1, false));
         assert!(landing.set_answered(1, true));
         // The SET answers first, then the release: the release's side does.
@@ -273,7 +286,7 @@ mod tests {
 
     #[test]
     fn nothing_to_delete_otherwise() {
-        let landing = Landing::new("k", "h", 3);
+        let landing = Landing::new(Texts::new(["k", "h", "1"]), 3);
         // The release deleted the grant: it had landed first.
         assert!(!landing.set_answered(0, true));
         assert!(!landing.release_answered(0, true));
@@ -289,7 +302,7 @@ mod tests {
 
     #[test]
     fn an_unknown_outcome_counts_as_a_grant() {
-        let landing = Landing::new("k", "h", 1);
+        let landing = Landing::new(Texts::new(["k", "h", "1"]), 1);
         assert!(!landing.release_answered(0, false));
         assert!(
             landing.set_answered(0, true),

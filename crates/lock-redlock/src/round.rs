@@ -22,21 +22,43 @@ use tokio::time::Sleep;
 use crate::node::Node;
 
 /// The texts every node's command of a round sends (the key, the hold's
-/// value, the TTL), joined in one string: with the round's `Arc`, two
-/// allocations per round instead of one per text.
+/// value, the TTL), joined in one shared string: one allocation per round,
+/// and a clone for each node's command is a reference count.
+#[derive(Clone)]
 pub(crate) struct Texts<const N: usize> {
-    joined: String,
+    joined: Arc<str>,
     ends: [usize; N],
 }
 
+/// Joined texts up to this length are built on the stack, so the shared
+/// string is the round's only allocation for them (a key is at most
+/// `MAX_KEY_LEN` bytes, so this covers every key but prefixed ones near the
+/// limit, which take one more allocation).
+const ON_STACK: usize = 1024;
+
 impl<const N: usize> Texts<N> {
     pub(crate) fn new(parts: [&str; N]) -> Self {
-        let mut joined = String::with_capacity(parts.iter().map(|part| part.len()).sum());
         let mut ends = [0; N];
+        let mut length = 0;
         for (end, part) in ends.iter_mut().zip(parts) {
-            joined.push_str(part);
-            *end = joined.len();
+            length += part.len();
+            *end = length;
         }
+        let joined: Arc<str> = if length <= ON_STACK {
+            let mut buffer = [0u8; ON_STACK];
+            let mut start = 0;
+            for part in parts {
+                buffer[start..start + part.len()].copy_from_slice(part.as_bytes());
+                start += part.len();
+            }
+            // Text joined to text is text; checking it again costs less than
+            // an allocation.
+            std::str::from_utf8(&buffer[..length])
+                .map(Arc::from)
+                .unwrap_or_else(|_| Arc::from(parts.concat()))
+        } else {
+            Arc::from(parts.concat())
+        };
         Texts { joined, ends }
     }
 
@@ -51,6 +73,63 @@ impl<const N: usize> Texts<N> {
     }
 }
 
+/// A set of node indices: one word for up to 64 nodes, so that keeping
+/// track of a usual deployment's nodes allocates nothing.
+#[derive(Default)]
+struct NodeSet {
+    first: u64,
+    rest: Vec<u64>,
+}
+
+impl NodeSet {
+    fn insert(&mut self, node: usize) {
+        let (word, bit) = (node / 64, node % 64);
+        if word == 0 {
+            self.first |= 1 << bit;
+        } else {
+            if self.rest.len() < word {
+                self.rest.resize(word, 0);
+            }
+            self.rest[word - 1] |= 1 << bit;
+        }
+    }
+
+    /// Removes `node`; whether it was there.
+    fn remove(&mut self, node: usize) -> bool {
+        let (word, bit) = (node / 64, node % 64);
+        let word = match word {
+            0 => &mut self.first,
+            _ => match self.rest.get_mut(word - 1) {
+                Some(word) => word,
+                None => return false,
+            },
+        };
+        let was_there = *word & (1 << bit) != 0;
+        *word &= !(1 << bit);
+        was_there
+    }
+
+    /// The lowest node in the set.
+    fn lowest(&self) -> Option<usize> {
+        std::iter::once(&self.first)
+            .chain(&self.rest)
+            .enumerate()
+            .find(|(_, word)| **word != 0)
+            .map(|(index, word)| index * 64 + word.trailing_zeros() as usize)
+    }
+
+    fn len(&self) -> usize {
+        std::iter::once(&self.first)
+            .chain(&self.rest)
+            .map(|word| word.count_ones() as usize)
+            .sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first == 0 && self.rest.iter().all(|word| *word == 0)
+    }
+}
+
 /// A node's reply, tagged with the node's index.
 pub(crate) type Tagged<T> = (usize, Result<T, LockError>);
 
@@ -58,16 +137,17 @@ pub(crate) type Tagged<T> = (usize, Result<T, LockError>);
 pub(crate) struct Round<F> {
     pending: FuturesUnordered<F>,
     nodes: Arc<[Arc<Node>]>,
-    /// Indices of the nodes asked that have not answered yet.
-    waiting: Vec<usize>,
+    /// The nodes asked that have neither answered nor been reported as
+    /// timed out.
+    waiting: NodeSet,
     /// One timer for the whole round, not one per reply awaited.
     deadline: Pin<Box<Sleep>>,
     timeout: Duration,
 }
 
 /// Starts `operation` on each node of `nodes` whose index `asked` accepts,
-/// handing every node's command its index and the same `args` (built once,
-/// shared). A node without a connection answers at once with its last
+/// handing every node's command its index and a clone of `args` (built once;
+/// make it cheap to clone, an `Arc` or [`Texts`]). A node without a connection answers at once with its last
 /// connection error.
 pub(crate) fn start<A, T, Op, Fut>(
     nodes: &Arc<[Arc<Node>]>,
@@ -78,19 +158,19 @@ pub(crate) fn start<A, T, Op, Fut>(
 ) -> Round<impl Future<Output = Tagged<T>> + Send + 'static>
 where
     T: Send + 'static,
-    Op: Fn(usize, Arc<dyn NodeClient>, Arc<A>) -> Fut,
+    A: Clone,
+    Op: Fn(usize, Arc<dyn NodeClient>, A) -> Fut,
     Fut: Future<Output = Result<T, LockError>> + Send + 'static,
 {
-    let args = Arc::new(args);
-    let mut waiting = Vec::with_capacity(nodes.len());
+    let mut waiting = NodeSet::default();
     let pending = FuturesUnordered::new();
     for (index, node) in nodes.iter().enumerate() {
         if !asked(index) {
             continue;
         }
-        waiting.push(index);
+        waiting.insert(index);
         let command = match node.client() {
-            Ok(client) => Either::Left(operation(index, client, Arc::clone(&args))),
+            Ok(client) => Either::Left(operation(index, client, args.clone())),
             Err(err) => Either::Right(futures::future::ready(Err(err))),
         };
         pending.push(command.map(move |result| (index, result)));
@@ -121,13 +201,13 @@ where
                 biased;
                 reply = self.pending.next() => {
                     let (index, result) = reply?;
-                    if let Some(position) = self.waiting.iter().position(|&node| node == index) {
-                        self.waiting.swap_remove(position);
+                    if self.waiting.remove(index) {
                         return Some((index, result));
                     }
                 }
                 () = &mut self.deadline => {
-                    let index = self.waiting.swap_remove(0);
+                    let index = self.waiting.lowest()?;
+                    self.waiting.remove(index);
                     return Some((
                         index,
                         Err(LockError::Timeout {
@@ -249,6 +329,34 @@ mod tests {
         let texts = Texts::new(["lock:{a}", "", "owner:0123", "30000"]);
         assert_eq!(texts.parts(), ["lock:{a}", "", "owner:0123", "30000"]);
         assert_eq!(Texts::new([]).parts(), [""; 0]);
+    }
+
+    #[test]
+    fn texts_longer_than_the_stack_buffer_are_joined_too() {
+        let long = "k".repeat(ON_STACK);
+        let texts = Texts::new([long.as_str(), "owner:0123", "é"]);
+        assert_eq!(texts.parts(), [long.as_str(), "owner:0123", "é"]);
+        let clone = texts.clone();
+        assert_eq!(clone.parts()[2], "é");
+    }
+
+    #[test]
+    fn a_node_set_holds_indices_past_one_word() {
+        let mut set = NodeSet::default();
+        for node in [130, 0, 3, 63, 64] {
+            set.insert(node);
+        }
+        assert_eq!(set.len(), 5);
+        assert_eq!(set.lowest(), Some(0));
+        assert!(set.remove(0));
+        assert!(!set.remove(0), "removed once");
+        assert_eq!(set.lowest(), Some(3));
+        assert!(set.remove(3) && set.remove(63) && set.remove(64));
+        assert_eq!(set.lowest(), Some(130));
+        assert!(!set.remove(200), "never inserted, past the last word");
+        assert!(set.remove(130));
+        assert!(set.is_empty());
+        assert_eq!((set.len(), set.lowest()), (0, None));
     }
 
     #[tokio::test]
