@@ -22,8 +22,10 @@
 //! deletes that grant, by this hold's value, so nothing but this grant can be
 //! deleted.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -46,23 +48,72 @@ const RELEASE_ANSWERED: u8 = 1 << 2;
 /// That release found nothing of this hold to delete.
 const RELEASE_MISSED: u8 = 1 << 3;
 
-/// How many lists the holds in flight are split into, by hold value: tasks
-/// acquiring and releasing at once seldom wait for each other, and each list
-/// stays short enough to search from end to end. A hold is in flight only
-/// while a node that did not answer before its acquire returned answers:
-/// at most the acquires of one node timeout, and usually a handful.
-const SHARDS: usize = 64;
+/// How many maps the holds in flight are split into, so that tasks
+/// acquiring and releasing at once seldom wait for each other.
+const SHARDS: usize = 16;
 
-/// The holds whose grants are still in flight on some node, in shards by
-/// hold value (its nonce is random). A shard is a list, not a map, so that
-/// tracking a hold allocates nothing but its [`Landing`]; a hold is for one
-/// acquire, but a caller of the backend may still use one on several keys,
-/// so an entry is found by hold and key.
+/// The holds whose grants are still in flight on some node. A hold stays
+/// here until every node that had not answered when its acquire returned
+/// has answered, or its command timed out in the client: with one node
+/// paused, as many holds as acquires in one command timeout (tens of
+/// thousands), so each shard is a map. It is keyed by a number taken from
+/// the hold's random nonce ([`tag`]), so tracking a hold allocates nothing
+/// but its [`Landing`] while the map has room; a hold is for one acquire, but
+/// a caller of the backend may still use one on several keys, so an entry is
+/// found by hold and key within its tag.
 pub(crate) struct Landings {
     shards: [Mutex<InFlight>; SHARDS],
 }
 
-type InFlight = Vec<Arc<Landing>>;
+type InFlight = HashMap<u64, Entries, BuildHasherDefault<Premixed>>;
+
+/// The landings under one tag: almost always one.
+enum Entries {
+    One(Arc<Landing>),
+    Many(Vec<Arc<Landing>>),
+}
+
+impl Entries {
+    fn as_slice(&self) -> &[Arc<Landing>] {
+        match self {
+            Entries::One(landing) => std::slice::from_ref(landing),
+            Entries::Many(landings) => landings,
+        }
+    }
+}
+
+/// A number for `hold`, from the end of its value (the random nonce), mixed
+/// so that every bit of it is spread: it picks the shard and is the map's
+/// hash as it is.
+fn tag(hold: &str) -> u64 {
+    let tail = &hold.as_bytes()[hold.len().saturating_sub(16)..];
+    // FNV-1a over the tail, then a multiply that carries the low bits up.
+    let folded = tail.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    folded.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The hasher of a key that is already a well-mixed number ([`tag`]).
+#[derive(Default)]
+struct Premixed(u64);
+
+impl Hasher for Premixed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; any other input is folded in.
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
 
 impl Default for Landings {
     fn default() -> Self {
@@ -81,7 +132,9 @@ impl fmt::Debug for Landings {
                 shard
                     .lock()
                     .unwrap_or_else(|poison| poison.into_inner())
-                    .len()
+                    .values()
+                    .map(|entries| entries.as_slice().len())
+                    .sum::<usize>()
             })
             .sum();
         formatter
@@ -92,13 +145,9 @@ impl fmt::Debug for Landings {
 }
 
 impl Landings {
-    fn shard(&self, hold: &str) -> MutexGuard<'_, InFlight> {
-        // The nonce at the end of a hold is random: its last bytes spread
-        // holds over the shards.
-        let spread = hold.bytes().rev().take(4).fold(0usize, |spread, byte| {
-            spread.wrapping_mul(31).wrapping_add(usize::from(byte))
-        });
-        self.shards[spread % SHARDS]
+    fn shard(&self, tag: u64) -> MutexGuard<'_, InFlight> {
+        // Bits the map does not use for its buckets or control bytes.
+        self.shards[(tag >> 32) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
@@ -212,15 +261,7 @@ impl Landings {
             return;
         }
         let landing = Arc::new(Landing::new(texts.clone(), nodes.len()));
-        {
-            let (key, hold) = (landing.key(), landing.hold());
-            let mut landings = self.shard(hold);
-            // An entry for the same key and hold is an earlier acquire with
-            // this hold, which the `HoldToken` contract rules out; the newer
-            // one replaces it.
-            landings.retain(|earlier| !earlier.is_of(key, hold));
-            landings.push(Arc::clone(&landing));
-        }
+        self.register(&landing);
         let registration = Registration {
             landings: Arc::clone(self),
             landing,
@@ -240,11 +281,60 @@ impl Landings {
         });
     }
 
+    /// Files `landing` under its hold and key, in place of an earlier one
+    /// of the same hold and key.
+    fn register(&self, landing: &Arc<Landing>) {
+        let (key, hold) = (landing.key(), landing.hold());
+        let tag = tag(hold);
+        let mut shard = self.shard(tag);
+        let entries = shard
+            .entry(tag)
+            .or_insert_with(|| Entries::Many(Vec::new()));
+        // An entry for the same key and hold is an earlier acquire with this
+        // hold, which the `HoldToken` contract rules out; the newer one
+        // replaces it.
+        *entries = match std::mem::replace(entries, Entries::Many(Vec::new())) {
+            Entries::One(earlier) if earlier.is_of(key, hold) => Entries::One(Arc::clone(landing)),
+            Entries::One(other) => Entries::Many(vec![other, Arc::clone(landing)]),
+            Entries::Many(mut landings) if !landings.is_empty() => {
+                landings.retain(|earlier| !earlier.is_of(key, hold));
+                landings.push(Arc::clone(landing));
+                Entries::Many(landings)
+            }
+            Entries::Many(_) => Entries::One(Arc::clone(landing)),
+        };
+    }
+
+    /// Takes `landing` out, and only it: a later acquire with the same hold
+    /// and key may have replaced it since.
+    fn unregister(&self, landing: &Arc<Landing>) {
+        let tag = tag(landing.hold());
+        let mut shard = self.shard(tag);
+        let emptied = match shard.get_mut(&tag) {
+            Some(Entries::One(entry)) => Arc::ptr_eq(entry, landing),
+            Some(Entries::Many(entries)) => {
+                entries.retain(|entry| !Arc::ptr_eq(entry, landing));
+                entries.is_empty()
+            }
+            None => false,
+        };
+        if emptied {
+            shard.remove(&tag);
+        }
+    }
+
     /// The landing of `key` and `hold`'s grants, while some are in flight.
     pub(crate) fn of(&self, key: &LockKey, hold: &HoldToken) -> Option<Arc<Landing>> {
-        self.shard(hold.value())
+        self.find(key.redis_key(), hold.value())
+    }
+
+    fn find(&self, key: &str, hold: &str) -> Option<Arc<Landing>> {
+        let tag = tag(hold);
+        self.shard(tag)
+            .get(&tag)?
+            .as_slice()
             .iter()
-            .find(|landing| landing.is_of(key.redis_key(), hold.value()))
+            .find(|landing| landing.is_of(key, hold))
             .cloned()
     }
 }
@@ -257,15 +347,7 @@ struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut landings = self.landings.shard(self.landing.hold());
-        // Only this entry: a later acquire with the same hold may have
-        // registered since (and replaced this one).
-        if let Some(position) = landings
-            .iter()
-            .position(|entry| Arc::ptr_eq(entry, &self.landing))
-        {
-            landings.swap_remove(position);
-        }
+        self.landings.unregister(&self.landing);
     }
 }
 
@@ -298,6 +380,75 @@ mod tests {
         // A node the round never had.
         assert!(!landing.release_answered(9, false));
         assert!(!landing.set_answered(9, true));
+    }
+
+    fn holds_in_flight(landings: &Landings) -> String {
+        format!("{landings:?}")
+    }
+
+    #[test]
+    fn landings_are_found_by_hold_and_key_and_leave_one_by_one() {
+        let landings = Landings::default();
+        let landing =
+            |key: &str, hold: &str| Arc::new(Landing::new(Texts::new([key, hold, "1"]), 3));
+        // One hold on two keys: the same tag, two entries.
+        let (a, b) = (landing("a", "owner:00ff"), landing("b", "owner:00ff"));
+        let other = landing("a", "owner:ff00");
+        for entry in [&a, &b, &other] {
+            landings.register(entry);
+        }
+        assert!(Arc::ptr_eq(
+            &landings.find("a", "owner:00ff").expect("a"),
+            &a
+        ));
+        assert!(Arc::ptr_eq(
+            &landings.find("b", "owner:00ff").expect("b"),
+            &b
+        ));
+        assert!(Arc::ptr_eq(
+            &landings.find("a", "owner:ff00").expect("other"),
+            &other
+        ));
+        assert!(landings.find("c", "owner:00ff").is_none());
+        assert!(landings.find("a", "owner:0000").is_none());
+        assert!(holds_in_flight(&landings).contains("holds_in_flight: 3"));
+
+        // The same hold and key again replaces the earlier entry, whose own
+        // unregistering then leaves the newer one in place.
+        let again = landing("a", "owner:00ff");
+        landings.register(&again);
+        assert!(Arc::ptr_eq(
+            &landings.find("a", "owner:00ff").expect("again"),
+            &again
+        ));
+        landings.unregister(&a);
+        assert!(Arc::ptr_eq(
+            &landings.find("a", "owner:00ff").expect("kept"),
+            &again
+        ));
+
+        for entry in [&again, &b, &other] {
+            landings.unregister(entry);
+        }
+        assert!(landings.find("b", "owner:00ff").is_none());
+        assert!(holds_in_flight(&landings).contains("holds_in_flight: 0"));
+        assert!(landings
+            .shards
+            .iter()
+            .all(|shard| shard.lock().expect("shard").is_empty()));
+    }
+
+    #[test]
+    fn tags_spread_holds_over_the_shards() {
+        let mut used = [0usize; SHARDS];
+        for nonce in 0..1024u32 {
+            used[(tag(&format!("owner:{nonce:016x}")) >> 32) as usize % SHARDS] += 1;
+        }
+        // 64 per shard on average; a poor mix would leave some empty.
+        assert!(
+            used.iter().all(|&count| (32..=96).contains(&count)),
+            "{used:?}"
+        );
     }
 
     #[test]
