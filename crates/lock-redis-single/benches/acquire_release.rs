@@ -22,7 +22,9 @@
 //! and CPU per cycle;
 //! the column name `floor-again` (measured only when named) measures the
 //! floor a second time each round, last, to show how far two measurements
-//! of one thing differ on the machine.
+//! of one thing differ on the machine. `BENCH_PIN=1` pins the server to the
+//! last CPU and the benchmark to the others (see
+//! `lock_testkit::bench::pin_apart_if_asked`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +43,7 @@ async fn main() {
     let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
     let rounds = env_number("BENCH_ROUNDS", 3).max(1);
     let server = RedisServer::start().expect("start redis-server");
+    lock_testkit::bench::pin_apart_if_asked(&[&server]);
     let url = server.url();
     let options = ConnectOptions::default();
     println!(

@@ -171,15 +171,16 @@ impl Landing {
     }
 
     fn key(&self) -> &str {
-        self.texts.parts()[0]
+        self.texts.part(0)
     }
 
     fn hold(&self) -> &str {
-        self.texts.parts()[1]
+        self.texts.part(1)
     }
 
     fn is_of(&self, key: &str, hold: &str) -> bool {
-        self.hold() == hold && self.key() == key
+        let [own_key, own_hold, _] = self.texts.parts();
+        own_hold == hold && own_key == key
     }
 
     /// Notes `node`'s `SET` answer; true if it granted (or may have) after

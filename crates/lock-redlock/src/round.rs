@@ -31,10 +31,11 @@ pub(crate) struct Texts<const N: usize> {
 }
 
 /// Joined texts up to this length are built on the stack, so the shared
-/// string is the round's only allocation for them. Every round's texts fit
-/// (a prefixed key is at most about 650 bytes, a hold's value about 270);
-/// longer ones would take one more allocation.
-const ON_STACK: usize = 1024;
+/// string is the round's only allocation for them: a key and a hold's value
+/// as the lock makes them (about 80 bytes) fit; longer ones (a long prefix
+/// or name) take one more allocation. Small, because the buffer is zeroed
+/// every round.
+const ON_STACK: usize = 256;
 
 impl<const N: usize> Texts<N> {
     pub(crate) fn new(parts: [&str; N]) -> Self {
@@ -60,6 +61,20 @@ impl<const N: usize> Texts<N> {
             Arc::from(parts.concat())
         };
         Texts { joined, ends }
+    }
+
+    /// The text at `index` in the order given (none past the last).
+    pub(crate) fn part(&self, index: usize) -> &str {
+        let start = match index {
+            0 => 0,
+            _ => self
+                .ends
+                .get(index - 1)
+                .copied()
+                .unwrap_or(self.joined.len()),
+        };
+        let end = self.ends.get(index).copied().unwrap_or(start);
+        self.joined.get(start..end).unwrap_or_default()
     }
 
     /// The texts, in the order given.
@@ -328,7 +343,12 @@ mod tests {
     fn texts_give_back_their_parts() {
         let texts = Texts::new(["lock:{a}", "", "owner:0123", "30000"]);
         assert_eq!(texts.parts(), ["lock:{a}", "", "owner:0123", "30000"]);
+        assert_eq!(
+            (texts.part(0), texts.part(1), texts.part(3)),
+            ("lock:{a}", "", "30000")
+        );
         assert_eq!(Texts::new([]).parts(), [""; 0]);
+        assert_eq!(Texts::new([]).part(0), "");
     }
 
     #[test]
@@ -338,6 +358,10 @@ mod tests {
         assert_eq!(texts.parts(), [long.as_str(), "owner:0123", "é"]);
         let clone = texts.clone();
         assert_eq!(clone.parts()[2], "é");
+        assert_eq!(
+            [clone.part(0), clone.part(1), clone.part(2), clone.part(3)],
+            [long.as_str(), "owner:0123", "é", ""]
+        );
     }
 
     #[test]
