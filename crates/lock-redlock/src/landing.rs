@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -63,6 +63,8 @@ const SHARDS: usize = 16;
 /// found by hold and key within its tag.
 pub(crate) struct Landings {
     shards: [Mutex<InFlight>; SHARDS],
+    /// See [`tag`].
+    seed: u64,
 }
 
 type InFlight = HashMap<u64, Entries, BuildHasherDefault<Premixed>>;
@@ -82,15 +84,25 @@ impl Entries {
     }
 }
 
-/// A number for `hold`, from the end of its value (the random nonce), mixed
-/// so that every bit of it is spread: it picks the shard and is the map's
-/// hash as it is.
-fn tag(hold: &str) -> u64 {
-    let tail = &hold.as_bytes()[hold.len().saturating_sub(16)..];
-    // FNV-1a over the tail, then a multiply that carries the low bits up.
-    let folded = tail.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
+/// A number for `key` and `hold`, from the ends of their texts (the hold's
+/// random nonce, the key's name) and a seed random per process, mixed so
+/// that every bit of it is spread: it picks the shard and is the map's hash
+/// as it is. The key and the seed keep holds that share a nonce (one hold on
+/// many keys, or hand-off tokens a caller made up) from piling up under one
+/// number.
+fn tag(seed: u64, key: &str, hold: &str) -> u64 {
+    fn tail(text: &str) -> &[u8] {
+        let bytes = text.as_bytes();
+        &bytes[bytes.len().saturating_sub(16)..]
+    }
+    // FNV-1a over the tails, then a multiply that carries the low bits up.
+    let folded = tail(hold)
+        .iter()
+        .chain(&[0xff])
+        .chain(tail(key))
+        .fold(seed ^ 0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
     folded.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
@@ -119,6 +131,7 @@ impl Default for Landings {
     fn default() -> Self {
         Landings {
             shards: std::array::from_fn(|_| Mutex::default()),
+            seed: std::hash::RandomState::new().hash_one(SHARDS),
         }
     }
 }
@@ -286,7 +299,7 @@ impl Landings {
     /// of the same hold and key.
     fn register(&self, landing: &Arc<Landing>) {
         let (key, hold) = (landing.key(), landing.hold());
-        let tag = tag(hold);
+        let tag = tag(self.seed, key, hold);
         let mut shard = self.shard(tag);
         let entries = shard
             .entry(tag)
@@ -309,7 +322,7 @@ impl Landings {
     /// Takes `landing` out, and only it: a later acquire with the same hold
     /// and key may have replaced it since.
     fn unregister(&self, landing: &Arc<Landing>) {
-        let tag = tag(landing.hold());
+        let tag = tag(self.seed, landing.key(), landing.hold());
         let mut shard = self.shard(tag);
         let emptied = match shard.get_mut(&tag) {
             Some(Entries::One(entry)) => Arc::ptr_eq(entry, landing),
@@ -321,6 +334,12 @@ impl Landings {
         };
         if emptied {
             shard.remove(&tag);
+            // A paused node can fill a map with a command timeout's worth of
+            // holds; give that room back once they are gone.
+            if shard.capacity() > 1024 && shard.len() < shard.capacity() / 4 {
+                let keep = shard.len() * 2;
+                shard.shrink_to(keep);
+            }
         }
     }
 
@@ -330,7 +349,7 @@ impl Landings {
     }
 
     fn find(&self, key: &str, hold: &str) -> Option<Arc<Landing>> {
-        let tag = tag(hold);
+        let tag = tag(self.seed, key, hold);
         self.shard(tag)
             .get(&tag)?
             .as_slice()
@@ -440,10 +459,42 @@ mod tests {
     }
 
     #[test]
+    fn a_replaced_landing_leaves_without_its_replacement() {
+        let landings = Landings::default();
+        let (first, second) = (
+            Arc::new(Landing::new(Texts::new(["k", "h", "1"]), 1)),
+            Arc::new(Landing::new(Texts::new(["k", "h", "1"]), 1)),
+        );
+        // Alone under its number: the entry is held inline and replaced.
+        landings.register(&first);
+        landings.register(&second);
+        landings.unregister(&first);
+        let found = landings.find("k", "h").expect("the replacement stays");
+        assert!(Arc::ptr_eq(&found, &second));
+        landings.unregister(&second);
+        assert!(landings.find("k", "h").is_none());
+    }
+
+    #[test]
+    fn one_hold_on_many_keys_spreads_too() {
+        let mut used = [0usize; SHARDS];
+        for name in 0..1024u32 {
+            let key = format!("lock:{{name-{name}}}");
+            used[(tag(7, &key, "owner:0000000000000000") >> 32) as usize % SHARDS] += 1;
+        }
+        assert!(
+            used.iter().all(|&count| (32..=96).contains(&count)),
+            "{used:?}"
+        );
+        assert_ne!(tag(1, "k", "h"), tag(2, "k", "h"), "the seed counts");
+    }
+
+    #[test]
     fn tags_spread_holds_over_the_shards() {
         let mut used = [0usize; SHARDS];
         for nonce in 0..1024u32 {
-            used[(tag(&format!("owner:{nonce:016x}")) >> 32) as usize % SHARDS] += 1;
+            let hold = format!("owner:{nonce:016x}");
+            used[(tag(7, "lock:{a}", &hold) >> 32) as usize % SHARDS] += 1;
         }
         // 64 per shard on average; a poor mix would leave some empty.
         assert!(

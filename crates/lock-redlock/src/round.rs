@@ -365,6 +365,15 @@ mod tests {
     }
 
     #[test]
+    fn texts_that_just_fit_the_stack_buffer() {
+        // 254 bytes, a two-byte character, and nothing: 256 in all.
+        let long = "k".repeat(ON_STACK - 2);
+        let texts = Texts::new([long.as_str(), "é", ""]);
+        assert_eq!(texts.parts(), [long.as_str(), "é", ""]);
+        assert_eq!(texts.part(1), "é");
+    }
+
+    #[test]
     fn a_node_set_holds_indices_past_one_word() {
         let mut set = NodeSet::default();
         for node in [130, 0, 3, 63, 64] {
