@@ -16,7 +16,7 @@ use lock_core::{
 
 use crate::landing::{delete_late_grant, Landings};
 use crate::node::Node;
-use crate::round::{self, Texts};
+use crate::round::{self, NodeSet, Texts};
 
 /// Redlock's own settings; the rest comes from [`LockConfig`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -289,7 +289,7 @@ impl RedlockBackend {
         asked: impl Fn(usize) -> bool,
         key: &LockKey,
     ) -> Option<Duration> {
-        let key = Arc::new(key.redis_key().to_owned());
+        let key = Arc::<str>::from(key.redis_key());
         let mut round = round::start(
             &self.nodes,
             asked,
@@ -367,7 +367,6 @@ impl LockBackend for RedlockBackend {
         let ttl_ms = MillisText::of_ttl(ttl);
         let started = Instant::now();
         let needed = self.quorum();
-        let total = self.nodes.len();
         // A plain SET NX PX: no script, so the cheapest command a node can run.
         let texts = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
         let mut round = round::start(
@@ -401,15 +400,13 @@ impl LockBackend for RedlockBackend {
         // Nodes that answered "held": this attempt wrote nothing there, so a
         // failed attempt must not release there (the owner may hold the key from
         // an earlier acquire). Every other node may hold this attempt's grant.
-        // (Allocated at the first such node: an uncontended acquire has none.)
-        let mut answered_held = Vec::new();
+        let mut answered_held = NodeSet::default();
         while let Some((index, result)) = round.next().await {
             match result {
                 Ok(true) => granted += 1,
                 Ok(false) => {
                     held += 1;
-                    answered_held.resize(total, false);
-                    answered_held[index] = true;
+                    answered_held.insert(index);
                 }
                 Err(err) => failures.push(err),
             }
@@ -459,7 +456,7 @@ impl LockBackend for RedlockBackend {
         // the key until its TTL.
         let report = self
             .release_on(
-                |index| !answered_held.get(index).copied().unwrap_or(false),
+                |index| !answered_held.contains(index),
                 key,
                 hold,
                 usize::MAX,
@@ -486,10 +483,7 @@ impl LockBackend for RedlockBackend {
         if held > 0 && granted + failures.len() < needed {
             Ok(AcquireOutcome::Held {
                 remaining: self
-                    .holder_remaining(
-                        |index| answered_held.get(index).copied().unwrap_or(false),
-                        key,
-                    )
+                    .holder_remaining(|index| answered_held.contains(index), key)
                     .await,
             })
         } else {
@@ -686,14 +680,14 @@ impl LockBackend for RedlockBackend {
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
-        let args = Arc::new((key.redis_key().to_owned(), key.fence_key().to_owned()));
+        let args = Texts::new([key.redis_key(), key.fence_key()]);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
             args,
             |_, client, args| async move {
-                let (lock_key, fence_key) = &*args;
+                let [lock_key, fence_key] = args.parts();
                 let reply = single::INSPECT
                     .run(client.as_ref(), &[lock_key, fence_key], &[])
                     .await?;

@@ -22,6 +22,7 @@
 //! deletes that grant, by this hold's value, so nothing but this grant can be
 //! deleted.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
@@ -76,6 +77,23 @@ enum Entries {
 }
 
 impl Entries {
+    /// Adds `landing`, in place of an earlier one of the same key and hold:
+    /// an earlier acquire with this hold, which the `HoldToken` contract
+    /// rules out.
+    fn put(&mut self, landing: &Arc<Landing>) {
+        let (key, hold) = (landing.key(), landing.hold());
+        match self {
+            Entries::One(earlier) if earlier.is_of(key, hold) => *earlier = Arc::clone(landing),
+            Entries::One(other) => {
+                *self = Entries::Many(vec![Arc::clone(other), Arc::clone(landing)]);
+            }
+            Entries::Many(landings) => {
+                landings.retain(|earlier| !earlier.is_of(key, hold));
+                landings.push(Arc::clone(landing));
+            }
+        }
+    }
+
     fn as_slice(&self) -> &[Arc<Landing>] {
         match self {
             Entries::One(landing) => std::slice::from_ref(landing),
@@ -298,25 +316,13 @@ impl Landings {
     /// Files `landing` under its hold and key, in place of an earlier one
     /// of the same hold and key.
     fn register(&self, landing: &Arc<Landing>) {
-        let (key, hold) = (landing.key(), landing.hold());
-        let tag = tag(self.seed, key, hold);
-        let mut shard = self.shard(tag);
-        let entries = shard
-            .entry(tag)
-            .or_insert_with(|| Entries::Many(Vec::new()));
-        // An entry for the same key and hold is an earlier acquire with this
-        // hold, which the `HoldToken` contract rules out; the newer one
-        // replaces it.
-        *entries = match std::mem::replace(entries, Entries::Many(Vec::new())) {
-            Entries::One(earlier) if earlier.is_of(key, hold) => Entries::One(Arc::clone(landing)),
-            Entries::One(other) => Entries::Many(vec![other, Arc::clone(landing)]),
-            Entries::Many(mut landings) if !landings.is_empty() => {
-                landings.retain(|earlier| !earlier.is_of(key, hold));
-                landings.push(Arc::clone(landing));
-                Entries::Many(landings)
+        let tag = tag(self.seed, landing.key(), landing.hold());
+        match self.shard(tag).entry(tag) {
+            Entry::Vacant(slot) => {
+                slot.insert(Entries::One(Arc::clone(landing)));
             }
-            Entries::Many(_) => Entries::One(Arc::clone(landing)),
-        };
+            Entry::Occupied(mut slot) => slot.get_mut().put(landing),
+        }
     }
 
     /// Takes `landing` out, and only it: a later acquire with the same hold

@@ -91,13 +91,13 @@ impl<const N: usize> Texts<N> {
 /// A set of node indices: one word for up to 64 nodes, so that keeping
 /// track of a usual deployment's nodes allocates nothing.
 #[derive(Default)]
-struct NodeSet {
+pub(crate) struct NodeSet {
     first: u64,
     rest: Vec<u64>,
 }
 
 impl NodeSet {
-    fn insert(&mut self, node: usize) {
+    pub(crate) fn insert(&mut self, node: usize) {
         let (word, bit) = (node / 64, node % 64);
         if word == 0 {
             self.first |= 1 << bit;
@@ -107,6 +107,16 @@ impl NodeSet {
             }
             self.rest[word - 1] |= 1 << bit;
         }
+    }
+
+    /// Whether `node` is in the set.
+    pub(crate) fn contains(&self, node: usize) -> bool {
+        let (word, bit) = (node / 64, node % 64);
+        let word = match word {
+            0 => Some(&self.first),
+            _ => self.rest.get(word - 1),
+        };
+        word.is_some_and(|word| word & (1 << bit) != 0)
     }
 
     /// Removes `node`; whether it was there.
@@ -381,8 +391,11 @@ mod tests {
         }
         assert_eq!(set.len(), 5);
         assert_eq!(set.lowest(), Some(0));
+        assert!(set.contains(130) && set.contains(63) && !set.contains(1));
+        assert!(!set.contains(1000), "past the last word");
         assert!(set.remove(0));
         assert!(!set.remove(0), "removed once");
+        assert!(!set.contains(0));
         assert_eq!(set.lowest(), Some(3));
         assert!(set.remove(3) && set.remove(63) && set.remove(64));
         assert_eq!(set.lowest(), Some(130));
