@@ -7,7 +7,10 @@
 //! and waiting for 3 replies per round (`SET NX PX`, then an `EVALSHA`
 //! compare-and-delete; the other replies finish in the background): the least
 //! a majority client can cost on these crates and this machine. "all-nodes
-//! floor": the same, waiting for all 5 replies, as rslock does. The last
+//! floor": the same, waiting for all 5 replies, as rslock does. The
+//! floors send keys and a value as long as Redlock's (`lock:{base:t<task>}`
+//! beside Redlock's `lock:{rdlk:t<task>}`, and a 49-byte value like a
+//! hold's), and every column's names are made before the measurement. The last
 //! column, "redlock / quorum floor", is the median of each round's ratio
 //! (Redlock against the floor measured in the same round, the mean of its
 //! two measurements when `quorum-again` is named), not a ratio of medians:
@@ -48,19 +51,22 @@ use lock_core::kit::{self, NodeClient};
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
-use lock_testkit::bench::{acquire_release_cycles, cycles_per_second, env_number, median};
+use lock_testkit::bench::{
+    acquire_release_cycles, cycles_per_second, env_number, median, task_keys, task_names,
+    FLOOR_VALUE,
+};
 use lock_testkit::{DelayProxy, RedisServer};
 
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_secs(30);
 
 async fn rslock(locks: rslock::LockManager, tasks: usize, length: Duration) -> f64 {
+    let names = task_names("rslk", tasks);
     cycles_per_second(tasks, length, move |task| {
-        let locks = locks.clone();
+        let (locks, names) = (locks.clone(), Arc::clone(&names));
         async move {
-            let resource = format!("rslock:t{task}");
             let lock = locks
-                .lock(resource.as_str(), TTL)
+                .lock(names[task].as_str(), TTL)
                 .await
                 .expect("rslock acquires an uncontended key");
             locks.unlock(&lock).await;
@@ -85,8 +91,9 @@ async fn floor(
     }
     let nodes = Arc::new(nodes);
     let spin = Duration::from_nanos(env_number("BENCH_FLOOR_SPIN_NS", 0));
+    let keys = task_keys("base", tasks);
     cycles_per_second(tasks, length, move |task| {
-        let nodes = Arc::clone(&nodes);
+        let (nodes, keys) = (Arc::clone(&nodes), Arc::clone(&keys));
         async move {
             if !spin.is_zero() {
                 let started = std::time::Instant::now();
@@ -94,19 +101,14 @@ async fn floor(
                     std::hint::spin_loop();
                 }
             }
-            let key = Arc::new(format!("floor:t{task}"));
             let mut acquires: FuturesUnordered<_> = nodes
                 .iter()
                 .map(|node| {
-                    let (node, key) = (Arc::clone(node), Arc::clone(&key));
+                    let (node, keys) = (Arc::clone(node), Arc::clone(&keys));
                     async move {
-                        let args: [&[u8]; 5] = [
-                            key.as_bytes(),
-                            b"owner-token-0123456789abcdef",
-                            b"NX",
-                            b"PX",
-                            b"30000",
-                        ];
+                        let key = &keys[task];
+                        let args: [&[u8]; 5] =
+                            [key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"];
                         node.command("SET", &args).await.expect("SET NX PX")
                     }
                 })
@@ -124,14 +126,10 @@ async fn floor(
             let mut releases: FuturesUnordered<_> = nodes
                 .iter()
                 .map(|node| {
-                    let (node, key) = (Arc::clone(node), Arc::clone(&key));
+                    let (node, keys) = (Arc::clone(node), Arc::clone(&keys));
                     async move {
                         RELEASE
-                            .run(
-                                node.as_ref(),
-                                &[key.as_str()],
-                                &[b"owner-token-0123456789abcdef"],
-                            )
+                            .run(node.as_ref(), &[keys[task].as_str()], &[FLOOR_VALUE])
                             .await
                             .expect("EVALSHA release")
                     }
@@ -243,9 +241,8 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
             let mut floors_again = Vec::new();
             for _ in 0..plan.rounds {
                 if with_single && measures("single") {
-                    singles.push(
-                        acquire_release_cycles(single.clone(), "single", tasks, length).await,
-                    );
+                    singles
+                        .push(acquire_release_cycles(single.clone(), "sngl", tasks, length).await);
                 }
                 if measures("quorum") {
                     quorum_floors.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
@@ -254,9 +251,8 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
                     all_floors.push(floor(raw.clone(), NODES, tasks, length).await);
                 }
                 if measures("redlock") {
-                    redlocks.push(
-                        acquire_release_cycles(redlock.clone(), "redlock", tasks, length).await,
-                    );
+                    redlocks
+                        .push(acquire_release_cycles(redlock.clone(), "rdlk", tasks, length).await);
                     report_grants_left(&raw).await;
                 }
                 // The floor a second time, where the lock ran: how far two
@@ -332,7 +328,7 @@ async fn report_grants_left(nodes: &[Arc<dyn NodeClient>]) {
     let mut left = Vec::new();
     for node in nodes {
         let keys = node
-            .command("KEYS", &[b"lock:{redlock:*"])
+            .command("KEYS", &[b"lock:{rdlk:*"])
             .await
             .expect("KEYS");
         left.push(keys.as_array().map_or(0, <[_]>::len));

@@ -1,7 +1,11 @@
 //! Uncontended acquire+release cycles per second, against the floor measured in
 //! the same run on the same server and connection kind: a raw `SET key val NX PX`
 //! followed by a raw `EVALSHA` compare-and-delete (two round trips, the least a
-//! lock can cost).
+//! lock can cost). The floor's keys and value are as long as the lock's
+//! (`lock:{floor:t<task>}` beside the lock's `lock:{plain:t<task>}`, and a
+//! 49-byte value like a hold's), and every column's names are made before
+//! the measurement: no column pays for formatting a name or sending a shorter
+//! one.
 //!
 //! A third figure, "scripts", runs our acquire and release scripts through the
 //! same raw connection without the lock API, with the keys and arguments the
@@ -98,11 +102,11 @@ async fn main() {
                 }
                 if chosen("BENCH_ONLY", "ours") {
                     runs[2]
-                        .push(acquire_release_cycles(fenced.clone(), "bench", tasks, length).await);
+                        .push(acquire_release_cycles(fenced.clone(), "fence", tasks, length).await);
                 }
                 if chosen("BENCH_ONLY", "off") {
                     runs[3].push(
-                        acquire_release_cycles(unfenced.clone(), "bench-off", tasks, length).await,
+                        acquire_release_cycles(unfenced.clone(), "plain", tasks, length).await,
                     );
                 }
                 // The floor a second time, last: how far two measurements of

@@ -124,8 +124,39 @@ impl CpuTimes {
     }
 }
 
+/// The value the floors store: as long as a hold's value (an owner's 32 hex
+/// digits, `:`, a nonce's 16 hex digits), so that a floor's commands carry
+/// as many bytes as the lock's.
+pub const FLOOR_VALUE: &[u8] = b"0123456789abcdef0123456789abcdef:0123456789abcdef";
+
+/// Each task's lock name, `<column>:t<task>`, made before a measurement so
+/// that no cycle formats one. Columns measured against each other should
+/// have names of one length: a longer key costs more to send and to hash.
+pub fn task_names(column: &str, tasks: usize) -> Arc<[String]> {
+    (0..tasks).map(|task| format!("{column}:t{task}")).collect()
+}
+
+/// The Redis key a lock with the default key prefix uses for each of
+/// [`task_names`]`(column, tasks)`: what a floor sends in the lock's place.
+///
+/// # Panics
+///
+/// If `column` makes an invalid lock name (empty, or too long).
+pub fn task_keys(column: &str, tasks: usize) -> Arc<[String]> {
+    let prefix = lock_core::LockConfig::default().key_prefix;
+    task_names(column, tasks)
+        .iter()
+        .map(|name| {
+            lock_core::LockKey::new(&prefix, name)
+                .expect("a valid lock name")
+                .redis_key()
+                .to_owned()
+        })
+        .collect()
+}
+
 /// Uncontended `try_acquire` + `release` cycles per second through `locks`,
-/// each task on its own key `<prefix>:t<task>`.
+/// each task on its own key `<prefix>:t<task>` (see [`task_names`]).
 ///
 /// A cycle that fails with a retryable error (a node timed out, say, when a
 /// busy machine stalls a server past the node timeout) is not counted, and the
@@ -140,11 +171,12 @@ pub async fn acquire_release_cycles(
 ) -> f64 {
     let failed = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&failed);
+    let names = task_names(prefix, tasks);
     let rate = cycles_per_second(tasks, length, move |task| {
-        let (locks, failed) = (locks.clone(), Arc::clone(&counted));
+        let (locks, failed, names) = (locks.clone(), Arc::clone(&counted), Arc::clone(&names));
         async move {
             let outcome = async {
-                let guard = locks.try_acquire(&format!("{prefix}:t{task}")).await?;
+                let guard = locks.try_acquire(&names[task]).await?;
                 let guard = guard.expect("an uncontended key is free");
                 guard.release().await
             }
@@ -232,4 +264,27 @@ pub fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lock_core::{HoldToken, LockConfig, LockKey, OwnerToken};
+
+    /// The floors send as many bytes as the lock: a shorter value or key
+    /// would make a floor cheaper than the same commands a lock sends.
+    #[test]
+    fn floors_send_what_the_lock_sends() {
+        let owner = OwnerToken::generate().expect("os rng");
+        let hold = HoldToken::new(owner).expect("os rng");
+        assert_eq!(FLOOR_VALUE.len(), hold.value().len());
+        let prefix = LockConfig::default().key_prefix;
+        let (names, keys) = (task_names("floor", 3), task_keys("floor", 3));
+        assert_eq!(names.len(), 3);
+        for (name, key) in names.iter().zip(keys.iter()) {
+            let lock_key = LockKey::new(&prefix, name).expect("key");
+            assert_eq!(key, lock_key.redis_key());
+        }
+        assert_eq!(&*names[2], "floor:t2");
+    }
 }
