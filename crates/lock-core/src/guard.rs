@@ -12,7 +12,7 @@ use crate::keepers::Keeper;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::renewal::RenewalDriver;
 use crate::status::StatusCell;
-use crate::telemetry::{self, Labels};
+use crate::telemetry::{self, in_span, Labels};
 use crate::timing::{lease_deadline, validate_ttl};
 
 /// Where a lease stands.
@@ -416,6 +416,9 @@ impl LeaseHandle {
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LeaseGuard {
     handle: LeaseHandle,
+    /// Set once [`LeaseGuard::release`] has stopped the watchdog and marked
+    /// the lease released: dropping the guard then has nothing left to do.
+    released: bool,
 }
 
 impl LeaseGuard {
@@ -423,6 +426,7 @@ impl LeaseGuard {
     pub(crate) fn new(shared: Arc<LeaseShared>) -> Self {
         LeaseGuard {
             handle: LeaseHandle { shared },
+            released: false,
         }
     }
 
@@ -524,15 +528,17 @@ impl LeaseGuard {
     /// where a release names one attempt's grant (single node, Redlock); a
     /// reentrant release, which takes one off a count the hold's guards share,
     /// is not repeated (it may have run), and the key expires by its TTL.
-    pub async fn release(self) -> Result<(), LockError> {
-        let shared = Arc::clone(&self.handle.shared);
+    pub async fn release(mut self) -> Result<(), LockError> {
+        let shared = &self.handle.shared;
         shared.stop_keeper();
         let (_, ended) = shared.mark_released();
+        // Nothing above awaits, so no drop of this future comes between.
+        self.released = true;
         if ended == Some(LossReason::NotHeld) {
             return Err(lease_lost(&shared.key, LossReason::NotHeld));
         }
         let mut in_flight = InFlightRelease {
-            shared: &shared,
+            shared,
             answered: false,
         };
         let started = Instant::now();
@@ -541,11 +547,7 @@ impl LeaseGuard {
             shared.backend.strategy(),
             shared.fencing_token(),
         );
-        let outcome = shared
-            .backend
-            .release(&shared.key, &shared.hold)
-            .instrument(span.clone())
-            .await;
+        let outcome = in_span(shared.backend.release(&shared.key, &shared.hold), &span).await;
         in_flight.answered = true;
         release_ended(&span, &outcome, started);
         // An earlier end of the lease is the news, whatever the release found.
@@ -619,6 +621,9 @@ impl LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
+        if self.released {
+            return;
+        }
         let shared = &self.handle.shared;
         shared.stop_keeper();
         match shared.mark_released() {
@@ -710,7 +715,7 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
     let span = release_span(&key, backend.strategy(), hold.fencing_token());
     runtime.spawn(async move {
         let started = Instant::now();
-        let outcome = backend.release(&key, &hold).instrument(span.clone()).await;
+        let outcome = in_span(backend.release(&key, &hold), &span).await;
         release_ended(&span, &outcome, started);
         match outcome {
             Ok(outcome) => tracing::debug!(key = key.name(), ?outcome, "released in the background"),

@@ -9,14 +9,18 @@
 //! renewal, or, with renewal off, the deadline). Giving the lease back takes
 //! the entry out again: a lock and a B-tree removal, no task and no wake-up.
 //!
-//! One pump task per manager and runtime sleeps until the earliest entry of
-//! that runtime's leases is due, then starts that lease's watchdog task
-//! ([`crate::watchdog::keep`]) there; from then on the lease is kept exactly
-//! as before. The pump runs no code but its own (no log event, no metric),
-//! so nothing a subscriber or recorder does can stop it halfway. Planning a
-//! lease wakes the pump only when the new entry is due before the pump's
-//! next look, which, with one TTL per manager, is rare: the pump wakes about
-//! once per renewal interval however many leases come and go. A caller's
+//! One pump task per manager and runtime sleeps until a little before the
+//! earliest entry of that runtime's leases is due (at most 20 ms), then
+//! starts the watchdog tasks ([`crate::watchdog::keep`]) of the leases due
+//! by then; from then on a lease is kept exactly as before (a watchdog
+//! started early only waits longer). The pump runs no code but its own (no
+//! log event, no metric), so nothing a subscriber or recorder does can stop
+//! it halfway. Planning a lease wakes the pump only when the new entry is
+//! due before the pump's next look. With one TTL per manager that is rare:
+//! an entry falls due one renewal interval after its request left, and the
+//! slack covers replies that come back out of the order their requests
+//! left in, so the pump wakes about once per renewal interval however many
+//! leases come and go. A caller's
 //! `extend` starts the watchdog at once, since it may bring the deadline
 //! forward.
 //!
@@ -26,7 +30,7 @@
 //! (or when the manager and every lease it planned are gone); a lease
 //! planned on that runtime later starts a new one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -40,6 +44,10 @@ use crate::guard::{LeaseShared, LeaseStatus};
 use crate::renewal::RenewalDriver;
 use crate::timing::{clock_drift, validity};
 use crate::watchdog;
+
+/// The most a pump starts a watchdog before it is due (see
+/// [`Keepers::early`]).
+const MAX_EARLY: Duration = Duration::from_millis(20);
 
 /// How many times in a row a pump looks at an empty queue, one idle interval
 /// apart, before it sleeps until woken: a process that takes one short hold
@@ -65,7 +73,17 @@ pub(crate) struct Keepers {
     /// How long after an acquire a watchdog first falls due with the
     /// configured TTL: how long a pump naps when its queue is empty.
     idle_nap: Duration,
-    queues: Mutex<HashMap<runtime::Id, Queue>>,
+    /// How long before it is due a pump may start a watchdog (an eighth of
+    /// `idle_nap`, at most [`MAX_EARLY`]): it sleeps until that long before
+    /// the earliest entry. Replies come back out of the order their
+    /// requests left in, so a new lease is often due a little before the
+    /// earliest planned one; without this slack, most acquires with many
+    /// in flight woke the pump. A watchdog started early only waits longer.
+    early: Duration,
+    /// One per runtime, found by a linear search: a process drives one
+    /// runtime, or a few, and hashing a runtime's id at every acquire and
+    /// release cost more than comparing it.
+    queues: Mutex<Vec<Queue>>,
     /// Numbers the entries of every queue, so that an entry of a queue that
     /// ended never matches one of a newer queue of the same runtime.
     next_id: AtomicU64,
@@ -92,6 +110,8 @@ type Slot = (Instant, u64);
 
 /// The planned watchdogs of the leases taken on one runtime.
 struct Queue {
+    /// `runtime`'s id.
+    id: runtime::Id,
     runtime: Handle,
     planned: BTreeMap<Slot, Arc<LeaseShared>>,
     pump: Pump,
@@ -129,7 +149,8 @@ impl Keepers {
         Keepers {
             plan,
             idle_nap,
-            queues: Mutex::new(HashMap::new()),
+            early: (idle_nap / 8).min(MAX_EARLY),
+            queues: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
         }
     }
@@ -152,13 +173,21 @@ impl Keepers {
             // before the lease says where it is.
             let mut keeper = lease.lock_keeper();
             let mut queues = self.lock_queues();
-            let queue = queues.entry(id).or_insert_with(|| Queue {
-                runtime,
-                planned: BTreeMap::new(),
-                pump: Pump::Stopped,
-                wake: Arc::new(Notify::new()),
-                idle_looks: 0,
-            });
+            let index = match queues.iter().position(|queue| queue.id == id) {
+                Some(index) => index,
+                None => {
+                    queues.push(Queue {
+                        id,
+                        runtime,
+                        planned: BTreeMap::new(),
+                        pump: Pump::Stopped,
+                        wake: Arc::new(Notify::new()),
+                        idle_looks: 0,
+                    });
+                    queues.len() - 1
+                }
+            };
+            let queue = &mut queues[index];
             let slot = (due, self.next_id.fetch_add(1, Ordering::Relaxed));
             queue.planned.insert(slot, Arc::clone(lease));
             *keeper = Keeper::Planned {
@@ -197,7 +226,7 @@ impl Keepers {
 
     /// Takes a plan out of its queue (if the queue has not ended).
     fn unplan(&self, runtime: runtime::Id, slot: Slot) {
-        if let Some(queue) = self.lock_queues().get_mut(&runtime) {
+        if let Some(queue) = queue_of(&mut self.lock_queues(), runtime) {
             queue.planned.remove(&slot);
         }
     }
@@ -206,7 +235,7 @@ impl Keepers {
     /// or `None` if the queue has ended (its pump is starting the plan).
     fn unplan_to_start(&self, runtime: runtime::Id, slot: Slot) -> Option<Handle> {
         let mut queues = self.lock_queues();
-        let queue = queues.get_mut(&runtime)?;
+        let queue = queue_of(&mut queues, runtime)?;
         queue.planned.remove(&slot);
         Some(queue.runtime.clone())
     }
@@ -232,9 +261,10 @@ impl Keepers {
         let mut due = Vec::new();
         let (next_look, handle) = {
             let mut queues = self.lock_queues();
-            let queue = queues.get_mut(&runtime)?;
+            let queue = queue_of(&mut queues, runtime)?;
+            let horizon = now.checked_add(self.early).unwrap_or(now);
             while let Some(entry) = queue.planned.first_entry() {
-                if entry.key().0 > now {
+                if entry.key().0 > horizon {
                     break;
                 }
                 due.push(entry.remove());
@@ -243,7 +273,8 @@ impl Keepers {
             let next_look = match earliest {
                 Some(at) => {
                     queue.idle_looks = 0;
-                    Some(at)
+                    // After `now`: `at` is past the horizon.
+                    Some(at.checked_sub(self.early).unwrap_or(at))
                 }
                 None if queue.idle_looks < IDLE_LOOKS => {
                     queue.idle_looks += 1;
@@ -272,7 +303,7 @@ impl Keepers {
         }
     }
 
-    fn lock_queues(&self) -> MutexGuard<'_, HashMap<runtime::Id, Queue>> {
+    fn lock_queues(&self) -> MutexGuard<'_, Vec<Queue>> {
         // Plain data, valid whatever a panicking holder did.
         self.queues.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -284,6 +315,7 @@ impl std::fmt::Debug for Keepers {
         f.debug_struct("Keepers")
             .field("plan", &self.plan)
             .field("idle_nap", &self.idle_nap)
+            .field("early", &self.early)
             .finish_non_exhaustive()
     }
 }
@@ -295,7 +327,7 @@ impl Drop for Keepers {
             .queues
             .get_mut()
             .unwrap_or_else(PoisonError::into_inner);
-        for queue in queues.values() {
+        for queue in queues.iter() {
             queue.wake.notify_one();
         }
     }
@@ -335,6 +367,11 @@ impl Keeper {
     }
 }
 
+/// The queue of `runtime`, if it has one.
+fn queue_of(queues: &mut [Queue], runtime: runtime::Id) -> Option<&mut Queue> {
+    queues.iter_mut().find(|queue| queue.id == runtime)
+}
+
 /// A pump: starts the watchdogs planned on its runtime when they fall due.
 /// Runs until the manager and every lease it planned are gone, or its
 /// runtime shuts down.
@@ -370,8 +407,12 @@ impl Drop for PumpEnded {
         let Some(keepers) = self.keepers.upgrade() else {
             return;
         };
-        let Some(queue) = keepers.lock_queues().remove(&self.runtime) else {
-            return;
+        let queue = {
+            let mut queues = keepers.lock_queues();
+            let Some(index) = queues.iter().position(|queue| queue.id == self.runtime) else {
+                return;
+            };
+            queues.swap_remove(index)
         };
         for lease in queue.planned.into_values() {
             keepers.start_planned(&lease, &queue.runtime);
@@ -431,6 +472,11 @@ mod tests {
     }
 
     fn lease() -> Arc<LeaseShared> {
+        lease_sent_at(Instant::now())
+    }
+
+    /// A lease whose acquire left at `sent_at`.
+    fn lease_sent_at(sent_at: Instant) -> Arc<LeaseShared> {
         let owner = OwnerToken::generate().expect("os rng");
         Arc::new(LeaseShared::new(
             Arc::new(NoServer),
@@ -438,15 +484,20 @@ mod tests {
             HoldToken::new(owner).expect("os rng"),
             Duration::from_secs(30),
             0.01,
-            Instant::now(),
+            sent_at,
             Labels::new("none", None),
         ))
+    }
+
+    /// What the pump of the (only) queue is doing.
+    fn pump_state(keepers: &Keepers) -> Option<Pump> {
+        keepers.lock_queues().first().map(|queue| queue.pump)
     }
 
     fn planned(keepers: &Keepers) -> usize {
         keepers
             .lock_queues()
-            .values()
+            .iter()
             .map(|queue| queue.planned.len())
             .sum()
     }
@@ -473,6 +524,49 @@ mod tests {
                 assert!(matches!(*lease.lock_keeper(), Keeper::Stopped));
             }
             assert_eq!(planned(&keepers), 0);
+        });
+    }
+
+    /// Replies come back out of the order their requests left in: a lease
+    /// whose request left a little before the earliest planned one's is due
+    /// a little before it. Planning it must not wake the pump (with 32
+    /// acquires in flight, most acquires did), and its watchdog must still
+    /// start before it is due.
+    #[test]
+    fn a_lease_due_just_before_the_earliest_does_not_wake_the_pump() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let keepers = keepers();
+            assert_eq!(keepers.early, MAX_EARLY, "the default TTL's slack");
+            let first = lease();
+            keepers.plan(&first);
+            // The pump starts, looks, and sleeps until its next look.
+            tokio::task::yield_now().await;
+            let Some(Pump::Asleep(Some(next_look))) = pump_state(&keepers) else {
+                unreachable!(
+                    "the pump sleeps until its next look: {:?}",
+                    pump_state(&keepers)
+                );
+            };
+            let sooner = lease_sent_at(first.acquired_at - MAX_EARLY / 2);
+            keepers.plan(&sooner);
+            assert!(
+                matches!(pump_state(&keepers), Some(Pump::Asleep(Some(at))) if at == next_look),
+                "planning a lease due just before the earliest woke the pump: {:?}",
+                pump_state(&keepers)
+            );
+            // Both watchdogs start at the pump's next look, before either
+            // lease's first renewal (which would reach `NoServer`).
+            tokio::time::sleep_until((next_look + Duration::from_millis(1)).into()).await;
+            for lease in [&first, &sooner] {
+                assert!(matches!(*lease.lock_keeper(), Keeper::Running(_)));
+                assert!(next_look < lease.acquired_at + Duration::from_secs(10));
+                lease.lock_keeper().stop();
+            }
         });
     }
 

@@ -47,17 +47,20 @@ impl LockKey {
     /// [`MAX_KEY_LEN`] bytes, or when the prefix is longer than [`MAX_PREFIX_LEN`]
     /// or contains `{` or `}` (which would move the hash tag).
     pub fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
-        let invalid = |reason: String| LockError::InvalidKey { reason };
-        if name.is_empty() {
-            return Err(invalid("the lock name is empty".into()));
-        }
-        if name.len() > MAX_KEY_LEN {
-            return Err(invalid(format!(
-                "the lock name is {} bytes long; the maximum is {MAX_KEY_LEN}",
-                name.len()
-            )));
-        }
-        validate_prefix(prefix).map_err(invalid)?;
+        validate_name(name)?;
+        validate_prefix(prefix).map_err(|reason| LockError::InvalidKey { reason })?;
+        Ok(Self::derive(prefix, name))
+    }
+
+    /// [`LockKey::new`] under a prefix already validated: a manager's,
+    /// checked with its config (this runs on every acquire).
+    pub(crate) fn under_valid_prefix(prefix: &str, name: &str) -> Result<Self, LockError> {
+        validate_name(name)?;
+        Ok(Self::derive(prefix, name))
+    }
+
+    /// The keys of a valid `name` under a valid `prefix`.
+    fn derive(prefix: &str, name: &str) -> Self {
         let (opening, closing) = if name.starts_with('}') {
             ("{~}", "~")
         } else {
@@ -75,11 +78,11 @@ impl LockKey {
         fence_key.push_str(closing);
         let redis_key_len = fence_key.len();
         fence_key.push_str(FENCE);
-        Ok(LockKey {
+        LockKey {
             fence_key,
             redis_key_len,
             name,
-        })
+        }
     }
 
     /// The name the caller chose.
@@ -139,6 +142,21 @@ impl fmt::Display for LockKey {
 }
 
 /// Checks a key prefix; returns the reason it is unusable.
+/// Checks a lock name: not empty, at most [`MAX_KEY_LEN`] bytes.
+fn validate_name(name: &str) -> Result<(), LockError> {
+    let reason = if name.is_empty() {
+        "the lock name is empty".to_owned()
+    } else if name.len() > MAX_KEY_LEN {
+        format!(
+            "the lock name is {} bytes long; the maximum is {MAX_KEY_LEN}",
+            name.len()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(LockError::InvalidKey { reason })
+}
+
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), String> {
     if prefix.len() > MAX_PREFIX_LEN {
         return Err(format!(
@@ -203,14 +221,36 @@ impl OwnerToken {
     }
 }
 
-/// Appends `bytes` to `text` as lower-case hex, two digits a byte (what
-/// `format!("{byte:02x}")` writes, without a string per byte: this runs on
-/// every acquire).
-fn push_hex(text: &mut String, bytes: &[u8]) {
+/// Each byte's two lower-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [DIGITS[byte >> 4], DIGITS[byte & 0x0f]];
+        byte += 1;
+    }
+    pairs
+};
+
+/// Writes `bytes` into `digits` as lower-case hex, two digits a byte (what
+/// `format!("{byte:02x}")` writes); `digits` is twice as long as `bytes`.
+fn write_hex(digits: &mut [u8], bytes: &[u8]) {
+    for (pair, &byte) in digits.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+    }
+}
+
+/// Appends `bytes` to `text` as lower-case hex ([`write_hex`]), through a
+/// stack buffer: a `char` at a time checks the capacity and encodes UTF-8
+/// per digit, and this runs on every acquire.
+fn push_hex(text: &mut String, bytes: &[u8]) {
+    let mut buffer = [0u8; 64];
+    for chunk in bytes.chunks(buffer.len() / 2) {
+        let digits = &mut buffer[..2 * chunk.len()];
+        write_hex(digits, chunk);
+        // Only ASCII digits were written.
+        text.push_str(std::str::from_utf8(digits).unwrap_or_default());
     }
 }
 
@@ -285,14 +325,19 @@ impl HoldToken {
         let mut bytes = [0u8; 24];
         os_random(&mut bytes)?;
         let (owner, nonce) = bytes.split_at(16);
-        let mut value = String::with_capacity(2 * owner.len() + 1 + 2 * nonce.len());
-        push_hex(&mut value, owner);
-        let owner_len = value.len();
-        value.push(':');
-        push_hex(&mut value, nonce);
+        // `<owner>:<nonce>` in hex, written in place.
+        let mut text = [b':'; 2 * 24 + 1];
+        let (owner_digits, nonce_digits) = text.split_at_mut(2 * owner.len());
+        write_hex(owner_digits, owner);
+        write_hex(&mut nonce_digits[1..], nonce);
+        let value = std::str::from_utf8(&text)
+            .map_err(|_| LockError::InvalidOwner {
+                reason: "a hold's hex digits were not text".to_owned(),
+            })?
+            .to_owned();
         Ok(HoldToken {
             value,
-            owner_len,
+            owner_len: 2 * owner.len(),
             owner: OnceLock::new(),
             fencing_token: None,
         })
@@ -836,6 +881,14 @@ mod tests {
         let hold = HoldToken::fresh().expect("os rng");
         let (owner, nonce) = hold.value().split_once(':').expect("owner:nonce");
         assert_eq!((owner.len(), nonce.len()), (32, 16));
+        let lower_hex = |digit: u8| digit.is_ascii_digit() || (b'a'..=b'f').contains(&digit);
+        assert!(
+            owner.bytes().chain(nonce.bytes()).all(lower_hex),
+            "{owner}:{nonce}"
+        );
+        let again = HoldToken::fresh().expect("os rng");
+        assert_ne!(again.value(), hold.value());
+        assert_ne!(again.expose_owner(), hold.expose_owner());
         assert_eq!(hold.expose_owner(), owner);
         // Equal before and after the owner token is made, and hashed alike.
         let untouched = hold.clone();

@@ -13,8 +13,7 @@ use crate::keepers::Keepers;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 use crate::notify::ReleaseWatch;
 use crate::renewal::RenewalDriver;
-use crate::telemetry::{self, Labels, LockNameLabels};
-use tracing::Instrument;
+use crate::telemetry::{self, in_span, Labels, LockNameLabels};
 
 /// Takes and holds locks through one backend, with one config.
 ///
@@ -119,7 +118,8 @@ impl LockManager {
 
     /// The validated key for a lock name under the configured prefix.
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
-        LockKey::new(&self.config.key_prefix, name)
+        // The prefix was validated with the config, in `new`.
+        LockKey::under_valid_prefix(&self.config.key_prefix, name)
     }
 
     /// Tries once. `Ok(None)` when someone else holds the lock.
@@ -156,7 +156,7 @@ impl LockManager {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
-        let result = async {
+        let attempt = async {
             match self.attempt(&key, owner, false).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
@@ -167,9 +167,8 @@ impl LockManager {
                     Err(error)
                 }
             }
-        }
-        .instrument(span.clone())
-        .await;
+        };
+        let result = in_span(attempt, &span).await;
         let (outcome, token) = match &result {
             Ok(Some(guard)) => ("acquired", guard.fencing_token()),
             Ok(None) => ("busy", None),
@@ -258,10 +257,7 @@ impl LockManager {
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let mut attempts: u32 = 0;
-        let result = self
-            .wait_attempts(&key, owner, wait, &mut attempts)
-            .instrument(span.clone())
-            .await;
+        let result = in_span(self.wait_attempts(&key, owner, wait, &mut attempts), &span).await;
         let (outcome, token) = match &result {
             Ok(guard) => ("acquired", guard.fencing_token()),
             Err(LockError::NotAcquired { .. }) => ("timeout", None),

@@ -6,10 +6,28 @@
 //! The list of metrics is in the crate docs ("Metrics and spans").
 
 use std::collections::HashSet;
+use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
+use futures::future::Either;
+use tracing::Instrument;
+
 use crate::error::LossReason;
+
+/// `future` in `span`, or as it is when the span is disabled (no subscriber
+/// wants it): even a disabled span is entered and left at every poll and
+/// wraps the future in one the size of it, on every acquire and release.
+pub(crate) fn in_span<F: Future>(
+    future: F,
+    span: &tracing::Span,
+) -> Either<F, tracing::instrument::Instrumented<F>> {
+    if span.is_disabled() {
+        Either::Left(future)
+    } else {
+        Either::Right(future.instrument(span.clone()))
+    }
+}
 
 /// The `lock` label's value for names past the limit.
 pub(crate) const OTHER_LOCKS: &str = "other";

@@ -4,6 +4,7 @@
 //! peers have shipped `ttl - elapsed - drift` on unsigned durations and panicked
 //! (or wrapped to a lease of centuries) when a reply came back late.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::error::LockError;
@@ -42,7 +43,10 @@ pub fn validate_ttl(ttl: Duration) -> Result<(), LockError> {
 
 /// The TTL in whole milliseconds, as sent to Redis (`PX`, `PEXPIRE`).
 pub fn ttl_millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+    // In u64 arithmetic (`as_millis` is u128): this runs on every acquire.
+    ttl.as_secs()
+        .saturating_mul(1000)
+        .saturating_add(u64::from(ttl.subsec_millis()))
 }
 
 /// A count of milliseconds as decimal text, kept inline: the `PX` or
@@ -65,7 +69,7 @@ pub struct MillisText {
 
 impl MillisText {
     /// `millis` in decimal.
-    pub fn new(millis: u64) -> Self {
+    pub const fn new(millis: u64) -> Self {
         // u64::MAX has 20 digits; the digits are written from the right.
         let mut digits = [b'0'; 20];
         let mut start = digits.len();
@@ -86,7 +90,21 @@ impl MillisText {
 
     /// A TTL in whole milliseconds ([`ttl_millis`]), in decimal.
     pub fn of_ttl(ttl: Duration) -> Self {
-        Self::new(ttl_millis(ttl))
+        thread_local! {
+            /// The last TTL written on this thread, and its text: nearly
+            /// every call is for the configured TTL, and writing the digits
+            /// again cost more than the rest of an acquire's arithmetic.
+            static LAST: Cell<(u64, MillisText)> = const { Cell::new((0, MillisText::new(0))) };
+        }
+        let millis = ttl_millis(ttl);
+        LAST.with(|last| match last.get() {
+            (cached, text) if cached == millis => text,
+            _ => {
+                let text = Self::new(millis);
+                last.set((millis, text));
+                text
+            }
+        })
     }
 
     /// The digits as text.
@@ -126,13 +144,40 @@ pub fn remaining_from_pttl(pttl: i64) -> Option<Duration> {
 /// treated as the largest sane factor, 1.0, so a bad input shortens leases
 /// instead of lengthening them.
 pub fn clock_drift(ttl: Duration, drift_factor: f64) -> Duration {
+    thread_local! {
+        /// The last TTL and factor (its bits) on this thread, and their
+        /// drift: nearly every call is for the configured ones. The first
+        /// entry is true: no TTL and no factor give the floor alone.
+        static LAST: Cell<(Duration, u64, Duration)> =
+            const { Cell::new((Duration::ZERO, 0, DRIFT_FLOOR)) };
+    }
+    let bits = drift_factor.to_bits();
+    LAST.with(|last| match last.get() {
+        (cached_ttl, cached_bits, drift) if cached_ttl == ttl && cached_bits == bits => drift,
+        _ => {
+            let drift = compute_clock_drift(ttl, drift_factor);
+            last.set((ttl, bits, drift));
+            drift
+        }
+    })
+}
+
+/// [`clock_drift`], computed.
+fn compute_clock_drift(ttl: Duration, drift_factor: f64) -> Duration {
     let factor = if drift_factor.is_finite() && drift_factor >= 0.0 {
         drift_factor.min(1.0)
     } else {
         1.0
     };
-    let proportional = Duration::try_from_secs_f64(ttl.as_secs_f64() * factor).unwrap_or(ttl);
-    proportional.saturating_add(DRIFT_FLOOR)
+    // In whole microseconds, rounded up (so never less than the product):
+    // converting a float of seconds back to a `Duration` costs as much as
+    // the rest of this, on every acquire. Exact in an f64 up to 285 years;
+    // past 584,000 years (`u64::MAX` microseconds, where the cast saturates)
+    // the allowance stops growing.
+    let micros = (ttl.as_secs_f64() * 1e6 * factor).ceil() as u64;
+    Duration::from_micros(micros)
+        .min(ttl)
+        .saturating_add(DRIFT_FLOOR)
 }
 
 /// What is left of a lease of `ttl` after `elapsed` since the request was sent,
@@ -188,6 +233,24 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn drift_is_the_product_rounded_up_to_a_microsecond(
+            ttl in (0u64..=MAX_TTL.as_micros() as u64).prop_map(Duration::from_micros),
+            factor in any_factor(),
+        ) {
+            let sane = if factor.is_finite() && factor >= 0.0 { factor.min(1.0) } else { 1.0 };
+            let exact = Duration::from_secs_f64(ttl.as_secs_f64() * sane);
+            let proportional = clock_drift(ttl, factor) - DRIFT_FLOOR;
+            prop_assert!(proportional + Duration::from_nanos(1) >= exact, "{proportional:?} < {exact:?}");
+            prop_assert!(proportional <= exact + Duration::from_micros(1), "{proportional:?} > {exact:?}");
+        }
+
+        #[test]
+        fn ttl_millis_is_as_millis_saturated(ttl in any_duration()) {
+            let expected = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+            prop_assert_eq!(ttl_millis(ttl), expected);
+        }
+
         #[test]
         fn validity_never_exceeds_ttl_and_never_panics(
             ttl in any_duration(), elapsed in any_duration(), factor in any_factor()
@@ -246,6 +309,22 @@ mod tests {
             MillisText::of_ttl(Duration::MAX).as_str(),
             u64::MAX.to_string()
         );
+    }
+
+    /// The per-thread caches of the last TTL's text and drift answer for
+    /// the TTL asked, not the one before it.
+    #[test]
+    fn cached_texts_and_drifts_follow_the_ttl() {
+        let (short, long) = (Duration::from_millis(250), Duration::from_secs(30));
+        for ttl in [short, short, long, long, short, Duration::ZERO, long] {
+            assert_eq!(
+                MillisText::of_ttl(ttl).as_str(),
+                ttl_millis(ttl).to_string()
+            );
+            for factor in [0.01, 0.01, 0.5, 0.0, -0.0, f64::NAN, 0.01] {
+                assert_eq!(clock_drift(ttl, factor), compute_clock_drift(ttl, factor));
+            }
+        }
     }
 
     #[test]

@@ -43,6 +43,19 @@ pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> 
     LockManager::new(Arc::new(backend), config)
 }
 
+/// The error of a grant that too few replicas acknowledged, which the
+/// caller undoes ([`SingleNodeBackend::undo_unacknowledged`]); `None` when
+/// the outcome stands as it is.
+fn unacknowledged_grant(
+    outcome: &AcquireOutcome,
+    acknowledged: Result<(), LockError>,
+) -> Option<LockError> {
+    match (outcome, acknowledged) {
+        (AcquireOutcome::Acquired { .. }, Err(err)) => Some(err),
+        _ => None,
+    }
+}
+
 impl SingleNodeBackend {
     /// Runs a script that renews a hold (`extend.lua`, `take_over.lua`):
     /// KEYS are the lock, the counter (always: a counter given a TTL by a
@@ -233,8 +246,10 @@ impl SingleNodeBackend {
                 })
             }
         };
-        self.acknowledged_grant(key, hold, outcome, acknowledged)
-            .await
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
     }
 
     /// How long the holder of `key` has left, from `PTTL`: zero when the
@@ -258,27 +273,21 @@ impl SingleNodeBackend {
     }
 
     /// A grant stands once enough replicas acknowledged it (when replicas
-    /// are asked for); otherwise it is released again and the acquire fails
-    /// with [`LockError::ReplicasNotAcknowledged`].
-    async fn acknowledged_grant(
+    /// are asked for); otherwise it is released again here and the acquire
+    /// fails with `err` ([`LockError::ReplicasNotAcknowledged`]). Only
+    /// called then: in the common case an acquire makes no future for it.
+    async fn undo_unacknowledged(
         &self,
         key: &LockKey,
         hold: &HoldToken,
-        outcome: AcquireOutcome,
-        acknowledged: Result<(), LockError>,
-    ) -> Result<AcquireOutcome, LockError> {
-        if !matches!(outcome, AcquireOutcome::Acquired { .. }) {
-            return Ok(outcome);
+        err: LockError,
+    ) -> LockError {
+        // Best effort: if this fails too, the key expires with its TTL,
+        // and the manager also cleans up an attempt that ended in error.
+        if let Err(release) = self.release(key, hold).await {
+            tracing::debug!(key = key.name(), error = %release, "could not undo an unacknowledged grant");
         }
-        if let Err(err) = acknowledged {
-            // Best effort: if this fails too, the key expires with its TTL,
-            // and the manager also cleans up an attempt that ended in error.
-            if let Err(release) = self.release(key, hold).await {
-                tracing::debug!(key = key.name(), error = %release, "could not undo an unacknowledged grant");
-            }
-            return Err(err);
-        }
-        Ok(outcome)
+        err
     }
 }
 
@@ -315,8 +324,10 @@ impl LockBackend for SingleNodeBackend {
             .await?;
         let outcome = acquire_outcome(key, &reply, fencing)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))?;
-        self.acknowledged_grant(key, hold, outcome, acknowledged)
-            .await
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
     }
 
     async fn extend(
@@ -482,8 +493,10 @@ impl LockBackend for SingleNodeBackend {
         // Fair mode issues tokens whatever `fencing` says.
         let outcome = acquire_outcome(key, &reply, true)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
-        self.acknowledged_grant(key, hold, outcome, acknowledged)
-            .await
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
     }
 
     async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
