@@ -559,12 +559,28 @@ mod tests {
                 "planning a lease due just before the earliest woke the pump: {:?}",
                 pump_state(&keepers)
             );
-            // Both watchdogs start at the pump's next look, before either
-            // lease's first renewal (which would reach `NoServer`).
+            // Both watchdogs start at the pump's next look, and wait for
+            // their first renewal: a watchdog that renewed at once would
+            // reach `NoServer` and end in its panic.
             tokio::time::sleep_until((next_look + Duration::from_millis(1)).into()).await;
             for lease in [&first, &sooner] {
-                assert!(matches!(*lease.lock_keeper(), Keeper::Running(_)));
-                assert!(next_look < lease.acquired_at + Duration::from_secs(10));
+                let keeper = lease.lock_keeper();
+                let Keeper::Running(task) = &*keeper else {
+                    unreachable!("not started at the pump's look: {:?}", *keeper);
+                };
+                assert!(!task.is_finished(), "the watchdog ended early");
+            }
+            // A lease due before the pump's next look does wake it.
+            let due_sooner = lease_sent_at(Instant::now() - Duration::from_secs(5));
+            let Some(Pump::Asleep(Some(_))) = pump_state(&keepers) else {
+                unreachable!(
+                    "the pump sleeps until its next look: {:?}",
+                    pump_state(&keepers)
+                );
+            };
+            keepers.plan(&due_sooner);
+            assert!(matches!(pump_state(&keepers), Some(Pump::Awake)));
+            for lease in [&first, &sooner, &due_sooner] {
                 lease.lock_keeper().stop();
             }
         });

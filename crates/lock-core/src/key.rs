@@ -141,7 +141,6 @@ impl fmt::Display for LockKey {
     }
 }
 
-/// Checks a key prefix; returns the reason it is unusable.
 /// Checks a lock name: not empty, at most [`MAX_KEY_LEN`] bytes.
 fn validate_name(name: &str) -> Result<(), LockError> {
     let reason = if name.is_empty() {
@@ -157,6 +156,7 @@ fn validate_name(name: &str) -> Result<(), LockError> {
     Err(LockError::InvalidKey { reason })
 }
 
+/// Checks a key prefix; returns the reason it is unusable.
 pub(crate) fn validate_prefix(prefix: &str) -> Result<(), String> {
     if prefix.len() > MAX_PREFIX_LEN {
         return Err(format!(
