@@ -533,8 +533,8 @@ mod tests {
     /// Replies come back out of the order their requests left in: a lease
     /// whose request left a little before the earliest planned one's is due
     /// a little before it. Planning it must not wake the pump (with 32
-    /// acquires in flight, most acquires did), and its watchdog must still
-    /// start before it is due.
+    /// acquires in flight and replies tens of milliseconds apart, most
+    /// acquires did), and its watchdog must still start before it is due.
     #[test]
     fn a_lease_due_just_before_the_earliest_does_not_wake_the_pump() {
         let runtime = tokio::runtime::Builder::new_current_thread()
