@@ -26,7 +26,10 @@
 //! and CPU per cycle;
 //! the column name `floor-again` (measured only when named) measures the
 //! floor a second time each round, last, to show how far two measurements
-//! of one thing differ on the machine. `BENCH_PIN=1` pins the server to the
+//! of one thing differ on the machine. `BENCH_SLICES=N` measures each round
+//! as N interleaved slices of `BENCH_SECONDS / N` per column (every column's
+//! first slice, then every column's second, ...), so that a slow spell of
+//! the host falls on every column alike. `BENCH_PIN=1` pins the server to the
 //! last CPU and the benchmark to the others (see
 //! `lock_testkit::bench::pin_apart_if_asked`).
 
@@ -40,12 +43,19 @@ use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::RedisServer;
 
 mod common;
+
+/// The columns' names in `BENCH_ONLY`, in the order of the table.
+const COLUMNS: [&str; 4] = ["floor", "scripts", "ours", "off"];
 use common::{floor, scripts};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
     let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+    // Each round's measurements in this many interleaved slices: the host's
+    // slow spells then fall on every column alike.
+    let slices = u32::try_from(env_number("BENCH_SLICES", 1).clamp(1, 100)).unwrap_or(1);
+    let slice = length / slices;
     let server = RedisServer::start().expect("start redis-server");
     lock_testkit::bench::pin_apart_if_asked(&[&server]);
     let url = server.url();
@@ -94,25 +104,36 @@ async fn main() {
             let mut runs: [Vec<f64>; 4] = Default::default();
             let mut floors_again = Vec::new();
             for _ in 0..rounds {
-                if chosen("BENCH_ONLY", "floor") {
-                    runs[0].push(floor(Arc::clone(&floor_node), tasks, length).await);
+                // Each column's rate this round, summed over the slices.
+                let (mut sums, mut again) = ([0.0f64; 4], 0.0);
+                for _ in 0..slices {
+                    if chosen("BENCH_ONLY", "floor") {
+                        sums[0] += floor(Arc::clone(&floor_node), tasks, slice).await;
+                    }
+                    if chosen("BENCH_ONLY", "scripts") {
+                        sums[1] += scripts(Arc::clone(&floor_node), tasks, slice).await;
+                    }
+                    if chosen("BENCH_ONLY", "ours") {
+                        sums[2] +=
+                            acquire_release_cycles(fenced.clone(), "fence", tasks, slice).await;
+                    }
+                    if chosen("BENCH_ONLY", "off") {
+                        sums[3] +=
+                            acquire_release_cycles(unfenced.clone(), "plain", tasks, slice).await;
+                    }
+                    // The floor a second time, last: how far two
+                    // measurements of the same thing differ on this machine.
+                    if named("floor-again") {
+                        again += floor(Arc::clone(&floor_node), tasks, slice).await;
+                    }
                 }
-                if chosen("BENCH_ONLY", "scripts") {
-                    runs[1].push(scripts(Arc::clone(&floor_node), tasks, length).await);
+                for ((column, sum), name) in runs.iter_mut().zip(sums).zip(COLUMNS) {
+                    if chosen("BENCH_ONLY", name) {
+                        column.push(sum / f64::from(slices));
+                    }
                 }
-                if chosen("BENCH_ONLY", "ours") {
-                    runs[2]
-                        .push(acquire_release_cycles(fenced.clone(), "fence", tasks, length).await);
-                }
-                if chosen("BENCH_ONLY", "off") {
-                    runs[3].push(
-                        acquire_release_cycles(unfenced.clone(), "plain", tasks, length).await,
-                    );
-                }
-                // The floor a second time, last: how far two measurements of
-                // the same thing differ on this machine.
                 if named("floor-again") {
-                    floors_again.push(floor(Arc::clone(&floor_node), tasks, length).await);
+                    floors_again.push(again / f64::from(slices));
                 }
             }
             if std::env::var_os("BENCH_VERBOSE").is_some() {
