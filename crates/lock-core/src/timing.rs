@@ -97,14 +97,7 @@ impl MillisText {
             static LAST: Cell<(u64, MillisText)> = const { Cell::new((0, MillisText::new(0))) };
         }
         let millis = ttl_millis(ttl);
-        LAST.with(|last| match last.get() {
-            (cached, text) if cached == millis => text,
-            _ => {
-                let text = Self::new(millis);
-                last.set((millis, text));
-                text
-            }
-        })
+        cached_per_thread(&LAST, millis, || Self::new(millis))
     }
 
     /// The digits as text.
@@ -148,16 +141,27 @@ pub fn clock_drift(ttl: Duration, drift_factor: f64) -> Duration {
         /// The last TTL and factor (its bits) on this thread, and their
         /// drift: nearly every call is for the configured ones. The first
         /// entry is true: no TTL and no factor give the floor alone.
-        static LAST: Cell<(Duration, u64, Duration)> =
-            const { Cell::new((Duration::ZERO, 0, DRIFT_FLOOR)) };
+        static LAST: Cell<((Duration, u64), Duration)> =
+            const { Cell::new(((Duration::ZERO, 0), DRIFT_FLOOR)) };
     }
-    let bits = drift_factor.to_bits();
-    LAST.with(|last| match last.get() {
-        (cached_ttl, cached_bits, drift) if cached_ttl == ttl && cached_bits == bits => drift,
+    cached_per_thread(&LAST, (ttl, drift_factor.to_bits()), || {
+        compute_clock_drift(ttl, drift_factor)
+    })
+}
+
+/// `compute()`, or what this thread last computed if that was for `key`:
+/// a one-entry cache in `last`, which starts with a true entry.
+fn cached_per_thread<K: Copy + PartialEq + 'static, V: Copy + 'static>(
+    last: &'static std::thread::LocalKey<Cell<(K, V)>>,
+    key: K,
+    compute: impl FnOnce() -> V,
+) -> V {
+    last.with(|last| match last.get() {
+        (cached, value) if cached == key => value,
         _ => {
-            let drift = compute_clock_drift(ttl, drift_factor);
-            last.set((ttl, bits, drift));
-            drift
+            let value = compute();
+            last.set((key, value));
+            value
         }
     })
 }
