@@ -254,9 +254,10 @@ fn push_hex(text: &mut String, bytes: &[u8]) {
     }
 }
 
-/// Fills `bytes` from the OS generator, as a typed error if it fails.
+/// Fills `bytes` from the OS generator (through this thread's pool of its
+/// bytes, [`crate::entropy`]), as a typed error if it fails.
 fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
-    getrandom::fill(bytes).map_err(|err| LockError::InvalidOwner {
+    crate::entropy::fill(bytes).map_err(|err| LockError::InvalidOwner {
         reason: format!("the OS random generator failed: {err}"),
     })
 }

@@ -60,6 +60,7 @@
 mod backend;
 mod client;
 mod config;
+mod entropy;
 mod error;
 mod grant;
 mod guard;
