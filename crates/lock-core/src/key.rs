@@ -254,10 +254,9 @@ fn push_hex(text: &mut String, bytes: &[u8]) {
     }
 }
 
-/// Fills `bytes` from the OS generator (through this thread's pool of its
-/// bytes, [`crate::entropy`]), as a typed error if it fails.
+/// Fills `bytes` from the OS generator, as a typed error if it fails.
 fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
-    crate::entropy::fill(bytes).map_err(|err| LockError::InvalidOwner {
+    getrandom::fill(bytes).map_err(|err| LockError::InvalidOwner {
         reason: format!("the OS random generator failed: {err}"),
     })
 }

@@ -60,7 +60,6 @@
 mod backend;
 mod client;
 mod config;
-mod entropy;
 mod error;
 mod grant;
 mod guard;
