@@ -271,6 +271,40 @@ fn cluster_waits_on_the_slots_master() {
                 matches!(refused, Err(LockError::ReplicasNotAcknowledged { .. })),
                 "{kind}, fencing {fencing}: WAIT reached the slot's master: {refused:?}"
             );
+            // The slot moves to another master behind the client's back:
+            // the pipeline reaches the old master first, whose `MOVED` sends
+            // the script on. Its `WAIT` must follow it, or it counts the old
+            // master's replica, which has none of the grant.
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let target = cluster
+                .masters()
+                .expect("masters")
+                .into_iter()
+                .find(|node| node.port() != master)
+                .expect("another master");
+            tokio::task::block_in_place(|| cluster.migrate_slot(slot, target))
+                .expect("migrate the slot");
+            // fred may give up on the first try (a retryable error: it
+            // re-sends nothing that may have run); no try may report a grant
+            // whose WAIT ran anywhere but on the slot's new master.
+            let deadline = std::time::Instant::now() + Duration::from_secs(2);
+            let guard = loop {
+                let waits_before = target.command_calls(&["wait"]).expect("commandstats");
+                let moved = locks.try_acquire("routed").await;
+                let waits_after = target.command_calls(&["wait"]).expect("commandstats");
+                match moved {
+                    Ok(Some(guard)) => {
+                        assert!(
+                            waits_after > waits_before,
+                            "{kind}, fencing {fencing}: the grant's WAIT stayed on the slot's old master"
+                        );
+                        break guard;
+                    }
+                    Err(err) if err.is_retryable() && std::time::Instant::now() < deadline => {}
+                    other => panic!("{kind}, fencing {fencing}: moved slot: {other:?}"),
+                }
+            };
+            guard.release().await.expect("release");
         }
     });
 }

@@ -1,7 +1,9 @@
 //! A master behind Sentinel, on both clients: locks follow the master
 //! through `SENTINEL FAILOVER` (the old master keeps answering as a master
 //! for seconds afterwards, so only the sentinels can tell a client it moved)
-//! and through a master killed with kill -9, and waiters resume.
+//! and through a master killed with kill -9, and waiters resume; a grant
+//! or renewal whose reply comes back after a failover is acknowledged only
+//! by the replicas of the master that took it.
 //!
 //! These start sentinel groups, so they run in the build with both clients
 //! (and TLS), which `cargo xtask test` runs.
@@ -13,10 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, LockConfig, LockError, LockManager, RetryPolicy,
+    ClientKind, ConnectOptions, Endpoint, LockConfig, LockError, LockManager, ReplicasConfig,
+    RetryPolicy,
 };
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::{RedisServer, SentinelGroup};
+use lock_testkit::{AdminReply, RedisServer, SentinelGroup};
 
 /// How soon after a failover every new grant must land on the new master.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(3);
@@ -163,6 +166,166 @@ fn waiters_resume_after_the_master_is_killed() {
             );
         }
     });
+}
+
+/// A grant and a renewal sent to the master just before a failover, whose
+/// replies come back after it (the master paused their writes with `CLIENT
+/// PAUSE` until the failover was over): the old master took them, but none
+/// of its replicas has them (its replica is now the new master, the other
+/// follows that one), so both are refused. A `WAIT` sent on a connection to
+/// the new master instead would count the new master's replica, which has
+/// none of those writes, and report a grant that a second client can take
+/// again on the new master.
+#[test]
+fn a_reply_after_a_failover_counts_the_old_masters_replicas() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let group = tokio::task::spawn_blocking(|| SentinelGroup::start("acked", 2, 3))
+                .await
+                .expect("task")
+                .expect("sentinel group");
+            let locks = acknowledging_manager(kind, &group).await;
+            let renewed = patient_acquire(&locks, "renewed").await;
+            // The scripts are in the master's cache: under `CLIENT PAUSE
+            // WRITE` an unknown one's EVALSHA would come back NOSCRIPT at once,
+            // and its source be sent after the failover, to the new master.
+            renewed
+                .extend(Duration::from_secs(30))
+                .await
+                .expect("extend with the replicas in sync");
+            let old = group.master().expect("master");
+            let old_port = old.port();
+            match old.admin(&["CLIENT", "PAUSE", "30000", "WRITE"]) {
+                Ok(AdminReply::Status(ok)) if ok == "OK" => {}
+                other => panic!("CLIENT PAUSE: {other:?}"),
+            }
+            let granting = tokio::spawn({
+                let locks = Arc::clone(&locks);
+                async move { locks.try_acquire("granted").await }
+            });
+            let renewing = tokio::spawn(async move {
+                let extended = renewed.extend(Duration::from_secs(60)).await;
+                (extended, renewed)
+            });
+            // Both commands reach the paused master before the failover.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let new = tokio::task::block_in_place(|| {
+                group
+                    .failover(Duration::from_secs(20))
+                    .map(|master| master.port())
+            })
+            .expect("failover");
+            let new = group
+                .servers()
+                .iter()
+                .find(|server| server.port() == new)
+                .expect("the new master");
+            tokio::task::block_in_place(|| wait_for_sync(new));
+            let old = group
+                .servers()
+                .iter()
+                .find(|server| server.port() == old_port)
+                .expect("the old master");
+            assert!(
+                is_master(old),
+                "{kind}: the old master still calls itself master"
+            );
+            old.admin(&["CLIENT", "UNPAUSE"]).expect("CLIENT UNPAUSE");
+            let granted = granting.await.expect("task");
+            let second = acknowledging_manager(kind, &group)
+                .await
+                .try_acquire("granted")
+                .await;
+            assert!(
+                !(matches!(granted, Ok(Some(_))) && matches!(second, Ok(Some(_)))),
+                "{kind}: two holders, one on each master"
+            );
+            assert!(
+                matches!(&granted, Err(err) if refused_or_cut(err)),
+                "{kind}: a grant none of its master's replicas has: {granted:?}"
+            );
+            let (extended, renewed) = renewing.await.expect("task");
+            assert!(
+                matches!(&extended, Err(err) if refused_or_cut(err)),
+                "{kind}: a renewal none of its master's replicas has: {extended:?}"
+            );
+            assert!(
+                renewed.remaining() <= Duration::from_secs(30),
+                "{kind}: the deadline moved on another master's acknowledgement: {:?}",
+                renewed.remaining()
+            );
+            drop(renewed);
+        }
+    });
+}
+
+/// What a write that no replica of its master has may end in: refused, or
+/// cut off with its connection (by the client following the sentinels to
+/// the new master while its `WAIT` was still running).
+fn refused_or_cut(err: &LockError) -> bool {
+    matches!(
+        err,
+        LockError::ReplicasNotAcknowledged {
+            acknowledged: 0,
+            ..
+        } | LockError::Connection { .. }
+    )
+}
+
+/// A manager through `group`'s sentinels that waits for one replica, with
+/// room for a reply that waits out a failover.
+async fn acknowledging_manager(kind: ClientKind, group: &SentinelGroup) -> Arc<LockManager> {
+    let endpoint = Endpoint::sentinel(group.sentinel_urls(), group.service_name())
+        .with_replicas(ReplicasConfig::new(1, Duration::from_millis(200)));
+    let options = ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(15));
+    let mut config = config();
+    config.ttl = Duration::from_secs(30);
+    config.wait_timeout = Duration::ZERO;
+    config.command_timeout = Duration::from_secs(15);
+    // Renewals only when the test asks: a watchdog's renewal sent first
+    // would hold the caller's back until after the failover.
+    config.watchdog.enabled = false;
+    let backend = SingleNodeBackend::connect(kind, endpoint, options)
+        .await
+        .expect("connect through the sentinels");
+    Arc::new(LockManager::new(Arc::new(backend), config).expect("config"))
+}
+
+/// `acquire` until it succeeds: a freshly synced replica can miss its
+/// first acknowledgements.
+async fn patient_acquire(locks: &LockManager, name: &str) -> lock_core::LeaseGuard {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match locks.try_acquire(name).await {
+            Ok(Some(guard)) => return guard,
+            Ok(None) => panic!("`{name}` is held"),
+            Err(err) if err.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(err) => panic!("acquire `{name}`: {err}"),
+        }
+    }
+}
+
+fn is_master(server: &RedisServer) -> bool {
+    server
+        .info("replication")
+        .is_ok_and(|info| info.contains("role:master"))
+}
+
+/// Waits until `master` has a replica that acknowledges its writes.
+fn wait_for_sync(master: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let replies = master.admin_session(&[&["SET", "warm-up", "1"], &["WAIT", "1", "100"]]);
+        if matches!(replies.as_deref(), Ok([_, AdminReply::Int(1)])) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new master's replica never synced"
+        );
+    }
 }
 
 fn panic_on(err: LockError) {

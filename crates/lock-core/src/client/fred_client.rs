@@ -454,6 +454,75 @@ impl NodeClient for FredNode {
         .await
     }
 
+    /// One fred pipeline: the router writes its commands one after another
+    /// to one connection, and runs no reconnection (ours after the sentinels
+    /// named a new master, or its own after a broken link) between them;
+    /// a command that finds its connection gone fails instead of being
+    /// written to the next one. On a cluster the pipeline follows no
+    /// redirection: a `MOVED` or `ASK` would send the first command to the
+    /// slot's new master after the rest ran on the old one, so the whole
+    /// pipeline is sent again, as the redis client does.
+    async fn pipeline_on_key(
+        &self,
+        key: &[u8],
+        commands: &[(&'static str, &[&[u8]])],
+    ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
+        if let Some(sentinel) = &self.sentinel {
+            sentinel.follow(&self.client).await;
+        }
+        let options = fred::types::config::Options {
+            max_attempts: Some(1),
+            max_redirections: Some(0),
+            ..Default::default()
+        };
+        let slot = fred::util::redis_keyslot(key);
+        let mut redirects = 0;
+        loop {
+            let pipeline = self.client.pipeline().with_options(&options);
+            for (name, args) in commands {
+                let command = CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
+                let args: Vec<Value> = args
+                    .iter()
+                    .map(|arg| Value::Bytes(arg.to_vec().into()))
+                    .collect();
+                // Queued in memory: nothing is sent until `try_all`.
+                let _: Value = pipeline
+                    .custom(command, args)
+                    .await
+                    .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+            }
+            let values = pipeline.try_all::<Value>().await;
+            if values.len() != commands.len() {
+                // One error for the whole pipeline: it was not sent, or no
+                // reply came back in time.
+                return Err(match values.into_iter().next() {
+                    Some(Err(err)) => map_error(&self.address, self.command_timeout, err),
+                    _ => LockError::UnexpectedReply {
+                        node: self.address.clone(),
+                        script: "pipeline",
+                        reply: format!("a pipeline of {} commands", commands.len()),
+                    },
+                });
+            }
+            let redirected = matches!(values.first(), Some(Err(err)) if was_redirected(err));
+            if redirected && redirects < CLUSTER_REDIRECTS {
+                // fred refreshed its slot map on the `MOVED`; `ASK` and
+                // `TRYAGAIN` end when the migration does.
+                redirects += 1;
+                tokio::time::sleep(Duration::from_millis(5 * u64::from(redirects))).await;
+                continue;
+            }
+            return Ok(values
+                .into_iter()
+                .map(|value| {
+                    value
+                        .map_err(|err| map_error(&self.address, self.command_timeout, err))
+                        .and_then(|value| convert(&self.address, value))
+                })
+                .collect());
+        }
+    }
+
     async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {
         if !self.client.is_clustered() {
             return Ok(None);
@@ -492,6 +561,21 @@ impl NodeClient for FredNode {
             .map_err(|err| map_error(address, self.command_timeout, err))?;
         convert(address, value)
     }
+}
+
+/// How many times a pipeline whose first command a cluster redirected is
+/// sent again (with 5, 10, 15, ... ms between tries: under a second in all).
+const CLUSTER_REDIRECTS: u32 = 16;
+
+/// Whether `err` says the server did not run the command: a redirection
+/// that fred was told not to follow (`MOVED` or `ASK`), or a slot in the
+/// middle of a migration or a cluster without a quorum.
+fn was_redirected(err: &fred::error::Error) -> bool {
+    if *err.kind() == ErrorKind::Routing && err.details().contains("Too many redirections") {
+        return true;
+    }
+    let code = err.details().split_whitespace().next().unwrap_or("");
+    matches!(code, "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
 }
 
 fn convert(address: &str, value: Value) -> Result<Reply, LockError> {
