@@ -306,6 +306,9 @@ impl LockManager {
                 at.saturating_duration_since(Instant::now())
             });
             unsettled.settle(left).await;
+            if let Some(watch) = releases.as_mut() {
+                watch.attempt_starting();
+            }
             let result = self.attempt(key, attempt_owner, true).await;
             *attempts = attempts.saturating_add(1);
             tracing::debug!(
@@ -318,6 +321,13 @@ impl LockManager {
                 },
                 "acquire attempt"
             );
+            if let (Some(watch), Ok(Attempt::Acquired(_) | Attempt::Held { .. })) =
+                (releases.as_mut(), &result)
+            {
+                // The wake-ups before the attempt led to one that finished;
+                // one that erred keeps them, to pass on if this wait ends.
+                watch.attempt_finished();
+            }
             let (holder_remaining, contended, error) = match result {
                 Ok(Attempt::Acquired(granted)) => {
                     let guard = self.keep(key.clone(), granted);

@@ -15,11 +15,13 @@
 //! attempts bound to fail. The woken waiter keeps its place until it acquires
 //! or gives up, so if another process won, the next release wakes it again.
 //! The wake-up is a stored permit, so it is not lost if the waiter was busy
-//! with an attempt when it arrived, and a waiter that leaves with an unused
-//! wake-up passes it on to the next one.
+//! with an attempt when it arrived. It is spent only when an attempt that
+//! started after it finished (took the lock or found it held): a waiter that
+//! leaves before then (dropped, or out of time after a failed attempt)
+//! passes it on to the next one.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -157,6 +159,8 @@ impl ReleaseNotifier {
         let (slot, behind_others) = hub.subscribe(channel).await?;
         Ok(ReleaseWatch {
             slots: vec![slot],
+            seen: vec![0],
+            used: vec![0],
             behind_others,
             subscriptions: vec![Subscription {
                 hub,
@@ -184,8 +188,9 @@ struct Hub {
 #[derive(Debug, Default)]
 struct Slot {
     notify: Notify,
-    /// Set when a release woke this waiter, cleared when it took the wake-up.
-    woken: AtomicBool,
+    /// How many releases woke this waiter. A watch remembers how many of
+    /// them its finished attempts used; the rest are passed on when it leaves.
+    wakes: AtomicU64,
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is).
     every: AtomicBool,
@@ -193,7 +198,7 @@ struct Slot {
 
 impl Slot {
     fn wake(&self) {
-        self.woken.store(true, Ordering::Release);
+        self.wakes.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_one();
     }
 }
@@ -356,6 +361,10 @@ struct Subscription {
 #[derive(Debug)]
 pub struct ReleaseWatch {
     slots: Vec<Arc<Slot>>,
+    /// Per slot: its wake count when the current attempt started.
+    seen: Vec<u64>,
+    /// Per slot: the wake count that finished attempts have used up.
+    used: Vec<u64>,
     behind_others: bool,
     subscriptions: Vec<Subscription>,
 }
@@ -365,6 +374,8 @@ impl ReleaseWatch {
     pub fn merge(&mut self, mut other: ReleaseWatch) {
         self.behind_others = self.behind_others && other.behind_others;
         self.slots.append(&mut other.slots);
+        self.seen.append(&mut other.seen);
+        self.used.append(&mut other.used);
         self.subscriptions.append(&mut other.subscriptions);
     }
 
@@ -388,6 +399,13 @@ impl ReleaseWatch {
     /// Completes when a release wakes this waiter (at once if one did since
     /// the last call). Never completes if every connection is lost: callers
     /// wait on a timer as well.
+    ///
+    /// The wake-up stays this waiter's until an attempt that started after
+    /// it finishes ([`attempt_starting`](Self::attempt_starting), then
+    /// [`attempt_finished`](Self::attempt_finished)): a waiter that leaves
+    /// before then (its future dropped, or its attempt failed as its wait
+    /// ran out) passes it on to the next waiter of this process, which
+    /// would otherwise sleep while the lock is free.
     pub async fn released(&mut self) {
         if self.slots.is_empty() {
             return pending().await;
@@ -396,8 +414,23 @@ impl ReleaseWatch {
             .slots
             .iter()
             .map(|slot| Box::pin(slot.notify.notified()));
-        let (_, index, _) = select_all(notified).await;
-        self.slots[index].woken.store(false, Ordering::Release);
+        select_all(notified).await;
+    }
+
+    /// Call just before each acquire attempt: the wake-ups so far are the
+    /// ones it answers.
+    pub fn attempt_starting(&mut self) {
+        for (seen, slot) in self.seen.iter_mut().zip(&self.slots) {
+            *seen = slot.wakes.load(Ordering::Acquire);
+        }
+    }
+
+    /// Call when the attempt finished: it took the lock, or found it held
+    /// again (whose release wakes a waiter anew). The wake-ups that came
+    /// before it started are spent; one that came during it, or before an
+    /// attempt that failed, is passed on if this waiter leaves.
+    pub fn attempt_finished(&mut self) {
+        self.used.clone_from(&self.seen);
     }
 }
 
@@ -411,7 +444,8 @@ impl Drop for ReleaseWatch {
         let unused: Vec<bool> = self
             .slots
             .iter()
-            .map(|slot| slot.woken.load(Ordering::Acquire))
+            .zip(&self.used)
+            .map(|(slot, &used)| slot.wakes.load(Ordering::Acquire) > used)
             .collect();
         self.slots.clear();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

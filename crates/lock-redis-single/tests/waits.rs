@@ -1,13 +1,19 @@
-//! How long a wait takes at its edges: a zero wait is one attempt, and a
-//! subscription that cannot be made costs no more than the wait allows.
+//! How long a wait takes at its edges: a zero wait is one attempt, a
+//! subscription that cannot be made costs no more than the wait allows, and
+//! a woken waiter that leaves before its attempt finished passes the
+//! wake-up on.
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::{ReleaseNotifier, ScriptedNode};
-use lock_core::{ClientKind, LockBackend, LockError, LockManager};
+use lock_core::kit::{ReleaseNotifier, ReleaseWatch, ScriptedNode};
+use lock_core::{
+    AcquireOutcome, ClientKind, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
+    LockManager, LockState, ReleaseOutcome,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{AdminReply, RedisServer};
@@ -86,6 +92,113 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
     holder.release().await.expect("release");
 }
 
+/// A backend whose next `slow` acquire attempts wait 500 ms before they
+/// are sent: a woken waiter that is still on its way to Redis.
+#[derive(Debug)]
+struct SlowAcquires {
+    inner: Arc<dyn LockBackend>,
+    slow: AtomicUsize,
+}
+
+#[lock_core::async_trait]
+impl LockBackend for SlowAcquires {
+    fn strategy(&self) -> &'static str {
+        self.inner.strategy()
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        let slow = self
+            .slow
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if slow {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        self.inner.try_acquire(key, hold, ttl).await
+    }
+
+    async fn extend(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        self.inner.extend(key, hold, ttl).await
+    }
+
+    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
+        self.inner.release(key, hold).await
+    }
+
+    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+        self.inner.inspect(key).await
+    }
+
+    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
+        self.inner.force_release(key).await
+    }
+
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+        self.inner.watch_releases(key).await
+    }
+}
+
+/// Two waiters in one process; a release wakes the first, whose future is
+/// dropped before its attempt reached Redis (a caller's `timeout` or
+/// `select!`). The second must take the lock at once, not when the old
+/// holder's TTL (10 s) would have run out.
+async fn a_dropped_waiter_passes_its_wake_up_on(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let inner: Arc<dyn LockBackend> = Arc::new(
+        SingleNodeBackend::connect(kind, &server.url(), fast_options())
+            .await
+            .expect("connect"),
+    );
+    let backend = Arc::new(SlowAcquires {
+        inner,
+        slow: AtomicUsize::new(0),
+    });
+    let locks = Arc::new(
+        LockManager::new(backend.clone(), fast_config(Duration::from_secs(10))).expect("config"),
+    );
+    let holder = locks
+        .try_acquire("handed")
+        .await
+        .expect("try")
+        .expect("free");
+    let waiter = |locks: &Arc<LockManager>| {
+        let locks = Arc::clone(locks);
+        tokio::spawn(async move { locks.acquire("handed").await })
+    };
+    let first = waiter(&locks);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = waiter(&locks);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The next attempt, the woken first waiter's, dawdles; it is dropped
+    // on its way.
+    backend.slow.store(1, Ordering::SeqCst);
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    first.abort();
+    let took = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("the second waiter slept while the lock was free")
+        .expect("task")
+        .expect("the second waiter acquires");
+    let after = released.elapsed();
+    assert!(
+        after < Duration::from_millis(400),
+        "{kind}: the second waiter took the lock {after:?} after its release"
+    );
+    took.release().await.expect("release");
+}
+
 macro_rules! wait_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
@@ -94,6 +207,11 @@ macro_rules! wait_tests {
             #[test]
             fn a_zero_wait_is_one_attempt() {
                 lock_testkit::run(super::a_zero_wait_is_one_attempt($kind));
+            }
+
+            #[test]
+            fn a_dropped_waiter_passes_its_wake_up_on() {
+                lock_testkit::run(super::a_dropped_waiter_passes_its_wake_up_on($kind));
             }
 
             #[test]
