@@ -364,9 +364,22 @@ impl LeaseHandle {
         self.shared.hold.owner()
     }
 
-    /// Where the lease stands now.
+    /// Where the lease stands now. It agrees with [`is_valid`](Self::is_valid)
+    /// at every instant: once the deadline has passed, the lease is
+    /// [`Lost`](LeaseStatus::Lost) with [`LossReason::Expired`] even before
+    /// the watchdog has noticed (which may later name the cause more
+    /// precisely, [`LossReason::MaxHoldReached`]). `Held` always means
+    /// "still valid now".
     pub fn status(&self) -> LeaseStatus {
-        self.shared.status()
+        match self.shared.status() {
+            LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
+                LeaseStatus::Lost {
+                    reason: LossReason::Expired,
+                    valid_until,
+                }
+            }
+            status => status,
+        }
     }
 
     /// The monotonic instant until which the lease is known valid. After a loss,
@@ -383,7 +396,7 @@ impl LeaseHandle {
     /// Whether the lease is held and its deadline has not passed. Check it just
     /// before an irreversible step; better still, fence the step with the token.
     pub fn is_valid(&self) -> bool {
-        matches!(self.status(), LeaseStatus::Held { valid_until } if Instant::now() < valid_until)
+        matches!(self.status(), LeaseStatus::Held { .. })
     }
 
     /// How long the lease is still known valid; zero once lost or released.

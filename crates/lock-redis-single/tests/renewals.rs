@@ -452,3 +452,48 @@ on_every_client!(
     an_early_extend_to_a_shorter_ttl_sets_the_pace_on_every_client,
     an_early_extend_to_a_shorter_ttl_sets_the_pace
 );
+
+/// A holder whose thread stops past its deadline (a long GC pause, a
+/// blocking call on the runtime's only thread) finds its lease reported
+/// expired by `status()` as by `is_valid()`, before the watchdog has had a
+/// chance to run: `Held` never outlives the deadline.
+#[test]
+fn status_agrees_with_is_valid_past_the_deadline() {
+    // One thread, so nothing runs the watchdog while it sleeps.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for kind in ClientKind::compiled() {
+            let server = RedisServer::start().expect("start");
+            let locks = manager(kind, &server, Duration::from_millis(300)).await;
+            let guard = locks
+                .try_acquire("paused")
+                .await
+                .expect("acquire")
+                .expect("free");
+            assert!(matches!(guard.status(), LeaseStatus::Held { .. }));
+            let valid_until = guard.valid_until().expect("a deadline");
+            std::thread::sleep(Duration::from_millis(400));
+            assert!(
+                Instant::now() >= valid_until,
+                "{kind}: slept past the deadline"
+            );
+            assert!(!guard.is_valid(), "{kind}: valid past its deadline");
+            assert!(
+                matches!(
+                    guard.status(),
+                    LeaseStatus::Lost {
+                        reason: LossReason::Expired,
+                        valid_until: reported,
+                    } if reported == valid_until
+                ),
+                "{kind}: status past the deadline: {:?}",
+                guard.status()
+            );
+            assert_eq!(guard.remaining(), Duration::ZERO, "{kind}");
+            drop(guard);
+        }
+    });
+}
