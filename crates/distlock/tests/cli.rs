@@ -969,3 +969,109 @@ fn hand_over_verbs_on_bad_input() {
         "nothing was changed: {status}"
     );
 }
+
+/// Holder information is written by anyone who may write the lock's keys:
+/// a time past the year 9999 (a foreign or corrupted holder hash) is shown
+/// as the number it is, one that is no number is left out with the rest of
+/// the holder information, and `status`, `status --json` and `list` show
+/// the lock held, without a panic or an error.
+#[test]
+fn a_holder_time_past_the_year_9999_is_shown_raw() {
+    let server = RedisServer::start().expect("start");
+    let far = "300000000000000000000";
+    let micros = "18446744073709551615";
+    for (at, shown) in [(far, None), (micros, Some(micros))] {
+        server
+            .admin(&["SET", "lock:{foreign}", "someone:1", "PX", "60000"])
+            .expect("SET");
+        server
+            .admin(&[
+                "HSET",
+                "lock:{foreign}:holder",
+                "host",
+                "elsewhere",
+                "pid",
+                "7",
+                "acquired_at_us",
+                at,
+            ])
+            .expect("HSET");
+        for client in clients() {
+            for args in [
+                &["status", "foreign"][..],
+                &["status", "foreign", "--json"],
+                &["list"],
+                &["list", "--json"],
+            ] {
+                let out = output(distlock_on(&server, client, args));
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(!stderr.contains("panicked"), "{client} {args:?}: {stderr}");
+                assert_eq!(code(&out), 0, "{client} {args:?}: {stderr}");
+                let text = stdout(&out);
+                assert!(
+                    text.contains("held") || text.contains("foreign"),
+                    "{client} {args:?}: the lock is shown: {text}"
+                );
+                assert!(
+                    !text.contains("error\":\"") && !text.contains("unexpected"),
+                    "{client} {args:?}: {text}"
+                );
+                if let Some(shown) = shown {
+                    assert!(
+                        text.contains(&format!("{shown} µs after 1970")),
+                        "{client} {args:?}: {text}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every duration flag is bounded when it is parsed: a `--grace` that no
+/// clock can add is refused with 78 before anything runs (it used to panic
+/// when the command had to be stopped).
+#[test]
+fn absurd_durations_are_refused_when_parsed() {
+    let server = RedisServer::start().expect("start");
+    for args in [
+        &[
+            "run",
+            "--key",
+            "g",
+            "--grace",
+            "300000000000years",
+            "--",
+            "true",
+        ][..],
+        &[
+            "run",
+            "--key",
+            "g",
+            "--wait",
+            "300000000000years",
+            "--",
+            "true",
+        ],
+        &[
+            "run",
+            "--key",
+            "g",
+            "--ttl",
+            "300000000000years",
+            "--",
+            "true",
+        ],
+        &["acquire", "--key", "g", "--ttl", "300000000000years"],
+        &["extend", "--key", "g", "--ttl", "300000000000years"],
+    ] {
+        let out = output(distlock(&server, args).env("DISTLOCK_OWNER", "x"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 78, "{args:?}: {stderr}");
+        assert!(stderr.contains("100 years"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    assert!(
+        stdout(&output(distlock(&server, &["status", "g"]))).contains("free"),
+        "nothing took the lock"
+    );
+}

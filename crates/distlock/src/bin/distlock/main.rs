@@ -178,14 +178,14 @@ enum Task {
         #[arg(long)]
         key: String,
         /// The lease TTL (renewed every TTL/3 while CMD runs), e.g. "30s".
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
         /// How long to wait for the lock; "0" tries once (skip if taken).
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = cli_duration)]
         wait: Option<Duration>,
         /// How long CMD's process group gets between SIGTERM and SIGKILL when the
         /// lock is lost or distlock is interrupted (SIGINT, SIGTERM, SIGHUP).
-        #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+        #[arg(long, value_parser = cli_duration, default_value = "10s")]
         grace: Duration,
         /// The command and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
@@ -223,10 +223,10 @@ enum Task {
         key: String,
         /// The lease TTL, e.g. "5m": the lock is free this long after the
         /// acquire unless extended.
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
         /// How long to wait for the lock; "0" tries once.
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = cli_duration)]
         wait: Option<Duration>,
         /// Print JSON (`key`, `owner`, `fencing_token`, `ttl_ms`) instead.
         #[arg(long)]
@@ -238,7 +238,7 @@ enum Task {
         #[arg(long)]
         key: String,
         /// The new TTL from now, e.g. "5m" (default: the config's `ttl`).
-        #[arg(long, value_parser = humantime::parse_duration)]
+        #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
         #[command(flatten)]
         owner: OwnerArgs,
@@ -592,6 +592,20 @@ async fn force_release(locks: &LockManager, name: &str, json: bool) -> u8 {
     }
 }
 
+/// The longest duration any flag takes: far beyond any lock's use, and
+/// short enough that adding it to any instant cannot overflow.
+const MAX_CLI_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A duration flag (`--ttl`, `--wait`, `--grace`): humantime's syntax
+/// ("30s", "5m", "1h 30m"), at most [`MAX_CLI_DURATION`].
+fn cli_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text).map_err(|err| err.to_string())?;
+    if duration > MAX_CLI_DURATION {
+        return Err("is longer than 100 years, the longest duration distlock takes".to_owned());
+    }
+    Ok(duration)
+}
+
 /// A `--limit`: a whole number of at least 1.
 fn at_least_one(text: &str) -> Result<u64, String> {
     match text.parse::<u64>() {
@@ -764,7 +778,9 @@ async fn stop(child: &mut Child, group: Option<Pid>, grace: Duration) {
         let _ = child.kill().await;
         return;
     };
-    let deadline = tokio::time::Instant::now() + grace;
+    // Saturated: the flag is bounded, but `stop` must never panic.
+    let now = tokio::time::Instant::now();
+    let deadline = now.checked_add(grace).unwrap_or(now + MAX_CLI_DURATION);
     let _ = killpg(group, Signal::SIGTERM);
     // Until the child is reaped, it counts as a member of the group.
     let _ = tokio::time::timeout_at(deadline, child.wait()).await;
@@ -930,7 +946,7 @@ fn holder_json(holder: &HolderInfo) -> serde_json::Value {
     serde_json::json!({
         "host": holder.host,
         "pid": holder.pid,
-        "acquired_at": humantime::format_rfc3339_micros(holder.acquired_at).to_string(),
+        "acquired_at": server_time(holder.acquired_at),
         "label": holder.label,
     })
 }
@@ -949,6 +965,19 @@ fn holder_text(holder: &HolderInfo) -> String {
     format!(
         "pid {} on {host}{label} since {}",
         holder.pid,
-        humantime::format_rfc3339_micros(holder.acquired_at)
+        server_time(holder.acquired_at)
     )
+}
+
+/// A time from holder information, which anyone who may write the lock's
+/// keys chooses: RFC 3339 (`2026-01-01T00:00:00.000000Z`) where it has one
+/// (years 1970 to 9999), else the raw count it was written as.
+fn server_time(time: std::time::SystemTime) -> String {
+    // 9999-12-31T23:59:59.999999Z, the last instant RFC 3339 can write.
+    const LAST: Duration = Duration::from_micros(253_402_300_799_999_999);
+    match time.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) if since <= LAST => humantime::format_rfc3339_micros(time).to_string(),
+        Ok(since) => format!("{} µs after 1970 (past year 9999)", since.as_micros()),
+        Err(_) => "before 1970".to_owned(),
+    }
 }
