@@ -12,6 +12,10 @@
 --          `holder_info`): the counter is neither read nor written; absent or
 --          anything else, a token is issued
 --
+-- The lock key gets ARGV[1] with `#<token>` behind it when a token is
+-- issued, ARGV[1] alone when none is: the key records what its hold was
+-- granted, so a hand-off token cannot claim another (take_over.lua).
+--
 -- Reply:
 --   {1, token}    acquired; token is the next fencing token (>= 1): the
 --                 counter after INCR, or the server's time in µs (grant.lua);
@@ -41,11 +45,15 @@ end
 read_grant_time(3)
 local ttl = tonumber(ARGV[2])
 local counter_ttl = tonumber(ARGV[3]) or 0
-if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  write_holder(KEYS[3], ARGV[2], 3)
-  if not fenced then
-    return {1, 0}
-  end
-  return {1, next_token(KEYS[2], counter, ttl, counter_ttl)}
+if redis.call('exists', KEYS[1]) == 1 then
+  return {0, redis.call('pttl', KEYS[1])}
 end
-return {0, redis.call('pttl', KEYS[1])}
+if not fenced then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  write_holder(KEYS[3], ARGV[2], 3)
+  return {1, 0}
+end
+local token = next_token(KEYS[2], counter, ttl, counter_ttl)
+redis.call('set', KEYS[1], ARGV[1] .. '#' .. token_text(token), 'PX', ARGV[2])
+write_holder(KEYS[3], ARGV[2], 3)
+return {1, token}

@@ -14,7 +14,7 @@
 -- ARGV[4]  "1" to join the queue when the lock is not ours to take, "0" to
 --          just try once
 -- ARGV[5]  the hold's value, `<owner>:<nonce>` (unique to this attempt), stored
---          in the lock key
+--          in the lock key with `#<token>` behind it (see acquire.lua)
 -- ARGV[6..10]  what the grant writes beside the lock (grant.lua): the
 --          counter's TTL (0: none) and the holder information
 --
@@ -57,13 +57,14 @@ end
 
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
-  redis.call('set', KEYS[1], ARGV[5], 'PX', ARGV[2])
+  local token = next_token(KEYS[2], counter, tonumber(ARGV[2]), counter_ttl)
+  redis.call('set', KEYS[1], ARGV[5] .. '#' .. token_text(token), 'PX', ARGV[2])
   write_holder(KEYS[5], ARGV[2], 6)
   if head then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], ARGV[1])
   end
-  return {1, next_token(KEYS[2], counter, tonumber(ARGV[2]), counter_ttl)}
+  return {1, token}
 end
 
 if ARGV[4] == '1' then

@@ -104,6 +104,16 @@ local function next_token(fence, counter, lock_ttl, counter_ttl)
   return token
 end
 
+-- token_text(token): a token as next_token returned it, in decimal, as
+-- the lock key stores it behind the hold's value (`<owner>:<nonce>#<token>`)
+-- and the client writes it ('%.0f': tostring would write 1.7e+15).
+local function token_text(token)
+  if type(token) == 'string' then
+    return token
+  end
+  return string.format('%.0f', token)
+end
+
 -- holder_problem(holder): nil when the holder key is absent (or not passed)
 -- or a hash, else what is wrong with it. Checked before the script writes.
 local function holder_problem(holder)

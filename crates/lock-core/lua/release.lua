@@ -4,7 +4,9 @@
 -- KEYS[1]  the lock key
 -- KEYS[2]  (optional: single node with `holder_info`) the holder
 --          information, deleted with the lock
--- ARGV[1]  the hold's value, `<owner>:<nonce>`
+-- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
+--          once granted with one; without one it also matches the value
+--          with any `#<token>` behind it (renew.lua's `holds`)
 --
 -- Reply: 1 when deleted, 0 when the key is gone or holds another value (a
 -- later hold of the same owner included).
@@ -13,7 +15,9 @@
 -- `pcall`: a user whose ACL grants no pub/sub channels still releases, and its
 -- waiters wake on their timers instead.
 -- A key of another type (not a string) makes GET fail with WRONGTYPE.
-if redis.call('get', KEYS[1]) == ARGV[1] then
+local value = redis.call('get', KEYS[1])
+local attempt = ARGV[1] .. '#'
+if value == ARGV[1] or (value and string.sub(value, 1, #attempt) == attempt) then
   redis.call('del', KEYS[1])
   if KEYS[2] then
     redis.call('del', KEYS[2])

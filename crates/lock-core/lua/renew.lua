@@ -2,15 +2,28 @@
 -- renewal of one hold (compare-and-extend).
 --
 -- renew(lock, counter, holder, value, ttl): when the lock key `lock` holds
--- `value` (the hold's `<owner>:<nonce>`), sets its TTL to `ttl` ms from now,
+-- `value` (see `holds`), sets its TTL to `ttl` ms from now,
 -- gives the fencing counter `counter` (if passed, and if it has a TTL) at
 -- least that TTL, so it never expires under the lease it fences, and the
 -- holder information `holder` (if passed) the same TTL; returns 1. Returns 0,
 -- changing nothing, when the key is gone or holds another value (a later
 -- hold of the same owner included). A key of another type (not a string)
 -- makes GET raise WRONGTYPE.
+-- holds(stored, value): whether the lock key's value `stored` (false when
+-- the key is gone) is the hold `value`: the same text, or, for a value sent
+-- without a token (`<owner>:<nonce>`: the caller's hold before it learnt the
+-- token, or an attempt whose reply was lost), that text with the
+-- `#<token>` its grant stored behind it. A value with a token matches only
+-- itself: no other value starts with `<owner>:<nonce>#<token>#`.
+local function holds(stored, value)
+  if stored == value then
+    return true
+  end
+  return stored and string.sub(stored, 1, #value + 1) == value .. '#' or false
+end
+
 local function renew(lock, counter, holder, value, ttl)
-  if redis.call('get', lock) ~= value then
+  if not holds(redis.call('get', lock), value) then
     return 0
   end
   redis.call('pexpire', lock, ttl)

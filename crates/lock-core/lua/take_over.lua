@@ -9,26 +9,19 @@
 --          as on every renewal
 -- KEYS[3]  (optional: with `holder_info`) the holder information, which gets
 --          the new TTL (it still names the process that acquired the lock)
--- ARGV[1]  the old hold's value, `<owner>:<nonce>`
--- ARGV[2]  the new hold's value, `<owner>:<new nonce>`
+-- ARGV[1]  the old hold's value as the hand-off token names it:
+--          `<owner>:<nonce>`, with `#<token>` behind it when the token claims
+--          a fencing token
+-- ARGV[2]  the new hold's value, the same claim behind its new nonce
 -- ARGV[3]  the TTL in milliseconds
--- ARGV[4]  the fencing token the hand-off token claims, or '' when it claims
---          none (a grant of a process with `fencing = false`, which issued
---          none): then the counter is not checked
 --
--- Reply: 1 when taken over; 0 when the key is gone or holds another value,
--- or the counter shows a later grant than the claimed token (a token that
--- lies about its fencing token takes over nothing). A counter that is gone
--- is no proof against the claim. A key of another type makes GET fail with
--- WRONGTYPE, before any write.
+-- Reply: 1 when taken over; 0 when the key is gone or holds another value.
+-- A grant stores the token it issued in the key's value (acquire.lua), so a
+-- hand-off token that claims another token than its hold was granted, or a
+-- token for a hold granted none, names no value and takes over nothing. A
+-- key of another type makes GET fail with WRONGTYPE, before any write.
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
-end
-if ARGV[4] ~= '' then
-  local counter = redis.call('get', KEYS[2])
-  if counter and counter ~= ARGV[4] then
-    return 0
-  end
 end
 redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local left = redis.call('pttl', KEYS[2])

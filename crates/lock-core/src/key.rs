@@ -254,6 +254,10 @@ fn push_hex(text: &mut String, bytes: &[u8]) {
     }
 }
 
+/// Room for `#<fencing token>` (a `u64` in decimal) behind a hold's value,
+/// so a grant appends it without moving the string.
+const TOKEN_ROOM: usize = 21;
+
 /// Fills `bytes` from the OS generator, as a typed error if it fails.
 fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
     getrandom::fill(bytes).map_err(|err| LockError::InvalidOwner {
@@ -270,7 +274,10 @@ fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
 /// acquire attempt gets its own `HoldToken`:
 ///
 /// - strategies that store one value per key (single node, Redlock) store
-///   [`HoldToken::value`], `<owner>:<nonce>`, and compare it whole;
+///   [`HoldToken::value`], `<owner>:<nonce>`, with `#<fencing token>` behind
+///   it once granted with one, and compare it whole: the key itself says
+///   which token its hold was granted (or that it had none), so a hand-off
+///   token cannot claim another;
 /// - the reentrant strategy keys its hash by [`HoldToken::owner`] (re-entry is
 ///   by owner) and tells holds apart by the fencing token, which only an
 ///   outermost acquire changes.
@@ -278,10 +285,12 @@ fn os_random(bytes: &mut [u8]) -> Result<(), LockError> {
 /// `Debug` never prints the owner or the value.
 #[derive(Clone)]
 pub struct HoldToken {
-    /// `<owner>:<nonce>`.
+    /// `<owner>:<nonce>`, then `#<fencing token>` once granted with one.
     value: String,
     /// How many bytes of `value` are the owner.
     owner_len: usize,
+    /// How many bytes of `value` are `<owner>:<nonce>`.
+    attempt_len: usize,
     /// The owner as a token of its own, made the first time it is asked
     /// for: the single-value strategies never ask, and an acquire that
     /// makes one string instead of two is measurably cheaper.
@@ -294,6 +303,7 @@ impl PartialEq for HoldToken {
     fn eq(&self, other: &Self) -> bool {
         self.value == other.value
             && self.owner_len == other.owner_len
+            && self.attempt_len == other.attempt_len
             && self.fencing_token == other.fencing_token
     }
 }
@@ -330,12 +340,13 @@ impl HoldToken {
         let (owner_digits, nonce_digits) = text.split_at_mut(2 * owner.len());
         write_hex(owner_digits, owner);
         write_hex(&mut nonce_digits[1..], nonce);
-        let value = std::str::from_utf8(&text)
-            .map_err(|_| LockError::InvalidOwner {
-                reason: "a hold's hex digits were not text".to_owned(),
-            })?
-            .to_owned();
+        let digits = std::str::from_utf8(&text).map_err(|_| LockError::InvalidOwner {
+            reason: "a hold's hex digits were not text".to_owned(),
+        })?;
+        let mut value = String::with_capacity(digits.len() + TOKEN_ROOM);
+        value.push_str(digits);
         Ok(HoldToken {
+            attempt_len: value.len(),
             value,
             owner_len: 2 * owner.len(),
             owner: OnceLock::new(),
@@ -344,11 +355,12 @@ impl HoldToken {
     }
 
     fn with_nonce(owner: OwnerToken, nonce: &[u8]) -> Self {
-        let mut value = String::with_capacity(owner.0.len() + 1 + 2 * nonce.len());
+        let mut value = String::with_capacity(owner.0.len() + 1 + 2 * nonce.len() + TOKEN_ROOM);
         value.push_str(&owner.0);
         value.push(':');
         push_hex(&mut value, nonce);
         HoldToken {
+            attempt_len: value.len(),
             value,
             owner_len: owner.0.len(),
             owner: OnceLock::from(owner),
@@ -371,13 +383,20 @@ impl HoldToken {
     /// The nonce that tells this hold from the owner's others: the part of
     /// [`HoldToken::value`] after the owner and its `:`.
     fn nonce(&self) -> &str {
-        &self.value[self.owner_len + 1..]
+        &self.value[self.owner_len + 1..self.attempt_len]
     }
 
-    /// `<owner>:<nonce>`: the value a single-value strategy stores in the
-    /// lock key and compares on release and extend. A secret, like the owner.
+    /// `<owner>:<nonce>`, then `#<fencing token>` once granted with one:
+    /// the value a single-value strategy stores in the lock key and
+    /// compares on release and extend. A secret, like the owner.
     pub fn value(&self) -> &str {
         &self.value
+    }
+
+    /// `<owner>:<nonce>` alone: what the attempt sent before it knew its
+    /// token, and all a release of an attempt whose reply was lost can name.
+    pub fn attempt_value(&self) -> &str {
+        &self.value[..self.attempt_len]
     }
 
     /// The fencing token the acquire returned, once granted; `None` before,
@@ -393,8 +412,14 @@ impl HoldToken {
         Ok(HoldToken::new(self.owner().clone())?.granted(self.fencing_token))
     }
 
-    /// This hold as granted with `token`.
+    /// This hold as granted with `token`: its [`value`](Self::value) gets
+    /// `#<token>` behind it, as the grant scripts store it.
     pub fn granted(mut self, token: Option<FencingToken>) -> Self {
+        use std::fmt::Write as _;
+        self.value.truncate(self.attempt_len);
+        if let Some(token) = token {
+            let _ = write!(self.value, "#{}", token.get());
+        }
         self.fencing_token = token;
         self
     }
@@ -480,14 +505,16 @@ impl HandoffToken {
         }
         let owner = OwnerToken::from_string(owner)?;
         let value = format!("{}:{nonce}", owner.0);
+        let hold = HoldToken {
+            attempt_len: value.len(),
+            value,
+            owner_len: owner.0.len(),
+            owner: OnceLock::from(owner),
+            fencing_token: None,
+        };
         Ok(HandoffToken {
             text: text.to_owned(),
-            hold: HoldToken {
-                value,
-                owner_len: owner.0.len(),
-                owner: OnceLock::from(owner),
-                fencing_token,
-            },
+            hold: hold.granted(fencing_token),
         })
     }
 
@@ -914,7 +941,10 @@ mod tests {
         let handoff = HandoffToken::new(hold.clone().granted(Some(FencingToken::new(3))));
         let parsed = HandoffToken::parse(handoff.expose()).expect("parse");
         assert_eq!(parsed.hold().expose_owner(), "team:worker:7");
-        assert_eq!(parsed.hold().value(), hold.value());
+        assert_eq!(parsed.hold().attempt_value(), hold.value());
+        // The claimed token is part of the value the key is compared with.
+        assert_eq!(parsed.hold().value(), format!("{}#3", hold.value()));
+        assert_eq!(parsed.hold().clone().granted(None).value(), hold.value());
     }
 
     #[test]

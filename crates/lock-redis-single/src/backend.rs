@@ -221,7 +221,7 @@ impl SingleNodeBackend {
     ) -> Result<AcquireOutcome, LockError> {
         let args: [&[u8]; 5] = [
             key.redis_key().as_bytes(),
-            hold.value().as_bytes(),
+            hold.attempt_value().as_bytes(),
             b"NX",
             b"PX",
             ttl_ms.as_bytes(),
@@ -312,7 +312,7 @@ impl LockBackend for SingleNodeBackend {
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
         let grant = self.grant.script_args();
-        let mut args = vec![hold.value().as_bytes(), ttl_ms.as_bytes()];
+        let mut args = vec![hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
         args.extend(grant.iter().map(String::as_bytes));
         if !fencing {
             // The script's own flag: store the holder, issue no token.
@@ -405,21 +405,18 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         validate_ttl(ttl)?;
-        let claimed = match from.fencing_token() {
-            Some(claimed) => claimed.get().to_string(),
-            // A grant made with fencing off has no token to check: the
-            // script skips the counter check for an empty claim.
-            None if !self.grant.fencing() => String::new(),
-            // With fencing on, every grant of this strategy is taken to have
-            // a token: a token without one names no hold of it.
-            None => return Ok(ExtendOutcome::NotHeld),
-        };
+        // With fencing on, every grant of this strategy is taken to have a
+        // token: a hand-off token without one names no hold of it. Whether
+        // the claimed token is the hold's own, the key's value says: a grant
+        // stores it there (`<owner>:<nonce>#<token>`), and both values name it.
+        if from.fencing_token().is_none() && self.grant.fencing() {
+            return Ok(ExtendOutcome::NotHeld);
+        }
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [
             from.value().as_bytes(),
             to.value().as_bytes(),
             ttl_ms.as_bytes(),
-            claimed.as_bytes(),
         ];
         self.renew_with(&single::TAKE_OVER, key, &args, ttl).await
     }
@@ -483,7 +480,7 @@ impl LockBackend for SingleNodeBackend {
             ttl_ms.as_bytes(),
             lease_ms.as_bytes(),
             join,
-            hold.value().as_bytes(),
+            hold.attempt_value().as_bytes(),
         ];
         args.extend(grant.iter().map(String::as_bytes));
         let (reply, acknowledged) = self

@@ -339,3 +339,90 @@ fn fair_mode_keeps_its_tokens() {
         }
     });
 }
+
+/// A hand-off token's fencing claim is bound to its hold: the grant stored
+/// the token it issued (or that it issued none) in the key, so a token
+/// edited to claim another is refused with `NotOwner`, even where the
+/// counter cannot tell (it was deleted), and the hold stays with its owner.
+/// Fencing-off holds claim none; a fenced process resuming one edited to
+/// claim the last token issued would report a token an earlier holder had.
+#[test]
+fn a_hand_off_token_cannot_claim_another_fencing_token() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let fenced = manager(config(&server, kind, true)).await;
+            let plain = manager(config(&server, kind, false)).await;
+            let name = format!("claimed-{kind}");
+            let edit = |handoff: &lock_core::HandoffToken, claim: &str| {
+                let text = handoff.expose();
+                let mut fields = text.splitn(3, '.');
+                let (format, _claim, rest) = (
+                    fields.next().expect("format"),
+                    fields.next().expect("claim"),
+                    fields.next().expect("rest"),
+                );
+                lock_core::HandoffToken::parse(&format!("{format}.{claim}.{rest}"))
+                    .expect("an edited token still parses")
+            };
+            // An earlier holder had token `issued`.
+            let earlier = fenced
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            let issued = earlier.fencing_token().expect("a token");
+            earlier.release().await.expect("release");
+
+            // A fencing-off hold, its token edited to claim `issued`.
+            let plain_hold = plain
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            let forged = edit(
+                &plain_hold.hand_off().expect("hand off"),
+                &issued.to_string(),
+            );
+            for locks in [&fenced, &plain] {
+                match locks.resume(&name, &forged).await {
+                    Err(LockError::NotOwner { .. }) => {}
+                    other => panic!("{kind}: a claim of {issued} for a hold with none: {other:?}"),
+                }
+            }
+            assert!(
+                fenced.inspect(&name).await.expect("inspect").is_held(),
+                "{kind}: the hold is still there"
+            );
+            server
+                .admin(&["DEL", &format!("lock:{{{name}}}")])
+                .expect("DEL");
+
+            // A fenced hold; its counter deleted, its token edited to 99999.
+            let fenced_hold = fenced
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            let token = fenced_hold.fencing_token().expect("a token");
+            let handoff = fenced_hold.hand_off().expect("hand off");
+            server
+                .admin(&["DEL", &format!("lock:{{{name}}}:fence")])
+                .expect("DEL the counter");
+            for claim in ["99999", "-"] {
+                match fenced.resume(&name, &edit(&handoff, claim)).await {
+                    Err(LockError::NotOwner { .. }) => {}
+                    other => panic!("{kind}: a claim of {claim} for token {token}: {other:?}"),
+                }
+            }
+            // The true claim still resumes, with its own token.
+            let resumed = fenced.resume(&name, &handoff).await.expect("resume");
+            assert_eq!(resumed.fencing_token(), Some(token), "{kind}");
+            resumed.release().await.expect("release");
+            assert!(
+                !exists(&server, &format!("lock:{{{name}}}")),
+                "{kind}: released"
+            );
+        }
+    });
+}
