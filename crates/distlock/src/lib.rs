@@ -43,6 +43,7 @@ mod config;
 pub use build::{backend, connect};
 pub use config::{Config, Strategy, ENV_PREFIX};
 
+pub use lock_core::settle_background_releases;
 pub use lock_core::{
     ClientKind, Endpoint, FencingToken, GrantOptions, HandoffToken, HolderInfo, LeaseGuard,
     LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError,

@@ -1075,3 +1075,139 @@ fn absurd_durations_are_refused_when_parsed() {
         "nothing took the lock"
     );
 }
+
+/// `distlock acquire` with a strategy that cannot hand a lease over
+/// (reentrant) refuses before it takes the lock: it used to take it, fail
+/// to hand it off (78), and exit with the lock held by nobody for its TTL.
+#[test]
+fn acquire_refuses_before_taking_what_it_cannot_hand_off() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let out = output(
+            distlock_on(
+                &server,
+                client,
+                &["acquire", "--key", "nested", "--wait", "0"],
+            )
+            .env("DISTLOCK_STRATEGY", "reentrant")
+            .env("DISTLOCK_TTL", "60s"),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 78, "{client}: {stderr}");
+        assert!(stderr.contains("hand off"), "{client}: {stderr}");
+        assert_eq!(
+            server
+                .admin(&["EXISTS", "lock:{nested}"])
+                .expect("EXISTS")
+                .as_int(),
+            Some(0),
+            "{client}: the lock was taken"
+        );
+    }
+}
+
+/// A TCP forwarder to `upstream` that, once armed, forwards the next chunk
+/// the client sends with `EVAL` in it (an acquire script), then cuts that
+/// connection before the reply comes back: the grant ran, its reply is lost.
+/// Connections after that are carried whole.
+fn cutting_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let armed = Arc::new(AtomicBool::new(true));
+    let arm = Arc::clone(&armed);
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                continue;
+            };
+            let (mut from_client, mut to_server) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            let (mut from_server, mut to_client) = (server, client);
+            let armed = Arc::clone(&arm);
+            // Set before the cut chunk goes out: no reply passes after it.
+            let cutting = Arc::new(AtomicBool::new(false));
+            let cut = Arc::clone(&cutting);
+            std::thread::spawn(move || {
+                let mut buffer = vec![0u8; 64 * 1024];
+                while let Ok(read) = from_client.read(&mut buffer) {
+                    if read == 0 {
+                        break;
+                    }
+                    let eval = buffer[..read].windows(4).any(|w| w == b"EVAL");
+                    let cut_now = eval && armed.swap(false, Ordering::SeqCst);
+                    if cut_now {
+                        cut.store(true, Ordering::SeqCst);
+                    }
+                    if to_server.write_all(&buffer[..read]).is_err() {
+                        break;
+                    }
+                    if cut_now {
+                        // Let the server run it, then cut both ways.
+                        std::thread::sleep(Duration::from_millis(100));
+                        let _ = from_client.shutdown(Shutdown::Both);
+                        let _ = to_server.shutdown(Shutdown::Both);
+                        break;
+                    }
+                }
+            });
+            std::thread::spawn(move || {
+                let mut buffer = vec![0u8; 64 * 1024];
+                while let Ok(read) = from_server.read(&mut buffer) {
+                    if read == 0
+                        || cutting.load(Ordering::SeqCst)
+                        || to_client.write_all(&buffer[..read]).is_err()
+                    {
+                        break;
+                    }
+                }
+                let _ = to_client.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    (port, armed)
+}
+
+/// A grant whose reply is lost (the connection cut after the server ran
+/// the acquire): `distlock acquire` exits 69, and the lock it may hold is
+/// released before the process exits, not left for its TTL.
+#[test]
+fn a_lost_acquire_reply_leaves_no_lock_behind() {
+    use std::sync::atomic::Ordering;
+    let server = RedisServer::start().expect("start");
+    // The scripts in the server's cache: the cut EVALSHA then runs.
+    let warm = owner_of(&output(distlock(
+        &server,
+        &["acquire", "--key", "warm", "--wait", "0"],
+    )));
+    let out = output(distlock(&server, &["release", "--key", "warm"]).env("DISTLOCK_OWNER", &warm));
+    assert_eq!(code(&out), 0, "{out:?}");
+    let (port, armed) = cutting_proxy(server.port());
+    for client in clients() {
+        armed.store(true, Ordering::SeqCst);
+        let out = output(
+            distlock_on(&server, client, &["acquire", "--key", "cut", "--wait", "0"])
+                .env("DISTLOCK_NODES", format!("redis://127.0.0.1:{port}"))
+                .env("DISTLOCK_TTL", "60s"),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 69, "{client}: {stderr}");
+        assert!(
+            !armed.load(Ordering::SeqCst),
+            "{client}: the grant's reply was cut"
+        );
+        assert_eq!(
+            server
+                .admin(&["EXISTS", "lock:{cut}"])
+                .expect("EXISTS")
+                .as_int(),
+            Some(0),
+            "{client}: the lock whose reply was lost is still held: {stderr}"
+        );
+    }
+}

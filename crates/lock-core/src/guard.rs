@@ -715,8 +715,10 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
 }
 
 /// Releases `hold` on `key` in a background task, for guards that were
-/// dropped and acquires whose reply never arrived. Without a Tokio runtime
-/// (dropped during shutdown) nothing is sent and the TTL frees the key.
+/// dropped and acquires whose reply never arrived, counted for
+/// [`settle_background_releases`](crate::settle_background_releases).
+/// Without a Tokio runtime (dropped during shutdown) nothing is sent and
+/// the TTL frees the key.
 pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: HoldToken) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         tracing::debug!(
@@ -726,13 +728,17 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
         return;
     };
     let span = release_span(&key, backend.strategy(), hold.fencing_token());
-    runtime.spawn(async move {
+    crate::background::spawn(&runtime, async move {
         let started = Instant::now();
         let outcome = in_span(backend.release(&key, &hold), &span).await;
         release_ended(&span, &outcome, started);
         match outcome {
-            Ok(outcome) => tracing::debug!(key = key.name(), ?outcome, "released in the background"),
-            Err(err) => tracing::warn!(key = key.name(), error = %err, "background release failed; the key will expire by its TTL"),
+            Ok(outcome) => {
+                tracing::debug!(key = key.name(), ?outcome, "released in the background")
+            }
+            Err(err) => {
+                tracing::warn!(key = key.name(), error = %err, "background release failed; the key will expire by its TTL")
+            }
         }
     });
 }

@@ -58,6 +58,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+mod background;
 mod client;
 mod config;
 mod error;
@@ -79,6 +80,7 @@ mod topology;
 mod watchdog;
 
 pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome, Renewal};
+pub use background::settle_background_releases;
 #[cfg(feature = "fred")]
 pub use client::FredNode;
 #[cfg(feature = "redis")]

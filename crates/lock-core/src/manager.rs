@@ -106,6 +106,14 @@ impl LockManager {
         })
     }
 
+    /// Whether this manager's guards can be handed off
+    /// ([`LeaseGuard::hand_off`]): `false` for the reentrant strategy, whose
+    /// holds an owner's guards share. Ask before taking a lock that is to be
+    /// handed off, so it is not taken only to be given back.
+    pub fn can_hand_off(&self) -> bool {
+        self.backend.releases_only_its_attempt()
+    }
+
     /// The backend in use.
     pub fn backend(&self) -> &Arc<dyn LockBackend> {
         &self.backend
@@ -833,7 +841,7 @@ impl Drop for QueuedWaiter<'_> {
             self.owner.clone(),
         );
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
+            crate::background::spawn(&runtime, async move {
                 if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
                     tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
                 }

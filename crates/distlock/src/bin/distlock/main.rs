@@ -371,11 +371,31 @@ async fn dispatch(cli: Cli) -> u8 {
         );
         return EXIT_CONFIG;
     }
-    let mut config = match Config::load(cli.config.as_deref()) {
+    let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(err) => return fail(&err),
     };
-    match cli.command {
+    // Each background release is one command: room for two, and a reconnect.
+    let settle_within = config
+        .lock
+        .command_timeout
+        .saturating_mul(2)
+        .saturating_add(config.lock.connect_timeout);
+    let code = perform(cli.command, config).await;
+    // A release the task left in the background (a guard given up on, an
+    // acquire whose reply was lost) must reach Redis before the runtime,
+    // and the task with it, is dropped at exit.
+    if !distlock::settle_background_releases(settle_within).await {
+        tracing::warn!(
+            "a background release did not finish within {settle_within:?}; its lock expires by its TTL"
+        );
+    }
+    code
+}
+
+/// Runs one task; every path out of it returns its exit code.
+async fn perform(command: Task, mut config: Config) -> u8 {
+    match command {
         Task::Run {
             key,
             ttl,
@@ -430,6 +450,14 @@ async fn dispatch(cli: Cli) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
+            // Refused before the lock is taken: a lock taken and then not
+            // handed off would be held, by nobody, for its whole TTL.
+            if !locks.can_hand_off() {
+                return fail(&LockError::HandOffUnsupported {
+                    strategy: locks.backend().strategy(),
+                    operation: "hand off",
+                });
+            }
             let guard = match take(&locks, &key, wait).await {
                 Ok(guard) => guard,
                 Err(err) => return fail(&err),
