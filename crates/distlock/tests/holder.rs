@@ -444,3 +444,76 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
         }
     });
 }
+
+/// No holder information outlives its hold, whoever releases or grants
+/// next: a release by a process without `holder_info` deletes what another
+/// process of the hold wrote, and a grant that writes none (a fencing-off
+/// `SET`) never shows an earlier holder's, left by a lock deleted behind
+/// its holder's back.
+#[test]
+fn no_stale_holder_information() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start");
+        let owner = OwnerToken::from_string(SECRET_OWNER).expect("owner");
+        for client in ClientKind::compiled() {
+            // Released by a process of the hold that writes none.
+            for mode in ["single", "reentrant"] {
+                let context = format!("{client} {mode}");
+                let writer = connect(&config(mode, &server, client, &ON)).await;
+                let other = connect(&config(mode, &server, client, &[])).await;
+                let guard = writer
+                    .try_acquire_as(&owner, "handed")
+                    .await
+                    .expect("try_acquire")
+                    .expect("free");
+                assert!(!holder_fields(&server, "handed").is_empty(), "{context}");
+                if mode == "single" {
+                    let token = guard.hand_off().expect("hand off");
+                    other
+                        .release_by_token("handed", &token)
+                        .await
+                        .expect("release");
+                } else {
+                    let inner = other
+                        .try_acquire_as(&owner, "handed")
+                        .await
+                        .expect("re-enter")
+                        .expect("the owner re-enters");
+                    guard.release().await.expect("release");
+                    inner.release().await.expect("the last release");
+                }
+                assert_no_holder(&server, "handed", &context);
+            }
+            // Deleted behind its holder's back, then granted by a plain SET.
+            let context = format!("{client} fencing off");
+            let writer = connect(&config("single", &server, client, &ON)).await;
+            let plain = connect(&config(
+                "single",
+                &server,
+                client,
+                &[("DISTLOCK_FENCING", "false")],
+            ))
+            .await;
+            let lost = writer
+                .try_acquire("deleted")
+                .await
+                .expect("try_acquire")
+                .expect("free");
+            server.admin(&["DEL", "lock:{deleted}"]).expect("DEL");
+            let taken = plain
+                .try_acquire("deleted")
+                .await
+                .expect("try_acquire")
+                .expect("free after the DEL");
+            match plain.inspect("deleted").await.expect("inspect") {
+                LockState::Held { holder, .. } => {
+                    assert_eq!(holder, None, "{context}: an earlier holder is shown")
+                }
+                other => panic!("{context}: {other:?}"),
+            }
+            taken.release().await.expect("release");
+            assert_no_holder(&server, "deleted", &context);
+            drop(lost);
+        }
+    });
+}

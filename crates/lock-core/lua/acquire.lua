@@ -50,10 +50,11 @@ if redis.call('exists', KEYS[1]) == 1 then
 end
 if not fenced then
   redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  write_holder(KEYS[3], ARGV[2], 3)
+  write_holder(KEYS[3], ARGV[2], 3, ARGV[1])
   return {1, 0}
 end
 local token = next_token(KEYS[2], counter, ttl, counter_ttl)
-redis.call('set', KEYS[1], ARGV[1] .. '#' .. token_text(token), 'PX', ARGV[2])
-write_holder(KEYS[3], ARGV[2], 3)
+local value = ARGV[1] .. '#' .. token_text(token)
+redis.call('set', KEYS[1], value, 'PX', ARGV[2])
+write_holder(KEYS[3], ARGV[2], 3, value)
 return {1, token}

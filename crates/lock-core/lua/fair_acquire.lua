@@ -58,8 +58,9 @@ end
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
   local token = next_token(KEYS[2], counter, tonumber(ARGV[2]), counter_ttl)
-  redis.call('set', KEYS[1], ARGV[5] .. '#' .. token_text(token), 'PX', ARGV[2])
-  write_holder(KEYS[5], ARGV[2], 6)
+  local value = ARGV[5] .. '#' .. token_text(token)
+  redis.call('set', KEYS[1], value, 'PX', ARGV[2])
+  write_holder(KEYS[5], ARGV[2], 6, value)
   if head then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], ARGV[1])

@@ -127,12 +127,15 @@ local function holder_problem(holder)
   return 'the holder information key holds a ' .. kind .. ', not a hash'
 end
 
--- write_holder(holder, ttl, first): replaces the holder information of a lock
--- just granted for `ttl` ms: an earlier holder's (left by a lock deleted
--- behind its back) is deleted, and with ARGV[first + 1] == '1' the host,
--- process id, label and the server's time in µs (hosts need no synced
--- clocks) are stored with the lock's TTL.
-local function write_holder(holder, ttl, first)
+-- write_holder(holder, ttl, first, value): replaces the holder information
+-- of a lock just granted for `ttl` ms: an earlier holder's (left by a lock
+-- deleted behind its back) is deleted, and with ARGV[first + 1] == '1' the
+-- host, process id, label and the server's time in µs (hosts need no synced
+-- clocks) are stored with the lock's TTL. `value` (single node: the value
+-- the lock key now holds) binds them to this hold: its SHA-1 is stored as
+-- `hold`, and inspect.lua shows them only while the key holds that value,
+-- so a later grant that writes none (a plain `SET`) never shows them.
+local function write_holder(holder, ttl, first, value)
   if not holder then
     return
   end
@@ -146,6 +149,10 @@ local function write_holder(holder, ttl, first)
     'pid', ARGV[first + 3],
     'acquired_at_us', time[1] .. string.format('%06d', tonumber(time[2])),
   }
+  if value then
+    fields[#fields + 1] = 'hold'
+    fields[#fields + 1] = redis.sha1hex(value)
+  end
   if ARGV[first + 4] and ARGV[first + 4] ~= '' then
     fields[#fields + 1] = 'label'
     fields[#fields + 1] = ARGV[first + 4]

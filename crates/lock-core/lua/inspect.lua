@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fencing counter
--- KEYS[3]  (optional) the holder information
+-- KEYS[3]  (optional) the holder information; shown only while it is bound
+--          to the value the (string) lock key holds, when it names one
 --
 -- Reply: {pttl, counter, holder}
 --   pttl     remaining TTL in milliseconds; -2 when the key does not exist,
@@ -14,5 +15,14 @@
 local holder = {}
 if KEYS[3] and redis.call('type', KEYS[3])['ok'] == 'hash' then
   holder = redis.call('hgetall', KEYS[3])
+  local bound = redis.call('hget', KEYS[3], 'hold')
+  if bound then
+    -- pcall: a lock key of another type is no string value to bind to.
+    local value = redis.pcall('get', KEYS[1])
+    if type(value) ~= 'string' or redis.sha1hex(value) ~= bound then
+      -- An earlier hold's, left behind: not this lock's holder.
+      holder = {}
+    end
+  end
 end
 return {redis.call('pttl', KEYS[1]), redis.call('get', KEYS[2]), holder}

@@ -2,8 +2,8 @@
 --
 -- KEYS[1]  the lock key (a hash)
 -- KEYS[2]  the fencing counter (same hash tag)
--- KEYS[3]  (optional: with `holder_info`) the holder information, deleted
---          with the last hold
+-- KEYS[3]  (optional) the holder information, deleted with the last hold
+--          (single and reentrant strategies always pass it)
 -- ARGV[1]  the owner token
 -- ARGV[2]  the hold's fencing token, or '' for any hold of this owner (the
 --          cleanup of an acquire whose reply was lost, by an owner made for

@@ -2,8 +2,8 @@
 -- it (compare-and-delete), and tells waiters.
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  (optional: single node with `holder_info`) the holder
---          information, deleted with the lock
+-- KEYS[2]  (optional: single node) the holder information, deleted with
+--          the lock whether or not this process writes it
 -- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
 --          once granted with one; without one it also matches the value
 --          with any `#<token>` behind it (renew.lua's `holds`)

@@ -9,6 +9,7 @@
 --          as on every renewal
 -- KEYS[3]  (optional: with `holder_info`) the holder information, which gets
 --          the new TTL (it still names the process that acquired the lock)
+--          and is bound to the new value (grant.lua's write_holder)
 -- ARGV[1]  the old hold's value as the hand-off token names it:
 --          `<owner>:<nonce>`, with `#<token>` behind it when the token claims
 --          a fencing token
@@ -28,7 +29,8 @@ local left = redis.call('pttl', KEYS[2])
 if left > 0 and left < tonumber(ARGV[3]) then
   redis.call('pexpire', KEYS[2], ARGV[3])
 end
-if KEYS[3] then
-  redis.call('pexpire', KEYS[3], ARGV[3])
+if KEYS[3] and redis.call('pexpire', KEYS[3], ARGV[3]) == 1 then
+  -- Still bound to the hold (inspect.lua): now the new value.
+  redis.call('hset', KEYS[3], 'hold', redis.sha1hex(ARGV[2]))
 end
 return 1

@@ -259,6 +259,58 @@ fn a_reply_after_a_failover_counts_the_old_masters_replicas() {
     });
 }
 
+/// Sentinels that accept connections and never answer (all of them
+/// frozen with SIGSTOP) hold up the one command that asks them, for up to a
+/// command timeout, and no other: the others go on with the master known.
+#[test]
+fn silent_sentinels_hold_up_only_the_command_that_asks() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let mut group = start_group().await;
+            let endpoint = Endpoint::sentinel(group.sentinel_urls(), group.service_name());
+            let backend = SingleNodeBackend::connect(
+                kind,
+                endpoint,
+                ConnectOptions::new(Duration::from_secs(2), TIMEOUT),
+            )
+            .await
+            .expect("connect through the sentinels");
+            let mut config = config();
+            config.command_timeout = TIMEOUT;
+            let locks = Arc::new(LockManager::new(Arc::new(backend), config).expect("config"));
+            locks.inspect("quiet").await.expect("inspect");
+            for sentinel in group.sentinels_mut() {
+                sentinel.pause().expect("SIGSTOP a sentinel");
+            }
+            // The sentinels' last answer is stale: the next command asks.
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let asker = tokio::spawn({
+                let locks = Arc::clone(&locks);
+                async move { locks.inspect("quiet").await }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            for _ in 0..5 {
+                let started = Instant::now();
+                locks.inspect("quiet").await.expect("inspect");
+                let took = started.elapsed();
+                assert!(
+                    took < Duration::from_millis(500),
+                    "{kind}: a command waited {took:?} behind the sentinels' silence"
+                );
+            }
+            let asked = asker.await.expect("task");
+            assert!(
+                asked.is_ok(),
+                "{kind}: the asker keeps the known master: {asked:?}"
+            );
+            for sentinel in group.sentinels_mut() {
+                sentinel.resume().expect("SIGCONT a sentinel");
+            }
+        }
+    });
+}
+
 /// What a write that no replica of its master has may end in: refused, or
 /// cut off with its connection (by the client following the sentinels to
 /// the new master while its `WAIT` was still running).

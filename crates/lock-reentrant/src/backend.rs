@@ -89,9 +89,10 @@ impl ReentrantBackend {
         self.node.client()
     }
 
-    /// The keys of an extend or release: the lock and its counter, and the
-    /// holder information only when this backend stores it (in a cluster, a
-    /// script whose keys a slot migration splits gets TRYAGAIN).
+    /// The keys of an extend: the lock and its counter, and the holder
+    /// information only when this backend stores it (in a cluster, a script
+    /// whose keys a slot migration splits gets TRYAGAIN). A release always
+    /// names the holder information, to delete it.
     fn keys<'a>(&self, key: &'a LockKey, holder: &'a str) -> Vec<&'a str> {
         let mut keys = vec![key.redis_key(), key.fence_key()];
         if self.grant.holder_info() {
@@ -219,8 +220,15 @@ impl LockBackend for ReentrantBackend {
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let token = hold_token_arg(hold);
+        // The last release deletes the holder information, whoever wrote it
+        // (another process of the owner may have); on a cluster only with
+        // the option (see `keys`), where it expires with the lock's TTL.
         let holder = key.holder_key();
-        let keys = self.keys(key, &holder);
+        let keys = if self.node.client().is_cluster() {
+            self.keys(key, &holder)
+        } else {
+            vec![key.redis_key(), key.fence_key(), &holder]
+        };
         let args = [hold.expose_owner().as_bytes(), token.as_bytes()];
         let reply = self.node.run(&reentrant::RELEASE, &keys, &args).await?;
         match reply.as_array() {

@@ -279,6 +279,14 @@ impl SentinelWatch {
         }
     }
 
+    /// Makes the next command ask the sentinels: the server refused a write
+    /// as no master (`READONLY`: demoted by a failover).
+    fn recheck_soon(&self) {
+        if let Ok(mut checked) = self.checked.lock() {
+            *checked = None;
+        }
+    }
+
     /// Makes `client` reconnect if the sentinels name another master than
     /// the one it is connected to. Failures only log: the next check retries.
     async fn follow(&self, client: &Client) {
@@ -417,13 +425,22 @@ impl FredNode {
             .iter()
             .map(|arg| Value::Bytes(arg.to_vec().into()))
             .collect();
-        let value: Value = self
-            .client
-            .custom(command, args)
-            .await
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        let sent: Result<Value, _> = self.client.custom(command, args).await;
+        if let (Some(sentinel), Err(err)) = (&self.sentinel, &sent) {
+            if lost_master(err) {
+                sentinel.recheck_soon();
+            }
+        }
+        let value = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
         convert(&self.address, value)
     }
+}
+
+/// Whether the server refused a command as no master (demoted, or not yet
+/// one): the sentinels must be asked again.
+fn lost_master(err: &fred::error::Error) -> bool {
+    let code = err.details().split_whitespace().next().unwrap_or("");
+    matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
 }
 
 #[async_trait]
@@ -503,6 +520,14 @@ impl NodeClient for FredNode {
                         reply: format!("a pipeline of {} commands", commands.len()),
                     },
                 });
+            }
+            if let Some(sentinel) = &self.sentinel {
+                if values
+                    .iter()
+                    .any(|value| matches!(value, Err(err) if lost_master(err)))
+                {
+                    sentinel.recheck_soon();
+                }
             }
             let redirected = matches!(values.first(), Some(Err(err)) if was_redirected(err));
             if redirected && redirects < CLUSTER_REDIRECTS {

@@ -266,8 +266,17 @@ impl SentinelLink {
                 return Ok(current.connection);
             }
         }
-        // One task asks; the others wait for its answer.
-        let mut sentinels = self.sentinels.lock().await;
+        // One task asks. The others go on with the master known until then
+        // (a sentinel that accepts connections and never answers must not
+        // hold every command up for a command timeout); with none known,
+        // they wait for the answer.
+        let mut sentinels = match self.sentinels.try_lock() {
+            Ok(sentinels) => sentinels,
+            Err(_) => match self.current() {
+                Some(current) => return Ok(current.connection),
+                None => self.sentinels.lock().await,
+            },
+        };
         let current = self.current();
         if let Some(current) = &current {
             if current.confirmed.elapsed() < SENTINEL_RECHECK {
@@ -355,13 +364,16 @@ fn did_not_run(err: &redis::RedisError) -> bool {
 /// slot that moved or is moving, or a cluster without a quorum.
 const NOT_RUN: [&str; 4] = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
 
+/// The error codes of a server that is no longer (or not yet) the master.
+const LOST_MASTER: [&str; 3] = ["READONLY", "MASTERDOWN", "LOADING"];
+
 /// Whether `err` means the server we talk to may no longer be the master.
 fn lost_master(err: &LockError) -> bool {
     match err {
         LockError::Connection { .. } | LockError::Timeout { .. } => true,
         LockError::Server { message, .. } => {
             let code = message.split_whitespace().next().unwrap_or("");
-            matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
+            LOST_MASTER.contains(&code)
         }
         _ => false,
     }
@@ -436,11 +448,21 @@ impl NodeClient for RedisNode {
             Link::Standalone(manager) => pipeline.query_async(&mut manager.clone()).await,
             Link::Sentinel(link) => {
                 let mut connection = link.connection(&self.address).await?;
-                let sent = pipeline.query_async(&mut connection).await;
-                if let Err(err) = &sent {
-                    if lost_master(&map_error(&self.address, self.command_timeout, err.clone())) {
-                        link.forget();
+                let sent: Result<Vec<redis::Value>, redis::RedisError> =
+                    pipeline.query_async(&mut connection).await;
+                // A demoted master refuses the write inside the pipeline
+                // (`READONLY` as one of its replies), not the pipeline.
+                let demoted = match &sent {
+                    Ok(values) => values.iter().any(|value| {
+                        matches!(value, redis::Value::ServerError(error)
+                            if LOST_MASTER.contains(&error.code()))
+                    }),
+                    Err(err) => {
+                        lost_master(&map_error(&self.address, self.command_timeout, err.clone()))
                     }
+                };
+                if demoted {
+                    link.forget();
                 }
                 sent
             }
