@@ -19,7 +19,7 @@ use lock_core::{
     RetryPolicy,
 };
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::{AdminReply, RedisServer, SentinelGroup};
+use lock_testkit::{AdminReply, RedisServer, SentinelGroup, SentinelStandIn};
 
 /// How soon after a failover every new grant must land on the new master.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(3);
@@ -307,6 +307,69 @@ fn silent_sentinels_hold_up_only_the_command_that_asks() {
             for sentinel in group.sentinels_mut() {
                 sentinel.resume().expect("SIGCONT a sentinel");
             }
+        }
+    });
+}
+
+/// A master demoted between the client's last look at the sentinels and
+/// its next write refuses the write inside the pipeline that carries its
+/// `WAIT` (`READONLY` as one of the replies): the very next command must
+/// ask the sentinels again and reach the new master, not keep writing to
+/// the demoted one until the next periodic look.
+#[test]
+fn a_readonly_reply_in_a_pipeline_finds_the_new_master() {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let old = RedisServer::start().expect("old master");
+            let new = RedisServer::start().expect("new master");
+            let _replica = RedisServer::builder()
+                .replica_of(new.port())
+                .start()
+                .expect("the new master's replica");
+            tokio::task::block_in_place(|| wait_for_sync(&new));
+            let standin = SentinelStandIn::start("moved", old.port())
+                .await
+                .expect("sentinel stand-in");
+            let endpoint = Endpoint::sentinel(vec![standin.url()], "moved")
+                .with_replicas(ReplicasConfig::new(1, Duration::from_millis(200)));
+            let backend = SingleNodeBackend::connect(
+                kind,
+                endpoint,
+                ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(1)),
+            )
+            .await
+            .expect("connect through the stand-in");
+            let mut config = config();
+            config.wait_timeout = Duration::ZERO;
+            config.command_timeout = Duration::from_secs(1);
+            let locks = LockManager::new(Arc::new(backend), config).expect("config");
+            // Just after the client's look: the sentinels name the new
+            // master, and the old one follows it.
+            standin.set_master(new.port());
+            match old.admin(&["REPLICAOF", "127.0.0.1", &new.port().to_string()]) {
+                Ok(AdminReply::Status(ok)) if ok == "OK" => {}
+                other => panic!("REPLICAOF: {other:?}"),
+            }
+            let started = Instant::now();
+            let refused = locks.try_acquire("moved").await;
+            assert!(
+                matches!(&refused, Err(err) if err.to_string().contains("READONLY")),
+                "{kind}: the demoted master refuses: {refused:?}"
+            );
+            let taken = locks.try_acquire("moved").await;
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_millis(400),
+                "{kind}: too slow to tell ({took:?}): the periodic look may have come first"
+            );
+            let guard = taken
+                .unwrap_or_else(|err| {
+                    panic!("{kind}: the next acquire reaches the new master: {err}")
+                })
+                .expect("free on the new master");
+            let key = locks.key("moved").expect("key");
+            assert!(exists(&new, key.redis_key()), "{kind}: on the new master");
+            guard.release().await.expect("release");
         }
     });
 }

@@ -10,6 +10,8 @@
 //!   failover, and moves slots between masters, in one step or two.
 //! - [`SentinelGroup`] starts a master, its replicas and the sentinels that
 //!   watch them, and fails the master over on request or after a kill -9.
+//!   [`SentinelStandIn`] answers as a sentinel with a master the test
+//!   switches at the instant it chooses.
 //! - [`contract`] holds the checks every strategy must pass, and
 //!   [`contract_suite!`] turns them into tests for one strategy and client.
 //! - [`safety`] holds the checks that no sequence of calls (stale guards,
@@ -33,6 +35,7 @@ mod proxy;
 pub mod safety;
 mod sentinel;
 mod server;
+mod standin;
 mod support;
 mod tls;
 
@@ -46,6 +49,7 @@ pub use server::{
     find_redis_cli, find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder,
     REDIS_CLI_ENV, REDIS_SERVER_ENV,
 };
+pub use standin::SentinelStandIn;
 pub use tls::TlsFiles;
 
 use std::future::Future;
