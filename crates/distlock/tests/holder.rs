@@ -511,7 +511,28 @@ fn no_stale_holder_information() {
                 }
                 other => panic!("{context}: {other:?}"),
             }
-            taken.release().await.expect("release");
+            // Handed to a process that writes holder information, the hold
+            // does not take up the earlier holder's, still in its hash.
+            let plain_writer = connect(&config(
+                "single",
+                &server,
+                client,
+                &[ON[0], ON[1], ("DISTLOCK_FENCING", "false")],
+            ))
+            .await;
+            let token = taken.hand_off().expect("hand off");
+            let resumed = plain_writer
+                .resume("deleted", &token)
+                .await
+                .expect("resume");
+            match plain_writer.inspect("deleted").await.expect("inspect") {
+                LockState::Held { holder, .. } => assert_eq!(
+                    holder, None,
+                    "{context}: a resume took up an earlier holder's information"
+                ),
+                other => panic!("{context}: {other:?}"),
+            }
+            resumed.release().await.expect("release");
             assert_no_holder(&server, "deleted", &context);
             drop(lost);
         }

@@ -15,9 +15,13 @@
 -- `pcall`: a user whose ACL grants no pub/sub channels still releases, and its
 -- waiters wake on their timers instead.
 -- A key of another type (not a string) makes GET fail with WRONGTYPE.
+-- As renew.lua's `holds`: the same text, or it with `#<digits>` behind it.
 local value = redis.call('get', KEYS[1])
-local attempt = ARGV[1] .. '#'
-if value == ARGV[1] or (value and string.sub(value, 1, #attempt) == attempt) then
+local n = #ARGV[1]
+local ours = value == ARGV[1] or (value ~= false and #value > n + 1
+  and string.sub(value, 1, n + 1) == ARGV[1] .. '#'
+  and string.find(value, '^%d+$', n + 2) ~= nil)
+if ours then
   redis.call('del', KEYS[1])
   if KEYS[2] then
     redis.call('del', KEYS[2])

@@ -12,14 +12,15 @@
 -- holds(stored, value): whether the lock key's value `stored` (false when
 -- the key is gone) is the hold `value`: the same text, or, for a value sent
 -- without a token (`<owner>:<nonce>`: the caller's hold before it learnt the
--- token, or an attempt whose reply was lost), that text with the
--- `#<token>` its grant stored behind it. A value with a token matches only
--- itself: no other value starts with `<owner>:<nonce>#<token>#`.
+-- token, or an attempt whose reply was lost), that text with `#<digits>`,
+-- the token its grant stored, behind it and nothing else.
 local function holds(stored, value)
   if stored == value then
     return true
   end
-  return stored and string.sub(stored, 1, #value + 1) == value .. '#' or false
+  return stored ~= false and #stored > #value + 1
+    and string.sub(stored, 1, #value + 1) == value .. '#'
+    and string.find(stored, '^%d+$', #value + 2) ~= nil
 end
 
 local function renew(lock, counter, holder, value, ttl)

@@ -9,7 +9,8 @@
 --          as on every renewal
 -- KEYS[3]  (optional: with `holder_info`) the holder information, which gets
 --          the new TTL (it still names the process that acquired the lock)
---          and is bound to the new value (grant.lua's write_holder)
+--          and is bound to the new value, if it was bound to the old one
+--          (grant.lua's write_holder)
 -- ARGV[1]  the old hold's value as the hand-off token names it:
 --          `<owner>:<nonce>`, with `#<token>` behind it when the token claims
 --          a fencing token
@@ -24,13 +25,17 @@
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
+-- Only holder information bound to this hold follows it: a hash an earlier
+-- hold left behind stays unbound (read before any write).
+local bound = KEYS[3] and redis.call('type', KEYS[3])['ok'] == 'hash'
+  and redis.call('hget', KEYS[3], 'hold') == redis.sha1hex(ARGV[1])
 redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
 local left = redis.call('pttl', KEYS[2])
 if left > 0 and left < tonumber(ARGV[3]) then
   redis.call('pexpire', KEYS[2], ARGV[3])
 end
-if KEYS[3] and redis.call('pexpire', KEYS[3], ARGV[3]) == 1 then
-  -- Still bound to the hold (inspect.lua): now the new value.
+if bound then
+  redis.call('pexpire', KEYS[3], ARGV[3])
   redis.call('hset', KEYS[3], 'hold', redis.sha1hex(ARGV[2]))
 end
 return 1

@@ -194,6 +194,9 @@ impl LeaseShared {
     /// `Ok` while the lease is held; else the error an extend of it gets:
     /// [`LockError::LeaseLost`], or [`LockError::NotOwner`] once released.
     fn ensure_held(&self) -> Result<(), LockError> {
+        // Past its deadline a lease is lost, whether or not the watchdog
+        // has run: an extend must not bring it back.
+        self.expire_if_due();
         match self.status() {
             LeaseStatus::Held { .. } => Ok(()),
             LeaseStatus::Lost { reason, .. } => Err(lease_lost(&self.key, reason)),
@@ -367,19 +370,15 @@ impl LeaseHandle {
     /// Where the lease stands now. It agrees with [`is_valid`](Self::is_valid)
     /// at every instant: once the deadline has passed, the lease is
     /// [`Lost`](LeaseStatus::Lost) with [`LossReason::Expired`] even before
-    /// the watchdog has noticed (which may later name the cause more
-    /// precisely, [`LossReason::MaxHoldReached`]). `Held` always means
+    /// the watchdog has noticed (a lease that ran out after
+    /// `watchdog.max_hold` is then reported `Expired`, not
+    /// [`LossReason::MaxHoldReached`]), and stays lost. `Held` always means
     /// "still valid now".
     pub fn status(&self) -> LeaseStatus {
-        match self.shared.status() {
-            LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
-                LeaseStatus::Lost {
-                    reason: LossReason::Expired,
-                    valid_until,
-                }
-            }
-            status => status,
-        }
+        // Marked lost here, as the watchdog would: an expired lease stays
+        // lost (no extend brings it back), and `lost()` completes.
+        self.shared.expire_if_due();
+        self.shared.status()
     }
 
     /// The monotonic instant until which the lease is known valid. After a loss,
@@ -714,6 +713,10 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
     }
 }
 
+/// How many times a background release is sent, at most, when it fails on
+/// a connection: 20, 60, 180 and 540 ms apart, under a second in all.
+const BACKGROUND_RELEASE_TRIES: u32 = 5;
+
 /// Releases `hold` on `key` in a background task, for guards that were
 /// dropped and acquires whose reply never arrived, counted for
 /// [`settle_background_releases`](crate::settle_background_releases).
@@ -730,7 +733,25 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
     let span = release_span(&key, backend.strategy(), hold.fencing_token());
     crate::background::spawn(&runtime, async move {
         let started = Instant::now();
-        let outcome = in_span(backend.release(&key, &hold), &span).await;
+        // A release that names one attempt's hold may run twice (the
+        // second finds nothing), so one that failed on a connection still
+        // coming back (the fault that lost an acquire's reply, say) is
+        // tried again a few times. A reentrant release is not: it takes
+        // one off a count, and may have run.
+        let again = backend.releases_only_its_attempt();
+        let mut delay = Duration::from_millis(20);
+        let mut tries = 1;
+        let outcome = loop {
+            let outcome = in_span(backend.release(&key, &hold), &span).await;
+            match &outcome {
+                Err(err) if again && err.is_retryable() && tries < BACKGROUND_RELEASE_TRIES => {
+                    tries += 1;
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(3);
+                }
+                _ => break outcome,
+            }
+        };
         release_ended(&span, &outcome, started);
         match outcome {
             Ok(outcome) => {

@@ -415,6 +415,34 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
                     other => panic!("{kind}: a claim of {claim} for token {token}: {other:?}"),
                 }
             }
+            // A value that only starts with the hold's is another hold's
+            // (an owner may contain `#`): extending by the hold's token
+            // must not reach it.
+            let value = server
+                .admin(&["GET", &format!("lock:{{{name}}}")])
+                .expect("GET")
+                .as_text()
+                .expect("the hold's value")
+                .to_owned();
+            server
+                .admin(&[
+                    "SET",
+                    &format!("lock:{{{name}}}"),
+                    &format!("{value}#x:0#1"),
+                    "PX",
+                    "10000",
+                ])
+                .expect("SET");
+            match fenced
+                .extend_by_token(&name, &handoff, Duration::from_secs(10))
+                .await
+            {
+                Err(LockError::NotOwner { .. }) => {}
+                other => panic!("{kind}: extended a longer value: {other:?}"),
+            }
+            server
+                .admin(&["SET", &format!("lock:{{{name}}}"), &value, "PX", "10000"])
+                .expect("SET");
             // The true claim still resumes, with its own token.
             let resumed = fenced.resume(&name, &handoff).await.expect("resume");
             assert_eq!(resumed.fencing_token(), Some(token), "{kind}");

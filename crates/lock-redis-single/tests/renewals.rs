@@ -467,7 +467,15 @@ fn status_agrees_with_is_valid_past_the_deadline() {
     runtime.block_on(async {
         for kind in ClientKind::compiled() {
             let server = RedisServer::start().expect("start");
-            let locks = manager(kind, &server, Duration::from_millis(300)).await;
+            // A wide drift allowance puts the deadline (about 600 ms) well
+            // before the key's expiry (1 s): past the one, the key is
+            // still there, and an extend would find it.
+            let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
+                .await
+                .expect("connect");
+            let mut config = config(Duration::from_secs(1));
+            config.clock_drift_factor = 0.4;
+            let locks = LockManager::new(Arc::new(backend), config).expect("config");
             let guard = locks
                 .try_acquire("paused")
                 .await
@@ -475,7 +483,7 @@ fn status_agrees_with_is_valid_past_the_deadline() {
                 .expect("free");
             assert!(matches!(guard.status(), LeaseStatus::Held { .. }));
             let valid_until = guard.valid_until().expect("a deadline");
-            std::thread::sleep(Duration::from_millis(400));
+            std::thread::sleep(Duration::from_millis(700));
             assert!(
                 Instant::now() >= valid_until,
                 "{kind}: slept past the deadline"
@@ -493,6 +501,19 @@ fn status_agrees_with_is_valid_past_the_deadline() {
                 guard.status()
             );
             assert_eq!(guard.remaining(), Duration::ZERO, "{kind}");
+            // And it stays lost: no extend brings it back, and `lost()`
+            // has completed.
+            let extended = guard.extend(Duration::from_secs(10)).await;
+            assert!(
+                matches!(extended, Err(lock_core::LockError::LeaseLost { .. })),
+                "{kind}: an extend past the deadline: {extended:?}"
+            );
+            assert!(!guard.is_valid(), "{kind}: valid again after an extend");
+            assert_eq!(
+                tokio::time::timeout(Duration::from_millis(10), guard.lost()).await,
+                Ok(Some(LossReason::Expired)),
+                "{kind}"
+            );
             drop(guard);
         }
     });

@@ -475,10 +475,17 @@ impl NodeClient for FredNode {
     /// to one connection, and runs no reconnection (ours after the sentinels
     /// named a new master, or its own after a broken link) between them;
     /// a command that finds its connection gone fails instead of being
-    /// written to the next one. On a cluster the pipeline follows no
-    /// redirection: a `MOVED` or `ASK` would send the first command to the
-    /// slot's new master after the rest ran on the old one, so the whole
-    /// pipeline is sent again, as the redis client does.
+    /// written to the next one.
+    ///
+    /// `max_attempts = 1` is what keeps a `WAIT` with its write: fred would
+    /// follow a `MOVED` or `ASK` by writing the command again, to the slot's
+    /// new master, after the `WAIT` behind it ran on the old one; with no
+    /// attempt left it fails instead, and the pipeline with it (one error
+    /// for all, a connection error: the caller retries, and undoes what the
+    /// attempt may have granted). A first reply that proves its command did
+    /// not run (`TRYAGAIN`, `CLUSTERDOWN`, a redirection fred gave up on)
+    /// sends the whole pipeline again, as the redis client does. Never raise
+    /// the attempts here.
     async fn pipeline_on_key(
         &self,
         key: &[u8],
@@ -489,7 +496,6 @@ impl NodeClient for FredNode {
         }
         let options = fred::types::config::Options {
             max_attempts: Some(1),
-            max_redirections: Some(0),
             ..Default::default()
         };
         let slot = fred::util::redis_keyslot(key);
@@ -593,8 +599,8 @@ impl NodeClient for FredNode {
 const CLUSTER_REDIRECTS: u32 = 16;
 
 /// Whether `err` says the server did not run the command: a redirection
-/// that fred was told not to follow (`MOVED` or `ASK`), or a slot in the
-/// middle of a migration or a cluster without a quorum.
+/// fred gave up following (`MOVED` or `ASK`), or a slot in the middle of a
+/// migration or a cluster without a quorum.
 fn was_redirected(err: &fred::error::Error) -> bool {
     if *err.kind() == ErrorKind::Routing && err.details().contains("Too many redirections") {
         return true;

@@ -270,11 +270,16 @@ impl SentinelLink {
         // (a sentinel that accepts connections and never answers must not
         // hold every command up for a command timeout); with none known,
         // they wait for the answer.
+        // Only a master confirmed lately: one whose confirmation is older
+        // than an interval and a command timeout is no longer known.
+        let known_for = SENTINEL_RECHECK.saturating_add(self.options.command_timeout);
         let mut sentinels = match self.sentinels.try_lock() {
             Ok(sentinels) => sentinels,
             Err(_) => match self.current() {
-                Some(current) => return Ok(current.connection),
-                None => self.sentinels.lock().await,
+                Some(current) if current.confirmed.elapsed() < known_for => {
+                    return Ok(current.connection)
+                }
+                _ => self.sentinels.lock().await,
             },
         };
         let current = self.current();
@@ -318,6 +323,9 @@ impl SentinelLink {
                 return Ok(connection);
             }
             tracing::info!(node = address, from = %current.address, to = %master_address, "the sentinels name a new master");
+            // From now on no command goes to the old master: the others
+            // wait for the new connection.
+            self.forget();
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.options.connect_timeout))
