@@ -19,6 +19,7 @@
 local value = redis.call('get', KEYS[1])
 local n = #ARGV[1]
 local ours = value == ARGV[1] or (value ~= false and #value > n + 1
+  and string.find(ARGV[1], ':' .. string.rep('%x', 16) .. '$') ~= nil
   and string.sub(value, 1, n + 1) == ARGV[1] .. '#'
   and string.find(value, '^%d+$', n + 2) ~= nil)
 if ours then

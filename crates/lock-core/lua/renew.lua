@@ -11,14 +11,16 @@
 -- makes GET raise WRONGTYPE.
 -- holds(stored, value): whether the lock key's value `stored` (false when
 -- the key is gone) is the hold `value`: the same text, or, for a value sent
--- without a token (`<owner>:<nonce>`: the caller's hold before it learnt the
--- token, or an attempt whose reply was lost), that text with `#<digits>`,
--- the token its grant stored, behind it and nothing else.
+-- without a token (`<owner>:<nonce>`, ending in the nonce's 16 hex digits:
+-- the caller's hold before it learnt the token, or an attempt whose reply
+-- was lost), that text with `#<digits>`, the token its grant stored, behind
+-- it and nothing else. A value sent with a token matches only itself.
 local function holds(stored, value)
   if stored == value then
     return true
   end
   return stored ~= false and #stored > #value + 1
+    and string.find(value, ':' .. string.rep('%x', 16) .. '$') ~= nil
     and string.sub(stored, 1, #value + 1) == value .. '#'
     and string.find(stored, '^%d+$', #value + 2) ~= nil
 end

@@ -46,8 +46,9 @@ impl Drop for Done {
 ///
 /// Call it before the process exits (or its runtime shuts down), or those
 /// releases are dropped unsent and their locks stay held, by nobody, until
-/// their TTL. Each is one command, bounded by the command timeout, so a
-/// `within` of a command timeout or two is enough.
+/// their TTL. Each is usually one command; one that fails on a connection is
+/// tried up to five times, under a second apart, so five command timeouts
+/// and a second bound the worst case.
 pub async fn settle_background_releases(within: Duration) -> bool {
     let deadline = tokio::time::Instant::now()
         .checked_add(within)

@@ -713,8 +713,9 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
     }
 }
 
-/// How many times a background release is sent, at most, when it fails on
-/// a connection: 20, 60, 180 and 540 ms apart, under a second in all.
+/// How many times a background release is sent, at most, while it fails
+/// with a retryable error (a connection, a timeout, a demoted master): 20,
+/// 60, 180 and 540 ms apart, under a second of waiting in all.
 const BACKGROUND_RELEASE_TRIES: u32 = 5;
 
 /// Releases `hold` on `key` in a background task, for guards that were

@@ -342,3 +342,60 @@ fn renewals_spanning_slots_fall_back_to_one_script_each() {
         }
     });
 }
+
+/// A lock whose slot is mid-migration and whose key is not on the source
+/// (free locks never are): the source answers `ASK`. The acquire may fail
+/// (retryably), but the client must stay usable: fred, whose commands have
+/// one attempt, gave up its whole connection task on an `ASK` it could not
+/// follow, and every later command timed out.
+#[test]
+fn an_ask_leaves_the_client_usable() {
+    lock_testkit::run(async {
+        let cluster = start_cluster(0).await;
+        for kind in ClientKind::compiled() {
+            let locks = manager(kind, &cluster, Duration::from_secs(5)).await;
+            let name = format!("asked-{kind}");
+            let key = locks.key(&name).expect("key");
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let source = cluster.master_of_slot(slot).expect("source").port();
+            let target = cluster
+                .masters()
+                .expect("masters")
+                .into_iter()
+                .find(|node| node.port() != source)
+                .expect("another master");
+            let migration =
+                tokio::task::block_in_place(|| cluster.begin_slot_migration(slot, target))
+                    .expect("begin the migration");
+            let asked = locks.try_acquire(&name).await;
+            assert!(
+                match &asked {
+                    Ok(_) => true,
+                    Err(err) => err.is_retryable(),
+                },
+                "{kind}: an acquire met by ASK: {asked:?}"
+            );
+            if let Ok(Some(guard)) = asked {
+                guard.release().await.expect("release");
+            }
+            tokio::task::block_in_place(|| migration.finish()).expect("finish the migration");
+            // Every slot, the migrated one included, answers again.
+            for index in 0..8 {
+                let other = format!("after-{kind}-{index}");
+                let started = Instant::now();
+                let guard = locks
+                    .acquire(&other)
+                    .await
+                    .unwrap_or_else(|err| panic!("{kind}: {other} after an ASK: {err}"));
+                assert!(
+                    started.elapsed() < Duration::from_secs(2),
+                    "{kind}: {other} took {:?}",
+                    started.elapsed()
+                );
+                guard.release().await.expect("release");
+            }
+            let guard = locks.acquire(&name).await.expect("the moved lock");
+            guard.release().await.expect("release");
+        }
+    });
+}

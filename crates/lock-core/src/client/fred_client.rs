@@ -25,6 +25,12 @@ pub struct FredNode {
     owned: bool,
     /// On a sentinel topology: asks the sentinels where the master is.
     sentinel: Option<SentinelWatch>,
+    /// The task that routes a client we created (`None` for the caller's
+    /// own). It ends on errors fred cannot recover from with one attempt
+    /// per command (an `ASK` during a slot migration needs a second write
+    /// of its command, which fred then refuses by ending the task); it is
+    /// started again before the next command.
+    router: std::sync::Mutex<Option<fred::types::ConnectHandle>>,
 }
 
 impl std::fmt::Debug for FredNode {
@@ -49,6 +55,7 @@ impl FredNode {
             command_timeout,
             owned: false,
             sentinel: None,
+            router: std::sync::Mutex::new(None),
         }
     }
 }
@@ -159,7 +166,7 @@ pub(super) async fn connect(
     let client = builder(config(endpoint)?, options)
         .build()
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
-    client
+    let router = client
         .init()
         .await
         .map_err(|err| map_error(&address, options.command_timeout, err))?;
@@ -173,6 +180,7 @@ pub(super) async fn connect(
         command_timeout: options.command_timeout,
         owned: true,
         sentinel,
+        router: std::sync::Mutex::new(Some(router)),
     };
     Ok(Arc::new(node))
 }
@@ -410,6 +418,18 @@ impl Drop for SentinelWatch {
 }
 
 impl FredNode {
+    /// Starts the routing task again if it ended (see `router`); commands
+    /// sent meanwhile wait for its connection, as after a reconnect.
+    fn revive(&self) {
+        let Ok(mut router) = self.router.lock() else {
+            return;
+        };
+        if router.as_ref().is_some_and(|task| task.is_finished()) {
+            tracing::warn!(node = %self.address, "fred's connection task ended; starting it again");
+            *router = Some(self.client.connect());
+        }
+    }
+
     /// Sends `name args...` where `hash` routes it on a cluster.
     async fn send(
         &self,
@@ -417,6 +437,7 @@ impl FredNode {
         hash: ClusterHash,
         args: &[&[u8]],
     ) -> Result<Reply, LockError> {
+        self.revive();
         if let Some(sentinel) = &self.sentinel {
             sentinel.follow(&self.client).await;
         }
@@ -491,6 +512,7 @@ impl NodeClient for FredNode {
         key: &[u8],
         commands: &[(&'static str, &[&[u8]])],
     ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
+        self.revive();
         if let Some(sentinel) = &self.sentinel {
             sentinel.follow(&self.client).await;
         }
@@ -579,6 +601,7 @@ impl NodeClient for FredNode {
                 format!("`{address}` is not a cluster node's host:port"),
             ));
         };
+        self.revive();
         let command = CustomCommand::new_static(name, ClusterHash::Random, false);
         let args: Vec<Value> = args
             .iter()

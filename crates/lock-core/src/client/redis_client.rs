@@ -304,12 +304,18 @@ impl SentinelLink {
             Err(err) => {
                 // No sentinel answered: keep the master we know, and ask
                 // again on the next command after the interval.
+                // Unless a command meanwhile found it demoted and forgot it.
                 if let Some(mut current) = current {
-                    tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
-                    current.confirmed = std::time::Instant::now();
-                    let connection = current.connection.clone();
-                    self.store(Some(current));
-                    return Ok(connection);
+                    let still_known = self
+                        .current()
+                        .is_some_and(|now| now.confirmed == current.confirmed);
+                    if still_known {
+                        tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
+                        current.confirmed = std::time::Instant::now();
+                        let connection = current.connection.clone();
+                        self.store(Some(current));
+                        return Ok(connection);
+                    }
                 }
                 return Err(map_error(address, timeout, err));
             }

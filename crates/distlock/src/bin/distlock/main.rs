@@ -375,12 +375,15 @@ async fn dispatch(cli: Cli) -> u8 {
         Ok(config) => config,
         Err(err) => return fail(&err),
     };
-    // Each background release is one command: room for two, and a reconnect.
+    // A background release is tried up to five times (under a second
+    // between tries), each bounded by the command timeout, after a reconnect
+    // at worst: this bounds the worst case; the usual wait is one round trip.
     let settle_within = config
         .lock
         .command_timeout
-        .saturating_mul(2)
-        .saturating_add(config.lock.connect_timeout);
+        .saturating_mul(5)
+        .saturating_add(config.lock.connect_timeout)
+        .saturating_add(Duration::from_secs(1));
     let code = perform(cli.command, config).await;
     // A release the task left in the background (a guard given up on, an
     // acquire whose reply was lost) must reach Redis before the runtime,
