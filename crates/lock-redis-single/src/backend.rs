@@ -423,12 +423,14 @@ impl LockBackend for SingleNodeBackend {
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         // The holder key is deleted with the lock, whoever wrote it (a
-        // process with `holder_info` that handed the lease over). On a
-        // cluster only with the option: a script whose keys a slot migration
-        // splits (an absent one included) gets TRYAGAIN; there holder
-        // information another process left is bound to its hold and shown
-        // with no other (inspect.lua), and expires with the lock's TTL.
-        let with_holder = self.grant.holder_info() || !self.node.client().is_cluster();
+        // process with `holder_info` that handed the lease over). Not on a
+        // cluster without the option (a script whose keys a slot migration
+        // splits, an absent one included, gets TRYAGAIN), nor with fencing
+        // off and no holder information, where every command of the cycle
+        // counts: holder information another process left is bound to its
+        // hold, shown with no other (inspect.lua), and expires with its TTL.
+        let with_holder =
+            self.grant.holder_info() || (self.grant.fencing() && !self.node.client().is_cluster());
         let holder = with_holder.then(|| key.holder_key());
         let keys = match &holder {
             Some(holder) => &[key.redis_key(), holder][..],
