@@ -9,7 +9,7 @@
 //!   redis-server that the demo starts and stops itself.
 //! - `bench`: every benchmark (`BENCHES`, then the peer comparisons), each
 //!   figure a ratio against a baseline measured in the same run.
-//! - `chaos`: the safety harness (`crates/lock-chaos`): lock workers as
+//! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly and is part of `test`.
 //! - `package`: packages the published crates (no upload) and uses them from
@@ -234,16 +234,22 @@ fn test() -> Result<(), String> {
 /// The integration test file every strategy crate has: the contract suite.
 const CONTRACT_TESTS: &str = "contract";
 
-/// The names of the workspace's integration tests (`crates/*/tests/*.rs`)
+/// The names of the workspace's integration tests (`<crate>/tests/*.rs`)
 /// other than `except`, each once.
 fn integration_tests_except(except: &str) -> Result<Vec<String>, String> {
-    // This crate sits at the workspace's root, beside `crates/`.
+    // This crate sits at the workspace's root, beside the others.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("no workspace root")?;
-    let crates = std::fs::read_dir(root.join("crates")).map_err(|err| format!("crates/: {err}"))?;
+    let entries = std::fs::read_dir(root).map_err(|err| format!("{}: {err}", root.display()))?;
     let mut names = std::collections::BTreeSet::new();
-    for krate in crates.flatten() {
+    // Every folder with a manifest, but the workspaces of their own the root
+    // manifest excludes.
+    let crates = entries.flatten().filter(|entry| {
+        entry.path().join("Cargo.toml").is_file()
+            && !matches!(entry.file_name().to_str(), Some("comparisons" | "target"))
+    });
+    for krate in crates {
         let Ok(tests) = std::fs::read_dir(krate.path().join("tests")) else {
             continue;
         };

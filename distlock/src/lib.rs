@@ -57,5 +57,5 @@ pub use lock_reentrant::ReentrantBackend;
 // The README's Rust examples compile (`cargo test --doc`), with `distlock::`
 // paths only: what a user copies from it must build.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../../README.md")]
 struct ReadmeExamples;

@@ -556,7 +556,7 @@ mod tests {
     /// The README's "Configuration" block: the first TOML block after that
     /// heading.
     fn readme_config_block() -> String {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
         let readme = std::fs::read_to_string(path).expect("the workspace README");
         let section = readme
             .split_once("### Configuration")
