@@ -6,7 +6,7 @@
 --          the lock whether or not this process writes it
 -- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
 --          once granted with one; without one it also matches the value
---          with any `#<token>` behind it (renew.lua's `holds`)
+--          with `#<digits>` behind it (renew.lua's `holds`)
 --
 -- Reply: 1 when deleted, 0 when the key is gone or holds another value (a
 -- later hold of the same owner included).
@@ -15,14 +15,8 @@
 -- `pcall`: a user whose ACL grants no pub/sub channels still releases, and its
 -- waiters wake on their timers instead.
 -- A key of another type (not a string) makes GET fail with WRONGTYPE.
--- As renew.lua's `holds`: the same text, or it with `#<digits>` behind it.
-local value = redis.call('get', KEYS[1])
-local n = #ARGV[1]
-local ours = value == ARGV[1] or (value ~= false and #value > n + 1
-  and string.find(ARGV[1], ':' .. string.rep('%x', 16) .. '$') ~= nil
-  and string.sub(value, 1, n + 1) == ARGV[1] .. '#'
-  and string.find(value, '^%d+$', n + 2) ~= nil)
-if ours then
+-- `holds` comes from renew.lua, loaded in front of this file.
+if holds(redis.call('get', KEYS[1]), ARGV[1]) then
   redis.call('del', KEYS[1])
   if KEYS[2] then
     redis.call('del', KEYS[2])

@@ -1,4 +1,5 @@
--- Prepended to extend.lua and extend_many.lua when they are loaded: one
+-- Prepended to extend.lua, extend_many.lua and release.lua when they are
+-- loaded: `holds`, and one
 -- renewal of one hold (compare-and-extend).
 --
 -- renew(lock, counter, holder, value, ttl): when the lock key `lock` holds

@@ -195,8 +195,15 @@ pub mod single {
             include_str!("../lua/extend_many.lua")
         ),
     );
-    /// Compare-and-delete: `lua/release.lua`.
-    pub static RELEASE: Script = Script::new("release", include_str!("../lua/release.lua"));
+    /// Compare-and-delete: `lua/release.lua`, after `lua/renew.lua` (for
+    /// its `holds`).
+    pub static RELEASE: Script = Script::new(
+        "release",
+        concat!(
+            include_str!("../lua/renew.lua"),
+            include_str!("../lua/release.lua")
+        ),
+    );
     /// Compare-and-replace with a new hold, for a resumed hand-off:
     /// `lua/take_over.lua`.
     pub static TAKE_OVER: Script = Script::new("take_over", include_str!("../lua/take_over.lua"));

@@ -14,6 +14,7 @@ use fred::clients::SubscriberClient as FredSubscriberClient;
 use fred::prelude::{EventInterface, PubsubInterface};
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
 use crate::topology::{Endpoint, Topology};
 
@@ -461,7 +462,7 @@ impl FredNode {
 /// one): the sentinels must be asked again.
 fn lost_master(err: &fred::error::Error) -> bool {
     let code = err.details().split_whitespace().next().unwrap_or("");
-    matches!(code, "READONLY" | "MASTERDOWN" | "LOADING")
+    LOST_MASTER.contains(&code)
 }
 
 #[async_trait]
@@ -617,10 +618,6 @@ impl NodeClient for FredNode {
     }
 }
 
-/// How many times a pipeline whose first command a cluster redirected is
-/// sent again (with 5, 10, 15, ... ms between tries: under a second in all).
-const CLUSTER_REDIRECTS: u32 = 16;
-
 /// Whether `err` says the server did not run the command: a redirection
 /// fred gave up following (`MOVED` or `ASK`), or a slot in the middle of a
 /// migration or a cluster without a quorum.
@@ -629,7 +626,7 @@ fn was_redirected(err: &fred::error::Error) -> bool {
         return true;
     }
     let code = err.details().split_whitespace().next().unwrap_or("");
-    matches!(code, "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN")
+    NOT_RUN.contains(&code)
 }
 
 fn convert(address: &str, value: Value) -> Result<Reply, LockError> {

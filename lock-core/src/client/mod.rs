@@ -455,6 +455,22 @@ fn explain_topology_mismatch(endpoint: &Endpoint, err: LockError) -> LockError {
     err
 }
 
+/// How many times a cluster command (or pipeline) whose reply proves it did
+/// not run is sent again (with 5, 10, 15, ... ms between tries: under a
+/// second in all).
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) const CLUSTER_REDIRECTS: u32 = 16;
+
+/// The error codes of replies that prove a cluster command did not run: a
+/// slot that moved or is moving, or a cluster without a quorum.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) const NOT_RUN: [&str; 4] = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
+
+/// The error codes of a server that is no longer (or not yet) the master:
+/// the sentinels must be asked again.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) const LOST_MASTER: [&str; 3] = ["READONLY", "MASTERDOWN", "LOADING"];
+
 /// Maps a server error line (`CODE message`) to the right [`LockError`].
 #[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) fn server_error(node: &str, message: String) -> LockError {

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::config::{NodeUrl, ParsedUrl};
 use crate::error::LockError;
 use crate::topology::{Endpoint, Topology};
@@ -364,22 +365,11 @@ impl SentinelLink {
     }
 }
 
-/// How many times a cluster command whose reply proves it did not run is
-/// sent again (with 5, 10, 15, ... ms between tries: under a second in all).
-const CLUSTER_REDIRECTS: u32 = 16;
-
 /// Whether the server refused `err`'s command without running it: a slot
 /// that moved or is moving, or a cluster without a quorum.
 fn did_not_run(err: &redis::RedisError) -> bool {
     err.code().is_some_and(|code| NOT_RUN.contains(&code))
 }
-
-/// The error codes of replies that prove a cluster command did not run: a
-/// slot that moved or is moving, or a cluster without a quorum.
-const NOT_RUN: [&str; 4] = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"];
-
-/// The error codes of a server that is no longer (or not yet) the master.
-const LOST_MASTER: [&str; 3] = ["READONLY", "MASTERDOWN", "LOADING"];
 
 /// Whether `err` means the server we talk to may no longer be the master.
 fn lost_master(err: &LockError) -> bool {
