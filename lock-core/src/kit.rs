@@ -173,13 +173,14 @@
 //! # }
 //! ```
 
-pub use crate::client::{connect, NodeClient, Reply};
-pub use crate::notify::{ReleaseNotifier, ReleaseWatch};
-pub use crate::script::Script;
-pub use crate::scripted::ScriptedNode;
-pub use crate::timing::{
+pub use crate::engine::timing::{
     clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, MillisText,
 };
+pub use crate::server::client::{connect, NodeClient, Reply};
+pub use crate::server::list::list_held;
+pub use crate::server::notify::{ReleaseNotifier, ReleaseWatch};
+pub use crate::server::script::Script;
+pub use crate::server::scripted::ScriptedNode;
 
 pub mod scripts {
     //! The Lua scripts of the built-in strategies.
@@ -193,5 +194,5 @@ pub mod scripts {
     //! `KEYS`, `ARGV` and reply; read it with
     //! [`Script::source`](super::Script::source).
 
-    pub use crate::script::{reentrant, single, FORCE_RELEASE};
+    pub use crate::server::script::{reentrant, single, FORCE_RELEASE};
 }

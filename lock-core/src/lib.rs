@@ -57,49 +57,36 @@
 // marks each item that needs a cargo feature with that feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod backend;
-mod background;
-mod client;
 mod config;
+mod engine;
 mod error;
-mod grant;
-mod guard;
-mod keepers;
 mod key;
 pub mod kit;
-mod list;
-mod manager;
-mod notify;
-mod renewal;
-mod script;
-mod scripted;
-mod status;
-mod telemetry;
-mod timing;
-mod topology;
-mod watchdog;
+mod server;
 
-pub use backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome, Renewal};
-pub use background::settle_background_releases;
-#[cfg(feature = "fred")]
-pub use client::FredNode;
-#[cfg(feature = "redis")]
-pub use client::RedisNode;
-pub use client::{ClientKind, ConnectOptions};
-pub use config::{
-    LockConfig, NodeUrl, RetryPolicy, WaitMode, WatchdogConfig, MAX_METRICS_LOCK_NAMES,
-};
+pub use config::{LockConfig, MAX_METRICS_LOCK_NAMES};
+pub use engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome, Renewal};
+pub use engine::background::settle_background_releases;
+pub use engine::guard::{LeaseGuard, LeaseHandle};
+pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
+pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
+pub use engine::state::{HolderInfo, ListOptions, ListedLock, LockListing, LockState};
+pub use engine::status::LeaseStatus;
+pub use engine::timing::{MAX_TTL, MIN_TTL};
+pub use engine::wake::Wakeups;
 pub use error::{LockError, LossReason, SourceError};
-pub use grant::{GrantOptions, HolderInfo, MAX_HOLDER_LABEL_LEN};
-pub use guard::{LeaseGuard, LeaseHandle, LeaseStatus};
 pub use key::{
     FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN,
     MAX_PREFIX_LEN,
 };
-pub use list::{ListOptions, ListedLock, LockListing};
-pub use manager::{LockManager, FAIR_WAITER_LEASE};
-pub use timing::{MAX_TTL, MIN_TTL};
-pub use topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};
+#[cfg(feature = "fred")]
+pub use server::client::FredNode;
+#[cfg(feature = "redis")]
+pub use server::client::RedisNode;
+pub use server::client::{ClientKind, ConnectOptions};
+pub use server::grant::{GrantOptions, MAX_HOLDER_LABEL_LEN};
+pub use server::topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};
+pub use server::url::NodeUrl;
 
 /// Re-exported so backends and users name the same `async_trait`.
 pub use async_trait::async_trait;

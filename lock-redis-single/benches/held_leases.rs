@@ -30,7 +30,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::stream::{self, StreamExt};
-use lock_core::kit::{NodeClient, ReleaseWatch};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LeaseGuard, LockBackend,
     LockConfig, LockError, LockKey, LockManager, LockState, LossReason, OwnerToken, ReleaseOutcome,
@@ -87,7 +86,10 @@ impl LockBackend for OneCommandEach {
         self.0.force_release(key).await
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+    async fn watch_releases(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<Box<dyn lock_core::Wakeups>>, LockError> {
         self.0.watch_releases(key).await
     }
 
@@ -95,8 +97,12 @@ impl LockBackend for OneCommandEach {
         self.0.leave_fair_queue(key, owner).await
     }
 
-    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
-        self.0.scan_nodes()
+    async fn list(
+        &self,
+        prefix: &str,
+        options: &lock_core::ListOptions,
+    ) -> Result<lock_core::LockListing, LockError> {
+        self.0.list(prefix, options).await
     }
 }
 

@@ -6,13 +6,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::single;
 use lock_core::kit::{
-    remaining_from_pttl, ttl_millis, validate_ttl, MillisText, NodeClient, ReleaseWatch, Reply,
+    list_held, remaining_from_pttl, ttl_millis, validate_ttl, MillisText, NodeClient, Reply,
     Script, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
-    GrantOptions, HoldToken, HolderInfo, LockBackend, LockConfig, LockError, LockKey, LockManager,
-    LockState, OwnerToken, ReleaseOutcome, Renewal,
+    GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend, LockConfig, LockError, LockKey,
+    LockListing, LockManager, LockState, OwnerToken, ReleaseOutcome, Renewal, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -455,12 +455,22 @@ impl LockBackend for SingleNodeBackend {
         self.node.force_release(key).await
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
-        self.node.watch_releases(key).await
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
+        Ok(self
+            .node
+            .watch_releases(key)
+            .await?
+            .map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
-        vec![Ok(Arc::clone(self.node.client()))]
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            vec![Ok(Arc::clone(self.node.client()))],
+            prefix,
+            options,
+        )
+        .await
     }
 
     fn supports_fair_queue(&self) -> bool {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::{ReleaseNotifier, ReleaseWatch, ScriptedNode};
+use lock_core::kit::{ReleaseNotifier, ScriptedNode};
 use lock_core::{
     AcquireOutcome, ClientKind, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
     LockManager, LockState, ReleaseOutcome,
@@ -143,7 +143,10 @@ impl LockBackend for SlowAcquires {
         self.inner.force_release(key).await
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+    async fn watch_releases(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<Box<dyn lock_core::Wakeups>>, LockError> {
         self.inner.watch_releases(key).await
     }
 }

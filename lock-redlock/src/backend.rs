@@ -6,12 +6,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use lock_core::kit::scripts::{single, FORCE_RELEASE};
 use lock_core::kit::{
-    clock_drift, remaining_from_pttl, validate_ttl, validity, MillisText, NodeClient, ReleaseWatch,
+    clock_drift, list_held, remaining_from_pttl, validate_ttl, validity, MillisText, ReleaseWatch,
     Reply,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, LockBackend,
-    LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl, ReleaseOutcome, Topology,
+    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, ListOptions,
+    LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager, LockState, NodeUrl,
+    ReleaseOutcome, Topology, Wakeups,
 };
 
 use crate::landing::{delete_late_grant, Landings};
@@ -652,7 +653,7 @@ impl LockBackend for RedlockBackend {
         Ok(deleted)
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
         // Subscribe on every node at once; a node that cannot subscribe only
         // means its releases wake nobody, and the holder's TTL still does.
         let channel = key.release_channel();
@@ -671,11 +672,17 @@ impl LockBackend for RedlockBackend {
                 Err(_) => tracing::debug!("a redlock node did not confirm a subscription in time"),
             }
         }
-        Ok(merged)
+        Ok(merged.map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
-        self.nodes.iter().map(|node| node.client()).collect()
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            self.nodes.iter().map(|node| node.client()).collect(),
+            prefix,
+            options,
+        )
+        .await
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

@@ -6,12 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::reentrant;
 use lock_core::kit::{
-    remaining_from_pttl, validate_ttl, MillisText, NodeClient, ReleaseWatch, Reply, ScriptedNode,
+    list_held, remaining_from_pttl, validate_ttl, MillisText, NodeClient, Reply, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
-    GrantOptions, HoldToken, HolderInfo, LockBackend, LockConfig, LockError, LockKey, LockManager,
-    LockState, ReleaseOutcome,
+    GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend, LockConfig, LockError, LockKey,
+    LockListing, LockManager, LockState, ReleaseOutcome, Wakeups,
 };
 
 /// A reentrant lock backend over one Redis node.
@@ -243,12 +243,22 @@ impl LockBackend for ReentrantBackend {
         self.node.force_release(key).await
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
-        self.node.watch_releases(key).await
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
+        Ok(self
+            .node
+            .watch_releases(key)
+            .await?
+            .map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
-        vec![Ok(Arc::clone(self.node.client()))]
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            vec![Ok(Arc::clone(self.node.client()))],
+            prefix,
+            options,
+        )
+        .await
     }
 
     /// The hash slot of `key` on a cluster, so that a master that stalls

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::ReleaseWatch;
 use lock_core::{
     AcquireOutcome, ExtendOutcome, HoldToken, LeaseGuard, LockBackend, LockError, LockKey,
     LockManager, LockState, OwnerToken, ReleaseOutcome,
@@ -311,7 +310,10 @@ impl LockBackend for Faulty {
         self.inner.force_release(key).await
     }
 
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+    async fn watch_releases(
+        &self,
+        key: &LockKey,
+    ) -> Result<Option<Box<dyn lock_core::Wakeups>>, LockError> {
         self.inner.watch_releases(key).await
     }
 }

@@ -12,15 +12,18 @@
 //! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly and is part of `test`.
+//! - `layers`: lock-core's engine names nothing of its Redis layer, and no
+//!   modules import each other in a circle (`layers.rs`; part of `test`).
 //! - `package`: packages the published crates (no upload) and uses them from
 //!   outside the workspace (part of `test`).
 
+mod layers;
 mod publish;
 mod redis_server;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | package>
+const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | package | layers>
 
   test   fmt check, clippy -D warnings (all features, no client, each client alone),
          docs and publishing checks, every test with both clients, the packaged
@@ -33,13 +36,16 @@ const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | pa
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and the packaged `distlock` command built and
-         run against them (part of `test`)";
+         run against them (part of `test`)
+  layers lock-core's lease engine names no Redis layer, and no modules import each
+         other in a circle (part of `test`)";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
     let result = match task.as_deref() {
         Some("test") => test(),
         Some("demo") => demo(),
+        Some("layers") => layers::check(&lock_core_src()),
         Some("bench") => bench(),
         Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("package") => redis_server::ensure()
@@ -58,6 +64,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// lock-core's sources, whose layers `layers` checks.
+fn lock_core_src() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../lock-core/src")
 }
 
 /// The crates whose tests and benchmarks take a client feature.
@@ -129,6 +140,7 @@ fn test() -> Result<(), String> {
         &["fmt", "--all", "--", "--check"],
         "formatting (cargo fmt --all to fix)",
     )?;
+    layers::check(&lock_core_src())?;
     publish::check_rust_version()?;
     publish::check_one_major_of_each(&ONE_MAJOR_ONLY)?;
     cargo(

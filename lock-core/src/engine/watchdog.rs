@@ -1,7 +1,7 @@
 //! The task that keeps a held lease alive and reports its loss.
 //!
 //! One keeper runs per guard, from when its first renewal falls due (until
-//! then it is only planned: see [`crate::keepers`]). With renewal on, it extends the lease every
+//! then it is only planned: see [`crate::engine::schedule`]). With renewal on, it extends the lease every
 //! renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when
 //! an extend finds the key gone or taken, or when the deadline passes while
@@ -17,13 +17,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::ExtendOutcome;
+use crate::engine::backend::ExtendOutcome;
+use crate::engine::lease::LeaseShared;
+use crate::engine::renewal::RenewalDriver;
+use crate::engine::status::LeaseStatus;
+use crate::engine::telemetry;
+use crate::engine::timing::{max_renew_interval, MIN_TTL};
 use crate::error::{LockError, LossReason};
-use crate::guard::{LeaseShared, LeaseStatus};
 use crate::key::FencingToken;
-use crate::renewal::RenewalDriver;
-use crate::telemetry;
-use crate::timing::{max_renew_interval, MIN_TTL};
 
 /// How soon to try again after a renewal failed: a third of the interval, but
 /// at least 5 ms so a dead node is not hammered.

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use crate::client::{self, ClientKind, ConnectOptions, NodeClient, Reply};
 use crate::error::LockError;
 use crate::key::LockKey;
-use crate::notify::{ReleaseNotifier, ReleaseWatch};
-use crate::script::{Script, FORCE_RELEASE};
-use crate::topology::{Endpoint, ReplicasConfig};
+use crate::server::client::{self, ClientKind, ConnectOptions, NodeClient, Reply};
+use crate::server::notify::{ReleaseNotifier, ReleaseWatch};
+use crate::server::script::{Script, FORCE_RELEASE};
+use crate::server::topology::{Endpoint, ReplicasConfig};
 
 /// A node that runs a strategy's scripts and can notify waiters.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub struct ScriptedNode {
 
 impl ScriptedNode {
     /// Connects to `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a standalone
-    /// server) through the `kind` client; see [`connect`](crate::kit::connect)
+    /// server) through the `kind` client; see [`connect`](crate::server::client::connect)
     /// for the errors. Release notifications use a second connection, opened when a
     /// waiter first needs it.
     pub async fn connect(
@@ -113,7 +113,7 @@ impl ScriptedNode {
     /// `WAIT`'s arguments: the replica count and the timeout in ms.
     fn wait_args(&self) -> (String, String) {
         // WAIT with 0 ms would block the connection until a replica answers.
-        let millis = crate::timing::ttl_millis(self.replicas.timeout).max(1);
+        let millis = crate::engine::timing::ttl_millis(self.replicas.timeout).max(1);
         (self.replicas.count.to_string(), millis.to_string())
     }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::NodeUrl;
 use crate::error::LockError;
+use crate::server::url::NodeUrl;
 
 /// How the configured nodes form a Redis deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -11,7 +11,7 @@
 //!
 //! One pump task per manager and runtime sleeps until a little before the
 //! earliest entry of that runtime's leases is due (at most 20 ms), then
-//! starts the watchdog tasks ([`crate::watchdog::keep`]) of the leases due
+//! starts the watchdog tasks ([`crate::engine::watchdog::keep`]) of the leases due
 //! by then; from then on a lease is kept exactly as before (a watchdog
 //! started early only waits longer). The pump runs no code but its own (no
 //! log event, no metric), so nothing a subscriber or recorder does can stop
@@ -39,11 +39,12 @@ use tokio::runtime::{self, Handle};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::config::LockConfig;
-use crate::guard::{LeaseShared, LeaseStatus};
-use crate::renewal::RenewalDriver;
-use crate::timing::{clock_drift, validity};
-use crate::watchdog;
+use crate::engine::lease::{Keeper, LeaseShared, Slot, WatchdogPlan};
+use crate::engine::renewal::RenewalDriver;
+use crate::engine::settings::Settings;
+use crate::engine::status::LeaseStatus;
+use crate::engine::timing::{clock_drift, validity};
+use crate::engine::watchdog;
 
 /// The most a pump starts a watchdog before it is due (see
 /// [`Keepers::early`]).
@@ -92,25 +93,6 @@ pub(crate) struct Keepers {
     next_id: AtomicU64,
 }
 
-/// Where a lease's watchdog is; behind the lease's own lock.
-#[derive(Debug, Default)]
-pub(crate) enum Keeper {
-    /// Not started: waits in `keepers`' queue of `runtime` at `slot`.
-    Planned {
-        keepers: Arc<Keepers>,
-        runtime: runtime::Id,
-        slot: Slot,
-    },
-    /// The watchdog task.
-    Running(AbortHandle),
-    /// Released, handed off, or never planned.
-    #[default]
-    Stopped,
-}
-
-/// When a watchdog is due, and a number that makes the entry unique.
-type Slot = (Instant, u64);
-
 /// The planned watchdogs of the leases taken on one runtime.
 struct Queue {
     /// `runtime`'s id.
@@ -138,7 +120,7 @@ enum Pump {
 impl Keepers {
     /// The watchdogs of the leases of a manager with `config`, whose
     /// renewals `renewals` sends.
-    pub(crate) fn new(config: &LockConfig, renewals: RenewalDriver) -> Self {
+    pub(crate) fn new(config: &Settings, renewals: RenewalDriver) -> Self {
         let renew_every = config.watchdog.enabled.then(|| config.renew_interval());
         let plan = KeeperPlan {
             renew_every,
@@ -194,7 +176,7 @@ impl Keepers {
             let slot = (due, self.next_id.fetch_add(1, Ordering::Relaxed));
             queue.planned.insert(slot, Arc::clone(lease));
             *keeper = Keeper::Planned {
-                keepers: Arc::clone(self),
+                keepers: Arc::clone(self) as Arc<dyn WatchdogPlan>,
                 runtime: id,
                 slot,
             };
@@ -228,7 +210,7 @@ impl Keepers {
     }
 
     /// Takes a plan out of its queue (if the queue has not ended).
-    fn unplan(&self, runtime: runtime::Id, slot: Slot) {
+    fn take_plan(&self, runtime: runtime::Id, slot: Slot) {
         if let Some(queue) = queue_of(&mut self.lock_queues(), runtime) {
             queue.planned.remove(&slot);
         }
@@ -312,6 +294,22 @@ impl Keepers {
     }
 }
 
+impl WatchdogPlan for Keepers {
+    fn unplan(&self, runtime: runtime::Id, slot: Slot) {
+        self.take_plan(runtime, slot);
+    }
+
+    fn start(
+        &self,
+        runtime: runtime::Id,
+        slot: Slot,
+        lease: &Arc<LeaseShared>,
+    ) -> Option<AbortHandle> {
+        let handle = self.unplan_to_start(runtime, slot)?;
+        Some(self.spawn(lease, &handle))
+    }
+}
+
 impl std::fmt::Debug for Keepers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Not the queues: their leases would print their keepers in turn.
@@ -332,40 +330,6 @@ impl Drop for Keepers {
             .unwrap_or_else(PoisonError::into_inner);
         for queue in queues.iter() {
             queue.wake.notify_one();
-        }
-    }
-}
-
-impl Keeper {
-    /// Stops the watchdog, started or not.
-    pub(crate) fn stop(&mut self) {
-        match std::mem::take(self) {
-            Keeper::Planned {
-                keepers,
-                runtime,
-                slot,
-            } => {
-                keepers.unplan(runtime, slot);
-            }
-            Keeper::Running(task) => task.abort(),
-            Keeper::Stopped => {}
-        }
-    }
-
-    /// Starts the watchdog of `lease` now, on the runtime it was planned on,
-    /// if it is only planned (a caller's `extend` may bring its deadline
-    /// forward).
-    pub(crate) fn start_now(&mut self, lease: &Arc<LeaseShared>) {
-        if let Keeper::Planned {
-            keepers,
-            runtime,
-            slot,
-        } = self
-        {
-            // Without a queue, its ended pump is handing the lease on.
-            if let Some(handle) = keepers.unplan_to_start(*runtime, *slot) {
-                *self = Keeper::Running(keepers.spawn(lease, &handle));
-            }
         }
     }
 }
@@ -426,10 +390,11 @@ impl Drop for PumpEnded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
+    use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
+    use crate::engine::state::LockState;
+    use crate::engine::telemetry::Labels;
     use crate::error::LockError;
     use crate::key::{HoldToken, LockKey, OwnerToken};
-    use crate::telemetry::Labels;
 
     /// Only there to build leases: these tests look at the bookkeeping of
     /// planned watchdogs, which never talks to a server, and fail if
@@ -471,7 +436,7 @@ mod tests {
 
     fn keepers() -> Arc<Keepers> {
         let renewals = RenewalDriver::new(Arc::new(NoServer));
-        Arc::new(Keepers::new(&LockConfig::default(), renewals))
+        Arc::new(Keepers::new(&Settings::default(), renewals))
     }
 
     fn lease() -> Arc<LeaseShared> {

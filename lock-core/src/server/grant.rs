@@ -3,10 +3,10 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::client::Reply;
-use crate::config::LockConfig;
+use crate::engine::state::HolderInfo;
+use crate::engine::timing::ttl_millis;
 use crate::error::LockError;
-use crate::timing::ttl_millis;
+use crate::server::client::Reply;
 
 /// The longest `holder_label`, in bytes.
 pub const MAX_HOLDER_LABEL_LEN: usize = 128;
@@ -16,8 +16,8 @@ pub const MAX_HOLDER_LABEL_LEN: usize = 128;
 const MAX_HOST_LEN: usize = 255;
 
 /// What the built-in acquire scripts write beside the lock key, from
-/// [`LockConfig::fencing`], [`LockConfig::fencing_counter_ttl`],
-/// [`LockConfig::holder_info`] and [`LockConfig::holder_label`]. The default
+/// [`LockConfig::fencing`](crate::LockConfig::fencing), [`LockConfig::fencing_counter_ttl`](crate::LockConfig::fencing_counter_ttl),
+/// [`LockConfig::holder_info`](crate::LockConfig::holder_info) and [`LockConfig::holder_label`](crate::LockConfig::holder_label). The default
 /// writes what they always did: a fencing token from a counter that never
 /// expires, and no holder information.
 ///
@@ -30,7 +30,7 @@ pub struct GrantOptions {
     /// How long the fencing counter lives after a grant; `None`: forever.
     pub fencing_counter_ttl: Option<Duration>,
     /// Whether single-node grants outside fair mode issue a fencing token
-    /// ([`LockConfig::fencing`]).
+    /// ([`LockConfig::fencing`](crate::LockConfig::fencing)).
     fencing: bool,
     /// Who this process is, stored by each grant; `None`: nothing is stored.
     holder: Option<HolderIdentity>,
@@ -55,25 +55,9 @@ struct HolderIdentity {
 }
 
 impl GrantOptions {
-    /// The options `config` asks for; with `holder_info`, this process's host
-    /// name and id are read once, here. Errors with
-    /// [`LockError::InvalidConfig`] naming the field when `config` does not
-    /// validate.
-    pub fn from_config(config: &LockConfig) -> Result<Self, LockError> {
-        config.validate()?;
-        let options = GrantOptions::default()
-            .with_fencing(config.fencing)
-            .with_fencing_counter_ttl(config.fencing_counter_ttl);
-        if config.holder_info {
-            options.with_holder_info(config.holder_label.clone())
-        } else {
-            Ok(options)
-        }
-    }
-
     /// These options with fencing tokens issued (`true`, the default) or
     /// not by single-node grants outside fair mode; see
-    /// [`LockConfig::fencing`] for what is lost without them. The fair-mode
+    /// [`LockConfig::fencing`](crate::LockConfig::fencing) for what is lost without them. The fair-mode
     /// and reentrant scripts issue tokens either way.
     pub fn with_fencing(mut self, fencing: bool) -> Self {
         self.fencing = fencing;
@@ -179,27 +163,6 @@ fn host_name() -> String {
         host.push(if c.is_control() { '?' } else { c });
     }
     host
-}
-
-/// Who holds a lock, as its grant stored it with `holder_info = true`: the
-/// host and process that took it, when (by the Redis server's clock, so hosts
-/// need no synchronised clocks), and the label from the holder's config.
-///
-/// It never holds the owner token, which would let its reader release the
-/// lock. Read it with [`LockManager::inspect`](crate::LockManager::inspect)
-/// ([`LockState::Held`](crate::LockState::Held)'s `holder`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HolderInfo {
-    /// The host name of the process that took the lock.
-    pub host: String,
-    /// Its process id (on that host).
-    pub pid: u32,
-    /// When the lock was granted, by the Redis server's clock. A re-entry
-    /// (reentrant strategy) keeps the first hold's.
-    pub acquired_at: SystemTime,
-    /// The holder's `holder_label`, if it set one.
-    pub label: Option<String>,
 }
 
 impl HolderInfo {

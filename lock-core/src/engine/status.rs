@@ -8,10 +8,31 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
-use crate::guard::LeaseStatus;
+use crate::error::LossReason;
+
+/// Where a lease stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseStatus {
+    /// Held, and known valid until `valid_until` unless renewed further.
+    Held {
+        /// The monotonic instant until which the lease is known valid.
+        valid_until: Instant,
+    },
+    /// Lost before the holder released it.
+    Lost {
+        /// How it was lost.
+        reason: LossReason,
+        /// The last instant the lease was known valid.
+        valid_until: Instant,
+    },
+    /// Released by the holder (explicitly, or by dropping the guard).
+    Released,
+}
 
 #[derive(Debug)]
 pub(crate) struct StatusCell {
@@ -130,7 +151,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::error::LossReason;
 
     fn held() -> LeaseStatus {
         LeaseStatus::Held {

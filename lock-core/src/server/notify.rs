@@ -25,14 +25,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as SyncMutex, Weak};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::future::{pending, select_all};
 use tokio::sync::{Mutex, Notify};
 
-use crate::client::{
+use crate::engine::wake::Wakeups;
+use crate::error::LockError;
+use crate::server::client::{
     connect_subscriber, ClientKind, ConnectOptions, MessageReceiver, SubscriberClient,
 };
-use crate::error::LockError;
-use crate::topology::Endpoint;
+use crate::server::topology::Endpoint;
 
 /// Release notifications from one node.
 #[derive(Debug)]
@@ -378,11 +380,14 @@ impl ReleaseWatch {
         self.used.append(&mut other.used);
         self.subscriptions.append(&mut other.subscriptions);
     }
+}
 
+#[async_trait]
+impl Wakeups for ReleaseWatch {
     /// Asks to be woken by every release, not only when first in this
     /// process's queue. Fair-mode waiters need it: the order that counts is
     /// the queue in Redis.
-    pub fn wake_on_every_release(&self) {
+    fn wake_on_every_release(&self) {
         for slot in &self.slots {
             slot.every.store(true, Ordering::Release);
         }
@@ -392,7 +397,7 @@ impl ReleaseWatch {
     /// already queued when this one joined. If so, a release published just
     /// before the subscription woke that waiter, and this one need not try
     /// again before waiting; otherwise it must, or it could miss that release.
-    pub fn joined_behind_others(&self) -> bool {
+    fn joined_behind_others(&self) -> bool {
         self.behind_others
     }
 
@@ -406,7 +411,7 @@ impl ReleaseWatch {
     /// before then (its future dropped, or its attempt failed as its wait
     /// ran out) passes it on to the next waiter of this process, which
     /// would otherwise sleep while the lock is free.
-    pub async fn released(&mut self) {
+    async fn released(&mut self) {
         if self.slots.is_empty() {
             return pending().await;
         }
@@ -419,7 +424,7 @@ impl ReleaseWatch {
 
     /// Call just before each acquire attempt: the wake-ups so far are the
     /// ones it answers.
-    pub fn attempt_starting(&mut self) {
+    fn attempt_starting(&mut self) {
         for (seen, slot) in self.seen.iter_mut().zip(&self.slots) {
             *seen = slot.wakes.load(Ordering::Acquire);
         }
@@ -429,7 +434,7 @@ impl ReleaseWatch {
     /// again (whose release wakes a waiter anew). The wake-ups that came
     /// before it started are spent; one that came during it, or before an
     /// attempt that failed, is passed on if this waiter leaves.
-    pub fn attempt_finished(&mut self) {
+    fn attempt_finished(&mut self) {
         self.used.clone_from(&self.seen);
     }
 }

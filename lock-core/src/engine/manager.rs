@@ -5,15 +5,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{AcquireOutcome, ExtendOutcome, LockBackend, LockState, ReleaseOutcome};
-use crate::config::{LockConfig, WaitMode};
+use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
+use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
+use crate::engine::lease::LeaseShared;
+use crate::engine::renewal::RenewalDriver;
+use crate::engine::schedule::Keepers;
+use crate::engine::settings::{Settings, WaitMode};
+use crate::engine::state::{ListOptions, LockListing, LockState};
+use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
+use crate::engine::wake::Wakeups;
 use crate::error::LockError;
-use crate::guard::{spawn_release, LeaseGuard, LeaseHandle, LeaseShared};
-use crate::keepers::Keepers;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
-use crate::notify::ReleaseWatch;
-use crate::renewal::RenewalDriver;
-use crate::telemetry::{self, in_span, Labels, LockNameLabels};
 
 /// Takes and holds locks through one backend, with one config.
 ///
@@ -35,7 +37,7 @@ use crate::telemetry::{self, in_span, Labels, LockNameLabels};
 #[derive(Debug, Clone)]
 pub struct LockManager {
     backend: Arc<dyn LockBackend>,
-    config: Arc<LockConfig>,
+    settings: Arc<Settings>,
     /// Which lock names label metrics (`metrics_lock_names`).
     lock_names: Arc<LockNameLabels>,
     /// The watchdogs of this manager's leases: planned at acquire, started
@@ -82,11 +84,13 @@ struct Granted {
 }
 
 impl LockManager {
-    /// A manager over `backend`. Errors with [`LockError::InvalidConfig`] if the
-    /// config does not validate.
-    pub fn new(backend: Arc<dyn LockBackend>, config: LockConfig) -> Result<Self, LockError> {
-        config.validate()?;
-        if config.fair && !backend.supports_fair_queue() {
+    /// A manager over `backend` with validated `settings`; the public
+    /// constructors, which read them from a config, are in `crate::config`.
+    pub(crate) fn with_settings(
+        backend: Arc<dyn LockBackend>,
+        settings: Settings,
+    ) -> Result<Self, LockError> {
+        if settings.fair && !backend.supports_fair_queue() {
             return Err(LockError::InvalidConfig {
                 field: "fair".to_owned(),
                 reason: format!(
@@ -97,12 +101,12 @@ impl LockManager {
         }
         Ok(LockManager {
             keepers: Arc::new(Keepers::new(
-                &config,
+                &settings,
                 RenewalDriver::new(Arc::clone(&backend)),
             )),
             backend,
-            lock_names: Arc::new(LockNameLabels::new(config.metrics_lock_names)),
-            config: Arc::new(config),
+            lock_names: Arc::new(LockNameLabels::new(settings.metrics_lock_names)),
+            settings: Arc::new(settings),
         })
     }
 
@@ -119,15 +123,15 @@ impl LockManager {
         &self.backend
     }
 
-    /// The config in force.
-    pub fn config(&self) -> &LockConfig {
-        &self.config
+    /// The prefix of every key this manager names (`key_prefix`).
+    pub fn key_prefix(&self) -> &str {
+        &self.settings.key_prefix
     }
 
     /// The validated key for a lock name under the configured prefix.
     pub fn key(&self, name: &str) -> Result<LockKey, LockError> {
-        // The prefix was validated with the config, in `new`.
-        LockKey::under_valid_prefix(&self.config.key_prefix, name)
+        // The prefix was validated with the config the settings came from.
+        LockKey::under_valid_prefix(&self.settings.key_prefix, name)
     }
 
     /// Tries once. `Ok(None)` when someone else holds the lock.
@@ -213,7 +217,7 @@ impl LockManager {
 
     /// Waits up to the configured `wait_timeout` for the lock.
     pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
-        self.acquire_within(name, self.config.wait_timeout).await
+        self.acquire_within(name, self.settings.wait_timeout).await
     }
 
     /// Waits up to `wait` for the lock, retrying with exponential backoff and
@@ -238,7 +242,7 @@ impl LockManager {
         owner: &OwnerToken,
         name: &str,
     ) -> Result<LeaseGuard, LockError> {
-        self.acquire_within_as(owner, name, self.config.wait_timeout)
+        self.acquire_within_as(owner, name, self.settings.wait_timeout)
             .await
     }
 
@@ -286,7 +290,7 @@ impl LockManager {
         let name = key.name();
         let started = Instant::now();
         let give_up_at = started.checked_add(wait);
-        let mut releases: Option<ReleaseWatch> = None;
+        let mut releases: Option<Box<dyn Wakeups>> = None;
         // When this wait may (next) try to subscribe to releases; `None` once
         // subscribed, or when the backend cannot notify.
         let mut subscribe_at = Some(started);
@@ -294,7 +298,7 @@ impl LockManager {
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
         // (reentrant) only reaches its own attempt.
-        let fair_owner = match (self.config.fair, owner) {
+        let fair_owner = match (self.settings.fair, owner) {
             (false, _) => None,
             (true, Some(owner)) => Some(owner.clone()),
             (true, None) => Some(OwnerToken::generate()?),
@@ -378,7 +382,7 @@ impl LockManager {
                 });
             }
             let may_subscribe = subscribe_at.is_some_and(|at| now >= at);
-            if contended && may_subscribe && self.config.wait_mode == WaitMode::Notify {
+            if contended && may_subscribe && self.settings.wait_mode == WaitMode::Notify {
                 // A failed subscription is tried again later; meanwhile poll.
                 subscribe_at = Some(now + SUBSCRIBE_RETRY);
                 // Bounded by the wait: an unreachable pub/sub connection may
@@ -390,7 +394,7 @@ impl LockManager {
                         // there was one; otherwise try again at once, or it
                         // would be missed.
                         let behind_others = watch.joined_behind_others();
-                        if self.config.fair {
+                        if self.settings.fair {
                             watch.wake_on_every_release();
                         }
                         releases = Some(watch);
@@ -413,7 +417,7 @@ impl LockManager {
             });
             // A fair waiter must try again well within its place's lease, or
             // it drops out of the line between attempts.
-            let fair_cap = if self.config.fair {
+            let fair_cap = if self.settings.fair {
                 FAIR_WAITER_LEASE / 4
             } else {
                 Duration::MAX
@@ -423,7 +427,7 @@ impl LockManager {
                     // Wake on a published release, or when the holder's TTL
                     // runs out (expiry publishes nothing), whichever is first.
                     let expiry = holder_remaining
-                        .map_or(self.config.retry.max_delay, |remaining| {
+                        .map_or(self.settings.retry.max_delay, |remaining| {
                             remaining.saturating_add(EXPIRY_SLACK)
                         });
                     tokio::select! {
@@ -432,7 +436,7 @@ impl LockManager {
                     }
                 }
                 _ => {
-                    let mut delay = self.config.retry.jittered_delay(*attempts - 1);
+                    let mut delay = self.settings.retry.jittered_delay(*attempts - 1);
                     if let Some(remaining) = holder_remaining {
                         delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
                     }
@@ -456,7 +460,9 @@ impl LockManager {
         F: FnOnce(LeaseHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self.wait_for(None, name, self.config.wait_timeout).await?;
+        let guard = self
+            .wait_for(None, name, self.settings.wait_timeout)
+            .await?;
         self.run_under(guard, name, work).await
     }
 
@@ -524,7 +530,7 @@ impl LockManager {
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
-        let ttl = self.config.ttl;
+        let ttl = self.settings.ttl;
         let successor = token.hold().successor()?;
         let sent_at = Instant::now();
         match self
@@ -603,6 +609,29 @@ impl LockManager {
         }
     }
 
+    /// Lists the held locks: a `SCAN` of the lock keys on every node that
+    /// holds the backend's keys (every standalone server, every master of a
+    /// cluster, the master of a sentinel group; every Redlock node), bounded
+    /// by `options.scan_limit`, then each name found read with
+    /// [`inspect`](Self::inspect), so every strategy reports its locks as it
+    /// sees them (Redlock: held by a majority). Free locks (fencing counters
+    /// without a lock) are not listed. Fair-mode queues are measured with
+    /// `LLEN`.
+    ///
+    /// It reads what is there while locks come and go: a lock taken during
+    /// the scan may be missing, and one released may be listed as held.
+    ///
+    /// Errors: [`LockError::InvalidConfig`] for a backend that cannot list
+    /// ([`LockBackend::list`](crate::LockBackend::list)) or a zero `batch`. A node that fails is
+    /// reported in [`LockListing::failures`], not as an error, so the other
+    /// nodes' locks are still listed.
+    pub async fn list(&self, options: &ListOptions) -> Result<LockListing, LockError> {
+        if options.batch == 0 {
+            return Err(LockError::config("batch", "must be at least 1"));
+        }
+        self.backend().list(self.key_prefix(), options).await
+    }
+
     /// Reads the state of the lock named `name`.
     pub async fn inspect(&self, name: &str) -> Result<LockState, LockError> {
         let key = self.key(name)?;
@@ -619,7 +648,7 @@ impl LockManager {
         owner: Option<&OwnerToken>,
         join_queue: bool,
     ) -> Result<Attempt, LockError> {
-        let ttl = self.config.ttl;
+        let ttl = self.settings.ttl;
         let (hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
             None => (HoldToken::fresh()?, true),
@@ -631,9 +660,9 @@ impl LockManager {
         // A fair waiter keeps its owner across attempts (its place in the
         // queue), so only a per-attempt release is safe for it.
         let undo_safe =
-            (fresh_owner && !self.config.fair) || self.backend.releases_only_its_attempt();
+            (fresh_owner && !self.settings.fair) || self.backend.releases_only_its_attempt();
         let pending = PendingAcquire::arm(&self.backend, key, &hold, undo_safe);
-        let outcome = if self.config.fair {
+        let outcome = if self.settings.fair {
             self.backend
                 .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
                 .await
@@ -674,14 +703,14 @@ impl LockManager {
             sent_at,
             ttl_set,
         } = granted;
-        let ttl = self.config.ttl;
+        let ttl = self.settings.ttl;
         let labels = self.labels(key.name());
         let shared = Arc::new(LeaseShared::new(
             Arc::clone(&self.backend),
             key,
             hold,
             ttl,
-            self.config.clock_drift_factor,
+            self.settings.clock_drift_factor,
             sent_at,
             labels,
         ));
@@ -841,7 +870,7 @@ impl Drop for QueuedWaiter<'_> {
             self.owner.clone(),
         );
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            crate::background::spawn(&runtime, async move {
+            crate::engine::background::spawn(&runtime, async move {
                 if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
                     tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
                 }

@@ -1,16 +1,14 @@
 //! The contract between the lock API and a locking strategy.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::client::NodeClient;
+use crate::engine::state::{ListOptions, LockListing, LockState};
+use crate::engine::wake::Wakeups;
 use crate::error::LockError;
-use crate::grant::HolderInfo;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
-use crate::notify::ReleaseWatch;
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,38 +74,6 @@ pub enum ReleaseOutcome {
     /// The key is gone or held by another hold (another owner, or a later
     /// hold of the same owner); nothing was changed.
     NotHeld,
-}
-
-/// A snapshot of one lock, for operators and tests.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LockState {
-    /// Nobody holds the lock.
-    Free {
-        /// The last fencing token issued for this key, if any.
-        last_token: Option<FencingToken>,
-    },
-    /// Someone holds the lock.
-    Held {
-        /// The remaining TTL; `None` if the key has no expiry (written by
-        /// something other than this library).
-        remaining: Option<Duration>,
-        /// The fencing token of the current hold, if the strategy issues tokens.
-        token: Option<FencingToken>,
-        /// How many times the holder has entered the lock, for reentrant
-        /// strategies; `None` for the others.
-        hold_count: Option<u64>,
-        /// Who took the lock, when its holder stored that (`holder_info =
-        /// true`); `None` otherwise, and always with Redlock.
-        holder: Option<HolderInfo>,
-    },
-}
-
-impl LockState {
-    /// Whether someone holds the lock.
-    pub fn is_held(&self) -> bool {
-        matches!(self, LockState::Held { .. })
-    }
 }
 
 /// A locking strategy: how one key is taken, renewed, given back and inspected.
@@ -249,7 +215,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// Subscribes to the releases of `key`, so a waiter can sleep until one is
     /// published instead of polling. Returns once the subscription is
     /// confirmed. `Ok(None)` means this backend cannot notify, and waiters poll.
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
+    async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
         let _ = key;
         Ok(None)
     }
@@ -285,18 +251,24 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// The connections that hold this backend's keys, one per deployment
-    /// (a standalone server, a cluster, a sentinel group; each Redlock
-    /// node), or the error of one that is down, for tools that scan the
-    /// keyspace ([`LockManager::list`](crate::LockManager::list), `distlock
-    /// list`). A cluster connection reaches every master
-    /// ([`NodeClient::cluster_masters`](crate::kit::NodeClient::cluster_masters)).
+    /// Lists the locks held under `prefix` (the manager's `key_prefix`), for
+    /// [`LockManager::list`](crate::LockManager::list) and `distlock list`:
+    /// a bounded scan of the nodes that hold this backend's keys, each lock
+    /// found read with [`inspect`](Self::inspect). The Redis layer does the
+    /// scan ([`kit::list_held`](crate::kit::list_held)); a strategy names
+    /// its nodes.
     ///
-    /// The default names none, and the backend's locks cannot be listed.
-    /// This is the one thing a listing needs from a strategy: the key
-    /// layout and each lock's state ([`LockBackend::inspect`]) are already
-    /// known.
-    fn scan_nodes(&self) -> Vec<Result<Arc<dyn NodeClient>, LockError>> {
-        Vec::new()
+    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`:
+    /// this backend's locks cannot be listed.
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        let _ = (prefix, options);
+        Err(LockError::config(
+            "strategy",
+            format!(
+                "the {} strategy does not say which nodes hold its keys, so its locks \
+                 cannot be listed",
+                self.strategy()
+            ),
+        ))
     }
 }

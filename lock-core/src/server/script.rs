@@ -3,8 +3,8 @@
 
 use std::sync::OnceLock;
 
-use crate::client::{NodeClient, Reply};
 use crate::error::LockError;
+use crate::server::client::{NodeClient, Reply};
 
 /// A Lua script run by digest. The digest is computed once, on first use.
 #[derive(Debug)]
@@ -173,17 +173,17 @@ pub mod single {
     pub static ACQUIRE: Script = Script::new(
         "acquire",
         concat!(
-            include_str!("../lua/fencing_counter.lua"),
-            include_str!("../lua/grant.lua"),
-            include_str!("../lua/acquire.lua")
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/grant.lua"),
+            include_str!("../../lua/acquire.lua")
         ),
     );
     /// Compare-and-extend: `lua/extend.lua`, after `lua/renew.lua`.
     pub static EXTEND: Script = Script::new(
         "extend",
         concat!(
-            include_str!("../lua/renew.lua"),
-            include_str!("../lua/extend.lua")
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/extend.lua")
         ),
     );
     /// Compare-and-extend of many holds in one call, for batched renewal:
@@ -191,8 +191,8 @@ pub mod single {
     pub static EXTEND_MANY: Script = Script::new(
         "extend_many",
         concat!(
-            include_str!("../lua/renew.lua"),
-            include_str!("../lua/extend_many.lua")
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/extend_many.lua")
         ),
     );
     /// Compare-and-delete: `lua/release.lua`, after `lua/renew.lua` (for
@@ -200,33 +200,34 @@ pub mod single {
     pub static RELEASE: Script = Script::new(
         "release",
         concat!(
-            include_str!("../lua/renew.lua"),
-            include_str!("../lua/release.lua")
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/release.lua")
         ),
     );
     /// Compare-and-replace with a new hold, for a resumed hand-off:
     /// `lua/take_over.lua`.
-    pub static TAKE_OVER: Script = Script::new("take_over", include_str!("../lua/take_over.lua"));
+    pub static TAKE_OVER: Script =
+        Script::new("take_over", include_str!("../../lua/take_over.lua"));
     /// Remaining TTL and last fencing token: `lua/inspect.lua`.
-    pub static INSPECT: Script = Script::new("inspect", include_str!("../lua/inspect.lua"));
+    pub static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
     /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.
     pub static FAIR_ACQUIRE: Script = Script::new(
         "fair_acquire",
         concat!(
-            include_str!("../lua/fencing_counter.lua"),
-            include_str!("../lua/grant.lua"),
-            include_str!("../lua/fair_acquire.lua")
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/grant.lua"),
+            include_str!("../../lua/fair_acquire.lua")
         ),
     );
     /// Leave the fair queue: `lua/fair_leave.lua`.
     pub static FAIR_LEAVE: Script =
-        Script::new("fair_leave", include_str!("../lua/fair_leave.lua"));
+        Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
 }
 
 /// Deletes a lock whoever holds it and publishes the release:
 /// `lua/force_release.lua`. Shared by every strategy.
 pub static FORCE_RELEASE: Script =
-    Script::new("force_release", include_str!("../lua/force_release.lua"));
+    Script::new("force_release", include_str!("../../lua/force_release.lua"));
 
 /// The reentrant scripts: a hash per lock, field = owner, value = hold count.
 pub mod reentrant {
@@ -236,25 +237,25 @@ pub mod reentrant {
     pub static ACQUIRE: Script = Script::new(
         "reentrant_acquire",
         concat!(
-            include_str!("../lua/fencing_counter.lua"),
-            include_str!("../lua/grant.lua"),
-            include_str!("../lua/reentrant_acquire.lua")
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/grant.lua"),
+            include_str!("../../lua/reentrant_acquire.lua")
         ),
     );
     /// Renewal by the holder: `lua/reentrant_extend.lua`.
     pub static EXTEND: Script = Script::new(
         "reentrant_extend",
-        include_str!("../lua/reentrant_extend.lua"),
+        include_str!("../../lua/reentrant_extend.lua"),
     );
     /// One hold given back: `lua/reentrant_release.lua`.
     pub static RELEASE: Script = Script::new(
         "reentrant_release",
-        include_str!("../lua/reentrant_release.lua"),
+        include_str!("../../lua/reentrant_release.lua"),
     );
     /// TTL, token and hold count: `lua/reentrant_inspect.lua`.
     pub static INSPECT: Script = Script::new(
         "reentrant_inspect",
-        include_str!("../lua/reentrant_inspect.lua"),
+        include_str!("../../lua/reentrant_inspect.lua"),
     );
 }
 
@@ -274,29 +275,29 @@ mod tests {
         // The files, not the loaded sources: the acquire scripts are loaded
         // after `fencing_counter.lua`, whose header is about its function.
         for (name, source) in [
-            ("acquire", include_str!("../lua/acquire.lua")),
-            ("extend", include_str!("../lua/extend.lua")),
-            ("release", include_str!("../lua/release.lua")),
-            ("inspect", include_str!("../lua/inspect.lua")),
+            ("acquire", include_str!("../../lua/acquire.lua")),
+            ("extend", include_str!("../../lua/extend.lua")),
+            ("release", include_str!("../../lua/release.lua")),
+            ("inspect", include_str!("../../lua/inspect.lua")),
             (
                 "reentrant_acquire",
-                include_str!("../lua/reentrant_acquire.lua"),
+                include_str!("../../lua/reentrant_acquire.lua"),
             ),
             (
                 "reentrant_extend",
-                include_str!("../lua/reentrant_extend.lua"),
+                include_str!("../../lua/reentrant_extend.lua"),
             ),
             (
                 "reentrant_release",
-                include_str!("../lua/reentrant_release.lua"),
+                include_str!("../../lua/reentrant_release.lua"),
             ),
             (
                 "reentrant_inspect",
-                include_str!("../lua/reentrant_inspect.lua"),
+                include_str!("../../lua/reentrant_inspect.lua"),
             ),
-            ("force_release", include_str!("../lua/force_release.lua")),
-            ("fair_acquire", include_str!("../lua/fair_acquire.lua")),
-            ("fair_leave", include_str!("../lua/fair_leave.lua")),
+            ("force_release", include_str!("../../lua/force_release.lua")),
+            ("fair_acquire", include_str!("../../lua/fair_acquire.lua")),
+            ("fair_leave", include_str!("../../lua/fair_leave.lua")),
         ] {
             let header = source
                 .lines()
@@ -306,9 +307,9 @@ mod tests {
             assert!(header.contains("KEYS[1]"), "{name} lacks KEYS docs");
             assert!(header.contains("Reply"), "{name} lacks reply docs");
         }
-        let counter = include_str!("../lua/fencing_counter.lua");
+        let counter = include_str!("../../lua/fencing_counter.lua");
         assert!(counter.starts_with("--") && counter.contains("counter_problem(counter)"));
-        let grant = include_str!("../lua/grant.lua");
+        let grant = include_str!("../../lua/grant.lua");
         assert!(grant.starts_with("--") && grant.contains("next_token(fence, counter"));
         let prelude = format!("{counter}{grant}");
         for script in [&single::ACQUIRE, &single::FAIR_ACQUIRE, &reentrant::ACQUIRE] {

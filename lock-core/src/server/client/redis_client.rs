@@ -16,9 +16,9 @@ use tokio::sync::Mutex;
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
-use crate::config::{NodeUrl, ParsedUrl};
 use crate::error::LockError;
-use crate::topology::{Endpoint, Topology};
+use crate::server::topology::{Endpoint, Topology};
+use crate::server::url::{NodeUrl, ParsedUrl};
 
 /// A node reached through the `redis` crate.
 #[derive(Clone)]

@@ -7,7 +7,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::LockError;
-use crate::topology::TlsConfig;
+use crate::server::topology::TlsConfig;
 
 /// PEM files read from a [`TlsConfig`], each checked to hold what it should.
 #[derive(Clone)]

@@ -3,204 +3,116 @@
 //! `inspect`.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use futures::StreamExt;
 
-use crate::backend::LockState;
-use crate::client::{NodeClient, Reply};
+use crate::engine::backend::LockBackend;
+use crate::engine::state::LockState;
+use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::LockError;
 use crate::key::LockKey;
-use crate::manager::LockManager;
-
-/// What [`LockManager::list`] looks for, and how much work it may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ListOptions {
-    /// Only locks whose name starts with this (under the configured
-    /// `key_prefix`). Default: every lock.
-    pub name_prefix: String,
-    /// How many keys the scan may examine in all, over every node: the sum
-    /// of the `COUNT` of the `SCAN` calls sent (Redis takes it as a hint, so
-    /// this is approximate). The listing says when it stopped at this limit.
-    /// Default: 100,000.
-    pub scan_limit: u64,
-    /// The `COUNT` of one `SCAN` call. Default: 1,000.
-    pub batch: u32,
-}
-
-impl Default for ListOptions {
-    fn default() -> Self {
-        ListOptions {
-            name_prefix: String::new(),
-            scan_limit: 100_000,
-            batch: 1_000,
-        }
-    }
-}
-
-impl ListOptions {
-    /// Every lock whose name starts with `prefix`, with the default limits.
-    pub fn with_name_prefix(prefix: impl Into<String>) -> Self {
-        ListOptions {
-            name_prefix: prefix.into(),
-            ..ListOptions::default()
-        }
-    }
-
-    /// These options with a limit on the keys examined.
-    pub fn with_scan_limit(mut self, limit: u64) -> Self {
-        self.scan_limit = limit;
-        self
-    }
-}
-
-/// The held locks a scan found; see [`LockManager::list`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct LockListing {
-    /// The locks found held, by name.
-    pub locks: Vec<ListedLock>,
-    /// How many keys the scan examined (the `COUNT` hints it sent).
-    pub examined: u64,
-    /// Whether the scan stopped at [`ListOptions::scan_limit`] before it had
-    /// covered every node: more locks may be held.
-    pub truncated: bool,
-    /// The nodes that could not be scanned, each error naming its node.
-    /// Their locks are missing from `locks`.
-    pub failures: Vec<LockError>,
-}
-
-/// One lock in a [`LockListing`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct ListedLock {
-    /// The lock's name, as given to `acquire`.
-    pub name: String,
-    /// What `inspect` read: always [`LockState::Held`] (a lock found free by
-    /// then is left out of the listing), or the error that kept it from being
-    /// read (a key holding foreign data, a node that failed meanwhile).
-    pub state: Result<LockState, LockError>,
-    /// How many fair-mode waiters are queued for it; `None` for strategies
-    /// without a fair mode, and when the queue could not be read.
-    pub queued: Option<u64>,
-}
+use crate::server::client::{NodeClient, Reply};
 
 /// How many locks are inspected at once.
 const INSPECT_CONCURRENCY: usize = 16;
 
-impl LockManager {
-    /// Lists the held locks: a `SCAN` of the lock keys on every node that
-    /// holds the backend's keys (every standalone server, every master of a
-    /// cluster, the master of a sentinel group; every Redlock node), bounded
-    /// by `options.scan_limit`, then each name found read with
-    /// [`inspect`](Self::inspect), so every strategy reports its locks as it
-    /// sees them (Redlock: held by a majority). Free locks (fencing counters
-    /// without a lock) are not listed. Fair-mode queues are measured with
-    /// `LLEN`.
-    ///
-    /// It reads what is there while locks come and go: a lock taken during
-    /// the scan may be missing, and one released may be listed as held.
-    ///
-    /// Errors: [`LockError::InvalidConfig`] for a backend that cannot list
-    /// (one that names no nodes, [`LockBackend::scan_nodes`]) or a zero
-    /// `batch`. A node that fails is reported in
-    /// [`LockListing::failures`], not as an error, so the other nodes' locks
-    /// are still listed.
-    ///
-    /// [`LockBackend::scan_nodes`]: crate::LockBackend::scan_nodes
-    pub async fn list(&self, options: &ListOptions) -> Result<LockListing, LockError> {
-        if options.batch == 0 {
-            return Err(LockError::config("batch", "must be at least 1"));
-        }
-        let nodes = self.backend().scan_nodes();
-        if nodes.is_empty() {
-            return Err(LockError::config(
-                "strategy",
-                format!(
-                    "the {} strategy does not say which nodes hold its keys, so its locks \
-                     cannot be listed",
-                    self.backend().strategy()
-                ),
-            ));
-        }
-        let prefix = &self.config().key_prefix;
-        let pattern = scan_pattern(prefix, &options.name_prefix);
-        let mut scan = Scan {
-            budget: options.scan_limit,
-            batch: u64::from(options.batch),
-            examined: 0,
-            truncated: false,
-        };
-        let mut names = BTreeSet::new();
-        let mut failures = Vec::new();
-        for node in nodes {
-            let node = match node {
-                Ok(node) => node,
-                Err(err) => {
-                    failures.push(err);
-                    continue;
-                }
-            };
-            let keys = match scan.node(node.as_ref(), &pattern).await {
-                Ok((keys, failed)) => {
-                    failures.extend(failed);
-                    keys
-                }
-                Err(err) => {
-                    failures.push(err);
-                    continue;
-                }
-            };
-            names.extend(
-                keys.iter()
-                    .filter_map(|key| name_of(key, prefix))
-                    .filter(|name| name.starts_with(&options.name_prefix)),
-            );
-        }
-        let queue_node = self
-            .backend()
-            .supports_fair_queue()
-            .then(|| self.backend().scan_nodes().into_iter().next())
-            .flatten()
-            .and_then(Result::ok);
-        let locks = futures::stream::iter(names)
-            .map(|name| {
-                let queue_node = queue_node.clone();
-                async move {
-                    let state = self.inspect(&name).await;
-                    let queued = match (&state, queue_node) {
-                        (Ok(LockState::Held { .. }), Some(node)) => {
-                            self.queue_length(node.as_ref(), &name).await
-                        }
-                        _ => None,
-                    };
-                    ListedLock {
-                        name,
-                        state,
-                        queued,
-                    }
-                }
-            })
-            .buffered(INSPECT_CONCURRENCY)
-            .filter(|lock| std::future::ready(!matches!(lock.state, Ok(LockState::Free { .. }))))
-            .collect()
-            .await;
-        Ok(LockListing {
-            locks,
-            examined: scan.examined,
-            truncated: scan.truncated,
-            failures,
-        })
+/// Lists the locks `backend` holds under `prefix` on `nodes` (one per
+/// deployment: a standalone server, a cluster, a sentinel group; each
+/// Redlock node; or the error of one that is down): a `SCAN` of every master,
+/// bounded by `options.scan_limit`, then each name found read with
+/// `backend.inspect`, and fair-mode queues measured with `LLEN` on the first
+/// node. This is what a strategy's [`LockBackend::list`] calls.
+///
+/// Errors: [`LockError::InvalidConfig`] on a zero `batch`. A node that fails
+/// is reported in [`LockListing::failures`], not as an error.
+pub async fn list_held(
+    backend: &dyn LockBackend,
+    nodes: Vec<Result<Arc<dyn NodeClient>, LockError>>,
+    prefix: &str,
+    options: &ListOptions,
+) -> Result<LockListing, LockError> {
+    if options.batch == 0 {
+        return Err(LockError::config("batch", "must be at least 1"));
     }
+    let queue_node = backend
+        .supports_fair_queue()
+        .then(|| nodes.first().cloned())
+        .flatten()
+        .and_then(Result::ok);
+    let pattern = scan_pattern(prefix, &options.name_prefix);
+    let mut scan = Scan {
+        budget: options.scan_limit,
+        batch: u64::from(options.batch),
+        examined: 0,
+        truncated: false,
+    };
+    let mut names = BTreeSet::new();
+    let mut failures = Vec::new();
+    for node in nodes {
+        let node = match node {
+            Ok(node) => node,
+            Err(err) => {
+                failures.push(err);
+                continue;
+            }
+        };
+        let keys = match scan.node(node.as_ref(), &pattern).await {
+            Ok((keys, failed)) => {
+                failures.extend(failed);
+                keys
+            }
+            Err(err) => {
+                failures.push(err);
+                continue;
+            }
+        };
+        names.extend(
+            keys.iter()
+                .filter_map(|key| name_of(key, prefix))
+                .filter(|name| name.starts_with(&options.name_prefix)),
+        );
+    }
+    let locks = futures::stream::iter(names)
+        .map(|name| {
+            let queue_node = queue_node.clone();
+            async move {
+                let state = match LockKey::under_valid_prefix(prefix, &name) {
+                    Ok(key) => backend.inspect(&key).await,
+                    Err(err) => Err(err),
+                };
+                let queued = match (&state, queue_node) {
+                    (Ok(LockState::Held { .. }), Some(node)) => {
+                        queue_length(node.as_ref(), prefix, &name).await
+                    }
+                    _ => None,
+                };
+                ListedLock {
+                    name,
+                    state,
+                    queued,
+                }
+            }
+        })
+        .buffered(INSPECT_CONCURRENCY)
+        .filter(|lock| std::future::ready(!matches!(lock.state, Ok(LockState::Free { .. }))))
+        .collect()
+        .await;
+    Ok(LockListing {
+        locks,
+        examined: scan.examined,
+        truncated: scan.truncated,
+        failures,
+    })
+}
 
-    /// The length of `name`'s fair-mode queue; `None` if it cannot be read.
-    async fn queue_length(&self, node: &dyn NodeClient, name: &str) -> Option<u64> {
-        let key = self.key(name).ok()?;
-        let queue = key.queue_key();
-        match node.command("LLEN", &[queue.as_bytes()]).await {
-            Ok(Reply::Int(length)) => u64::try_from(length).ok(),
-            _ => None,
-        }
+/// The length of `name`'s fair-mode queue; `None` if it cannot be read.
+async fn queue_length(node: &dyn NodeClient, prefix: &str, name: &str) -> Option<u64> {
+    let key = LockKey::under_valid_prefix(prefix, name).ok()?;
+    let queue = key.queue_key();
+    match node.command("LLEN", &[queue.as_bytes()]).await {
+        Ok(Reply::Int(length)) => u64::try_from(length).ok(),
+        _ => None,
     }
 }
 

@@ -13,9 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::config::{LockConfig, NodeUrl};
 use crate::error::LockError;
-use crate::topology::Endpoint;
+use crate::server::topology::Endpoint;
+use crate::server::url::NodeUrl;
 
 #[cfg(feature = "fred")]
 mod fred_client;
@@ -122,15 +122,15 @@ impl ConnectOptions {
     }
 }
 
+/// The default `connect_timeout`.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default `command_timeout`.
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(2);
+
 impl Default for ConnectOptions {
     fn default() -> Self {
-        Self::from(&LockConfig::default())
-    }
-}
-
-impl From<&LockConfig> for ConnectOptions {
-    fn from(config: &LockConfig) -> Self {
-        ConnectOptions::new(config.connect_timeout, config.command_timeout)
+        ConnectOptions::new(DEFAULT_CONNECT_TIMEOUT, DEFAULT_COMMAND_TIMEOUT)
     }
 }
 
@@ -427,7 +427,7 @@ pub async fn connect(
 /// in the client; say what is wrong and which field to change.
 fn explain_topology_mismatch(endpoint: &Endpoint, err: LockError) -> LockError {
     let text = err.to_string();
-    if endpoint.topology == crate::topology::Topology::Cluster
+    if endpoint.topology == crate::server::topology::Topology::Cluster
         && text.contains("cluster support disabled")
     {
         return LockError::config(
@@ -439,7 +439,7 @@ fn explain_topology_mismatch(endpoint: &Endpoint, err: LockError) -> LockError {
             ),
         );
     }
-    if endpoint.topology == crate::topology::Topology::Sentinel
+    if endpoint.topology == crate::server::topology::Topology::Sentinel
         && (text.contains("MasterNameNotFound") || text.contains("Missing primary address"))
     {
         let addresses: Vec<String> = endpoint.nodes.iter().map(NodeUrl::address).collect();

@@ -16,7 +16,7 @@ use fred::prelude::{EventInterface, PubsubInterface};
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
-use crate::topology::{Endpoint, Topology};
+use crate::server::topology::{Endpoint, Topology};
 
 /// A node reached through the `fred` crate.
 pub struct FredNode {
@@ -264,7 +264,7 @@ impl SentinelWatch {
                     (None, Some(password)) => format!(":{}@", percent_encode(password.expose())),
                     _ => String::new(),
                 };
-                sentinel.nodes[0] = crate::config::NodeUrl::new(format!(
+                sentinel.nodes[0] = crate::server::url::NodeUrl::new(format!(
                     "{scheme}://{userinfo}{}",
                     sentinel.nodes[0].address()
                 ));

@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backend::{ExtendOutcome, LockBackend, Renewal};
+use crate::engine::backend::{ExtendOutcome, LockBackend, Renewal};
+use crate::engine::timing::MIN_TTL;
 use crate::error::{source_error, LockError};
 use crate::key::{HoldToken, LockKey};
-use crate::timing::MIN_TTL;
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client

@@ -1,0 +1,136 @@
+//! What a backend reports of a resource: its state, who holds it, and the
+//! listing of held locks ([`LockManager::list`](crate::LockManager::list),
+//! which a backend's [`LockBackend::list`](crate::LockBackend::list) fills
+//! in).
+
+use std::time::{Duration, SystemTime};
+
+use crate::error::LockError;
+use crate::key::FencingToken;
+
+/// What [`LockManager::list`](crate::LockManager::list) looks for, and how much work it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListOptions {
+    /// Only locks whose name starts with this (under the configured
+    /// `key_prefix`). Default: every lock.
+    pub name_prefix: String,
+    /// How many keys the scan may examine in all, over every node: the sum
+    /// of the `COUNT` of the `SCAN` calls sent (Redis takes it as a hint, so
+    /// this is approximate). The listing says when it stopped at this limit.
+    /// Default: 100,000.
+    pub scan_limit: u64,
+    /// The `COUNT` of one `SCAN` call. Default: 1,000.
+    pub batch: u32,
+}
+
+impl Default for ListOptions {
+    fn default() -> Self {
+        ListOptions {
+            name_prefix: String::new(),
+            scan_limit: 100_000,
+            batch: 1_000,
+        }
+    }
+}
+
+impl ListOptions {
+    /// Every lock whose name starts with `prefix`, with the default limits.
+    pub fn with_name_prefix(prefix: impl Into<String>) -> Self {
+        ListOptions {
+            name_prefix: prefix.into(),
+            ..ListOptions::default()
+        }
+    }
+
+    /// These options with a limit on the keys examined.
+    pub fn with_scan_limit(mut self, limit: u64) -> Self {
+        self.scan_limit = limit;
+        self
+    }
+}
+
+/// The held locks a scan found; see
+/// [`LockManager::list`](crate::LockManager::list).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LockListing {
+    /// The locks found held, by name.
+    pub locks: Vec<ListedLock>,
+    /// How many keys the scan examined (the `COUNT` hints it sent).
+    pub examined: u64,
+    /// Whether the scan stopped at [`ListOptions::scan_limit`] before it had
+    /// covered every node: more locks may be held.
+    pub truncated: bool,
+    /// The nodes that could not be scanned, each error naming its node.
+    /// Their locks are missing from `locks`.
+    pub failures: Vec<LockError>,
+}
+
+/// One lock in a [`LockListing`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ListedLock {
+    /// The lock's name, as given to `acquire`.
+    pub name: String,
+    /// What `inspect` read: always [`LockState::Held`] (a lock found free by
+    /// then is left out of the listing), or the error that kept it from being
+    /// read (a key holding foreign data, a node that failed meanwhile).
+    pub state: Result<LockState, LockError>,
+    /// How many fair-mode waiters are queued for it; `None` for strategies
+    /// without a fair mode, and when the queue could not be read.
+    pub queued: Option<u64>,
+}
+
+/// A snapshot of one lock, for operators and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockState {
+    /// Nobody holds the lock.
+    Free {
+        /// The last fencing token issued for this key, if any.
+        last_token: Option<FencingToken>,
+    },
+    /// Someone holds the lock.
+    Held {
+        /// The remaining TTL; `None` if the key has no expiry (written by
+        /// something other than this library).
+        remaining: Option<Duration>,
+        /// The fencing token of the current hold, if the strategy issues tokens.
+        token: Option<FencingToken>,
+        /// How many times the holder has entered the lock, for reentrant
+        /// strategies; `None` for the others.
+        hold_count: Option<u64>,
+        /// Who took the lock, when its holder stored that (`holder_info =
+        /// true`); `None` otherwise, and always with Redlock.
+        holder: Option<HolderInfo>,
+    },
+}
+
+impl LockState {
+    /// Whether someone holds the lock.
+    pub fn is_held(&self) -> bool {
+        matches!(self, LockState::Held { .. })
+    }
+}
+
+/// Who holds a lock, as its grant stored it with `holder_info = true`: the
+/// host and process that took it, when (by the server's clock, so hosts
+/// need no synchronised clocks), and the label from the holder's config.
+///
+/// It never holds the owner token, which would let its reader release the
+/// lock. Read it with [`LockManager::inspect`](crate::LockManager::inspect)
+/// ([`LockState::Held`](crate::LockState::Held)'s `holder`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderInfo {
+    /// The host name of the process that took the lock.
+    pub host: String,
+    /// Its process id (on that host).
+    pub pid: u32,
+    /// When the lock was granted, by the server's clock. A re-entry
+    /// (reentrant strategy) keeps the first hold's.
+    pub acquired_at: SystemTime,
+    /// The holder's `holder_label`, if it set one.
+    pub label: Option<String>,
+}

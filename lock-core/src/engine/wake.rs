@@ -1,0 +1,40 @@
+//! What a waiter sleeps on between attempts: wake-ups a backend delivers
+//! when the hold it waits for may have ended.
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+/// A waiter's subscription to the releases of one resource, from
+/// [`LockBackend::watch_releases`](crate::LockBackend::watch_releases).
+///
+/// # Contract
+///
+/// A wake-up is a stored permit: one delivered while the waiter was busy
+/// with an attempt is not lost. The engine marks the wake-ups it has seen
+/// when an attempt starts ([`attempt_starting`](Self::attempt_starting)) and
+/// spends them only when that attempt took the hold or found it held
+/// ([`attempt_finished`](Self::attempt_finished)). A subscription dropped
+/// with wake-ups it did not spend passes them on to another waiter of the
+/// same resource, so a release is never lost with the waiter it woke.
+#[async_trait]
+pub trait Wakeups: Send + Sync + fmt::Debug {
+    /// Completes at the next wake-up, or at once if one is stored.
+    async fn released(&mut self);
+
+    /// Marks the wake-ups delivered so far: an attempt starts.
+    fn attempt_starting(&mut self);
+
+    /// Spends the wake-ups marked by [`attempt_starting`](Self::attempt_starting):
+    /// the attempt took the hold or found it held.
+    fn attempt_finished(&mut self);
+
+    /// Wakes this waiter at every release, not only when it is the longest
+    /// waiting one (fair mode: the queue, not the wake-up, decides who wins).
+    fn wake_on_every_release(&self);
+
+    /// Whether other waiters of this process were already watching when
+    /// this one joined: a release published before the subscription was
+    /// confirmed woke one of them, so this waiter need not try again at once.
+    fn joined_behind_others(&self) -> bool;
+}
