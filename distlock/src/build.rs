@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use lock_core::{ConnectOptions, GrantOptions, LockBackend, LockError, LockManager};
+use lock_core::{FromConfig, LockBackend, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
-use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_redlock::RedlockBackend;
 use lock_reentrant::ReentrantBackend;
 
 use crate::config::{Config, Strategy};
@@ -17,32 +17,22 @@ use crate::config::{Config, Strategy};
 pub async fn backend(config: &Config) -> Result<Arc<dyn LockBackend>, LockError> {
     config.validate()?;
     let lock = &config.lock;
-    let options = ConnectOptions::from(lock);
-    let grant = GrantOptions::from_config(lock)?;
     Ok(match config.strategy() {
-        Strategy::Single => Arc::new(
-            SingleNodeBackend::connect(lock.client, lock.endpoint()?, options)
-                .await?
-                .with_grant_options(grant),
-        ),
-        Strategy::Reentrant => Arc::new(
-            ReentrantBackend::connect(lock.client, lock.endpoint()?, options)
-                .await?
-                .with_grant_options(grant),
-        ),
-        Strategy::Redlock => Arc::new(
-            RedlockBackend::connect_endpoints(
-                lock.client,
-                &lock.endpoints(),
-                options,
-                RedlockOptions::from(lock),
-            )
-            .await?,
-        ),
+        Strategy::Single => Arc::new(SingleNodeBackend::from_config(lock).await?),
+        Strategy::Reentrant => Arc::new(ReentrantBackend::from_config(lock).await?),
+        Strategy::Redlock => Arc::new(RedlockBackend::from_config(lock).await?),
     })
 }
 
 /// Connects the configured strategy and returns a [`LockManager`] over it.
+///
+/// Errors: those of [`backend`].
 pub async fn connect(config: &Config) -> Result<LockManager, LockError> {
-    LockManager::new(backend(config).await?, config.lock.clone())
+    config.validate()?;
+    let lock = &config.lock;
+    match config.strategy() {
+        Strategy::Single => LockManager::connect::<SingleNodeBackend>(lock).await,
+        Strategy::Reentrant => LockManager::connect::<ReentrantBackend>(lock).await,
+        Strategy::Redlock => LockManager::connect::<RedlockBackend>(lock).await,
+    }
 }

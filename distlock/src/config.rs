@@ -127,6 +127,33 @@ pub struct Config {
 }
 
 impl Config {
+    /// A config with these lock settings and the default strategy.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use distlock::{Config, LockConfig, Strategy};
+    ///
+    /// let config = Config::new(
+    ///     LockConfig::with_nodes(["redis://127.0.0.1:6379"]).with_ttl(Duration::from_secs(10)),
+    /// )
+    /// .with_strategy(Strategy::Reentrant);
+    /// config.validate().unwrap();
+    /// assert_eq!(config.strategy(), Strategy::Reentrant);
+    /// ```
+    pub fn new(lock: LockConfig) -> Self {
+        Config {
+            strategy: None,
+            lock,
+        }
+    }
+
+    /// This config with `strategy`.
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = Some(strategy);
+        self
+    }
+
     /// The strategy in force: the configured one, else `redlock` for several
     /// standalone nodes and `single` otherwise (one node, a cluster, or a
     /// sentinel group).

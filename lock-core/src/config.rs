@@ -3,6 +3,7 @@
 //! config into both layers: the engine's settings, the client's connection
 //! options and the grant scripts' options.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -197,6 +198,89 @@ impl LockConfig {
         }
     }
 
+    /// This config with `ttl`, the lease of every lock until it is
+    /// extended.
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// This config with `key_prefix`, the prefix of every key.
+    pub fn with_key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// This config with `wait_timeout`, how long `acquire` waits.
+    pub fn with_wait_timeout(mut self, wait: Duration) -> Self {
+        self.wait_timeout = wait;
+        self
+    }
+
+    /// This config with the client that connects.
+    pub fn with_client(mut self, client: ClientKind) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// This config with `topology`: what the nodes form.
+    pub fn with_topology(mut self, topology: Topology) -> Self {
+        self.topology = topology;
+        self
+    }
+
+    /// This config with waiters queued in arrival order (`fair`), or not.
+    pub fn with_fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    /// This config with fencing tokens issued (`fencing`), or not.
+    pub fn with_fencing(mut self, fencing: bool) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// This config with holder information stored beside each held lock
+    /// (`holder_info`), under `label` if one is given (`holder_label`).
+    pub fn with_holder_info(mut self, label: Option<String>) -> Self {
+        self.holder_info = true;
+        self.holder_label = label;
+        self
+    }
+
+    /// This config with `retry`, the back-off between polling attempts.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// This config with `watchdog`, the renewal of held leases.
+    pub fn with_watchdog(mut self, watchdog: WatchdogConfig) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// This config with `tls`, the certificates of `rediss://` nodes.
+    pub fn with_tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// This config with `replicas`: how many replicas must acknowledge a
+    /// grant.
+    pub fn with_replicas(mut self, replicas: ReplicasConfig) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// This config with `connect_timeout` and `command_timeout`.
+    pub fn with_timeouts(mut self, connect: Duration, command: Duration) -> Self {
+        self.connect_timeout = connect;
+        self.command_timeout = command;
+        self
+    }
+
     /// Checks every field and returns the first problem as
     /// [`LockError::InvalidConfig`] naming the field.
     pub fn validate(&self) -> Result<(), LockError> {
@@ -377,11 +461,82 @@ impl GrantOptions {
     }
 }
 
+/// A strategy's backend, built from a config alone: the one path from a
+/// [`LockConfig`] to a [`LockManager`] ([`LockManager::connect`]), so the
+/// backend's options and the manager's config come from the same fields.
+///
+/// Implemented by each strategy's backend (`SingleNodeBackend`,
+/// `ReentrantBackend`, `RedlockBackend`).
+pub trait FromConfig: LockBackend + Sized + 'static {
+    /// Connects to the nodes `config` names with its client, reading every
+    /// field the backend uses.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] naming the field, and the connection
+    /// errors of the strategy.
+    fn from_config(config: &LockConfig) -> impl Future<Output = Result<Self, LockError>> + Send;
+}
+
 impl LockManager {
-    /// A manager over `backend`. Errors with [`LockError::InvalidConfig`] if the
-    /// config does not validate.
+    /// Connects strategy `S` as `config` says and returns a manager over it.
+    ///
+    /// With a strategy crate, `S` is its backend
+    /// (`LockManager::connect::<SingleNodeBackend>(&config)`):
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::{FromConfig, LockConfig, LockError, LockManager};
+    ///
+    /// async fn locks<S: FromConfig>() -> Result<LockManager, LockError> {
+    ///     let config = LockConfig::with_nodes(["redis://127.0.0.1:6379"])
+    ///         .with_ttl(Duration::from_secs(10))
+    ///         .with_key_prefix("orders:");
+    ///     LockManager::connect::<S>(&config).await
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] naming the field, and the connection
+    /// errors of `S::from_config`.
+    pub async fn connect<S: FromConfig>(config: &LockConfig) -> Result<Self, LockError> {
+        config.validate()?;
+        let backend = S::from_config(config).await?;
+        LockManager::new(Arc::new(backend), config.clone())
+    }
+
+    /// A manager over a backend built by hand (an application's own client,
+    /// a strategy of its own). [`LockManager::connect`] builds both from the
+    /// config instead.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] naming the field if the config does not
+    /// validate, or asks for what the backend was not built to do
+    /// ([`LockBackend::capabilities`]: `fencing`, `holder_info`), or for
+    /// fair mode on a strategy without it.
     pub fn new(backend: Arc<dyn LockBackend>, config: LockConfig) -> Result<Self, LockError> {
         config.validate()?;
+        let built = backend.capabilities();
+        let disagreements = [
+            ("fencing", built.fencing, config.fencing),
+            ("holder_info", built.holder_info, config.holder_info),
+        ];
+        for (field, built, asked) in disagreements {
+            if let Some(built) = built.filter(|built| *built != asked) {
+                return Err(LockError::config(
+                    field,
+                    format!(
+                        "is {asked} but the {} backend was built with {field} = {built}; \
+                         build it from this config (LockManager::connect) or with the \
+                         same options",
+                        backend.strategy()
+                    ),
+                ));
+            }
+        }
         LockManager::with_settings(backend, Settings::from(&config))
     }
 }

@@ -33,13 +33,17 @@
 //!    to read a `PTTL`. A strategy that waits for several nodes trusts a
 //!    lease only for [`validity`]`(ttl, elapsed, `[`clock_drift`]`(ttl, factor))`, where
 //!    `elapsed` is counted from the moment the first request was *sent*.
-//! 5. **Hand waiters a [`ReleaseWatch`]** from
+//! 5. **Hand waiters a [`ReleaseWatch`]** (boxed as
+//!    [`Wakeups`](crate::Wakeups)) from
 //!    [`LockBackend::watch_releases`](crate::LockBackend::watch_releases), so
 //!    they sleep until a release is published instead of polling:
 //!    [`ScriptedNode::watch_releases`] does it for one deployment; over several
 //!    nodes, keep a [`ReleaseNotifier`] per node and
 //!    [`merge`](ReleaseWatch::merge) their watches. Release scripts publish on
 //!    [`LockKey::release_channel`](crate::LockKey::release_channel).
+//! 6. **Name the nodes that hold your keys** in
+//!    [`LockBackend::list`](crate::LockBackend::list) through [`list_held`],
+//!    so `distlock list` can list your locks.
 //!
 //! # Example
 //!
@@ -53,13 +57,12 @@
 //! use std::time::Duration;
 //!
 //! use lock_core::kit::{
-//!     remaining_from_pttl, scripts, validate_ttl, MillisText, ReleaseWatch, Reply, Script,
-//!     ScriptedNode,
+//!     remaining_from_pttl, scripts, validate_ttl, MillisText, Reply, Script, ScriptedNode,
 //! };
 //! use lock_core::{
 //!     async_trait, AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken,
 //!     LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl,
-//!     ReleaseOutcome,
+//!     ReleaseOutcome, Wakeups,
 //! };
 //!
 //! /// `SET NX PX`, or the holder's remaining TTL.
@@ -158,8 +161,8 @@
 //!         self.node.force_release(key).await
 //!     }
 //!
-//!     async fn watch_releases(&self, key: &LockKey) -> Result<Option<ReleaseWatch>, LockError> {
-//!         self.node.watch_releases(key).await
+//!     async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
+//!         Ok(self.node.watch_releases(key).await?.map(|watch| Box::new(watch) as _))
 //!     }
 //! }
 //!

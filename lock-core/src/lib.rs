@@ -64,8 +64,10 @@ mod key;
 pub mod kit;
 mod server;
 
-pub use config::{LockConfig, MAX_METRICS_LOCK_NAMES};
-pub use engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome, Renewal};
+pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
+pub use engine::backend::{
+    AcquireOutcome, Capabilities, ExtendOutcome, LockBackend, ReleaseOutcome, Renewal,
+};
 pub use engine::background::settle_background_releases;
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};

@@ -88,7 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.wait_timeout = Duration::from_secs(30);
     let mut pods = Vec::new();
     for _ in 0..PODS {
-        pods.push(lock_redis_single::lock_manager(config.clone()).await?);
+        pods.push(LockManager::connect::<lock_redis_single::SingleNodeBackend>(&config).await?);
     }
 
     let rows = vec![

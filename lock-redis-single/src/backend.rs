@@ -10,9 +10,10 @@ use lock_core::kit::{
     Script, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
-    GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend, LockConfig, LockError, LockKey,
-    LockListing, LockManager, LockState, OwnerToken, ReleaseOutcome, Renewal, Wakeups,
+    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
+    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
+    LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, ReleaseOutcome, Renewal,
+    Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -26,21 +27,19 @@ pub struct SingleNodeBackend {
     grant: GrantOptions,
 }
 
-/// Connects to the first node of `config` with its client and returns a
-/// [`LockManager`] over the single-node strategy.
-///
-/// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
-/// errors of [`SingleNodeBackend::connect`].
-pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    let grant = GrantOptions::from_config(&config)?;
-    let backend = SingleNodeBackend::connect(
-        config.client,
-        config.endpoint()?,
-        ConnectOptions::from(&config),
-    )
-    .await?
-    .with_grant_options(grant);
-    LockManager::new(Arc::new(backend), config)
+/// The single-node strategy from a config: the first node (or the cluster
+/// or sentinel group) of `config`, its client, timeouts and grant options.
+impl FromConfig for SingleNodeBackend {
+    async fn from_config(config: &LockConfig) -> Result<Self, LockError> {
+        let grant = GrantOptions::from_config(config)?;
+        Ok(SingleNodeBackend::connect(
+            config.client,
+            config.endpoint()?,
+            ConnectOptions::from(config),
+        )
+        .await?
+        .with_grant_options(grant))
+    }
 }
 
 /// The error of a grant that too few replicas acknowledged, which the
@@ -295,6 +294,10 @@ impl SingleNodeBackend {
 impl LockBackend for SingleNodeBackend {
     fn strategy(&self) -> &'static str {
         "single"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.grant.capabilities()
     }
 
     async fn try_acquire(

@@ -12,10 +12,11 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), lock_core::LockError> {
-//! use lock_core::LockConfig;
+//! use lock_core::{LockConfig, LockManager};
+//! use lock_redis_single::SingleNodeBackend;
 //!
 //! let config = LockConfig::with_nodes(["redis://127.0.0.1:6379"]);
-//! let locks = lock_redis_single::lock_manager(config).await?;
+//! let locks = LockManager::connect::<SingleNodeBackend>(&config).await?;
 //! let guard = locks.acquire("report:daily").await?;
 //! println!("holding with fencing token {:?}", guard.fencing_token());
 //! guard.release().await?;
@@ -42,7 +43,7 @@ compile_error!(
 
 mod backend;
 
-pub use backend::{lock_manager, SingleNodeBackend};
+pub use backend::SingleNodeBackend;
 
 /// The core crate (config, errors, the lock manager and its guards),
 /// re-exported so this crate alone is enough:

@@ -20,7 +20,7 @@ fn config(server: &RedisServer, kind: ClientKind, fencing: bool) -> LockConfig {
 }
 
 async fn manager(config: LockConfig) -> LockManager {
-    lock_redis_single::lock_manager(config)
+    LockManager::connect::<lock_redis_single::SingleNodeBackend>(&config)
         .await
         .expect("connect")
 }
@@ -451,6 +451,62 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
                 !exists(&server, &format!("lock:{{{name}}}")),
                 "{kind}: released"
             );
+        }
+    });
+}
+
+/// A backend built by hand and a config that asks for what the backend was
+/// not built to do (`fencing = false`, `holder_info = true`): the manager
+/// refuses it, naming the field, instead of silently doing what the backend
+/// does. The same config through the one constructor is taken as written.
+#[test]
+fn a_config_the_backend_would_ignore_is_refused() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            let backend = std::sync::Arc::new(
+                lock_redis_single::SingleNodeBackend::connect(
+                    kind,
+                    server.url(),
+                    lock_core::ConnectOptions::default(),
+                )
+                .await
+                .expect("connect"),
+            );
+            let mut holder_info = config(&server, kind, true);
+            holder_info.holder_info = true;
+            for (field, config) in [
+                ("fencing", config(&server, kind, false)),
+                ("holder_info", holder_info.clone()),
+            ] {
+                match LockManager::new(backend.clone(), config) {
+                    Err(LockError::InvalidConfig {
+                        field: named,
+                        reason,
+                    }) => {
+                        assert_eq!(named, field, "{kind}: {reason}");
+                        assert!(reason.contains("built"), "{kind}: {reason}");
+                    }
+                    other => panic!("{kind}: {field} ignored: {:?}", other.map(|_| ())),
+                }
+            }
+            assert!(
+                LockManager::new(backend, config(&server, kind, true)).is_ok(),
+                "{kind}: the config the backend was built for"
+            );
+            let locks = manager(holder_info).await;
+            let guard = locks
+                .try_acquire("built-from-config")
+                .await
+                .expect("try_acquire")
+                .expect("a free lock");
+            let LockState::Held { holder, .. } =
+                locks.inspect("built-from-config").await.expect("inspect")
+            else {
+                panic!("{kind}: held");
+            };
+            assert!(holder.is_some(), "{kind}: holder_info as configured");
+            guard.release().await.expect("release");
         }
     });
 }

@@ -10,9 +10,9 @@ use lock_core::kit::{
     Reply,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken, ListOptions,
-    LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager, LockState, NodeUrl,
-    ReleaseOutcome, Topology, Wakeups,
+    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FromConfig,
+    HoldToken, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
+    NodeUrl, ReleaseOutcome, Topology, Wakeups,
 };
 
 use crate::landing::{delete_late_grant, Landings};
@@ -73,21 +73,19 @@ pub struct RedlockBackend {
     landings: Arc<Landings>,
 }
 
-/// Connects to every node of `config` with its client and returns a
-/// [`LockManager`] over Redlock.
-///
-/// Errors: [`LockError::InvalidConfig`] naming the field (see
-/// [`validate_config`]), and those of [`RedlockBackend::connect`].
-pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    validate_config(&config)?;
-    let backend = RedlockBackend::connect_endpoints(
-        config.client,
-        &config.endpoints(),
-        ConnectOptions::from(&config),
-        RedlockOptions::from(&config),
-    )
-    .await?;
-    LockManager::new(Arc::new(backend), config)
+/// Redlock from a config: every node of `config` (see [`validate_config`]),
+/// its client, timeouts and [`RedlockOptions`].
+impl FromConfig for RedlockBackend {
+    async fn from_config(config: &LockConfig) -> Result<Self, LockError> {
+        validate_config(config)?;
+        RedlockBackend::connect_endpoints(
+            config.client,
+            &config.endpoints(),
+            ConnectOptions::from(config),
+            RedlockOptions::from(config),
+        )
+        .await
+    }
 }
 
 /// Checks `config` for Redlock: [`LockConfig::validate`], and no
@@ -347,6 +345,12 @@ fn quorum(nodes: usize) -> usize {
 impl LockBackend for RedlockBackend {
     fn strategy(&self) -> &'static str {
         "redlock"
+    }
+
+    /// Redlock issues no tokens whatever `fencing` says, and stores no
+    /// holder information.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::unknown().with_holder_info(false)
     }
 
     async fn try_acquire(

@@ -24,14 +24,15 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), lock_core::LockError> {
-//! use lock_core::LockConfig;
+//! use lock_core::{LockConfig, LockManager};
+//! use lock_redlock::RedlockBackend;
 //!
 //! let config = LockConfig::with_nodes([
 //!     "redis://10.0.0.1:6379",
 //!     "redis://10.0.0.2:6379",
 //!     "redis://10.0.0.3:6379",
 //! ]);
-//! let locks = lock_redlock::lock_manager(config).await?;
+//! let locks = LockManager::connect::<RedlockBackend>(&config).await?;
 //! let guard = locks.acquire("invoice:77").await?;
 //! guard.release().await?;
 //! # Ok(()) }
@@ -82,7 +83,7 @@ mod landing;
 mod node;
 mod round;
 
-pub use backend::{lock_manager, validate_config, RedlockBackend, RedlockOptions, ReleaseReport};
+pub use backend::{validate_config, RedlockBackend, RedlockOptions, ReleaseReport};
 
 /// The core crate (config, errors, the lock manager and its guards),
 /// re-exported so this crate alone is enough:

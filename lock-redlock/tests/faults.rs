@@ -392,7 +392,7 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     let mut config = LockConfig::with_nodes([url.expose().to_owned()]);
     config.client = kind;
     config.ttl = Duration::from_millis(40);
-    match lock_redlock::lock_manager(config).await {
+    match LockManager::connect::<lock_redlock::RedlockBackend>(&config).await {
         Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "node_timeout"),
         other => panic!("a node timeout above the TTL: {other:?}"),
     }

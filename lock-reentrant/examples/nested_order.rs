@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = LockConfig::with_nodes([url]);
     config.ttl = Duration::from_secs(10);
     config.wait_timeout = Duration::from_millis(500);
-    let locks = lock_reentrant::lock_manager(config).await?;
+    let locks = LockManager::connect::<lock_reentrant::ReentrantBackend>(&config).await?;
 
     let order = locks.acquire("order:1001").await?;
     println!(

@@ -9,9 +9,9 @@ use lock_core::kit::{
     list_held, remaining_from_pttl, validate_ttl, MillisText, NodeClient, Reply, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FencingToken,
-    GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend, LockConfig, LockError, LockKey,
-    LockListing, LockManager, LockState, ReleaseOutcome, Wakeups,
+    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
+    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
+    LockConfig, LockError, LockKey, LockListing, LockState, ReleaseOutcome, Wakeups,
 };
 
 /// A reentrant lock backend over one Redis node.
@@ -21,21 +21,19 @@ pub struct ReentrantBackend {
     grant: GrantOptions,
 }
 
-/// Connects to the first node of `config` with its client and returns a
-/// [`LockManager`] over the reentrant strategy.
-///
-/// Errors: [`LockError::InvalidConfig`] naming the field, and the connection
-/// errors of [`ReentrantBackend::connect`].
-pub async fn lock_manager(config: LockConfig) -> Result<LockManager, LockError> {
-    let grant = GrantOptions::from_config(&config)?;
-    let backend = ReentrantBackend::connect(
-        config.client,
-        config.endpoint()?,
-        ConnectOptions::from(&config),
-    )
-    .await?
-    .with_grant_options(grant);
-    LockManager::new(Arc::new(backend), config)
+/// The reentrant strategy from a config: the first node (or the cluster or
+/// sentinel group) of `config`, its client, timeouts and grant options.
+impl FromConfig for ReentrantBackend {
+    async fn from_config(config: &LockConfig) -> Result<Self, LockError> {
+        let grant = GrantOptions::from_config(config)?;
+        Ok(ReentrantBackend::connect(
+            config.client,
+            config.endpoint()?,
+            ConnectOptions::from(config),
+        )
+        .await?
+        .with_grant_options(grant))
+    }
 }
 
 impl ReentrantBackend {
@@ -132,6 +130,11 @@ fn parse_count(reply: &Reply) -> Option<Option<u64>> {
 impl LockBackend for ReentrantBackend {
     fn strategy(&self) -> &'static str {
         "reentrant"
+    }
+
+    /// Reentrant grants issue tokens whatever `fencing` says.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::unknown().with_holder_info(self.grant.holder_info())
     }
 
     async fn try_acquire(

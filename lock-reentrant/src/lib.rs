@@ -19,8 +19,10 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), lock_core::LockError> {
 //! use lock_core::{LockConfig, LockManager, OwnerToken};
+//! use lock_reentrant::ReentrantBackend;
 //!
-//! let locks = lock_reentrant::lock_manager(LockConfig::with_nodes(["redis://127.0.0.1:6379"])).await?;
+//! let config = LockConfig::with_nodes(["redis://127.0.0.1:6379"]);
+//! let locks = LockManager::connect::<ReentrantBackend>(&config).await?;
 //! let order = locks.acquire("order:1001").await?;
 //! reserve_stock(&locks, order.owner()).await?; // re-enters the same lock
 //! order.release().await?;
@@ -52,7 +54,7 @@ compile_error!(
 
 mod backend;
 
-pub use backend::{lock_manager, ReentrantBackend};
+pub use backend::ReentrantBackend;
 
 /// The core crate (config, errors, the lock manager and its guards),
 /// re-exported so this crate alone is enough:

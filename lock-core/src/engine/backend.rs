@@ -76,6 +76,43 @@ pub enum ReleaseOutcome {
     NotHeld,
 }
 
+/// What a backend was built to do with the config fields that reach its
+/// grants. [`LockManager::new`](crate::LockManager::new) refuses a config
+/// that says otherwise, so a manager's config and its backend cannot
+/// disagree in silence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// `Some(on)`: grants issue fencing tokens exactly when `on`, which the
+    /// config's `fencing` must match. `None` (the default): the strategy
+    /// decides whatever `fencing` says (Redlock issues none; the reentrant
+    /// strategy always issues them).
+    pub fencing: Option<bool>,
+    /// `Some(on)`: grants store holder information exactly when `on`, which
+    /// the config's `holder_info` must match. `None` (the default): no
+    /// claim.
+    pub holder_info: Option<bool>,
+}
+
+impl Capabilities {
+    /// No claim on any field: the default of a backend that says nothing.
+    pub fn unknown() -> Self {
+        Capabilities::default()
+    }
+
+    /// These capabilities with fencing tokens issued exactly when `on`.
+    pub fn with_fencing(mut self, on: bool) -> Self {
+        self.fencing = Some(on);
+        self
+    }
+
+    /// These capabilities with holder information stored exactly when `on`.
+    pub fn with_holder_info(mut self, on: bool) -> Self {
+        self.holder_info = Some(on);
+        self
+    }
+}
+
 /// A locking strategy: how one key is taken, renewed, given back and inspected.
 ///
 /// The high-level API ([`crate::LockManager`]) adds waiting, retries, the
@@ -120,6 +157,12 @@ pub enum ReleaseOutcome {
 pub trait LockBackend: Send + Sync + fmt::Debug {
     /// A short name of the strategy, for logs: `"single"`, `"reentrant"`, ...
     fn strategy(&self) -> &'static str;
+
+    /// What this backend was built to do with the config's grant fields;
+    /// see [`Capabilities`]. The default claims nothing.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::unknown()
+    }
 
     /// Tries once to take `key` for `hold` for `ttl`.
     async fn try_acquire(

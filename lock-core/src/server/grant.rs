@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::engine::backend::Capabilities;
 use crate::engine::state::HolderInfo;
 use crate::engine::timing::ttl_millis;
 use crate::error::LockError;
@@ -96,6 +97,15 @@ impl GrantOptions {
     /// Whether grants store holder information.
     pub fn holder_info(&self) -> bool {
         self.holder.is_some()
+    }
+
+    /// What a backend that grants with these options does with the
+    /// config's `fencing` and `holder_info` (see
+    /// [`LockBackend::capabilities`](crate::LockBackend::capabilities)).
+    pub fn capabilities(&self) -> Capabilities {
+        Capabilities::unknown()
+            .with_fencing(self.fencing)
+            .with_holder_info(self.holder_info())
     }
 
     /// The five ARGV the built-in acquire scripts take after their own (see

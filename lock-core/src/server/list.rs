@@ -11,7 +11,7 @@ use crate::engine::backend::LockBackend;
 use crate::engine::state::LockState;
 use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::LockError;
-use crate::key::LockKey;
+use crate::key::{validate_prefix, LockKey};
 use crate::server::client::{NodeClient, Reply};
 
 /// How many locks are inspected at once.
@@ -24,7 +24,8 @@ const INSPECT_CONCURRENCY: usize = 16;
 /// `backend.inspect`, and fair-mode queues measured with `LLEN` on the first
 /// node. This is what a strategy's [`LockBackend::list`] calls.
 ///
-/// Errors: [`LockError::InvalidConfig`] on a zero `batch`. A node that fails
+/// Errors: [`LockError::InvalidConfig`] on a zero `batch`, an invalid
+/// `prefix` or no nodes. A node that fails
 /// is reported in [`LockListing::failures`], not as an error.
 pub async fn list_held(
     backend: &dyn LockBackend,
@@ -34,6 +35,17 @@ pub async fn list_held(
 ) -> Result<LockListing, LockError> {
     if options.batch == 0 {
         return Err(LockError::config("batch", "must be at least 1"));
+    }
+    validate_prefix(prefix).map_err(|reason| LockError::config("key_prefix", reason))?;
+    if nodes.is_empty() {
+        return Err(LockError::config(
+            "strategy",
+            format!(
+                "the {} strategy names no nodes that hold its keys, so its locks cannot be \
+                 listed",
+                backend.strategy()
+            ),
+        ));
     }
     let queue_node = backend
         .supports_fair_queue()

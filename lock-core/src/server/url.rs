@@ -167,6 +167,18 @@ fn format_address(host: &str, port: u16) -> String {
     }
 }
 
+impl From<&str> for NodeUrl {
+    fn from(url: &str) -> Self {
+        NodeUrl::new(url)
+    }
+}
+
+impl From<String> for NodeUrl {
+    fn from(url: String) -> Self {
+        NodeUrl(url)
+    }
+}
+
 impl fmt::Debug for NodeUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "NodeUrl({self})")
