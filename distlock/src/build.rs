@@ -17,22 +17,19 @@ use crate::config::{Config, Strategy};
 pub async fn backend(config: &Config) -> Result<Arc<dyn LockBackend>, LockError> {
     config.validate()?;
     let lock = &config.lock;
+    // Boxed: one future type of three strategies' nested connects is too
+    // deep for the compiler to lay out in a caller's async fn.
     Ok(match config.strategy() {
-        Strategy::Single => Arc::new(SingleNodeBackend::from_config(lock).await?),
-        Strategy::Reentrant => Arc::new(ReentrantBackend::from_config(lock).await?),
-        Strategy::Redlock => Arc::new(RedlockBackend::from_config(lock).await?),
+        Strategy::Single => Arc::new(Box::pin(SingleNodeBackend::from_config(lock)).await?),
+        Strategy::Reentrant => Arc::new(Box::pin(ReentrantBackend::from_config(lock)).await?),
+        Strategy::Redlock => Arc::new(Box::pin(RedlockBackend::from_config(lock)).await?),
     })
 }
 
 /// Connects the configured strategy and returns a [`LockManager`] over it.
 ///
-/// Errors: those of [`backend`].
+/// Errors: those of [`backend`]; the backend is built from the same
+/// config as the manager, as [`LockManager::connect`] does.
 pub async fn connect(config: &Config) -> Result<LockManager, LockError> {
-    config.validate()?;
-    let lock = &config.lock;
-    match config.strategy() {
-        Strategy::Single => LockManager::connect::<SingleNodeBackend>(lock).await,
-        Strategy::Reentrant => LockManager::connect::<ReentrantBackend>(lock).await,
-        Strategy::Redlock => LockManager::connect::<RedlockBackend>(lock).await,
-    }
+    LockManager::new(backend(config).await?, config.lock.clone())
 }

@@ -92,7 +92,7 @@ async fn main() {
                     .await
                     .expect("connect ours")
                     .with_grant_options(GrantOptions::default().with_fencing(fencing));
-                LockManager::new(Arc::new(backend), config).expect("config")
+                LockManager::new(Arc::new(backend), config.with_fencing(fencing)).expect("config")
             }
         };
         let (fenced, unfenced) = (manager(true).await, manager(false).await);

@@ -52,6 +52,10 @@ impl LockBackend for OneCommandEach {
         "single, one command per renewal"
     }
 
+    fn capabilities(&self) -> lock_core::Capabilities {
+        self.0.capabilities()
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,
@@ -331,7 +335,8 @@ async fn acquire_throughput(kind: ClientKind, leases: usize, ttl: Duration) {
         let backend = backend(kind, &server)
             .await
             .with_grant_options(lock_core::GrantOptions::default().with_fencing(fencing));
-        let locks = LockManager::new(Arc::new(backend), config(ttl)).expect("config");
+        let locks =
+            LockManager::new(Arc::new(backend), config(ttl).with_fencing(fencing)).expect("config");
         let prefix = if fencing { "fenced" } else { "unfenced" };
         let started = Instant::now();
         let guards = acquire_all(&locks, leases, prefix).await;

@@ -38,7 +38,7 @@ async fn manager(kind: ClientKind, endpoint: Endpoint, fencing: bool) -> LockMan
         .await
         .expect("connect")
         .with_grant_options(GrantOptions::default().with_fencing(fencing));
-    LockManager::new(Arc::new(backend), config()).expect("config")
+    LockManager::new(Arc::new(backend), config().with_fencing(fencing)).expect("config")
 }
 
 fn exists(server: &RedisServer, key: &str) -> bool {
@@ -163,7 +163,7 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                     .expect("connect")
                     .with_grant_options(GrantOptions::default().with_fencing(fencing)),
                 ),
-                waiting,
+                waiting.clone().with_fencing(fencing),
             )
             .expect("config");
             let held = patient.acquire("renewed").await.unwrap_or_else(|err| {

@@ -106,6 +106,10 @@ impl LockBackend for SlowAcquires {
         self.inner.strategy()
     }
 
+    fn capabilities(&self) -> lock_core::Capabilities {
+        self.inner.capabilities()
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,

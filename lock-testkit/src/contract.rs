@@ -152,6 +152,24 @@ pub trait BackendFactory: Send + Sync {
     }
 }
 
+/// A manager over `backend` with `config`, whose grant fields (`fencing`,
+/// `holder_info`) are first set to what the backend was built with
+/// ([`LockBackend::capabilities`]), as an application that builds its
+/// backend by hand must: the checks run one config over many backends.
+pub fn manager_over(backend: Arc<dyn LockBackend>, mut config: LockConfig) -> LockManager {
+    let built = backend.capabilities();
+    if let Some(fencing) = built.fencing {
+        config.fencing = fencing;
+    }
+    if let Some(holder_info) = built.holder_info {
+        config.holder_info = holder_info;
+        if !holder_info {
+            config.holder_label = None;
+        }
+    }
+    LockManager::new(backend, config).expect("valid test config")
+}
+
 /// Servers and a backend connected to them.
 pub struct Deployment {
     /// The standalone servers (plain or TLS), killed when the deployment is
@@ -240,9 +258,9 @@ impl Deployment {
         }
     }
 
-    /// A manager over the backend with `config`.
+    /// A manager over the backend with `config`; see [`manager_over`].
     pub fn manager(&self, config: LockConfig) -> LockManager {
-        LockManager::new(Arc::clone(&self.backend), config).expect("valid test config")
+        manager_over(Arc::clone(&self.backend), config)
     }
 
     /// Runs an admin command on every server (fault injection). On a

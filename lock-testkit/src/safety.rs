@@ -273,6 +273,10 @@ impl LockBackend for Faulty {
         self.inner.strategy()
     }
 
+    fn capabilities(&self) -> lock_core::Capabilities {
+        self.inner.capabilities()
+    }
+
     async fn try_acquire(
         &self,
         key: &LockKey,
@@ -346,7 +350,7 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
             First::Pass,
             First::Late(Duration::from_millis(300)),
         );
-        let locks = LockManager::new(faulty, fast_config(ttl)).expect("config");
+        let locks = crate::contract::manager_over(faulty, fast_config(ttl));
         let guard = if as_caller {
             locks.acquire_as(&caller_owner, &name).await
         } else {
@@ -373,7 +377,7 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
         First::Pass,
         First::Lost { lands: false },
     );
-    let locks = LockManager::new(faulty, fast_config(ttl)).expect("config");
+    let locks = crate::contract::manager_over(faulty, fast_config(ttl));
     let started = Instant::now();
     let guard = locks
         .acquire_within("landed", Duration::from_secs(5))
@@ -513,7 +517,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         .connect(&urls, crate::contract::fast_options())
         .await
         .expect("the lock user connects");
-    let locks = LockManager::new(backend, fast_config(Duration::from_secs(5))).expect("config");
+    let locks = crate::contract::manager_over(backend, fast_config(Duration::from_secs(5)));
     let guard = locks
         .try_acquire("acl")
         .await
@@ -567,7 +571,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     let ttl = Duration::from_secs(10);
     let plain = deployment.manager(fast_config(ttl));
     let manager = |faulty: Arc<Faulty>, config| {
-        LockManager::new(faulty as Arc<dyn LockBackend>, config).expect("config")
+        crate::contract::manager_over(faulty as Arc<dyn LockBackend>, config)
     };
 
     // The lost acquire landed; the wait is dropped while its cleanup is slow.
