@@ -45,11 +45,11 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{
-    Capabilities, ClientKind, Endpoint, FencingToken, FromConfig, GrantOptions, HandoffToken,
-    HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions, ListedLock,
-    LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager, LockState, LossReason,
-    NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig, Topology, WaitMode,
-    WatchdogConfig,
+    AcquireOptions, Capabilities, ClientKind, Endpoint, FencingToken, FromConfig, GrantOptions,
+    HandoffToken, HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions,
+    ListedLock, LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager, LockState,
+    LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig,
+    Topology, WaitMode, WatchdogConfig,
 };
 pub use lock_redis_single::SingleNodeBackend;
 pub use lock_redlock::{RedlockBackend, RedlockOptions};

@@ -136,9 +136,13 @@ fn holder_information_follows_the_lock() {
                 let locks = connect(&config(mode, &server, client, &ON)).await;
                 let before = server_seconds(&server);
                 let guard = locks
-                    .try_acquire_as(&owner, "invoice")
+                    .acquire_with(
+                        "invoice",
+                        &distlock::AcquireOptions::new()
+                            .with_owner(owner.clone())
+                            .no_wait(),
+                    )
                     .await
-                    .expect("try_acquire")
                     .expect("free");
                 let fields = holder_fields(&server, "invoice");
                 assert_eq!(
@@ -195,9 +199,13 @@ fn holder_information_follows_the_lock() {
                 assert!(lock_ttl > 10_000, "{context}: {lock_ttl}");
                 if mode == "reentrant" {
                     let inner = locks
-                        .try_acquire_as(&owner, "invoice")
+                        .acquire_with(
+                            "invoice",
+                            &distlock::AcquireOptions::new()
+                                .with_owner(owner.clone())
+                                .no_wait(),
+                        )
                         .await
-                        .expect("re-entry")
                         .expect("re-entered");
                     assert_eq!(
                         holder_fields(&server, "invoice"),
@@ -462,9 +470,13 @@ fn no_stale_holder_information() {
                 let writer = connect(&config(mode, &server, client, &ON)).await;
                 let other = connect(&config(mode, &server, client, &[])).await;
                 let guard = writer
-                    .try_acquire_as(&owner, "handed")
+                    .acquire_with(
+                        "handed",
+                        &distlock::AcquireOptions::new()
+                            .with_owner(owner.clone())
+                            .no_wait(),
+                    )
                     .await
-                    .expect("try_acquire")
                     .expect("free");
                 assert!(!holder_fields(&server, "handed").is_empty(), "{context}");
                 if mode == "single" {
@@ -475,9 +487,13 @@ fn no_stale_holder_information() {
                         .expect("release");
                 } else {
                     let inner = other
-                        .try_acquire_as(&owner, "handed")
+                        .acquire_with(
+                            "handed",
+                            &distlock::AcquireOptions::new()
+                                .with_owner(owner.clone())
+                                .no_wait(),
+                        )
                         .await
-                        .expect("re-enter")
                         .expect("the owner re-enters");
                     guard.release().await.expect("release");
                     inner.release().await.expect("the last release");

@@ -245,14 +245,22 @@ fn lists_holds_of_the_reentrant_strategy() {
                 .expect("connect");
             let owner = OwnerToken::generate().expect("owner");
             let outer = locks
-                .try_acquire_as(&owner, "nested")
+                .acquire_with(
+                    "nested",
+                    &distlock::AcquireOptions::new()
+                        .with_owner(owner.clone())
+                        .no_wait(),
+                )
                 .await
-                .expect("try")
                 .expect("free");
             let inner = locks
-                .try_acquire_as(&owner, "nested")
+                .acquire_with(
+                    "nested",
+                    &distlock::AcquireOptions::new()
+                        .with_owner(owner.clone())
+                        .no_wait(),
+                )
                 .await
-                .expect("try")
                 .expect("held by us");
             let rows = list_json(&vars, &[]);
             assert_eq!(names(&rows), ["nested"], "{client}");

@@ -25,7 +25,10 @@ async fn body(config: Config) {
         "exclusive"
     );
     let waited = locks
-        .acquire_within("front-door", Duration::from_millis(100))
+        .acquire_with(
+            "front-door",
+            &distlock::AcquireOptions::new().with_wait(Duration::from_millis(100)),
+        )
         .await;
     assert!(
         matches!(waited, Err(LockError::NotAcquired { .. })),

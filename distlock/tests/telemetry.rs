@@ -140,7 +140,10 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
         .is_none());
     assert!(matches!(
         locks
-            .acquire_within("first", Duration::from_millis(60))
+            .acquire_with(
+                "first",
+                &distlock::AcquireOptions::new().with_wait(Duration::from_millis(60))
+            )
             .await,
         Err(LockError::NotAcquired { .. })
     ));

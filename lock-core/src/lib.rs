@@ -71,6 +71,7 @@ pub use engine::backend::{
 pub use engine::background::settle_background_releases;
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
+pub use engine::options::AcquireOptions;
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{HolderInfo, ListOptions, ListedLock, LockListing, LockState};
 pub use engine::status::LeaseStatus;

@@ -102,7 +102,10 @@ fn a_fencing_off_acquire_is_one_plain_set() {
             );
             let started = std::time::Instant::now();
             let waited = other
-                .acquire_within(&name, Duration::from_millis(300))
+                .acquire_with(
+                    &name,
+                    &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(300)),
+                )
                 .await;
             assert!(
                 matches!(waited, Err(LockError::NotAcquired { .. })),

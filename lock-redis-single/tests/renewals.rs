@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::kit::clock_drift;
-use lock_core::{ClientKind, LeaseGuard, LeaseStatus, LockConfig, LockManager, LossReason};
+use lock_core::{
+    AcquireOptions, ClientKind, LeaseGuard, LeaseStatus, LockConfig, LockError, LockManager,
+    LossReason,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_options;
 use lock_testkit::{DelayProxy, RedisServer};
@@ -457,6 +460,58 @@ on_every_client!(
 /// blocking call on the runtime's only thread) finds its lease reported
 /// expired by `status()` as by `is_valid()`, before the watchdog has had a
 /// chance to run: `Held` never outlives the deadline.
+/// One manager, two leases of their own TTLs: a 600 ms lease stays held
+/// past several of its TTLs, renewed at its own pace rather than the config's
+/// 30 s TTL's; a 5 min lease is set to 5 min. A bad TTL is refused, and with
+/// no wait a held lock is one attempt.
+async fn each_acquire_asks_for_its_own_ttl(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, Duration::from_secs(30)).await;
+    let pttl = |key: &str| {
+        server
+            .admin(&["PTTL", key])
+            .expect("PTTL")
+            .as_int()
+            .expect("an integer")
+    };
+    let short = AcquireOptions::new().with_ttl(Duration::from_millis(600));
+    let brief = locks.acquire_with("brief", &short).await.expect("acquire");
+    assert!(pttl("lock:{brief}") <= 600, "{kind}: a 600 ms lease");
+    let long = AcquireOptions::new().with_ttl(Duration::from_secs(300));
+    let deploy = locks.acquire_with("deploy", &long).await.expect("acquire");
+    assert!(pttl("lock:{deploy}") > 200_000, "{kind}: a 5 min lease");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(
+        matches!(brief.status(), LeaseStatus::Held { .. }),
+        "{kind}: the short lease is renewed at its own pace: {:?}",
+        brief.status()
+    );
+    let left = pttl("lock:{brief}");
+    assert!(
+        (1..=600).contains(&left),
+        "{kind}: renewed to 600 ms: {left}"
+    );
+    match locks
+        .acquire_with("brief", &AcquireOptions::new().no_wait())
+        .await
+    {
+        Err(LockError::NotAcquired { attempts: 1, .. }) => {}
+        other => panic!("{kind}: a held lock, no wait: {:?}", other.map(|_| ())),
+    }
+    let zero = AcquireOptions::new().with_ttl(Duration::ZERO);
+    match locks.acquire_with("zero", &zero).await {
+        Err(LockError::InvalidTtl { .. }) => {}
+        other => panic!("{kind}: a zero TTL: {:?}", other.map(|_| ())),
+    }
+    brief.release().await.expect("release");
+    deploy.release().await.expect("release");
+}
+
+on_every_client!(
+    each_acquire_asks_for_its_own_ttl_on_every_client,
+    each_acquire_asks_for_its_own_ttl
+);
+
 #[test]
 fn status_agrees_with_is_valid_past_the_deadline() {
     // One thread, so nothing runs the watchdog while it sleeps.

@@ -34,7 +34,12 @@ async fn connections_close_when_the_backend_is_dropped(kind: ClientKind) {
         .expect("config");
         let holder = locks.try_acquire("k").await.expect("try").expect("free");
         // A waiter that gives up has subscribed to releases on the way.
-        let waited = locks.acquire_within("k", Duration::from_millis(100)).await;
+        let waited = locks
+            .acquire_with(
+                "k",
+                &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(100)),
+            )
+            .await;
         assert!(
             matches!(waited, Err(LockError::NotAcquired { .. })),
             "{waited:?}"

@@ -25,7 +25,7 @@ fn pubsub_clients(server: &RedisServer) -> usize {
     }
 }
 
-/// `acquire_within(0)` and `wait_timeout = 0` make exactly one attempt on a
+/// `acquire_with` with no wait and `wait_timeout = 0` make exactly one attempt on a
 /// held lock, and open no subscriber connection.
 async fn a_zero_wait_is_one_attempt(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
@@ -37,10 +37,15 @@ async fn a_zero_wait_is_one_attempt(kind: ClientKind) {
     let locks = LockManager::new(Arc::clone(&backend), fast_config(Duration::from_secs(5)))
         .expect("config");
     let holder = locks.try_acquire("busy").await.expect("try").expect("free");
-    let waited = locks.acquire_within("busy", Duration::ZERO).await;
+    let waited = locks
+        .acquire_with(
+            "busy",
+            &lock_core::AcquireOptions::new().with_wait(Duration::ZERO),
+        )
+        .await;
     assert!(
         matches!(waited, Err(LockError::NotAcquired { attempts: 1, .. })),
-        "acquire_within(0): {waited:?}"
+        "no wait: {waited:?}"
     );
     let mut config = fast_config(Duration::from_secs(5));
     config.wait_timeout = Duration::ZERO;
@@ -55,7 +60,7 @@ async fn a_zero_wait_is_one_attempt(kind: ClientKind) {
 }
 
 /// With release notifications unreachable (a listener that never answers),
-/// `acquire_within(100ms)` returns within about 100 ms, not after the
+/// A 100 ms wait returns within about 100 ms, not after the
 /// connect or command time-out of the subscription.
 async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
@@ -76,7 +81,10 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
     let holder = locks.try_acquire("busy").await.expect("try").expect("free");
     let started = Instant::now();
     let waited = locks
-        .acquire_within("busy", Duration::from_millis(100))
+        .acquire_with(
+            "busy",
+            &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(100)),
+        )
         .await;
     let took = started.elapsed();
     assert!(

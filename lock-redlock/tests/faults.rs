@@ -153,7 +153,10 @@ async fn majority_down_is_quorum_not_reached(kind: ClientKind) {
     );
     let started = Instant::now();
     let waited = locks
-        .acquire_within("majority-down", Duration::from_millis(300))
+        .acquire_with(
+            "majority-down",
+            &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(300)),
+        )
         .await;
     assert!(waited.is_err(), "no lock without a majority");
     assert!(

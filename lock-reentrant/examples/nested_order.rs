@@ -42,7 +42,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Someone else, without the owner, is kept out.
     match locks
-        .acquire_within("order:1001", Duration::from_millis(100))
+        .acquire_with(
+            "order:1001",
+            &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(100)),
+        )
         .await
     {
         Err(LockError::NotAcquired { .. }) => {
@@ -61,7 +64,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn reserve_stock(locks: &LockManager, owner: &OwnerToken) -> Result<(), LockError> {
-    let again = locks.acquire_as(owner, "order:1001").await?;
+    let again = locks
+        .acquire_with(
+            "order:1001",
+            &lock_core::AcquireOptions::new().with_owner(owner.clone()),
+        )
+        .await?;
     if let LockState::Held { hold_count, .. } = locks.inspect("order:1001").await? {
         println!(
             "reserve_stock: re-entered, hold count {hold_count:?}, same token {:?}",
@@ -72,8 +80,11 @@ async fn reserve_stock(locks: &LockManager, owner: &OwnerToken) -> Result<(), Lo
 }
 
 async fn send_confirmation(locks: &LockManager, owner: &OwnerToken) -> Result<(), LockError> {
+    let options = lock_core::AcquireOptions::new().with_owner(owner.clone());
     locks
-        .with_lock_as(owner, "order:1001", |lease| async move {
+        .acquire_with("order:1001", &options)
+        .await?
+        .run(|lease| async move {
             println!(
                 "send_confirmation (another task): re-entered, token {:?}",
                 lease.fencing_token()

@@ -12,7 +12,7 @@
 //! locked by current thread" under coroutines). Here the owner is an explicit
 //! [`OwnerToken`](lock_core::OwnerToken): code that already holds a lock passes
 //! `guard.owner()` to the code it calls, which re-enters with
-//! [`LockManager::acquire_as`](lock_core::LockManager::acquire_as). Re-entry
+//! [`AcquireOptions::with_owner`](lock_core::AcquireOptions::with_owner). Re-entry
 //! therefore works across tasks and `.await` points, and never by accident:
 //! two unrelated calls get two different owners and exclude each other.
 //!
@@ -28,7 +28,7 @@
 //! order.release().await?;
 //!
 //! async fn reserve_stock(locks: &LockManager, owner: &OwnerToken) -> Result<(), lock_core::LockError> {
-//!     let again = locks.acquire_as(owner, "order:1001").await?; // hold count 2, same fencing token
+//!     let again = locks.acquire_with("order:1001", &lock_core::AcquireOptions::new().with_owner(owner.clone())).await?; // hold count 2, same fencing token
 //!     again.release().await // hold count back to 1
 //! }
 //! # Ok(()) }

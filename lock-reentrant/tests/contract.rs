@@ -212,9 +212,13 @@ async fn watchdog_renews_while_holds_remain(factory: &Reentrant) {
         .expect("acquire")
         .expect("free");
     let inner = locks
-        .try_acquire_as(outer.owner(), "kept")
+        .acquire_with(
+            "kept",
+            &lock_core::AcquireOptions::new()
+                .with_owner(outer.owner().clone())
+                .no_wait(),
+        )
         .await
-        .expect("acquire")
         .expect("re-enter");
     outer.release().await.expect("release the outer hold first");
     tokio::time::sleep(ttl * 3).await;

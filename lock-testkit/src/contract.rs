@@ -1251,7 +1251,7 @@ pub async fn max_hold_ends_renewal(factory: &dyn BackendFactory) {
         "held for {held_for:?} with max_hold {max_hold:?} and a {ttl:?} TTL"
     );
     let next = locks
-        .acquire_within("capped", ttl)
+        .acquire_with("capped", &lock_core::AcquireOptions::new().with_wait(ttl))
         .await
         .expect("free once the capped lease ran out");
     assert!(matches!(
@@ -1423,14 +1423,15 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
         .await
         .expect("try_acquire")
         .expect("free key");
-    let inner = locks
-        .try_acquire_as(outer.owner(), "nested")
-        .await
-        .expect("try_acquire_as");
+    let again = lock_core::AcquireOptions::new()
+        .with_owner(outer.owner().clone())
+        .no_wait();
+    let inner = locks.acquire_with("nested", &again).await;
     if !capabilities.reentrant {
         assert!(
-            inner.is_none(),
-            "a non-reentrant lock let its owner in twice"
+            matches!(inner, Err(LockError::NotAcquired { attempts: 1, .. })),
+            "a non-reentrant lock let its owner in twice: {:?}",
+            inner.map(|guard| guard.fencing_token())
         );
         outer.release().await.expect("release");
         return;
@@ -1463,11 +1464,13 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
     // Re-entry works from another task, because the owner is a value.
     let owner = outer.owner().clone();
     let nested = locks.clone();
-    let third = tokio::spawn(async move { nested.try_acquire_as(&owner, "nested").await })
-        .await
-        .expect("task")
-        .expect("try_acquire_as")
-        .expect("re-entry from another task");
+    let third = tokio::spawn(async move {
+        let again = lock_core::AcquireOptions::new().with_owner(owner).no_wait();
+        nested.acquire_with("nested", &again).await
+    })
+    .await
+    .expect("task")
+    .expect("re-entry from another task");
     third.release().await.expect("release the third hold");
     inner.release().await.expect("release the inner hold");
     assert!(

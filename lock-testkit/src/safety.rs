@@ -116,9 +116,13 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     if factory.capabilities().reentrant {
         let outer = taken(&locks, "nested").await;
         let inner = short
-            .try_acquire_as(outer.owner(), "nested")
+            .acquire_with(
+                "nested",
+                &lock_core::AcquireOptions::new()
+                    .with_owner(outer.owner().clone())
+                    .no_wait(),
+            )
             .await
-            .expect("re-enter")
             .expect("the owner re-enters");
         assert_deadline_within_key(&locks, &outer, "outer, after a short re-entry").await;
         inner
@@ -141,9 +145,13 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
     let key = locks.key("reused").expect("key");
     for ending in ["release", "extend", "drop"] {
         let stale = locks
-            .try_acquire_as(&owner, "reused")
+            .acquire_with(
+                "reused",
+                &lock_core::AcquireOptions::new()
+                    .with_owner(owner.clone())
+                    .no_wait(),
+            )
             .await
-            .expect("try_acquire_as")
             .expect("free key");
         locks
             .backend()
@@ -151,9 +159,13 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
             .await
             .expect("force_release");
         let fresh = locks
-            .try_acquire_as(&owner, "reused")
+            .acquire_with(
+                "reused",
+                &lock_core::AcquireOptions::new()
+                    .with_owner(owner.clone())
+                    .no_wait(),
+            )
             .await
-            .expect("try_acquire_as")
             .expect("the key was cleared");
         match ending {
             "release" => assert!(
@@ -352,7 +364,12 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
         );
         let locks = crate::contract::manager_over(faulty, fast_config(ttl));
         let guard = if as_caller {
-            locks.acquire_as(&caller_owner, &name).await
+            locks
+                .acquire_with(
+                    &name,
+                    &lock_core::AcquireOptions::new().with_owner(caller_owner.clone()),
+                )
+                .await
         } else {
             locks.acquire(&name).await
         }
@@ -380,7 +397,10 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
     let locks = crate::contract::manager_over(faulty, fast_config(ttl));
     let started = Instant::now();
     let guard = locks
-        .acquire_within("landed", Duration::from_secs(5))
+        .acquire_with(
+            "landed",
+            &lock_core::AcquireOptions::new().with_wait(Duration::from_secs(5)),
+        )
         .await
         .expect("the wait does not sit out its own lost grant");
     assert!(
@@ -536,7 +556,14 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
     let holder = taken(&locks, "acl").await;
     let waiter = {
         let locks = locks.clone();
-        tokio::spawn(async move { locks.acquire_within("acl", Duration::from_secs(5)).await })
+        tokio::spawn(async move {
+            locks
+                .acquire_with(
+                    "acl",
+                    &lock_core::AcquireOptions::new().with_wait(Duration::from_secs(5)),
+                )
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let released_at = Instant::now();
@@ -636,9 +663,13 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         );
         let outer = taken(&locks, "nested-release").await;
         let inner = locks
-            .try_acquire_as(outer.owner(), "nested-release")
+            .acquire_with(
+                "nested-release",
+                &lock_core::AcquireOptions::new()
+                    .with_owner(outer.owner().clone())
+                    .no_wait(),
+            )
             .await
-            .expect("re-enter")
             .expect("the owner re-enters");
         let cut = tokio::time::timeout(Duration::from_millis(100), inner.release()).await;
         assert!(cut.is_err(), "the inner release was cut short: {cut:?}");

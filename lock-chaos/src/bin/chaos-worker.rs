@@ -167,7 +167,13 @@ async fn work(args: Args) -> Result<(), String> {
         .map_err(|err| err.to_string())?;
     let mut index = 0;
     while Instant::now() < ends_at {
-        let guard = match locks.acquire_as(&owner, &args.key).await {
+        let guard = match locks
+            .acquire_with(
+                &args.key,
+                &lock_core::AcquireOptions::new().with_owner(owner.clone()),
+            )
+            .await
+        {
             Ok(guard) => guard,
             Err(LockError::NotAcquired { .. }) => continue,
             Err(err) => {
@@ -197,8 +203,11 @@ async fn critical_section(
     let start_ns = monotonic_ns();
     let token = guard.fencing_token().map_or(0, |token| token.get());
     let inner = if args.nested {
-        match locks.try_acquire_as(guard.owner(), &args.key).await {
-            Ok(Some(inner)) => Some(inner),
+        let again = lock_core::AcquireOptions::new()
+            .with_owner(guard.owner().clone())
+            .no_wait();
+        match locks.acquire_with(&args.key, &again).await {
+            Ok(inner) => Some(inner),
             other => {
                 eprintln!("chaos-worker {}: re-entry failed: {other:?}", args.worker);
                 None

@@ -1,6 +1,7 @@
 //! What a holder has: the lease guard, a cloneable handle to watch the lease,
 //! and the background release used when a guard or an acquire is abandoned.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +35,7 @@ impl LeaseHandle {
     }
 
     /// The owner identity this lease was taken with. Pass it to nested code
-    /// that must re-enter a reentrant lock ([`crate::LockManager::acquire_as`]).
+    /// that must re-enter a reentrant lock ([`AcquireOptions::with_owner`](crate::AcquireOptions::with_owner)).
     /// It is the secret that can release the lock: keep it out of logs.
     pub fn owner(&self) -> &OwnerToken {
         self.shared.hold.owner()
@@ -112,6 +113,42 @@ impl LeaseGuard {
         LeaseGuard {
             handle: LeaseHandle { shared },
             released: false,
+        }
+    }
+
+    /// Runs `work` under this lease, then releases it: what
+    /// [`LockManager::with_lock`](crate::LockManager::with_lock) does after
+    /// its acquire, for a guard taken with other options.
+    ///
+    /// `work` receives a [`LeaseHandle`] to read the fencing token and to
+    /// notice a loss while it runs. Returns `work`'s output only if the lease
+    /// held until the release.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] if the lease was lost at any point, after
+    /// `work` finished, because its effects may have overlapped with another
+    /// holder's. A failed release after a lease that held throughout still
+    /// returns the output: the key expires by its TTL.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops the guard, whose hold is released in the
+    /// background.
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<T, LockError>
+    where
+        F: FnOnce(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let output = work(self.handle()).await;
+        let key = self.key().to_owned();
+        match self.release().await {
+            Ok(()) => Ok(output),
+            Err(err @ LockError::LeaseLost { .. }) => Err(err),
+            Err(err) => {
+                tracing::warn!(key, error = %err, "release failed after the work finished; the key will expire by its TTL");
+                Ok(output)
+            }
         }
     }
 

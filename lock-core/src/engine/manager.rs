@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
 use crate::engine::lease::LeaseShared;
+use crate::engine::options::AcquireOptions;
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::schedule::Keepers;
 use crate::engine::settings::{Settings, WaitMode};
 use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
+use crate::engine::timing::validate_ttl;
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
@@ -80,6 +82,9 @@ enum Attempt {
 struct Granted {
     hold: HoldToken,
     sent_at: Instant,
+    /// The TTL asked for: the one the watchdog renews to.
+    ttl: Duration,
+    /// The TTL the grant set (the reentrant strategy keeps a longer one).
     ttl_set: Duration,
 }
 
@@ -134,27 +139,101 @@ impl LockManager {
         LockKey::under_valid_prefix(&self.settings.key_prefix, name)
     }
 
-    /// Tries once. `Ok(None)` when someone else holds the lock.
+    /// Tries once: `Ok(None)` when someone else holds the lock. The short
+    /// form of [`acquire_with`](Self::acquire_with) with
+    /// [`AcquireOptions::no_wait`], which says what else it can do.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name; connection errors and
+    /// [`LockError::Timeout`] when the node does not answer (the attempt's
+    /// hold, if it was granted unseen, is released in the background where
+    /// the backend can release exactly that attempt);
+    /// [`LockError::Corrupted`] for a key that holds foreign data.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: if the future is dropped after the attempt was sent, a
+    /// hold it may have been granted is released in the background.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(None, name).await
+        self.try_once(None, name, self.settings.ttl).await
     }
 
-    /// Tries once, as `owner`. With a reentrant backend, an owner that already
-    /// holds the lock enters it again (pass `guard.owner()` to nested code);
-    /// with other backends a second acquire by the same owner finds it held.
+    /// Waits up to the configured `wait_timeout` for the lock; the short form
+    /// of [`acquire_with`](Self::acquire_with).
     ///
-    /// If the reply to an attempt is lost, the attempt's hold is released in
-    /// the background where the backend can release exactly that attempt
-    /// ([`LockBackend::releases_only_its_attempt`]: single node, Redlock).
-    /// With a reentrant backend nothing is released, since `owner` may
-    /// already hold the lock and a release could end that hold: an extra hold
-    /// that was granted unseen lasts until the TTL.
-    pub async fn try_acquire_as(
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
+        self.wait_for(None, name, self.settings.wait_timeout, self.settings.ttl)
+            .await
+    }
+
+    /// Takes the lock named `name` as `options` say: as their owner, waiting
+    /// up to their wait (retrying with exponential backoff and full jitter,
+    /// or woken by a published release, never sleeping past the holder's
+    /// remaining TTL; transient errors are retried within the wait), for a
+    /// lease of their TTL. What they leave unset comes from the config.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_core::LockManager) -> Result<(), lock_core::LockError> {
+    /// use std::time::Duration;
+    ///
+    /// use lock_core::AcquireOptions;
+    ///
+    /// let options = AcquireOptions::new().with_ttl(Duration::from_secs(300));
+    /// let deploy = locks.acquire_with("deploy", &options).await?;
+    /// // ... five minutes of work, renewed by the watchdog meanwhile ...
+    /// deploy.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// With an owner that already holds the lock, the reentrant strategy
+    /// enters it again. If the reply to an attempt is lost, the attempt's
+    /// hold is released in the background where the backend can release
+    /// exactly that attempt ([`LockBackend::releases_only_its_attempt`]:
+    /// single node, Redlock); with the reentrant strategy and an explicit
+    /// owner nothing is released, since the owner may already hold the lock:
+    /// an extra hold that was granted unseen lasts until the TTL.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotAcquired`] when the wait runs out (after one attempt
+    /// with no wait), or the last transient error if the node never
+    /// answered; [`LockError::InvalidTtl`] for a TTL out of range;
+    /// [`LockError::InvalidKey`] for a bad name; any other error at once
+    /// ([`LockError::Corrupted`] for a key that holds foreign data).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a future dropped while an attempt was in flight releases
+    /// the hold that attempt may have been granted, and a fair waiter's place
+    /// in the queue, in the background; no lock stays held past its TTL by a
+    /// hold nobody has.
+    pub async fn acquire_with(
         &self,
-        owner: &OwnerToken,
         name: &str,
-    ) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(Some(owner), name).await
+        options: &AcquireOptions,
+    ) -> Result<LeaseGuard, LockError> {
+        let ttl = options.ttl.unwrap_or(self.settings.ttl);
+        validate_ttl(ttl)?;
+        let owner = options.owner.as_ref();
+        match options.wait.unwrap_or(self.settings.wait_timeout) {
+            Duration::ZERO => match self.try_once(owner, name, ttl).await? {
+                Some(guard) => Ok(guard),
+                None => Err(LockError::NotAcquired {
+                    key: name.to_owned(),
+                    waited: Duration::ZERO,
+                    attempts: 1,
+                }),
+            },
+            wait => self.wait_for(owner, name, wait, ttl).await,
+        }
     }
 
     /// One attempt, as `owner`, or (with `None`) as an owner made for it
@@ -164,12 +243,13 @@ impl LockManager {
         &self,
         owner: Option<&OwnerToken>,
         name: &str,
+        ttl: Duration,
     ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let attempt = async {
-            match self.attempt(&key, owner, false).await? {
+            match self.attempt(&key, owner, ttl, false).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unsettled { error, cleanup } => {
@@ -215,48 +295,6 @@ impl LockManager {
         telemetry::acquisition(&self.labels(name), outcome, attempts, started);
     }
 
-    /// Waits up to the configured `wait_timeout` for the lock.
-    pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
-        self.acquire_within(name, self.settings.wait_timeout).await
-    }
-
-    /// Waits up to `wait` for the lock, retrying with exponential backoff and
-    /// full jitter, never sleeping past the holder's remaining TTL. Transient
-    /// errors (time-outs, broken connections) are retried within the wait too.
-    ///
-    /// Errors: [`LockError::NotAcquired`] when the wait runs out (or the last
-    /// transient error, if the node never answered), and any non-retryable error
-    /// at once.
-    pub async fn acquire_within(
-        &self,
-        name: &str,
-        wait: Duration,
-    ) -> Result<LeaseGuard, LockError> {
-        self.wait_for(None, name, wait).await
-    }
-
-    /// Waits up to the configured `wait_timeout` for the lock, as `owner`; see
-    /// [`LockManager::try_acquire_as`].
-    pub async fn acquire_as(
-        &self,
-        owner: &OwnerToken,
-        name: &str,
-    ) -> Result<LeaseGuard, LockError> {
-        self.acquire_within_as(owner, name, self.settings.wait_timeout)
-            .await
-    }
-
-    /// Waits up to `wait` for the lock, as `owner`; see
-    /// [`LockManager::acquire_within`] and [`LockManager::try_acquire_as`].
-    pub async fn acquire_within_as(
-        &self,
-        owner: &OwnerToken,
-        name: &str,
-        wait: Duration,
-    ) -> Result<LeaseGuard, LockError> {
-        self.wait_for(Some(owner), name, wait).await
-    }
-
     /// Attempts until acquired or `wait` runs out, in a span of its own; see
     /// [`LockManager::try_once`] for `owner`.
     async fn wait_for(
@@ -264,12 +302,17 @@ impl LockManager {
         owner: Option<&OwnerToken>,
         name: &str,
         wait: Duration,
+        ttl: Duration,
     ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let mut attempts: u32 = 0;
-        let result = in_span(self.wait_attempts(&key, owner, wait, &mut attempts), &span).await;
+        let result = in_span(
+            self.wait_attempts(&key, owner, wait, ttl, &mut attempts),
+            &span,
+        )
+        .await;
         let (outcome, token) = match &result {
             Ok(guard) => ("acquired", guard.fencing_token()),
             Err(LockError::NotAcquired { .. }) => ("timeout", None),
@@ -285,6 +328,7 @@ impl LockManager {
         key: &LockKey,
         owner: Option<&OwnerToken>,
         wait: Duration,
+        ttl: Duration,
         attempts: &mut u32,
     ) -> Result<LeaseGuard, LockError> {
         let name = key.name();
@@ -321,7 +365,7 @@ impl LockManager {
             if let Some(watch) = releases.as_mut() {
                 watch.attempt_starting();
             }
-            let result = self.attempt(key, attempt_owner, true).await;
+            let result = self.attempt(key, attempt_owner, ttl, true).await;
             *attempts = attempts.saturating_add(1);
             tracing::debug!(
                 attempt = *attempts,
@@ -447,62 +491,32 @@ impl LockManager {
     }
 
     /// Runs `work` while holding the lock named `name` (waiting up to the
-    /// configured `wait_timeout` for it), then releases it.
+    /// configured `wait_timeout` for it), then releases it: the short form
+    /// of [`acquire_with`](Self::acquire_with) and [`LeaseGuard::run`].
     ///
     /// `work` receives a [`LeaseHandle`] to read the fencing token and to notice
     /// a loss while it runs. Returns `work`'s output only if the lease held until
-    /// the release; if it was lost at any point, returns [`LockError::LeaseLost`]
-    /// after `work` finished, because its effects may have overlapped with
-    /// another holder's. A failed release after a lease that held throughout
-    /// still returns the output: the key expires by its TTL.
+    /// the release.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`acquire`](Self::acquire); [`LockError::LeaseLost`] if the
+    /// lease was lost at any point, after `work` finished, because its effects
+    /// may have overlapped with another holder's. A failed release after a
+    /// lease that held throughout still returns the output: the key expires
+    /// by its TTL.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_with`](Self::acquire_with) while waiting; once `work`
+    /// runs, dropping the future drops the guard, whose hold is released in
+    /// the background.
     pub async fn with_lock<F, Fut, T>(&self, name: &str, work: F) -> Result<T, LockError>
     where
         F: FnOnce(LeaseHandle) -> Fut,
         Fut: Future<Output = T>,
     {
-        let guard = self
-            .wait_for(None, name, self.settings.wait_timeout)
-            .await?;
-        self.run_under(guard, name, work).await
-    }
-
-    /// [`LockManager::with_lock`] as `owner`: with a reentrant backend, nested
-    /// code re-enters a lock its caller holds by passing the caller's
-    /// `lease.owner()`.
-    pub async fn with_lock_as<F, Fut, T>(
-        &self,
-        owner: &OwnerToken,
-        name: &str,
-        work: F,
-    ) -> Result<T, LockError>
-    where
-        F: FnOnce(LeaseHandle) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let guard = self.acquire_as(owner, name).await?;
-        self.run_under(guard, name, work).await
-    }
-
-    /// Runs `work` under `guard`, then releases it; see [`LockManager::with_lock`].
-    async fn run_under<F, Fut, T>(
-        &self,
-        guard: LeaseGuard,
-        name: &str,
-        work: F,
-    ) -> Result<T, LockError>
-    where
-        F: FnOnce(LeaseHandle) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let output = work(guard.handle()).await;
-        match guard.release().await {
-            Ok(()) => Ok(output),
-            Err(err @ LockError::LeaseLost { .. }) => Err(err),
-            Err(err) => {
-                tracing::warn!(key = name, error = %err, "release failed after the work finished; the key will expire by its TTL");
-                Ok(output)
-            }
-        }
+        self.acquire(name).await?.run(work).await
     }
 
     /// Takes over a lease handed off with [`LeaseGuard::hand_off`], in this
@@ -549,6 +563,7 @@ impl LockManager {
                     Granted {
                         hold: successor,
                         sent_at,
+                        ttl,
                         ttl_set,
                     },
                 ))
@@ -646,9 +661,9 @@ impl LockManager {
         &self,
         key: &LockKey,
         owner: Option<&OwnerToken>,
+        ttl: Duration,
         join_queue: bool,
     ) -> Result<Attempt, LockError> {
-        let ttl = self.settings.ttl;
         let (hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
             None => (HoldToken::fresh()?, true),
@@ -682,6 +697,7 @@ impl LockManager {
                 Ok(Attempt::Acquired(Granted {
                     hold: hold.granted(fencing_token),
                     sent_at,
+                    ttl,
                     ttl_set: ttl,
                 }))
             }
@@ -701,9 +717,9 @@ impl LockManager {
         let Granted {
             hold,
             sent_at,
+            ttl,
             ttl_set,
         } = granted;
-        let ttl = self.settings.ttl;
         let labels = self.labels(key.name());
         let shared = Arc::new(LeaseShared::new(
             Arc::clone(&self.backend),

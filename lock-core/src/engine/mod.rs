@@ -11,6 +11,7 @@ pub(crate) mod background;
 pub(crate) mod guard;
 pub(crate) mod lease;
 pub(crate) mod manager;
+pub(crate) mod options;
 pub(crate) mod renewal;
 pub(crate) mod schedule;
 pub(crate) mod settings;

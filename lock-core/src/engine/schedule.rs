@@ -43,7 +43,7 @@ use crate::engine::lease::{Keeper, LeaseShared, Slot, WatchdogPlan};
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::settings::Settings;
 use crate::engine::status::LeaseStatus;
-use crate::engine::timing::{clock_drift, validity};
+use crate::engine::timing::{clock_drift, default_renew_interval, max_renew_interval, validity};
 use crate::engine::watchdog;
 
 /// The most a pump starts a watchdog before it is due (see
@@ -59,11 +59,26 @@ const IDLE_LOOKS: u8 = 2;
 /// What every watchdog of one manager is started with.
 #[derive(Debug)]
 struct KeeperPlan {
-    /// The configured renewal interval; `None` with renewal off.
-    renew_every: Option<Duration>,
+    /// `watchdog.enabled`.
+    enabled: bool,
+    /// `watchdog.interval`; `None`: a third of each lease's TTL.
+    interval: Option<Duration>,
+    drift_factor: f64,
     /// `watchdog.max_hold`.
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
+}
+
+impl KeeperPlan {
+    /// How often a lease that asked for `ttl` is renewed: the configured
+    /// interval (never more than two attempts' room before its deadline
+    /// allows), or a third of its TTL; `None` with renewal off.
+    fn renew_every(&self, ttl: Duration) -> Option<Duration> {
+        self.enabled.then(|| match self.interval {
+            Some(interval) => interval.min(max_renew_interval(ttl, self.drift_factor)),
+            None => default_renew_interval(ttl, self.drift_factor),
+        })
+    }
 }
 
 /// The planned watchdogs of one manager's leases, a queue per runtime the
@@ -121,16 +136,19 @@ impl Keepers {
     /// The watchdogs of the leases of a manager with `config`, whose
     /// renewals `renewals` sends.
     pub(crate) fn new(config: &Settings, renewals: RenewalDriver) -> Self {
-        let renew_every = config.watchdog.enabled.then(|| config.renew_interval());
         let plan = KeeperPlan {
-            renew_every,
+            enabled: config.watchdog.enabled,
+            interval: config.watchdog.interval,
+            drift_factor: config.clock_drift_factor,
             max_hold: config.watchdog.max_hold,
             renewals: Arc::new(renewals),
         };
         // A watchdog first falls due a renewal interval after its acquire,
         // or with renewal off at the deadline.
         let drift = clock_drift(config.ttl, config.clock_drift_factor);
-        let idle_nap = renew_every.unwrap_or_else(|| validity(config.ttl, Duration::ZERO, drift));
+        let idle_nap = plan
+            .renew_every(config.ttl)
+            .unwrap_or_else(|| validity(config.ttl, Duration::ZERO, drift));
         Keepers {
             plan,
             idle_nap,
@@ -147,7 +165,7 @@ impl Keepers {
         let LeaseStatus::Held { valid_until } = lease.status() else {
             return;
         };
-        let due = match self.plan.renew_every {
+        let due = match self.plan.renew_every(lease.ttl()) {
             Some(interval) => valid_until.min(lease.acquired_at + interval),
             None => valid_until,
         };
@@ -230,7 +248,7 @@ impl Keepers {
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
-                self.plan.renew_every,
+                self.plan.renew_every(lease.ttl()),
                 self.plan.max_hold,
                 Arc::clone(&self.plan.renewals),
             ))

@@ -194,14 +194,6 @@ pub(crate) struct Settings {
     pub(crate) metrics_lock_names: u32,
 }
 
-impl Settings {
-    /// The renewal interval in force: the configured one, or a third of the
-    /// TTL.
-    pub(crate) fn renew_interval(&self) -> Duration {
-        renew_interval(&self.watchdog, self.ttl, self.clock_drift_factor)
-    }
-}
-
 /// The renewal interval in force: `watchdog.interval`, or a third of `ttl`.
 pub(crate) fn renew_interval(
     watchdog: &WatchdogConfig,

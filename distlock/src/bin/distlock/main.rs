@@ -671,17 +671,11 @@ async fn take(
     key: &str,
     wait: Option<Duration>,
 ) -> Result<LeaseGuard, LockError> {
-    match wait {
-        Some(wait) if wait.is_zero() => locks.try_acquire(key).await.and_then(|guard| {
-            guard.ok_or(LockError::NotAcquired {
-                key: key.to_owned(),
-                waited: Duration::ZERO,
-                attempts: 1,
-            })
-        }),
-        Some(wait) => locks.acquire_within(key, wait).await,
-        None => locks.acquire(key).await,
-    }
+    let options = match wait {
+        Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
+        None => distlock::AcquireOptions::new(),
+    };
+    locks.acquire_with(key, &options).await
 }
 
 async fn run(
