@@ -6,8 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::kit::scripts::single;
 use lock_core::kit::{
-    list_held, remaining_from_pttl, ttl_millis, validate_ttl, MillisText, NodeClient, Reply,
-    Script, ScriptedNode,
+    list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
@@ -306,7 +305,7 @@ impl LockBackend for SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         let ttl_ms = MillisText::of_ttl(ttl);
         let fencing = self.grant.fencing();
         if !fencing && !self.grant.holder_info() {
@@ -339,7 +338,7 @@ impl LockBackend for SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
@@ -357,7 +356,7 @@ impl LockBackend for SingleNodeBackend {
         // Which renewals go in one script: those of one slot on a cluster.
         let mut groups: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
         for (index, renewal) in renewals.iter().enumerate() {
-            if let Err(err) = validate_ttl(renewal.ttl) {
+            if let Err(err) = self.node.validate_ttl(renewal.ttl) {
                 outcomes[index] = Some(Err(err));
                 continue;
             }
@@ -407,7 +406,7 @@ impl LockBackend for SingleNodeBackend {
         to: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         // With fencing on, every grant of this strategy is taken to have a
         // token: a hand-off token without one names no hold of it. Whether
         // the claimed token is the hold's own, the key's value says: a grant
@@ -488,7 +487,7 @@ impl LockBackend for SingleNodeBackend {
         waiter_lease: Duration,
         join: bool,
     ) -> Result<AcquireOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         let (queue, waiters, holder) = (key.queue_key(), key.waiters_key(), key.holder_key());
         let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &holder];
         let ttl_ms = MillisText::of_ttl(ttl);

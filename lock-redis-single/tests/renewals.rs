@@ -456,10 +456,6 @@ on_every_client!(
     an_early_extend_to_a_shorter_ttl_sets_the_pace
 );
 
-/// A holder whose thread stops past its deadline (a long GC pause, a
-/// blocking call on the runtime's only thread) finds its lease reported
-/// expired by `status()` as by `is_valid()`, before the watchdog has had a
-/// chance to run: `Held` never outlives the deadline.
 /// One manager, two leases of their own TTLs: a 600 ms lease stays held
 /// past several of its TTLs, renewed at its own pace rather than the config's
 /// 30 s TTL's; a 5 min lease is set to 5 min. A bad TTL is refused, and with
@@ -512,6 +508,10 @@ on_every_client!(
     each_acquire_asks_for_its_own_ttl
 );
 
+/// A holder whose thread stops past its deadline (a long GC pause, a
+/// blocking call on the runtime's only thread) finds its lease reported
+/// expired by `status()` as by `is_valid()`, before the watchdog has had a
+/// chance to run: `Held` never outlives the deadline.
 #[test]
 fn status_agrees_with_is_valid_past_the_deadline() {
     // One thread, so nothing runs the watchdog while it sleeps.

@@ -148,6 +148,18 @@ fn unacknowledged_grants_and_renewals_are_refused() {
                 fencing,
             )
             .await;
+            // A lease shorter than the wait for replicas could run out
+            // before they answered: refused before anything is sent.
+            let short = lock_core::AcquireOptions::new().with_ttl(Duration::from_millis(150));
+            match locks.acquire_with("short", &short).await {
+                Err(LockError::InvalidTtl { reason, .. }) => {
+                    assert!(reason.contains("replicas.timeout"), "{kind}: {reason}")
+                }
+                other => panic!(
+                    "{kind}: a TTL below replicas.timeout: {:?}",
+                    other.map(|_| ())
+                ),
+            }
             // A freshly synced replica can miss its first acknowledgements;
             // the refusal is retryable, and `acquire` retries it.
             let mut waiting = config();

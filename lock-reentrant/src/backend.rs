@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::kit::scripts::reentrant;
-use lock_core::kit::{
-    list_held, remaining_from_pttl, validate_ttl, MillisText, NodeClient, Reply, ScriptedNode,
-};
+use lock_core::kit::{list_held, remaining_from_pttl, MillisText, NodeClient, Reply, ScriptedNode};
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
     FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
@@ -143,7 +141,7 @@ impl LockBackend for ReentrantBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         let ttl_ms = MillisText::of_ttl(ttl);
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
@@ -191,7 +189,7 @@ impl LockBackend for ReentrantBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        validate_ttl(ttl)?;
+        self.node.validate_ttl(ttl)?;
         let ttl_ms = MillisText::of_ttl(ttl);
         let token = hold_token_arg(hold);
         let holder = key.holder_key();

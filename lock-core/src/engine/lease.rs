@@ -28,6 +28,10 @@ pub(crate) struct LeaseShared {
     /// When the command that granted (or resumed) the lease was sent:
     /// `watchdog.max_hold` counts from here.
     pub(crate) acquired_at: Instant,
+    /// The TTL the grant (or resume) asked for: with the TTL asked since,
+    /// whichever is shorter, it paces the watchdog
+    /// ([`LeaseShared::pace_ttl`]).
+    granted_ttl: Duration,
     /// The labels of this lease's metrics.
     pub(crate) labels: Labels,
     pub(crate) status: StatusCell,
@@ -75,6 +79,7 @@ impl LeaseShared {
             hold,
             drift_factor,
             acquired_at: sent_at,
+            granted_ttl: ttl,
             labels,
             status,
             timing: Mutex::new(Timing {
@@ -84,6 +89,13 @@ impl LeaseShared {
             extending: tokio::sync::Mutex::new(()),
             keeper: Mutex::new(Keeper::Stopped),
         }
+    }
+
+    /// The TTL that paces this lease's watchdog: the one it was granted
+    /// with, or a shorter one a holder has asked for since. Not a longer one:
+    /// until an extend to it succeeds, the deadline is still the old TTL's.
+    pub(crate) fn pace_ttl(&self) -> Duration {
+        self.granted_ttl.min(self.ttl())
     }
 
     pub(crate) fn lock_keeper(&self) -> std::sync::MutexGuard<'_, Keeper> {

@@ -14,7 +14,7 @@ use crate::engine::schedule::Keepers;
 use crate::engine::settings::{Settings, WaitMode};
 use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
-use crate::engine::timing::validate_ttl;
+use crate::engine::timing::{lease_deadline, validate_ttl};
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
@@ -222,9 +222,19 @@ impl LockManager {
     ) -> Result<LeaseGuard, LockError> {
         let ttl = options.ttl.unwrap_or(self.settings.ttl);
         validate_ttl(ttl)?;
+        if lease_deadline(Instant::now(), ttl, self.settings.clock_drift_factor).is_none() {
+            return Err(LockError::InvalidTtl {
+                ttl,
+                reason: "leaves nothing of the lease after the clock-drift allowance".to_owned(),
+            });
+        }
         let owner = options.owner.as_ref();
-        match options.wait.unwrap_or(self.settings.wait_timeout) {
-            Duration::ZERO => match self.try_once(owner, name, ttl).await? {
+        match options.wait {
+            None => {
+                self.wait_for(owner, name, self.settings.wait_timeout, ttl)
+                    .await
+            }
+            Some(Duration::ZERO) => match self.try_once(owner, name, ttl).await? {
                 Some(guard) => Ok(guard),
                 None => Err(LockError::NotAcquired {
                     key: name.to_owned(),
@@ -232,7 +242,7 @@ impl LockManager {
                     attempts: 1,
                 }),
             },
-            wait => self.wait_for(owner, name, wait, ttl).await,
+            Some(wait) => self.wait_for(owner, name, wait, ttl).await,
         }
     }
 

@@ -31,7 +31,8 @@ pub struct AcquireOptions {
     pub owner: Option<OwnerToken>,
     /// How long to wait for the lock. `Duration::ZERO` makes one attempt
     /// (in fair mode without joining the queue). Default: the config's
-    /// `wait_timeout`.
+    /// `wait_timeout`, as [`LockManager::acquire`](crate::LockManager::acquire)
+    /// waits.
     pub wait: Option<Duration>,
     /// The lease's TTL, which the watchdog renews to. Default: the config's
     /// `ttl`.

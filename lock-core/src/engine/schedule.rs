@@ -165,7 +165,7 @@ impl Keepers {
         let LeaseStatus::Held { valid_until } = lease.status() else {
             return;
         };
-        let due = match self.plan.renew_every(lease.ttl()) {
+        let due = match self.plan.renew_every(lease.pace_ttl()) {
             Some(interval) => valid_until.min(lease.acquired_at + interval),
             None => valid_until,
         };
@@ -248,7 +248,7 @@ impl Keepers {
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
-                self.plan.renew_every(lease.ttl()),
+                self.plan.renew_every(lease.pace_ttl()),
                 self.plan.max_hold,
                 Arc::clone(&self.plan.renewals),
             ))

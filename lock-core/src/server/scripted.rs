@@ -3,6 +3,7 @@
 //! first wait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::LockError;
 use crate::key::LockKey;
@@ -53,6 +54,25 @@ impl ScriptedNode {
     pub fn with_replicas(mut self, replicas: ReplicasConfig) -> Self {
         self.replicas = replicas;
         self
+    }
+
+    /// Checks the TTL of a grant or renewal through this node:
+    /// [`validate_ttl`](crate::kit::validate_ttl), and, when replicas are
+    /// awaited, above their timeout, or the lease could run out while they
+    /// are. Errors with [`LockError::InvalidTtl`].
+    pub fn validate_ttl(&self, ttl: Duration) -> Result<(), LockError> {
+        crate::engine::timing::validate_ttl(ttl)?;
+        if self.replicas.is_on() && self.replicas.timeout >= ttl {
+            return Err(LockError::InvalidTtl {
+                ttl,
+                reason: format!(
+                    "must be above replicas.timeout ({}), or a grant can expire while replicas \
+                     are awaited",
+                    humantime::format_duration(self.replicas.timeout)
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Runs `script` like [`ScriptedNode::run`]; when replicas are asked
