@@ -221,23 +221,15 @@ impl OwnerToken {
     }
 }
 
-/// Each byte's two lower-case hex digits.
-const HEX_PAIRS: [[u8; 2]; 256] = {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut pairs = [[0u8; 2]; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        pairs[byte] = [DIGITS[byte >> 4], DIGITS[byte & 0x0f]];
-        byte += 1;
-    }
-    pairs
-};
+/// The lower-case hex digits.
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Writes `bytes` into `digits` as lower-case hex, two digits a byte (what
 /// `format!("{byte:02x}")` writes); `digits` is twice as long as `bytes`.
 fn write_hex(digits: &mut [u8], bytes: &[u8]) {
     for (pair, &byte) in digits.chunks_exact_mut(2).zip(bytes) {
-        pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+        pair[0] = HEX_DIGITS[usize::from(byte >> 4)];
+        pair[1] = HEX_DIGITS[usize::from(byte & 0x0f)];
     }
 }
 

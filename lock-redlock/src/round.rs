@@ -30,13 +30,6 @@ pub(crate) struct Texts<const N: usize> {
     ends: [usize; N],
 }
 
-/// Joined texts up to this length are built on the stack, so the shared
-/// string is the round's only allocation for them: a key and a hold's value
-/// as the lock makes them (about 80 bytes) fit; longer ones (a long prefix
-/// or name) take one more allocation. Small, because the buffer is zeroed
-/// every round.
-const ON_STACK: usize = 256;
-
 impl<const N: usize> Texts<N> {
     pub(crate) fn new(parts: [&str; N]) -> Self {
         let mut ends = [0; N];
@@ -45,21 +38,7 @@ impl<const N: usize> Texts<N> {
             length += part.len();
             *end = length;
         }
-        let joined: Arc<str> = if length <= ON_STACK {
-            let mut buffer = [0u8; ON_STACK];
-            let mut start = 0;
-            for part in parts {
-                buffer[start..start + part.len()].copy_from_slice(part.as_bytes());
-                start += part.len();
-            }
-            // Text joined to text is text; checking it again costs less than
-            // an allocation.
-            std::str::from_utf8(&buffer[..length])
-                .map(Arc::from)
-                .unwrap_or_else(|_| Arc::from(parts.concat()))
-        } else {
-            Arc::from(parts.concat())
-        };
+        let joined: Arc<str> = Arc::from(parts.concat());
         Texts { joined, ends }
     }
 
@@ -362,8 +341,8 @@ mod tests {
     }
 
     #[test]
-    fn texts_longer_than_the_stack_buffer_are_joined_too() {
-        let long = "k".repeat(ON_STACK);
+    fn long_and_multibyte_texts_are_joined_too() {
+        let long = "k".repeat(300);
         let texts = Texts::new([long.as_str(), "owner:0123", "é"]);
         assert_eq!(texts.parts(), [long.as_str(), "owner:0123", "é"]);
         let clone = texts.clone();
@@ -372,15 +351,6 @@ mod tests {
             [clone.part(0), clone.part(1), clone.part(2), clone.part(3)],
             [long.as_str(), "owner:0123", "é", ""]
         );
-    }
-
-    #[test]
-    fn texts_that_just_fit_the_stack_buffer() {
-        // 254 bytes, a two-byte character, and nothing: 256 in all.
-        let long = "k".repeat(ON_STACK - 2);
-        let texts = Texts::new([long.as_str(), "é", ""]);
-        assert_eq!(texts.parts(), [long.as_str(), "é", ""]);
-        assert_eq!(texts.part(1), "é");
     }
 
     #[test]

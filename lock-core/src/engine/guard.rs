@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
+use crate::engine::drop_guard::DropGuard;
 use crate::engine::lease::{lease_lost, LeaseShared};
 use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
@@ -259,10 +260,17 @@ impl LeaseGuard {
         if ended == Some(LossReason::NotHeld) {
             return Err(lease_lost(&shared.key, LossReason::NotHeld));
         }
-        let mut in_flight = InFlightRelease {
-            shared,
-            answered: false,
-        };
+        // Dropped before the reply: the release may not have run, so it is
+        // sent again in the background where that cannot end another hold.
+        let in_flight = DropGuard::new(|| {
+            if shared.backend.releases_only_its_attempt() {
+                spawn_release(
+                    Arc::clone(&shared.backend),
+                    shared.key.clone(),
+                    shared.hold.clone(),
+                );
+            }
+        });
         let started = Instant::now();
         let span = release_span(
             &shared.key,
@@ -270,7 +278,7 @@ impl LeaseGuard {
             shared.fencing_token(),
         );
         let outcome = in_span(shared.backend.release(&shared.key, &shared.hold), &span).await;
-        in_flight.answered = true;
+        in_flight.disarm();
         release_ended(&span, &outcome, started);
         // An earlier end of the lease is the news, whatever the release found.
         if let Some(reason) = ended {
@@ -361,29 +369,6 @@ impl Drop for LeaseGuard {
             shared.key.clone(),
             shared.hold.clone(),
         );
-    }
-}
-
-/// A release in flight: if `release()` is dropped before the reply (the
-/// redis crate may then never send it), the release goes to a background task,
-/// where that is safe to repeat: a release that names one attempt's grant
-/// (single node, Redlock). A reentrant release takes one off a count that the
-/// hold's guards share, so a second one could end the outer guard's hold; a
-/// dropped one is left to the TTL.
-struct InFlightRelease<'a> {
-    shared: &'a Arc<LeaseShared>,
-    answered: bool,
-}
-
-impl Drop for InFlightRelease<'_> {
-    fn drop(&mut self) {
-        if !self.answered && self.shared.backend.releases_only_its_attempt() {
-            spawn_release(
-                Arc::clone(&self.shared.backend),
-                self.shared.key.clone(),
-                self.shared.hold.clone(),
-            );
-        }
     }
 }
 

@@ -10,6 +10,7 @@ use tokio::task::AbortHandle;
 use tracing::Instrument;
 
 use crate::engine::backend::{ExtendOutcome, LockBackend};
+use crate::engine::drop_guard::DropGuard;
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::status::{LeaseStatus, StatusCell};
 use crate::engine::telemetry::{self, Labels};
@@ -129,12 +130,10 @@ impl LeaseShared {
         let ttl = ttl.unwrap_or_else(|| self.ttl());
         // The lease may have ended while this extend waited its turn.
         self.ensure_held()?;
-        let mut in_flight = InFlightExtend {
-            shared: self,
-            sent_at: Instant::now(),
-            ttl,
-            answered: false,
-        };
+        let sent_at = Instant::now();
+        // Dropped before the reply: the extend may have run, so the deadline
+        // is capped at what it would have set.
+        let in_flight = DropGuard::new(|| self.maybe_renewed(sent_at, ttl));
         let span = tracing::info_span!(
             "extend",
             key = self.key.name(),
@@ -144,7 +143,7 @@ impl LeaseShared {
             outcome = tracing::field::Empty,
             elapsed_us = tracing::field::Empty,
         );
-        let (sent_at, outcome) = match (batch, self.status()) {
+        let (set_by, outcome) = match (batch, self.status()) {
             (Some((driver, ends_by)), LeaseStatus::Held { valid_until }) => {
                 driver
                     .renew(&self.key, &self.hold, ttl, valid_until, ends_by)
@@ -152,31 +151,31 @@ impl LeaseShared {
                     .await
             }
             _ => (
-                in_flight.sent_at,
+                sent_at,
                 self.backend
                     .extend(&self.key, &self.hold, ttl)
                     .instrument(span.clone())
                     .await,
             ),
         };
-        in_flight.answered = true;
+        in_flight.disarm();
         span.record("outcome", extend_outcome(&outcome));
         span.record(
             "elapsed_us",
-            u64::try_from(in_flight.sent_at.elapsed().as_micros()).unwrap_or(u64::MAX),
+            u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX),
         );
         match &outcome {
             Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
                 // The watchdog may have found the deadline passed meanwhile:
                 // then the extend came too late, whatever Redis did with it.
-                if !self.renewed(sent_at, *ttl_set) {
+                if !self.renewed(set_by, *ttl_set) {
                     if let LeaseStatus::Lost { reason, .. } = self.status() {
                         return Err(lease_lost(&self.key, reason));
                     }
                 }
             }
             Ok(_) | Err(LockError::Corrupted { .. }) => {}
-            Err(_) => self.maybe_renewed(in_flight.sent_at, ttl),
+            Err(_) => self.maybe_renewed(sent_at, ttl),
         }
         outcome
     }
@@ -402,23 +401,6 @@ pub(crate) trait WatchdogPlan: Send + Sync + std::fmt::Debug {
         slot: Slot,
         lease: &Arc<LeaseShared>,
     ) -> Option<AbortHandle>;
-}
-
-/// An extend in flight: if its future is dropped before the reply, the
-/// command may still run, so the deadline is capped at what it would set.
-pub(crate) struct InFlightExtend<'a> {
-    shared: &'a LeaseShared,
-    sent_at: Instant,
-    ttl: Duration,
-    answered: bool,
-}
-
-impl Drop for InFlightExtend<'_> {
-    fn drop(&mut self) {
-        if !self.answered {
-            self.shared.maybe_renewed(self.sent_at, self.ttl);
-        }
-    }
 }
 
 /// How a lease had ended before its release, if it had: lost, or past its

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
+use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
 use crate::engine::lease::LeaseShared;
 use crate::engine::options::AcquireOptions;
@@ -72,7 +73,7 @@ enum Attempt {
     /// The reply was lost (time-out, broken connection): the attempt may have
     /// been granted. `cleanup` is its hold, to release before trying again;
     /// `None` when a release could end an earlier hold of the caller's owner.
-    Unsettled {
+    Unanswered {
         error: LockError,
         cleanup: Option<HoldToken>,
     },
@@ -262,7 +263,7 @@ impl LockManager {
             match self.attempt(&key, owner, ttl, false).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
-                Attempt::Unsettled { error, cleanup } => {
+                Attempt::Unanswered { error, cleanup } => {
                     if let Some(hold) = cleanup {
                         spawn_release(Arc::clone(&self.backend), key.clone(), hold);
                     }
@@ -362,16 +363,16 @@ impl LockManager {
         // any way out but success (the acquire script dequeues a winner).
         let queued = fair_owner
             .as_ref()
-            .map(|owner| QueuedWaiter::new(&self.backend, key, owner));
+            .map(|owner| DropGuard::new(|| leave_fair_queue(&self.backend, key, owner)));
         // Holds of attempts whose reply was lost: each is released before the
         // next attempt, so its cleanup can never land after (and on) a later
         // grant; what is left at the end is released in the background.
-        let mut unsettled = Unsettled::new(&self.backend, key);
+        let mut unanswered = UnansweredHolds::new(&self.backend, key);
         loop {
             let left = give_up_at.map_or(Duration::MAX, |at| {
                 at.saturating_duration_since(Instant::now())
             });
-            unsettled.settle(left).await;
+            unanswered.settle(left).await;
             if let Some(watch) = releases.as_mut() {
                 watch.attempt_starting();
             }
@@ -382,7 +383,7 @@ impl LockManager {
                 outcome = match &result {
                     Ok(Attempt::Acquired(_)) => "acquired",
                     Ok(Attempt::Held { .. }) => "held",
-                    Ok(Attempt::Unsettled { .. }) => "unanswered",
+                    Ok(Attempt::Unanswered { .. }) => "unanswered",
                     Err(_) => "error",
                 },
                 "acquire attempt"
@@ -397,8 +398,9 @@ impl LockManager {
             let (holder_remaining, contended, error) = match result {
                 Ok(Attempt::Acquired(granted)) => {
                     let guard = self.keep(key.clone(), granted);
+                    // The acquire script took this owner out of the queue.
                     if let Some(queued) = queued {
-                        queued.dequeued();
+                        queued.disarm();
                     }
                     if *attempts > 1 {
                         tracing::debug!(
@@ -411,8 +413,8 @@ impl LockManager {
                     return Ok(guard);
                 }
                 Ok(Attempt::Held { remaining }) => (remaining, true, None),
-                Ok(Attempt::Unsettled { error, cleanup }) => {
-                    unsettled.push(cleanup);
+                Ok(Attempt::Unanswered { error, cleanup }) => {
+                    unanswered.push(cleanup);
                     tracing::debug!(key = name, error = %error, "acquire reply lost; retrying");
                     (None, false, Some(error))
                 }
@@ -686,7 +688,11 @@ impl LockManager {
         // queue), so only a per-attempt release is safe for it.
         let undo_safe =
             (fresh_owner && !self.settings.fair) || self.backend.releases_only_its_attempt();
-        let pending = PendingAcquire::arm(&self.backend, key, &hold, undo_safe);
+        let pending = DropGuard::new(|| {
+            if undo_safe {
+                spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
+            }
+        });
         let outcome = if self.settings.fair {
             self.backend
                 .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
@@ -713,7 +719,7 @@ impl LockManager {
             }
             Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
             Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
-                Ok(Attempt::Unsettled {
+                Ok(Attempt::Unanswered {
                     error,
                     cleanup: undo_safe.then_some(hold),
                 })
@@ -749,59 +755,18 @@ impl LockManager {
     }
 }
 
-/// Releases an acquire in the background if its future is dropped before the
-/// reply arrived.
-struct PendingAcquire<'a> {
-    backend: &'a Arc<dyn LockBackend>,
-    key: &'a LockKey,
-    hold: &'a HoldToken,
-    armed: bool,
-}
-
-impl<'a> PendingAcquire<'a> {
-    fn arm(
-        backend: &'a Arc<dyn LockBackend>,
-        key: &'a LockKey,
-        hold: &'a HoldToken,
-        armed: bool,
-    ) -> Self {
-        PendingAcquire {
-            backend,
-            key,
-            hold,
-            armed,
-        }
-    }
-
-    fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for PendingAcquire<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            spawn_release(
-                Arc::clone(self.backend),
-                self.key.clone(),
-                self.hold.clone(),
-            );
-        }
-    }
-}
-
 /// The holds of a wait's attempts whose replies were lost. Each is released
-/// before the next attempt ([`Unsettled::settle`]); what is left when the
+/// before the next attempt ([`UnansweredHolds::settle`]); what is left when the
 /// wait ends, however it ends, is released in the background.
-struct Unsettled<'a> {
+struct UnansweredHolds<'a> {
     backend: &'a Arc<dyn LockBackend>,
     key: &'a LockKey,
     holds: Vec<HoldToken>,
 }
 
-impl<'a> Unsettled<'a> {
+impl<'a> UnansweredHolds<'a> {
     fn new(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey) -> Self {
-        Unsettled {
+        UnansweredHolds {
             backend,
             key,
             holds: Vec::new(),
@@ -812,7 +777,7 @@ impl<'a> Unsettled<'a> {
         self.holds.extend(hold);
     }
 
-    /// Releases every unsettled hold, within `budget`; keeps those whose
+    /// Releases every unanswered hold, within `budget`; keeps those whose
     /// release failed for a retryable reason (tried again before the next
     /// attempt).
     async fn settle(&mut self, budget: Duration) {
@@ -852,7 +817,7 @@ impl<'a> Unsettled<'a> {
     }
 }
 
-impl Drop for Unsettled<'_> {
+impl Drop for UnansweredHolds<'_> {
     fn drop(&mut self) {
         for hold in self.holds.drain(..) {
             spawn_release(Arc::clone(self.backend), self.key.clone(), hold);
@@ -860,48 +825,16 @@ impl Drop for Unsettled<'_> {
     }
 }
 
-/// A fair-mode waiter's place in the queue: leaves it, in the background, on
-/// any way out of the wait but success.
-struct QueuedWaiter<'a> {
-    backend: &'a Arc<dyn LockBackend>,
-    key: &'a LockKey,
-    owner: &'a OwnerToken,
-    queued: bool,
-}
-
-impl<'a> QueuedWaiter<'a> {
-    fn new(backend: &'a Arc<dyn LockBackend>, key: &'a LockKey, owner: &'a OwnerToken) -> Self {
-        QueuedWaiter {
-            backend,
-            key,
-            owner,
-            queued: true,
-        }
-    }
-
-    /// The acquire took this owner out of the queue itself.
-    fn dequeued(mut self) {
-        self.queued = false;
-    }
-}
-
-impl Drop for QueuedWaiter<'_> {
-    fn drop(&mut self) {
-        if !self.queued {
-            return;
-        }
-        let (backend, key, owner) = (
-            Arc::clone(self.backend),
-            self.key.clone(),
-            self.owner.clone(),
-        );
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            crate::engine::background::spawn(&runtime, async move {
-                if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
-                    tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
-                }
-            });
-        }
+/// Takes a fair-mode waiter's place out of the queue, in the background: on
+/// any way out of its wait but success.
+fn leave_fair_queue(backend: &Arc<dyn LockBackend>, key: &LockKey, owner: &OwnerToken) {
+    let (backend, key, owner) = (Arc::clone(backend), key.clone(), owner.clone());
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        crate::engine::background::spawn(&runtime, async move {
+            if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
+                tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
+            }
+        });
     }
 }
 

@@ -4,7 +4,6 @@
 //! peers have shipped `ttl - elapsed - drift` on unsigned durations and panicked
 //! (or wrapped to a lease of centuries) when a reply came back late.
 
-use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use crate::error::LockError;
@@ -90,14 +89,7 @@ impl MillisText {
 
     /// A TTL in whole milliseconds ([`ttl_millis`]), in decimal.
     pub fn of_ttl(ttl: Duration) -> Self {
-        thread_local! {
-            /// The last TTL written on this thread, and its text: nearly
-            /// every call is for the configured TTL, and writing the digits
-            /// again cost more than the rest of an acquire's arithmetic.
-            static LAST: Cell<(u64, MillisText)> = const { Cell::new((0, MillisText::new(0))) };
-        }
-        let millis = ttl_millis(ttl);
-        cached_per_thread(&LAST, millis, || Self::new(millis))
+        Self::new(ttl_millis(ttl))
     }
 
     /// The digits as text.
@@ -137,37 +129,6 @@ pub fn remaining_from_pttl(pttl: i64) -> Option<Duration> {
 /// treated as the largest sane factor, 1.0, so a bad input shortens leases
 /// instead of lengthening them.
 pub fn clock_drift(ttl: Duration, drift_factor: f64) -> Duration {
-    thread_local! {
-        /// The last TTL and factor (its bits) on this thread, and their
-        /// drift: nearly every call is for the configured ones. The first
-        /// entry is true: no TTL and no factor give the floor alone.
-        static LAST: Cell<((Duration, u64), Duration)> =
-            const { Cell::new(((Duration::ZERO, 0), DRIFT_FLOOR)) };
-    }
-    cached_per_thread(&LAST, (ttl, drift_factor.to_bits()), || {
-        compute_clock_drift(ttl, drift_factor)
-    })
-}
-
-/// `compute()`, or what this thread last computed if that was for `key`:
-/// a one-entry cache in `last`, which starts with a true entry.
-fn cached_per_thread<K: Copy + PartialEq + 'static, V: Copy + 'static>(
-    last: &'static std::thread::LocalKey<Cell<(K, V)>>,
-    key: K,
-    compute: impl FnOnce() -> V,
-) -> V {
-    last.with(|last| match last.get() {
-        (cached, value) if cached == key => value,
-        _ => {
-            let value = compute();
-            last.set((key, value));
-            value
-        }
-    })
-}
-
-/// [`clock_drift`], computed.
-fn compute_clock_drift(ttl: Duration, drift_factor: f64) -> Duration {
     let factor = if drift_factor.is_finite() && drift_factor >= 0.0 {
         drift_factor.min(1.0)
     } else {
@@ -294,22 +255,6 @@ mod tests {
             MillisText::of_ttl(Duration::MAX).as_str(),
             u64::MAX.to_string()
         );
-    }
-
-    /// The per-thread caches of the last TTL's text and drift answer for
-    /// the TTL asked, not the one before it.
-    #[test]
-    fn cached_texts_and_drifts_follow_the_ttl() {
-        let (short, long) = (Duration::from_millis(250), Duration::from_secs(30));
-        for ttl in [short, short, long, long, short, Duration::ZERO, long] {
-            assert_eq!(
-                MillisText::of_ttl(ttl).as_str(),
-                ttl_millis(ttl).to_string()
-            );
-            for factor in [0.01, 0.01, 0.5, 0.0, -0.0, f64::NAN, 0.01] {
-                assert_eq!(clock_drift(ttl, factor), compute_clock_drift(ttl, factor));
-            }
-        }
     }
 
     #[test]

@@ -18,16 +18,16 @@ use crate::server::topology::Endpoint;
 use crate::server::url::NodeUrl;
 
 #[cfg(feature = "fred")]
-mod fred_client;
+mod fred;
 #[cfg(feature = "redis")]
-mod redis_client;
+mod redis;
 #[cfg(feature = "tls")]
 mod tls;
 
 #[cfg(feature = "fred")]
-pub use fred_client::FredNode;
+pub use self::fred::FredNode;
 #[cfg(feature = "redis")]
-pub use redis_client::RedisNode;
+pub use self::redis::RedisNode;
 
 /// Which Redis client library talks to the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -354,9 +354,9 @@ pub(crate) async fn connect_subscriber(
     let connecting = async {
         match kind {
             #[cfg(feature = "redis")]
-            ClientKind::Redis => redis_client::connect_subscriber(&endpoint, options).await,
+            ClientKind::Redis => self::redis::connect_subscriber(&endpoint, options).await,
             #[cfg(feature = "fred")]
-            ClientKind::Fred => fred_client::connect_subscriber(&endpoint, options).await,
+            ClientKind::Fred => self::fred::connect_subscriber(&endpoint, options).await,
             #[allow(unreachable_patterns)]
             other => Err(LockError::ClientNotCompiled {
                 client: other.name(),
@@ -396,9 +396,9 @@ pub async fn connect(
     let connecting = async {
         match kind {
             #[cfg(feature = "redis")]
-            ClientKind::Redis => redis_client::connect(&endpoint, options).await,
+            ClientKind::Redis => self::redis::connect(&endpoint, options).await,
             #[cfg(feature = "fred")]
-            ClientKind::Fred => fred_client::connect(&endpoint, options).await,
+            ClientKind::Fred => self::fred::connect(&endpoint, options).await,
             #[allow(unreachable_patterns)]
             other => Err(LockError::ClientNotCompiled {
                 client: other.name(),
