@@ -15,7 +15,7 @@ use lock_core::{
     NodeUrl, ReleaseOutcome, Topology, Wakeups,
 };
 
-use crate::landing::{delete_late_grant, Landings};
+use crate::late_grants::{delete_late_grant, LateGrants};
 use crate::node::Node;
 use crate::round::{self, NodeSet, Texts};
 
@@ -69,8 +69,8 @@ pub struct RedlockBackend {
     nodes: Arc<[Arc<Node>]>,
     options: RedlockOptions,
     /// Grants still in flight after their acquire returned, matched with
-    /// the same hold's releases (see `landing`).
-    landings: Arc<Landings>,
+    /// the same hold's releases (see `late_grants`).
+    late_grants: Arc<LateGrants>,
 }
 
 /// Redlock from a config: every node of `config` (see [`validate_config`]),
@@ -203,7 +203,7 @@ impl RedlockBackend {
         Ok(RedlockBackend {
             nodes: nodes.into(),
             options,
-            landings: Arc::default(),
+            late_grants: Arc::default(),
         })
     }
 
@@ -235,15 +235,15 @@ impl RedlockBackend {
     ) -> ReleaseReport {
         let args = Texts::new([key.redis_key(), hold.value()]);
         // This hold's grants still in flight: one may land after this release
-        // on its node (see `landing`), and is then deleted.
-        let landing = self.landings.of(key, hold);
+        // on its node (see `late_grants`), and is then deleted.
+        let grant = self.late_grants.of(key, hold);
         let mut round = round::start(
             &self.nodes,
             asked,
             self.options.node_timeout,
             args,
             |node, client, args| {
-                let landing = landing.clone();
+                let grant = grant.clone();
                 async move {
                     let [key, hold] = args.parts();
                     let outcome = single::RELEASE
@@ -258,7 +258,7 @@ impl RedlockBackend {
                     // before this hold's grant: counted as a miss, so a grant
                     // that may have landed after it is deleted.
                     let deleted = matches!(outcome, Ok(true));
-                    if landing.is_some_and(|landing| landing.release_answered(node, deleted)) {
+                    if grant.is_some_and(|grant| grant.release_answered(node, deleted)) {
                         delete_late_grant(Arc::clone(&client), key.to_owned(), hold.to_owned());
                     }
                     outcome
@@ -428,9 +428,9 @@ impl LockBackend for RedlockBackend {
             // majority through more node failures than one on a bare majority.
             // A release of this hold may still reach a node before its SET
             // there (a client may hand commands to a connection in another
-            // order than they were sent): `landing` matches the two answers
+            // order than they were sent): `late_grants` matches the two answers
             // and deletes a grant that landed after its release.
-            self.landings.track(&texts, &self.nodes, round);
+            self.late_grants.track(&texts, &self.nodes, round);
         } else {
             // A failed attempt drops what is undecided: a SET that never left
             // grants nothing, and one that did is queued before the release
@@ -643,7 +643,7 @@ impl LockBackend for RedlockBackend {
         // Only the deletes of nodes that timed out are left. Dropped, not
         // finished in the background: a delete that has not reached its
         // connection yet could reach it after a later acquire's SET there
-        // (see `landing`) and delete that holder's grant unseen. Dropped, a
+        // (see `late_grants`) and delete that holder's grant unseen. Dropped, a
         // delete not yet sent is never sent, and one already sent stays
         // ahead of any later command on its connection.
         drop(round);

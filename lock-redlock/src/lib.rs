@@ -79,7 +79,7 @@ compile_error!(
 );
 
 mod backend;
-mod landing;
+mod late_grants;
 mod node;
 mod round;
 
