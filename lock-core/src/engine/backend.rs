@@ -151,6 +151,22 @@ impl Capabilities {
 /// 8. **Safe to abandon.** Dropping an `acquire` future leaves at worst a key
 ///    that expires after `ttl`.
 ///
+/// What a backend may assume of the engine, and what it may not:
+///
+/// - It may assume that the engine sends one extend at a time per lease, that
+///   every `extend`, `release` and `take_over` names a hold this backend
+///   granted (or a hand-off token made from one), and that a TTL passed in
+///   has been checked by [`validate_ttl`](crate::kit::validate_ttl).
+/// - It may not assume that one resource has one holder: a key names a
+///   *resource*, and a hold is one of possibly several on it (a reentrant
+///   owner's re-entries, and the permits, shares or multi-key holds that
+///   other primitives grant). The engine keys its leases by hold, never by
+///   key alone.
+/// - It may not assume one TTL per manager: every acquire may ask for its
+///   own, and the watchdog renews with the TTL the holder last asked for.
+/// - It may not assume its futures run to completion: any of them may be
+///   dropped at an `.await`, and rule 8 must hold then.
+///
 /// The trait is object safe: `Arc<dyn LockBackend>` is how the rest of the
 /// library holds a backend.
 #[async_trait]
