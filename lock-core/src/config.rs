@@ -19,6 +19,7 @@ use crate::server::client::{
     ClientKind, ConnectOptions, DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
 use crate::server::grant::{validate_holder_label, GrantOptions};
+use crate::server::scripted::ScriptedNode;
 use crate::server::topology::{Endpoint, ReplicasConfig, SentinelAuth, TlsConfig, Topology};
 use crate::server::url::NodeUrl;
 
@@ -476,6 +477,28 @@ pub trait FromConfig: LockBackend + Sized + 'static {
     /// [`LockError::InvalidConfig`] naming the field, and the connection
     /// errors of the strategy.
     fn from_config(config: &LockConfig) -> impl Future<Output = Result<Self, LockError>> + Send;
+}
+
+impl ScriptedNode {
+    /// Connects to the deployment a single-node strategy uses (the first
+    /// node, or the cluster or sentinel group of all of them) as `config`
+    /// says, and reads the grant options it asks for: what a single-node
+    /// strategy's [`FromConfig`] needs.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] naming the field (checked before
+    /// connecting), and the errors of [`ScriptedNode::connect`].
+    pub async fn from_config(config: &LockConfig) -> Result<(Self, GrantOptions), LockError> {
+        let grant = GrantOptions::from_config(config)?;
+        let node = ScriptedNode::connect(
+            config.client,
+            config.endpoint()?,
+            ConnectOptions::from(config),
+        )
+        .await?;
+        Ok((node, grant))
+    }
 }
 
 impl LockManager {

@@ -30,14 +30,8 @@ pub struct SingleNodeBackend {
 /// or sentinel group) of `config`, its client, timeouts and grant options.
 impl FromConfig for SingleNodeBackend {
     async fn from_config(config: &LockConfig) -> Result<Self, LockError> {
-        let grant = GrantOptions::from_config(config)?;
-        Ok(SingleNodeBackend::connect(
-            config.client,
-            config.endpoint()?,
-            ConnectOptions::from(config),
-        )
-        .await?
-        .with_grant_options(grant))
+        let (node, grant) = ScriptedNode::from_config(config).await?;
+        Ok(Self::from_scripted(node).with_grant_options(grant))
     }
 }
 

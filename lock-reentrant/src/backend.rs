@@ -23,14 +23,8 @@ pub struct ReentrantBackend {
 /// sentinel group) of `config`, its client, timeouts and grant options.
 impl FromConfig for ReentrantBackend {
     async fn from_config(config: &LockConfig) -> Result<Self, LockError> {
-        let grant = GrantOptions::from_config(config)?;
-        Ok(ReentrantBackend::connect(
-            config.client,
-            config.endpoint()?,
-            ConnectOptions::from(config),
-        )
-        .await?
-        .with_grant_options(grant))
+        let (node, grant) = ScriptedNode::from_config(config).await?;
+        Ok(Self::from_scripted(node).with_grant_options(grant))
     }
 }
 

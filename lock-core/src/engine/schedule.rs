@@ -454,7 +454,8 @@ mod tests {
 
     fn keepers() -> Arc<Keepers> {
         let renewals = RenewalDriver::new(Arc::new(NoServer));
-        Arc::new(Keepers::new(&Settings::default(), renewals))
+        let config = crate::LockConfig::default();
+        Arc::new(Keepers::new(&Settings::from(&config), renewals))
     }
 
     fn lease() -> Arc<LeaseShared> {

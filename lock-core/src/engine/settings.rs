@@ -206,23 +206,6 @@ pub(crate) fn renew_interval(
 }
 
 #[cfg(test)]
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            ttl: Duration::from_secs(30),
-            key_prefix: "lock:".to_owned(),
-            wait_timeout: Duration::from_secs(10),
-            wait_mode: WaitMode::default(),
-            fair: false,
-            retry: RetryPolicy::default(),
-            watchdog: WatchdogConfig::default(),
-            clock_drift_factor: 0.01,
-            metrics_lock_names: 0,
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
 
