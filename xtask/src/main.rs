@@ -20,6 +20,7 @@
 mod layers;
 mod publish;
 mod redis_server;
+mod test_binaries;
 
 use std::process::{Command, ExitCode};
 
@@ -33,7 +34,7 @@ const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | pa
          100k held leases batched against one renewal command each, topologies,
          reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
-         [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]
+         [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and the packaged `distlock` command built and
          run against them (part of `test`)
@@ -200,37 +201,10 @@ fn test() -> Result<(), String> {
     println!("xtask: every test with both clients (and the README's examples)");
     let features = both_clients_features();
     // The contract suites: hundreds of checks that mostly sleep through
-    // TTLs (under half a core busy), so six at a time cut their time by two
-    // thirds. The other tests (clusters failing over, sentinels, timing
-    // against proxies) keep the default of one per core.
-    cargo_with_redis(
-        &[
-            "test",
-            "--workspace",
-            "--features",
-            &features,
-            "--test",
-            CONTRACT_TESTS,
-            "--",
-            "--test-threads=6",
-        ],
-        &redis_server,
-        "the contract suites with both clients failed",
-    )?;
-    let others = integration_tests_except(CONTRACT_TESTS)?;
-    let mut args = vec![
-        "test",
-        "--workspace",
-        "--features",
-        &features,
-        "--lib",
-        "--bins",
-        "--examples",
-    ];
-    for name in &others {
-        args.extend(["--test", name.as_str()]);
-    }
-    cargo_with_redis(&args, &redis_server, "tests with both clients failed")?;
+    // TTLs, so six at a time in each. The other tests (clusters failing over,
+    // sentinels, timing against proxies) keep the default of one per core.
+    let binaries = test_binaries::build(&features, CONTRACT_TESTS, 6)?;
+    test_binaries::run(binaries, &redis_server)?;
     cargo_with_redis(
         &["test", "--workspace", "--features", &features, "--doc"],
         &redis_server,
@@ -238,46 +212,19 @@ fn test() -> Result<(), String> {
     )?;
     publish::package_and_use(&PUBLISHED, &redis_server)?;
     println!("xtask: the safety scenarios, briefly");
-    chaos(&["--quick".to_owned()])?;
+    // Each scenario has its own servers and workers, and they mostly wait
+    // on TTLs and pauses: three side by side.
+    chaos(&[
+        "--quick".to_owned(),
+        "--jobs".to_owned(),
+        test_binaries::LANES.to_string(),
+    ])?;
     println!("xtask: all checks passed");
     Ok(())
 }
 
 /// The integration test file every strategy crate has: the contract suite.
 const CONTRACT_TESTS: &str = "contract";
-
-/// The names of the workspace's integration tests (`<crate>/tests/*.rs`)
-/// other than `except`, each once.
-fn integration_tests_except(except: &str) -> Result<Vec<String>, String> {
-    // This crate sits at the workspace's root, beside the others.
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .ok_or("no workspace root")?;
-    let entries = std::fs::read_dir(root).map_err(|err| format!("{}: {err}", root.display()))?;
-    let mut names = std::collections::BTreeSet::new();
-    // Every folder with a manifest, but the workspaces of their own the root
-    // manifest excludes.
-    let crates = entries.flatten().filter(|entry| {
-        entry.path().join("Cargo.toml").is_file()
-            && !matches!(entry.file_name().to_str(), Some("comparisons" | "target"))
-    });
-    for krate in crates {
-        let Ok(tests) = std::fs::read_dir(krate.path().join("tests")) else {
-            continue;
-        };
-        for test in tests.flatten() {
-            let path = test.path();
-            if path.extension().is_some_and(|extension| extension == "rs") {
-                if let Some(name) = path.file_stem().and_then(|stem| stem.to_str()) {
-                    if name != except {
-                        names.insert(name.to_owned());
-                    }
-                }
-            }
-        }
-    }
-    Ok(names.into_iter().collect())
-}
 
 /// Builds the harness's two binaries and the `distlock` command (the
 /// command-line scenario runs it, found next to the harness's own), then

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::{cargo, cargo_bin, target_dir};
 
 /// The workspace root (where the root `Cargo.toml` is).
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
@@ -193,10 +193,10 @@ pub(crate) fn doc() -> Result<(), String> {
 
 /// Packages `crates` together (no upload), unpacks the `.crate` files, and
 /// uses them as a stranger would: a scratch crate that depends on `distlock`
-/// by version, with the README's examples verbatim, builds against them; the
-/// packaged `distlock` installs with `cargo install` (default features, no
-/// dev-dependencies) and runs a command under a lock on a real redis-server;
-/// and the packaged testkit compiles as a dev-dependency.
+/// by version, with the README's examples verbatim and the testkit as a
+/// dev-dependency, compiles against them; and the packaged `distlock`
+/// installs with `cargo install` (default features, no dev-dependencies) and
+/// runs a command under a lock on a real redis-server.
 pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
     let version = workspace_package_field("version")?;
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
@@ -259,9 +259,11 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
             .then_some(())
             .ok_or_else(|| format!("{what}: failed"))
     };
+    // Checked, not built: the doc tests have run the examples, and what can
+    // differ here is what the packages hold.
     in_scratch(
-        &["build", "--quiet"],
-        "the README's examples, against the packaged crates",
+        &["check", "--quiet", "--tests"],
+        "the README's examples and the packaged lock-testkit, against the packaged crates",
     )?;
     // What `cargo install distlock` will do: the packaged crate alone, its
     // dev-dependencies ignored, default features.
@@ -281,11 +283,6 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
     }
     let install: Vec<&str> = install.iter().map(String::as_str).collect();
     in_scratch(&install, "cargo install of the packaged distlock")?;
-    // The testkit, a dev-dependency, from its package too.
-    in_scratch(
-        &["check", "--quiet", "--tests"],
-        "the packaged lock-testkit, as a dev-dependency",
-    )?;
     run_packaged_cli(&root.join("bin").join("distlock"), redis_server)
 }
 

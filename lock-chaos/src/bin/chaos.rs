@@ -1,10 +1,12 @@
 //! `chaos`: runs the safety scenarios and prints one markdown table.
 //!
 //! `chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client
-//! redis|fred]`. Each scenario starts its own redis-servers (lock nodes and
-//! the fenced resource), four `chaos-worker` processes, and a fault schedule
-//! drawn from the seed (printed as it runs, so a failing run replays with
-//! `--seed`). Exits 1 when a scenario that must be safe was not.
+//! redis|fred] [--jobs N]`. Each scenario starts its own redis-servers (lock
+//! nodes and the fenced resource), four `chaos-worker` processes, and a fault
+//! schedule drawn from the seed (printed as it runs, so a failing run replays
+//! with `--seed`). `--jobs N` runs N scenarios side by side (1 by default);
+//! each has its own servers and workers, so only the load is shared. Exits 1
+//! when a scenario that must be safe was not.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -245,6 +247,7 @@ fn scenarios() -> Vec<Scenario> {
 struct Options {
     only: Option<String>,
     seconds: u64,
+    jobs: usize,
     seed: u64,
     clients: Vec<&'static str>,
 }
@@ -253,6 +256,7 @@ fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         only: None,
         seconds: 20,
+        jobs: 1,
         seed: seed_from_time(),
         clients: vec!["redis", "fred"],
     };
@@ -266,6 +270,13 @@ fn parse_args() -> Result<Options, String> {
                     .next()
                     .and_then(|value| value.parse().ok())
                     .ok_or("--seconds needs a number")?
+            }
+            "--jobs" => {
+                options.jobs = args
+                    .next()
+                    .and_then(|value| value.parse().ok())
+                    .filter(|jobs| *jobs > 0)
+                    .ok_or("--jobs needs a number of at least 1")?
             }
             "--seed" => {
                 options.seed = args
@@ -281,7 +292,7 @@ fn parse_args() -> Result<Options, String> {
                 }
             }
             "--help" | "-h" => {
-                return Err("usage: chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred]".to_owned())
+                return Err("usage: chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]".to_owned())
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -330,32 +341,58 @@ fn main() -> ExitCode {
         "chaos: seed {} ({} s per run; replay with --seed {})",
         options.seed, options.seconds, options.seed
     );
+    // Every run, in the table's order; `--jobs` of them at a time.
+    let runs: Vec<(Scenario, &'static str, u64)> = chosen
+        .iter()
+        .flat_map(|(number, scenario)| {
+            options.clients.iter().map(move |client| {
+                let client_number = u64::from(*client == "fred");
+                let seed = options
+                    .seed
+                    .wrapping_add(*number as u64 * 2)
+                    .wrapping_add(client_number);
+                (*scenario, *client, seed)
+            })
+        })
+        .collect();
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(options.jobs));
+    let seconds = options.seconds;
+    let handles: Vec<_> = runs
+        .into_iter()
+        .map(|(scenario, client, seed)| {
+            let slots = slots.clone();
+            runtime.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                eprintln!(
+                    "chaos: {}/{} on {client}, seed {seed}",
+                    scenario.name, scenario.strategy
+                );
+                let result = run(&scenario, client, seconds, seed).await;
+                (scenario, client, result)
+            })
+        })
+        .collect();
     let mut rows = Vec::new();
     let mut failed = false;
-    for (number, scenario) in &chosen {
-        for client in &options.clients {
-            let client_number = u64::from(*client == "fred");
-            let seed = options
-                .seed
-                .wrapping_add(*number as u64 * 2)
-                .wrapping_add(client_number);
-            eprintln!(
-                "chaos: {}/{} on {client}, seed {seed}",
-                scenario.name, scenario.strategy
-            );
-            let result = runtime.block_on(run(scenario, client, options.seconds, seed));
-            let (findings, verdict) = match result {
-                Ok(findings) => {
-                    let verdict = verdict(scenario.expect, &findings);
-                    (Some(findings), verdict)
-                }
-                Err(err) => (None, Err(format!("harness error: {err}"))),
-            };
-            if verdict.is_err() {
-                failed = true;
+    for handle in handles {
+        let (scenario, client, result) = match runtime.block_on(handle) {
+            Ok(done) => done,
+            Err(err) => {
+                eprintln!("chaos: a run panicked: {err}");
+                return ExitCode::FAILURE;
             }
-            rows.push(row(scenario, client, findings.as_ref(), &verdict));
+        };
+        let (findings, verdict) = match result {
+            Ok(findings) => {
+                let verdict = verdict(scenario.expect, &findings);
+                (Some(findings), verdict)
+            }
+            Err(err) => (None, Err(format!("harness error: {err}"))),
+        };
+        if verdict.is_err() {
+            failed = true;
         }
+        rows.push(row(&scenario, client, findings.as_ref(), &verdict));
     }
     println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
