@@ -46,8 +46,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use lock_core::kit::scripts::single::RELEASE;
-use lock_core::kit::{self, NodeClient};
+use lock_core::strategy::scripts::single::RELEASE;
+use lock_core::strategy::{self, NodeClient};
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
@@ -228,7 +228,7 @@ async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
         let mut raw = Vec::new();
         for url in urls {
             raw.push(
-                kit::connect(kind, url, options)
+                strategy::connect(kind, url, options)
                     .await
                     .expect("connect a node"),
             );
@@ -340,7 +340,7 @@ async fn report_grants_left(nodes: &[Arc<dyn NodeClient>]) {
 
 /// The median of 20 `PING` round trips to `url`.
 async fn ping_time(url: &NodeUrl) -> Duration {
-    let node = kit::connect(ClientKind::default(), url, ConnectOptions::default())
+    let node = strategy::connect(ClientKind::default(), url, ConnectOptions::default())
         .await
         .expect("connect for PING");
     let mut times = Vec::new();

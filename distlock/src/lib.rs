@@ -32,6 +32,37 @@
 //! that wants only the client writes `default-features = false, features =
 //! ["redis"]` (or `["fred"]`); with no client at all the build stops with a
 //! message that says which feature to enable.
+//!
+//! # Bringing your own client
+//!
+//! An application that already has a connection hands it over instead of a
+//! URL: wrap a `redis` [`ConnectionManager`](https://docs.rs/redis/latest/redis/aio/struct.ConnectionManager.html)
+//! with [`RedisNode::from_manager`] (a cluster connection with
+//! `RedisNode::from_cluster`) or a `fred` client with `FredNode::from_client`,
+//! and build a strategy's backend on it. Waiters on such a backend poll
+//! rather than subscribe (see [`SingleNodeBackend::from_node`]).
+//!
+//! ```no_run
+//! # #[cfg(feature = "redis")]
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use distlock::{LockConfig, LockManager, RedisNode, SingleNodeBackend};
+//!
+//! // The connection the application already has.
+//! let client = redis::Client::open("redis://127.0.0.1:6379")?;
+//! let connection = redis::aio::ConnectionManager::new(client).await?;
+//!
+//! let node = RedisNode::from_manager(connection, "127.0.0.1:6379", Duration::from_secs(1));
+//! let backend = SingleNodeBackend::from_node(Arc::new(node));
+//! let locks = LockManager::new(Arc::new(backend), LockConfig::default())?;
+//! let _lease = locks.acquire("invoice:7").await?;
+//! # Ok(()) }
+//! ```
+//!
+//! The types re-exported from `lock-core` carry examples written with these
+//! paths; they run as this crate's doc tests.
 
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
 // marks each item that needs a cargo feature with that feature.
@@ -51,8 +82,23 @@ pub use lock_core::{
     LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig,
     Topology, WaitMode, WatchdogConfig,
 };
+// What a backend of your own implements (`strategy` stays lock-core's page: its
+// examples are written for backend authors, who depend on lock-core).
+#[doc(no_inline)]
+pub use lock_core::strategy;
+// Limits, secrets, and the trait's outcomes.
+pub use lock_core::{
+    async_trait, AcquireOutcome, ConnectOptions, ExtendOutcome, ReleaseOutcome, Renewal, Secret,
+    SourceError, Wakeups, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN,
+    MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_TTL, MIN_TTL,
+};
+// A connection the application already has, wrapped for a backend.
+#[cfg(feature = "fred")]
+pub use lock_core::FredNode;
+#[cfg(feature = "redis")]
+pub use lock_core::RedisNode;
 pub use lock_redis_single::SingleNodeBackend;
-pub use lock_redlock::{RedlockBackend, RedlockOptions};
+pub use lock_redlock::{RedlockBackend, RedlockOptions, ReleaseReport};
 pub use lock_reentrant::ReentrantBackend;
 
 // The README's Rust examples compile (`cargo test --doc`), with `distlock::`
@@ -60,3 +106,24 @@ pub use lock_reentrant::ReentrantBackend;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeExamples;
+
+// The examples on the items re-exported from lock-core, written with
+// `distlock::` paths for the users of this crate: they run here, and
+// lock-core's own doc tests leave them out (it cannot name its front door).
+#[cfg(doctest)]
+mod lock_core_examples {
+    #[doc = include_str!("../../lock-core/src/doc/acquire_options.md")]
+    struct AcquireOptions;
+    #[doc = include_str!("../../lock-core/src/doc/acquire_with.md")]
+    struct AcquireWith;
+    #[doc = include_str!("../../lock-core/src/doc/connect.md")]
+    struct Connect;
+    #[doc = include_str!("../../lock-core/src/doc/fencing_token.md")]
+    struct FencingToken;
+    #[doc = include_str!("../../lock-core/src/doc/handoff_token.md")]
+    struct HandoffToken;
+    #[doc = include_str!("../../lock-core/src/doc/lock_config.md")]
+    struct LockConfig;
+    #[doc = include_str!("../../lock-core/src/doc/lock_manager.md")]
+    struct LockManager;
+}

@@ -27,7 +27,7 @@ mod record;
 
 pub use record::{monotonic_ns, Acquisition, Outcome, Write};
 
-use lock_core::kit::Script;
+use lock_core::strategy::Script;
 
 /// The fenced resource's write: `lua/fenced_write.lua`.
 pub static FENCED_WRITE: Script = Script::new("fenced_write", include_str!("fenced_write.lua"));

@@ -26,16 +26,7 @@ use crate::server::url::NodeUrl;
 /// How a lock is taken, kept and waited for. Durations are written for humans in
 /// config files: `"30s"`, `"250ms"`, `"1m 30s"`.
 ///
-/// ```
-/// let config: lock_core::LockConfig = toml::from_str(r#"
-///     nodes = ["redis://:secret@127.0.0.1:6379/0"]
-///     ttl = "10s"
-///     [retry]
-///     max_delay = "200ms"
-/// "#).unwrap();
-/// config.validate().unwrap();
-/// assert!(!format!("{config:?}").contains("secret"));
-/// ```
+#[cfg_attr(not(doctest), doc = include_str!("doc/lock_config.md"))]
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
@@ -504,21 +495,9 @@ impl ScriptedNode {
 impl LockManager {
     /// Connects strategy `S` as `config` says and returns a manager over it.
     ///
-    /// With a strategy crate, `S` is its backend
-    /// (`LockManager::connect::<SingleNodeBackend>(&config)`):
+    /// `S` is a strategy's backend, for example `SingleNodeBackend`:
     ///
-    /// ```no_run
-    /// use std::time::Duration;
-    ///
-    /// use lock_core::{FromConfig, LockConfig, LockError, LockManager};
-    ///
-    /// async fn locks<S: FromConfig>() -> Result<LockManager, LockError> {
-    ///     let config = LockConfig::with_nodes(["redis://127.0.0.1:6379"])
-    ///         .with_ttl(Duration::from_secs(10))
-    ///         .with_key_prefix("orders:");
-    ///     LockManager::connect::<S>(&config).await
-    /// }
-    /// ```
+    #[cfg_attr(not(doctest), doc = include_str!("doc/connect.md"))]
     ///
     /// # Errors
     ///

@@ -430,11 +430,7 @@ impl HoldToken {
 /// readable only by its user, not on the command line of a long-lived process
 /// (where `ps` shows it to everyone). `Debug` never prints it.
 ///
-/// ```
-/// use lock_core::HandoffToken;
-///
-/// assert!(HandoffToken::parse("not a token").is_err());
-/// ```
+#[cfg_attr(not(doctest), doc = include_str!("doc/handoff_token.md"))]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct HandoffToken {
     text: String,
@@ -577,28 +573,22 @@ impl fmt::Debug for OwnerToken {
 /// Run Redis with AOF `fsync always` where that matters, or have the resource
 /// also reject tokens it has already seen from an older epoch.
 ///
-/// ```
-/// use lock_core::FencingToken;
+/// # Using it
 ///
-/// /// A storage service that accepts a write only with the newest token.
-/// struct FencedStore { highest_seen: u64, value: String }
+/// The resource keeps the highest token it has accepted and checks it in the
+/// same atomic step as the write. In Redis, a script (the lock and the
+/// resource may share a server or not):
 ///
-/// impl FencedStore {
-///     fn write(&mut self, token: FencingToken, value: &str) -> Result<(), String> {
-///         if token.get() < self.highest_seen {
-///             return Err(format!("stale token {token}: already saw {}", self.highest_seen));
-///         }
-///         self.highest_seen = token.get();
-///         self.value = value.to_owned();
-///         Ok(())
-///     }
-/// }
+#[cfg_attr(not(doctest), doc = include_str!("doc/fencing_token.md"))]
 ///
-/// let mut store = FencedStore { highest_seen: 0, value: String::new() };
-/// store.write(FencingToken::new(34), "from the holder that paused").unwrap();
-/// store.write(FencingToken::new(35), "from the next holder").unwrap();
-/// assert!(store.write(FencingToken::new(34), "late write").is_err());
-/// ```
+/// In SQL, a column beside the data and a condition on the update; a write
+/// that changed no row came from a stale holder. With `<`, each hold writes
+/// once (a second charge under the same token is refused too); a hold that
+/// writes several times compares with `<=`:
+///
+#[doc = include_str!("doc/fencing_token_sql.md")]
+///
+/// (Both examples run in distlock's tests, the second against SQLite.)
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]

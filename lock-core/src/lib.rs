@@ -6,7 +6,7 @@
 //! The crate root is what applications need: the manager and its guards,
 //! config, errors, tokens, topology types, and the [`LockBackend`] trait with
 //! its outcomes. What a strategy needs to implement that trait (connections,
-//! scripts, lease arithmetic, release notifications) is in [`kit`].
+//! scripts, lease arithmetic, release notifications) is in [`strategy`].
 //!
 //! # Guarantees, plainly
 //!
@@ -61,8 +61,8 @@ mod config;
 mod engine;
 mod error;
 mod key;
-pub mod kit;
 mod server;
+pub mod strategy;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{

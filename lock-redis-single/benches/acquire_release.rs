@@ -36,7 +36,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::kit;
+use lock_core::strategy;
 use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
@@ -81,7 +81,7 @@ async fn main() {
         if !chosen("BENCH_CLIENT", &kind.to_string()) {
             continue;
         }
-        let floor_node = kit::connect(kind, &url, options)
+        let floor_node = strategy::connect(kind, &url, options)
             .await
             .expect("connect floor");
         let config = LockConfig::with_nodes([url.expose().to_owned()]);

@@ -301,7 +301,7 @@ async fn overload(kind: ClientKind, leases: usize, ttl: Duration, hold: Duration
 /// `SET NX PX` through the client, then ours fenced and fencing off.
 async fn acquire_throughput(kind: ClientKind, leases: usize, ttl: Duration) {
     let server = RedisServer::start().expect("start redis-server");
-    let node = lock_core::kit::connect(kind, &server.url(), ConnectOptions::default())
+    let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
         .await
         .expect("connect");
     let ttl_ms = ttl.as_millis().to_string();

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::kit;
+use lock_core::strategy;
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LockConfig, LockManager, ReplicasConfig};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
@@ -58,7 +58,7 @@ async fn main() {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let on_cluster = Endpoint::cluster(cluster.seed_urls());
     for kind in ClientKind::compiled() {
-        let floor_node = kit::connect(kind, &on_cluster, ConnectOptions::default())
+        let floor_node = strategy::connect(kind, &on_cluster, ConnectOptions::default())
             .await
             .expect("connect the floor");
         let clustered = manager(kind, on_cluster.clone()).await;

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::kit::scripts::single;
-use lock_core::kit::{
+use lock_core::strategy::scripts::single;
+use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::NodeClient;
+use lock_core::strategy::NodeClient;
 use lock_core::{
     ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockConfig, LockManager, RetryPolicy,
 };
@@ -300,7 +300,7 @@ impl NodeClient for UnawareOfCluster {
         &self,
         name: &'static str,
         args: &[&[u8]],
-    ) -> Result<lock_core::kit::Reply, lock_core::LockError> {
+    ) -> Result<lock_core::strategy::Reply, lock_core::LockError> {
         self.0.command(name, args).await
     }
 }
@@ -311,7 +311,7 @@ fn renewals_spanning_slots_fall_back_to_one_script_each() {
     lock_testkit::run(async {
         for kind in ClientKind::compiled() {
             let cluster = start_cluster(0).await;
-            let client = lock_core::kit::connect(
+            let client = lock_core::strategy::connect(
                 kind,
                 Endpoint::cluster(cluster.seed_urls()),
                 ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::clock_drift;
+use lock_core::strategy::clock_drift;
 use lock_core::{
     AcquireOptions, ClientKind, LeaseGuard, LeaseStatus, LockConfig, LockError, LockManager,
     LossReason,
@@ -278,7 +278,7 @@ on_every_client!(
     foreign_data_fails_only_its_own_renewal
 );
 
-/// The runtime's live tasks: the keepers of held leases are among them.
+/// The runtime's live tasks: the watchdogs of held leases are among them.
 fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
         .metrics()

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::kit::{ReleaseNotifier, ScriptedNode};
+use lock_core::strategy::{ReleaseNotifier, ScriptedNode};
 use lock_core::{
     AcquireOutcome, ClientKind, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
     LockManager, LockState, ReleaseOutcome,
@@ -71,7 +71,7 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
         silent.local_addr().expect("address").port()
     ));
     let options = fast_options();
-    let client = lock_core::kit::connect(kind, &server.url(), options)
+    let client = lock_core::strategy::connect(kind, &server.url(), options)
         .await
         .expect("connect");
     let node = ScriptedNode::from_client(client)

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::kit::scripts::{single, FORCE_RELEASE};
-use lock_core::kit::{
+use lock_core::strategy::scripts::{single, FORCE_RELEASE};
+use lock_core::strategy::{
     clock_drift, list_held, remaining_from_pttl, validate_ttl, validity, MillisText, ReleaseWatch,
     Reply,
 };

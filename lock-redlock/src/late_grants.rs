@@ -29,8 +29,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::kit::scripts::single;
-use lock_core::kit::{NodeClient, Reply};
+use lock_core::strategy::scripts::single;
+use lock_core::strategy::{NodeClient, Reply};
 use lock_core::{HoldToken, LockKey};
 
 use crate::node::Node;

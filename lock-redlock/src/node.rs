@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use lock_core::kit::{self, NodeClient, ReleaseNotifier};
+use lock_core::strategy::{self, NodeClient, ReleaseNotifier};
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError};
 
 /// The pause after a failed reconnect before the next may start.
@@ -57,7 +57,7 @@ impl Node {
 
     /// Connects now; on failure the node stays down and the error is returned.
     pub(crate) async fn connect(&self) -> Result<(), LockError> {
-        match kit::connect(self.kind, &self.endpoint, self.options).await {
+        match strategy::connect(self.kind, &self.endpoint, self.options).await {
             Ok(client) => {
                 // Only background reconnects of a node never connected race
                 // here, and at most one runs at a time; the loser's

@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures::future::Either;
 use futures::stream::{FuturesUnordered, StreamExt};
 use futures::FutureExt;
-use lock_core::kit::NodeClient;
+use lock_core::strategy::NodeClient;
 use lock_core::LockError;
 use tokio::time::Sleep;
 

@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::kit::scripts::reentrant;
-use lock_core::kit::{list_held, remaining_from_pttl, MillisText, NodeClient, Reply, ScriptedNode};
+use lock_core::strategy::scripts::reentrant;
+use lock_core::strategy::{
+    list_held, remaining_from_pttl, MillisText, NodeClient, Reply, ScriptedNode,
+};
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
     FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,

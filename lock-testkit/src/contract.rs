@@ -522,6 +522,15 @@ pub async fn extend_keeps_the_key(factory: &dyn BackendFactory) {
 pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let backend = deployment.backend.as_ref();
+    // What the backend declares (and a manager's config must match) is
+    // what its grants do.
+    if let Some(declared) = backend.capabilities().fencing {
+        assert_eq!(
+            declared,
+            factory.capabilities().fencing,
+            "the backend declares fencing = {declared}"
+        );
+    }
     let key = key("fenced");
     let mut last = None;
     for round in 0..6 {
@@ -931,12 +940,22 @@ pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
     match backend.inspect(&key).await.expect("inspect") {
         LockState::Held {
             remaining: Some(left),
+            holder,
             ..
         } => {
             assert!(
                 left <= ttl && left > ttl / 2,
                 "remaining {left:?} for a {ttl:?} TTL"
-            )
+            );
+            // What the backend declares (and a manager's config must
+            // match) is what its grants store.
+            if let Some(declared) = backend.capabilities().holder_info {
+                assert_eq!(
+                    holder.is_some(),
+                    declared,
+                    "the backend declares holder_info = {declared}: {holder:?}"
+                );
+            }
         }
         other => panic!("expected a held key, got {other:?}"),
     }

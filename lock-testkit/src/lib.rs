@@ -92,6 +92,29 @@ pub fn run<F: Future<Output = ()>>(check: F) {
 #[macro_export]
 macro_rules! contract_suite {
     ($factory:expr) => {
+        $crate::contract_suite!(@every_site $factory);
+        // Checks of the client, config and hand-off paths, which no site
+        // changes (and some that stop their server): once, on a standalone
+        // server.
+        $crate::contract_suite!(@checks $factory;
+            abandoned_acquire_leaves_no_holder,
+            bad_input_is_rejected,
+            server_down_is_a_clear_error,
+            reconnects_after_restart,
+            bad_credentials_and_urls_are_rejected,
+            handed_off_lease_resumes_elsewhere,
+            resume_spends_the_token,
+            resume_refuses_what_it_does_not_hold,
+            max_hold_ends_renewal,
+        );
+        $crate::contract_suite!(@safety $factory;
+            lost_reply_cleanup_spares_the_retry,
+            least_privilege_user_locks,
+            abandoned_commands_leave_nothing_behind,
+        );
+    };
+    // The checks that leave their servers running, on every site.
+    (@every_site $factory:expr) => {
         $crate::contract_suite!(@checks $factory;
             mutual_exclusion,
             only_owner_can_release_or_extend,
@@ -104,31 +127,19 @@ macro_rules! contract_suite {
             loss_at_deadline_without_watchdog,
             recovers_after_script_flush,
             dropped_guard_releases,
-            abandoned_acquire_leaves_no_holder,
             with_lock_reports_loss,
             inspect_reports_state,
             list_finds_held_locks,
             force_release_frees_the_key,
-            bad_input_is_rejected,
-            server_down_is_a_clear_error,
-            reconnects_after_restart,
             reentry_follows_capability,
             waiters_wake_on_release,
             waiters_of_a_crashed_holder_acquire_after_its_ttl,
             polling_mode_hands_over,
-            bad_credentials_and_urls_are_rejected,
-            handed_off_lease_resumes_elsewhere,
-            resume_spends_the_token,
-            resume_refuses_what_it_does_not_hold,
-            max_hold_ends_renewal,
         );
         $crate::contract_suite!(@safety $factory;
             deadline_follows_the_last_ttl_set,
             stale_guard_spares_a_newer_hold,
-            lost_reply_cleanup_spares_the_retry,
             foreign_counter_writes_nothing,
-            least_privilege_user_locks,
-            abandoned_commands_leave_nothing_behind,
         );
     };
     (@on_sites $make:path) => {
@@ -145,40 +156,12 @@ macro_rules! contract_suite {
         $(
             mod $module {
                 use super::*;
-                $crate::contract_suite!(@sites $crate::OnSite::new(
+                $crate::contract_suite!(@every_site $crate::OnSite::new(
                     $make(lock_core::ClientKind::$client),
                     $crate::Site::$site
                 ));
             }
         )+
-    };
-    (@sites $factory:expr) => {
-        $crate::contract_suite!(@checks $factory;
-            mutual_exclusion,
-            only_owner_can_release_or_extend,
-            expiry_frees_the_key,
-            extend_keeps_the_key,
-            fencing_tokens_increase,
-            watchdog_keeps_the_lease,
-            watchdog_reports_a_deleted_key,
-            watchdog_reports_an_overwritten_key,
-            loss_at_deadline_without_watchdog,
-            recovers_after_script_flush,
-            dropped_guard_releases,
-            with_lock_reports_loss,
-            inspect_reports_state,
-            list_finds_held_locks,
-            force_release_frees_the_key,
-            reentry_follows_capability,
-            waiters_wake_on_release,
-            waiters_of_a_crashed_holder_acquire_after_its_ttl,
-            polling_mode_hands_over,
-        );
-        $crate::contract_suite!(@safety $factory;
-            deadline_follows_the_last_ttl_set,
-            stale_guard_spares_a_newer_hold,
-            foreign_counter_writes_nothing,
-        );
     };
     (@safety $factory:expr; $($check:ident),+ $(,)?) => {
         $(

@@ -3,7 +3,7 @@
 //! Reads the `crate::` paths of every module of `lock-core/src` (comments
 //! and `#[cfg(test)]` modules left out) and fails if a module of the lease
 //! engine (`engine/`) names the Redis layer, the config that joins the two,
-//! the strategy kit or a client crate, or if any modules import each other
+//! the strategy module or a client crate, or if any modules import each other
 //! in a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,7 +11,7 @@ use std::fs;
 use std::path::Path;
 
 /// Modules the engine may not name: everything that knows Redis.
-const ABOVE_OR_BESIDE_THE_ENGINE: [&str; 3] = ["server", "config", "kit"];
+const ABOVE_OR_BESIDE_THE_ENGINE: [&str; 3] = ["server", "config", "strategy"];
 
 /// Crates the engine may not name.
 const CLIENT_CRATES: [&str; 2] = ["redis", "fred"];

@@ -1,10 +1,11 @@
 //! The project's chores, run as `cargo xtask <task>`:
 //!
-//! - `test`: finds (or, as root on Debian, installs) redis-server, then runs
-//!   `cargo fmt --check`; clippy with `-D warnings` with all features, with
-//!   no client, with the `redis` client alone and with the `fred` client
-//!   alone; the publishing checks (`publish.rs`); every test with both
-//!   clients; the packaged crates used from outside; and `chaos --quick`.
+//! - `test`: finds (or, as root on Debian, installs) redis-server and
+//!   sqlite3, then runs `cargo fmt --check`; clippy with `-D warnings` with
+//!   all features, with no client, with the `redis` client alone and with
+//!   the `fred` client alone; the publishing checks (`publish.rs`); every
+//!   test with both clients (`test_binaries.rs`: three binaries at a time);
+//!   the packaged crates used from outside; and `chaos --quick`.
 //! - `demo`: the duplicate-order and stock-deduction scenarios on a local
 //!   redis-server that the demo starts and stops itself.
 //! - `bench`: every benchmark (`BENCHES`, then the peer comparisons), each
@@ -12,19 +13,23 @@
 //! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly and is part of `test`.
+//! - `doc`: the API docs with warnings denied, and no intra-doc link left
+//!   as literal text (`rendered_docs.rs`; part of `test`).
 //! - `layers`: lock-core's engine names nothing of its Redis layer, and no
 //!   modules import each other in a circle (`layers.rs`; part of `test`).
 //! - `package`: packages the published crates (no upload) and uses them from
 //!   outside the workspace (part of `test`).
 
 mod layers;
+mod programs;
 mod publish;
-mod redis_server;
+mod rendered_docs;
 mod test_binaries;
 
 use std::process::{Command, ExitCode};
 
-const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | package | layers>
+const USAGE: &str =
+    "usage: cargo xtask <test | demo | bench | chaos [ARGS] | package | doc | layers>
 
   test   fmt check, clippy -D warnings (all features, no client, each client alone),
          docs and publishing checks, every test with both clients, the packaged
@@ -38,6 +43,7 @@ const USAGE: &str = "usage: cargo xtask <test | demo | bench | chaos [ARGS] | pa
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and the packaged `distlock` command built and
          run against them (part of `test`)
+  doc    the API docs, warnings denied, and no intra-doc link left as text (part of `test`)
   layers lock-core's lease engine names no Redis layer, and no modules import each
          other in a circle (part of `test`)";
 
@@ -47,9 +53,12 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("demo") => demo(),
         Some("layers") => layers::check(&lock_core_src()),
+        Some("doc") => {
+            publish::doc().and_then(|()| rendered_docs::check(&target_dir().join("doc")))
+        }
         Some("bench") => bench(),
         Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
-        Some("package") => redis_server::ensure()
+        Some("package") => programs::redis_server()
             .and_then(|redis_server| publish::package_and_use(&PUBLISHED, &redis_server)),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
@@ -136,7 +145,8 @@ const BENCHES: [(&str, &str); 4] = [
 ];
 
 fn test() -> Result<(), String> {
-    let redis_server = redis_server::ensure()?;
+    let redis_server = programs::redis_server()?;
+    programs::sqlite3()?;
     cargo(
         &["fmt", "--all", "--", "--check"],
         "formatting (cargo fmt --all to fix)",
@@ -177,6 +187,7 @@ fn test() -> Result<(), String> {
     )?;
     publish::check_no_client_is_a_build_error(&NEEDS_A_CLIENT)?;
     publish::doc()?;
+    rendered_docs::check(&target_dir().join("doc"))?;
     // Each client alone: every target builds and lints clean. Checked, not
     // tested: the integration tests run once, below, with both clients (the
     // contract suite runs every check on each client there), and a build of
@@ -230,7 +241,7 @@ const CONTRACT_TESTS: &str = "contract";
 /// command-line scenario runs it, found next to the harness's own), then
 /// runs `chaos` with `args`.
 fn chaos(args: &[String]) -> Result<(), String> {
-    let redis_server = redis_server::ensure()?;
+    let redis_server = programs::redis_server()?;
     // `--tests` makes cargo resolve features as `cargo test` does (with the
     // dev-dependencies), so the artifacts of the test pass are reused.
     cargo(
@@ -272,7 +283,7 @@ pub(crate) fn target_dir() -> std::path::PathBuf {
 }
 
 fn demo() -> Result<(), String> {
-    let redis_server = redis_server::ensure()?;
+    let redis_server = programs::redis_server()?;
     cargo_with_redis(
         &[
             "run",
@@ -290,7 +301,7 @@ fn demo() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
-    let redis_server = redis_server::ensure()?;
+    let redis_server = programs::redis_server()?;
     for (krate, bench) in BENCHES {
         println!("xtask: benchmark {krate}/{bench}");
         let features = format!("{krate}/redis,{krate}/fred");

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
 use lock_chaos::{monotonic_ns, procs, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
-use lock_core::kit::{NodeClient, Reply};
+use lock_core::strategy::{NodeClient, Reply};
 use lock_core::{ConnectOptions, NodeUrl};
 use rand::{Rng, SeedableRng};
 
@@ -152,7 +152,7 @@ async fn work(args: Args) -> Result<(), String> {
             Err(err) => return Err(format!("connect: {err}")),
         }
     };
-    let resource = lock_core::kit::connect(
+    let resource = lock_core::strategy::connect(
         client,
         &NodeUrl::new(args.resource.clone()),
         ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
@@ -472,7 +472,7 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         .map_err(|err| format!("{}: {err}", marker.display()))?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     tokio::time::sleep(hold_time(&mut rng, &args.hold_ms)).await;
-    let resource = lock_core::kit::connect(
+    let resource = lock_core::strategy::connect(
         distlock::ClientKind::Redis,
         &NodeUrl::new(args.resource.clone()),
         ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),

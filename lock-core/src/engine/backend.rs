@@ -156,7 +156,7 @@ impl Capabilities {
 /// - It may assume that the engine sends one extend at a time per lease, that
 ///   every `extend`, `release` and `take_over` names a hold this backend
 ///   granted (or a hand-off token made from one), and that a TTL passed in
-///   has been checked by [`validate_ttl`](crate::kit::validate_ttl).
+///   has been checked by [`validate_ttl`](crate::strategy::validate_ttl).
 /// - It may not assume that one resource has one holder: a key names a
 ///   *resource*, and a hold is one of possibly several on it (a reentrant
 ///   owner's re-entries, and the permits, shares or multi-key holds that
@@ -314,7 +314,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// [`LockManager::list`](crate::LockManager::list) and `distlock list`:
     /// a bounded scan of the nodes that hold this backend's keys, each lock
     /// found read with [`inspect`](Self::inspect). The Redis layer does the
-    /// scan ([`kit::list_held`](crate::kit::list_held)); a strategy names
+    /// scan ([`strategy::list_held`](crate::strategy::list_held)); a strategy names
     /// its nodes.
     ///
     /// The default refuses with [`LockError::InvalidConfig`] on `strategy`:

@@ -216,7 +216,7 @@ impl LeaseGuard {
         shared.ensure_held()?;
         shared.ask_for(ttl);
         // The new deadline may come before the watchdog's planned start.
-        shared.lock_keeper().start_now(shared);
+        shared.lock_watchdog().start_now(shared);
         let outcome = match shared.extend_hold(Some(ttl), None).await {
             // Foreign data in the key means the lease is as gone as if deleted.
             Err(LockError::Corrupted { .. }) => ExtendOutcome::NotHeld,
@@ -253,7 +253,7 @@ impl LeaseGuard {
     /// is not repeated (it may have run), and the key expires by its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         let shared = &self.handle.shared;
-        shared.stop_keeper();
+        shared.stop_watchdog();
         let (_, ended) = shared.mark_released();
         // Nothing above awaits, so no drop of this future comes between.
         self.released = true;
@@ -322,7 +322,7 @@ impl LeaseGuard {
                 operation: "hand off",
             });
         }
-        shared.stop_keeper();
+        shared.stop_watchdog();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {
             (_, Some(LossReason::NotHeld)) => {
@@ -355,7 +355,7 @@ impl Drop for LeaseGuard {
             return;
         }
         let shared = &self.handle.shared;
-        shared.stop_keeper();
+        shared.stop_watchdog();
         match shared.mark_released() {
             (LeaseStatus::Released, _) => return,
             // The key is gone or someone else's: nothing of ours to release.

@@ -42,7 +42,7 @@ pub(crate) struct LeaseShared {
     /// even when a `NOSCRIPT` reload sends a command again.
     extending: tokio::sync::Mutex<()>,
     /// The watchdog: planned until its first renewal falls due, then a task.
-    keeper: Mutex<Keeper>,
+    watchdog: Mutex<WatchdogState>,
 }
 
 /// Which command set the lease's deadline, and the TTL to renew with.
@@ -88,7 +88,7 @@ impl LeaseShared {
                 set_by: sent_at,
             }),
             extending: tokio::sync::Mutex::new(()),
-            keeper: Mutex::new(Keeper::Stopped),
+            watchdog: Mutex::new(WatchdogState::Stopped),
         }
     }
 
@@ -99,14 +99,14 @@ impl LeaseShared {
         self.granted_ttl.min(self.ttl())
     }
 
-    pub(crate) fn lock_keeper(&self) -> std::sync::MutexGuard<'_, Keeper> {
+    pub(crate) fn lock_watchdog(&self) -> std::sync::MutexGuard<'_, WatchdogState> {
         // Its state stays valid whatever a panicking holder did.
-        self.keeper.lock().unwrap_or_else(PoisonError::into_inner)
+        self.watchdog.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Stops the watchdog, started or only planned.
-    pub(crate) fn stop_keeper(&self) {
-        self.lock_keeper().stop();
+    pub(crate) fn stop_watchdog(&self) {
+        self.lock_watchdog().stop();
     }
 
     /// Extends this lease's hold to `ttl` (or, with `None`, to the TTL the
@@ -334,10 +334,10 @@ impl LeaseShared {
 
 /// Where a lease's watchdog is; behind the lease's own lock.
 #[derive(Debug, Default)]
-pub(crate) enum Keeper {
-    /// Not started: waits in `keepers`' queue of `runtime` at `slot`.
+pub(crate) enum WatchdogState {
+    /// Not started: waits in `schedule`'s queue of `runtime` at `slot`.
     Planned {
-        keepers: Arc<dyn WatchdogPlan>,
+        schedule: Arc<dyn WatchdogQueue>,
         runtime: runtime::Id,
         slot: Slot,
     },
@@ -351,19 +351,19 @@ pub(crate) enum Keeper {
 /// When a watchdog is due, and a number that makes the entry unique.
 pub(crate) type Slot = (Instant, u64);
 
-impl Keeper {
+impl WatchdogState {
     /// Stops the watchdog, started or not.
     pub(crate) fn stop(&mut self) {
         match std::mem::take(self) {
-            Keeper::Planned {
-                keepers,
+            WatchdogState::Planned {
+                schedule,
                 runtime,
                 slot,
             } => {
-                keepers.unplan(runtime, slot);
+                schedule.unplan(runtime, slot);
             }
-            Keeper::Running(task) => task.abort(),
-            Keeper::Stopped => {}
+            WatchdogState::Running(task) => task.abort(),
+            WatchdogState::Stopped => {}
         }
     }
 
@@ -371,25 +371,25 @@ impl Keeper {
     /// if it is only planned (a caller's `extend` may bring its deadline
     /// forward).
     pub(crate) fn start_now(&mut self, lease: &Arc<LeaseShared>) {
-        if let Keeper::Planned {
-            keepers,
+        if let WatchdogState::Planned {
+            schedule,
             runtime,
             slot,
         } = self
         {
             // Without a queue, its ended pump is handing the lease on.
-            if let Some(task) = keepers.start(*runtime, *slot, lease) {
-                *self = Keeper::Running(task);
+            if let Some(task) = schedule.start(*runtime, *slot, lease) {
+                *self = WatchdogState::Running(task);
             }
         }
     }
 }
 
-/// The schedule that planned a lease's watchdog ([`Keepers`]), as the
+/// The schedule that planned a lease's watchdog ([`WatchdogSchedule`]), as the
 /// lease sees it: it can take the plan back, or start the watchdog now.
 ///
-/// [`Keepers`]: crate::engine::schedule::Keepers
-pub(crate) trait WatchdogPlan: Send + Sync + std::fmt::Debug {
+/// [`WatchdogSchedule`]: crate::engine::schedule::WatchdogSchedule
+pub(crate) trait WatchdogQueue: Send + Sync + std::fmt::Debug {
     /// Forgets the watchdog planned at `slot` on `runtime`.
     fn unplan(&self, runtime: runtime::Id, slot: Slot);
 

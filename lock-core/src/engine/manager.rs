@@ -11,7 +11,7 @@ use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
 use crate::engine::lease::LeaseShared;
 use crate::engine::options::AcquireOptions;
 use crate::engine::renewal::RenewalDriver;
-use crate::engine::schedule::Keepers;
+use crate::engine::schedule::WatchdogSchedule;
 use crate::engine::settings::{Settings, WaitMode};
 use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
@@ -24,19 +24,10 @@ use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 ///
 /// Cheap to clone: clones share the backend.
 ///
-/// ```no_run
-/// # async fn demo(backend: std::sync::Arc<dyn lock_core::LockBackend>) -> Result<(), lock_core::LockError> {
-/// use lock_core::{LockConfig, LockManager};
+#[cfg_attr(not(doctest), doc = include_str!("../doc/lock_manager.md"))]
 ///
-/// let locks = LockManager::new(backend, LockConfig::default())?;
-/// let charged = locks
-///     .with_lock("order:1001", |lease| async move {
-///         // Send lease.fencing_token() along with every write you make here.
-///         format!("charged under token {:?}", lease.fencing_token())
-///     })
-///     .await?;
-/// # Ok(()) }
-/// ```
+/// Over a backend built by hand, [`LockManager::new`] takes the backend and
+/// the config; [`LockManager::connect`] builds both from the config.
 #[derive(Debug, Clone)]
 pub struct LockManager {
     backend: Arc<dyn LockBackend>,
@@ -45,7 +36,7 @@ pub struct LockManager {
     lock_names: Arc<LockNameLabels>,
     /// The watchdogs of this manager's leases: planned at acquire, started
     /// when due, their renewals sent in batches.
-    keepers: Arc<Keepers>,
+    schedule: Arc<WatchdogSchedule>,
 }
 
 /// How long a fair-mode waiter stays queued without trying again. Waiting
@@ -106,7 +97,7 @@ impl LockManager {
             });
         }
         Ok(LockManager {
-            keepers: Arc::new(Keepers::new(
+            schedule: Arc::new(WatchdogSchedule::new(
                 &settings,
                 RenewalDriver::new(Arc::clone(&backend)),
             )),
@@ -181,18 +172,7 @@ impl LockManager {
     /// remaining TTL; transient errors are retried within the wait), for a
     /// lease of their TTL. What they leave unset comes from the config.
     ///
-    /// ```no_run
-    /// # async fn demo(locks: lock_core::LockManager) -> Result<(), lock_core::LockError> {
-    /// use std::time::Duration;
-    ///
-    /// use lock_core::AcquireOptions;
-    ///
-    /// let options = AcquireOptions::new().with_ttl(Duration::from_secs(300));
-    /// let deploy = locks.acquire_with("deploy", &options).await?;
-    /// // ... five minutes of work, renewed by the watchdog meanwhile ...
-    /// deploy.release().await?;
-    /// # Ok(()) }
-    /// ```
+    #[cfg_attr(not(doctest), doc = include_str!("../doc/acquire_with.md"))]
     ///
     /// With an owner that already holds the lock, the reentrant strategy
     /// enters it again. If the reply to an attempt is lost, the attempt's
@@ -750,7 +730,7 @@ impl LockManager {
         if ttl_set != ttl {
             shared.renewed(sent_at, ttl_set);
         }
-        self.keepers.plan(&shared);
+        self.schedule.plan(&shared);
         LeaseGuard::new(shared)
     }
 }

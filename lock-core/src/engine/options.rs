@@ -8,19 +8,7 @@ use crate::key::OwnerToken;
 /// and the TTL of its lease. Every field left unset takes the manager's
 /// config; see [`LockManager::acquire_with`](crate::LockManager::acquire_with).
 ///
-/// ```
-/// use std::time::Duration;
-///
-/// use lock_core::AcquireOptions;
-///
-/// // Wait up to 5 s for a lease of 5 minutes.
-/// let deploy = AcquireOptions::new()
-///     .with_wait(Duration::from_secs(5))
-///     .with_ttl(Duration::from_secs(300));
-/// // One attempt, as `flock -n` does.
-/// let cron = AcquireOptions::new().no_wait();
-/// # let _ = (deploy, cron);
-/// ```
+#[cfg_attr(not(doctest), doc = include_str!("../doc/acquire_options.md"))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AcquireOptions {

@@ -1,6 +1,6 @@
 //! Batched renewal: one driver per manager sends the watchdog's renewals.
 //!
-//! Each guard's keeper decides when its lease is due and what it means when a
+//! Each guard's watchdog decides when its lease is due and what it means when a
 //! renewal fails; the driver decides how the renewals reach the server. It
 //! queues them per renewal group ([`LockBackend::renewal_group`]: the whole
 //! server, or one cluster slot), and sends a group's queue as batches of at
@@ -15,7 +15,7 @@
 //! the queue (the most urgent first) instead of adding commands, and a group
 //! whose batch failed (a timeout, a broken connection, `BUSY`) sends nothing
 //! for a back-off that doubles with each failure in a row, up to
-//! [`MAX_BACKOFF`]. A renewal whose keeper gave up (its deadline passed, or
+//! [`MAX_BACKOFF`]. A renewal whose watchdog gave up (its deadline passed, or
 //! the lease was released) leaves the queue unsent.
 //!
 //! Each lease's deadline is counted from when its batch was sent, with its
@@ -262,7 +262,7 @@ impl Group {
     }
 
     /// Up to [`MAX_BATCH`] queued renewals, most urgent first, without those
-    /// whose keeper stopped waiting.
+    /// whose watchdog stopped waiting.
     fn next_batch(&mut self) -> Vec<Request> {
         let mut batch = Vec::with_capacity(self.queue.len().min(MAX_BATCH));
         while batch.len() < MAX_BATCH {
@@ -381,7 +381,7 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
         .iter()
         .any(|outcome| matches!(outcome, Err(error) if error.is_retryable()));
     for (request, outcome) in batch.into_iter().zip(outcomes) {
-        // A keeper that stopped waiting meanwhile needs no answer.
+        // A watchdog that stopped waiting meanwhile needs no answer.
         let _ = request.reply.send((sent_at, outcome));
     }
     (group, failed)

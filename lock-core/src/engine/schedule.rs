@@ -39,7 +39,7 @@ use tokio::runtime::{self, Handle};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::engine::lease::{Keeper, LeaseShared, Slot, WatchdogPlan};
+use crate::engine::lease::{LeaseShared, Slot, WatchdogQueue, WatchdogState};
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::settings::Settings;
 use crate::engine::status::LeaseStatus;
@@ -47,7 +47,7 @@ use crate::engine::timing::{clock_drift, default_renew_interval, max_renew_inter
 use crate::engine::watchdog;
 
 /// The most a pump starts a watchdog before it is due (see
-/// [`Keepers::early`]).
+/// [`WatchdogSchedule::early`]).
 const MAX_EARLY: Duration = Duration::from_millis(20);
 
 /// How many times in a row a pump looks at an empty queue, one idle interval
@@ -58,7 +58,7 @@ const IDLE_LOOKS: u8 = 2;
 
 /// What every watchdog of one manager is started with.
 #[derive(Debug)]
-struct KeeperPlan {
+struct WatchdogSettings {
     /// `watchdog.enabled`.
     enabled: bool,
     /// `watchdog.interval`; `None`: a third of each lease's TTL.
@@ -69,7 +69,7 @@ struct KeeperPlan {
     renewals: Arc<RenewalDriver>,
 }
 
-impl KeeperPlan {
+impl WatchdogSettings {
     /// How often a lease that asked for `ttl` is renewed: the configured
     /// interval (never more than two attempts' room before its deadline
     /// allows), or a third of its TTL; `None` with renewal off.
@@ -84,8 +84,8 @@ impl KeeperPlan {
 /// The planned watchdogs of one manager's leases, a queue per runtime the
 /// leases were taken on, each with a pump on that runtime that starts them
 /// when they fall due.
-pub(crate) struct Keepers {
-    plan: KeeperPlan,
+pub(crate) struct WatchdogSchedule {
+    settings: WatchdogSettings,
     /// How long after an acquire a watchdog first falls due with the
     /// configured TTL: how long a pump naps when its queue is empty.
     idle_nap: Duration,
@@ -132,11 +132,11 @@ enum Pump {
     Asleep(Option<Instant>),
 }
 
-impl Keepers {
+impl WatchdogSchedule {
     /// The watchdogs of the leases of a manager with `config`, whose
     /// renewals `renewals` sends.
     pub(crate) fn new(config: &Settings, renewals: RenewalDriver) -> Self {
-        let plan = KeeperPlan {
+        let settings = WatchdogSettings {
             enabled: config.watchdog.enabled,
             interval: config.watchdog.interval,
             drift_factor: config.clock_drift_factor,
@@ -146,11 +146,11 @@ impl Keepers {
         // A watchdog first falls due a renewal interval after its acquire,
         // or with renewal off at the deadline.
         let drift = clock_drift(config.ttl, config.clock_drift_factor);
-        let idle_nap = plan
+        let idle_nap = settings
             .renew_every(config.ttl)
             .unwrap_or_else(|| validity(config.ttl, Duration::ZERO, drift));
-        Keepers {
-            plan,
+        WatchdogSchedule {
+            settings,
             idle_nap,
             early: (idle_nap / 8).min(MAX_EARLY),
             queues: Mutex::new(Vec::new()),
@@ -165,7 +165,7 @@ impl Keepers {
         let LeaseStatus::Held { valid_until } = lease.status() else {
             return;
         };
-        let due = match self.plan.renew_every(lease.pace_ttl()) {
+        let due = match self.settings.renew_every(lease.pace_ttl()) {
             Some(interval) => valid_until.min(lease.acquired_at + interval),
             None => valid_until,
         };
@@ -174,7 +174,7 @@ impl Keepers {
         let start_pump = {
             // Under the lease's lock, so the pump cannot take the entry
             // before the lease says where it is.
-            let mut keeper = lease.lock_keeper();
+            let mut watchdog = lease.lock_watchdog();
             let mut queues = self.lock_queues();
             let index = match queues.iter().position(|queue| queue.id == id) {
                 Some(index) => index,
@@ -193,8 +193,8 @@ impl Keepers {
             let queue = &mut queues[index];
             let slot = (due, self.next_id.fetch_add(1, Ordering::Relaxed));
             queue.planned.insert(slot, Arc::clone(lease));
-            *keeper = Keeper::Planned {
-                keepers: Arc::clone(self) as Arc<dyn WatchdogPlan>,
+            *watchdog = WatchdogState::Planned {
+                schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
                 runtime: id,
                 slot,
             };
@@ -216,13 +216,13 @@ impl Keepers {
             // the task is dropped at once, and `ended` (dropped with it, run
             // or not) takes the locks to hand its queue on.
             let ended = PumpEnded {
-                keepers: Arc::downgrade(self),
+                schedule: Arc::downgrade(self),
                 runtime: id,
             };
-            let keepers = Arc::downgrade(self);
+            let schedule = Arc::downgrade(self);
             tokio::spawn(async move {
                 let _ended = ended;
-                pump(keepers, id, wake).await;
+                pump(schedule, id, wake).await;
             });
         }
     }
@@ -248,9 +248,9 @@ impl Keepers {
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
-                self.plan.renew_every(lease.pace_ttl()),
-                self.plan.max_hold,
-                Arc::clone(&self.plan.renewals),
+                self.settings.renew_every(lease.pace_ttl()),
+                self.settings.max_hold,
+                Arc::clone(&self.settings.renewals),
             ))
             .abort_handle()
     }
@@ -300,9 +300,9 @@ impl Keepers {
     /// Starts the watchdog of a lease taken out of its queue, unless the
     /// lease was given back (or its watchdog started) since.
     fn start_planned(&self, lease: &Arc<LeaseShared>, runtime: &Handle) {
-        let mut keeper = lease.lock_keeper();
-        if let Keeper::Planned { .. } = *keeper {
-            *keeper = Keeper::Running(self.spawn(lease, runtime));
+        let mut watchdog = lease.lock_watchdog();
+        if let WatchdogState::Planned { .. } = *watchdog {
+            *watchdog = WatchdogState::Running(self.spawn(lease, runtime));
         }
     }
 
@@ -312,7 +312,7 @@ impl Keepers {
     }
 }
 
-impl WatchdogPlan for Keepers {
+impl WatchdogQueue for WatchdogSchedule {
     fn unplan(&self, runtime: runtime::Id, slot: Slot) {
         self.take_plan(runtime, slot);
     }
@@ -328,18 +328,18 @@ impl WatchdogPlan for Keepers {
     }
 }
 
-impl std::fmt::Debug for Keepers {
+impl std::fmt::Debug for WatchdogSchedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Not the queues: their leases would print their keepers in turn.
-        f.debug_struct("Keepers")
-            .field("plan", &self.plan)
+        // Not the queues: their leases would print the schedule in turn.
+        f.debug_struct("WatchdogSchedule")
+            .field("settings", &self.settings)
             .field("idle_nap", &self.idle_nap)
             .field("early", &self.early)
             .finish_non_exhaustive()
     }
 }
 
-impl Drop for Keepers {
+impl Drop for WatchdogSchedule {
     fn drop(&mut self) {
         // A pump may sleep until woken: let each see that it is done.
         let queues = self
@@ -360,9 +360,12 @@ fn queue_of(queues: &mut [Queue], runtime: runtime::Id) -> Option<&mut Queue> {
 /// A pump: starts the watchdogs planned on its runtime when they fall due.
 /// Runs until the manager and every lease it planned are gone, or its
 /// runtime shuts down.
-async fn pump(keepers: Weak<Keepers>, runtime: runtime::Id, wake: Arc<Notify>) {
+async fn pump(schedule: Weak<WatchdogSchedule>, runtime: runtime::Id, wake: Arc<Notify>) {
     loop {
-        let Some(next_look) = keepers.upgrade().map(|keepers| keepers.start_due(runtime)) else {
+        let Some(next_look) = schedule
+            .upgrade()
+            .map(|schedule| schedule.start_due(runtime))
+        else {
             return;
         };
         match next_look {
@@ -383,24 +386,24 @@ async fn pump(keepers: Weak<Keepers>, runtime: runtime::Id, wake: Arc<Notify>) {
 /// with it, as watchdog tasks always did), and the next lease planned there
 /// starts a new pump.
 struct PumpEnded {
-    keepers: Weak<Keepers>,
+    schedule: Weak<WatchdogSchedule>,
     runtime: runtime::Id,
 }
 
 impl Drop for PumpEnded {
     fn drop(&mut self) {
-        let Some(keepers) = self.keepers.upgrade() else {
+        let Some(schedule) = self.schedule.upgrade() else {
             return;
         };
         let queue = {
-            let mut queues = keepers.lock_queues();
+            let mut queues = schedule.lock_queues();
             let Some(index) = queues.iter().position(|queue| queue.id == self.runtime) else {
                 return;
             };
             queues.swap_remove(index)
         };
         for lease in queue.planned.into_values() {
-            keepers.start_planned(&lease, &queue.runtime);
+            schedule.start_planned(&lease, &queue.runtime);
         }
     }
 }
@@ -452,10 +455,10 @@ mod tests {
         }
     }
 
-    fn keepers() -> Arc<Keepers> {
+    fn schedule() -> Arc<WatchdogSchedule> {
         let renewals = RenewalDriver::new(Arc::new(NoServer));
         let config = crate::LockConfig::default();
-        Arc::new(Keepers::new(&Settings::from(&config), renewals))
+        Arc::new(WatchdogSchedule::new(&Settings::from(&config), renewals))
     }
 
     fn lease() -> Arc<LeaseShared> {
@@ -477,12 +480,12 @@ mod tests {
     }
 
     /// What the pump of the (only) queue is doing.
-    fn pump_state(keepers: &Keepers) -> Option<Pump> {
-        keepers.lock_queues().first().map(|queue| queue.pump)
+    fn pump_state(schedule: &WatchdogSchedule) -> Option<Pump> {
+        schedule.lock_queues().first().map(|queue| queue.pump)
     }
 
-    fn planned(keepers: &Keepers) -> usize {
-        keepers
+    fn planned(schedule: &WatchdogSchedule) -> usize {
+        schedule
             .lock_queues()
             .iter()
             .map(|queue| queue.planned.len())
@@ -499,18 +502,18 @@ mod tests {
     /// A release takes its plan out again: the queue does not grow with the
     /// holds a process has taken and given back.
     #[test]
-    fn a_stopped_keeper_leaves_nothing_planned() {
+    fn a_stopped_watchdog_leaves_nothing_planned() {
         current_thread().block_on(async {
-            let (keepers, leases) = (keepers(), [lease(), lease(), lease()]);
+            let (schedule, leases) = (schedule(), [lease(), lease(), lease()]);
             for lease in &leases {
-                keepers.plan(lease);
+                schedule.plan(lease);
             }
-            assert_eq!(planned(&keepers), 3);
+            assert_eq!(planned(&schedule), 3);
             for lease in &leases {
-                lease.lock_keeper().stop();
-                assert!(matches!(*lease.lock_keeper(), Keeper::Stopped));
+                lease.lock_watchdog().stop();
+                assert!(matches!(*lease.lock_watchdog(), WatchdogState::Stopped));
             }
-            assert_eq!(planned(&keepers), 0);
+            assert_eq!(planned(&schedule), 0);
         });
     }
 
@@ -527,48 +530,48 @@ mod tests {
             .build()
             .expect("runtime");
         runtime.block_on(async {
-            let keepers = keepers();
-            assert_eq!(keepers.early, MAX_EARLY, "the default TTL's slack");
+            let schedule = schedule();
+            assert_eq!(schedule.early, MAX_EARLY, "the default TTL's slack");
             let first = lease();
-            keepers.plan(&first);
+            schedule.plan(&first);
             // The pump starts, looks, and sleeps until its next look.
             tokio::task::yield_now().await;
-            let Some(Pump::Asleep(Some(next_look))) = pump_state(&keepers) else {
+            let Some(Pump::Asleep(Some(next_look))) = pump_state(&schedule) else {
                 unreachable!(
                     "the pump sleeps until its next look: {:?}",
-                    pump_state(&keepers)
+                    pump_state(&schedule)
                 );
             };
             let sooner = lease_sent_at(first.acquired_at - MAX_EARLY / 2);
-            keepers.plan(&sooner);
+            schedule.plan(&sooner);
             assert!(
-                matches!(pump_state(&keepers), Some(Pump::Asleep(Some(at))) if at == next_look),
+                matches!(pump_state(&schedule), Some(Pump::Asleep(Some(at))) if at == next_look),
                 "planning a lease due just before the earliest woke the pump: {:?}",
-                pump_state(&keepers)
+                pump_state(&schedule)
             );
             // Both watchdogs start at the pump's next look, and wait for
             // their first renewal: a watchdog that renewed at once would
             // reach `NoServer` and end in its panic.
             tokio::time::sleep_until((next_look + Duration::from_millis(1)).into()).await;
             for lease in [&first, &sooner] {
-                let keeper = lease.lock_keeper();
-                let Keeper::Running(task) = &*keeper else {
-                    unreachable!("not started at the pump's look: {:?}", *keeper);
+                let watchdog = lease.lock_watchdog();
+                let WatchdogState::Running(task) = &*watchdog else {
+                    unreachable!("not started at the pump's look: {:?}", *watchdog);
                 };
                 assert!(!task.is_finished(), "the watchdog ended early");
             }
             // A lease due before the pump's next look does wake it.
             let due_sooner = lease_sent_at(Instant::now() - Duration::from_secs(5));
-            let Some(Pump::Asleep(Some(_))) = pump_state(&keepers) else {
+            let Some(Pump::Asleep(Some(_))) = pump_state(&schedule) else {
                 unreachable!(
                     "the pump sleeps until its next look: {:?}",
-                    pump_state(&keepers)
+                    pump_state(&schedule)
                 );
             };
-            keepers.plan(&due_sooner);
-            assert!(matches!(pump_state(&keepers), Some(Pump::Awake)));
+            schedule.plan(&due_sooner);
+            assert!(matches!(pump_state(&schedule), Some(Pump::Awake)));
             for lease in [&first, &sooner, &due_sooner] {
-                lease.lock_keeper().stop();
+                lease.lock_watchdog().stop();
             }
         });
     }
@@ -579,22 +582,22 @@ mod tests {
     /// queue nobody pumps.
     #[test]
     fn a_queue_ends_with_its_runtime() {
-        let (keepers, lease) = (keepers(), lease());
+        let (schedule, lease) = (schedule(), lease());
         let runtime = current_thread();
         // The pump is spawned here and never polled: the runtime is not
         // driven again.
-        runtime.block_on(async { keepers.plan(&lease) });
-        assert_eq!(keepers.lock_queues().len(), 1);
+        runtime.block_on(async { schedule.plan(&lease) });
+        assert_eq!(schedule.lock_queues().len(), 1);
         drop(runtime);
-        assert_eq!(keepers.lock_queues().len(), 0);
+        assert_eq!(schedule.lock_queues().len(), 0);
         assert!(
-            !matches!(*lease.lock_keeper(), Keeper::Planned { .. }),
+            !matches!(*lease.lock_watchdog(), WatchdogState::Planned { .. }),
             "the lease is still planned in a queue that ended"
         );
         // A lease planned on a new runtime gets a queue and a pump there.
         let (other, runtime) = (self::lease(), current_thread());
-        runtime.block_on(async { keepers.plan(&other) });
-        assert_eq!(planned(&keepers), 1);
-        other.lock_keeper().stop();
+        runtime.block_on(async { schedule.plan(&other) });
+        assert_eq!(planned(&schedule), 1);
+        other.lock_watchdog().stop();
     }
 }

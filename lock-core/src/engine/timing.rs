@@ -55,7 +55,7 @@ pub fn ttl_millis(ttl: Duration) -> u64 {
 ///
 /// ```
 /// use std::time::Duration;
-/// use lock_core::kit::MillisText;
+/// use lock_core::strategy::MillisText;
 ///
 /// assert_eq!(MillisText::of_ttl(Duration::from_millis(30_000)).as_str(), "30000");
 /// assert_eq!(MillisText::new(u64::MAX).as_str(), "18446744073709551615");

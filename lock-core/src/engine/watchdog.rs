@@ -1,8 +1,8 @@
 //! The task that keeps a held lease alive and reports its loss.
 //!
-//! One keeper runs per guard, from when its first renewal falls due (until
-//! then it is only planned: see [`crate::engine::schedule`]). With renewal on, it extends the lease every
-//! renewal interval (through the manager's [`RenewalDriver`], which sends
+//! One watchdog runs per guard, from when its first renewal falls due
+//! (until then it is only planned: see [`crate::engine::schedule`]). With
+//! renewal on, it extends the lease every renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when
 //! an extend finds the key gone or taken, or when the deadline passes while
 //! the node cannot be reached. With
@@ -40,7 +40,7 @@ pub(crate) async fn keep(
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
 ) {
-    let mut seen = shared.status.version();
+    let mut changes = shared.status.changes();
     // Sooner after an `extend` to a shorter TTL that started this watchdog
     // before its planned first renewal.
     let mut next_renewal = renew_every.map(|interval| {
@@ -58,9 +58,9 @@ pub(crate) async fn keep(
         };
         let wake_at = next_renewal.map_or(valid_until, |at| at.min(valid_until));
         tokio::select! {
-            now = shared.status.changed_since(seen) => {
+            // The sender lives in `shared`: this never fails.
+            _ = changes.changed() => {
                 // A manual extend moved the deadline, or the lease ended.
-                seen = now;
                 // An extend to a shorter TTL needs the next renewal sooner.
                 if let (Some(at), Some(configured)) = (next_renewal, renew_every) {
                     let soon = Instant::now() + renewal_interval(&shared, configured);
@@ -131,7 +131,7 @@ async fn renew(
 ) -> (Instant, bool) {
     let interval = renewal_interval(shared, configured);
     let sent_at = Instant::now();
-    let mut seen = shared.status.version();
+    let mut changes = shared.status.changes();
     let extend = shared.extend_hold(capped_ttl, Some(batch));
     tokio::pin!(extend);
     let outcome = loop {
@@ -149,7 +149,7 @@ async fn renew(
                     return (Instant::now(), false);
                 }
             }
-            now = shared.status.changed_since(seen) => seen = now,
+            _ = changes.changed() => {}
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);

@@ -57,7 +57,7 @@ impl ScriptedNode {
     }
 
     /// Checks the TTL of a grant or renewal through this node:
-    /// [`validate_ttl`](crate::kit::validate_ttl), and, when replicas are
+    /// [`validate_ttl`](crate::strategy::validate_ttl), and, when replicas are
     /// awaited, above their timeout, or the lease could run out while they
     /// are. Errors with [`LockError::InvalidTtl`].
     pub fn validate_ttl(&self, ttl: Duration) -> Result<(), LockError> {

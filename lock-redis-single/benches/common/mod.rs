@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::kit::scripts::single::{ACQUIRE, RELEASE};
-use lock_core::kit::NodeClient;
+use lock_core::strategy::scripts::single::{ACQUIRE, RELEASE};
+use lock_core::strategy::NodeClient;
 use lock_core::GrantOptions;
 use lock_testkit::bench::{cycles_per_second, task_keys, FLOOR_VALUE};
 

@@ -56,7 +56,7 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use lock_core::kit::{
+//! use lock_core::strategy::{
 //!     remaining_from_pttl, scripts, validate_ttl, MillisText, Reply, Script, ScriptedNode,
 //! };
 //! use lock_core::{
