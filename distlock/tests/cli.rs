@@ -7,39 +7,28 @@
 
 #![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
 
-use std::borrow::BorrowMut;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+mod common;
 
-fn distlock(server: &RedisServer, args: &[&str]) -> Command {
-    let mut command = Command::new(DISTLOCK);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISTLOCK_NODES", server.url().expose())
-        .env("DISTLOCK_TTL", "2s")
-        .env("DISTLOCK_CONNECT_TIMEOUT", "2s");
-    command
-}
+use common::{distlock, output, DISTLOCK};
 
-fn output(mut command: impl BorrowMut<Command>) -> Output {
-    command
-        .borrow_mut()
-        .stdin(Stdio::null())
-        .output()
-        .expect("run distlock")
+/// The variables every check here runs with: `server`, and a 2 s TTL.
+fn on(server: &RedisServer) -> [(&'static str, String); 2] {
+    [
+        ("DISTLOCK_NODES", server.url().expose().to_owned()),
+        ("DISTLOCK_TTL", "2s".to_owned()),
+    ]
 }
 
 /// Polls `distlock status` until `name` is held, for at most 10 s.
 fn wait_until_held(server: &RedisServer, name: &str) {
     let started = Instant::now();
     loop {
-        let out = output(distlock(server, &["status", name, "--json"]));
+        let out = output(distlock(&on(server), &["status", name, "--json"]));
         if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
             return;
         }
@@ -159,7 +148,7 @@ fn code(output: &Output) -> i32 {
 fn run_passes_the_exit_code_and_the_fencing_token() {
     let server = RedisServer::start().expect("start");
     let out = output(distlock(
-        &server,
+        &on(&server),
         &[
             "run",
             "--key",
@@ -178,9 +167,12 @@ fn run_passes_the_exit_code_and_the_fencing_token() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("token=1 key=job"), "{stdout}");
-    let out = output(distlock(&server, &["run", "--key", "job", "--", "true"]));
+    let out = output(distlock(
+        &on(&server),
+        &["run", "--key", "job", "--", "true"],
+    ));
     assert_eq!(code(&out), 0);
-    let out = output(distlock(&server, &["status", "job", "--json"]));
+    let out = output(distlock(&on(&server), &["status", "job", "--json"]));
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(
         status.contains("\"held\":false") && status.contains("\"fencing_token\":2"),
@@ -234,7 +226,10 @@ fn fencing_off_gives_the_command_no_token() {
             );
             assert_eq!(code(&out), 0, "{client} {verb}: {out:?}");
         }
-        let status = stdout(&output(distlock(&server, &["status", &name, "--json"])));
+        let status = stdout(&output(distlock(
+            &on(&server),
+            &["status", &name, "--json"],
+        )));
         assert!(
             status.contains("\"held\":false") && status.contains("\"fencing_token\":null"),
             "{client}: no counter was written: {status}"
@@ -245,14 +240,14 @@ fn fencing_off_gives_the_command_no_token() {
 #[test]
 fn try_once_skips_a_held_lock() {
     let server = RedisServer::start().expect("start");
-    let mut holder = distlock(&server, &["run", "--key", "cron", "--", "sleep", "5"])
+    let mut holder = distlock(&on(&server), &["run", "--key", "cron", "--", "sleep", "5"])
         .stdin(Stdio::null())
         .spawn()
         .expect("spawn the holder");
     wait_until_held(&server, "cron");
     let started = Instant::now();
     let out = output(distlock(
-        &server,
+        &on(&server),
         &["run", "--key", "cron", "--wait", "0", "--", "echo", "ran"],
     ));
     assert_eq!(
@@ -281,7 +276,7 @@ fn a_lost_lock_terminates_the_command() {
     let pid_file = dir.join("child.pid");
     let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
     let mut run = distlock(
-        &server,
+        &on(&server),
         &[
             "run", "--key", "long", "--grace", "1s", "--", "sh", "-c", &script,
         ],
@@ -324,20 +319,20 @@ fn status_and_forced_release() {
     server
         .admin(&["SET", "lock:{stuck}", "dead-holder", "PX", "60000"])
         .expect("SET");
-    let out = output(distlock(&server, &["status", "stuck"]));
+    let out = output(distlock(&on(&server), &["status", "stuck"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("stuck: held"),
         "{out:?}"
     );
-    let out = output(distlock(&server, &["release", "stuck"]));
+    let out = output(distlock(&on(&server), &["release", "stuck"]));
     assert_eq!(code(&out), 78, "release without --force is refused");
     let out = output(distlock(
-        &server,
+        &on(&server),
         &["release", "--force", "stuck", "--json"],
     ));
     assert_eq!(code(&out), 0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"released\":true"));
-    let out = output(distlock(&server, &["status", "stuck", "--json"]));
+    let out = output(distlock(&on(&server), &["status", "stuck", "--json"]));
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"held\":false"));
 }
 
@@ -345,23 +340,23 @@ fn status_and_forced_release() {
 fn bad_config_and_unreachable_servers_have_their_codes() {
     let server = RedisServer::start().expect("start");
     let out = output(
-        distlock(&server, &["run", "--key", "k", "--", "true"])
+        distlock(&on(&server), &["run", "--key", "k", "--", "true"])
             .env("DISTLOCK_NODES", "http://nowhere"),
     );
     assert_eq!(code(&out), 78, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nodes[0]"));
-    let out = output(distlock(&server, &["run", "--key", "", "--", "true"]));
+    let out = output(distlock(&on(&server), &["run", "--key", "", "--", "true"]));
     assert_eq!(code(&out), 78, "an empty key");
     let port = lock_testkit::free_port().expect("port");
     let started = Instant::now();
     let out = output(
-        distlock(&server, &["status", "k"])
+        distlock(&on(&server), &["status", "k"])
             .env("DISTLOCK_NODES", format!("redis://127.0.0.1:{port}")),
     );
     assert_eq!(code(&out), 69, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(started.elapsed() < Duration::from_secs(5));
     let out = output(distlock(
-        &server,
+        &on(&server),
         &["run", "--key", "k", "--", "/no/such/program"],
     ));
     assert_eq!(code(&out), 127);
@@ -371,7 +366,7 @@ fn bad_config_and_unreachable_servers_have_their_codes() {
 fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
     let server = RedisServer::start().expect("start");
     let mut run = distlock(
-        &server,
+        &on(&server),
         &["run", "--key", "interrupted", "--", "sleep", "30"],
     )
     .stdin(Stdio::null())
@@ -385,7 +380,7 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
         .expect("kill -INT");
     let status = wait_for_exit(&mut run, "distlock ignored Ctrl-C");
     assert_eq!(status.code(), Some(130));
-    let out = output(distlock(&server, &["status", "interrupted", "--json"]));
+    let out = output(distlock(&on(&server), &["status", "interrupted", "--json"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("\"held\":false"),
         "the lock was released"
@@ -399,7 +394,7 @@ fn the_log_filter_and_the_job_variables_are_not_config() {
     let nested = format!("'{DISTLOCK}' status nested");
     let out = output(
         distlock(
-            &server,
+            &on(&server),
             &["run", "--key", "nested", "--", "sh", "-c", &nested],
         )
         .env("DISTLOCK_LOG", "debug"),
@@ -421,7 +416,7 @@ fn the_log_filter_and_the_job_variables_are_not_config() {
 #[test]
 fn a_misspelt_variable_is_named_in_a_warning_and_ignored() {
     let server = RedisServer::start().expect("start");
-    let out = output(distlock(&server, &["status", "k"]).env("DISTLOCK_TLL", "1s"));
+    let out = output(distlock(&on(&server), &["status", "k"]).env("DISTLOCK_TLL", "1s"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 0, "stderr: {stderr}");
     assert!(
@@ -435,7 +430,7 @@ fn a_variable_that_is_not_unicode_breaks_nothing() {
     use std::os::unix::ffi::OsStrExt;
     let server = RedisServer::start().expect("start");
     let out = output(
-        distlock(&server, &["status", "k"])
+        distlock(&on(&server), &["status", "k"])
             .env("SOME_OTHER_TOOL", std::ffi::OsStr::from_bytes(b"caf\xe9")),
     );
     assert_eq!(
@@ -453,7 +448,7 @@ fn a_lost_lock_stops_the_whole_process_group() {
     let pid_file = scratch.file("background.pid");
     let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
     let mut run = distlock(
-        &server,
+        &on(&server),
         &[
             "run", "--key", "group", "--grace", "2s", "--", "sh", "-c", &script,
         ],
@@ -487,10 +482,13 @@ fn a_killed_distlock_ends(name: &str, script: impl Fn(&str) -> String, what: &st
     let scratch = Scratch::new(name);
     let pid_file = scratch.file("watched.pid");
     let script = script(&pid_file.display().to_string());
-    let mut run = distlock(&server, &["run", "--key", name, "--", "sh", "-c", &script])
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let mut run = distlock(
+        &on(&server),
+        &["run", "--key", name, "--", "sh", "-c", &script],
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("spawn");
     let _distlock = KillOnDrop(run.id().to_string());
     let watched = read_pid(&pid_file);
     let _watched = KillOnDrop(watched.clone());
@@ -521,7 +519,7 @@ fn a_killed_distlock_takes_the_whole_group_with_it() {
 fn a_command_killed_by_a_signal_exits_with_128_plus_its_number() {
     let server = RedisServer::start().expect("start");
     let out = output(distlock(
-        &server,
+        &on(&server),
         &[
             "run",
             "--key",
@@ -550,7 +548,7 @@ fn a_signal_to_the_group_is_for_the_command_to_answer() {
         pid_file.display()
     );
     let mut run = distlock(
-        &server,
+        &on(&server),
         &["run", "--key", "trapped", "--", "sh", "-c", &script],
     )
     .stdin(Stdio::null())
@@ -586,7 +584,7 @@ fn sighup_stops_the_command_and_releases_the_lock() {
     let pid_file = scratch.file("background.pid");
     let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
     let mut run = distlock(
-        &server,
+        &on(&server),
         &[
             "run", "--key", "hup", "--grace", "3s", "--", "sh", "-c", &script,
         ],
@@ -620,7 +618,7 @@ fn a_least_privilege_user_runs_jobs() {
     server.admin(&rules).expect("ACL SETUSER");
     let url = format!("redis://lock-user:lock-user-pw@127.0.0.1:{}", server.port());
     let as_user = |args: &[&str]| {
-        let mut command = distlock(&server, args);
+        let mut command = distlock(&on(&server), args);
         command.env("DISTLOCK_NODES", &url);
         command
     };
@@ -682,7 +680,7 @@ fn clients() -> Vec<&'static str> {
 
 /// `distlock` with the given client.
 fn distlock_on(server: &RedisServer, client: &str, args: &[&str]) -> Command {
-    let mut command = distlock(server, args);
+    let mut command = distlock(&on(server), args);
     command.env("DISTLOCK_CLIENT", client);
     command
 }
@@ -803,7 +801,10 @@ fn release_and_extend_act_only_for_the_owner() {
                 "the token is never printed back: {out:?}"
             );
         }
-        let status = stdout(&output(distlock(&server, &["status", &name, "--json"])));
+        let status = stdout(&output(distlock(
+            &on(&server),
+            &["status", &name, "--json"],
+        )));
         assert!(status.contains("\"held\":true"), "untouched: {status}");
         for bad in [
             &["release", "--key", &name, "--owner", "garbage"][..],
@@ -860,7 +861,7 @@ fn status_shows_the_holder_but_never_the_owner() {
     for client in distlock::ClientKind::compiled() {
         let client = client.to_string();
         let with_holder = |args: &[&str]| {
-            let mut command = distlock(&server, args);
+            let mut command = distlock(&on(&server), args);
             command
                 .env("DISTLOCK_CLIENT", &client)
                 .env("DISTLOCK_HOLDER_INFO", "true")
@@ -908,9 +909,9 @@ fn status_shows_the_holder_but_never_the_owner() {
         }
         let _ = run.kill();
         let _ = run.wait();
-        let out = output(distlock(&server, &["release", "--force", "report"]));
+        let out = output(distlock(&on(&server), &["release", "--force", "report"]));
         assert_eq!(code(&out), 0);
-        let json = output(distlock(&server, &["status", "report", "--json"]));
+        let json = output(distlock(&on(&server), &["status", "report", "--json"]));
         let status: serde_json::Value = serde_json::from_slice(&json.stdout).expect("status JSON");
         assert!(status["holder"].is_null(), "{client}: {status}");
     }
@@ -923,7 +924,7 @@ fn status_shows_the_holder_but_never_the_owner() {
 fn hand_over_verbs_on_bad_input() {
     let server = RedisServer::start().expect("start");
     let token = owner_of(&output(distlock(
-        &server,
+        &on(&server),
         &["acquire", "--key", "bad-input", "--wait", "0"],
     )));
     let port = lock_testkit::free_port().expect("port");
@@ -936,7 +937,7 @@ fn hand_over_verbs_on_bad_input() {
     ] {
         let started = Instant::now();
         let out = output(
-            distlock(&server, args)
+            distlock(&on(&server), args)
                 .env("DISTLOCK_NODES", &down)
                 .env("DISTLOCK_OWNER", &token),
         );
@@ -954,14 +955,14 @@ fn hand_over_verbs_on_bad_input() {
         (vec!["extend", "--key", "bad-input"], huge_token.as_str()),
         (vec!["release", "--key", "bad-input"], ""),
     ] {
-        let out = output(distlock(&server, &args).env("DISTLOCK_OWNER", owner));
+        let out = output(distlock(&on(&server), &args).env("DISTLOCK_OWNER", owner));
         assert_eq!(code(&out), 78, "{:?}: {out:?}", &args[..2]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.starts_with("distlock: "), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
     let status = stdout(&output(distlock(
-        &server,
+        &on(&server),
         &["status", "bad-input", "--json"],
     )));
     assert!(
@@ -1064,14 +1065,14 @@ fn absurd_durations_are_refused_when_parsed() {
         &["acquire", "--key", "g", "--ttl", "300000000000years"],
         &["extend", "--key", "g", "--ttl", "300000000000years"],
     ] {
-        let out = output(distlock(&server, args).env("DISTLOCK_OWNER", "x"));
+        let out = output(distlock(&on(&server), args).env("DISTLOCK_OWNER", "x"));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(code(&out), 78, "{args:?}: {stderr}");
         assert!(stderr.contains("100 years"), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
     assert!(
-        stdout(&output(distlock(&server, &["status", "g"]))).contains("free"),
+        stdout(&output(distlock(&on(&server), &["status", "g"]))).contains("free"),
         "nothing took the lock"
     );
 }
@@ -1182,10 +1183,11 @@ fn a_lost_acquire_reply_leaves_no_lock_behind() {
     let server = RedisServer::start().expect("start");
     // The scripts in the server's cache: the cut EVALSHA then runs.
     let warm = owner_of(&output(distlock(
-        &server,
+        &on(&server),
         &["acquire", "--key", "warm", "--wait", "0"],
     )));
-    let out = output(distlock(&server, &["release", "--key", "warm"]).env("DISTLOCK_OWNER", &warm));
+    let out =
+        output(distlock(&on(&server), &["release", "--key", "warm"]).env("DISTLOCK_OWNER", &warm));
     assert_eq!(code(&out), 0, "{out:?}");
     let (port, armed) = cutting_proxy(server.port());
     for client in clients() {

@@ -11,6 +11,8 @@ use std::time::{Duration, SystemTime};
 use distlock::{ClientKind, Config, LockError, LockManager, LockState, OwnerToken};
 use lock_testkit::{AdminReply, RedisServer};
 
+mod common;
+
 /// The ways a lock is taken on one deployment.
 const MODES: [&str; 3] = ["single", "reentrant", "fair"];
 
@@ -21,22 +23,6 @@ fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .iter()
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect()
-}
-
-fn config(mode: &str, server: &RedisServer, client: ClientKind, extra: &[(&str, &str)]) -> Config {
-    let strategy = if mode == "fair" { "single" } else { mode };
-    let nodes = server.url().expose().to_owned();
-    let client = client.to_string();
-    let fair = (mode == "fair").to_string();
-    let mut pairs = vec![
-        ("DISTLOCK_STRATEGY", strategy),
-        ("DISTLOCK_NODES", nodes.as_str()),
-        ("DISTLOCK_CLIENT", client.as_str()),
-        ("DISTLOCK_TTL", "5s"),
-        ("DISTLOCK_FAIR", fair.as_str()),
-    ];
-    pairs.extend_from_slice(extra);
-    Config::from_vars(vars(&pairs)).expect("a valid config")
 }
 
 const ON: [(&str, &str); 2] = [
@@ -133,7 +119,7 @@ fn holder_information_follows_the_lock() {
         for client in ClientKind::compiled() {
             for mode in MODES {
                 let context = format!("{client} {mode}");
-                let locks = connect(&config(mode, &server, client, &ON)).await;
+                let locks = connect(&common::config(mode, [&server], client, &ON)).await;
                 let before = server_seconds(&server);
                 let guard = locks
                     .acquire_with(
@@ -234,7 +220,7 @@ fn holder_information_follows_the_lock() {
                 assert_no_holder(&server, "invoice", &format!("{context}, forced"));
                 drop(guard);
 
-                let off = connect(&config(mode, &server, client, &[])).await;
+                let off = connect(&common::config(mode, [&server], client, &[])).await;
                 let guard = off
                     .try_acquire("invoice")
                     .await
@@ -264,8 +250,8 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
         for client in ClientKind::compiled() {
             for mode in MODES {
                 let context = format!("{client} {mode}");
-                let on = connect(&config(mode, &server, client, &ON[..1])).await;
-                let off = connect(&config(mode, &server, client, &[])).await;
+                let on = connect(&common::config(mode, [&server], client, &ON[..1])).await;
+                let off = connect(&common::config(mode, [&server], client, &[])).await;
                 let guard = on.try_acquire("stale").await.expect("try").expect("free");
                 server.admin(&["DEL", "lock:{stale}"]).expect("DEL");
                 drop(guard);
@@ -399,7 +385,7 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
             let name = format!("resumed-{client}");
             let mut extra = ON.to_vec();
             extra.push(("DISTLOCK_FENCING_COUNTER_TTL", "1200s"));
-            let short = config("single", &server, client, &extra);
+            let short = common::config("single", [&server], client, &extra);
             let mut long = short.clone();
             long.lock.ttl = Duration::from_secs(120);
             // A counter TTL of 20 min covers 10 of these leases; what the
@@ -467,8 +453,8 @@ fn no_stale_holder_information() {
             // Released by a process of the hold that writes none.
             for mode in ["single", "reentrant"] {
                 let context = format!("{client} {mode}");
-                let writer = connect(&config(mode, &server, client, &ON)).await;
-                let other = connect(&config(mode, &server, client, &[])).await;
+                let writer = connect(&common::config(mode, [&server], client, &ON)).await;
+                let other = connect(&common::config(mode, [&server], client, &[])).await;
                 let guard = writer
                     .acquire_with(
                         "handed",
@@ -502,10 +488,10 @@ fn no_stale_holder_information() {
             }
             // Deleted behind its holder's back, then granted by a plain SET.
             let context = format!("{client} fencing off");
-            let writer = connect(&config("single", &server, client, &ON)).await;
-            let plain = connect(&config(
+            let writer = connect(&common::config("single", [&server], client, &ON)).await;
+            let plain = connect(&common::config(
                 "single",
-                &server,
+                [&server],
                 client,
                 &[("DISTLOCK_FENCING", "false")],
             ))
@@ -529,9 +515,9 @@ fn no_stale_holder_information() {
             }
             // Handed to a process that writes holder information, the hold
             // does not take up the earlier holder's, still in its hash.
-            let plain_writer = connect(&config(
+            let plain_writer = connect(&common::config(
                 "single",
-                &server,
+                [&server],
                 client,
                 &[ON[0], ON[1], ("DISTLOCK_FENCING", "false")],
             ))

@@ -13,28 +13,10 @@ use std::time::{Duration, Instant};
 use distlock::{ClientKind, Config, LockError, LockManager, LockState};
 use lock_testkit::{AdminReply, RedisServer};
 
+mod common;
+
 /// The ways a lock is taken that issue fencing tokens.
 const MODES: [&str; 3] = ["single", "reentrant", "fair"];
-
-/// A config for `mode` on `server` through `client`, with `extra` variables.
-fn config(mode: &str, server: &RedisServer, client: ClientKind, extra: &[(&str, &str)]) -> Config {
-    let strategy = if mode == "fair" { "single" } else { mode };
-    let mut vars = vec![
-        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
-        (
-            "DISTLOCK_NODES".to_owned(),
-            server.url().expose().to_owned(),
-        ),
-        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
-        ("DISTLOCK_TTL".to_owned(), "5s".to_owned()),
-        ("DISTLOCK_NODE_TIMEOUT".to_owned(), "10ms".to_owned()),
-        ("DISTLOCK_FAIR".to_owned(), (mode == "fair").to_string()),
-    ];
-    for (name, value) in extra {
-        vars.push(((*name).to_owned(), (*value).to_owned()));
-    }
-    Config::from_vars(vars).expect("a valid config")
-}
 
 async fn connect(config: &Config) -> LockManager {
     distlock::connect(config).await.expect("connect")
@@ -94,7 +76,7 @@ fn without_a_counter_ttl_a_name_leaves_only_its_counter() {
             {
                 flush(&server);
                 let holder = [("DISTLOCK_HOLDER_INFO", holder_info)];
-                let locks = connect(&config(mode, &server, client, &holder)).await;
+                let locks = connect(&common::config(mode, [&server], client, &holder)).await;
                 lock_names(&locks, NAMES).await;
                 let keys = keys_and_ttls(&server);
                 assert_eq!(
@@ -143,7 +125,7 @@ fn with_a_counter_ttl_every_key_expires() {
                     ("DISTLOCK_FENCING_COUNTER_TTL", "10m"),
                     ("DISTLOCK_HOLDER_INFO", "true"),
                 ];
-                let locks = connect(&config(mode, &server, client, &on)).await;
+                let locks = connect(&common::config(mode, [&server], client, &on)).await;
                 let before = server_micros(&server);
                 let guard = locks.try_acquire("held").await.expect("try").expect("free");
                 let token = guard.fencing_token().expect("a token").get();
@@ -232,11 +214,11 @@ fn tokens_grow_across_an_expired_counter() {
                 flush(&server);
                 let short = [
                     ("DISTLOCK_TTL", "50ms"),
+                    ("DISTLOCK_NODE_TIMEOUT", "10ms"),
                     ("DISTLOCK_FENCING_COUNTER_TTL", "500ms"),
                 ];
-                let off =
-                    connect(&config(mode, &server, client, &[("DISTLOCK_TTL", "50ms")])).await;
-                let on = connect(&config(mode, &server, client, &short)).await;
+                let off = connect(&common::config(mode, [&server], client, &short[..2])).await;
+                let on = connect(&common::config(mode, [&server], client, &short)).await;
                 // Off: 1, 2; turned on, the next token is the server's time.
                 assert_eq!(token_of(&off, "job").await, 1, "{client} {mode}");
                 assert_eq!(token_of(&off, "job").await, 2, "{client} {mode}");
@@ -277,9 +259,10 @@ fn a_counter_outlives_the_lease_it_fences() {
                 flush(&server);
                 let short = [
                     ("DISTLOCK_TTL", "60ms"),
+                    ("DISTLOCK_NODE_TIMEOUT", "10ms"),
                     ("DISTLOCK_FENCING_COUNTER_TTL", "600ms"),
                 ];
-                let locks = connect(&config(mode, &server, client, &short)).await;
+                let locks = connect(&common::config(mode, [&server], client, &short)).await;
                 let guard = locks.try_acquire("long").await.expect("try").expect("free");
                 let token = guard.fencing_token();
                 // Renewed every 20 ms past the counter's own 600 ms.
@@ -332,7 +315,7 @@ fn large_counters_stay_exact() {
                     counter_ttl.unwrap_or_default(),
                 )];
                 let vars = if counter_ttl.is_some() { &on[..] } else { &[] };
-                let locks = connect(&config(mode, &server, client, vars)).await;
+                let locks = connect(&common::config(mode, [&server], client, vars)).await;
                 for (counter, next) in [
                     ("9007199254740990", 9_007_199_254_740_991_u64),
                     ("9007199254740991", 9_007_199_254_740_992),

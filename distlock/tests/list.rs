@@ -5,26 +5,17 @@
 
 #![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use distlock::{ClientKind, Config, LeaseGuard, LockManager, OwnerToken};
 use lock_testkit::{RedisCluster, RedisServer};
 
-const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+mod common;
 
-/// `distlock args...` with only `PATH` and `vars` in its environment.
+/// `distlock args...` with only `PATH` and `vars` in its environment, run
+/// to its end.
 fn distlock(vars: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut command = Command::new(DISTLOCK);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISTLOCK_CONNECT_TIMEOUT", "2s")
-        .stdin(Stdio::null());
-    for (name, value) in vars {
-        command.env(name, value);
-    }
-    command.output().expect("run distlock")
+    common::output(common::distlock(vars, args))
 }
 
 fn stdout(output: &Output) -> String {

@@ -7,6 +7,8 @@ use std::time::Duration;
 use distlock::{ClientKind, Config, LockError, Strategy};
 use lock_testkit::RedisServer;
 
+mod common;
+
 /// Takes, contends and releases a lock through the front door: nothing here
 /// knows which strategy is behind it.
 async fn body(config: Config) {
@@ -52,20 +54,6 @@ async fn body(config: Config) {
         .is_held());
 }
 
-fn config(strategy: &str, servers: &[RedisServer], client: ClientKind) -> Config {
-    let nodes: Vec<String> = servers
-        .iter()
-        .map(|server| server.url().expose().to_owned())
-        .collect();
-    Config::from_vars([
-        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
-        ("DISTLOCK_NODES".to_owned(), nodes.join(",")),
-        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
-        ("DISTLOCK_TTL".to_owned(), "5s".to_owned()),
-    ])
-    .expect("valid config")
-}
-
 #[test]
 fn fair_mode_is_refused_where_it_does_not_exist() {
     lock_testkit::run(async {
@@ -73,7 +61,7 @@ fn fair_mode_is_refused_where_it_does_not_exist() {
             .map(|_| RedisServer::start().expect("start"))
             .collect();
         for (strategy, servers) in [("reentrant", &three[..1]), ("redlock", &three[..])] {
-            let mut config = config(strategy, servers, ClientKind::default());
+            let mut config = common::config(strategy, servers, ClientKind::default(), &[]);
             config.lock.fair = true;
             match distlock::connect(&config).await {
                 Err(LockError::InvalidConfig { field, .. }) => {
@@ -83,7 +71,7 @@ fn fair_mode_is_refused_where_it_does_not_exist() {
             }
         }
         let single = [RedisServer::start().expect("start")];
-        let mut config = config("single", &single, ClientKind::default());
+        let mut config = common::config("single", &single, ClientKind::default(), &[]);
         config.lock.fair = true;
         body(config).await;
     });
@@ -97,9 +85,9 @@ fn the_same_body_runs_under_every_strategy() {
             .map(|_| RedisServer::start().expect("start"))
             .collect();
         for client in ClientKind::compiled() {
-            body(config("single", &single, client)).await;
-            body(config("reentrant", &single, client)).await;
-            let redlock = config("redlock", &three, client);
+            body(common::config("single", &single, client, &[])).await;
+            body(common::config("reentrant", &single, client, &[])).await;
+            let redlock = common::config("redlock", &three, client, &[]);
             assert_eq!(redlock.strategy(), Strategy::Redlock);
             body(redlock).await;
         }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use distlock::{ClientKind, Config, LockError, LossReason};
+use distlock::{ClientKind, LockError, LossReason};
 use lock_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
@@ -15,6 +15,14 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 use tracing_subscriber::Layer;
+
+mod common;
+
+/// A TTL short enough to renew within the test, and one lock name as a label.
+const FAST_AND_LABELLED: [(&str, &str); 2] = [
+    ("DISTLOCK_TTL", "300ms"),
+    ("DISTLOCK_METRICS_LOCK_NAMES", "1"),
+];
 
 /// The process's one metrics recorder (a recorder is installed once).
 fn snapshotter() -> &'static Snapshotter {
@@ -99,28 +107,18 @@ impl Snapshot {
     }
 }
 
-fn config(strategy: &str, servers: &[RedisServer], client: ClientKind) -> Config {
-    let nodes: Vec<String> = servers
-        .iter()
-        .map(|server| server.url().expose().to_owned())
-        .collect();
-    Config::from_vars([
-        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
-        ("DISTLOCK_NODES".to_owned(), nodes.join(",")),
-        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
-        ("DISTLOCK_TTL".to_owned(), "300ms".to_owned()),
-        ("DISTLOCK_METRICS_LOCK_NAMES".to_owned(), "1".to_owned()),
-    ])
-    .expect("valid config")
-}
-
 /// Acquired, busy and timed-out calls; renewals; a release; a name past the
 /// label limit; a lease lost to a deleted key: each counted where the docs
 /// say, with the strategy and (within the limit) the lock name as labels.
 async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: ClientKind) {
-    let locks = distlock::connect(&config(strategy, servers, client))
-        .await
-        .expect("connect");
+    let locks = distlock::connect(&common::config(
+        strategy,
+        servers,
+        client,
+        &FAST_AND_LABELLED,
+    ))
+    .await
+    .expect("connect");
     let _ = Snapshot::take();
     let on = |extra: &[(&'static str, &'static str)]| {
         let mut labels = vec![("strategy", strategy)];
@@ -321,7 +319,7 @@ fn spans_carry_the_outcome_and_never_the_owner() {
     tracing::subscriber::with_default(subscriber, || {
         runtime.block_on(async {
             for client in [ClientKind::Redis, ClientKind::Fred] {
-                let mut config = config("single", std::slice::from_ref(&server), client);
+                let mut config = common::config("single", [&server], client, &FAST_AND_LABELLED);
                 config.lock.metrics_lock_names = 0;
                 let locks = distlock::connect(&config).await.expect("connect");
                 let guard = locks.acquire("spanned").await.expect("acquire");

@@ -8,28 +8,13 @@
 
 #![cfg(all(feature = "cli", feature = "redis", feature = "fred", feature = "tls"))]
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use lock_testkit::{RedisCluster, RedisServer, SentinelGroup, TlsFiles};
 
-const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+mod common;
 
-/// `distlock args...` with nothing in its environment but `PATH` and `vars`.
-fn distlock(vars: &[(&str, String)], args: &[&str]) -> Command {
-    let mut command = Command::new(DISTLOCK);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISTLOCK_TTL", "5s")
-        .env("DISTLOCK_CONNECT_TIMEOUT", "2s")
-        .stdin(Stdio::null());
-    for (name, value) in vars {
-        command.env(name, value);
-    }
-    command
-}
+use common::distlock;
 
 /// Runs a job under the lock (a shell whose child prints the token) and
 /// checks `status` while it holds it, with each client.
@@ -37,6 +22,7 @@ fn runs_a_job(label: &str, vars: &[(&str, String)]) {
     for client in ["redis", "fred"] {
         let mut vars = vars.to_vec();
         vars.push(("DISTLOCK_CLIENT", client.to_owned()));
+        vars.push(("DISTLOCK_TTL", "5s".to_owned()));
         let out = distlock(
             &vars,
             &[

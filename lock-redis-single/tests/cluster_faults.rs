@@ -13,21 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::strategy::NodeClient;
-use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockConfig, LockManager, RetryPolicy,
-};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockManager, RetryPolicy};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::fast_config;
 use lock_testkit::{AdminReply, RedisCluster};
-
-fn config(ttl: Duration) -> LockConfig {
-    let mut config = LockConfig::default();
-    config.ttl = ttl;
-    config.wait_timeout = Duration::from_secs(10);
-    config.retry = RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(50));
-    config.connect_timeout = Duration::from_secs(2);
-    config.command_timeout = Duration::from_millis(500);
-    config
-}
 
 async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> LockManager {
     let backend = SingleNodeBackend::connect(
@@ -37,7 +26,14 @@ async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> Loc
     )
     .await
     .expect("connect to the cluster");
-    LockManager::new(Arc::new(backend), config(ttl)).expect("config")
+    LockManager::new(
+        Arc::new(backend),
+        fast_config(ttl).with_retry(RetryPolicy::new(
+            Duration::from_millis(5),
+            Duration::from_millis(50),
+        )),
+    )
+    .expect("config")
 }
 
 async fn start_cluster(replicas: usize) -> RedisCluster {
@@ -319,8 +315,14 @@ fn renewals_spanning_slots_fall_back_to_one_script_each() {
             .await
             .expect("connect");
             let backend = SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(client)));
-            let locks = LockManager::new(Arc::new(backend), config(Duration::from_millis(900)))
-                .expect("config");
+            let locks = LockManager::new(
+                Arc::new(backend),
+                fast_config(Duration::from_millis(900)).with_retry(RetryPolicy::new(
+                    Duration::from_millis(5),
+                    Duration::from_millis(50),
+                )),
+            )
+            .expect("config");
             let mut guards = Vec::with_capacity(LEASES);
             for index in 0..LEASES {
                 guards.push(

@@ -12,10 +12,10 @@ use lock_testkit::RedisServer;
 
 /// A config for `server` through `kind`, with fencing on or off.
 fn config(server: &RedisServer, kind: ClientKind, fencing: bool) -> LockConfig {
-    let mut config = fast_config(Duration::from_secs(10));
+    let mut config = fast_config(Duration::from_secs(10))
+        .with_client(kind)
+        .with_fencing(fencing);
     config.nodes = vec![server.url()];
-    config.client = kind;
-    config.fencing = fencing;
     config
 }
 

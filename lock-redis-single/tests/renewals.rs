@@ -14,7 +14,7 @@ use lock_core::{
     LossReason,
 };
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::contract::fast_options;
+use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{DelayProxy, RedisServer};
 
 /// A test that runs `check` on every client compiled in.
@@ -31,19 +31,15 @@ macro_rules! on_every_client {
     };
 }
 
-fn config(ttl: Duration) -> LockConfig {
-    let mut config = LockConfig::default();
-    config.ttl = ttl;
-    config.wait_timeout = Duration::ZERO;
-    config.command_timeout = Duration::from_millis(500);
-    config
-}
-
 async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
     let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
         .await
         .expect("connect");
-    LockManager::new(Arc::new(backend), config(ttl)).expect("config")
+    LockManager::new(
+        Arc::new(backend),
+        fast_config(ttl).with_wait_timeout(Duration::ZERO),
+    )
+    .expect("config")
 }
 
 async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<LeaseGuard> {
@@ -113,8 +109,9 @@ async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
     let proxy = DelayProxy::start(server.port(), Duration::from_millis(60))
         .await
         .expect("proxy");
-    let mut config = config(Duration::from_millis(1200));
-    config.command_timeout = Duration::from_secs(2);
+    let config = fast_config(Duration::from_millis(1200))
+        .with_wait_timeout(Duration::ZERO)
+        .with_timeouts(Duration::from_secs(2), Duration::from_secs(2));
     let backend = SingleNodeBackend::connect(kind, &proxy.url(), fast_options())
         .await
         .expect("connect");
@@ -339,7 +336,7 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let ttl = Duration::from_millis(600);
     let locks = Arc::new(manager(kind, &server, ttl).await);
-    let mut unwatched = config(ttl);
+    let mut unwatched = fast_config(ttl).with_wait_timeout(Duration::ZERO);
     unwatched.watchdog.enabled = false;
     let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
         .await
@@ -528,7 +525,7 @@ fn status_agrees_with_is_valid_past_the_deadline() {
             let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
                 .await
                 .expect("connect");
-            let mut config = config(Duration::from_secs(1));
+            let mut config = fast_config(Duration::from_secs(1)).with_wait_timeout(Duration::ZERO);
             config.clock_drift_factor = 0.4;
             let locks = LockManager::new(Arc::new(backend), config).expect("config");
             let guard = locks

@@ -15,22 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, GrantOptions, LockConfig, LockError, LockManager,
-    ReplicasConfig,
+    ClientKind, ConnectOptions, Endpoint, GrantOptions, LockError, LockManager, ReplicasConfig,
 };
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::fast_config;
 use lock_testkit::{AdminReply, DelayProxy, RedisCluster, RedisServer};
 
 fn options() -> ConnectOptions {
     ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
-}
-
-fn config() -> LockConfig {
-    let mut config = LockConfig::default();
-    config.ttl = Duration::from_secs(5);
-    config.wait_timeout = Duration::ZERO;
-    config.command_timeout = Duration::from_millis(500);
-    config
 }
 
 async fn manager(kind: ClientKind, endpoint: Endpoint, fencing: bool) -> LockManager {
@@ -38,7 +30,13 @@ async fn manager(kind: ClientKind, endpoint: Endpoint, fencing: bool) -> LockMan
         .await
         .expect("connect")
         .with_grant_options(GrantOptions::default().with_fencing(fencing));
-    LockManager::new(Arc::new(backend), config().with_fencing(fencing)).expect("config")
+    LockManager::new(
+        Arc::new(backend),
+        fast_config(Duration::from_secs(5))
+            .with_wait_timeout(Duration::ZERO)
+            .with_fencing(fencing),
+    )
+    .expect("config")
 }
 
 fn exists(server: &RedisServer, key: &str) -> bool {
@@ -162,8 +160,8 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             }
             // A freshly synced replica can miss its first acknowledgements;
             // the refusal is retryable, and `acquire` retries it.
-            let mut waiting = config();
-            waiting.wait_timeout = Duration::from_secs(5);
+            let waiting =
+                fast_config(Duration::from_secs(5)).with_wait_timeout(Duration::from_secs(5));
             let patient = LockManager::new(
                 Arc::new(
                     SingleNodeBackend::connect(
@@ -323,8 +321,9 @@ fn cluster_waits_on_the_slots_master() {
 
 #[test]
 fn replica_settings_are_checked() {
-    let mut config = config();
-    config.replicas = ReplicasConfig::new(1, Duration::from_millis(300));
+    let mut config = fast_config(Duration::from_secs(5))
+        .with_wait_timeout(Duration::ZERO)
+        .with_replicas(ReplicasConfig::new(1, Duration::from_millis(300)));
     match config.validate() {
         Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "replicas.timeout"),
         other => panic!("a WAIT over half the command timeout: {other:?}"),

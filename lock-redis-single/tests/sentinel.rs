@@ -15,23 +15,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, LockConfig, LockError, LockManager, ReplicasConfig,
-    RetryPolicy,
+    ClientKind, ConnectOptions, Endpoint, LockError, LockManager, ReplicasConfig, RetryPolicy,
 };
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::fast_config;
 use lock_testkit::{AdminReply, RedisServer, SentinelGroup, SentinelStandIn};
 
 /// How soon after a failover every new grant must land on the new master.
 const FOLLOW_WITHIN: Duration = Duration::from_secs(3);
-
-fn config() -> LockConfig {
-    let mut config = LockConfig::default();
-    config.ttl = Duration::from_secs(2);
-    config.wait_timeout = Duration::from_secs(10);
-    config.retry = RetryPolicy::new(Duration::from_millis(5), Duration::from_millis(50));
-    config.command_timeout = Duration::from_millis(500);
-    config
-}
 
 async fn manager(kind: ClientKind, group: &SentinelGroup) -> LockManager {
     let endpoint = Endpoint::sentinel(group.sentinel_urls(), group.service_name());
@@ -42,7 +33,14 @@ async fn manager(kind: ClientKind, group: &SentinelGroup) -> LockManager {
     )
     .await
     .expect("connect through the sentinels");
-    LockManager::new(Arc::new(backend), config()).expect("config")
+    LockManager::new(
+        Arc::new(backend),
+        fast_config(Duration::from_secs(2)).with_retry(RetryPolicy::new(
+            Duration::from_millis(5),
+            Duration::from_millis(50),
+        )),
+    )
+    .expect("config")
 }
 
 async fn start_group() -> SentinelGroup {
@@ -276,8 +274,12 @@ fn silent_sentinels_hold_up_only_the_command_that_asks() {
             )
             .await
             .expect("connect through the sentinels");
-            let mut config = config();
-            config.command_timeout = TIMEOUT;
+            let config = fast_config(Duration::from_secs(2))
+                .with_retry(RetryPolicy::new(
+                    Duration::from_millis(5),
+                    Duration::from_millis(50),
+                ))
+                .with_timeouts(Duration::from_secs(2), TIMEOUT);
             let locks = Arc::new(LockManager::new(Arc::new(backend), config).expect("config"));
             locks.inspect("quiet").await.expect("inspect");
             for sentinel in group.sentinels_mut() {
@@ -349,9 +351,9 @@ fn a_readonly_reply_in_a_pipeline_finds_the_new_master() {
                 .await
                 .expect("connect through the stand-in");
                 let looked = Instant::now();
-                let mut config = config();
-                config.wait_timeout = Duration::ZERO;
-                config.command_timeout = Duration::from_secs(1);
+                let config = fast_config(Duration::from_secs(2))
+                    .with_wait_timeout(Duration::ZERO)
+                    .with_timeouts(Duration::from_secs(2), Duration::from_secs(1));
                 let locks = LockManager::new(Arc::new(backend), config).expect("config");
                 // Just after the client's look: the sentinels name the new
                 // master, and the old one is demoted.
@@ -409,10 +411,9 @@ async fn acknowledging_manager(kind: ClientKind, group: &SentinelGroup) -> Arc<L
     let endpoint = Endpoint::sentinel(group.sentinel_urls(), group.service_name())
         .with_replicas(ReplicasConfig::new(1, Duration::from_millis(200)));
     let options = ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(15));
-    let mut config = config();
-    config.ttl = Duration::from_secs(30);
-    config.wait_timeout = Duration::ZERO;
-    config.command_timeout = Duration::from_secs(15);
+    let mut config = fast_config(Duration::from_secs(30))
+        .with_wait_timeout(Duration::ZERO)
+        .with_timeouts(Duration::from_secs(2), Duration::from_secs(15));
     // Renewals only when the test asks: a watchdog's renewal sent first
     // would hold the caller's back until after the failover.
     config.watchdog.enabled = false;

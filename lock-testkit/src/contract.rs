@@ -309,15 +309,18 @@ pub fn fast_options() -> ConnectOptions {
     ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
 }
 
-/// A config for tests: the given TTL, short waits and backoff.
+/// The config tests start from: the given TTL, waits up to 10 s with a
+/// short backoff, and the timeouts of [`fast_options`]. Tests change the
+/// rest with `LockConfig`'s `with_*` builders.
 pub fn fast_config(ttl: Duration) -> LockConfig {
-    let mut config = LockConfig::default();
-    config.ttl = ttl;
-    config.wait_timeout = Duration::from_secs(10);
-    config.retry = RetryPolicy::new(Duration::from_millis(1), Duration::from_millis(20));
-    config.connect_timeout = Duration::from_secs(2);
-    config.command_timeout = Duration::from_millis(500);
-    config
+    LockConfig::default()
+        .with_ttl(ttl)
+        .with_wait_timeout(Duration::from_secs(10))
+        .with_retry(RetryPolicy::new(
+            Duration::from_millis(1),
+            Duration::from_millis(20),
+        ))
+        .with_timeouts(Duration::from_secs(2), Duration::from_millis(500))
 }
 
 /// Whether `err` says the node (or, for multi-node strategies, too many nodes)
