@@ -313,7 +313,9 @@ impl LockManager {
         result
     }
 
-    /// The attempts of [`LockManager::wait_for`], counted in `attempts`.
+    /// The attempts of [`LockManager::wait_for`], counted in `attempts`:
+    /// attempt, give up if the wait is over, subscribe to releases when
+    /// due, sleep, and again ([`Wait`] holds the state between the steps).
     async fn wait_attempts(
         &self,
         key: &LockKey,
@@ -322,13 +324,6 @@ impl LockManager {
         ttl: Duration,
         attempts: &mut u32,
     ) -> Result<LeaseGuard, LockError> {
-        let name = key.name();
-        let started = Instant::now();
-        let give_up_at = started.checked_add(wait);
-        let mut releases: Option<Box<dyn Wakeups>> = None;
-        // When this wait may (next) try to subscribe to releases; `None` once
-        // subscribed, or when the backend cannot notify.
-        let mut subscribe_at = Some(started);
         // A fair waiter keeps one owner for the whole wait: it is its place in
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
@@ -338,147 +333,43 @@ impl LockManager {
             (true, Some(owner)) => Some(owner.clone()),
             (true, None) => Some(OwnerToken::generate()?),
         };
-        let attempt_owner = fair_owner.as_ref().or(owner);
         // In fair mode the first attempt queues this owner; leave the queue on
         // any way out but success (the acquire script dequeues a winner).
         let queued = fair_owner
             .as_ref()
             .map(|owner| DropGuard::new(|| leave_fair_queue(&self.backend, key, owner)));
-        // Holds of attempts whose reply was lost: each is released before the
-        // next attempt, so its cleanup can never land after (and on) a later
-        // grant; what is left at the end is released in the background.
-        let mut unanswered = UnansweredHolds::new(&self.backend, key);
+        let mut wait = Wait::new(
+            self,
+            key,
+            fair_owner.as_ref().or(owner),
+            wait,
+            ttl,
+            attempts,
+        );
         loop {
-            let left = give_up_at.map_or(Duration::MAX, |at| {
-                at.saturating_duration_since(Instant::now())
-            });
-            unanswered.settle(left).await;
-            if let Some(watch) = releases.as_mut() {
-                watch.attempt_starting();
-            }
-            let result = self.attempt(key, attempt_owner, ttl, true).await;
-            *attempts = attempts.saturating_add(1);
-            tracing::debug!(
-                attempt = *attempts,
-                outcome = match &result {
-                    Ok(Attempt::Acquired(_)) => "acquired",
-                    Ok(Attempt::Held { .. }) => "held",
-                    Ok(Attempt::Unanswered { .. }) => "unanswered",
-                    Err(_) => "error",
-                },
-                "acquire attempt"
-            );
-            if let (Some(watch), Ok(Attempt::Acquired(_) | Attempt::Held { .. })) =
-                (releases.as_mut(), &result)
-            {
-                // The wake-ups before the attempt led to one that finished;
-                // one that erred keeps them, to pass on if this wait ends.
-                watch.attempt_finished();
-            }
-            let (holder_remaining, contended, error) = match result {
-                Ok(Attempt::Acquired(granted)) => {
+            let (holder_remaining, contended) = match wait.attempt().await? {
+                Tried::Acquired(granted) => {
                     let guard = self.keep(key.clone(), granted);
                     // The acquire script took this owner out of the queue.
                     if let Some(queued) = queued {
                         queued.disarm();
                     }
-                    if *attempts > 1 {
-                        tracing::debug!(
-                            key = name,
-                            attempts = *attempts,
-                            waited_us = started.elapsed().as_micros() as u64,
-                            "acquired after waiting"
-                        );
-                    }
+                    wait.log_success();
                     return Ok(guard);
                 }
-                Ok(Attempt::Held { remaining }) => (remaining, true, None),
-                Ok(Attempt::Unanswered { error, cleanup }) => {
-                    unanswered.push(cleanup);
-                    tracing::debug!(key = name, error = %error, "acquire reply lost; retrying");
-                    (None, false, Some(error))
+                Tried::Held { remaining } => {
+                    wait.give_up_if_over(None)?;
+                    (remaining, true)
                 }
-                Err(err) if err.is_retryable() => {
-                    tracing::debug!(key = name, error = %err, "acquire attempt failed; retrying");
-                    (None, false, Some(err))
+                Tried::Failed(error) => {
+                    wait.give_up_if_over(Some(error))?;
+                    (None, false)
                 }
-                Err(err) => return Err(err),
             };
-            let now = Instant::now();
-            let left = give_up_at.map_or(Duration::MAX, |at| at.saturating_duration_since(now));
-            if left.is_zero() {
-                if let Some(err) = error {
-                    return Err(err);
-                }
-                tracing::debug!(key = name, attempts = *attempts, "gave up waiting");
-                return Err(LockError::NotAcquired {
-                    key: name.to_owned(),
-                    waited: now.saturating_duration_since(started),
-                    attempts: *attempts,
-                });
+            if contended && wait.subscribe_if_due().await == Subscribed::MayHaveMissedOne {
+                continue;
             }
-            let may_subscribe = subscribe_at.is_some_and(|at| now >= at);
-            if contended && may_subscribe && self.settings.wait_mode == WaitMode::Notify {
-                // A failed subscription is tried again later; meanwhile poll.
-                subscribe_at = Some(now + SUBSCRIBE_RETRY);
-                // Bounded by the wait: an unreachable pub/sub connection may
-                // not cost a caller more than it agreed to wait.
-                match tokio::time::timeout(left, self.backend.watch_releases(key)).await {
-                    Ok(Ok(Some(watch))) => {
-                        // A release published before the subscription was
-                        // confirmed woke an earlier waiter of this process if
-                        // there was one; otherwise try again at once, or it
-                        // would be missed.
-                        let behind_others = watch.joined_behind_others();
-                        if self.settings.fair {
-                            watch.wake_on_every_release();
-                        }
-                        releases = Some(watch);
-                        subscribe_at = None;
-                        if !behind_others {
-                            continue;
-                        }
-                    }
-                    Ok(Ok(None)) => subscribe_at = None,
-                    Ok(Err(err)) => {
-                        tracing::debug!(key = name, error = %err, "cannot subscribe to releases; polling")
-                    }
-                    Err(_) => {
-                        tracing::debug!(key = name, "no subscription within the wait; polling")
-                    }
-                }
-            }
-            let left = give_up_at.map_or(Duration::MAX, |at| {
-                at.saturating_duration_since(Instant::now())
-            });
-            // A fair waiter must try again well within its place's lease, or
-            // it drops out of the line between attempts.
-            let fair_cap = if self.settings.fair {
-                FAIR_WAITER_LEASE / 4
-            } else {
-                Duration::MAX
-            };
-            match releases.as_mut() {
-                Some(watch) if contended => {
-                    // Wake on a published release, or when the holder's TTL
-                    // runs out (expiry publishes nothing), whichever is first.
-                    let expiry = holder_remaining
-                        .map_or(self.settings.retry.max_delay, |remaining| {
-                            remaining.saturating_add(EXPIRY_SLACK)
-                        });
-                    tokio::select! {
-                        () = watch.released() => {}
-                        () = tokio::time::sleep(expiry.min(fair_cap).min(left)) => {}
-                    }
-                }
-                _ => {
-                    let mut delay = self.settings.retry.jittered_delay(*attempts - 1);
-                    if let Some(remaining) = holder_remaining {
-                        delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
-                    }
-                    tokio::time::sleep(delay.min(fair_cap).min(left)).await;
-                }
-            }
+            wait.sleep(holder_remaining, contended).await;
         }
     }
 
@@ -732,6 +623,237 @@ impl LockManager {
         }
         self.schedule.plan(&shared);
         LeaseGuard::new(shared)
+    }
+}
+
+/// One caller's wait for a lock, between its steps: when it started and
+/// gives up, the owner its attempts use, its subscription to releases, and
+/// the holds of attempts whose reply was lost.
+struct Wait<'a> {
+    manager: &'a LockManager,
+    key: &'a LockKey,
+    owner: Option<&'a OwnerToken>,
+    ttl: Duration,
+    started: Instant,
+    give_up_at: Option<Instant>,
+    attempts: &'a mut u32,
+    releases: Option<Box<dyn Wakeups>>,
+    /// When this wait may (next) try to subscribe to releases; `None` once
+    /// subscribed, or when the backend cannot notify.
+    subscribe_at: Option<Instant>,
+    /// Holds of attempts whose reply was lost: each is released before the
+    /// next attempt, so its cleanup can never land after (and on) a later
+    /// grant; what is left at the end is released in the background.
+    unanswered: UnansweredHolds<'a>,
+}
+
+/// What one attempt of a [`Wait`] found.
+enum Tried {
+    Acquired(Granted),
+    /// Someone else holds the lock, for `remaining` if the server said.
+    Held {
+        remaining: Option<Duration>,
+    },
+    /// A retryable error, or a lost reply (whose hold the wait releases).
+    Failed(LockError),
+}
+
+/// What subscribing to releases means for the next step.
+#[derive(Debug, PartialEq, Eq)]
+enum Subscribed {
+    /// Nothing new: sleep as planned.
+    AsBefore,
+    /// Subscribed just now, with no earlier waiter of this process to have
+    /// been woken by a release published meanwhile: try again at once.
+    MayHaveMissedOne,
+}
+
+impl<'a> Wait<'a> {
+    fn new(
+        manager: &'a LockManager,
+        key: &'a LockKey,
+        owner: Option<&'a OwnerToken>,
+        wait: Duration,
+        ttl: Duration,
+        attempts: &'a mut u32,
+    ) -> Self {
+        let started = Instant::now();
+        Wait {
+            manager,
+            key,
+            owner,
+            ttl,
+            started,
+            give_up_at: started.checked_add(wait),
+            attempts,
+            releases: None,
+            subscribe_at: Some(started),
+            unanswered: UnansweredHolds::new(&manager.backend, key),
+        }
+    }
+
+    /// What is left of the wait.
+    fn left(&self) -> Duration {
+        self.give_up_at.map_or(Duration::MAX, |at| {
+            at.saturating_duration_since(Instant::now())
+        })
+    }
+
+    /// Settles lost replies, then makes one attempt; an error that is not
+    /// retryable ends the wait.
+    async fn attempt(&mut self) -> Result<Tried, LockError> {
+        self.unanswered.settle(self.left()).await;
+        if let Some(watch) = self.releases.as_mut() {
+            watch.attempt_starting();
+        }
+        let result = self
+            .manager
+            .attempt(self.key, self.owner, self.ttl, true)
+            .await;
+        *self.attempts = self.attempts.saturating_add(1);
+        tracing::debug!(
+            attempt = *self.attempts,
+            outcome = match &result {
+                Ok(Attempt::Acquired(_)) => "acquired",
+                Ok(Attempt::Held { .. }) => "held",
+                Ok(Attempt::Unanswered { .. }) => "unanswered",
+                Err(_) => "error",
+            },
+            "acquire attempt"
+        );
+        if let (Some(watch), Ok(Attempt::Acquired(_) | Attempt::Held { .. })) =
+            (self.releases.as_mut(), &result)
+        {
+            // The wake-ups before the attempt led to one that finished;
+            // one that erred keeps them, to pass on if this wait ends.
+            watch.attempt_finished();
+        }
+        let name = self.key.name();
+        match result {
+            Ok(Attempt::Acquired(granted)) => Ok(Tried::Acquired(granted)),
+            Ok(Attempt::Held { remaining }) => Ok(Tried::Held { remaining }),
+            Ok(Attempt::Unanswered { error, cleanup }) => {
+                self.unanswered.push(cleanup);
+                tracing::debug!(key = name, error = %error, "acquire reply lost; retrying");
+                Ok(Tried::Failed(error))
+            }
+            Err(err) if err.is_retryable() => {
+                tracing::debug!(key = name, error = %err, "acquire attempt failed; retrying");
+                Ok(Tried::Failed(err))
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Ends the wait when its time is up: with the last attempt's `error`
+    /// if it failed, otherwise [`LockError::NotAcquired`].
+    fn give_up_if_over(&self, error: Option<LockError>) -> Result<(), LockError> {
+        if !self.left().is_zero() {
+            return Ok(());
+        }
+        if let Some(err) = error {
+            return Err(err);
+        }
+        tracing::debug!(
+            key = self.key.name(),
+            attempts = *self.attempts,
+            "gave up waiting"
+        );
+        Err(LockError::NotAcquired {
+            key: self.key.name().to_owned(),
+            waited: self.started.elapsed(),
+            attempts: *self.attempts,
+        })
+    }
+
+    fn log_success(&self) {
+        if *self.attempts > 1 {
+            tracing::debug!(
+                key = self.key.name(),
+                attempts = *self.attempts,
+                waited_us = self.started.elapsed().as_micros() as u64,
+                "acquired after waiting"
+            );
+        }
+    }
+
+    /// Subscribes to releases if this wait is not subscribed, may try now
+    /// (a failed try is repeated after `SUBSCRIBE_RETRY`), and waits for
+    /// releases rather than polling.
+    async fn subscribe_if_due(&mut self) -> Subscribed {
+        let now = Instant::now();
+        let due = self.subscribe_at.is_some_and(|at| now >= at);
+        if !due || self.manager.settings.wait_mode != WaitMode::Notify {
+            return Subscribed::AsBefore;
+        }
+        let name = self.key.name();
+        // A failed subscription is tried again later; meanwhile poll.
+        self.subscribe_at = Some(now + SUBSCRIBE_RETRY);
+        // Bounded by the wait: an unreachable pub/sub connection may
+        // not cost a caller more than it agreed to wait.
+        let subscribe = self.manager.backend.watch_releases(self.key);
+        match tokio::time::timeout(self.left(), subscribe).await {
+            Ok(Ok(Some(watch))) => {
+                // A release published before the subscription was
+                // confirmed woke an earlier waiter of this process if
+                // there was one; otherwise try again at once, or it
+                // would be missed.
+                let behind_others = watch.joined_behind_others();
+                if self.manager.settings.fair {
+                    watch.wake_on_every_release();
+                }
+                self.releases = Some(watch);
+                self.subscribe_at = None;
+                if !behind_others {
+                    return Subscribed::MayHaveMissedOne;
+                }
+            }
+            Ok(Ok(None)) => self.subscribe_at = None,
+            Ok(Err(err)) => {
+                tracing::debug!(key = name, error = %err, "cannot subscribe to releases; polling")
+            }
+            Err(_) => {
+                tracing::debug!(key = name, "no subscription within the wait; polling")
+            }
+        }
+        Subscribed::AsBefore
+    }
+
+    /// Sleeps until the next attempt: while the lock is `contended` and
+    /// this wait is subscribed, until a release is published or the
+    /// holder's TTL runs out; otherwise a jittered backoff, never past the
+    /// holder's TTL. Never past the wait, and in fair mode never long
+    /// enough to lose this waiter's place.
+    async fn sleep(&mut self, holder_remaining: Option<Duration>, contended: bool) {
+        let settings = &self.manager.settings;
+        let left = self.left();
+        // A fair waiter must try again well within its place's lease, or
+        // it drops out of the line between attempts.
+        let fair_cap = if settings.fair {
+            FAIR_WAITER_LEASE / 4
+        } else {
+            Duration::MAX
+        };
+        match self.releases.as_mut() {
+            Some(watch) if contended => {
+                // Wake on a published release, or when the holder's TTL
+                // runs out (expiry publishes nothing), whichever is first.
+                let expiry = holder_remaining.map_or(settings.retry.max_delay, |remaining| {
+                    remaining.saturating_add(EXPIRY_SLACK)
+                });
+                tokio::select! {
+                    () = watch.released() => {}
+                    () = tokio::time::sleep(expiry.min(fair_cap).min(left)) => {}
+                }
+            }
+            _ => {
+                let mut delay = settings.retry.jittered_delay(*self.attempts - 1);
+                if let Some(remaining) = holder_remaining {
+                    delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
+                }
+                tokio::time::sleep(delay.min(fair_cap).min(left)).await;
+            }
+        }
     }
 }
 
