@@ -179,9 +179,34 @@ pub(crate) fn check_no_client_is_a_build_error(crates: &[&str]) -> Result<(), St
 /// `cargo doc` of the workspace with every feature, warnings denied (broken
 /// intra-doc links, missing docs, bad code block attributes).
 pub(crate) fn doc() -> Result<(), String> {
-    println!("xtask: cargo doc --no-deps --workspace --all-features (warnings denied)");
+    // Each crate's folder, emptied and made before any crate is rendered.
+    // Emptied: cargo doc leaves the pages of items that no longer exist,
+    // and the rendered-docs check reads every page. Made: rustdoc links to
+    // another crate's items only if that crate's folder exists when it
+    // starts (otherwise `[`HoldToken`]` renders as text, without a warning),
+    // and cargo documents a crate without waiting for its dependencies'
+    // docs; one job at a time, no crate's folder is being replaced while
+    // another crate looks for it.
+    for folder in crate::rendered_docs::DOC_FOLDERS {
+        let pages = target_dir().join("doc").join(folder);
+        if pages.exists() {
+            fs::remove_dir_all(&pages)
+                .map_err(|err| format!("cannot clear {}: {err}", pages.display()))?;
+        }
+        fs::create_dir_all(&pages)
+            .map_err(|err| format!("cannot create {}: {err}", pages.display()))?;
+    }
+    let args = [
+        "doc",
+        "--no-deps",
+        "--workspace",
+        "--all-features",
+        "--jobs",
+        "1",
+    ];
+    println!("xtask: cargo {} (warnings denied)", args.join(" "));
     let status = Command::new(cargo_bin())
-        .args(["doc", "--no-deps", "--workspace", "--all-features"])
+        .args(args)
         .env("RUSTDOCFLAGS", "-D warnings")
         .status()
         .map_err(|err| format!("could not run cargo doc: {err}"))?;

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The rustdoc folders of the published crates, under `target/doc`.
-const DOC_FOLDERS: [&str; 6] = [
+pub(crate) const DOC_FOLDERS: [&str; 6] = [
     "distlock",
     "lock_core",
     "lock_testkit",
@@ -85,7 +85,7 @@ fn literal_links(html: &str) -> Vec<String> {
         while let Some(start) = rest.find("[<code>") {
             let after = &rest[start + "[<code>".len()..];
             if let Some(end) = after.find("</code>]") {
-                if is_path(&after[..end]) {
+                if is_link_text(&after[..end]) {
                     links.push(format!("[`{}`]", &after[..end]));
                 }
             }
@@ -163,6 +163,18 @@ fn without(text: &str, open: &str, close: &str) -> String {
     kept
 }
 
+/// What rustdoc takes for a link in `` [`...`] ``: a path, perhaps with a
+/// disambiguator (`fn@connect`) or a call or macro mark (`status()`,
+/// `contract_suite!`).
+fn is_link_text(text: &str) -> bool {
+    let text = text.split_once('@').map_or(text, |(_, path)| path);
+    let text = text
+        .strip_suffix("()")
+        .or_else(|| text.strip_suffix('!'))
+        .unwrap_or(text);
+    is_path(text)
+}
+
 /// A Rust path, as a link's text would be: `HoldToken`, `crate::MAX_TTL`,
 /// `LockManager::acquire`.
 fn is_path(text: &str) -> bool {
@@ -180,8 +192,20 @@ mod tests {
     #[test]
     fn brackets_left_in_the_text_are_reported() {
         let page = "<div class=\"docblock\"><p>Spend the [<code>HoldToken</code>] once; \
-                    see [crate::MAX_TTL] and <a href=\"x\"><code>LockKey</code></a>.</p></div>";
-        assert_eq!(literal_links(page), ["[`HoldToken`]", "[crate::MAX_TTL]"]);
+                    see [crate::MAX_TTL] and <a href=\"x\"><code>LockKey</code></a>, \
+                    [<code>strategy</code>], [<code>Self::status()</code>], \
+                    [<code>fn@connect</code>] and [<code>contract_suite!</code>].</p></div>";
+        assert_eq!(
+            literal_links(page),
+            [
+                "[`HoldToken`]",
+                "[`strategy`]",
+                "[`Self::status()`]",
+                "[`fn@connect`]",
+                "[`contract_suite!`]",
+                "[crate::MAX_TTL]",
+            ]
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! `cargo test` runs its binaries one after another, and ours mostly wait:
 //! on TTLs, failovers and proxies, with a fraction of a core busy. Run side by
-//! side, three at a time, they take about a third of the time; each binary
-//! still runs its own tests with the thread count it always had.
+//! side, three at a time (one contract suite at a time among them), they take
+//! about a third of the time; each binary still runs its own tests with the
+//! thread count it always had.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -29,9 +30,8 @@ pub(crate) struct TestBinary {
 }
 
 /// Builds every test binary of the workspace (libraries, binaries, examples
-/// and integration tests) with `features`, and returns them, those whose file
-/// stem is `wide` first and with `wide_threads` threads each: the longest
-/// binaries start first, so none is left running alone at the end.
+/// and integration tests) with `features`, and returns them; those whose
+/// file stem is `wide` get `wide_threads` threads each.
 pub(crate) fn build(
     features: &str,
     wide: &str,
@@ -73,8 +73,6 @@ pub(crate) fn build(
             binary.threads = Some(wide_threads);
         }
     }
-    // Stable: cargo's order otherwise.
-    binaries.sort_by_key(|binary| binary.threads.is_none());
     Ok(binaries)
 }
 
@@ -137,22 +135,73 @@ struct Outcome {
     output: String,
 }
 
+/// The binaries not yet started. At most one with more threads than the
+/// default runs at a time: three contract suites side by side would run
+/// eighteen checks at once on two cores.
+struct Queue {
+    wide: VecDeque<TestBinary>,
+    narrow: VecDeque<TestBinary>,
+    wide_running: bool,
+}
+
+impl Queue {
+    /// The next binary to run, and whether it is wide; `None` when nothing
+    /// is left that this lane may take.
+    fn next(&mut self) -> Option<(TestBinary, bool)> {
+        if !self.wide_running {
+            if let Some(binary) = self.wide.pop_front() {
+                self.wide_running = true;
+                return Some((binary, true));
+            }
+        }
+        self.narrow.pop_front().map(|binary| (binary, false))
+    }
+}
+
+fn lock(queue: &Mutex<Queue>) -> std::sync::MutexGuard<'_, Queue> {
+    // Plain data, valid whatever a panicking lane did.
+    queue
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn take(queue: &Mutex<Queue>) -> Option<(TestBinary, bool)> {
+    lock(queue).next()
+}
+
 /// Runs `binaries`, [`LANES`] at a time, with `REDIS_SERVER` set. Prints one
 /// line per binary as it ends, and the whole output of each that failed;
 /// fails after all have run if any failed.
 pub(crate) fn run(binaries: Vec<TestBinary>, redis_server: &Path) -> Result<(), String> {
     let started = Instant::now();
     let count = binaries.len();
-    let queue = Mutex::new(VecDeque::from(binaries));
+    let (wide, narrow) = binaries
+        .into_iter()
+        .partition(|binary| binary.threads.is_some());
+    let queue = Mutex::new(Queue {
+        wide,
+        narrow,
+        wide_running: false,
+    });
+    let logs = std::env::temp_dir().join(format!("xtask-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&logs)
+        .map_err(|err| format!("cannot create {}: {err}", logs.display()))?;
     let (sender, outcomes) = mpsc::channel();
     let mut failed = Vec::new();
     std::thread::scope(|scope| {
-        for _ in 0..LANES.min(count) {
+        for lane in 0..LANES.min(count) {
             let sender = sender.clone();
-            let queue = &queue;
+            let (queue, logs) = (&queue, &logs);
             scope.spawn(move || {
-                while let Some(binary) = queue.lock().ok().and_then(|mut queue| queue.pop_front()) {
-                    if sender.send(run_one(binary, redis_server)).is_err() {
+                // The queue's lock is taken and dropped inside `take`: held
+                // across a run, it would make the lanes take turns.
+                while let Some((binary, wide)) = take(queue) {
+                    let log = logs.join(format!("lane-{lane}.log"));
+                    let outcome = run_one(binary, redis_server, &log);
+                    if wide {
+                        lock(queue).wide_running = false;
+                    }
+                    if sender.send(outcome).is_err() {
                         break;
                     }
                 }
@@ -174,6 +223,7 @@ pub(crate) fn run(binaries: Vec<TestBinary>, redis_server: &Path) -> Result<(), 
             }
         }
     });
+    let _ = std::fs::remove_dir_all(&logs);
     println!(
         "xtask: {count} test binaries in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -188,24 +238,32 @@ pub(crate) fn run(binaries: Vec<TestBinary>, redis_server: &Path) -> Result<(), 
     }
 }
 
-fn run_one(binary: TestBinary, redis_server: &Path) -> Outcome {
+/// Runs one binary with its output in `log`: a file, not a pipe, so that a
+/// process a failed test left behind (holding the pipe open) cannot keep
+/// the lane waiting after the binary exited.
+fn run_one(binary: TestBinary, redis_server: &Path, log: &Path) -> Outcome {
     let started = Instant::now();
     let mut command = Command::new(&binary.path);
     command
         .current_dir(&binary.package_dir)
         .env("CARGO_MANIFEST_DIR", &binary.package_dir)
-        .env("REDIS_SERVER", redis_server);
+        .env("REDIS_SERVER", redis_server)
+        .stdin(std::process::Stdio::null());
     if let Some(threads) = binary.threads {
         command.arg(format!("--test-threads={threads}"));
     }
-    let (passed, output) = match command.output() {
-        Ok(output) => (
-            output.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
+    let ran = std::fs::File::create(log)
+        .and_then(|file| {
+            command.stdout(file.try_clone()?).stderr(file);
+            command.spawn()
+        })
+        .and_then(|mut child| child.wait());
+    let (passed, output) = match ran {
+        Ok(status) => (
+            status.success(),
+            std::fs::read(log)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .unwrap_or_default(),
         ),
         Err(err) => (
             false,
@@ -274,6 +332,30 @@ mod tests {
         assert_eq!(string_field(line, "a").as_deref(), Some("x\"y\\zé"));
         assert_eq!(string_field(line, "b"), None);
         assert_eq!(string_field(r#"{"a":"cut"#, "a"), None);
+    }
+
+    #[test]
+    fn one_wide_binary_runs_at_a_time() {
+        let binary = |name: &str, threads| TestBinary {
+            path: name.into(),
+            package_dir: "/w".into(),
+            source: name.to_owned(),
+            threads,
+        };
+        let mut queue = Queue {
+            wide: [binary("a", Some(6)), binary("b", Some(6))].into(),
+            narrow: [binary("c", None)].into(),
+            wide_running: false,
+        };
+        let mut next = || queue.next().map(|(binary, wide)| (binary.source, wide));
+        assert_eq!(next(), Some(("a".to_owned(), true)));
+        assert_eq!(next(), Some(("c".to_owned(), false)));
+        assert_eq!(next(), None, "b waits for a");
+        queue.wide_running = false;
+        assert_eq!(
+            queue.next().map(|(binary, wide)| (binary.source, wide)),
+            Some(("b".to_owned(), true))
+        );
     }
 
     #[test]

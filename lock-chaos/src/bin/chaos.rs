@@ -314,11 +314,6 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // Each run's seed comes from the scenario's place in the full list and the
     // client, so `--scenario` and `--client` replay the same schedule.
     let chosen: Vec<(usize, Scenario)> = scenarios()
@@ -355,35 +350,53 @@ fn main() -> ExitCode {
             })
         })
         .collect();
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(options.jobs));
     let seconds = options.seconds;
-    let handles: Vec<_> = runs
-        .into_iter()
-        .map(|(scenario, client, seed)| {
-            let slots = slots.clone();
-            runtime.spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                eprintln!(
-                    "chaos: {}/{} on {client}, seed {seed}",
-                    scenario.name, scenario.strategy
-                );
-                let result = run(&scenario, client, seconds, seed).await;
-                (scenario, client, result)
-            })
-        })
-        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<RunResult>>> =
+        runs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..options.jobs.min(runs.len()) {
+            scope.spawn(|| {
+                // Each job has its own runtime, as the one run at a time
+                // always had: a run's blocking steps (starting servers,
+                // admin commands, signals) hold up only its own thread,
+                // never the worker threads that carry its proxy.
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                loop {
+                    let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some((scenario, client, seed)) = runs.get(index) else {
+                        break;
+                    };
+                    eprintln!(
+                        "chaos: {}/{} on {client}, seed {seed}",
+                        scenario.name, scenario.strategy
+                    );
+                    let result = runtime.block_on(run(scenario, client, seconds, *seed));
+                    if let Ok(mut slot) = results[index].lock() {
+                        *slot = Some(result);
+                    }
+                }
+            });
+        }
+    });
     let mut rows = Vec::new();
     let mut failed = false;
-    for handle in handles {
-        let (scenario, client, result) = match runtime.block_on(handle) {
-            Ok(done) => done,
-            Err(err) => {
-                eprintln!("chaos: a run panicked: {err}");
-                return ExitCode::FAILURE;
-            }
-        };
+    for ((scenario, client, _), result) in runs.iter().zip(results) {
+        let result = result
+            .into_inner()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Err("the run did not finish".to_owned()));
         let (findings, verdict) = match result {
-            Ok(findings) => {
+            Ok((_, 0)) if scenario.fault != Fault::None => (
+                None,
+                Err("harness error: the fault was never injected".to_owned()),
+            ),
+            Ok((findings, _)) => {
                 let verdict = verdict(scenario.expect, &findings);
                 (Some(findings), verdict)
             }
@@ -392,7 +405,7 @@ fn main() -> ExitCode {
         if verdict.is_err() {
             failed = true;
         }
-        rows.push(row(&scenario, client, findings.as_ref(), &verdict));
+        rows.push(row(scenario, client, findings.as_ref(), &verdict));
     }
     println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
@@ -471,12 +484,7 @@ fn row(
 }
 
 /// One scenario on one client: servers, workers, faults, then the check.
-async fn run(
-    scenario: &Scenario,
-    client: &str,
-    seconds: u64,
-    seed: u64,
-) -> Result<Findings, String> {
+async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunResult {
     fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
         move |err| format!("{what}: {err}")
     }
@@ -568,6 +576,8 @@ async fn run(
         );
         logs.push(log);
     }
+    let label = format!("{}/{} on {client}", scenario.name, scenario.strategy);
+    let mut injected = 0usize;
     let started = Instant::now();
     let run_for = Duration::from_secs(seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -582,8 +592,11 @@ async fn run(
             proxy: proxy.as_ref(),
             workers: &workers.0,
             worker_binary: &worker_binary,
+            label: &label,
         };
-        inject(scenario, &mut nodes, &rig, &mut rng, at).await?;
+        if inject(scenario, &mut nodes, &rig, &mut rng, at).await? {
+            injected += 1;
+        }
         if scenario.fault == Fault::KillMinority {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
@@ -629,8 +642,11 @@ async fn run(
         let _ = std::fs::remove_dir_all(&scratch);
     }
     drop(proxy);
-    Ok(check(&acquisitions, &writes))
+    Ok((check(&acquisitions, &writes), injected))
 }
+
+/// What a run found, and how many times its fault was injected.
+type RunResult = Result<(Findings, usize), String>;
 
 /// What a fault may act on besides the lock nodes.
 struct Rig<'a> {
@@ -640,17 +656,21 @@ struct Rig<'a> {
     workers: &'a [Child],
     /// The `chaos-worker` binary, which is also the busy loop (`--hog`).
     worker_binary: &'a Path,
+    /// `<scenario>/<strategy> on <client>`, for the fault's log lines: runs
+    /// side by side share scenario names.
+    label: &'a str,
 }
 
-/// Applies the scenario's fault once, and says so on stderr.
+/// Applies the scenario's fault once, and says so on stderr; `false` when
+/// there was nothing to apply it to (no `distlock run` had a job).
 async fn inject(
     scenario: &Scenario,
     nodes: &mut [RedisServer],
     rig: &Rig<'_>,
     rng: &mut rand::rngs::StdRng,
     at_ms: u128,
-) -> Result<(), String> {
-    let (proxy, workers) = (rig.proxy, rig.workers);
+) -> Result<bool, String> {
+    let (proxy, workers, label) = (rig.proxy, rig.workers, rig.label);
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
     let long = TTL * 2;
@@ -666,7 +686,7 @@ async fn inject(
                 .unwrap_or_else(|| rng.random_range(0..workers.len()));
             eprintln!(
                 "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
-                scenario.name
+                label
             );
             let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
@@ -675,7 +695,7 @@ async fn inject(
         Fault::PauseServer => {
             eprintln!(
                 "chaos: t={at_ms}ms {}: SIGSTOP node {node} for {long:?}",
-                scenario.name
+                label
             );
             nodes[node].pause().map_err(io)?;
             tokio::time::sleep(long).await;
@@ -684,7 +704,7 @@ async fn inject(
         Fault::KillRestart => {
             eprintln!(
                 "chaos: t={at_ms}ms {}: kill -9 node {node}, restart at once",
-                scenario.name
+                label
             );
             nodes[node].restart().map_err(io)?;
         }
@@ -692,32 +712,26 @@ async fn inject(
             let down = TTL + Duration::from_millis(200);
             eprintln!(
                 "chaos: t={at_ms}ms {}: kill -9 node {node}, restart after {down:?}",
-                scenario.name
+                label
             );
             nodes[node].kill().map_err(io)?;
             tokio::time::sleep(down).await;
             nodes[node].restart().map_err(io)?;
         }
         Fault::ScriptFlush => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: SCRIPT FLUSH on every node",
-                scenario.name
-            );
+            eprintln!("chaos: t={at_ms}ms {}: SCRIPT FLUSH on every node", label);
             for node in nodes.iter() {
                 node.admin(&["SCRIPT", "FLUSH"]).map_err(io)?;
             }
         }
         Fault::DeleteKey => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: DEL {key} on node {node}",
-                scenario.name
-            );
+            eprintln!("chaos: t={at_ms}ms {}: DEL {key} on node {node}", label);
             nodes[node].admin(&["DEL", key]).map_err(io)?;
         }
         Fault::DropCounter => {
             eprintln!(
                 "chaos: t={at_ms}ms {}: DEL {key}:fence on node {node}",
-                scenario.name
+                label
             );
             nodes[node]
                 .admin(&["DEL", &format!("{key}:fence")])
@@ -727,7 +741,7 @@ async fn inject(
             let minority = nodes.len() / 2;
             eprintln!(
                 "chaos: t={at_ms}ms {}: kill -9 nodes 0..{minority} for good",
-                scenario.name
+                label
             );
             for node in nodes.iter_mut().take(minority) {
                 node.kill().map_err(io)?;
@@ -736,7 +750,7 @@ async fn inject(
         Fault::OverwriteKey => {
             eprintln!(
                 "chaos: t={at_ms}ms {}: SET {key} intruder on node {node}",
-                scenario.name
+                label
             );
             nodes[node]
                 .admin(&["SET", key, "intruder", "PX", &TTL.as_millis().to_string()])
@@ -748,7 +762,7 @@ async fn inject(
             };
             eprintln!(
                 "chaos: t={at_ms}ms {}: partition node 0 for {long:?}",
-                scenario.name
+                label
             );
             proxy.set_blackhole(true);
             tokio::time::sleep(long).await;
@@ -758,31 +772,28 @@ async fn inject(
             let majority = nodes.len() / 2 + 1;
             eprintln!(
                 "chaos: t={at_ms}ms {}: kill -9 nodes 0..{majority}, restart at once",
-                scenario.name
+                label
             );
             for node in nodes.iter_mut().take(majority) {
                 node.restart().map_err(io)?;
             }
         }
         Fault::FlushAll => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: FLUSHALL on node {node}",
-                scenario.name
-            );
+            eprintln!("chaos: t={at_ms}ms {}: FLUSHALL on node {node}", label);
             nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
         }
         Fault::PauseCli => {
             let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
                 eprintln!(
                     "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing paused",
-                    scenario.name
+                    label
                 );
-                return Ok(());
+                return Ok(false);
             };
             eprintln!(
                 "chaos: t={}ms {}: SIGSTOP worker {}'s distlock (pid {}) as its job starts, for {long:?}; the job runs on",
                 at_ms + waited.as_millis(),
-                scenario.name,
+                label,
                 holder.worker,
                 holder.distlock
             );
@@ -794,9 +805,9 @@ async fn inject(
             let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
                 eprintln!(
                     "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing killed",
-                    scenario.name
+                    label
                 );
-                return Ok(());
+                return Ok(false);
             };
             let killed_at = Instant::now();
             kill(pid_from(holder.distlock), Signal::SIGKILL)
@@ -819,7 +830,7 @@ async fn inject(
             eprintln!(
                 "chaos: t={}ms {}: kill -9 worker {}'s distlock (pid {}) as its job starts: {fate}",
                 at_ms + waited.as_millis(),
-                scenario.name,
+                label,
                 holder.worker,
                 holder.distlock
             );
@@ -831,13 +842,13 @@ async fn inject(
             let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
             eprintln!(
                 "chaos: t={at_ms}ms {}: worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}",
-                scenario.name, starved.cpu
+                label, starved.cpu
             );
             tokio::time::sleep(long).await;
             drop(starved);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The worker processes of one run. Dropped on the way out of the run,
