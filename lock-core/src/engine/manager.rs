@@ -346,12 +346,13 @@ impl LockManager {
             ttl,
             attempts,
         );
+        wait.queued = queued;
         loop {
             let (holder_remaining, contended) = match wait.attempt().await? {
                 Tried::Acquired(granted) => {
                     let guard = self.keep(key.clone(), granted);
                     // The acquire script took this owner out of the queue.
-                    if let Some(queued) = queued {
+                    if let Some(queued) = wait.queued.take() {
                         queued.disarm();
                     }
                     wait.log_success();
@@ -628,8 +629,22 @@ impl LockManager {
 
 /// One caller's wait for a lock, between its steps: when it started and
 /// gives up, the owner its attempts use, its subscription to releases, and
-/// the holds of attempts whose reply was lost.
-struct Wait<'a> {
+/// what it leaves behind if it ends without the lock.
+///
+/// Fields drop in the order written: the lost attempts' holds are released
+/// first, then the fair queue is left, and only then does the release watch
+/// pass an unspent wake-up on to the next waiter.
+struct Wait<'a, Q> {
+    /// Holds of attempts whose reply was lost: each is released before the
+    /// next attempt, so its cleanup can never land after (and on) a later
+    /// grant; what is left at the end is released in the background.
+    unanswered: UnansweredHolds<'a>,
+    /// In fair mode, leaves the queue when dropped; disarmed on success.
+    queued: Option<Q>,
+    releases: Option<Box<dyn Wakeups>>,
+    /// When this wait may (next) try to subscribe to releases; `None` once
+    /// subscribed, or when the backend cannot notify.
+    subscribe_at: Option<Instant>,
     manager: &'a LockManager,
     key: &'a LockKey,
     owner: Option<&'a OwnerToken>,
@@ -637,14 +652,6 @@ struct Wait<'a> {
     started: Instant,
     give_up_at: Option<Instant>,
     attempts: &'a mut u32,
-    releases: Option<Box<dyn Wakeups>>,
-    /// When this wait may (next) try to subscribe to releases; `None` once
-    /// subscribed, or when the backend cannot notify.
-    subscribe_at: Option<Instant>,
-    /// Holds of attempts whose reply was lost: each is released before the
-    /// next attempt, so its cleanup can never land after (and on) a later
-    /// grant; what is left at the end is released in the background.
-    unanswered: UnansweredHolds<'a>,
 }
 
 /// What one attempt of a [`Wait`] found.
@@ -668,7 +675,7 @@ enum Subscribed {
     MayHaveMissedOne,
 }
 
-impl<'a> Wait<'a> {
+impl<'a, Q> Wait<'a, Q> {
     fn new(
         manager: &'a LockManager,
         key: &'a LockKey,
@@ -679,6 +686,10 @@ impl<'a> Wait<'a> {
     ) -> Self {
         let started = Instant::now();
         Wait {
+            unanswered: UnansweredHolds::new(&manager.backend, key),
+            queued: None,
+            releases: None,
+            subscribe_at: Some(started),
             manager,
             key,
             owner,
@@ -686,9 +697,6 @@ impl<'a> Wait<'a> {
             started,
             give_up_at: started.checked_add(wait),
             attempts,
-            releases: None,
-            subscribe_at: Some(started),
-            unanswered: UnansweredHolds::new(&manager.backend, key),
         }
     }
 

@@ -14,7 +14,7 @@ use fred::clients::SubscriberClient as FredSubscriberClient;
 use fred::prelude::{EventInterface, PubsubInterface};
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN, SENTINEL_RECHECK};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
 
@@ -224,9 +224,6 @@ struct SentinelWatch {
     connection: tokio::sync::Mutex<Option<Client>>,
     checked: std::sync::Mutex<Option<std::time::Instant>>,
 }
-
-/// How long a sentinel's answer is trusted before the next command asks again.
-const SENTINEL_RECHECK: Duration = Duration::from_millis(500);
 
 impl SentinelWatch {
     fn new(endpoint: &Endpoint, options: ConnectOptions) -> Result<Self, LockError> {

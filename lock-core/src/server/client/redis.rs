@@ -15,7 +15,7 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN, SENTINEL_RECHECK};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
 use crate::server::url::{NodeUrl, ParsedUrl};
@@ -172,12 +172,6 @@ pub(super) async fn connect(
         command_timeout: options.command_timeout,
     }))
 }
-
-/// How long a sentinel's answer is trusted before the next command asks
-/// again. After `SENTINEL FAILOVER` the old master keeps answering as a
-/// master (until the sentinels demote it, seconds later), so only the
-/// sentinels can tell a client that the master moved.
-pub(crate) const SENTINEL_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The master behind a group of sentinels: a connection to the server they
 /// name, asked for again every [`SENTINEL_RECHECK`], and at once after a
