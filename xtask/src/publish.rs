@@ -196,6 +196,12 @@ pub(crate) fn doc() -> Result<(), String> {
         fs::create_dir_all(&pages)
             .map_err(|err| format!("cannot create {}: {err}", pages.display()))?;
     }
+    // What rustdoc reads of the crates, built side by side first; then the
+    // pages, one crate at a time.
+    cargo(
+        &["check", "--quiet", "--workspace", "--all-features", "--lib"],
+        "checking the crates to document",
+    )?;
     let args = [
         "doc",
         "--no-deps",

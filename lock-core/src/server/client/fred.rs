@@ -13,8 +13,9 @@ use fred::types::{ClusterHash, CustomCommand};
 use fred::clients::SubscriberClient as FredSubscriberClient;
 use fred::prelude::{EventInterface, PubsubInterface};
 
+use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN, SENTINEL_RECHECK};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
 
@@ -299,22 +300,25 @@ impl SentinelWatch {
         if !self.due() {
             return;
         }
-        let named = match self.master_address().await {
-            Ok(named) => named,
-            Err(err) => {
-                tracing::warn!(service = %self.service, error = %err, "no sentinel answered; keeping the known master");
-                return;
-            }
-        };
+        let named = self.master_address().await.map(|address| (address, ()));
         let connected: Vec<String> = client
             .active_connections()
             .iter()
             .map(|server| format!("{}:{}", server.host, server.port))
             .collect();
-        if !connected.contains(&named) {
-            tracing::info!(service = %self.service, to = %named, "the sentinels name a new master; reconnecting");
-            if let Err(err) = client.force_reconnection().await {
-                tracing::warn!(service = %self.service, error = %err, "reconnecting to the new master failed");
+        match follow(&connected, named) {
+            Ok(Follow::Keep { unanswered: None }) => {}
+            Ok(Follow::Keep {
+                unanswered: Some(err),
+            })
+            | Err(err) => {
+                tracing::warn!(service = %self.service, error = %err, "no sentinel answered; keeping the known master");
+            }
+            Ok(Follow::Switch { address, .. }) => {
+                tracing::info!(service = %self.service, to = %address, "the sentinels name a new master; reconnecting");
+                if let Err(err) = client.force_reconnection().await {
+                    tracing::warn!(service = %self.service, error = %err, "reconnecting to the new master failed");
+                }
             }
         }
     }

@@ -21,15 +21,10 @@ use crate::server::url::NodeUrl;
 mod fred;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(feature = "redis", feature = "fred"))]
+mod sentinel;
 #[cfg(feature = "tls")]
 mod tls;
-
-/// How long a sentinel's answer is trusted before the next command asks
-/// again, with either client. After `SENTINEL FAILOVER` the old master keeps
-/// answering as a master (until the sentinels demote it, seconds later), so
-/// only the sentinels can tell a client that the master moved.
-#[cfg(any(feature = "redis", feature = "fred"))]
-const SENTINEL_RECHECK: Duration = Duration::from_millis(500);
 
 #[cfg(feature = "fred")]
 pub use self::fred::FredNode;

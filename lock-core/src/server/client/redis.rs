@@ -14,8 +14,9 @@ use redis::{AsyncConnectionConfig, ConnectionAddr};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
+use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
-use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN, SENTINEL_RECHECK};
+use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
 use crate::server::url::{NodeUrl, ParsedUrl};
@@ -294,53 +295,59 @@ impl SentinelLink {
                     "no sentinel answered within the command timeout",
                 )))
             });
-        let client = match asked {
-            Ok(client) => client,
-            Err(err) => {
-                // No sentinel answered: keep the master we know, and ask
-                // again on the next command after the interval.
-                // Unless a command meanwhile found it demoted and forgot it.
-                if let Some(mut current) = current {
-                    let still_known = self
-                        .current()
-                        .is_some_and(|now| now.confirmed == current.confirmed);
-                    if still_known {
-                        tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
-                        current.confirmed = std::time::Instant::now();
-                        let connection = current.connection.clone();
-                        self.store(Some(current));
-                        return Ok(connection);
-                    }
+        // The master in use: the one known before asking, unless a command
+        // found it gone meanwhile and forgot it.
+        let current = current.filter(|known| {
+            self.current()
+                .is_some_and(|now| now.confirmed == known.confirmed)
+        });
+        let in_use: Vec<String> = current.iter().map(|known| known.address.clone()).collect();
+        let named = asked.map(|client| (client.get_connection_info().addr().to_string(), client));
+        match (follow(&in_use, named), current) {
+            (Err(err), _) => Err(map_error(address, timeout, err)),
+            (Ok(Follow::Keep { unanswered }), Some(mut current)) => {
+                if let Some(err) = unanswered {
+                    tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
                 }
-                return Err(map_error(address, timeout, err));
-            }
-        };
-        let master_address = client.get_connection_info().addr().to_string();
-        if let Some(mut current) = current {
-            if current.address == master_address {
                 current.confirmed = std::time::Instant::now();
                 let connection = current.connection.clone();
                 self.store(Some(current));
-                return Ok(connection);
+                Ok(connection)
             }
-            tracing::info!(node = address, from = %current.address, to = %master_address, "the sentinels name a new master");
-            // From now on no command goes to the old master: the others
-            // wait for the new connection.
-            self.forget();
+            // `follow` keeps only a master in use.
+            (Ok(Follow::Keep { .. }), None) => Err(map_error(
+                address,
+                timeout,
+                redis::RedisError::from((redis::ErrorKind::Io, "no master known")),
+            )),
+            (
+                Ok(Follow::Switch {
+                    address: master_address,
+                    to: client,
+                }),
+                current,
+            ) => {
+                if let Some(current) = current {
+                    tracing::info!(node = address, from = %current.address, to = %master_address, "the sentinels name a new master");
+                    // From now on no command goes to the old master: the
+                    // others wait for the new connection.
+                    self.forget();
+                }
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.options.connect_timeout))
+                    .set_response_timeout(Some(timeout));
+                let connection = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|err| map_error(address, timeout, err))?;
+                self.store(Some(MasterConnection {
+                    connection: connection.clone(),
+                    address: master_address,
+                    confirmed: std::time::Instant::now(),
+                }));
+                Ok(connection)
+            }
         }
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.options.connect_timeout))
-            .set_response_timeout(Some(timeout));
-        let connection = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|err| map_error(address, timeout, err))?;
-        self.store(Some(MasterConnection {
-            connection: connection.clone(),
-            address: master_address,
-            confirmed: std::time::Instant::now(),
-        }));
-        Ok(connection)
     }
 
     fn current(&self) -> Option<MasterConnection> {
