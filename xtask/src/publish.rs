@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{cargo, cargo_bin, target_dir};
+use crate::{cargo_bin, target_dir};
 
 /// The workspace root (where the root `Cargo.toml` is).
 pub(crate) fn workspace_root() -> PathBuf {
@@ -196,12 +196,6 @@ pub(crate) fn doc() -> Result<(), String> {
         fs::create_dir_all(&pages)
             .map_err(|err| format!("cannot create {}: {err}", pages.display()))?;
     }
-    // What rustdoc reads of the crates, built side by side first; then the
-    // pages, one crate at a time.
-    cargo(
-        &["check", "--quiet", "--workspace", "--all-features", "--lib"],
-        "checking the crates to document",
-    )?;
     let args = [
         "doc",
         "--no-deps",
@@ -228,13 +222,36 @@ pub(crate) fn doc() -> Result<(), String> {
 /// dev-dependency, compiles against them; and the packaged `distlock`
 /// installs with `cargo install` (default features, no dev-dependencies) and
 /// runs a command under a lock on a real redis-server.
-pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
+///
+/// With `in_background`, every cargo run is `nice -n 19`: `cargo xtask test`
+/// runs this beside the test binaries, which then keep the CPU they need.
+pub(crate) fn package_and_use(
+    crates: &[&str],
+    redis_server: &Path,
+    in_background: bool,
+) -> Result<(), String> {
+    let cargo_command = || {
+        if in_background {
+            let mut command = Command::new("nice");
+            command.args(["-n", "19"]).arg(cargo_bin());
+            command
+        } else {
+            Command::new(cargo_bin())
+        }
+    };
     let version = workspace_package_field("version")?;
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
     for krate in crates {
         args.extend(["-p", krate]);
     }
-    cargo(&args, "cargo package")?;
+    println!("xtask: cargo {}", args.join(" "));
+    let status = cargo_command()
+        .args(&args)
+        .status()
+        .map_err(|err| format!("could not run cargo: {err}"))?;
+    if !status.success() {
+        return Err("cargo package failed".to_owned());
+    }
 
     let target = target_dir();
     let check = target.join("package-check");
@@ -278,7 +295,7 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         .collect();
     let in_scratch = |args: &[&str], what: &str| -> Result<(), String> {
         println!("xtask: {what}");
-        let status = Command::new(cargo_bin())
+        let status = cargo_command()
             .args(args)
             .current_dir(&check)
             // Share the build directory: the dependencies are the same crates.
@@ -304,6 +321,9 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         "install".to_owned(),
         "--quiet".to_owned(),
         "--debug".to_owned(),
+        // A build to see that it builds: no debug information to write.
+        "--config".to_owned(),
+        "profile.dev.debug=false".to_owned(),
         "--path".to_owned(),
         package.display().to_string(),
         "--root".to_owned(),

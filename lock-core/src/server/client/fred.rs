@@ -310,9 +310,11 @@ impl SentinelWatch {
             Ok(Follow::Keep { unanswered: None }) => {}
             Ok(Follow::Keep {
                 unanswered: Some(err),
-            })
-            | Err(err) => {
+            }) => {
                 tracing::warn!(service = %self.service, error = %err, "no sentinel answered; keeping the known master");
+            }
+            Err(err) => {
+                tracing::warn!(service = %self.service, error = %err, "no master from the sentinels and none connected");
             }
             Ok(Follow::Switch { address, .. }) => {
                 tracing::info!(service = %self.service, to = %address, "the sentinels name a new master; reconnecting");

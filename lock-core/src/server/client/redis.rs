@@ -297,6 +297,7 @@ impl SentinelLink {
             });
         // The master in use: the one known before asking, unless a command
         // found it gone meanwhile and forgot it.
+        let known_before = current.as_ref().map(|known| known.address.clone());
         let current = current.filter(|known| {
             self.current()
                 .is_some_and(|now| now.confirmed == known.confirmed)
@@ -305,13 +306,15 @@ impl SentinelLink {
         let named = asked.map(|client| (client.get_connection_info().addr().to_string(), client));
         match (follow(&in_use, named), current) {
             (Err(err), _) => Err(map_error(address, timeout, err)),
-            (Ok(Follow::Keep { unanswered }), Some(mut current)) => {
+            (Ok(Follow::Keep { unanswered }), Some(current)) => {
                 if let Some(err) = unanswered {
                     tracing::warn!(node = address, error = %err, "no sentinel answered; keeping the known master");
                 }
-                current.confirmed = std::time::Instant::now();
                 let connection = current.connection.clone();
-                self.store(Some(current));
+                // Confirmed only if no command forgot it since the check
+                // above; this command goes on with it either way, and after a
+                // forget the next one asks again.
+                self.confirm_if_unchanged(current);
                 Ok(connection)
             }
             // `follow` keeps only a master in use.
@@ -327,8 +330,10 @@ impl SentinelLink {
                 }),
                 current,
             ) => {
-                if let Some(current) = current {
-                    tracing::info!(node = address, from = %current.address, to = %master_address, "the sentinels name a new master");
+                if let Some(before) = known_before.filter(|before| *before != master_address) {
+                    tracing::info!(node = address, from = %before, to = %master_address, "the sentinels name a new master");
+                }
+                if current.is_some() {
                     // From now on no command goes to the old master: the
                     // others wait for the new connection.
                     self.forget();
@@ -357,6 +362,21 @@ impl SentinelLink {
     fn store(&self, connection: Option<MasterConnection>) {
         if let Ok(mut current) = self.current.lock() {
             *current = connection;
+        }
+    }
+
+    /// Marks `known` confirmed now, if it is still the connection in use (a
+    /// command may have forgotten it meanwhile); under one lock, so a forget
+    /// is never overwritten.
+    fn confirm_if_unchanged(&self, mut known: MasterConnection) {
+        if let Ok(mut current) = self.current.lock() {
+            if current
+                .as_ref()
+                .is_some_and(|now| now.confirmed == known.confirmed)
+            {
+                known.confirmed = std::time::Instant::now();
+                *current = Some(known);
+            }
         }
     }
 
