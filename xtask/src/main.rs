@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("package") => programs::redis_server()
-            .and_then(|redis_server| publish::package_and_use(&PUBLISHED, &redis_server, false)),
+            .and_then(|redis_server| publish::package_and_use(&PUBLISHED, &redis_server)),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
             Ok(())
@@ -215,24 +215,13 @@ fn test() -> Result<(), String> {
     // TTLs, so six at a time in each. The other tests (clusters failing over,
     // sentinels, timing against proxies) keep the default of one per core.
     let binaries = test_binaries::build(&features, CONTRACT_TESTS, 6)?;
-    // The packaged crates are built and used while the test binaries run:
-    // those mostly wait (under a core busy in all), and the builds run at
-    // the lowest priority, so the tests keep the CPU they need.
-    let (tests, packaged) = std::thread::scope(|scope| {
-        let packaged = scope.spawn(|| publish::package_and_use(&PUBLISHED, &redis_server, true));
-        let tests = test_binaries::run(binaries, &redis_server);
-        let packaged = packaged
-            .join()
-            .unwrap_or_else(|_| Err("the packaging thread panicked".to_owned()));
-        (tests, packaged)
-    });
-    tests?;
-    packaged?;
+    test_binaries::run(binaries, &redis_server)?;
     cargo_with_redis(
         &["test", "--workspace", "--features", &features, "--doc"],
         &redis_server,
         "doc tests (and the README's examples) with both clients failed",
     )?;
+    publish::package_and_use(&PUBLISHED, &redis_server)?;
     println!("xtask: the safety scenarios, briefly");
     // Each scenario has its own servers and workers, and they mostly wait
     // on TTLs and pauses: three side by side.

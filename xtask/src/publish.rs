@@ -222,23 +222,8 @@ pub(crate) fn doc() -> Result<(), String> {
 /// dev-dependency, compiles against them; and the packaged `distlock`
 /// installs with `cargo install` (default features, no dev-dependencies) and
 /// runs a command under a lock on a real redis-server.
-///
-/// With `in_background`, every cargo run is `nice -n 19`: `cargo xtask test`
-/// runs this beside the test binaries, which then keep the CPU they need.
-pub(crate) fn package_and_use(
-    crates: &[&str],
-    redis_server: &Path,
-    in_background: bool,
-) -> Result<(), String> {
-    let cargo_command = || {
-        if in_background {
-            let mut command = Command::new("nice");
-            command.args(["-n", "19"]).arg(cargo_bin());
-            command
-        } else {
-            Command::new(cargo_bin())
-        }
-    };
+pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
+    let cargo_command = || Command::new(cargo_bin());
     let version = workspace_package_field("version")?;
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
     for krate in crates {
