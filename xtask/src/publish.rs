@@ -179,14 +179,12 @@ pub(crate) fn check_no_client_is_a_build_error(crates: &[&str]) -> Result<(), St
 /// `cargo doc` of the workspace with every feature, warnings denied (broken
 /// intra-doc links, missing docs, bad code block attributes).
 pub(crate) fn doc() -> Result<(), String> {
-    // Each crate's folder, emptied and made before any crate is rendered.
-    // Emptied: cargo doc leaves the pages of items that no longer exist,
-    // and the rendered-docs check reads every page. Made: rustdoc links to
-    // another crate's items only if that crate's folder exists when it
-    // starts (otherwise `[`HoldToken`]` renders as text, without a warning),
-    // and cargo documents a crate without waiting for its dependencies'
-    // docs; one job at a time, no crate's folder is being replaced while
-    // another crate looks for it.
+    // rustdoc links to another crate's items only if that crate's folder
+    // exists when it starts (otherwise `[`HoldToken`]` renders as text,
+    // without a warning). cargo documents a crate without waiting for its
+    // dependencies' docs, and empties a crate's folder as it starts on it.
+    // So every folder is made (empty) first, and the crates are rendered one
+    // at a time: none is ever missing while another is being rendered.
     for folder in crate::rendered_docs::DOC_FOLDERS {
         let pages = target_dir().join("doc").join(folder);
         if pages.exists() {
@@ -201,6 +199,9 @@ pub(crate) fn doc() -> Result<(), String> {
         "--no-deps",
         "--workspace",
         "--all-features",
+        // The libraries: the pages users read. (The binaries' docs are
+        // for maintainers, and clippy holds them to `missing_docs`.)
+        "--lib",
         "--jobs",
         "1",
     ];
