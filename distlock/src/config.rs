@@ -154,17 +154,14 @@ impl Config {
         self
     }
 
-    /// The strategy in force: the configured one, else `redlock` for several
-    /// standalone nodes and `single` otherwise (one node, a cluster, or a
-    /// sentinel group).
+    /// The strategy in force: the configured one, else `single`.
+    ///
+    /// Several standalone nodes never choose Redlock by themselves: a second
+    /// URL may be a replica added "for HA", and Redlock over it issues no
+    /// fencing tokens. [`Config::validate`] refuses them without a
+    /// `strategy`.
     pub fn strategy(&self) -> Strategy {
-        self.strategy.unwrap_or(
-            if self.lock.nodes.len() > 1 && self.lock.topology == Topology::Standalone {
-                Strategy::Redlock
-            } else {
-                Strategy::Single
-            },
-        )
+        self.strategy.unwrap_or(Strategy::Single)
     }
 
     /// Parses TOML and validates it. Errors name the field.
@@ -228,6 +225,20 @@ impl Config {
     /// Checks the whole config; errors name the field.
     pub fn validate(&self) -> Result<(), LockError> {
         self.lock.validate()?;
+        if self.strategy.is_none()
+            && self.lock.topology == Topology::Standalone
+            && self.lock.nodes.len() > 1
+        {
+            return Err(invalid(
+                "strategy",
+                format!(
+                    "is not set, and {} standalone nodes are listed: set `strategy = \"redlock\"` \
+                     for a majority of independent masters (no fencing tokens), `topology = \
+                     \"cluster\"` or `\"sentinel\"` if they are one deployment, or list one node",
+                    self.lock.nodes.len()
+                ),
+            ));
+        }
         if self.strategy() == Strategy::Redlock {
             lock_redlock::validate_config(&self.lock)?;
         }
@@ -270,12 +281,19 @@ impl Config {
         // Deserialize from text, so an error carries the span of its key.
         let text = toml::to_string(&table).map_err(|err| invalid("config", err.to_string()))?;
         let lock = toml::from_str::<LockConfig>(&text).map_err(|err| {
-            let message = redact_values(err.message());
+            let mut message = redact_values(err.message());
             let field = err
                 .span()
                 .and_then(|span| field_at(&text, span.start))
                 .or_else(|| field_in_message(&message))
                 .unwrap_or_else(|| "config".to_owned());
+            if let Some(meant) = message
+                .starts_with("unknown field")
+                .then(|| closest_field(&field))
+                .flatten()
+            {
+                message = format!("{message}; did you mean `{meant}`?");
+            }
             invalid(&name(&field), message)
         })?;
         Ok(Config { strategy, lock })
@@ -488,6 +506,29 @@ fn warn_if_misspelt(name: &str, upper: &str) {
     );
 }
 
+/// The config field a misspelt dotted `field` most likely meant: one at most
+/// two edits away (`tll`: `ttl`; `watchdog.intervl`: `watchdog.interval`),
+/// or else a nested field of that name set at the top level (`max_hold`:
+/// `watchdog.max_hold`).
+fn closest_field(field: &str) -> Option<&'static str> {
+    let close = ENV_FIELDS
+        .iter()
+        .map(|known| (edit_distance(field, known), *known))
+        .filter(|(distance, _)| *distance <= 2)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, known)| known);
+    close.or_else(|| {
+        ENV_FIELDS
+            .iter()
+            .find(|known| {
+                known
+                    .rsplit_once('.')
+                    .is_some_and(|(_, last)| last == field)
+            })
+            .copied()
+    })
+}
+
 /// The Levenshtein distance between two ASCII names.
 fn edit_distance(a: &str, b: &str) -> usize {
     let b = b.as_bytes();
@@ -568,6 +609,67 @@ mod tests {
             listed, fields,
             "ENV_FIELDS must list every LockConfig field (a new section needs a line in this test)"
         );
+    }
+
+    #[test]
+    fn an_unknown_toml_field_suggests_the_closest() {
+        for (toml, field, meant) in [
+            ("tll = \"5s\"", "tll", "ttl"),
+            (
+                "[watchdog]\nintervl = \"5s\"",
+                "watchdog.intervl",
+                "watchdog.interval",
+            ),
+            ("max_hold = \"1h\"", "max_hold", "watchdog.max_hold"),
+        ] {
+            match Config::from_toml_str(toml) {
+                Err(LockError::InvalidConfig {
+                    field: named,
+                    reason,
+                }) => {
+                    assert_eq!(named, field, "{toml}");
+                    assert!(
+                        reason.contains(&format!("did you mean `{meant}`?")),
+                        "{toml}: {reason}"
+                    );
+                }
+                other => panic!("{toml}: {other:?}"),
+            }
+        }
+        match Config::from_toml_str("colour = \"blue\"") {
+            Err(LockError::InvalidConfig { reason, .. }) => {
+                assert!(
+                    !reason.contains("did you mean"),
+                    "nothing is close: {reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn several_standalone_nodes_need_a_strategy() {
+        let two = r#"nodes = ["redis://127.0.0.1:6379", "redis://127.0.0.1:6380"]"#;
+        match Config::from_toml_str(two) {
+            Err(LockError::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "strategy");
+                for choice in ["redlock", "cluster", "sentinel"] {
+                    assert!(reason.contains(choice), "names `{choice}`: {reason}");
+                }
+            }
+            other => panic!("two nodes chose a strategy by themselves: {other:?}"),
+        }
+        match Config::from_toml_str(&format!("strategy = \"redlock\"\n{two}")) {
+            Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "nodes"),
+            other => panic!("Redlock over two nodes: {other:?}"),
+        }
+        let three = r#"nodes = ["redis://127.0.0.1:6379", "redis://127.0.0.1:6380", "redis://127.0.0.1:6381"]"#;
+        let config = Config::from_toml_str(&format!("strategy = \"redlock\"\n{three}"))
+            .expect("three Redlock nodes");
+        assert_eq!(config.strategy(), Strategy::Redlock);
+        let cluster = Config::from_toml_str(&format!("topology = \"cluster\"\n{two}"))
+            .expect("the seeds of one cluster");
+        assert_eq!(cluster.strategy(), Strategy::Single);
     }
 
     #[test]

@@ -76,11 +76,11 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{
-    AcquireOptions, Capabilities, ClientKind, Endpoint, FencingToken, FromConfig, GrantOptions,
-    HandoffToken, HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions,
-    ListedLock, LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager, LockState,
-    LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth, TlsConfig,
-    Topology, WaitMode, WatchdogConfig,
+    AclNeed, AcquireOptions, Capabilities, ClientKind, Endpoint, FencingToken, FromConfig,
+    GrantOptions, HandoffToken, HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus,
+    ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager,
+    LockState, LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth,
+    TlsConfig, Topology, WaitMode, WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
 // examples are written for backend authors, who depend on lock-core).

@@ -353,12 +353,6 @@ impl LockConfig {
                 "must be below the TTL, or a grant can expire while replicas are awaited",
             ));
         }
-        if self.node_timeout >= self.ttl {
-            return Err(LockError::config(
-                "node_timeout",
-                "must be below the TTL, or one slow node can use up the whole lease",
-            ));
-        }
         if !(0.0..0.5).contains(&self.clock_drift_factor) {
             return Err(LockError::config(
                 "clock_drift_factor",
@@ -629,7 +623,6 @@ mod tests {
         config.watchdog.interval = None;
         assert!(config.renew_interval() <= Duration::from_millis(494));
         config.ttl = Duration::from_millis(3);
-        config.node_timeout = Duration::from_millis(1);
         config
             .validate()
             .expect("a tiny TTL with the default interval");
@@ -789,13 +782,6 @@ mod tests {
                     ..base.clone()
                 },
                 "clock_drift_factor",
-            ),
-            (
-                LockConfig {
-                    node_timeout: Duration::from_secs(30),
-                    ..base.clone()
-                },
-                "node_timeout",
             ),
             (
                 LockConfig::with_nodes([

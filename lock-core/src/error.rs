@@ -41,6 +41,64 @@ impl fmt::Display for LossReason {
     }
 }
 
+/// What a Redis user's ACL must allow for an operation it refused
+/// ([`LockError::PermissionDenied`]). The README's "Redis users and ACLs"
+/// lists the whole rule a lock user needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AclNeed {
+    /// A command, by its lower-case name (`time`): the rule `+time`.
+    Command(String),
+    /// The lock's keys: a key pattern of the `key_prefix` then `*` (`~lock:*`).
+    Keys,
+    /// The lock's release channels: a channel pattern of the `key_prefix`
+    /// then `*` (`&lock:*`), or `wait_mode = "poll"`.
+    Channels,
+    /// The server did not say what it refused.
+    Unknown,
+}
+
+impl AclNeed {
+    /// What a refusal's message (`NOPERM ...`, or a script's `ERR The user
+    /// executing the script can't ...`) says the ACL lacks. The command a
+    /// script ran is not in its message; [`Script`](crate::server::script)
+    /// finds it from the line the message names.
+    pub(crate) fn from_message(message: &str) -> Self {
+        let lower = message.to_ascii_lowercase();
+        // `this user has no permissions to run the 'time' command` (7.0),
+        // `User locker has no permissions to run the 'time' command` (7.2).
+        if let Some((_, rest)) = lower.split_once("permissions to run the '") {
+            if let Some((command, _)) = rest.split_once('\'') {
+                return AclNeed::Command(command.replace(' ', "|"));
+            }
+        }
+        if lower.contains("one of the keys") || lower.contains("the keys mentioned") {
+            AclNeed::Keys
+        } else if lower.contains("channel") {
+            AclNeed::Channels
+        } else {
+            AclNeed::Unknown
+        }
+    }
+}
+
+impl fmt::Display for AclNeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AclNeed::Command(command) => write!(f, "`+{command}`"),
+            AclNeed::Keys => f.write_str(
+                "the lock keys (a key pattern of the key_prefix then `*`: `~lock:*` by default)",
+            ),
+            AclNeed::Channels => f.write_str(
+                "the lock channels (`&lock:*` for the default key_prefix), or wait_mode = \"poll\"",
+            ),
+            AclNeed::Unknown => f.write_str(
+                "more than it allows (the README's \"Redis users and ACLs\" lists the rule)",
+            ),
+        }
+    }
+}
+
 /// Everything that can go wrong when taking, keeping or giving back a lock.
 ///
 /// Match on the variant to act; [`LockError::is_retryable`] says whether the same
@@ -133,6 +191,19 @@ pub enum LockError {
         /// The node's address, without credentials.
         node: String,
         /// The server's or client's message.
+        message: String,
+    },
+    /// The Redis user's ACL refused something the operation needs: a command
+    /// (a `NOPERM` reply, or a command a script ran), the lock's keys or its
+    /// channels. The server ran nothing of the refused command; `needs` says
+    /// what to add to the user's ACL.
+    #[error("permission denied on {node}: the Redis user's ACL needs {needs} (the server said: {message})")]
+    PermissionDenied {
+        /// The node's address, without credentials.
+        node: String,
+        /// What the ACL must allow.
+        needs: AclNeed,
+        /// The server's message, code first.
         message: String,
     },
     /// The node did not answer in time. The command may or may not have run.
@@ -267,6 +338,7 @@ impl LockError {
             | LockError::NotHeld { .. }
             | LockError::HandOffUnsupported { .. }
             | LockError::Authentication { .. }
+            | LockError::PermissionDenied { .. }
             | LockError::UnexpectedReply { .. }
             | LockError::Corrupted { .. }
             | LockError::ClientNotCompiled { .. } => false,

@@ -77,7 +77,7 @@ pub use engine::state::{HolderInfo, ListOptions, ListedLock, LockListing, LockSt
 pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::Wakeups;
-pub use error::{LockError, LossReason, SourceError};
+pub use error::{AclNeed, LockError, LossReason, SourceError};
 pub use key::{
     FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN,
     MAX_PREFIX_LEN,

@@ -88,7 +88,8 @@ impl FromConfig for RedlockBackend {
     }
 }
 
-/// Checks `config` for Redlock: [`LockConfig::validate`], and no
+/// Checks `config` for Redlock: [`LockConfig::validate`], a `ttl` above
+/// `node_timeout`, not two nodes (see [`RedlockBackend::connect`]), and no
 /// `holder_info`, which Redlock does not store. Errors with
 /// [`LockError::InvalidConfig`] naming the field.
 ///
@@ -101,6 +102,18 @@ impl FromConfig for RedlockBackend {
 /// keeps no counter, and a released lock leaves no key behind.
 pub fn validate_config(config: &LockConfig) -> Result<(), LockError> {
     config.validate()?;
+    if config.node_timeout >= config.ttl {
+        return Err(LockError::InvalidConfig {
+            field: "ttl".into(),
+            reason: format!(
+                "{} is not above node_timeout ({}): one slow node could use up the whole \
+                 lease; raise ttl or lower node_timeout",
+                humantime::format_duration(config.ttl),
+                humantime::format_duration(config.node_timeout)
+            ),
+        });
+    }
+    check_node_count(config.nodes.len())?;
     if config.holder_info {
         return Err(LockError::InvalidConfig {
             field: "holder_info".into(),
@@ -113,6 +126,32 @@ pub fn validate_config(config: &LockConfig) -> Result<(), LockError> {
     Ok(())
 }
 
+/// Refuses two nodes, whose majority is both, so that one failure stops
+/// every lock (worse than one node); warns of an even count, which needs one
+/// node more for its majority than the odd count below it and survives no
+/// more failures.
+fn check_node_count(count: usize) -> Result<(), LockError> {
+    if count == 2 {
+        return Err(LockError::InvalidConfig {
+            field: "nodes".into(),
+            reason: "Redlock over 2 nodes needs both for a majority, so one failed node stops \
+                     every lock: use 3 or 5 independent masters, or the single strategy on one \
+                     node"
+                .into(),
+        });
+    }
+    if count >= 4 && count % 2 == 0 {
+        tracing::warn!(
+            "Redlock over {count} nodes needs {} for a majority and survives {} failed nodes, \
+             as {} nodes do: the extra node adds a round trip and no availability",
+            quorum(count),
+            count - quorum(count),
+            count - 1
+        );
+    }
+    Ok(())
+}
+
 impl RedlockBackend {
     /// Connects to all `urls` at once through the `kind` client.
     ///
@@ -120,9 +159,12 @@ impl RedlockBackend {
     /// and are retried in the background; each operation counts them as failed
     /// meanwhile. The call fails if fewer than a majority connect
     /// ([`LockError::QuorumNotReached`], whose `failures` name each node and
-    /// why), and at once for bad input: no nodes, a malformed URL, the same node
-    /// twice, a drift factor outside `[0, 0.5)` or a zero node timeout
-    /// ([`LockError::InvalidConfig`]).
+    /// why), and at once for bad input: no nodes, two nodes (whose majority
+    /// is both), a malformed URL, the same node twice, a drift factor
+    /// outside `[0, 0.5)` or a zero node timeout
+    /// ([`LockError::InvalidConfig`]). An even count of four or more is
+    /// accepted with a warning: it survives no more failures than one node
+    /// fewer.
     pub async fn connect(
         kind: ClientKind,
         urls: &[NodeUrl],
@@ -182,6 +224,7 @@ impl RedlockBackend {
         for endpoint in endpoints {
             endpoint.validate()?;
         }
+        check_node_count(endpoints.len())?;
         let nodes: Vec<Arc<Node>> = endpoints
             .iter()
             .map(|endpoint| Arc::new(Node::new(endpoint, kind, connect)))

@@ -382,6 +382,15 @@ async fn config_errors_name_the_field(kind: ClientKind) {
         "nodes[1]",
         "databases 0 and 1 of one server are one node"
     );
+    // Refused before any connection: a majority of two is both.
+    let closed = |port: u16| NodeUrl::new(format!("redis://127.0.0.1:{port}"));
+    assert_eq!(
+        field_of(
+            RedlockBackend::connect(kind, &[closed(1), closed(2)], fast_options(), options).await
+        ),
+        "nodes",
+        "two nodes survive no failure"
+    );
     for factor in [-0.1, 0.5, f64::NAN] {
         let options = RedlockOptions::new(NODE_TIMEOUT, factor);
         assert_eq!(
@@ -396,7 +405,9 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     config.client = kind;
     config.ttl = Duration::from_millis(40);
     match LockManager::connect::<lock_redlock::RedlockBackend>(&config).await {
-        Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "node_timeout"),
+        // The TTL, which the user set, not the node timeout, which they may
+        // never have heard of.
+        Err(LockError::InvalidConfig { field, .. }) => assert_eq!(field, "ttl"),
         other => panic!("a node timeout above the TTL: {other:?}"),
     }
     let backend = redlock(kind, std::slice::from_ref(&url))

@@ -81,8 +81,7 @@ impl ReleaseNotifier {
         self.check_backoff()?;
         let watched = self.subscribe(channel).await;
         if let Err(err) = &watched {
-            let refused =
-                matches!(err, LockError::Server { message, .. } if message.starts_with("NOPERM"));
+            let refused = matches!(err, LockError::PermissionDenied { .. });
             let backoff = if refused {
                 REFUSED_BACKOFF
             } else {

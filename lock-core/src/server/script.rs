@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use crate::error::LockError;
+use crate::error::{AclNeed, LockError};
 use crate::server::client::{NodeClient, Reply};
 
 /// A Lua script run by digest. The digest is computed once, on first use.
@@ -46,7 +46,9 @@ impl Script {
     /// per node and flush.
     ///
     /// A `WRONGTYPE` error (the first key holds another type than the script
-    /// expects) becomes [`LockError::Corrupted`] naming that key.
+    /// expects) becomes [`LockError::Corrupted`] naming that key, and a
+    /// command of the script that the user's ACL refuses becomes
+    /// [`LockError::PermissionDenied`] naming it.
     pub async fn run(
         &self,
         node: &dyn NodeClient,
@@ -70,7 +72,7 @@ impl Script {
             }
             other => other,
         };
-        result.map_err(|err| corrupted_if_wrong_type(keys, err))
+        result.map_err(|err| self.explain(keys, err))
     }
 
     /// Runs the script like [`Script::run`] and `after` (a keyless command,
@@ -108,7 +110,7 @@ impl Script {
                 reply: "a pipeline without its two replies".to_owned(),
             });
         };
-        let script = script.map_err(|err| corrupted_if_wrong_type(keys, err))?;
+        let script = script.map_err(|err| self.explain(keys, err))?;
         Ok((script, after))
     }
 
@@ -150,17 +152,60 @@ impl Script {
     }
 }
 
-/// A `WRONGTYPE` error (the first key holds another type than the script
-/// expects) as [`LockError::Corrupted`] naming that key; others unchanged.
-fn corrupted_if_wrong_type(keys: &[&str], err: LockError) -> LockError {
-    match err {
-        LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
-            LockError::Corrupted {
-                key: keys.first().copied().unwrap_or_default().to_owned(),
-                detail: message,
+impl Script {
+    /// A script's error as the caller should see it: `WRONGTYPE` (the first
+    /// key holds another type than the script expects) as
+    /// [`LockError::Corrupted`] naming that key; a command the ACL refused
+    /// inside the script as [`LockError::PermissionDenied`] naming the
+    /// command; others unchanged.
+    fn explain(&self, keys: &[&str], err: LockError) -> LockError {
+        match err {
+            LockError::Server { message, .. } if message.starts_with("WRONGTYPE") => {
+                LockError::Corrupted {
+                    key: keys.first().copied().unwrap_or_default().to_owned(),
+                    detail: message,
+                }
             }
+            // `ERR The user executing the script can't run this command or
+            // subcommand script: <sha>, on @user_script:77.` (or `access at
+            // least one of the keys`, `publish to the channel`).
+            LockError::Server { node, message }
+                if message.contains("The user executing the script can't") =>
+            {
+                let needs = match AclNeed::from_message(&message) {
+                    AclNeed::Unknown => self
+                        .command_at(&message)
+                        .map_or(AclNeed::Unknown, AclNeed::Command),
+                    needs => needs,
+                };
+                LockError::PermissionDenied {
+                    node,
+                    needs,
+                    message,
+                }
+            }
+            other => other,
         }
-        other => other,
+    }
+
+    /// The command (lower-case) that the first `redis.call` or `redis.pcall`
+    /// on the line `@user_script:N` of `message` names, in this source.
+    fn command_at(&self, message: &str) -> Option<String> {
+        let (_, after) = message.split_once("@user_script:")?;
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        let line = self
+            .source
+            .lines()
+            .nth(digits.parse::<usize>().ok()?.checked_sub(1)?)?;
+        let (_, call) = line
+            .split_once("redis.call(")
+            .or_else(|| line.split_once("redis.pcall("))?;
+        let quoted = call.trim_start().strip_prefix(['\'', '"'])?;
+        let name: String = quoted
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        (!name.is_empty()).then(|| name.to_ascii_lowercase())
     }
 }
 
@@ -268,6 +313,64 @@ mod tests {
         let script = Script::new("t", "return 1");
         // `redis-cli SCRIPT LOAD "return 1"` answers this digest.
         assert_eq!(script.sha1(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    }
+
+    #[test]
+    fn a_refused_script_command_is_named_from_its_line() {
+        let refused = |line: usize| LockError::Server {
+            node: "127.0.0.1:6379".to_owned(),
+            message: format!(
+                "ERR The user executing the script can't run this command or subcommand \
+                 script: {}, on @user_script:{line}.",
+                single::ACQUIRE.sha1()
+            ),
+        };
+        // Line 56 of grant.lua, after the 21 lines of fencing_counter.lua.
+        let time_line = single::ACQUIRE
+            .source()
+            .lines()
+            .position(|line| line.contains("grant_time = redis.call('time')"))
+            .expect("the acquire script reads TIME")
+            + 1;
+        match single::ACQUIRE.explain(&["k"], refused(time_line)) {
+            LockError::PermissionDenied { needs, node, .. } => {
+                assert_eq!(needs, AclNeed::Command("time".to_owned()));
+                assert_eq!(node, "127.0.0.1:6379");
+            }
+            other => panic!("not a permission error: {other:?}"),
+        }
+        // A line without a call (a comment, or past the end): said, not guessed.
+        for line in [1, 100_000] {
+            match single::ACQUIRE.explain(&["k"], refused(line)) {
+                LockError::PermissionDenied { needs, .. } => assert_eq!(needs, AclNeed::Unknown),
+                other => panic!("not a permission error: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn noperm_messages_name_what_the_acl_lacks() {
+        for (message, needs) in [
+            (
+                "NOPERM this user has no permissions to run the 'time' command",
+                AclNeed::Command("time".to_owned()),
+            ),
+            (
+                "NOPERM User locker has no permissions to run the 'cluster|slots' command",
+                AclNeed::Command("cluster|slots".to_owned()),
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the keys used as arguments",
+                AclNeed::Keys,
+            ),
+            (
+                "NOPERM this user has no permissions to access one of the channels used as arguments",
+                AclNeed::Channels,
+            ),
+            ("NOPERM something new", AclNeed::Unknown),
+        ] {
+            assert_eq!(AclNeed::from_message(message), needs, "{message}");
+        }
     }
 
     #[test]

@@ -14,7 +14,9 @@ use fred::clients::SubscriberClient as FredSubscriberClient;
 use fred::prelude::{EventInterface, PubsubInterface};
 
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
-use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
+use super::{
+    not_redis, server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient,
+};
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
@@ -666,6 +668,13 @@ fn convert(address: &str, value: Value) -> Result<Reply, LockError> {
 fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) -> LockError {
     let node = address.to_owned();
     match err.kind() {
+        // fred files an ACL refusal under Auth; the user's credentials were fine.
+        ErrorKind::Auth if err.details().starts_with("NOPERM") => {
+            server_error(address, err.details().to_owned())
+        }
+        ErrorKind::Protocol if err.details().starts_with("Decode Error") => {
+            not_redis(address, err.details())
+        }
         ErrorKind::Auth => LockError::Authentication {
             node,
             message: err.details().to_owned(),

@@ -204,7 +204,8 @@ impl fmt::Display for Reply {
 ///
 /// Implementations reconnect on their own after a broken connection, bound
 /// every command by the command timeout, and map their errors onto
-/// [`LockError`]: `Timeout`, `Connection`, `Authentication` or `Server` (whose
+/// [`LockError`]: `Timeout`, `Connection`, `Authentication`, `PermissionDenied`
+/// (a `NOPERM` reply) or `Server` (whose
 /// message starts with the server's error code, such as `NOSCRIPT`).
 #[async_trait]
 pub trait NodeClient: Send + Sync + fmt::Debug {
@@ -473,11 +474,34 @@ pub(crate) const NOT_RUN: [&str; 4] = ["MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"
 #[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) const LOST_MASTER: [&str; 3] = ["READONLY", "MASTERDOWN", "LOADING"];
 
+/// A reply that is not the Redis protocol (an HTTP or SSH server, a TLS
+/// port reached with `redis://`), as the connection error a user can act on.
+/// `detail` is the client's parse error; its first line is kept.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) fn not_redis(node: &str, detail: &str) -> LockError {
+    LockError::Connection {
+        node: node.to_owned(),
+        source: crate::error::source_error(format!(
+            "the server did not answer as Redis does: is this a Redis port (a TLS port needs \
+             `rediss://`)? The reply could not be parsed ({})",
+            detail.lines().next().unwrap_or_default().trim()
+        )),
+    }
+}
+
 /// Maps a server error line (`CODE message`) to the right [`LockError`].
 #[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) fn server_error(node: &str, message: String) -> LockError {
     let code = message.split_whitespace().next().unwrap_or("");
-    if matches!(code, "WRONGPASS" | "NOAUTH" | "NOPERM") || message.contains("invalid password") {
+    if code == "NOPERM" {
+        // An ACL refusal, not bad credentials: the user is known, and may not
+        // run this command or touch these keys or channels.
+        LockError::PermissionDenied {
+            node: node.to_owned(),
+            needs: crate::error::AclNeed::from_message(&message),
+            message,
+        }
+    } else if matches!(code, "WRONGPASS" | "NOAUTH") || message.contains("invalid password") {
         LockError::Authentication {
             node: node.to_owned(),
             message,

@@ -15,7 +15,9 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
-use super::{server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient};
+use super::{
+    not_redis, server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient,
+};
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
@@ -656,6 +658,15 @@ fn convert(address: &str, value: redis::Value) -> Result<Reply, LockError> {
 
 fn map_error(address: &str, command_timeout: Duration, err: redis::RedisError) -> LockError {
     let node = address.to_owned();
+    if err.code() == Some("NOPERM") {
+        return server_error(
+            address,
+            format!("NOPERM {}", err.detail().unwrap_or_default()),
+        );
+    }
+    if err.kind() == redis::ErrorKind::Parse {
+        return not_redis(address, &err.to_string());
+    }
     if err.kind() == redis::ErrorKind::AuthenticationFailed {
         return LockError::Authentication {
             node,
