@@ -205,6 +205,18 @@ impl Config {
 
     /// The file at `path` (if any), then `DISTLOCK_*` variables on top.
     pub fn load(path: Option<&Path>) -> Result<Self, LockError> {
+        Self::load_with(path, std::iter::empty::<(&str, &str)>())
+    }
+
+    /// As [`Config::load`], with `overrides` (`DISTLOCK_*` pairs, read as
+    /// [`Config::from_vars`] reads them) on top of the environment: the
+    /// `distlock` command's `--nodes` flag is `DISTLOCK_NODES` here.
+    pub fn load_with<I, K, V>(path: Option<&Path>, overrides: I) -> Result<Self, LockError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
         let mut table = match path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|err| {
@@ -217,6 +229,7 @@ impl Config {
             None => toml::Table::new(),
         };
         merge(&mut table, env_table(process_env())?);
+        merge(&mut table, env_table(overrides)?);
         let config = Self::from_table(table, &|field| field.to_owned())?;
         config.validate()?;
         Ok(config)

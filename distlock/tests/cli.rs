@@ -14,7 +14,7 @@ use lock_testkit::RedisServer;
 
 mod common;
 
-use common::{distlock, output, DISTLOCK};
+use common::{clients, distlock, output, DISTLOCK};
 
 /// The variables every check here runs with: `server`, and a 2 s TTL.
 fn on(server: &RedisServer) -> [(&'static str, String); 2] {
@@ -666,18 +666,6 @@ fn a_least_privilege_user_runs_jobs() {
     );
 }
 
-/// The clients the hand-over verbs are tested on (both when compiled in).
-fn clients() -> Vec<&'static str> {
-    let mut clients = Vec::new();
-    if cfg!(feature = "redis") {
-        clients.push("redis");
-    }
-    if cfg!(feature = "fred") {
-        clients.push("fred");
-    }
-    clients
-}
-
 /// `distlock` with the given client.
 fn distlock_on(server: &RedisServer, client: &str, args: &[&str]) -> Command {
     let mut command = distlock(&on(server), args);
@@ -751,7 +739,11 @@ fn acquire_refuses_a_held_lock_and_prints_json() {
         ));
         assert_eq!(code(&out), 0, "{out:?}");
         let printed = stdout(&out);
-        for field in ["\"owner\":\"dl1.", "\"fencing_token\":1", "\"ttl_ms\":2000"] {
+        for field in [
+            "\"owner\":\"dl2.1.2000.",
+            "\"fencing_token\":1",
+            "\"ttl_ms\":2000",
+        ] {
             assert!(printed.contains(field), "{client}: {field} in {printed}");
         }
         let out = output(distlock_on(

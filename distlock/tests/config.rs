@@ -92,7 +92,23 @@ fn bad_toml_names_the_field() {
         ("fencing = \"off\"", "fencing"),
         ("connect_timeout = \"0s\"", "connect_timeout"),
         ("command_timeout = \"1h\"", "command_timeout"),
-        ("node_timeout = \"1m\"", "node_timeout"),
+        // Redlock's alone: the other strategies never wait on one node of many.
+        (
+            "strategy = \"redlock\"\nnodes = [\"redis://a\", \"redis://b\", \"redis://c\"]\nnode_timeout = \"1m\"",
+            "node_timeout",
+        ),
+        (
+            "strategy = \"redlock\"\nnodes = [\"redis://a\", \"redis://b\", \"redis://c\"]\nttl = \"20ms\"",
+            "ttl",
+        ),
+        (
+            "nodes = [\"redis://a\", \"redis://b\"]",
+            "strategy",
+        ),
+        (
+            "strategy = \"redlock\"\nnodes = [\"redis://a\", \"redis://b\"]",
+            "nodes",
+        ),
         ("clock_drift_factor = 0.7", "clock_drift_factor"),
         ("[retry]\ninitial_delay = \"0s\"", "retry.initial_delay"),
         ("[retry]\nmax_delay = \"1ms\"", "retry.max_delay"),

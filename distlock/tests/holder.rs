@@ -390,7 +390,7 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
             long.lock.ttl = Duration::from_secs(120);
             // A counter TTL of 20 min covers 10 of these leases; what the
             // resume must do is keep it no shorter than the lease.
-            let token = connect(&short)
+            let token = connect(&long)
                 .await
                 .try_acquire(&name)
                 .await
@@ -402,7 +402,8 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
             server
                 .admin(&["PEXPIRE", &format!("lock:{{{name}}}:fence"), "1000"])
                 .expect("PEXPIRE");
-            let resumed = connect(&long)
+            // The resumer's config says 5 s; the lease keeps its own 120 s.
+            let resumed = connect(&short)
                 .await
                 .resume(&name, &token)
                 .await
@@ -428,7 +429,10 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
                 items[0].as_int().expect("a TTL"),
                 items[1].as_int().expect("a TTL"),
             );
-            assert!(lock > 60_000, "{client}: renewed to 120 s: {lock}");
+            assert!(
+                lock > 60_000,
+                "{client}: renewed to the 120 s it was handed off with: {lock}"
+            );
             assert!(
                 counter >= lock,
                 "{client}: counter {counter} ms, lease {lock} ms"

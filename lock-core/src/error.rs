@@ -135,7 +135,7 @@ pub enum LockError {
         reason: String,
     },
     /// The lock was held by someone else for the whole wait.
-    #[error("lock `{key}` was not acquired within {waited:?} ({attempts} attempts)")]
+    #[error("lock `{key}` is held by someone else: {}", describe_wait(*.waited, *.attempts))]
     NotAcquired {
         /// The lock name.
         key: String,
@@ -289,6 +289,20 @@ pub enum LockError {
         /// The client's name, which is also the feature's name.
         client: &'static str,
     },
+}
+
+/// `tried once, without waiting`, or `waited 302ms (3 attempts)`.
+fn describe_wait(waited: Duration, attempts: u32) -> String {
+    if waited.is_zero() || attempts <= 1 && waited < Duration::from_millis(1) {
+        return "tried once, without waiting".to_owned();
+    }
+    // Whole milliseconds: the nanoseconds of a measured wait are noise.
+    let shown = Duration::from_millis(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
+    let attempts = match attempts {
+        1 => "1 attempt".to_owned(),
+        n => format!("{n} attempts"),
+    };
+    format!("waited {} ({attempts})", humantime::format_duration(shown))
 }
 
 fn describe_failures(failures: &[LockError]) -> String {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::error::LockError;
 
@@ -418,7 +419,8 @@ impl HoldToken {
 }
 
 /// Everything another process needs to take over a held lease: the hold's
-/// owner, its nonce and its fencing token, as one line of text.
+/// owner, its nonce, its fencing token and the TTL it was renewed with, as
+/// one line of text.
 ///
 /// [`LeaseGuard::hand_off`](crate::LeaseGuard::hand_off) stops renewing a lease
 /// without releasing it and returns one; [`LockManager::resume`](crate::LockManager::resume)
@@ -435,25 +437,33 @@ impl HoldToken {
 pub struct HandoffToken {
     text: String,
     hold: HoldToken,
+    ttl: Option<Duration>,
 }
 
 /// The first field of a [`HandoffToken`]'s text: its format's version.
-const HANDOFF_FORMAT: &str = "dl1";
+/// `dl2` added the TTL; `dl1` tokens, which have none, still parse.
+const HANDOFF_FORMAT: &str = "dl2";
 
 impl HandoffToken {
-    /// The token for a granted `hold`.
-    pub(crate) fn new(hold: HoldToken) -> Self {
-        // `<format>.<fencing token or ->.<nonce>.<owner>`: the owner, which a
-        // caller may choose freely, goes last, so it may contain anything.
+    /// The token for a granted `hold` whose holder last asked for `ttl`.
+    pub(crate) fn new(hold: HoldToken, ttl: Duration) -> Self {
+        // `<format>.<fencing token or ->.<ttl ms>.<nonce>.<owner>`: the owner,
+        // which a caller may choose freely, goes last, so it may contain
+        // anything.
         let fence = hold
             .fencing_token
             .map_or_else(|| "-".to_owned(), |token| token.get().to_string());
         let text = format!(
-            "{HANDOFF_FORMAT}.{fence}.{}.{}",
+            "{HANDOFF_FORMAT}.{fence}.{}.{}.{}",
+            ttl.as_millis(),
             hold.nonce(),
             hold.expose_owner()
         );
-        HandoffToken { text, hold }
+        HandoffToken {
+            text,
+            hold,
+            ttl: Some(ttl),
+        }
     }
 
     /// Reads a token from its text ([`HandoffToken::expose`]); a trailing
@@ -466,27 +476,51 @@ impl HandoffToken {
             reason: format!("not a hand-off token: {what}"),
         };
         let text = text.trim_end_matches(['\n', '\r']);
-        let mut fields = text.splitn(4, '.');
-        let (Some(format), Some(fence), Some(nonce), Some(owner)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            return Err(malformed("expected four dot-separated fields"));
-        };
-        if format != HANDOFF_FORMAT {
-            return Err(malformed(
-                "unknown format (expected it to start with `dl1.`)",
-            ));
-        }
-        let fencing_token = match fence {
-            "-" => None,
-            digits if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                Some(FencingToken::new(
-                    digits
-                        .parse()
-                        .map_err(|_| malformed("the fencing token is too large"))?,
+        let (format, rest) = text
+            .split_once('.')
+            .ok_or_else(|| malformed("expected dot-separated fields"))?;
+        let (fence, ttl, rest) = match format {
+            "dl2" => {
+                let mut fields = rest.splitn(3, '.');
+                match (fields.next(), fields.next(), fields.next()) {
+                    (Some(fence), Some(ttl), Some(rest)) => (fence, Some(ttl), rest),
+                    _ => return Err(malformed("expected five dot-separated fields")),
+                }
+            }
+            "dl1" => match rest.split_once('.') {
+                Some((fence, rest)) => (fence, None, rest),
+                None => return Err(malformed("expected four dot-separated fields")),
+            },
+            _ => {
+                return Err(malformed(
+                    "unknown format (expected it to start with `dl2.` or `dl1.`)",
                 ))
             }
+        };
+        let Some((nonce, owner)) = rest.split_once('.') else {
+            return Err(malformed("expected a nonce and an owner"));
+        };
+        let fencing_token = match fence {
+            "-" => None,
+            digits if is_number(digits) => Some(FencingToken::new(
+                digits
+                    .parse()
+                    .map_err(|_| malformed("the fencing token is too large"))?,
+            )),
             _ => return Err(malformed("the fencing token is not a number")),
+        };
+        let ttl = match ttl {
+            None => None,
+            Some(digits) if is_number(digits) => {
+                let ttl = digits
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_millis)
+                    .filter(|ttl| crate::engine::timing::validate_ttl(*ttl).is_ok())
+                    .ok_or_else(|| malformed("the TTL is out of range"))?;
+                Some(ttl)
+            }
+            Some(_) => return Err(malformed("the TTL is not a number")),
         };
         if nonce.len() != 16 || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(malformed("the nonce is not 16 hex digits"));
@@ -503,6 +537,7 @@ impl HandoffToken {
         Ok(HandoffToken {
             text: text.to_owned(),
             hold: hold.granted(fencing_token),
+            ttl,
         })
     }
 
@@ -521,6 +556,20 @@ impl HandoffToken {
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.hold.fencing_token
     }
+
+    /// The TTL the lease was renewed with when it was handed off (the one it
+    /// was acquired with, unless an `extend` asked for another): what
+    /// [`LockManager::resume`](crate::LockManager::resume) and `distlock
+    /// extend` renew it to. `None` for a token of the `dl1` format, which
+    /// did not carry it.
+    pub fn ttl(&self) -> Option<Duration> {
+        self.ttl
+    }
+}
+
+/// Whether `text` is one or more ASCII digits.
+fn is_number(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 impl std::str::FromStr for HandoffToken {
@@ -535,6 +584,7 @@ impl fmt::Debug for HandoffToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HandoffToken")
             .field("fencing_token", &self.hold.fencing_token)
+            .field("ttl", &self.ttl)
             .finish_non_exhaustive()
     }
 }
@@ -674,14 +724,25 @@ mod tests {
             ] {
                 let owner = OwnerToken::from_string(owner).expect("valid owner");
                 let hold = HoldToken::new(owner).expect("os rng").granted(fence);
-                let token = HandoffToken::new(hold.clone());
+                let ttl = Duration::from_secs(300);
+                let token = HandoffToken::new(hold.clone(), ttl);
                 let parsed = HandoffToken::parse(&format!("{}\n", token.expose()))
                     .expect("a token's own text parses");
                 assert_eq!(parsed.hold(), &hold, "same owner, value and fencing token");
                 assert_eq!(parsed.expose(), token.expose());
                 assert_eq!(parsed.fencing_token(), fence);
+                assert_eq!(parsed.ttl(), Some(ttl));
             }
         }
+    }
+
+    #[test]
+    fn a_dl1_token_parses_without_a_ttl() {
+        let nonce = "0123456789abcdef";
+        let parsed = HandoffToken::parse(&format!("dl1.7.{nonce}.with.dots")).expect("dl1");
+        assert_eq!(parsed.ttl(), None);
+        assert_eq!(parsed.fencing_token(), Some(FencingToken::new(7)));
+        assert_eq!(parsed.hold().attempt_value(), format!("with.dots:{nonce}"));
     }
 
     #[test]
@@ -690,7 +751,12 @@ mod tests {
         for text in [
             String::new(),
             "secret-garbage".to_owned(),
+            format!("dl3.1.5000.{nonce}.owner"),
             format!("dl2.1.{nonce}.owner"),
+            format!("dl2.1.0.{nonce}.owner"),
+            format!("dl2.1.x.{nonce}.owner"),
+            format!("dl2.1.99999999999999999999.{nonce}.owner"),
+            format!("dl2.1.{}.{nonce}.owner", u64::MAX),
             format!("dl1.x.{nonce}.owner"),
             format!("dl1.-1.{nonce}.owner"),
             format!("dl1.99999999999999999999999.{nonce}.owner"),
@@ -717,7 +783,7 @@ mod tests {
         let hold = HoldToken::new(owner)
             .expect("os rng")
             .granted(Some(FencingToken::new(7)));
-        let printed = format!("{:?}", HandoffToken::new(hold));
+        let printed = format!("{:?}", HandoffToken::new(hold, Duration::from_secs(1)));
         assert!(!printed.contains("top-secret-owner"), "{printed}");
         assert!(printed.contains('7'), "{printed}");
     }
@@ -920,7 +986,10 @@ mod tests {
         let hold = HoldToken::new(owner.clone()).expect("os rng");
         assert_eq!(hold.expose_owner(), "team:worker:7");
         assert_eq!(hold.owner(), &owner);
-        let handoff = HandoffToken::new(hold.clone().granted(Some(FencingToken::new(3))));
+        let handoff = HandoffToken::new(
+            hold.clone().granted(Some(FencingToken::new(3))),
+            Duration::from_secs(1),
+        );
         let parsed = HandoffToken::parse(handoff.expose()).expect("parse");
         assert_eq!(parsed.hold().expose_owner(), "team:worker:7");
         assert_eq!(parsed.hold().attempt_value(), hold.value());

@@ -103,11 +103,20 @@ impl FromConfig for RedlockBackend {
 pub fn validate_config(config: &LockConfig) -> Result<(), LockError> {
     config.validate()?;
     if config.node_timeout >= config.ttl {
+        // Named after the one of the two the user changed: a short `--ttl`
+        // is the usual cause, and a user who never set `node_timeout` should
+        // not be told about it first.
+        let defaults = LockConfig::default();
+        let field = if config.ttl == defaults.ttl && config.node_timeout != defaults.node_timeout {
+            "node_timeout"
+        } else {
+            "ttl"
+        };
         return Err(LockError::InvalidConfig {
-            field: "ttl".into(),
+            field: field.into(),
             reason: format!(
-                "{} is not above node_timeout ({}): one slow node could use up the whole \
-                 lease; raise ttl or lower node_timeout",
+                "ttl ({}) must be above node_timeout ({}): one slow node could use up the \
+                 whole lease; raise ttl or lower node_timeout",
                 humantime::format_duration(config.ttl),
                 humantime::format_duration(config.node_timeout)
             ),

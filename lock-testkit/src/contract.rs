@@ -1143,13 +1143,14 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
             8
         }
     };
+    // `dl2.<fencing token>.<ttl>.<nonce>.<owner>`, with another token.
     let forged = format!(
-        "dl1.{claimed}.{}",
+        "dl2.{claimed}.{}",
         current
             .expose()
             .splitn(3, '.')
             .nth(2)
-            .expect("nonce and owner")
+            .expect("ttl, nonce and owner")
     );
     let forged = HandoffToken::parse(&forged).expect("well-formed");
     assert!(

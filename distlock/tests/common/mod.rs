@@ -64,3 +64,15 @@ pub fn output(
 ) -> std::process::Output {
     command.borrow_mut().output().expect("run distlock")
 }
+
+/// The clients compiled in, by the names `DISTLOCK_CLIENT` takes.
+pub fn clients() -> Vec<&'static str> {
+    let mut clients = Vec::new();
+    if cfg!(feature = "redis") {
+        clients.push("redis");
+    }
+    if cfg!(feature = "fred") {
+        clients.push("fred");
+    }
+    clients
+}

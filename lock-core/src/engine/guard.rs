@@ -345,7 +345,7 @@ impl LeaseGuard {
             fencing_token = shared.fencing_token().map(FencingToken::get),
             "lease handed off"
         );
-        Ok(HandoffToken::new(shared.hold.clone()))
+        Ok(HandoffToken::new(shared.hold.clone(), shared.ttl()))
     }
 }
 

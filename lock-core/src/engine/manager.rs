@@ -406,8 +406,9 @@ impl LockManager {
     /// Takes over a lease handed off with [`LeaseGuard::hand_off`], in this
     /// process or another: checks that the hold `token` names still has the
     /// lock `name` (with the fencing token it claims), replaces it with a new
-    /// hold of the same lease and renews it to the configured TTL, in one
-    /// atomic step, and returns a guard whose watchdog keeps it, as if this
+    /// hold of the same lease and renews it to the TTL it was handed off
+    /// with ([`HandoffToken::ttl`]; the configured TTL for a token that
+    /// carries none), in one atomic step, and returns a guard whose watchdog keeps it, as if this
     /// process had acquired it. Its fencing token is the hold's.
     /// `watchdog.max_hold` counts from here.
     ///
@@ -428,7 +429,7 @@ impl LockManager {
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
-        let ttl = self.settings.ttl;
+        let ttl = token.ttl().unwrap_or(self.settings.ttl);
         let successor = token.hold().successor()?;
         let sent_at = Instant::now();
         match self

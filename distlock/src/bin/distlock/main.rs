@@ -148,6 +148,8 @@ const EXIT_NOT_ACQUIRED: u8 = 75;
 const EXIT_LEASE_LOST: u8 = 76;
 /// Exit code: Redis failed (unreachable, credentials, server errors).
 const EXIT_UNAVAILABLE: u8 = 69;
+/// Exit code of `status -q`: the lock is free.
+const EXIT_FREE: u8 = 1;
 /// Exit code: invalid config or arguments.
 const EXIT_CONFIG: u8 = 78;
 /// Exit code: the command could not be started.
@@ -155,49 +157,186 @@ const EXIT_CANNOT_RUN: u8 = 127;
 /// Exit code: interrupted by Ctrl-C or SIGTERM.
 const EXIT_INTERRUPTED: u8 = 130;
 
+/// The exit codes of `run`, for `--help`.
+const RUN_EXIT_CODES: &str = "\
+Exit codes:
+  the command's  the command ran to its end under a lease that held throughout
+  128+n          the command was killed by signal n
+  75             the lock was held by someone else for the whole wait (-E changes it)
+  76             the lease was lost while the command ran; the command was stopped
+  69             Redis could not be reached, refused the user, or failed otherwise
+  78             bad config or arguments
+  127            the command could not be started
+  130            interrupted (SIGINT, SIGTERM, SIGHUP): the command was stopped, the lock released
+
+Cron, skipping a run while another host has the lock, silently and with success:
+  distlock run -n -q -E 0 nightly -c './report.sh > /var/log/report.log'";
+
+/// The exit codes of `acquire`, for `--help`.
+const ACQUIRE_EXIT_CODES: &str = "\
+Exit codes: 0 taken (the token is printed); 75 held by someone else for the whole wait
+(-E changes it); 69 Redis failed; 78 bad config or arguments, or a strategy that cannot
+hand a lock over (reentrant).";
+
+/// The exit codes of `extend` and `release`, for `--help`.
+const OWNER_EXIT_CODES: &str = "\
+Exit codes: 0 done; 76 the lock is not held by that token's owner (expired, released or
+taken): nothing changed; 69 Redis failed, or the key holds something that is not a lock;
+78 bad config or arguments, or a missing or malformed token.";
+
+/// The exit codes of `status`, for `--help`.
+const STATUS_EXIT_CODES: &str = "\
+Exit codes: 0 done (with -q: the lock is held); 1 with -q: the lock is free; 69 Redis
+failed; 78 bad config or arguments.";
+
 #[derive(Parser)]
 #[command(
     name = "distlock",
     version,
     about = "Run commands under a distributed lock on Redis",
-    after_help = "Environment: DISTLOCK_NODES, DISTLOCK_TTL and the other DISTLOCK_<FIELD> variables set config fields; DISTLOCK_LOG is the log filter (default `warn`; e.g. `debug`)."
+    after_help = "Config: --config FILE (TOML), then DISTLOCK_NODES, DISTLOCK_TTL and the other \
+                  DISTLOCK_<FIELD> variables, then --nodes. DISTLOCK_LOG is the log filter \
+                  (default `warn`; e.g. `debug`).\n\n\
+                  Exit codes: 69 Redis failed (unreachable, refused the user or an ACL rule, \
+                  answered with an error); 78 bad config or arguments; `run`, `acquire`, \
+                  `extend`, `release` and `status` add their own (see their --help)."
 )]
 struct Cli {
-    /// A TOML config file; DISTLOCK_* environment variables override it.
+    /// A TOML config file; DISTLOCK_* environment variables and --nodes
+    /// override it.
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The Redis nodes, comma-separated (as DISTLOCK_NODES, which it
+    /// overrides). A password in a URL here is visible in `ps`: prefer
+    /// DISTLOCK_NODES or --config for those.
+    #[arg(long, global = true, value_name = "URL,...")]
+    nodes: Option<String>,
     #[command(subcommand)]
     command: Task,
 }
 
+/// The lock a verb acts on: `NAME` or `--key NAME`, one of them.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct LockName {
+    /// The lock name.
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
+    /// The lock name, as a flag (the same as NAME).
+    #[arg(long = "key", value_name = "NAME")]
+    key: Option<String>,
+}
+
+impl LockName {
+    fn get(&self) -> &str {
+        // clap's group makes exactly one of them present.
+        self.name
+            .as_deref()
+            .or(self.key.as_deref())
+            .unwrap_or_default()
+    }
+}
+
+/// How `run` and `acquire` wait for a held lock, and what they do when it
+/// stays held: flock(1)'s -n, -w, -E, and a -q for cron.
+#[derive(clap::Args)]
+struct WaitArgs {
+    /// Do not wait: if the lock is held, give up at once (the same as -w 0).
+    #[arg(short = 'n', long = "nonblock", conflicts_with = "wait")]
+    nonblock: bool,
+    /// How long to wait for a held lock: seconds as flock takes them ("5",
+    /// "0.5"), a duration ("30s", "5m", "1h 30m"), or "forever". Default:
+    /// the config's wait_timeout (10s unless set).
+    #[arg(short = 'w', long, value_name = "TIME", value_parser = wait_time)]
+    wait: Option<Duration>,
+    /// The exit code when the lock was held by someone else for the whole
+    /// wait: 0 lets cron count a skipped run as a success.
+    #[arg(
+        short = 'E',
+        long = "conflict-exit-code",
+        value_name = "N",
+        default_value_t = EXIT_NOT_ACQUIRED
+    )]
+    conflict_exit_code: u8,
+    /// Print nothing when the lock was held by someone else for the whole
+    /// wait, so cron mails nothing; other errors are still printed.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+impl WaitArgs {
+    /// The wait asked for, if any: `-n` is a wait of zero.
+    fn wait(&self) -> Option<Duration> {
+        if self.nonblock {
+            Some(Duration::ZERO)
+        } else {
+            self.wait
+        }
+    }
+
+    /// How a lock that stayed held is reported.
+    fn conflict(&self) -> Conflict {
+        Conflict {
+            code: self.conflict_exit_code,
+            quiet: self.quiet,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Task {
-    /// Run CMD while holding the lock, renewing it; stop CMD if the lock is lost.
+    /// Run a command while holding the lock, renewing it; stop the command
+    /// if the lock is lost: `distlock run NAME -- CMD...` or `distlock run
+    /// NAME -c 'shell command'`.
+    #[command(
+        after_help = RUN_EXIT_CODES,
+        group = clap::ArgGroup::new("job").required(true).args(["shell", "argv"])
+    )]
     Run {
-        /// The lock name.
-        #[arg(long)]
-        key: String,
-        /// The lease TTL (renewed every TTL/3 while CMD runs), e.g. "30s".
+        #[command(flatten)]
+        lock: LockName,
+        /// The lease TTL, renewed every TTL/3 while the command runs, e.g.
+        /// "30s". Default: the config's ttl (30s unless set).
         #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
-        /// How long to wait for the lock; "0" tries once (skip if taken).
-        #[arg(long, value_parser = cli_duration)]
-        wait: Option<Duration>,
-        /// How long CMD's process group gets between SIGTERM and SIGKILL when the
-        /// lock is lost or distlock is interrupted (SIGINT, SIGTERM, SIGHUP).
+        #[command(flatten)]
+        wait: WaitArgs,
+        /// How long the command's process group gets between SIGTERM and
+        /// SIGKILL when the lock is lost or distlock is interrupted (SIGINT,
+        /// SIGTERM, SIGHUP).
         #[arg(long, value_parser = cli_duration, default_value = "10s")]
         grace: Duration,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
-        command: Vec<String>,
+        /// An exclusive lock: the default, and the only kind this version
+        /// takes (flock's -x).
+        #[arg(short = 'x', long, conflicts_with = "shared")]
+        exclusive: bool,
+        /// A shared (read) lock, as flock's -s: not available yet (refused
+        /// with 78, rather than taking an exclusive lock).
+        #[arg(short = 's', long)]
+        shared: bool,
+        /// Run this through `/bin/sh -c`, as flock's -c does.
+        #[arg(
+            short = 'c',
+            long = "command",
+            value_name = "COMMAND",
+            conflicts_with = "argv"
+        )]
+        shell: Option<String>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        argv: Vec<String>,
     },
     /// Show whether a lock is held, its remaining TTL and fencing token.
+    #[command(after_help = STATUS_EXIT_CODES)]
     Status {
-        /// The lock name.
-        name: String,
+        #[command(flatten)]
+        lock: LockName,
         /// Print JSON instead of text.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "quiet")]
         json: bool,
+        /// Print nothing; exit 0 when the lock is held, 1 when it is free.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// List the held locks: name, remaining TTL, fencing token, holds,
     /// fair-queue length and holder information, from a bounded SCAN of every
@@ -217,27 +356,27 @@ enum Task {
     /// Take the lock and keep it for later steps of a script: prints
     /// `export DISTLOCK_OWNER=<hand-off token>` (and `DISTLOCK_FENCING_TOKEN`,
     /// where the lock has one) for `eval`. Nothing renews it: `extend` it, then `release` it.
+    #[command(after_help = ACQUIRE_EXIT_CODES)]
     Acquire {
-        /// The lock name.
-        #[arg(long)]
-        key: String,
+        #[command(flatten)]
+        lock: LockName,
         /// The lease TTL, e.g. "5m": the lock is free this long after the
-        /// acquire unless extended.
+        /// acquire unless extended. Default: the config's ttl (30s unless set).
         #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
-        /// How long to wait for the lock; "0" tries once.
-        #[arg(long, value_parser = cli_duration)]
-        wait: Option<Duration>,
+        #[command(flatten)]
+        wait: WaitArgs,
         /// Print JSON (`key`, `owner`, `fencing_token`, `ttl_ms`) instead.
         #[arg(long)]
         json: bool,
     },
     /// Renew a lock taken with `acquire`, only if that owner still holds it.
+    #[command(after_help = OWNER_EXIT_CODES)]
     Extend {
-        /// The lock name.
-        #[arg(long)]
-        key: String,
-        /// The new TTL from now, e.g. "5m" (default: the config's `ttl`).
+        #[command(flatten)]
+        lock: LockName,
+        /// The new TTL from now, e.g. "5m". Default: the TTL `acquire` took
+        /// the lock with (carried in its token).
         #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
         #[command(flatten)]
@@ -245,12 +384,10 @@ enum Task {
     },
     /// Give back a lock taken with `acquire` (only if that owner still holds
     /// it), or, with --force, delete it whoever holds it.
+    #[command(after_help = OWNER_EXIT_CODES)]
     Release {
-        /// The lock name (or --key).
-        name: Option<String>,
-        /// The lock name.
-        #[arg(long = "key", value_name = "KEY", conflicts_with = "name")]
-        key_flag: Option<String>,
+        #[command(flatten)]
+        lock: LockName,
         /// Delete the lock whoever holds it (for a holder you know is dead).
         #[arg(long, conflicts_with_all = ["owner", "owner_file"])]
         force: bool,
@@ -271,6 +408,14 @@ enum Task {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<String>,
     },
+}
+
+/// What `run` and `acquire` do when the lock stayed held: the exit code
+/// (`-E`), and whether to say so (`-q`).
+#[derive(Clone, Copy)]
+struct Conflict {
+    code: u8,
+    quiet: bool,
 }
 
 /// Where the hand-off token of `extend` and `release` comes from: the flag,
@@ -354,9 +499,11 @@ fn main() -> ExitCode {
 /// The lock name a task names, if any.
 fn lock_name(task: &Task) -> Option<&str> {
     match task {
-        Task::Run { key, .. } | Task::Acquire { key, .. } | Task::Extend { key, .. } => Some(key),
-        Task::Status { name, .. } => Some(name),
-        Task::Release { name, key_flag, .. } => name.as_deref().or(key_flag.as_deref()),
+        Task::Run { lock, .. }
+        | Task::Acquire { lock, .. }
+        | Task::Extend { lock, .. }
+        | Task::Status { lock, .. }
+        | Task::Release { lock, .. } => Some(lock.get()),
         Task::Supervise { .. } | Task::List { .. } => None,
     }
 }
@@ -371,7 +518,8 @@ async fn dispatch(cli: Cli) -> u8 {
         );
         return EXIT_CONFIG;
     }
-    let config = match Config::load(cli.config.as_deref()) {
+    let overrides = cli.nodes.as_deref().map(|nodes| ("DISTLOCK_NODES", nodes));
+    let config = match Config::load_with(cli.config.as_deref(), overrides) {
         Ok(config) => config,
         Err(err) => return fail(&err),
     };
@@ -400,29 +548,51 @@ async fn dispatch(cli: Cli) -> u8 {
 async fn perform(command: Task, mut config: Config) -> u8 {
     match command {
         Task::Run {
-            key,
+            lock,
             ttl,
             wait,
             grace,
-            command,
+            exclusive: _,
+            shared,
+            shell,
+            argv,
         } => {
+            if shared {
+                eprintln!(
+                    "distlock: shared (-s) locks are not available in this version; it takes \
+                     exclusive locks only (-x, the default)"
+                );
+                return EXIT_CONFIG;
+            }
             if let Some(ttl) = ttl {
                 config.lock.ttl = ttl;
             }
+            let command = match shell {
+                Some(line) => vec!["/bin/sh".to_owned(), "-c".to_owned(), line],
+                None => argv,
+            };
             let locks = match connect(&config).await {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            run(&locks, &key, wait, grace, &command).await
+            run(&locks, lock.get(), &wait, grace, &command).await
         }
-        Task::Status { name, json } => {
+        Task::Status { lock, json, quiet } => {
             let locks = match connect(&config).await {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            match locks.inspect(&name).await {
+            let name = lock.get();
+            match locks.inspect(name).await {
+                Ok(state) if quiet => {
+                    if state.is_held() {
+                        0
+                    } else {
+                        EXIT_FREE
+                    }
+                }
                 Ok(state) => {
-                    print_status(&name, config.strategy().name(), &state, json);
+                    print_status(name, config.strategy().name(), &state, json);
                     0
                 }
                 Err(err) => fail(&err),
@@ -441,11 +611,12 @@ async fn perform(command: Task, mut config: Config) -> u8 {
         }
         Task::Supervise { parent, command } => supervise(parent, &command),
         Task::Acquire {
-            key,
+            lock,
             ttl,
             wait,
             json,
         } => {
+            let key = lock.get();
             if let Some(ttl) = ttl {
                 config.lock.ttl = ttl;
             }
@@ -461,53 +632,40 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                     operation: "hand off",
                 });
             }
-            let guard = match take(&locks, &key, wait).await {
+            let guard = match take(&locks, key, wait.wait()).await {
                 Ok(guard) => guard,
-                Err(err) => return fail(&err),
+                Err(err) => return fail_to_take(&err, wait.conflict()),
             };
             let handoff = match guard.hand_off() {
                 Ok(handoff) => handoff,
                 Err(err) => return fail(&err),
             };
-            if let Err(err) = print_acquired(&key, &handoff, config.lock.ttl, json) {
+            if let Err(err) = print_acquired(key, &handoff, config.lock.ttl, json) {
                 eprintln!("distlock: cannot print the owner token ({err}); releasing `{key}`");
-                let _ = locks.release_by_token(&key, &handoff).await;
+                let _ = locks.release_by_token(key, &handoff).await;
                 return EXIT_UNAVAILABLE;
             }
             0
         }
-        Task::Extend { key, ttl, owner } => {
+        Task::Extend { lock, ttl, owner } => {
             let token = match owner.token() {
                 Ok(Some(token)) => token,
                 Ok(None) => return missing_owner("extend"),
                 Err(err) => return fail(&err),
             };
-            if let Some(ttl) = ttl {
-                config.lock.ttl = ttl;
-            }
             let locks = match connect(&config).await {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            match locks.extend_by_token(&key, &token, config.lock.ttl).await {
-                Ok(ttl) => {
-                    println!("{key}: extended, {} left", humantime::format_duration(ttl));
-                    0
-                }
-                Err(err) => fail(&err),
-            }
+            extend(&locks, lock.get(), &token, ttl, config.lock.ttl).await
         }
         Task::Release {
-            name,
-            key_flag,
+            lock,
             force,
             owner,
             json,
         } => {
-            let Some(name) = name.or(key_flag) else {
-                eprintln!("distlock: `release` needs the lock name (NAME or --key)");
-                return EXIT_CONFIG;
-            };
+            let name = lock.get();
             let token = if force {
                 None
             } else {
@@ -529,10 +687,42 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Err(code) => return code,
             };
             match token {
-                Some(token) => release_as_owner(&locks, &name, &token, json).await,
-                None => force_release(&locks, &name, json).await,
+                Some(token) => release_as_owner(&locks, name, &token, json).await,
+                None => force_release(&locks, name, json).await,
             }
         }
+    }
+}
+
+/// `extend`: renews to `--ttl`, else to the TTL the token says the lock was
+/// taken with, else (a token without one) to the config's; says when that
+/// is shorter than what the lock was taken with.
+async fn extend(
+    locks: &LockManager,
+    key: &str,
+    token: &HandoffToken,
+    asked: Option<Duration>,
+    config_ttl: Duration,
+) -> u8 {
+    let ttl = asked.or(token.ttl()).unwrap_or(config_ttl);
+    match locks.extend_by_token(key, token, ttl).await {
+        Ok(left) => {
+            let left = humantime::format_duration(left);
+            match token.ttl() {
+                Some(taken) if ttl < taken => println!(
+                    "{key}: shortened to a {} TTL (it was taken with {}), {left} left",
+                    humantime::format_duration(ttl),
+                    humantime::format_duration(taken)
+                ),
+                Some(_) => println!("{key}: extended, {left} left"),
+                None => println!(
+                    "{key}: extended, {left} left (the config's ttl: the token does not say \
+                     what the lock was taken with)"
+                ),
+            }
+            0
+        }
+        Err(err) => fail(&err),
     }
 }
 
@@ -637,6 +827,28 @@ fn cli_duration(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
+/// A `-w`/`--wait`: seconds as flock(1) takes them (`5`, `0.5`), a
+/// duration in [`cli_duration`]'s syntax, or `forever` (the longest
+/// duration distlock takes, which no lock outlasts).
+fn wait_time(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("forever") {
+        return Ok(MAX_CLI_DURATION);
+    }
+    if text.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    {
+        let seconds: f64 = text
+            .parse()
+            .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+        return Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|wait| *wait <= MAX_CLI_DURATION)
+            .ok_or_else(|| "is longer than 100 years; use `forever`".to_owned());
+    }
+    cli_duration(text)
+}
+
 /// A `--limit`: a whole number of at least 1.
 fn at_least_one(text: &str) -> Result<u64, String> {
     match text.parse::<u64>() {
@@ -664,6 +876,20 @@ fn fail(err: &LockError) -> u8 {
     }
 }
 
+/// Reports a failed acquire: a lock that stayed held as `conflict` says
+/// (`-E`, `-q`), anything else as [`fail`] does.
+fn fail_to_take(err: &LockError, conflict: Conflict) -> u8 {
+    match err {
+        LockError::NotAcquired { .. } => {
+            if !conflict.quiet {
+                eprintln!("distlock: {err}");
+            }
+            conflict.code
+        }
+        _ => fail(err),
+    }
+}
+
 /// Takes the lock: once with `--wait 0`, within `--wait`, or within the
 /// config's `wait_timeout`.
 async fn take(
@@ -681,14 +907,14 @@ async fn take(
 async fn run(
     locks: &LockManager,
     key: &str,
-    wait: Option<Duration>,
+    wait: &WaitArgs,
     grace: Duration,
     command: &[String],
 ) -> u8 {
-    let acquired = take(locks, key, wait).await;
+    let acquired = take(locks, key, wait.wait()).await;
     let guard = match acquired {
         Ok(guard) => guard,
-        Err(err) => return fail(&err),
+        Err(err) => return fail_to_take(&err, wait.conflict()),
     };
     // Taken over before the command starts, so a signal that arrives while it
     // starts is acted on rather than killing distlock and orphaning the command.
