@@ -149,7 +149,7 @@ fn check_node_count(count: usize) -> Result<(), LockError> {
                 .into(),
         });
     }
-    if count >= 4 && count % 2 == 0 {
+    if count >= 4 && count.is_multiple_of(2) {
         tracing::warn!(
             "Redlock over {count} nodes needs {} for a majority and survives {} failed nodes, \
              as {} nodes do: the extra node adds a round trip and no availability",

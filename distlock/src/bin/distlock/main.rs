@@ -1,8 +1,28 @@
 //! `distlock`: run a command under a distributed lock, and inspect or clear
 //! locks, from the shell.
 //!
-//! Config comes from `--config FILE` (TOML) and `DISTLOCK_*` variables, which
-//! win: `DISTLOCK_NODES=redis://127.0.0.1:6379 distlock run --key nightly -- ./job.sh`.
+//! Config comes from `--config FILE` (TOML), then `DISTLOCK_*` variables,
+//! then `--nodes`, each winning over the one before:
+//! `DISTLOCK_NODES=redis://127.0.0.1:6379 distlock run nightly -- ./job.sh`.
+//! Several standalone nodes need an explicit `strategy` (`redlock`, or a
+//! `topology` of `cluster` or `sentinel`): a second URL never turns the lock
+//! into Redlock by itself.
+//!
+//! # Flags as flock(1) has them
+//!
+//! Every verb names its lock as `NAME` or `--key NAME`. `run` and `acquire`
+//! take `-n`/`--nonblock` (do not wait), `-w`/`--wait TIME` (bare seconds as
+//! flock takes them, `5` or `0.5`, a duration such as `30s`, or `forever`;
+//! the default is the config's `wait_timeout`), `-E`/`--conflict-exit-code N`
+//! (the code when the lock stayed held, 75 by default) and `-q`/`--quiet`
+//! (print nothing then). `run` also takes `-c 'COMMAND'`, run through
+//! `/bin/sh -c`, instead of `-- CMD...`, and `-x` (exclusive, the default);
+//! `-s` (shared) is refused with 78 until shared locks exist. Cron skips a
+//! run that another host is doing, silently and with success:
+//!
+//! ```sh
+//! distlock run -n -q -E 0 nightly -c './report.sh'
+//! ```
 //!
 //! # Environment
 //!
@@ -21,9 +41,9 @@
 //! |---|---|
 //! | the command's | the command ran to the end under a lease that held throughout |
 //! | 128 + n | the command was killed by signal n (the lease held) |
-//! | 75 | the lock was held by someone else for the whole `--wait` (with `--wait 0`: at once) |
+//! | 75, or `-E`'s | the lock was held by someone else for the whole wait (with `-n`: at once) |
 //! | 76 | the lease was lost while the command ran; its process group was sent SIGTERM, then SIGKILL after `--grace` |
-//! | 69 | Redis could not be reached, refused the credentials, or failed otherwise |
+//! | 69 | Redis could not be reached, refused the credentials or an ACL rule (the error names the rule), or failed otherwise |
 //! | 78 | the config or the arguments are invalid (clap's usage errors included) |
 //! | 127 | the command could not be started |
 //! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): the command was stopped as for 76 and the lock released |
@@ -37,21 +57,22 @@
 //! For scripts whose steps are separate commands:
 //!
 //! ```sh
-//! out=$(distlock acquire --key deploy --ttl 5m --wait 30s) || exit $?
+//! out=$(distlock acquire deploy --ttl 5m -w 30) || exit $?
 //! eval "$out"        # exports DISTLOCK_OWNER and DISTLOCK_FENCING_TOKEN
 //! ./migrate.sh
-//! distlock extend --key deploy --ttl 5m || exit $?   # 76: the lock is gone, stop
+//! distlock extend deploy || exit $?   # 5m again; 76: the lock is gone, stop
 //! ./roll-out.sh
-//! distlock release --key deploy
+//! distlock release deploy
 //! ```
 //!
 //! `acquire` prints the lease's hand-off token (`DISTLOCK_OWNER`): a secret
 //! that lets whoever has it extend or release that lease, and nothing else.
 //! Nothing renews the lease between the commands; it ends at its TTL unless
-//! extended. `extend` sets the TTL from now to `--ttl`, or to the config's
-//! `ttl` without it (which may be shorter than what `acquire` asked for).
-//! The exported token is inherited by every command the script runs. The
-//! reentrant strategy cannot hand a lease over (78). `extend` and `release` read the token from `--owner`,
+//! extended. `extend` sets the TTL from now to `--ttl`, or without it to the
+//! TTL `acquire` took the lock with (the token carries it); a `--ttl` shorter
+//! than that is reported as "shortened". The exported token is inherited by
+//! every command the script runs. The reentrant strategy cannot hand a lease
+//! over (78). `extend` and `release` read the token from `--owner`,
 //! `--owner-file FILE` or `DISTLOCK_OWNER`; prefer the last two, since a
 //! command line is visible to every user in `ps`. Both act only if that hold
 //! still has the lock.
@@ -59,15 +80,17 @@
 //! | code | `acquire` | `extend`, `release` (with a token) |
 //! |---|---|---|
 //! | 0 | taken; the token is printed | done |
-//! | 75 | held by someone else for the whole `--wait` | |
+//! | 75, or `-E`'s | held by someone else for the whole wait | |
 //! | 76 | | the lock is not held by that token's owner (expired, released, or taken): nothing changed |
 //! | 69 | Redis failed | Redis failed, or the key holds something that is not a lock |
 //! | 78 | bad config or arguments; a strategy that cannot hand off (reentrant) | bad config or arguments, or a missing or malformed token |
+//!
 //! # Exit codes of `status`, `list` and `release --force`
 //!
 //! | code | meaning |
 //! |---|---|
-//! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code) |
+//! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code); for `status -q`, the lock is held |
+//! | 1 | `status -q` only: the lock is free |
 //! | 69 | Redis could not be reached, refused the credentials, or failed otherwise; `list` first prints what the other nodes hold |
 //! | 78 | the config or the arguments are invalid (`--limit 0`, an unknown flag; clap's own code, 2, is not used) |
 //!
