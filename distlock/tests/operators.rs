@@ -145,7 +145,11 @@ fn a_cron_style_skip_prints_nothing_and_exits_as_told() {
         ],
     ));
     assert_eq!(code(&told), 9, "{}", stderr(&told));
-    // `acquire` skips the same way.
+    // `acquire` skips the same way, but never with 0: the script after it
+    // would go on as if it held the lock.
+    let zero = output(on(&server, &["acquire", "-n", "-E", "0", "nightly"]));
+    assert_eq!(code(&zero), 78, "{}", stderr(&zero));
+    assert_eq!(stdout(&zero), "");
     let acquire = output(on(&server, &["acquire", "-n", "-q", "-E", "3", "nightly"]));
     assert_eq!(
         (code(&acquire), stdout(&acquire), stderr(&acquire)),
@@ -472,6 +476,21 @@ fn a_refused_acl_rule_is_named() {
                 "{context}: the lock was left held"
             );
         }
+        // With a prefix of its own, the pattern is spelt out.
+        let out = output(distlock(
+            &[
+                ("DISTLOCK_NODES", user("no-keys", "pw").as_str()),
+                ("DISTLOCK_CLIENT", client),
+                ("DISTLOCK_KEY_PREFIX", "jobs:"),
+            ],
+            &["run", "acl", "-c", "echo ran"],
+        ));
+        assert_eq!(code(&out), 69, "{client}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("`~jobs:*`"),
+            "{client}: {}",
+            stderr(&out)
+        );
     }
 }
 

@@ -14,7 +14,8 @@
 //! take `-n`/`--nonblock` (do not wait), `-w`/`--wait TIME` (bare seconds as
 //! flock takes them, `5` or `0.5`, a duration such as `30s`, or `forever`;
 //! the default is the config's `wait_timeout`), `-E`/`--conflict-exit-code N`
-//! (the code when the lock stayed held, 75 by default) and `-q`/`--quiet`
+//! (the code when the lock stayed held, 75 by default; not 0 for `acquire`,
+//! after which a script would go on unlocked) and `-q`/`--quiet`
 //! (print nothing then). `run` also takes `-c 'COMMAND'`, run through
 //! `/bin/sh -c`, instead of `-- CMD...`, and `-x` (exclusive, the default);
 //! `-s` (shared) is refused with 78 until shared locks exist. Cron skips a
@@ -153,7 +154,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distlock::{Config, HandoffToken, HolderInfo, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{
+    AclNeed, Config, HandoffToken, HolderInfo, LeaseGuard, LockError, LockManager, LockState,
+};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -273,7 +276,8 @@ struct WaitArgs {
     #[arg(short = 'w', long, value_name = "TIME", value_parser = wait_time)]
     wait: Option<Duration>,
     /// The exit code when the lock was held by someone else for the whole
-    /// wait: 0 lets cron count a skipped run as a success.
+    /// wait: 0 lets cron count a skipped run as a success (`run` only:
+    /// `acquire` refuses 0, after which a script would go on unlocked).
     #[arg(
         short = 'E',
         long = "conflict-exit-code",
@@ -546,6 +550,7 @@ async fn dispatch(cli: Cli) -> u8 {
         Ok(config) => config,
         Err(err) => return fail(&err),
     };
+    let _ = KEY_PREFIX.set(config.lock.key_prefix.clone());
     // A background release is tried up to five times (under a second
     // between tries), each bounded by the command timeout, after a reconnect
     // at worst: this bounds the worst case; the usual wait is one round trip.
@@ -640,6 +645,14 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             json,
         } => {
             let key = lock.get();
+            // A script goes on after `acquire` exits 0, as if it held the lock.
+            if wait.conflict_exit_code == 0 {
+                eprintln!(
+                    "distlock: `acquire -E 0` would exit 0 without the lock, and a script would \
+                     go on as if it held it; use -E with a code of 1 or more"
+                );
+                return EXIT_CONFIG;
+            }
             if let Some(ttl) = ttl {
                 config.lock.ttl = ttl;
             }
@@ -881,9 +894,25 @@ fn at_least_one(text: &str) -> Result<u64, String> {
     }
 }
 
+/// The config's `key_prefix`, once loaded: [`fail`] names the ACL patterns
+/// a refused user needs with it.
+static KEY_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// Reports an error and picks the exit code for it.
 fn fail(err: &LockError) -> u8 {
     eprintln!("distlock: {err}");
+    if let LockError::PermissionDenied {
+        needs: AclNeed::Keys | AclNeed::Channels,
+        ..
+    } = err
+    {
+        if let Some(prefix) = KEY_PREFIX.get() {
+            eprintln!(
+                "distlock: with key_prefix `{prefix}`, the user needs `~{prefix}*` (keys) and \
+                 `&{prefix}*` (channels)"
+            );
+        }
+    }
     match err {
         LockError::InvalidConfig { .. }
         | LockError::HandOffUnsupported { .. }
