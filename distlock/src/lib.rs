@@ -28,7 +28,7 @@
 //! `redis` (the default) and `fred` choose the client, and both may be on;
 //! `tls` adds `rediss://` nodes; `cli` (a default) builds the `distlock`
 //! command, which runs a command under a lock:
-//! `distlock run --key nightly-report --wait 0 -- ./report.sh`. A library
+//! `distlock run -n nightly-report -- ./report.sh`. A library
 //! that wants only the client writes `default-features = false, features =
 //! ["redis"]` (or `["fred"]`); with no client at all the build stops with a
 //! message that says which feature to enable.

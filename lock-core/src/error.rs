@@ -72,10 +72,12 @@ impl AclNeed {
                 return AclNeed::Command(command.replace(' ', "|"));
             }
         }
-        if lower.contains("one of the keys") || lower.contains("the keys mentioned") {
-            AclNeed::Keys
-        } else if lower.contains("channel") {
+        // `... access one of the keys used as arguments` (7.0), `No
+        // permissions to access a key` (7.2), and the same of channels.
+        if lower.contains("channel") {
             AclNeed::Channels
+        } else if lower.contains(" key") {
+            AclNeed::Keys
         } else {
             AclNeed::Unknown
         }

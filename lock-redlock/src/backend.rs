@@ -136,9 +136,7 @@ pub fn validate_config(config: &LockConfig) -> Result<(), LockError> {
 }
 
 /// Refuses two nodes, whose majority is both, so that one failure stops
-/// every lock (worse than one node); warns of an even count, which needs one
-/// node more for its majority than the odd count below it and survives no
-/// more failures.
+/// every lock (worse than one node).
 fn check_node_count(count: usize) -> Result<(), LockError> {
     if count == 2 {
         return Err(LockError::InvalidConfig {
@@ -149,6 +147,13 @@ fn check_node_count(count: usize) -> Result<(), LockError> {
                 .into(),
         });
     }
+    Ok(())
+}
+
+/// Warns of an even count of nodes, which needs one node more for its
+/// majority than the odd count below it and survives no more failures.
+/// Called once per backend, so that a `distlock` call says it once.
+fn warn_if_even(count: usize) {
     if count >= 4 && count.is_multiple_of(2) {
         tracing::warn!(
             "Redlock over {count} nodes needs {} for a majority and survives {} failed nodes, \
@@ -158,7 +163,6 @@ fn check_node_count(count: usize) -> Result<(), LockError> {
             count - 1
         );
     }
-    Ok(())
 }
 
 impl RedlockBackend {
@@ -234,6 +238,7 @@ impl RedlockBackend {
             endpoint.validate()?;
         }
         check_node_count(endpoints.len())?;
+        warn_if_even(endpoints.len());
         let nodes: Vec<Arc<Node>> = endpoints
             .iter()
             .map(|endpoint| Arc::new(Node::new(endpoint, kind, connect)))

@@ -424,7 +424,10 @@ impl LockManager {
     /// [`LockError::HandOffUnsupported`] for strategies that cannot replace a
     /// hold in one step (Redlock, reentrant: use
     /// [`extend_by_token`](Self::extend_by_token) and
-    /// [`release_by_token`](Self::release_by_token) there); connection errors,
+    /// [`release_by_token`](Self::release_by_token) there),
+    /// [`LockError::InvalidTtl`] when the token's TTL is one this manager
+    /// cannot grant (at or below its `replicas.timeout`; nothing is sent, and
+    /// the lease runs out at its TTL); connection errors,
     /// after which the lease is as it was or taken over by a hold nobody
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
@@ -653,7 +656,16 @@ struct Wait<'a, Q> {
     started: Instant,
     give_up_at: Option<Instant>,
     attempts: &'a mut u32,
+    /// Since when every attempt has failed (`None` while they get answers),
+    /// and when that was last logged: a long wait on a server that is down
+    /// says so at `warn`, not only at `debug` when the wait ends.
+    failing: Option<(Instant, Option<Instant>)>,
 }
+
+/// How long attempts fail in a row before a wait logs a warning, and how
+/// often it repeats it while they go on failing.
+const FAILING_WARN_AFTER: Duration = Duration::from_secs(10);
+const FAILING_WARN_EVERY: Duration = Duration::from_secs(60);
 
 /// What one attempt of a [`Wait`] found.
 enum Tried {
@@ -698,6 +710,33 @@ impl<'a, Q> Wait<'a, Q> {
             started,
             give_up_at: started.checked_add(wait),
             attempts,
+            failing: None,
+        }
+    }
+
+    /// Keeps the run of failed attempts: warns once it has lasted
+    /// [`FAILING_WARN_AFTER`], then every [`FAILING_WARN_EVERY`].
+    fn note_failure(&mut self, error: Option<&LockError>) {
+        let Some(error) = error else {
+            self.failing = None;
+            return;
+        };
+        let now = Instant::now();
+        let (since, warned) = self.failing.get_or_insert((now, None));
+        let failing_for = now.saturating_duration_since(*since);
+        let due = match warned {
+            None => failing_for >= FAILING_WARN_AFTER,
+            Some(at) => now.saturating_duration_since(*at) >= FAILING_WARN_EVERY,
+        };
+        if due {
+            *warned = Some(now);
+            tracing::warn!(
+                key = self.key.name(),
+                error = %error,
+                "still waiting for the lock: every attempt for {}s has failed; retrying until \
+                 the wait ends",
+                failing_for.as_secs()
+            );
         }
     }
 
@@ -737,6 +776,11 @@ impl<'a, Q> Wait<'a, Q> {
             // one that erred keeps them, to pass on if this wait ends.
             watch.attempt_finished();
         }
+        self.note_failure(match &result {
+            Ok(Attempt::Unanswered { error, .. }) => Some(error),
+            Err(err) => Some(err),
+            Ok(_) => None,
+        });
         let name = self.key.name();
         match result {
             Ok(Attempt::Acquired(granted)) => Ok(Tried::Acquired(granted)),

@@ -367,6 +367,13 @@ mod tests {
                 "NOPERM this user has no permissions to access one of the channels used as arguments",
                 AclNeed::Channels,
             ),
+            ("NOPERM No permissions to access a key", AclNeed::Keys),
+            ("NOPERM No permissions to access a channel", AclNeed::Channels),
+            (
+                "ERR The user executing the script can't access at least one of the keys \
+                 mentioned in the command script: 1e88, on @user_script:9.",
+                AclNeed::Keys,
+            ),
             ("NOPERM something new", AclNeed::Unknown),
         ] {
             assert_eq!(AclNeed::from_message(message), needs, "{message}");

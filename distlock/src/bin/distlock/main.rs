@@ -92,7 +92,7 @@
 //! |---|---|
 //! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code); for `status -q`, the lock is held |
 //! | 1 | `status -q` only: the lock is free |
-//! | 69 | Redis could not be reached, refused the credentials, or failed otherwise; `list` first prints what the other nodes hold |
+//! | 69 | Redis could not be reached, refused the credentials or an ACL rule, or failed otherwise; `list` first prints what the other nodes hold |
 //! | 78 | the config or the arguments are invalid (`--limit 0`, an unknown flag; clap's own code, 2, is not used) |
 //!
 //! # `distlock list`
@@ -403,7 +403,8 @@ enum Task {
         #[command(flatten)]
         lock: LockName,
         /// The new TTL from now, e.g. "5m". Default: the TTL `acquire` took
-        /// the lock with (carried in its token).
+        /// the lock with (carried in its token; the config's ttl for a token
+        /// of an earlier version, which does not carry it).
         #[arg(long, value_parser = cli_duration)]
         ttl: Option<Duration>,
         #[command(flatten)]
@@ -942,7 +943,7 @@ fn fail_to_take(err: &LockError, conflict: Conflict) -> u8 {
     }
 }
 
-/// Takes the lock: once with `--wait 0`, within `--wait`, or within the
+/// Takes the lock: once with `-n` (a wait of zero), within `--wait`, or within the
 /// config's `wait_timeout`.
 async fn take(
     locks: &LockManager,

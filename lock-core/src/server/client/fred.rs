@@ -668,10 +668,6 @@ fn convert(address: &str, value: Value) -> Result<Reply, LockError> {
 fn map_error(address: &str, command_timeout: Duration, err: fred::error::Error) -> LockError {
     let node = address.to_owned();
     match err.kind() {
-        // fred files an ACL refusal under Auth; the user's credentials were fine.
-        ErrorKind::Auth if err.details().starts_with("NOPERM") => {
-            server_error(address, err.details().to_owned())
-        }
         ErrorKind::Protocol if err.details().starts_with("Decode Error") => {
             not_redis(address, err.details())
         }
@@ -829,12 +825,15 @@ impl SubscriberClient for FredSubscriber {
         };
         let result = match tokio::time::timeout(self.command_timeout, confirmed).await {
             Ok(Ok(fred::types::Value::Array(_))) => return Ok(()),
-            Ok(Ok(_)) => Err(LockError::Server {
+            // Told apart from a reconnect in between only by its rarity: both
+            // back off, and waiters poll meanwhile.
+            Ok(Ok(_)) => Err(LockError::PermissionDenied {
                 node: self.address.clone(),
+                needs: crate::error::AclNeed::Channels,
                 message: format!(
-                    "NOPERM? the subscription to `{channel}` was not confirmed: the \
-                     server refused it (a user needs the lock channels in its ACL, \
-                     `&<prefix>*`), or the connection was re-established meanwhile"
+                    "the subscription to `{channel}` was not confirmed: the server refused it \
+                     (NOPERM, which fred does not pass on), or the connection was \
+                     re-established meanwhile"
                 ),
             }),
             Ok(Err(err)) => Err(map_error(&self.address, Duration::ZERO, err)),

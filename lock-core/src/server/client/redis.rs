@@ -664,8 +664,11 @@ fn map_error(address: &str, command_timeout: Duration, err: redis::RedisError) -
             format!("NOPERM {}", err.detail().unwrap_or_default()),
         );
     }
-    if err.kind() == redis::ErrorKind::Parse {
-        return not_redis(address, &err.to_string());
+    // The protocol parser's own error (`Parse error at 1, Unexpected ...`),
+    // not a reply the crate could not convert.
+    let text = err.to_string();
+    if err.kind() == redis::ErrorKind::Parse && text.contains("Parse error at") {
+        return not_redis(address, &text);
     }
     if err.kind() == redis::ErrorKind::AuthenticationFailed {
         return LockError::Authentication {
