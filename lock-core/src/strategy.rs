@@ -192,10 +192,11 @@ pub mod scripts {
     //! [`single`] for a string key holding
     //! [`HoldToken::value`](crate::HoldToken::value) with its fencing counter
     //! beside it (`lock-redis-single`, and each node of `lock-redlock`),
-    //! [`reentrant`] for a hash of owner to hold count (`lock-reentrant`), and
+    //! [`reentrant`] for a hash of owner to hold count (`lock-reentrant`),
+    //! [`semaphore`] for permits with leases of their own, and
     //! [`FORCE_RELEASE`] for any layout. Each script's source documents its
     //! `KEYS`, `ARGV` and reply; read it with
     //! [`Script::source`](super::Script::source).
 
-    pub use crate::server::script::{reentrant, single, FORCE_RELEASE};
+    pub use crate::server::script::{reentrant, semaphore, single, FORCE_RELEASE};
 }

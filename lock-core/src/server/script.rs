@@ -304,6 +304,41 @@ pub mod reentrant {
     );
 }
 
+/// The semaphore scripts: permits with their own leases in a sorted set
+/// scored by the server's clock, a stored limit, and a fencing counter per
+/// slot. Each is loaded after `lua/semaphore.lua`, whose header describes
+/// the keys, and every one drops expired permits first.
+pub mod semaphore {
+    use super::Script;
+
+    /// One permit of a weight, if it fits: `lua/semaphore_acquire.lua`.
+    pub static ACQUIRE: Script = Script::new(
+        "semaphore_acquire",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_acquire.lua")
+        ),
+    );
+    /// Renewal of a live permit, never of an ended one:
+    /// `lua/semaphore_renew.lua`.
+    pub static RENEW: Script = Script::new(
+        "semaphore_renew",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_renew.lua")
+        ),
+    );
+    /// A permit given back, once, publishing the free weight:
+    /// `lua/semaphore_release.lua`.
+    pub static RELEASE: Script = Script::new(
+        "semaphore_release",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_release.lua")
+        ),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +443,18 @@ mod tests {
             ("force_release", include_str!("../../lua/force_release.lua")),
             ("fair_acquire", include_str!("../../lua/fair_acquire.lua")),
             ("fair_leave", include_str!("../../lua/fair_leave.lua")),
+            (
+                "semaphore_acquire",
+                include_str!("../../lua/semaphore_acquire.lua"),
+            ),
+            (
+                "semaphore_renew",
+                include_str!("../../lua/semaphore_renew.lua"),
+            ),
+            (
+                "semaphore_release",
+                include_str!("../../lua/semaphore_release.lua"),
+            ),
         ] {
             let header = source
                 .lines()

@@ -1,0 +1,26 @@
+-- Renews one live permit to a TTL from now; never revives one that has
+-- ended (expired, or released).
+--
+-- KEYS[1]  the permits (a sorted set; see semaphore.lua)
+-- KEYS[2]  the held entries (a hash)
+-- ARGV[1]  the permit id
+-- ARGV[2]  the TTL in ms
+--
+-- Reply: 1 when renewed; 0 when the permit is not live (nothing renewed);
+-- {-2, key, detail} when a key holds something else (nothing written).
+local permits, held = KEYS[1], KEYS[2]
+local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
+if foreign then
+  return foreign
+end
+local now = sem_now()
+local live, reply = sem_read(permits, held, now)
+if not live then
+  return reply
+end
+if not live[ARGV[1]] then
+  return 0
+end
+redis.call('zadd', permits, 'xx', now + tonumber(ARGV[2]), ARGV[1])
+sem_keep(permits, held, now)
+return 1

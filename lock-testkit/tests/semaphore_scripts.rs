@@ -1,0 +1,255 @@
+//! The semaphore scripts (`lock_core::strategy::scripts::semaphore`) on a
+//! real server, run as `EVAL` with their sources: never more weight live than
+//! the limit, expired permits never counting and never revived, a second
+//! release crediting nothing, a slot's tokens growing, the stored limit
+//! refusing another, and foreign data refused with nothing written.
+
+use std::time::Duration;
+
+use lock_core::strategy::scripts::semaphore;
+use lock_core::strategy::Script;
+use lock_testkit::{AdminReply, RedisServer};
+
+/// The four keys of semaphore `name`, under one hash tag.
+fn keys(name: &str) -> [String; 4] {
+    [
+        format!("lock:{{{name}}}"),
+        format!("lock:{{{name}}}:held"),
+        format!("lock:{{{name}}}:limit"),
+        format!("lock:{{{name}}}:slot-fences"),
+    ]
+}
+
+fn eval(server: &RedisServer, script: &Script, keys: &[String], args: &[&str]) -> AdminReply {
+    let count = keys.len().to_string();
+    let mut command = vec!["EVAL", script.source(), count.as_str()];
+    command.extend(keys.iter().map(String::as_str));
+    command.extend_from_slice(args);
+    server.admin(&command).expect("EVAL")
+}
+
+/// The reply as integers (a text entry, such as a token, parsed).
+fn ints(reply: &AdminReply) -> Vec<i64> {
+    match reply {
+        AdminReply::Array(Some(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_int()
+                    .or_else(|| item.as_text().and_then(|text| text.parse().ok()))
+                    .unwrap_or_else(|| panic!("not a number: {item:?} in {reply:?}"))
+            })
+            .collect(),
+        AdminReply::Int(value) => vec![*value],
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+fn acquire(
+    server: &RedisServer,
+    name: &str,
+    id: &str,
+    weight: u32,
+    limit: u32,
+    ttl_ms: u64,
+) -> Vec<i64> {
+    let (weight, limit, ttl) = (weight.to_string(), limit.to_string(), ttl_ms.to_string());
+    ints(&eval(
+        server,
+        &semaphore::ACQUIRE,
+        &keys(name),
+        &[id, &weight, &limit, &ttl],
+    ))
+}
+
+fn renew(server: &RedisServer, name: &str, id: &str, ttl_ms: u64) -> i64 {
+    ints(&eval(
+        server,
+        &semaphore::RENEW,
+        &keys(name)[..2],
+        &[id, &ttl_ms.to_string()],
+    ))[0]
+}
+
+fn release(server: &RedisServer, name: &str, id: &str) -> i64 {
+    ints(&eval(server, &semaphore::RELEASE, &keys(name)[..3], &[id]))[0]
+}
+
+/// Everything the semaphore's keys hold, to compare before and after.
+fn snapshot(server: &RedisServer, name: &str) -> Vec<String> {
+    keys(name)
+        .iter()
+        .map(|key| format!("{:?}", server.admin(&["DUMP", key]).expect("DUMP")))
+        .collect()
+}
+
+#[test]
+fn weight_never_exceeds_the_limit() {
+    let server = RedisServer::start().expect("start");
+    // Slots 0, 1, 2, each with its first token.
+    for (index, id) in ["a", "b", "c"].iter().enumerate() {
+        assert_eq!(
+            acquire(&server, "pool", id, 1, 3, 30_000),
+            vec![1, index as i64, 1]
+        );
+    }
+    let full = acquire(&server, "pool", "d", 1, 3, 30_000);
+    assert_eq!(full[..2], [0, 3], "{full:?}");
+    assert!(
+        (29_000..=30_000).contains(&full[2]),
+        "waits for the first to end: {full:?}"
+    );
+    // A weight of 2 fits only once two are back.
+    assert_eq!(release(&server, "pool", "a"), 1);
+    assert_eq!(acquire(&server, "pool", "heavy", 2, 3, 30_000)[0], 0);
+    assert_eq!(release(&server, "pool", "c"), 1);
+    // The lowest free slot, and that slot's next token.
+    assert_eq!(
+        acquire(&server, "pool", "heavy", 2, 3, 30_000),
+        vec![1, 0, 2]
+    );
+    assert_eq!(
+        acquire(&server, "pool", "e", 1, 3, 30_000)[0],
+        0,
+        "b and heavy hold 3"
+    );
+    // A weight above the limit never fits, and says nothing is worth waiting for
+    // once the semaphore is empty.
+    assert_eq!(release(&server, "pool", "b"), 1);
+    assert_eq!(release(&server, "pool", "heavy"), 1);
+    assert_eq!(
+        acquire(&server, "pool", "huge", 4, 3, 30_000),
+        vec![0, 0, -1]
+    );
+}
+
+#[test]
+fn a_second_release_credits_nothing() {
+    let server = RedisServer::start().expect("start");
+    assert_eq!(acquire(&server, "twice", "a", 1, 2, 30_000)[0], 1);
+    assert_eq!(acquire(&server, "twice", "b", 1, 2, 30_000)[0], 1);
+    assert_eq!(release(&server, "twice", "a"), 1);
+    assert_eq!(release(&server, "twice", "a"), 0, "the second release");
+    assert_eq!(acquire(&server, "twice", "c", 1, 2, 30_000)[0], 1);
+    assert_eq!(
+        acquire(&server, "twice", "d", 1, 2, 30_000)[..2],
+        [0, 2],
+        "b and c hold both permits: the double release freed no third"
+    );
+    // A retried attempt of a live permit gets its own slot and token back.
+    assert_eq!(acquire(&server, "twice", "c", 1, 2, 30_000), vec![1, 0, 2]);
+}
+
+#[test]
+fn expired_permits_never_count_and_are_never_revived() {
+    let server = RedisServer::start().expect("start");
+    // A long permit beside it keeps the keys alive, so the scripts, not the
+    // keys' own expiry, must tell the short one ended.
+    assert_eq!(
+        acquire(&server, "leases", "short", 1, 2, 100),
+        vec![1, 0, 1]
+    );
+    assert_eq!(
+        acquire(&server, "leases", "long", 1, 2, 30_000),
+        vec![1, 1, 1]
+    );
+    assert_eq!(renew(&server, "leases", "short", 100), 1, "live: renewed");
+    assert_eq!(acquire(&server, "leases", "other", 1, 2, 30_000)[0], 0);
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(
+        renew(&server, "leases", "short", 30_000),
+        0,
+        "ended: not revived"
+    );
+    assert_eq!(
+        release(&server, "leases", "short"),
+        0,
+        "ended: nothing to give back"
+    );
+    // Its slot again, with a higher token than the one the stale holder has.
+    assert_eq!(
+        acquire(&server, "leases", "other", 1, 2, 30_000),
+        vec![1, 0, 2]
+    );
+    assert_eq!(renew(&server, "leases", "short", 30_000), 0);
+    assert_eq!(
+        acquire(&server, "leases", "late", 1, 2, 30_000)[0],
+        0,
+        "long and other"
+    );
+    let pttl = server
+        .admin(&["PTTL", &keys("leases")[0]])
+        .expect("PTTL")
+        .as_int()
+        .expect("a TTL");
+    assert!(
+        (29_000..=30_000).contains(&pttl),
+        "the keys end with the last permit: {pttl}"
+    );
+}
+
+#[test]
+fn the_stored_limit_refuses_another() {
+    let server = RedisServer::start().expect("start");
+    assert_eq!(acquire(&server, "sized", "a", 1, 3, 30_000)[0], 1);
+    let before = snapshot(&server, "sized");
+    assert_eq!(acquire(&server, "sized", "b", 1, 5, 30_000), vec![-1, 3]);
+    assert_eq!(snapshot(&server, "sized"), before, "nothing written");
+    // Kept when the semaphore is empty too: changing it is explicit.
+    assert_eq!(release(&server, "sized", "a"), 1);
+    assert_eq!(acquire(&server, "sized", "b", 1, 5, 30_000), vec![-1, 3]);
+}
+
+#[test]
+fn foreign_data_is_refused_and_nothing_written() {
+    let server = RedisServer::start().expect("start");
+    let cases: [(&str, &[&[&str]]); 4] = [
+        ("string", &[&["SET", "lock:{f1}", "a lock"]]),
+        ("entry", &[&["HSET", "lock:{f2}:held", "x", "garbage"]]),
+        (
+            "orphan",
+            &[&["ZADD", "lock:{f3}", "99999999999999", "nobody"]],
+        ),
+        ("limit", &[&["SET", "lock:{f4}:limit", "three"]]),
+    ];
+    for (index, (what, setup)) in cases.iter().enumerate() {
+        let name = format!("f{}", index + 1);
+        for command in *setup {
+            server.admin(command).expect("setup");
+        }
+        let before = snapshot(&server, &name);
+        let reply = eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &keys(&name),
+            &["id", "1", "3", "30000"],
+        );
+        assert_eq!(ints_head(&reply), -2, "{what}: {reply:?}");
+        assert_eq!(snapshot(&server, &name), before, "{what}: nothing written");
+        for (script, count) in [(&semaphore::RENEW, 2), (&semaphore::RELEASE, 3)] {
+            let reply = eval(&server, script, &keys(&name)[..count], &["id", "30000"]);
+            if *what != "limit" {
+                assert_eq!(
+                    ints_head(&reply),
+                    -2,
+                    "{what}, {}: {reply:?}",
+                    script.name()
+                );
+            }
+            assert_eq!(
+                snapshot(&server, &name),
+                before,
+                "{what}, {}",
+                script.name()
+            );
+        }
+    }
+}
+
+/// The first item of a reply whose others may be text.
+fn ints_head(reply: &AdminReply) -> i64 {
+    match reply {
+        AdminReply::Array(Some(items)) => items[0].as_int().expect("a code"),
+        AdminReply::Int(value) => *value,
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
