@@ -47,7 +47,7 @@
 //! | 69 | Redis could not be reached, refused the credentials or an ACL rule (the error names the rule), or failed otherwise |
 //! | 78 | the config or the arguments are invalid (clap's usage errors included) |
 //! | 127 | the command could not be started |
-//! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): the command was stopped as for 76 and the lock released |
+//! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): while waiting, the wait ended and nothing is held; once the command ran, it was stopped as for 76 and the lock released |
 //!
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
 //! `DISTLOCK_FENCING_TOKEN` (not with `redlock`, nor with `single` and
@@ -193,7 +193,8 @@ Exit codes:
   69             Redis could not be reached, refused the user, or failed otherwise
   78             bad config or arguments
   127            the command could not be started
-  130            interrupted (SIGINT, SIGTERM, SIGHUP): the command was stopped, the lock released
+  130            interrupted (SIGINT, SIGTERM, SIGHUP): the wait ended, or the command was stopped
+                 and the lock released
 
 Cron, skipping a run while another host has the lock, silently and with success:
   distlock run -n -q -E 0 nightly -c './report.sh > /var/log/report.log'";
@@ -202,7 +203,7 @@ Cron, skipping a run while another host has the lock, silently and with success:
 const ACQUIRE_EXIT_CODES: &str = "\
 Exit codes: 0 taken (the token is printed); 75 held by someone else for the whole wait
 (-E changes it); 69 Redis failed; 78 bad config or arguments, or a strategy that cannot
-hand a lock over (reentrant).";
+hand a lock over (reentrant); 130 interrupted while waiting (nothing is held).";
 
 /// The exit codes of `extend` and `release`, for `--help`.
 const OWNER_EXIT_CODES: &str = "\
@@ -669,9 +670,18 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                     operation: "hand off",
                 });
             }
-            let guard = match take(&locks, key, wait.wait()).await {
-                Ok(guard) => guard,
-                Err(err) => return fail_to_take(&err, wait.conflict()),
+            let mut interrupts = match Interrupts::new() {
+                Ok(interrupts) => interrupts,
+                Err(err) => {
+                    eprintln!("distlock: cannot handle signals: {err}");
+                    return EXIT_UNAVAILABLE;
+                }
+            };
+            let taken = take_unless_interrupted(&locks, key, wait.wait(), &mut interrupts).await;
+            let guard = match taken {
+                Ok(Ok(guard)) => guard,
+                Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
+                Err(code) => return code,
             };
             let handoff = match guard.hand_off() {
                 Ok(handoff) => handoff,
@@ -957,6 +967,25 @@ async fn take(
     locks.acquire_with(key, &options).await
 }
 
+/// [`take`], unless SIGINT, SIGTERM or SIGHUP comes first: the wait is
+/// then dropped (which releases whatever an attempt in flight may have been
+/// granted, in the background, settled before exit) and the exit code is
+/// 130.
+async fn take_unless_interrupted(
+    locks: &LockManager,
+    key: &str,
+    wait: Option<Duration>,
+    interrupts: &mut Interrupts,
+) -> Result<Result<LeaseGuard, LockError>, u8> {
+    tokio::select! {
+        taken = take(locks, key, wait) => Ok(taken),
+        signal = interrupts.recv() => {
+            eprintln!("distlock: interrupted ({signal}) while waiting for `{key}`; nothing is held");
+            Err(EXIT_INTERRUPTED)
+        }
+    }
+}
+
 async fn run(
     locks: &LockManager,
     key: &str,
@@ -964,20 +993,20 @@ async fn run(
     grace: Duration,
     command: &[String],
 ) -> u8 {
-    let acquired = take(locks, key, wait.wait()).await;
-    let guard = match acquired {
-        Ok(guard) => guard,
-        Err(err) => return fail_to_take(&err, wait.conflict()),
-    };
-    // Taken over before the command starts, so a signal that arrives while it
-    // starts is acted on rather than killing distlock and orphaning the command.
+    // Taken over before the wait, so a signal while waiting or while the
+    // command starts is acted on rather than killing distlock (and
+    // orphaning the command, or a grant whose reply is still on its way).
     let mut interrupts = match Interrupts::new() {
         Ok(interrupts) => interrupts,
         Err(err) => {
             eprintln!("distlock: cannot handle signals: {err}");
-            report_release(guard.release().await);
             return EXIT_UNAVAILABLE;
         }
+    };
+    let guard = match take_unless_interrupted(locks, key, wait.wait(), &mut interrupts).await {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
+        Err(code) => return code,
     };
     let mut child = job(command);
     child
