@@ -25,6 +25,15 @@ local function sem_foreign(keys, types)
   return nil
 end
 
+-- sem_count(text): `text` as a whole number from 1 (at most 15 digits, so
+-- exact as a Lua number), or nil.
+local function sem_count(text)
+  if type(text) ~= 'string' or not string.match(text, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$') then
+    return nil
+  end
+  return tonumber(text)
+end
+
 -- sem_now(): the server's time in ms.
 local function sem_now()
   local time = redis.call('time')

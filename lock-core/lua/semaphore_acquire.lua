@@ -12,8 +12,9 @@
 -- ARGV[4]  the TTL in ms
 --
 -- Reply:
---   {1, slot, token}     granted; for an id already live, its own slot and
---                        token again (a retried attempt), its deadline as it was
+--   {1, slot, token}     granted (the token as text); for an id already
+--                        live, its own slot and token again (a retried
+--                        attempt), its deadline as it was
 --   {0, used, wait_ms}   the weight does not fit: `used` is the weight of the
 --                        live permits, `wait_ms` how long until the first of
 --                        them ends (-1 when none is live: the weight is above
@@ -23,10 +24,15 @@
 --   {-2, key, detail}    a key holds something that is not this semaphore's
 --                        (another type, or an entry or limit that does not
 --                        parse): nothing was written
--- Every check comes before the first write; TIME is read before it too, so a
+-- An ARGV that is not a whole number from 1 is an error reply, before
+-- anything is read or written. Every check comes before the first write; TIME is read before it too, so a
 -- user whose ACL refuses it writes nothing.
 local permits, held, limit_key, fences = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local id, weight, limit, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local id = ARGV[1]
+local weight, limit, ttl = sem_count(ARGV[2]), sem_count(ARGV[3]), sem_count(ARGV[4])
+if not (id and weight and limit and ttl) then
+  return redis.error_reply('ERR semaphore_acquire: the weight, limit and TTL must be whole numbers from 1')
+end
 local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
 if foreign then
   return foreign
@@ -64,7 +70,10 @@ local slot = 0
 while taken[slot] do
   slot = slot + 1
 end
-local token = redis.call('hincrby', fences, slot, 1)
+redis.call('hincrby', fences, slot, 1)
+-- As text, exact past 2^53 (a Lua number is a double), as a retried
+-- attempt's token is read from its entry.
+local token = redis.call('hget', fences, slot)
 redis.call('zadd', permits, now + ttl, id)
 redis.call('hset', held, id, weight .. ':' .. slot .. ':' .. token)
 if not stored then

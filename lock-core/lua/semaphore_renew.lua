@@ -9,6 +9,10 @@
 -- Reply: 1 when renewed; 0 when the permit is not live (nothing renewed);
 -- {-2, key, detail} when a key holds something else (nothing written).
 local permits, held = KEYS[1], KEYS[2]
+local ttl = sem_count(ARGV[2])
+if not (ARGV[1] and ttl) then
+  return redis.error_reply('ERR semaphore_renew: the TTL must be a whole number from 1')
+end
 local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
 if foreign then
   return foreign
@@ -21,6 +25,6 @@ end
 if not live[ARGV[1]] then
   return 0
 end
-redis.call('zadd', permits, 'xx', now + tonumber(ARGV[2]), ARGV[1])
+redis.call('zadd', permits, 'xx', now + ttl, ARGV[1])
 sem_keep(permits, held, now)
 return 1

@@ -245,6 +245,60 @@ fn foreign_data_is_refused_and_nothing_written() {
     }
 }
 
+#[test]
+fn bad_arguments_are_errors_that_write_nothing() {
+    let server = RedisServer::start().expect("start");
+    assert_eq!(acquire(&server, "args", "a", 1, 3, 30_000)[0], 1);
+    let before = snapshot(&server, "args");
+    for (weight, limit, ttl) in [
+        ("0", "3", "30000"),
+        ("1", "0", "30000"),
+        ("1", "3", "0"),
+        ("x", "3", "30000"),
+        ("1", "-3", "30000"),
+        ("1", "3", "1e9"),
+        ("1", "3", "1234567890123456"),
+    ] {
+        let reply = eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &keys("args"),
+            &["b", weight, limit, ttl],
+        );
+        assert!(
+            matches!(reply, AdminReply::Error(_)),
+            "{weight} {limit} {ttl}: {reply:?}"
+        );
+        assert_eq!(snapshot(&server, "args"), before, "{weight} {limit} {ttl}");
+    }
+    let reply = eval(
+        &server,
+        &semaphore::RENEW,
+        &keys("args")[..2],
+        &["a", "soon"],
+    );
+    assert!(matches!(reply, AdminReply::Error(_)), "{reply:?}");
+    // The token is text either way: for a new grant and for a retried one.
+    let tokens: Vec<AdminReply> = (0..2)
+        .map(|_| {
+            eval(
+                &server,
+                &semaphore::ACQUIRE,
+                &keys("args"),
+                &["c", "1", "3", "30000"],
+            )
+        })
+        .collect();
+    for reply in &tokens {
+        match reply {
+            AdminReply::Array(Some(items)) => {
+                assert_eq!(items[2].as_text(), Some("1"), "{reply:?}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 /// The first item of a reply whose others may be text.
 fn ints_head(reply: &AdminReply) -> i64 {
     match reply {
