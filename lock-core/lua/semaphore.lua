@@ -5,12 +5,25 @@
 --   permits  a sorted set: permit id -> its deadline, in ms of the server's
 --            clock (never a client's)
 --   held     a hash: permit id -> `<weight>:<slot>:<token>`
---   limit    a string: the number of permits, which every process must agree on
---   fences   a hash: slot -> the last fencing token issued for that slot
+--   limit    a string: the number of permits, which every process must agree
+--            on; kept without a TTL (changing it is an explicit operation)
+--   fences   a hash: slot -> the last fencing token issued for that slot;
+--            kept without a TTL, so a slot's tokens only grow
 -- A permit is live while its deadline is after the server's time; each
 -- script first drops the permits that are not, so nothing expired ever
--- counts, and capacity is always computed from the live permits (a release
--- credits nothing but its own permit: a second release finds nothing).
+-- counts, and capacity is computed from the live permits (a release credits
+-- nothing but its own permit: a second release finds nothing). The keys
+-- must not be evicted (`maxmemory-policy noeviction`): a permit whose entry
+-- is lost while it lives is reported as foreign data.
+
+-- sem_count(text, digits): `text` as a whole number from 1 with at most
+-- `digits` digits, or nil.
+local function sem_count(text, digits)
+  if type(text) ~= 'string' or #text > digits or not string.match(text, '^[1-9]%d*$') then
+    return nil
+  end
+  return tonumber(text)
+end
 
 -- sem_foreign(keys, types): the first of `keys` whose type is neither
 -- `none` nor the one `types` names at the same index, as the reply
@@ -23,15 +36,6 @@ local function sem_foreign(keys, types)
     end
   end
   return nil
-end
-
--- sem_count(text): `text` as a whole number from 1 (at most 15 digits, so
--- exact as a Lua number), or nil.
-local function sem_count(text)
-  if type(text) ~= 'string' or not string.match(text, '^[1-9]%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?%d?$') then
-    return nil
-  end
-  return tonumber(text)
 end
 
 -- sem_now(): the server's time in ms.
@@ -50,50 +54,24 @@ local function sem_entry(text)
   return tonumber(weight), tonumber(slot), token
 end
 
--- sem_read(permits, held, now): the live permits. First checks every entry,
--- writing nothing: returns nil and a {-2, key, detail} reply when an entry
--- does not parse or a permit has none. Then drops the permits whose
--- deadline is not after `now` and the entries of no permit, and returns a
--- table of id -> {weight, slot, token, deadline}, the live weight, and the
--- first live deadline (nil when none is live).
-local function sem_read(permits, held, now)
-  local scored = redis.call('zrange', permits, 0, -1, 'withscores')
-  local entries = redis.call('hgetall', held)
-  local parsed = {}
-  for index = 1, #entries, 2 do
-    local weight, slot, token = sem_entry(entries[index + 1])
-    if not weight then
-      return nil, {-2, held, 'an entry is not <weight>:<slot>:<token>'}
-    end
-    parsed[entries[index]] = {weight = weight, slot = slot, token = token}
-  end
-  local live, used, first, expired = {}, 0, nil, {}
-  for index = 1, #scored, 2 do
-    local id, deadline = scored[index], tonumber(scored[index + 1])
-    local entry = parsed[id]
-    if not entry then
-      return nil, {-2, permits, 'a permit has no entry'}
-    end
-    if deadline <= now then
-      expired[#expired + 1] = id
-    else
-      entry.deadline = deadline
-      live[id] = entry
-      used = used + entry.weight
-      if not first or deadline < first then
-        first = deadline
-      end
-    end
-  end
+-- sem_expired(permits, held, now): the ids of the permits whose deadline is
+-- not after `now`, and the weight their entries had. Reads only; the cost is
+-- in the number of expired permits.
+local function sem_expired(permits, held, now)
+  local expired = redis.call('zrangebyscore', permits, '-inf', now)
+  local weight = 0
   for _, id in ipairs(expired) do
+    weight = weight + (sem_entry(redis.call('hget', held, id)) or 0)
+  end
+  return expired, weight
+end
+
+-- sem_drop(permits, held, ids): removes the permits `ids` and their entries.
+local function sem_drop(permits, held, ids)
+  for _, id in ipairs(ids) do
     redis.call('zrem', permits, id)
+    redis.call('hdel', held, id)
   end
-  for id in pairs(parsed) do
-    if not live[id] then
-      redis.call('hdel', held, id)
-    end
-  end
-  return live, used, first
 end
 
 -- sem_keep(permits, held, now): gives both keys the expiry of the last

@@ -112,14 +112,8 @@ fn weight_never_exceeds_the_limit() {
         0,
         "b and heavy hold 3"
     );
-    // A weight above the limit never fits, and says nothing is worth waiting for
-    // once the semaphore is empty.
-    assert_eq!(release(&server, "pool", "b"), 1);
-    assert_eq!(release(&server, "pool", "heavy"), 1);
-    assert_eq!(
-        acquire(&server, "pool", "huge", 4, 3, 30_000),
-        vec![0, 0, -1]
-    );
+    // A weight above the limit never fits, and is refused as such.
+    assert_eq!(acquire(&server, "pool", "huge", 4, 3, 30_000), vec![-3, 3]);
 }
 
 #[test]
@@ -154,7 +148,26 @@ fn expired_permits_never_count_and_are_never_revived() {
     );
     assert_eq!(renew(&server, "leases", "short", 100), 1, "live: renewed");
     assert_eq!(acquire(&server, "leases", "other", 1, 2, 30_000)[0], 0);
+    let deadline = |id: &str| -> f64 {
+        server
+            .admin(&["ZSCORE", &keys("leases")[0], id])
+            .expect("ZSCORE")
+            .as_text()
+            .and_then(|text| text.parse().ok())
+            .expect("a deadline")
+    };
+    let long_until = deadline("long");
     std::thread::sleep(Duration::from_millis(250));
+    // A retried attempt of a live permit: its slot and token, and a deadline
+    // counted from now, not from the first attempt.
+    assert_eq!(
+        acquire(&server, "leases", "long", 1, 2, 30_000),
+        vec![1, 1, 1]
+    );
+    assert!(
+        deadline("long") >= long_until + 200.0,
+        "the retry renewed it"
+    );
     assert_eq!(
         renew(&server, "leases", "short", 30_000),
         0,
@@ -202,14 +215,21 @@ fn the_stored_limit_refuses_another() {
 #[test]
 fn foreign_data_is_refused_and_nothing_written() {
     let server = RedisServer::start().expect("start");
-    let cases: [(&str, &[&[&str]]); 4] = [
+    let cases: [(&str, &[&[&str]]); 5] = [
         ("string", &[&["SET", "lock:{f1}", "a lock"]]),
-        ("entry", &[&["HSET", "lock:{f2}:held", "x", "garbage"]]),
+        (
+            "entry",
+            &[
+                &["ZADD", "lock:{f2}", "99999999999999", "x"],
+                &["HSET", "lock:{f2}:held", "x", "garbage"],
+            ],
+        ),
         (
             "orphan",
             &[&["ZADD", "lock:{f3}", "99999999999999", "nobody"]],
         ),
         ("limit", &[&["SET", "lock:{f4}:limit", "three"]]),
+        ("fence", &[&["HSET", "lock:{f5}:slot-fences", "0", "zz"]]),
     ];
     for (index, (what, setup)) in cases.iter().enumerate() {
         let name = format!("f{}", index + 1);
@@ -227,7 +247,8 @@ fn foreign_data_is_refused_and_nothing_written() {
         assert_eq!(snapshot(&server, &name), before, "{what}: nothing written");
         for (script, count) in [(&semaphore::RENEW, 2), (&semaphore::RELEASE, 3)] {
             let reply = eval(&server, script, &keys(&name)[..count], &["id", "30000"]);
-            if *what != "limit" {
+            // Renew and release read their own permit's entry only.
+            if *what == "string" {
                 assert_eq!(
                     ints_head(&reply),
                     -2,
@@ -258,6 +279,7 @@ fn bad_arguments_are_errors_that_write_nothing() {
         ("1", "-3", "30000"),
         ("1", "3", "1e9"),
         ("1", "3", "1234567890123456"),
+        ("100000000000000", "999999999999999", "30000"),
     ] {
         let reply = eval(
             &server,
@@ -297,6 +319,21 @@ fn bad_arguments_are_errors_that_write_nothing() {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// An expired permit whose entry is gone is dropped, not taken for foreign
+/// data: only a live permit must have its entry.
+#[test]
+fn an_expired_permit_without_its_entry_is_dropped() {
+    let server = RedisServer::start().expect("start");
+    server
+        .admin(&["ZADD", "lock:{ghost}", "1", "gone"])
+        .expect("ZADD");
+    assert_eq!(acquire(&server, "ghost", "a", 1, 1, 30_000), vec![1, 0, 1]);
+    let score = server
+        .admin(&["ZSCORE", "lock:{ghost}", "gone"])
+        .expect("ZSCORE");
+    assert_eq!(score.as_text(), None, "dropped: {score:?}");
 }
 
 /// The first item of a reply whose others may be text.
