@@ -238,36 +238,29 @@ impl Config {
     /// Checks the whole config; errors name the field.
     pub fn validate(&self) -> Result<(), LockError> {
         self.lock.validate()?;
-        if self.strategy.is_none()
-            && self.lock.topology == Topology::Standalone
-            && self.lock.nodes.len() > 1
-        {
-            return Err(invalid(
-                "strategy",
-                format!(
-                    "is not set, and {} standalone nodes are listed: set `strategy = \"redlock\"` \
-                     for a majority of independent masters (no fencing tokens), `topology = \
-                     \"cluster\"` or `\"sentinel\"` if they are one deployment, or list one node",
-                    self.lock.nodes.len()
-                ),
-            ));
-        }
         if self.strategy() == Strategy::Redlock {
             lock_redlock::validate_config(&self.lock)?;
-        }
-        if self.strategy() != Strategy::Redlock
-            && self.lock.topology == Topology::Standalone
-            && self.lock.nodes.len() > 1
-        {
-            return Err(invalid(
-                "nodes",
-                format!(
-                    "the `{}` strategy uses one standalone node, but {} are configured; use `redlock`, \
-                     list one, or set `topology` for a cluster or sentinel group",
-                    self.strategy(),
-                    self.lock.nodes.len()
+        } else if self.lock.topology == Topology::Standalone && self.lock.nodes.len() > 1 {
+            let count = self.lock.nodes.len();
+            return Err(match self.strategy {
+                None => invalid(
+                    "strategy",
+                    format!(
+                        "is not set, and {count} standalone nodes are listed: set `strategy = \
+                         \"redlock\"` for a majority of independent masters (no fencing tokens), \
+                         `topology = \"cluster\"` or `\"sentinel\"` if they are one deployment, \
+                         or list one node"
+                    ),
                 ),
-            ));
+                Some(strategy) => invalid(
+                    "nodes",
+                    format!(
+                        "the `{strategy}` strategy uses one standalone node, but {count} are \
+                         configured; use `redlock`, list one, or set `topology` for a cluster \
+                         or sentinel group"
+                    ),
+                ),
+            });
         }
         Ok(())
     }

@@ -74,6 +74,21 @@ local function sem_drop(permits, held, ids)
   end
 end
 
+-- sem_open(permits, held): what renew and release start with, after their
+-- own argument checks: the keys' types checked, the server's time read,
+-- and the expired permits dropped. Returns the time and the weight the
+-- expired permits had, or nil and a {-2, key, type} reply (nothing written).
+local function sem_open(permits, held)
+  local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
+  if foreign then
+    return nil, foreign
+  end
+  local now = sem_now()
+  local expired, freed = sem_expired(permits, held, now)
+  sem_drop(permits, held, expired)
+  return now, freed
+end
+
 -- sem_keep(permits, held, now): gives both keys the expiry of the last
 -- live permit, so an abandoned semaphore leaves nothing behind.
 local function sem_keep(permits, held, now)

@@ -21,13 +21,10 @@ local permits, held = KEYS[1], KEYS[2]
 if not ARGV[1] then
   return redis.error_reply('ERR semaphore_release: the permit id expected')
 end
-local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
-if foreign then
-  return foreign
+local now, freed = sem_open(permits, held)
+if not now then
+  return freed
 end
-local now = sem_now()
-local expired, freed = sem_expired(permits, held, now)
-sem_drop(permits, held, expired)
 if not redis.call('zscore', permits, ARGV[1]) then
   if freed > 0 then
     redis.pcall('publish', permits .. ':released', freed)

@@ -18,13 +18,10 @@ local ttl = sem_count(ARGV[2], 14)
 if not (ARGV[1] and ttl) then
   return redis.error_reply('ERR semaphore_renew: the TTL must be a whole number from 1')
 end
-local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
-if foreign then
+local now, foreign = sem_open(permits, held)
+if not now then
   return foreign
 end
-local now = sem_now()
-local expired = sem_expired(permits, held, now)
-sem_drop(permits, held, expired)
 local deadline = redis.call('zscore', permits, ARGV[1])
 if not deadline then
   return 0
