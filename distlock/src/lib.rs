@@ -79,8 +79,8 @@ pub use lock_core::{
     AclNeed, AcquireOptions, Capabilities, ClientKind, Endpoint, FencingToken, FromConfig,
     GrantOptions, HandoffToken, HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus,
     ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager,
-    LockState, LossReason, NodeUrl, OwnerToken, ReplicasConfig, RetryPolicy, SentinelAuth,
-    TlsConfig, Topology, WaitMode, WatchdogConfig,
+    LockState, LossReason, NodeUrl, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy,
+    Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
 // examples are written for backend authors, who depend on lock-core).
@@ -88,9 +88,9 @@ pub use lock_core::{
 pub use lock_core::strategy;
 // Limits, secrets, and the trait's outcomes.
 pub use lock_core::{
-    async_trait, AcquireOutcome, ConnectOptions, ExtendOutcome, ReleaseOutcome, Renewal, Secret,
-    SourceError, Wakeups, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN,
-    MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_TTL, MIN_TTL,
+    async_trait, AcquireOutcome, ConnectOptions, ExtendOutcome, PermitRequest, ReleaseOutcome,
+    Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN,
+    MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
 };
 // A connection the application already has, wrapped for a backend.
 #[cfg(feature = "fred")]
@@ -126,4 +126,6 @@ mod lock_core_examples {
     struct LockConfig;
     #[doc = include_str!("../../lock-core/src/doc/lock_manager.md")]
     struct LockManager;
+    #[doc = include_str!("../../lock-core/src/doc/semaphore.md")]
+    struct Semaphore;
 }

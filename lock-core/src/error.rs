@@ -285,6 +285,30 @@ pub enum LockError {
         /// How long they were waited for.
         timeout: Duration,
     },
+    /// A semaphore is stored with another limit than the one this process
+    /// asked for, as `consul lock -n` refuses a conflicting count: every
+    /// process must agree on it. Nothing was written. Change it on purpose
+    /// with [`Semaphore::set_limit`](crate::Semaphore::set_limit).
+    #[error(
+        "semaphore `{key}` has a limit of {limit}, not the {requested} asked for (change it \
+         on purpose with set_limit)"
+    )]
+    LimitMismatch {
+        /// The semaphore's name.
+        key: String,
+        /// The limit stored with it.
+        limit: u32,
+        /// The limit this process asked for.
+        requested: u32,
+    },
+    /// A semaphore's limit or a permit's weight that cannot work: a limit of
+    /// 0 or above [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT), a
+    /// weight of 0 or above the limit.
+    #[error("invalid permits: {reason}")]
+    InvalidPermits {
+        /// What is wrong.
+        reason: String,
+    },
     /// The config names a Redis client whose cargo feature is not enabled.
     #[error("the `{client}` client is not compiled in: enable the cargo feature `{client}`")]
     ClientNotCompiled {
@@ -349,6 +373,8 @@ impl LockError {
             | LockError::InvalidTtl { .. }
             | LockError::InvalidOwner { .. }
             | LockError::InvalidConfig { .. }
+            | LockError::LimitMismatch { .. }
+            | LockError::InvalidPermits { .. }
             | LockError::LeaseLost { .. }
             | LockError::NotOwner { .. }
             | LockError::NotHeld { .. }

@@ -128,6 +128,24 @@ impl LockKey {
     pub fn release_channel(&self) -> String {
         format!("{}:released", self.redis_key())
     }
+
+    /// A semaphore's hash of live permits (permit id to
+    /// `<weight>:<slot>:<token>`): `<prefix>{<name>}:held`. Its sorted set of
+    /// the permits' deadlines is [`redis_key`](Self::redis_key).
+    pub fn permits_held_key(&self) -> String {
+        format!("{}:held", self.redis_key())
+    }
+
+    /// A semaphore's stored limit: `<prefix>{<name>}:limit`.
+    pub fn limit_key(&self) -> String {
+        format!("{}:limit", self.redis_key())
+    }
+
+    /// A semaphore's fencing counters, one per slot:
+    /// `<prefix>{<name>}:slot-fences`.
+    pub fn slot_fences_key(&self) -> String {
+        format!("{}:slot-fences", self.redis_key())
+    }
 }
 
 impl fmt::Debug for LockKey {
@@ -289,6 +307,28 @@ pub struct HoldToken {
     /// makes one string instead of two is measurably cheaper.
     owner: OnceLock<OwnerToken>,
     fencing_token: Option<FencingToken>,
+    /// A semaphore permit's weight and slot; `None` for a lock's hold.
+    permit: Option<Permit>,
+}
+
+/// What a hold of a semaphore takes: its weight and, once granted, its
+/// slot (see [`LeaseGuard::permit_slot`](crate::LeaseGuard::permit_slot)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Permit {
+    weight: u32,
+    slot: Option<u32>,
+}
+
+impl Permit {
+    /// How many of the semaphore's permits this one counts for.
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+
+    /// The slot the grant gave it, in `0..limit`; `None` before the grant.
+    pub fn slot(&self) -> Option<u32> {
+        self.slot
+    }
 }
 
 // The owner is the start of the value, so the value and its split say it all.
@@ -298,6 +338,7 @@ impl PartialEq for HoldToken {
             && self.owner_len == other.owner_len
             && self.attempt_len == other.attempt_len
             && self.fencing_token == other.fencing_token
+            && self.permit == other.permit
     }
 }
 
@@ -308,6 +349,7 @@ impl std::hash::Hash for HoldToken {
         self.value.hash(state);
         self.owner_len.hash(state);
         self.fencing_token.hash(state);
+        self.permit.hash(state);
     }
 }
 
@@ -344,6 +386,7 @@ impl HoldToken {
             owner_len: 2 * owner.len(),
             owner: OnceLock::new(),
             fencing_token: None,
+            permit: None,
         })
     }
 
@@ -358,6 +401,7 @@ impl HoldToken {
             owner_len: owner.0.len(),
             owner: OnceLock::from(owner),
             fencing_token: None,
+            permit: None,
         }
     }
 
@@ -402,7 +446,35 @@ impl HoldToken {
     /// owner and fencing token, a new nonce. Errors only if the OS generator
     /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
-        Ok(HoldToken::new(self.owner().clone())?.granted(self.fencing_token))
+        let mut next = HoldToken::new(self.owner().clone())?.granted(self.fencing_token);
+        next.permit = self.permit;
+        Ok(next)
+    }
+
+    /// The semaphore permit this hold takes, if it is one: its weight and,
+    /// once granted, its slot. A backend renews and releases a permit with
+    /// the semaphore's scripts, naming it by
+    /// [`attempt_value`](Self::attempt_value), its id.
+    pub fn permit(&self) -> Option<Permit> {
+        self.permit
+    }
+
+    /// This hold as an attempt to take a permit of `weight`.
+    pub(crate) fn for_permit(mut self, weight: u32) -> Self {
+        self.permit = Some(Permit { weight, slot: None });
+        self
+    }
+
+    /// This permit as granted in `slot` with that slot's `token`. Its
+    /// [`value`](Self::value) stays the permit's id: a semaphore stores the
+    /// token beside it, not in it.
+    pub(crate) fn granted_permit(mut self, slot: u32, token: FencingToken) -> Self {
+        self.value.truncate(self.attempt_len);
+        self.fencing_token = Some(token);
+        if let Some(permit) = self.permit.as_mut() {
+            permit.slot = Some(slot);
+        }
+        self
     }
 
     /// This hold as granted with `token`: its [`value`](Self::value) gets
@@ -533,6 +605,7 @@ impl HandoffToken {
             owner_len: owner.0.len(),
             owner: OnceLock::from(owner),
             fencing_token: None,
+            permit: None,
         };
         Ok(HandoffToken {
             text: text.to_owned(),

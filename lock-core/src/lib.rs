@@ -66,20 +66,24 @@ pub mod strategy;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
-    AcquireOutcome, Capabilities, ExtendOutcome, LockBackend, ReleaseOutcome, Renewal,
+    AcquireOutcome, Capabilities, ExtendOutcome, LockBackend, PermitRequest, ReleaseOutcome,
+    Renewal,
 };
 pub use engine::background::settle_background_releases;
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::options::AcquireOptions;
+pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
-pub use engine::state::{HolderInfo, ListOptions, ListedLock, LockListing, LockState};
+pub use engine::state::{
+    HolderInfo, ListOptions, ListedLock, LockListing, LockState, PermitState, SemaphoreState,
+};
 pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::Wakeups;
 pub use error::{AclNeed, LockError, LossReason, SourceError};
 pub use key::{
-    FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN,
+    FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, Permit, MAX_KEY_LEN, MAX_OWNER_LEN,
     MAX_PREFIX_LEN,
 };
 #[cfg(feature = "fred")]

@@ -4,15 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::single;
+use lock_core::strategy::scripts::{semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
     FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, ReleaseOutcome, Renewal,
-    Wakeups,
+    LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, PermitRequest, PermitState,
+    ReleaseOutcome, Renewal, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -43,7 +43,9 @@ fn unacknowledged_grant(
     acknowledged: Result<(), LockError>,
 ) -> Option<LockError> {
     match (outcome, acknowledged) {
-        (AcquireOutcome::Acquired { .. }, Err(err)) => Some(err),
+        (AcquireOutcome::Acquired { .. } | AcquireOutcome::PermitAcquired { .. }, Err(err)) => {
+            Some(err)
+        }
         _ => None,
     }
 }
@@ -148,6 +150,63 @@ impl SingleNodeBackend {
                 _ => Err(self.node.unexpected(script, &reply)),
             })
             .collect()
+    }
+
+    /// Renews a semaphore permit (`semaphore_renew.lua`), acknowledged by
+    /// the replicas asked for, as [`renew_with`](Self::renew_with) renews a
+    /// lock.
+    async fn renew_permit(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let held = key.permits_held_key();
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
+        let script = &semaphore::RENEW;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(script, &[key.redis_key(), &held], &args)
+            .await?;
+        match reply {
+            Reply::Int(1) => {
+                acknowledged?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => {
+                Err(semaphore_problem(&other)
+                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
+            }
+        }
+    }
+
+    /// Gives back a semaphore permit (`semaphore_release.lua`), which
+    /// publishes the weight it freed.
+    async fn release_permit(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let held = key.permits_held_key();
+        let script = &semaphore::RELEASE;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &held],
+                &[hold.attempt_value().as_bytes()],
+            )
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(ReleaseOutcome::Released),
+            Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
+            other => {
+                Err(semaphore_problem(&other)
+                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
+            }
+        }
     }
 
     /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
@@ -333,6 +392,9 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
+        if hold.permit().is_some() {
+            return self.renew_permit(key, hold, ttl).await;
+        }
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
@@ -349,9 +411,15 @@ impl LockBackend for SingleNodeBackend {
             vec![None; renewals.len()];
         // Which renewals go in one script: those of one slot on a cluster.
         let mut groups: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        // Permits are renewed each by its own script, all at once.
+        let mut permits = Vec::new();
         for (index, renewal) in renewals.iter().enumerate() {
             if let Err(err) = self.node.validate_ttl(renewal.ttl) {
                 outcomes[index] = Some(Err(err));
+                continue;
+            }
+            if renewal.hold.permit().is_some() {
+                permits.push(index);
                 continue;
             }
             groups
@@ -367,10 +435,26 @@ impl LockBackend for SingleNodeBackend {
                     chunk.iter().map(|&index| &renewals[index]).collect();
                 (chunk, self.renew_in_one_script(&batch).await)
             });
-        for (chunk, results) in futures::future::join_all(calls).await {
+        let permit_calls = permits.iter().map(|&index| async move {
+            let renewal = &renewals[index];
+            (
+                index,
+                self.renew_permit(renewal.key, renewal.hold, renewal.ttl)
+                    .await,
+            )
+        });
+        let (locks, permits) = futures::future::join(
+            futures::future::join_all(calls),
+            futures::future::join_all(permit_calls),
+        )
+        .await;
+        for (chunk, results) in locks {
             for (&index, result) in chunk.iter().zip(results) {
                 outcomes[index] = Some(result);
             }
+        }
+        for (index, result) in permits {
+            outcomes[index] = Some(result);
         }
         outcomes
             .into_iter()
@@ -401,6 +485,12 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
+        if from.permit().is_some() {
+            return Err(LockError::HandOffUnsupported {
+                strategy: "single",
+                operation: "resume",
+            });
+        }
         // With fencing on, every grant of this strategy is taken to have a
         // token: a hand-off token without one names no hold of it. Whether
         // the claimed token is the hold's own, the key's value says: a grant
@@ -418,6 +508,9 @@ impl LockBackend for SingleNodeBackend {
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
+        if hold.permit().is_some() {
+            return self.release_permit(key, hold).await;
+        }
         // The holder key is deleted with the lock, whoever wrote it (a
         // process with `holder_info` that handed the lease over). Not on a
         // cluster without the option (a script whose keys a slot migration
@@ -525,6 +618,76 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
+    async fn try_acquire_permit(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        request: PermitRequest,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.node.validate_ttl(ttl)?;
+        let (held, limit_key, fences) = (
+            key.permits_held_key(),
+            key.limit_key(),
+            key.slot_fences_key(),
+        );
+        let keys = [key.redis_key(), &held, &limit_key, &fences];
+        let (weight, limit) = (request.weight.to_string(), request.limit.to_string());
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [
+            hold.attempt_value().as_bytes(),
+            weight.as_bytes(),
+            limit.as_bytes(),
+            ttl_ms.as_bytes(),
+        ];
+        let script = &semaphore::ACQUIRE;
+        let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
+        let outcome = permit_outcome(key, &reply, request)
+            .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
+    }
+
+    async fn inspect_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
+        let (held, limit_key) = (key.permits_held_key(), key.limit_key());
+        let script = &semaphore::INSPECT;
+        let reply = self
+            .node
+            .run(script, &[key.redis_key(), &held, &limit_key], &[])
+            .await?;
+        if let Some(problem) = semaphore_problem(&reply) {
+            return Err(problem);
+        }
+        semaphore_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
+    }
+
+    async fn set_semaphore_limit(
+        &self,
+        key: &LockKey,
+        limit: u32,
+    ) -> Result<Option<u32>, LockError> {
+        let limit_key = key.limit_key();
+        let script = &semaphore::SET_LIMIT;
+        let limit = limit.to_string();
+        let reply = self
+            .node
+            .run(script, &[key.redis_key(), &limit_key], &[limit.as_bytes()])
+            .await?;
+        if let Some(problem) = semaphore_problem(&reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(1), Reply::Int(0)]) => Ok(None),
+            Some([Reply::Int(1), Reply::Int(previous)]) => match u32::try_from(*previous) {
+                Ok(previous) => Ok(Some(previous)),
+                Err(_) => Err(self.node.unexpected(script, &reply)),
+            },
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
@@ -604,4 +767,96 @@ fn acquire_outcome(
         })),
         _ => None,
     }
+}
+
+/// The `{-2, key, detail}` reply of the semaphore scripts as
+/// [`LockError::Corrupted`]; `None` for any other reply.
+fn semaphore_problem(reply: &Reply) -> Option<LockError> {
+    let [Reply::Int(-2), key, detail] = reply.as_array()? else {
+        return None;
+    };
+    let detail = detail.as_text()?;
+    // A bare type name is what was found in place of the semaphore's own.
+    let detail = if detail.contains(' ') {
+        detail.to_owned()
+    } else {
+        format!("it holds a {detail}, not this semaphore's data (a lock of the same name?)")
+    };
+    Some(LockError::Corrupted {
+        key: key.as_text()?.to_owned(),
+        detail,
+    })
+}
+
+/// The reply of `semaphore_acquire.lua` for `request`; `None` for a shape
+/// it never gives.
+fn permit_outcome(
+    key: &LockKey,
+    reply: &Reply,
+    request: PermitRequest,
+) -> Option<Result<AcquireOutcome, LockError>> {
+    if let Some(problem) = semaphore_problem(reply) {
+        return Some(Err(problem));
+    }
+    match reply.as_array()? {
+        [Reply::Int(1), Reply::Int(slot), token] => {
+            let slot = u32::try_from(*slot)
+                .ok()
+                .filter(|slot| *slot < request.limit)?;
+            let token = token
+                .as_text()?
+                .parse::<u64>()
+                .ok()
+                .filter(|token| *token >= 1)?;
+            Some(Ok(AcquireOutcome::PermitAcquired {
+                slot,
+                fencing_token: FencingToken::new(token),
+            }))
+        }
+        [Reply::Int(0), Reply::Int(_used), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
+            remaining: remaining_from_pttl(*wait_ms),
+        })),
+        [Reply::Int(-1), Reply::Int(limit)] => Some(Err(LockError::LimitMismatch {
+            key: key.name().to_owned(),
+            limit: u32::try_from(*limit).ok()?,
+            requested: request.limit,
+        })),
+        [Reply::Int(-3), Reply::Int(limit)] => Some(Err(LockError::InvalidPermits {
+            reason: format!(
+                "a permit of weight {} can never fit in a semaphore of {limit} permits",
+                request.weight
+            ),
+        })),
+        _ => None,
+    }
+}
+
+/// The reply of `semaphore_inspect.lua`; `None` for a shape it never gives.
+fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
+    let (limit, permits) = reply.as_array()?.split_first()?;
+    let Reply::Int(limit) = limit else {
+        return None;
+    };
+    let limit = match *limit {
+        0 => None,
+        limit => Some(u32::try_from(limit).ok()?),
+    };
+    if !permits.len().is_multiple_of(4) {
+        return None;
+    }
+    let permits = permits
+        .chunks(4)
+        .map(|fields| match fields {
+            [Reply::Int(slot), Reply::Int(weight), Reply::Int(left), token] => {
+                Some(PermitState::new(
+                    u32::try_from(*slot).ok()?,
+                    u32::try_from(*weight).ok()?,
+                    Duration::from_millis(u64::try_from(*left).ok()?),
+                    FencingToken::new(token.as_text()?.parse().ok()?),
+                ))
+            }
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(SemaphoreState::new(limit, permits))
 }

@@ -12,7 +12,7 @@ use lock_core::strategy::{
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FromConfig,
     HoldToken, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
-    NodeUrl, ReleaseOutcome, Topology, Wakeups,
+    NodeUrl, PermitRequest, ReleaseOutcome, Topology, Wakeups,
 };
 
 use crate::late_grants::{delete_late_grant, LateGrants};
@@ -408,6 +408,28 @@ impl LockBackend for RedlockBackend {
     /// holder information.
     fn capabilities(&self) -> Capabilities {
         Capabilities::unknown().with_holder_info(false)
+    }
+
+    /// Refused: counted on a majority of independent nodes, more than the
+    /// limit of permits can each hold a majority, since no node sees them
+    /// all (with a limit of 2 over 3 nodes, permits on A+B, B+C and A+C
+    /// leave every node at 2).
+    async fn try_acquire_permit(
+        &self,
+        _key: &LockKey,
+        _hold: &HoldToken,
+        _ttl: Duration,
+        _request: PermitRequest,
+    ) -> Result<AcquireOutcome, LockError> {
+        Err(LockError::InvalidConfig {
+            field: "strategy".to_owned(),
+            reason:
+                "the redlock strategy has no semaphores: over independent nodes more permits than \
+             the limit can each hold a majority (a limit of 2 over 3 nodes: permits on A+B, B+C \
+             and A+C leave every node at 2); use the single-node strategy, with sentinel or \
+             cluster for failover"
+                    .to_owned(),
+        })
     }
 
     async fn try_acquire(

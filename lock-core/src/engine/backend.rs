@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::engine::state::{ListOptions, LockListing, LockState};
+use crate::engine::state::{ListOptions, LockListing, LockState, SemaphoreState};
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
@@ -20,12 +20,34 @@ pub enum AcquireOutcome {
         /// The fencing token of this hold, if the strategy issues tokens.
         fencing_token: Option<FencingToken>,
     },
-    /// Someone else holds the lock.
+    /// A semaphore's permit is now held by the caller's hold for the
+    /// requested TTL ([`LockBackend::try_acquire_permit`]).
+    PermitAcquired {
+        /// The slot the permit took, in `0..limit`: the lowest no live
+        /// permit had.
+        slot: u32,
+        /// The slot's next fencing token.
+        fencing_token: FencingToken,
+    },
+    /// Someone else holds the lock (for a semaphore: the weight asked for
+    /// does not fit beside the live permits).
     Held {
         /// How long the holder's lease has left, if known; a waiter need not
         /// sleep past it.
         remaining: Option<Duration>,
     },
+}
+
+/// What a semaphore acquire asks for: a permit of `weight` in a semaphore
+/// of `limit` permits. The engine checks both (`1 <= weight <= limit <=
+/// MAX_SEMAPHORE_LIMIT`) before a backend sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitRequest {
+    /// How many permits the semaphore has, as this process expects it.
+    pub limit: u32,
+    /// How many of them this permit counts for.
+    pub weight: u32,
 }
 
 /// What a renewal found.
@@ -262,6 +284,52 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         })
     }
 
+    /// Tries once to take a permit of `request.weight` in the semaphore
+    /// `key` of `request.limit` permits, for `hold` (whose
+    /// [`permit`](HoldToken::permit) says its weight) for `ttl`: answers
+    /// [`AcquireOutcome::PermitAcquired`] or, when the weight does not fit,
+    /// `Held` with the time until the first live permit ends. A semaphore
+    /// stored with another limit is [`LockError::LimitMismatch`].
+    ///
+    /// From then on this backend's `extend`, `release` and `extend_many`
+    /// of a hold that is a permit act on the permit. The contract's rules
+    /// hold with "the lock is held" read as "more than `limit` weight would
+    /// be live": a permit's lease is its own, and a release credits only
+    /// its own weight, once.
+    ///
+    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    async fn try_acquire_permit(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        request: PermitRequest,
+    ) -> Result<AcquireOutcome, LockError> {
+        let _ = (key, hold, ttl, request);
+        Err(no_semaphores(self.strategy()))
+    }
+
+    /// Reads the semaphore `key` without changing it. The default refuses
+    /// as [`try_acquire_permit`](Self::try_acquire_permit) does.
+    async fn inspect_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
+        let _ = key;
+        Err(no_semaphores(self.strategy()))
+    }
+
+    /// Stores `limit` as the semaphore `key`'s limit, whatever it was, and
+    /// wakes its waiters; returns the limit it had. Live permits keep their
+    /// weight: after a lower limit, acquires wait until the live weight
+    /// fits under it. The default refuses as
+    /// [`try_acquire_permit`](Self::try_acquire_permit) does.
+    async fn set_semaphore_limit(
+        &self,
+        key: &LockKey,
+        limit: u32,
+    ) -> Result<Option<u32>, LockError> {
+        let _ = (key, limit);
+        Err(no_semaphores(self.strategy()))
+    }
+
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
 
@@ -330,4 +398,12 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
             ),
         ))
     }
+}
+
+/// The error of a strategy without semaphores.
+fn no_semaphores(strategy: &str) -> LockError {
+    LockError::config(
+        "strategy",
+        format!("the {strategy} strategy has no semaphores; use the single-node strategy"),
+    )
 }

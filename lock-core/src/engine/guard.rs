@@ -35,6 +35,21 @@ impl LeaseHandle {
         self.shared.fencing_token()
     }
 
+    /// For a semaphore's permit, its slot, in `0..limit`: the fencing token
+    /// ([`fencing_token`](Self::fencing_token)) is that slot's. A resource
+    /// that fences permits keeps the highest token it has seen per slot and
+    /// refuses a lower one for the same slot: one holder's slot is never
+    /// another live holder's. `None` for a lock.
+    pub fn permit_slot(&self) -> Option<u32> {
+        self.shared.hold.permit().and_then(|permit| permit.slot())
+    }
+
+    /// For a semaphore's permit, how many permits it counts for; `None` for
+    /// a lock.
+    pub fn permit_weight(&self) -> Option<u32> {
+        self.shared.hold.permit().map(|permit| permit.weight())
+    }
+
     /// The owner identity this lease was taken with. Pass it to nested code
     /// that must re-enter a reentrant lock ([`AcquireOptions::with_owner`](crate::AcquireOptions::with_owner)).
     /// It is the secret that can release the lock: keep it out of logs.
@@ -171,6 +186,16 @@ impl LeaseGuard {
     /// See [`LeaseHandle::owner`].
     pub fn owner(&self) -> &OwnerToken {
         self.handle.owner()
+    }
+
+    /// See [`LeaseHandle::permit_slot`].
+    pub fn permit_slot(&self) -> Option<u32> {
+        self.handle.permit_slot()
+    }
+
+    /// See [`LeaseHandle::permit_weight`].
+    pub fn permit_weight(&self) -> Option<u32> {
+        self.handle.permit_weight()
     }
 
     /// Where the lease stands now.
@@ -313,10 +338,17 @@ impl LeaseGuard {
     /// hold-scoped release is sent in the background, as on drop);
     /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
     /// holds an owner's guards share (the guard is then released, as if
-    /// dropped; hand over the owner instead, and re-enter with it).
+    /// dropped; hand over the owner instead, and re-enter with it), and for
+    /// a semaphore's permit, which is released the same way.
     pub fn hand_off(self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
         if !shared.backend.releases_only_its_attempt() {
+            return Err(LockError::HandOffUnsupported {
+                strategy: shared.backend.strategy(),
+                operation: "hand off",
+            });
+        }
+        if shared.hold.permit().is_some() {
             return Err(LockError::HandOffUnsupported {
                 strategy: shared.backend.strategy(),
                 operation: "hand off",

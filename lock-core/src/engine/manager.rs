@@ -5,7 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
+use crate::engine::backend::{
+    AcquireOutcome, ExtendOutcome, LockBackend, PermitRequest, ReleaseOutcome,
+};
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
 use crate::engine::lease::LeaseShared;
@@ -52,6 +54,13 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// How long after a holder's TTL runs out a waiter tries again: Redis expires
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
+
+/// What an acquire takes of its key: the lock, or a semaphore's permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    Lock,
+    Permit(PermitRequest),
+}
 
 /// The result of one acquire attempt.
 enum Attempt {
@@ -148,7 +157,8 @@ impl LockManager {
     /// Cancel safe: if the future is dropped after the attempt was sent, a
     /// hold it may have been granted is released in the background.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(None, name, self.settings.ttl).await
+        self.try_once(None, name, self.settings.ttl, Claim::Lock)
+            .await
     }
 
     /// Waits up to the configured `wait_timeout` for the lock; the short form
@@ -162,8 +172,14 @@ impl LockManager {
     ///
     /// As [`acquire_with`](Self::acquire_with).
     pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
-        self.wait_for(None, name, self.settings.wait_timeout, self.settings.ttl)
-            .await
+        self.wait_for(
+            None,
+            name,
+            self.settings.wait_timeout,
+            self.settings.ttl,
+            Claim::Lock,
+        )
+        .await
     }
 
     /// Takes the lock named `name` as `options` say: as their owner, waiting
@@ -201,6 +217,23 @@ impl LockManager {
         name: &str,
         options: &AcquireOptions,
     ) -> Result<LeaseGuard, LockError> {
+        if options.weight.is_some_and(|weight| weight != 1) {
+            return Err(LockError::InvalidPermits {
+                reason: "a weight is for a semaphore's permits (LockManager::semaphore); a lock \
+                         is taken whole"
+                    .to_owned(),
+            });
+        }
+        self.acquire_claim(name, options, Claim::Lock).await
+    }
+
+    /// [`acquire_with`](Self::acquire_with) of `claim`.
+    pub(crate) async fn acquire_claim(
+        &self,
+        name: &str,
+        options: &AcquireOptions,
+        claim: Claim,
+    ) -> Result<LeaseGuard, LockError> {
         let ttl = options.ttl.unwrap_or(self.settings.ttl);
         validate_ttl(ttl)?;
         if lease_deadline(Instant::now(), ttl, self.settings.clock_drift_factor).is_none() {
@@ -212,10 +245,10 @@ impl LockManager {
         let owner = options.owner.as_ref();
         match options.wait {
             None => {
-                self.wait_for(owner, name, self.settings.wait_timeout, ttl)
+                self.wait_for(owner, name, self.settings.wait_timeout, ttl, claim)
                     .await
             }
-            Some(Duration::ZERO) => match self.try_once(owner, name, ttl).await? {
+            Some(Duration::ZERO) => match self.try_once(owner, name, ttl, claim).await? {
                 Some(guard) => Ok(guard),
                 None => Err(LockError::NotAcquired {
                     key: name.to_owned(),
@@ -223,24 +256,25 @@ impl LockManager {
                     attempts: 1,
                 }),
             },
-            Some(wait) => self.wait_for(owner, name, wait, ttl).await,
+            Some(wait) => self.wait_for(owner, name, wait, ttl, claim).await,
         }
     }
 
     /// One attempt, as `owner`, or (with `None`) as an owner made for it
     /// alone, which holds nothing yet, so a lost reply can be undone by a
     /// release.
-    async fn try_once(
+    pub(crate) async fn try_once(
         &self,
         owner: Option<&OwnerToken>,
         name: &str,
         ttl: Duration,
+        claim: Claim,
     ) -> Result<Option<LeaseGuard>, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let attempt = async {
-            match self.attempt(&key, owner, ttl, false).await? {
+            match self.attempt(&key, owner, ttl, false, claim).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unanswered { error, cleanup } => {
@@ -288,19 +322,20 @@ impl LockManager {
 
     /// Attempts until acquired or `wait` runs out, in a span of its own; see
     /// [`LockManager::try_once`] for `owner`.
-    async fn wait_for(
+    pub(crate) async fn wait_for(
         &self,
         owner: Option<&OwnerToken>,
         name: &str,
         wait: Duration,
         ttl: Duration,
+        claim: Claim,
     ) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let mut attempts: u32 = 0;
         let result = in_span(
-            self.wait_attempts(&key, owner, wait, ttl, &mut attempts),
+            self.wait_attempts(&key, owner, wait, ttl, claim, &mut attempts),
             &span,
         )
         .await;
@@ -322,13 +357,14 @@ impl LockManager {
         owner: Option<&OwnerToken>,
         wait: Duration,
         ttl: Duration,
+        claim: Claim,
         attempts: &mut u32,
     ) -> Result<LeaseGuard, LockError> {
         // A fair waiter keeps one owner for the whole wait: it is its place in
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
         // (reentrant) only reaches its own attempt.
-        let fair_owner = match (self.settings.fair, owner) {
+        let fair_owner = match (self.fair(claim), owner) {
             (false, _) => None,
             (true, Some(owner)) => Some(owner.clone()),
             (true, None) => Some(OwnerToken::generate()?),
@@ -344,6 +380,7 @@ impl LockManager {
             fair_owner.as_ref().or(owner),
             wait,
             ttl,
+            claim,
             attempts,
         );
         wait.queued = queued;
@@ -551,30 +588,40 @@ impl LockManager {
         owner: Option<&OwnerToken>,
         ttl: Duration,
         join_queue: bool,
+        claim: Claim,
     ) -> Result<Attempt, LockError> {
-        let (hold, fresh_owner) = match owner {
+        let (mut hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
             None => (HoldToken::fresh()?, true),
         };
+        if let Claim::Permit(request) = claim {
+            hold = hold.for_permit(request.weight);
+        }
+        let fair = self.fair(claim);
         let sent_at = Instant::now();
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
         // hold nobody has.
         // A fair waiter keeps its owner across attempts (its place in the
         // queue), so only a per-attempt release is safe for it.
-        let undo_safe =
-            (fresh_owner && !self.settings.fair) || self.backend.releases_only_its_attempt();
+        let undo_safe = (fresh_owner && !fair) || self.backend.releases_only_its_attempt();
         let pending = DropGuard::new(|| {
             if undo_safe {
                 spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
             }
         });
-        let outcome = if self.settings.fair {
-            self.backend
-                .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
-                .await
-        } else {
-            self.backend.try_acquire(key, &hold, ttl).await
+        let outcome = match claim {
+            Claim::Permit(request) => {
+                self.backend
+                    .try_acquire_permit(key, &hold, ttl, request)
+                    .await
+            }
+            Claim::Lock if fair => {
+                self.backend
+                    .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
+                    .await
+            }
+            Claim::Lock => self.backend.try_acquire(key, &hold, ttl).await,
         };
         pending.disarm();
         match outcome {
@@ -593,6 +640,24 @@ impl LockManager {
                     ttl_set: ttl,
                 }))
             }
+            Ok(AcquireOutcome::PermitAcquired {
+                slot,
+                fencing_token,
+            }) => {
+                tracing::debug!(
+                    key = key.name(),
+                    slot,
+                    fencing_token = fencing_token.get(),
+                    elapsed_us = sent_at.elapsed().as_micros() as u64,
+                    "permit acquired"
+                );
+                Ok(Attempt::Acquired(Granted {
+                    hold: hold.granted_permit(slot, fencing_token),
+                    sent_at,
+                    ttl,
+                    ttl_set: ttl,
+                }))
+            }
             Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
             Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
                 Ok(Attempt::Unanswered {
@@ -602,6 +667,17 @@ impl LockManager {
             }
             Err(err) => Err(err),
         }
+    }
+
+    /// Whether acquires of `claim` go through the fair queue: locks in fair
+    /// mode (a semaphore refuses fair mode when it is made).
+    fn fair(&self, claim: Claim) -> bool {
+        self.settings.fair && claim == Claim::Lock
+    }
+
+    /// The settings this manager was made with.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// A guard for a granted hold on `key`, with its watchdog planned.
@@ -653,6 +729,7 @@ struct Wait<'a, Q> {
     key: &'a LockKey,
     owner: Option<&'a OwnerToken>,
     ttl: Duration,
+    claim: Claim,
     started: Instant,
     give_up_at: Option<Instant>,
     attempts: &'a mut u32,
@@ -695,6 +772,7 @@ impl<'a, Q> Wait<'a, Q> {
         owner: Option<&'a OwnerToken>,
         wait: Duration,
         ttl: Duration,
+        claim: Claim,
         attempts: &'a mut u32,
     ) -> Self {
         let started = Instant::now();
@@ -707,6 +785,7 @@ impl<'a, Q> Wait<'a, Q> {
             key,
             owner,
             ttl,
+            claim,
             started,
             give_up_at: started.checked_add(wait),
             attempts,
@@ -756,7 +835,7 @@ impl<'a, Q> Wait<'a, Q> {
         }
         let result = self
             .manager
-            .attempt(self.key, self.owner, self.ttl, true)
+            .attempt(self.key, self.owner, self.ttl, true, self.claim)
             .await;
         *self.attempts = self.attempts.saturating_add(1);
         tracing::debug!(
@@ -852,7 +931,10 @@ impl<'a, Q> Wait<'a, Q> {
                 // there was one; otherwise try again at once, or it
                 // would be missed.
                 let behind_others = watch.joined_behind_others();
-                if self.manager.settings.fair {
+                // Fair waiters: the queue, not the wake-up, decides who
+                // wins. A semaphore's: a release may let several in, or
+                // not the longest waiter (a larger weight than it freed).
+                if self.manager.fair(self.claim) || matches!(self.claim, Claim::Permit(_)) {
                     watch.wake_on_every_release();
                 }
                 self.releases = Some(watch);
@@ -882,7 +964,7 @@ impl<'a, Q> Wait<'a, Q> {
         let left = self.left();
         // A fair waiter must try again well within its place's lease, or
         // it drops out of the line between attempts.
-        let fair_cap = if settings.fair {
+        let fair_cap = if self.manager.fair(self.claim) {
             FAIR_WAITER_LEASE / 4
         } else {
             Duration::MAX

@@ -134,3 +134,60 @@ pub struct HolderInfo {
     /// The holder's `holder_label`, if it set one.
     pub label: Option<String>,
 }
+
+/// A snapshot of one semaphore, for operators and tests; see
+/// [`Semaphore::state`](crate::Semaphore::state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreState {
+    /// The limit stored with the semaphore; `None` when no permit has been
+    /// taken since it was last empty of keys (the first acquire stores its
+    /// limit).
+    pub limit: Option<u32>,
+    /// The weight of the live permits.
+    pub used: u64,
+    /// The live permits, by slot. Their ids (secrets, like owner tokens)
+    /// are not shown.
+    pub permits: Vec<PermitState>,
+}
+
+/// One live permit of a [`SemaphoreState`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PermitState {
+    /// Its slot, in `0..limit`.
+    pub slot: u32,
+    /// How many permits it counts for.
+    pub weight: u32,
+    /// How long its lease has left, by the server's clock.
+    pub remaining: Duration,
+    /// Its fencing token: the last one issued for its slot.
+    pub fencing_token: FencingToken,
+}
+
+impl SemaphoreState {
+    /// The state of a semaphore stored with `limit` whose live permits are
+    /// `permits` (sorted here by slot); `used` is their weight. For a
+    /// strategy's [`inspect_semaphore`](crate::LockBackend::inspect_semaphore).
+    pub fn new(limit: Option<u32>, mut permits: Vec<PermitState>) -> Self {
+        permits.sort_by_key(|permit| permit.slot);
+        SemaphoreState {
+            limit,
+            used: permits.iter().map(|permit| u64::from(permit.weight)).sum(),
+            permits,
+        }
+    }
+}
+
+impl PermitState {
+    /// A live permit in `slot` of `weight`, with `remaining` of its lease
+    /// and its slot's `fencing_token`.
+    pub fn new(slot: u32, weight: u32, remaining: Duration, fencing_token: FencingToken) -> Self {
+        PermitState {
+            slot,
+            weight,
+            remaining,
+            fencing_token,
+        }
+    }
+}

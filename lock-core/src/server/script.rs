@@ -337,6 +337,24 @@ pub mod semaphore {
             include_str!("../../lua/semaphore_release.lua")
         ),
     );
+    /// The stored limit and the live permits, read only:
+    /// `lua/semaphore_inspect.lua`.
+    pub static INSPECT: Script = Script::new(
+        "semaphore_inspect",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_inspect.lua")
+        ),
+    );
+    /// An explicit change of the stored limit, waking waiters:
+    /// `lua/semaphore_set_limit.lua`.
+    pub static SET_LIMIT: Script = Script::new(
+        "semaphore_set_limit",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_set_limit.lua")
+        ),
+    );
 }
 
 #[cfg(test)]
@@ -454,6 +472,14 @@ mod tests {
             (
                 "semaphore_release",
                 include_str!("../../lua/semaphore_release.lua"),
+            ),
+            (
+                "semaphore_inspect",
+                include_str!("../../lua/semaphore_inspect.lua"),
+            ),
+            (
+                "semaphore_set_limit",
+                include_str!("../../lua/semaphore_set_limit.lua"),
             ),
         ] {
             let header = source

@@ -926,6 +926,8 @@ fn fail(err: &LockError) -> u8 {
     }
     match err {
         LockError::InvalidConfig { .. }
+        | LockError::LimitMismatch { .. }
+        | LockError::InvalidPermits { .. }
         | LockError::HandOffUnsupported { .. }
         | LockError::InvalidKey { .. }
         | LockError::InvalidTtl { .. }

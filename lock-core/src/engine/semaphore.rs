@@ -1,0 +1,229 @@
+//! Semaphores: a name with a limit of N permits, each acquire one permit of
+//! a weight with a lease of its own, held through the same guards,
+//! watchdog and waits as a lock.
+
+use crate::engine::backend::PermitRequest;
+use crate::engine::guard::LeaseGuard;
+use crate::engine::manager::{Claim, LockManager};
+use crate::engine::options::AcquireOptions;
+use crate::engine::state::SemaphoreState;
+use crate::error::LockError;
+use crate::key::LockKey;
+
+/// The largest limit a semaphore may have: the scripts take at most nine
+/// digits, and a permit's slot is below the limit.
+pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
+
+/// A named semaphore of `limit` permits, from
+/// [`LockManager::semaphore`]: at most `limit` weight of permits are live
+/// at once, across every process that uses the name.
+///
+/// Each acquire takes **one permit** of a weight (1 unless
+/// [`AcquireOptions::with_weight`] says otherwise) with its own lease: the
+/// same [`LeaseGuard`] as a lock, renewed by the watchdog, released by
+/// `release().await` or in the background on drop, its loss reported by
+/// `lost()`. A holder that crashes gives its weight back when its lease
+/// runs out, never earlier: every deadline is the server's clock, and every
+/// script first drops the permits whose deadline has passed. A renewal
+/// never revives a permit that ended, and a release credits only its own
+/// permit, once.
+///
+/// The limit is stored with the semaphore by its first acquire; a process
+/// that asks for another one gets [`LockError::LimitMismatch`], naming
+/// both. Change it on purpose with [`set_limit`](Self::set_limit).
+///
+/// **Fencing**: a permit's [`permit_slot`](LeaseGuard::permit_slot) is in
+/// `0..limit`, and no two live permits share one; its
+/// [`fencing_token`](LeaseGuard::fencing_token) comes from that slot's own
+/// counter. A resource keeps the highest token it has accepted per slot
+/// and refuses a lower one for the same slot: a holder that paused past
+/// its lease is refused once its slot's next holder has written.
+///
+/// Waiting is as for a lock: a release publishes the weight it freed, and
+/// every waiter of the semaphore in this process tries again; a waiter
+/// whose weight still does not fit sleeps until the next release or until
+/// the first live permit's lease ends. Fair mode (arrival order) is not
+/// available for semaphores yet: [`LockManager::semaphore`] refuses a
+/// manager in fair mode.
+///
+#[cfg_attr(not(doctest), doc = include_str!("../doc/semaphore.md"))]
+#[derive(Debug, Clone)]
+pub struct Semaphore {
+    manager: LockManager,
+    key: LockKey,
+    limit: u32,
+}
+
+impl LockManager {
+    /// The semaphore `name` with `limit` permits, through this manager's
+    /// backend, config and watchdog. Nothing is sent until an acquire.
+    ///
+    /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
+    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name;
+    /// [`LockError::InvalidConfig`] on `fair` for a manager in fair mode.
+    /// A strategy without semaphores (reentrant, Redlock) refuses the first
+    /// acquire with [`LockError::InvalidConfig`] on `strategy`.
+    pub fn semaphore(&self, name: &str, limit: u32) -> Result<Semaphore, LockError> {
+        validate_limit(limit)?;
+        if self.settings().fair {
+            return Err(LockError::config(
+                "fair",
+                "semaphores have no fair mode yet: use a manager without `fair` for them",
+            ));
+        }
+        Ok(Semaphore {
+            key: self.key(name)?,
+            manager: self.clone(),
+            limit,
+        })
+    }
+}
+
+impl Semaphore {
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// The limit this handle asks for.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
+    /// Tries once for a permit of weight 1: `Ok(None)` when it does not fit
+    /// beside the live permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::try_acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>, LockError> {
+        let settings = self.manager.settings();
+        self.manager
+            .try_once(None, self.name(), settings.ttl, self.claim(1))
+            .await
+    }
+
+    /// Waits up to the configured `wait_timeout` for a permit of weight 1.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`].
+    pub async fn acquire(&self) -> Result<LeaseGuard, LockError> {
+        self.acquire_with(&AcquireOptions::new()).await
+    }
+
+    /// Takes a permit as `options` say: of their weight (default 1), as
+    /// their owner, waiting up to their wait, for a lease of their TTL; what
+    /// they leave unset comes from the config.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotAcquired`] when the weight did not fit for the whole
+    /// wait; [`LockError::InvalidPermits`] for a weight of 0 or above the
+    /// limit; [`LockError::LimitMismatch`] when the semaphore is stored with
+    /// another limit; [`LockError::Corrupted`] when one of its keys holds
+    /// foreign data (a lock of the same name, for one); otherwise as
+    /// [`LockManager::acquire_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`]: a permit granted to a dropped
+    /// future is released in the background.
+    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+        let weight = options.weight.unwrap_or(1);
+        validate_weight(weight, self.limit)?;
+        self.manager
+            .acquire_claim(self.name(), options, self.claim(weight))
+            .await
+    }
+
+    /// Reads the semaphore: its stored limit, the weight in use and the live
+    /// permits (by slot, with their leases and tokens, never their ids).
+    pub async fn state(&self) -> Result<SemaphoreState, LockError> {
+        self.manager.backend().inspect_semaphore(&self.key).await
+    }
+
+    /// Stores `limit` as the semaphore's limit for every process, and asks
+    /// for it from now on; returns the limit it had (`None` if none was
+    /// stored). Live permits keep their weight and slots: after a lower
+    /// limit, acquires wait until the live weight fits under it. Waiters
+    /// are woken, so a raised limit lets them in at once; processes that
+    /// still ask for the old limit get [`LockError::LimitMismatch`].
+    ///
+    /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
+    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::Corrupted`] when the limit's
+    /// key holds foreign data.
+    pub async fn set_limit(&mut self, limit: u32) -> Result<Option<u32>, LockError> {
+        validate_limit(limit)?;
+        let previous = self
+            .manager
+            .backend()
+            .set_semaphore_limit(&self.key, limit)
+            .await?;
+        self.limit = limit;
+        Ok(previous)
+    }
+
+    fn claim(&self, weight: u32) -> Claim {
+        Claim::Permit(PermitRequest {
+            limit: self.limit,
+            weight,
+        })
+    }
+}
+
+/// Refuses a limit of 0 or above [`MAX_SEMAPHORE_LIMIT`].
+fn validate_limit(limit: u32) -> Result<(), LockError> {
+    if limit == 0 {
+        return Err(LockError::InvalidPermits {
+            reason: "a semaphore's limit must be at least 1".to_owned(),
+        });
+    }
+    if limit > MAX_SEMAPHORE_LIMIT {
+        return Err(LockError::InvalidPermits {
+            reason: format!("a semaphore's limit is at most {MAX_SEMAPHORE_LIMIT}, not {limit}"),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a weight of 0 or above `limit`: it could never fit.
+fn validate_weight(weight: u32, limit: u32) -> Result<(), LockError> {
+    if weight == 0 {
+        return Err(LockError::InvalidPermits {
+            reason: "a permit's weight must be at least 1".to_owned(),
+        });
+    }
+    if weight > limit {
+        return Err(LockError::InvalidPermits {
+            reason: format!(
+                "a permit of weight {weight} can never fit in a semaphore of {limit} permits"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_weights_out_of_range_are_refused() {
+        assert!(validate_limit(0).is_err());
+        assert!(validate_limit(MAX_SEMAPHORE_LIMIT + 1).is_err());
+        assert!(validate_limit(1).is_ok());
+        assert!(validate_limit(MAX_SEMAPHORE_LIMIT).is_ok());
+        assert!(validate_weight(0, 3).is_err());
+        assert!(validate_weight(4, 3).is_err());
+        assert!(validate_weight(3, 3).is_ok());
+    }
+}

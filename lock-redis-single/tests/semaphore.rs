@@ -1,0 +1,509 @@
+//! Semaphores on the single-node strategy, through the engine, on both
+//! clients: never more than the limit's weight live, every live permit in a
+//! slot of its own, a crashed holder's weight back after its TTL and not
+//! before, an ended permit never revived nor credited twice, weighted
+//! waiters woken by the release that lets them fit, the stored limit
+//! refusing another, and bad input refused with nothing written.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{
+    AcquireOptions, ClientKind, LockBackend, LockConfig, LockError, LockManager, Semaphore,
+    MAX_SEMAPHORE_LIMIT,
+};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::{AdminReply, RedisServer};
+
+async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
+    let backend: Arc<dyn LockBackend> = Arc::new(
+        SingleNodeBackend::connect(kind, &server.url(), fast_options())
+            .await
+            .expect("connect"),
+    );
+    LockManager::new(backend, config).expect("config")
+}
+
+/// A manager whose leases nobody renews: a holder that stops, as one that
+/// crashed does.
+async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
+    let mut config = fast_config(ttl);
+    config.watchdog.enabled = false;
+    manager(kind, server, config).await
+}
+
+fn weight(n: u32) -> AcquireOptions {
+    AcquireOptions::new().with_weight(n).no_wait()
+}
+
+async fn used(semaphore: &Semaphore) -> u64 {
+    semaphore.state().await.expect("state").used
+}
+
+/// Tasks taking permits of weight 1 and 2 over and over never hold more
+/// than the limit's weight at once, by their own count and by the
+/// server's, and no two live permits share a slot.
+async fn never_more_than_the_limit(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let semaphore = locks.semaphore("pool", 3).expect("semaphore");
+    let live = Arc::new(Mutex::new((0u32, BTreeSet::new())));
+    let tasks = (0..6u32).map(|task| {
+        let (semaphore, live) = (semaphore.clone(), Arc::clone(&live));
+        tokio::spawn(async move {
+            for round in 0..8u32 {
+                let w = 1 + (task + round) % 2;
+                let options = AcquireOptions::new()
+                    .with_weight(w)
+                    .with_wait(Duration::from_secs(10));
+                let permit = semaphore.acquire_with(&options).await.expect("acquire");
+                let slot = permit.permit_slot().expect("a slot");
+                assert!(slot < 3, "slot {slot} of a limit of 3");
+                {
+                    let mut live = live.lock().expect("the count");
+                    live.0 += w;
+                    assert!(live.0 <= 3, "{} weight live", live.0);
+                    assert!(live.1.insert(slot), "slot {slot} twice");
+                }
+                assert!(used(&semaphore).await <= 3);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                {
+                    let mut live = live.lock().expect("the count");
+                    live.0 -= w;
+                    live.1.remove(&slot);
+                }
+                permit.release().await.expect("release");
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("task");
+    }
+    assert_eq!(used(&semaphore).await, 0);
+}
+
+/// A weight fits beside the live permits or not at all; each permit gets
+/// the lowest free slot and that slot's next token.
+async fn weights_slots_and_tokens(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let semaphore = locks.semaphore("weights", 5).expect("semaphore");
+    let three = semaphore.acquire_with(&weight(3)).await.expect("3 of 5");
+    assert_eq!(three.permit_weight(), Some(3));
+    assert_eq!(
+        (three.permit_slot(), three.fencing_token().map(|t| t.get())),
+        (Some(0), Some(1))
+    );
+    let refused = semaphore.acquire_with(&weight(3)).await;
+    assert!(
+        matches!(refused, Err(LockError::NotAcquired { .. })),
+        "3 more of 5: {refused:?}"
+    );
+    let two = semaphore.acquire_with(&weight(2)).await.expect("2 more");
+    assert_eq!(two.permit_slot(), Some(1));
+    assert!(semaphore.try_acquire().await.expect("try").is_none());
+    let state = semaphore.state().await.expect("state");
+    assert_eq!((state.limit, state.used), (Some(5), 5));
+    let slots: Vec<(u32, u32)> = state.permits.iter().map(|p| (p.slot, p.weight)).collect();
+    assert_eq!(slots, [(0, 3), (1, 2)]);
+    three.release().await.expect("release");
+    // Slot 0 again, with its own next token.
+    let again = semaphore.try_acquire().await.expect("try").expect("room");
+    assert_eq!(
+        (again.permit_slot(), again.fencing_token().map(|t| t.get())),
+        (Some(0), Some(2))
+    );
+    again.release().await.expect("release");
+    two.release().await.expect("release");
+    assert_eq!(used(&semaphore).await, 0);
+}
+
+/// A holder that stops renewing keeps its weight until its TTL has run
+/// out by the server's clock, and not a moment less; then the weight is
+/// back. Its late release credits nothing, and its late extend does not
+/// revive it.
+async fn a_crashed_holders_weight_returns_after_its_ttl(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let ttl = Duration::from_millis(400);
+    let crashed = unrenewed(kind, &server, ttl).await;
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let theirs = crashed.semaphore("crash", 2).expect("semaphore");
+    let ours = locks.semaphore("crash", 2).expect("semaphore");
+    let taken = Instant::now();
+    let lost = theirs.acquire_with(&weight(2)).await.expect("both permits");
+    let mut refused = 0;
+    let mut freed_after = None;
+    while taken.elapsed() < Duration::from_secs(3) {
+        let before = taken.elapsed();
+        match ours.try_acquire().await.expect("try") {
+            Some(permit) => {
+                freed_after = Some(before);
+                // Held by the live one now: a revived crashed permit would
+                // make 3 of 2.
+                assert!(
+                    lost.extend(ttl).await.is_err(),
+                    "an ended permit was renewed"
+                );
+                assert_eq!(used(&ours).await, 1, "the ended permit counts again");
+                assert!(
+                    lost.release().await.is_err(),
+                    "an ended permit was released"
+                );
+                assert_eq!(used(&ours).await, 1, "a late release credited something");
+                permit.release().await.expect("release");
+                break;
+            }
+            None => refused += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let freed_after = freed_after.expect("the weight never came back");
+    assert!(refused > 0, "the weight was free at once");
+    // The attempt that found it free was sent after the TTL, less the
+    // server's expiry resolution.
+    assert!(
+        freed_after + Duration::from_millis(25) >= ttl,
+        "free after {freed_after:?} of a {ttl:?} TTL"
+    );
+}
+
+/// The watchdog keeps a permit past many TTLs; released, its weight is
+/// back at once.
+async fn the_watchdog_keeps_a_permit(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_millis(500))).await;
+    let semaphore = locks.semaphore("kept", 1).expect("semaphore");
+    let permit = semaphore.acquire().await.expect("acquire");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(permit.is_valid(), "lost: {:?}", permit.status());
+    assert!(semaphore.try_acquire().await.expect("try").is_none());
+    permit.release().await.expect("release");
+    assert!(semaphore.try_acquire().await.expect("try").is_some());
+}
+
+/// A waiter for 3 of 3 while single permits are released one by one gets
+/// its permit right after the third release (woken by it, not by a timer),
+/// and not before.
+async fn a_heavy_waiter_is_woken_by_the_release_that_fits(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    // Long TTLs: a waiter left to its timer would wait for one to run out.
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = locks.semaphore("heavy", 3).expect("semaphore");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(semaphore.try_acquire().await.expect("try").expect("room"));
+    }
+    let waiter = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move {
+            let options = AcquireOptions::new()
+                .with_weight(3)
+                .with_wait(Duration::from_secs(20));
+            let permit = semaphore.acquire_with(&options).await;
+            (Instant::now(), permit)
+        })
+    };
+    // Let it subscribe and sleep.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for permit in held.drain(..2) {
+        permit.release().await.expect("release");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!waiter.is_finished(), "served before its weight fitted");
+    }
+    let last = held.pop().expect("the third");
+    last.release().await.expect("release");
+    let released = Instant::now();
+    let (served, permit) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter was never served")
+        .expect("task");
+    let permit = permit.expect("acquired");
+    let gap = served.saturating_duration_since(released);
+    // Milliseconds here; a loaded host gets room, a missed wake-up (30 s)
+    // none.
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the release"
+    );
+    assert_eq!(permit.permit_weight(), Some(3));
+    permit.release().await.expect("release");
+}
+
+/// A release of 1 reaches a light waiter even when a heavier one of the
+/// same process has waited longer and still does not fit.
+async fn a_light_waiter_behind_a_heavy_one_is_woken(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = locks.semaphore("mixed", 3).expect("semaphore");
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(semaphore.try_acquire().await.expect("try").expect("room"));
+    }
+    let waiter = |w: u32| {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move {
+            let options = AcquireOptions::new()
+                .with_weight(w)
+                .with_wait(Duration::from_secs(20));
+            (semaphore.acquire_with(&options).await, Instant::now())
+        })
+    };
+    let heavy = waiter(3);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let light = waiter(1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    held.pop().expect("one").release().await.expect("release");
+    let released = Instant::now();
+    let (permit, at) = tokio::time::timeout(Duration::from_secs(10), light)
+        .await
+        .expect("the light waiter was never served")
+        .expect("task");
+    let permit = permit.expect("acquired");
+    let gap = at.saturating_duration_since(released);
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the release"
+    );
+    assert!(!heavy.is_finished(), "3 of 3 with 3 held");
+    heavy.abort();
+    permit.release().await.expect("release");
+    for permit in held {
+        permit.release().await.expect("release");
+    }
+}
+
+/// The first acquire stores the limit; another limit is refused naming
+/// both, until it is changed on purpose, which wakes and refuses in turn.
+async fn the_stored_limit_refuses_another(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let five = locks.semaphore("limit", 5).expect("semaphore");
+    let mut three = locks.semaphore("limit", 3).expect("semaphore");
+    let permit = five.try_acquire().await.expect("try").expect("room");
+    match three.try_acquire().await {
+        Err(LockError::LimitMismatch {
+            key,
+            limit: 5,
+            requested: 3,
+        }) => assert_eq!(key, "limit"),
+        other => panic!("3 against a stored 5: {other:?}"),
+    }
+    let err = three.try_acquire().await.expect_err("mismatch").to_string();
+    assert!(err.contains('5') && err.contains('3'), "{err}");
+    assert_eq!(three.set_limit(3).await.expect("set"), Some(5));
+    assert_eq!(three.limit(), 3);
+    assert!(matches!(
+        five.try_acquire().await,
+        Err(LockError::LimitMismatch {
+            limit: 3,
+            requested: 5,
+            ..
+        })
+    ));
+    let second = three.try_acquire().await.expect("try").expect("room");
+    assert_eq!(three.state().await.expect("state").limit, Some(3));
+    permit.release().await.expect("release");
+    second.release().await.expect("release");
+}
+
+/// A raised limit lets a waiter in at once: `set_limit` wakes waiters.
+async fn a_raised_limit_wakes_waiters(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let mut semaphore = locks.semaphore("raise", 1).expect("semaphore");
+    let held = semaphore.try_acquire().await.expect("try").expect("room");
+    let waiter = {
+        let semaphore = semaphore.clone();
+        tokio::spawn(async move {
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+            (semaphore.acquire_with(&options).await, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(semaphore.set_limit(2).await.expect("raise"), Some(1));
+    let raised = Instant::now();
+    // The waiter asks for 1 and is refused as a mismatch, at once.
+    let (outcome, at) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter slept through the change")
+        .expect("task");
+    assert!(
+        matches!(
+            outcome,
+            Err(LockError::LimitMismatch {
+                limit: 2,
+                requested: 1,
+                ..
+            })
+        ),
+        "{outcome:?}"
+    );
+    assert!(at.saturating_duration_since(raised) < Duration::from_millis(500));
+    // A handle asking for 2 gets in beside the holder.
+    let second = semaphore.try_acquire().await.expect("try").expect("room");
+    held.release().await.expect("release");
+    second.release().await.expect("release");
+}
+
+/// Every key the server has, with its type, to compare before and after.
+fn keys(server: &RedisServer) -> Vec<String> {
+    let script = "local out = {} \
+        for _, key in ipairs(redis.call('keys', '*')) do \
+          out[#out + 1] = key .. ' ' .. redis.call('type', key)['ok'] \
+        end \
+        table.sort(out) return out";
+    match server.admin(&["EVAL", script, "0"]).expect("EVAL") {
+        AdminReply::Array(Some(items)) => items
+            .iter()
+            .map(|item| item.as_text().expect("text").to_owned())
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Limits and weights out of range are typed errors before anything is
+/// sent; a lock's key under a semaphore's name is `Corrupted`, with
+/// nothing written.
+async fn bad_input_is_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    for limit in [0, MAX_SEMAPHORE_LIMIT + 1, u32::MAX] {
+        assert!(
+            matches!(
+                locks.semaphore("bad", limit),
+                Err(LockError::InvalidPermits { .. })
+            ),
+            "limit {limit}"
+        );
+    }
+    assert!(locks.semaphore("", 1).is_err(), "an empty name");
+    let semaphore = locks.semaphore("bad", 2).expect("semaphore");
+    for w in [0, 3, u32::MAX] {
+        assert!(
+            matches!(
+                semaphore.acquire_with(&weight(w)).await,
+                Err(LockError::InvalidPermits { .. })
+            ),
+            "weight {w}"
+        );
+    }
+    assert!(matches!(
+        locks.acquire_with("bad", &weight(2)).await,
+        Err(LockError::InvalidPermits { .. })
+    ));
+    assert!(keys(&server).is_empty(), "{:?}", keys(&server));
+    // A lock of the same name.
+    let lock = locks
+        .try_acquire("taken")
+        .await
+        .expect("try")
+        .expect("free");
+    let before = keys(&server);
+    let semaphore = locks.semaphore("taken", 2).expect("semaphore");
+    match semaphore.try_acquire().await {
+        Err(LockError::Corrupted { key, detail }) => {
+            assert_eq!(key, "lock:{taken}");
+            assert!(detail.contains("string"), "{detail}");
+        }
+        other => panic!("a semaphore over a lock: {other:?}"),
+    }
+    assert!(matches!(
+        semaphore.state().await,
+        Err(LockError::Corrupted { .. })
+    ));
+    assert_eq!(keys(&server), before, "something was written");
+    lock.release().await.expect("release");
+    // The largest limit works.
+    let large = locks
+        .semaphore("large", MAX_SEMAPHORE_LIMIT)
+        .expect("largest");
+    let permit = large
+        .acquire_with(&weight(MAX_SEMAPHORE_LIMIT))
+        .await
+        .expect("all of it");
+    permit.release().await.expect("release");
+}
+
+/// A fair manager has no semaphores yet: refused when one is made.
+async fn fair_mode_is_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let fair = manager(
+        kind,
+        &server,
+        fast_config(Duration::from_secs(5)).with_fair(true),
+    )
+    .await;
+    assert!(matches!(
+        fair.semaphore("fair", 2),
+        Err(LockError::InvalidConfig { field, .. }) if field == "fair"
+    ));
+}
+
+macro_rules! semaphore_tests {
+    ($module:ident, $kind:expr) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn never_more_than_the_limit() {
+                lock_testkit::run(super::never_more_than_the_limit($kind));
+            }
+
+            #[test]
+            fn weights_slots_and_tokens() {
+                lock_testkit::run(super::weights_slots_and_tokens($kind));
+            }
+
+            #[test]
+            fn a_crashed_holders_weight_returns_after_its_ttl() {
+                lock_testkit::run(super::a_crashed_holders_weight_returns_after_its_ttl($kind));
+            }
+
+            #[test]
+            fn the_watchdog_keeps_a_permit() {
+                lock_testkit::run(super::the_watchdog_keeps_a_permit($kind));
+            }
+
+            #[test]
+            fn a_heavy_waiter_is_woken_by_the_release_that_fits() {
+                lock_testkit::run(super::a_heavy_waiter_is_woken_by_the_release_that_fits(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn a_light_waiter_behind_a_heavy_one_is_woken() {
+                lock_testkit::run(super::a_light_waiter_behind_a_heavy_one_is_woken($kind));
+            }
+
+            #[test]
+            fn the_stored_limit_refuses_another() {
+                lock_testkit::run(super::the_stored_limit_refuses_another($kind));
+            }
+
+            #[test]
+            fn a_raised_limit_wakes_waiters() {
+                lock_testkit::run(super::a_raised_limit_wakes_waiters($kind));
+            }
+
+            #[test]
+            fn bad_input_is_refused() {
+                lock_testkit::run(super::bad_input_is_refused($kind));
+            }
+
+            #[test]
+            fn fair_mode_is_refused() {
+                lock_testkit::run(super::fair_mode_is_refused($kind));
+            }
+        }
+    };
+}
+
+#[cfg(feature = "redis")]
+semaphore_tests!(on_redis, ClientKind::Redis);
+#[cfg(feature = "fred")]
+semaphore_tests!(on_fred, ClientKind::Fred);
