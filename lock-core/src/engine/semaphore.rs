@@ -79,6 +79,18 @@ impl LockManager {
     }
 }
 
+impl LockManager {
+    /// Reads the semaphore `name` whatever its limit: for operators
+    /// (`distlock status`), who do not know it. A name never used as a
+    /// semaphore (or whose keys are gone) reads with no limit and no
+    /// permits; a lock's name is [`LockError::Corrupted`], a strategy
+    /// without semaphores [`LockError::InvalidConfig`].
+    pub async fn semaphore_state(&self, name: &str) -> Result<SemaphoreState, LockError> {
+        let key = self.key(name)?;
+        self.backend().inspect_semaphore(&key).await
+    }
+}
+
 impl Semaphore {
     /// The semaphore's name.
     pub fn name(&self) -> &str {

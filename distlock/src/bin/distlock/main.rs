@@ -188,16 +188,20 @@ const RUN_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ran to its end under a lease that held throughout
   128+n          the command was killed by signal n
-  75             the lock was held by someone else for the whole wait (-E changes it)
+  75             the lock was held by someone else for the whole wait (-E changes it); with
+                 --permits, N jobs' weight was running for the whole wait
   76             the lease was lost while the command ran; the command was stopped
   69             Redis could not be reached, refused the user, or failed otherwise
-  78             bad config or arguments
+  78             bad config or arguments; --permits N where NAME was made with another N
   127            the command could not be started
   130            interrupted (SIGINT, SIGTERM, SIGHUP): the wait ended, or the command was stopped
                  and the lock released
 
 Cron, skipping a run while another host has the lock, silently and with success:
-  distlock run -n -q -E 0 nightly -c './report.sh > /var/log/report.log'";
+  distlock run -n -q -E 0 nightly -c './report.sh > /var/log/report.log'
+
+At most 4 exports at once across every host, waiting up to 10 minutes for a turn:
+  distlock run --permits 4 -w 10m exports -- ./export.sh";
 
 /// The exit codes of `acquire`, for `--help`.
 const ACQUIRE_EXIT_CODES: &str = "\
@@ -342,6 +346,22 @@ enum Task {
         /// with 78, rather than taking an exclusive lock).
         #[arg(short = 's', long)]
         shared: bool,
+        /// Let up to N jobs hold NAME at once (a semaphore of N permits, as
+        /// `consul lock -n N`). Every host must pass the same N: another N
+        /// exits 78 naming both. The job sees DISTLOCK_PERMIT_SLOT (0..N, no
+        /// two running jobs share one) and DISTLOCK_FENCING_TOKEN (that
+        /// slot's). Default: 1, an exclusive lock.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        permits: Option<u32>,
+        /// How many of the --permits this job counts for (a bigger job
+        /// takes more). Default: 1.
+        #[arg(
+            long,
+            value_name = "W",
+            requires = "permits",
+            value_parser = clap::value_parser!(u32).range(1..)
+        )]
+        weight: Option<u32>,
         /// Run this through `/bin/sh -c`, as flock's -c does.
         #[arg(
             short = 'c',
@@ -584,6 +604,8 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             grace,
             exclusive: _,
             shared,
+            permits,
+            weight,
             shell,
             argv,
         } => {
@@ -605,7 +627,12 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            run(&locks, lock.get(), &wait, grace, &command).await
+            let what = Take {
+                key: lock.get(),
+                wait: wait.wait(),
+                permits: Permits::asked(permits, weight),
+            };
+            run(&locks, &what, &wait, grace, &command).await
         }
         Task::Status { lock, json, quiet } => {
             let locks = match connect(&config).await {
@@ -613,6 +640,20 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Err(code) => return code,
             };
             let name = lock.get();
+            // A name with a stored limit is a semaphore; anything else
+            // (a lock's key, a strategy without semaphores) reads as a lock.
+            if let Ok(state) = locks.semaphore_state(name).await {
+                if state.limit.is_some() {
+                    return match () {
+                        () if quiet && state.used > 0 => 0,
+                        () if quiet => EXIT_FREE,
+                        () => {
+                            print_semaphore(name, &state, json);
+                            0
+                        }
+                    };
+                }
+            }
             match locks.inspect(name).await {
                 Ok(state) if quiet => {
                     if state.is_held() {
@@ -677,7 +718,12 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                     return EXIT_UNAVAILABLE;
                 }
             };
-            let taken = take_unless_interrupted(&locks, key, wait.wait(), &mut interrupts).await;
+            let what = Take {
+                key,
+                wait: wait.wait(),
+                permits: None,
+            };
+            let taken = take_unless_interrupted(&locks, &what, &mut interrupts).await;
             let guard = match taken {
                 Ok(Ok(guard)) => guard,
                 Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
@@ -955,18 +1001,49 @@ fn fail_to_take(err: &LockError, conflict: Conflict) -> u8 {
     }
 }
 
-/// Takes the lock: once with `-n` (a wait of zero), within `--wait`, or within the
-/// config's `wait_timeout`.
-async fn take(
-    locks: &LockManager,
-    key: &str,
+/// What `run` and `acquire` take: a lock, or a permit of a semaphore, and
+/// how long they wait for it.
+struct Take<'a> {
+    key: &'a str,
+    /// `-n` (a wait of zero), `--wait`, or (`None`) the config's
+    /// `wait_timeout`.
     wait: Option<Duration>,
-) -> Result<LeaseGuard, LockError> {
-    let options = match wait {
+    permits: Option<Permits>,
+}
+
+/// `--permits N --weight W`: a permit of weight W in a semaphore of N.
+#[derive(Clone, Copy)]
+struct Permits {
+    limit: u32,
+    weight: u32,
+}
+
+impl Permits {
+    /// A semaphore when `--permits` is above 1 or `--weight` is given;
+    /// `--permits 1` alone is the lock.
+    fn asked(permits: Option<u32>, weight: Option<u32>) -> Option<Self> {
+        let limit = permits.unwrap_or(1);
+        (limit > 1 || weight.is_some_and(|weight| weight > 1)).then(|| Permits {
+            limit,
+            weight: weight.unwrap_or(1),
+        })
+    }
+}
+
+/// Takes the lock, or a permit, as `what` says.
+async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockError> {
+    let mut options = match what.wait {
         Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
         None => distlock::AcquireOptions::new(),
     };
-    locks.acquire_with(key, &options).await
+    match what.permits {
+        None => locks.acquire_with(what.key, &options).await,
+        Some(permits) => {
+            options = options.with_weight(permits.weight);
+            let semaphore = locks.semaphore(what.key, permits.limit)?;
+            semaphore.acquire_with(&options).await
+        }
+    }
 }
 
 /// [`take`], unless SIGINT, SIGTERM or SIGHUP comes first: the wait is
@@ -975,12 +1052,12 @@ async fn take(
 /// 130.
 async fn take_unless_interrupted(
     locks: &LockManager,
-    key: &str,
-    wait: Option<Duration>,
+    what: &Take<'_>,
     interrupts: &mut Interrupts,
 ) -> Result<Result<LeaseGuard, LockError>, u8> {
+    let key = what.key;
     tokio::select! {
-        taken = take(locks, key, wait) => Ok(taken),
+        taken = take(locks, what) => Ok(taken),
         signal = interrupts.recv() => {
             eprintln!("distlock: interrupted ({signal}) while waiting for `{key}`; nothing is held");
             Err(EXIT_INTERRUPTED)
@@ -990,11 +1067,12 @@ async fn take_unless_interrupted(
 
 async fn run(
     locks: &LockManager,
-    key: &str,
+    what: &Take<'_>,
     wait: &WaitArgs,
     grace: Duration,
     command: &[String],
 ) -> u8 {
+    let key = what.key;
     // Taken over before the wait, so a signal while waiting or while the
     // command starts is acted on rather than killing distlock (and
     // orphaning the command, or a grant whose reply is still on its way).
@@ -1005,7 +1083,7 @@ async fn run(
             return EXIT_UNAVAILABLE;
         }
     };
-    let guard = match take_unless_interrupted(locks, key, wait.wait(), &mut interrupts).await {
+    let guard = match take_unless_interrupted(locks, what, &mut interrupts).await {
         Ok(Ok(guard)) => guard,
         Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
         Err(code) => return code,
@@ -1017,6 +1095,9 @@ async fn run(
         .process_group(0);
     if let Some(token) = guard.fencing_token() {
         child.env("DISTLOCK_FENCING_TOKEN", token.to_string());
+    }
+    if let Some(slot) = guard.permit_slot() {
+        child.env("DISTLOCK_PERMIT_SLOT", slot.to_string());
     }
     let mut child = match child.spawn() {
         Ok(child) => child,
@@ -1272,6 +1353,52 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
             print!(", last fencing token {token}");
         }
         println!();
+    }
+}
+
+/// `status` of a semaphore: its limit, the weight in use and each live
+/// permit (slot, weight, lease left, token), as text or JSON.
+fn print_semaphore(name: &str, state: &distlock::SemaphoreState, json: bool) {
+    let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    if json {
+        let permits: Vec<serde_json::Value> = state
+            .permits
+            .iter()
+            .map(|permit| {
+                serde_json::json!({
+                    "slot": permit.slot,
+                    "weight": permit.weight,
+                    "remaining_ms": millis(permit.remaining),
+                    "fencing_token": permit.fencing_token.get(),
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "key": name,
+            "semaphore": true,
+            "limit": state.limit,
+            "used": state.used,
+            "held": state.used > 0,
+            "permits": permits,
+        });
+        println!("{value}");
+        return;
+    }
+    let limit = state
+        .limit
+        .map_or("?".to_owned(), |limit| limit.to_string());
+    println!(
+        "{name}: semaphore, {} of {limit} permits in use",
+        state.used
+    );
+    for permit in &state.permits {
+        println!(
+            "  slot {}: weight {}, {} left, fencing token {}",
+            permit.slot,
+            permit.weight,
+            humantime::format_duration(Duration::from_millis(millis(permit.remaining))),
+            permit.fencing_token
+        );
     }
 }
 

@@ -1,0 +1,323 @@
+//! `distlock run --permits N [--weight W]` with the real binary on a real
+//! server, on both clients: at most N weight of `sh -c` jobs (each with a
+//! child of its own) run at once, each in a slot no other running job has,
+//! with that slot's token; a full semaphore skips as a held lock does
+//! (`-n -q -E 0`); another N, `--permits 0`, a weight that can never fit
+//! and a strategy without semaphores exit 78 saying why; `status` shows a
+//! semaphore's permits.
+
+#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_testkit::RedisServer;
+
+mod common;
+
+use common::{clients, distlock, output};
+
+/// `distlock args...` on `server` through `client`, with a 5 s TTL.
+fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
+    distlock(
+        &[
+            ("DISTLOCK_NODES", server.url().expose().to_owned()),
+            ("DISTLOCK_CLIENT", client.to_owned()),
+            ("DISTLOCK_TTL", "5s".to_owned()),
+        ],
+        args,
+    )
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A scratch file for one test, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        Scratch(
+            std::env::temp_dir().join(format!("distlock-permits-{name}-{}", std::process::id())),
+        )
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp path")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Waits up to 30 s for `child` and returns its exit code and stderr.
+fn finish(child: Child) -> (i32, String) {
+    let started = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            let out = child.wait_with_output().expect("output");
+            return (code(&out), stderr(&out));
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a job never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Six jobs of weight 1 and 2 under `--permits 3` never run more than 3
+/// weight at once, by their own log; every running job has a slot of its
+/// own, below 3, and a token.
+#[test]
+fn at_most_n_weight_of_jobs_run_at_once() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let log = Scratch::new(&format!("log-{client}"));
+        // Start and end lines around a child that does the work.
+        let job = format!(
+            "echo \"+ $DISTLOCK_WEIGHT $DISTLOCK_PERMIT_SLOT $DISTLOCK_FENCING_TOKEN\" >> {log}; \
+             sleep 0.3 & wait; \
+             echo \"- $DISTLOCK_WEIGHT $DISTLOCK_PERMIT_SLOT\" >> {log}",
+            log = log.path()
+        );
+        let jobs: Vec<Child> = (0..6)
+            .map(|index| {
+                let weight = if index % 3 == 0 { "2" } else { "1" };
+                on(
+                    &server,
+                    client,
+                    &[
+                        "run",
+                        "--permits",
+                        "3",
+                        "--weight",
+                        weight,
+                        "-w",
+                        "20",
+                        "pool",
+                        "-c",
+                        &job,
+                    ],
+                )
+                .env("DISTLOCK_WEIGHT", weight)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn a job")
+            })
+            .collect();
+        for job in jobs {
+            let (code, err) = finish(job);
+            assert_eq!(code, 0, "{client}: {err}");
+        }
+        let text = std::fs::read_to_string(log.path()).expect("the log");
+        let (mut live, mut most) = (0u32, 0u32);
+        let mut slots = std::collections::BTreeSet::new();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let weight: u32 = fields[1].parse().expect("a weight");
+            let slot: u32 = fields[2].parse().expect("DISTLOCK_PERMIT_SLOT");
+            if fields[0] == "+" {
+                assert!(fields.len() == 4, "{client}: no token in {line:?}");
+                assert!(slot < 3, "{client}: slot {slot}");
+                assert!(slots.insert(slot), "{client}: slot {slot} twice at once");
+                live += weight;
+                most = most.max(live);
+                assert!(live <= 3, "{client}: {live} weight at once:\n{text}");
+            } else {
+                slots.remove(&slot);
+                live -= weight;
+            }
+        }
+        assert_eq!(text.lines().count(), 12, "{client}: {text}");
+        assert!(most >= 2, "{client}: the jobs never overlapped:\n{text}");
+    }
+}
+
+/// A full semaphore is skipped as a held lock is: silently with
+/// `-n -q -E 0`, with 75 and a message without `-q`.
+#[test]
+fn a_full_semaphore_skips_like_a_held_lock() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let ran = Scratch::new(&format!("ran-{client}"));
+        let holder = on(
+            &server,
+            client,
+            &[
+                "run",
+                "--permits",
+                "2",
+                "--weight",
+                "2",
+                "full",
+                "-c",
+                "sleep 2 & wait",
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+        // Until the holder has its permits.
+        let started = Instant::now();
+        let job = format!("echo ran > {}", ran.path());
+        loop {
+            let probe = output(on(
+                &server,
+                client,
+                &[
+                    "run",
+                    "--permits",
+                    "2",
+                    "-n",
+                    "-q",
+                    "-E",
+                    "0",
+                    "full",
+                    "-c",
+                    &job,
+                ],
+            ));
+            assert_eq!(code(&probe), 0, "{client}: {}", stderr(&probe));
+            if !std::path::Path::new(ran.path()).exists() {
+                assert_eq!(stderr(&probe), "", "{client}: a skip prints nothing");
+                break;
+            }
+            std::fs::remove_file(ran.path()).expect("remove");
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{client}: never full"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let loud = output(on(
+            &server,
+            client,
+            &["run", "--permits", "2", "-n", "full", "--", "true"],
+        ));
+        assert_eq!(code(&loud), 75, "{client}: {}", stderr(&loud));
+        assert!(
+            stderr(&loud).contains("held by someone else"),
+            "{}",
+            stderr(&loud)
+        );
+        // `status` shows the semaphore, scriptably with -q.
+        let status = output(on(&server, client, &["status", "full"]));
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        assert!(text.contains("semaphore, 2 of 2 permits in use"), "{text}");
+        assert!(text.contains("slot 0: weight 2"), "{text}");
+        let json = output(on(&server, client, &["status", "--json", "full"]));
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+        assert_eq!(
+            (json["limit"].as_u64(), json["used"].as_u64()),
+            (Some(2), Some(2))
+        );
+        assert_eq!(json["permits"][0]["weight"].as_u64(), Some(2), "{json}");
+        assert_eq!(
+            code(&output(on(&server, client, &["status", "-q", "full"]))),
+            0
+        );
+        assert_eq!(finish(holder).0, 0);
+        assert_eq!(
+            code(&output(on(&server, client, &["status", "-q", "full"]))),
+            1
+        );
+    }
+}
+
+/// Another limit than the stored one, `--permits 0`, a weight above the
+/// limit, `--weight` without `--permits`, and a strategy without
+/// semaphores all exit 78, saying why.
+#[test]
+fn bad_permits_exit_78_saying_why() {
+    let server = RedisServer::start().expect("start");
+    for client in clients() {
+        let name = format!("limit-{client}");
+        let holder = on(
+            &server,
+            client,
+            &["run", "--permits", "3", &name, "-c", "sleep 2 & wait"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the holder");
+        // Until the holder has its permit: then all 3 no longer fit. (A
+        // probe asking for 2 would store 2 if it came first.)
+        let started = Instant::now();
+        loop {
+            let probe = output(on(
+                &server,
+                client,
+                &[
+                    "run",
+                    "--permits",
+                    "3",
+                    "--weight",
+                    "3",
+                    "-n",
+                    &name,
+                    "--",
+                    "true",
+                ],
+            ));
+            match code(&probe) {
+                75 => break,
+                0 => {}
+                other => panic!("{client}: the probe exited {other}: {}", stderr(&probe)),
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{client}: never held"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let other = output(on(
+            &server,
+            client,
+            &["run", "--permits", "2", "-n", &name, "--", "true"],
+        ));
+        assert_eq!(code(&other), 78, "{client}: {}", stderr(&other));
+        let err = stderr(&other);
+        assert!(
+            err.contains("limit of 3") && err.contains("the 2 asked for"),
+            "{err}"
+        );
+        assert_eq!(finish(holder).0, 0);
+        for args in [
+            &["run", "--permits", "0", "x", "--", "true"][..],
+            &["run", "--permits", "3", "--weight", "4", "x", "--", "true"][..],
+            &["run", "--weight", "2", "x", "--", "true"][..],
+            &["run", "--permits", "1000000000", "x", "--", "true"][..],
+        ] {
+            let out = output(on(&server, client, args));
+            assert_eq!(code(&out), 78, "{args:?}: {}", stderr(&out));
+            assert!(!stderr(&out).is_empty(), "{args:?} said nothing");
+        }
+        let reentrant = output(
+            on(
+                &server,
+                client,
+                &["run", "--permits", "2", "x", "--", "true"],
+            )
+            .env("DISTLOCK_STRATEGY", "reentrant"),
+        );
+        assert_eq!(code(&reentrant), 78, "{}", stderr(&reentrant));
+        assert!(
+            stderr(&reentrant).contains("no semaphores"),
+            "{}",
+            stderr(&reentrant)
+        );
+    }
+}
