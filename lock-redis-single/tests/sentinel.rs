@@ -110,6 +110,19 @@ fn locks_follow_a_requested_failover() {
                 .expect("the new master");
             let took = follows(&locks, master, &format!("{kind}-requested")).await;
             println!("{kind}: grants reach the new master {took:?} after SENTINEL FAILOVER");
+            // Semaphores follow too: a permit's keys are on the new master.
+            let pool = locks.semaphore("pool", 2).expect("semaphore");
+            let permit = pool.acquire().await.expect("a permit after the failover");
+            let key = locks.key("pool").expect("key");
+            assert!(
+                exists(master, key.redis_key()),
+                "{kind}: the permit missed the new master"
+            );
+            assert!(
+                exists(master, &key.limit_key()),
+                "{kind}: no limit on the new master"
+            );
+            permit.release().await.expect("release");
         }
     });
 }

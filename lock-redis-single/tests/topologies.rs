@@ -193,6 +193,70 @@ fn verified_clients_need_their_certificate() {
     });
 }
 
+/// A semaphore of 2: two permits in slots 0 and 1, a third refused, and a
+/// waiter for both woken by the releases.
+async fn semaphore_round(kind: ClientKind, endpoint: &Endpoint) {
+    let backend = connect(kind, endpoint).await.expect("connect");
+    let mut config = lock_core::LockConfig::default();
+    config.ttl = Duration::from_secs(10);
+    let locks = lock_core::LockManager::new(Arc::new(backend), config).expect("config");
+    let pool = locks.semaphore("pool", 2).expect("semaphore");
+    let first = pool.try_acquire().await.expect("try").expect("room");
+    let second = pool.try_acquire().await.expect("try").expect("room");
+    assert_eq!(
+        (first.permit_slot(), second.permit_slot()),
+        (Some(0), Some(1))
+    );
+    assert!(
+        pool.try_acquire().await.expect("try").is_none(),
+        "{kind}: 3 of 2"
+    );
+    let waiter = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let both = lock_core::AcquireOptions::new()
+                .with_weight(2)
+                .with_wait(Duration::from_secs(8));
+            pool.acquire_with(&both).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let released = std::time::Instant::now();
+    first.release().await.expect("release");
+    second.release().await.expect("release");
+    let both = waiter.await.expect("task").expect("both permits");
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "{kind}: the waiter was woken by a timer"
+    );
+    assert_eq!(pool.state().await.expect("state").used, 2);
+    both.release().await.expect("release");
+}
+
+/// Semaphores on a cluster (every key of one under its hash tag, so each
+/// script runs on one master, and releases reach waiters through the
+/// cluster's pub/sub) and over TLS.
+#[test]
+fn semaphores_on_a_cluster_and_over_tls() {
+    lock_testkit::run(async {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .expect("task")
+            .expect("cluster");
+        let files = Arc::new(TlsFiles::generate().expect("certificates"));
+        let tls = RedisServer::builder()
+            .tls(Arc::clone(&files))
+            .start()
+            .expect("TLS redis-server");
+        let tls_url = tls.tls_url().expect("TLS URL");
+        for kind in ClientKind::compiled() {
+            semaphore_round(kind, &Endpoint::cluster(cluster.seed_urls())).await;
+            let endpoint = Endpoint::standalone(tls_url.clone()).with_tls(tls_config(&files));
+            semaphore_round(kind, &endpoint).await;
+        }
+    });
+}
+
 /// Fair mode on a cluster: the queue keys share the lock's hash tag, so the
 /// fair scripts run on one master; waiters that arrive one after another get
 /// the lock in that order, woken by releases published on the cluster.
