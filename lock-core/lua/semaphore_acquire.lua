@@ -1,24 +1,36 @@
 -- Takes one permit of a weight in a semaphore of a limit, if that weight
 -- fits beside the live permits: the permit gets the lowest slot no live
--- permit has, and the next fencing token of that slot.
+-- permit has, and the next fencing token of that slot. In fair mode (six
+-- keys), also only when the waiter queue is empty or headed by this owner,
+-- so a large weight is not starved by small ones that keep fitting.
 --
 -- KEYS[1]  the permits (a sorted set; see semaphore.lua)
 -- KEYS[2]  the held entries (a hash)
 -- KEYS[3]  the limit (a string)
 -- KEYS[4]  the slots' fencing counters (a hash)
+-- KEYS[5]  (fair mode) the waiter queue, a list of owners, as fair_acquire.lua
+-- KEYS[6]  (fair mode) the waiters' deadlines, a zset by the server's clock
 -- ARGV[1]  the permit id, `<owner>:<nonce>`
 -- ARGV[2]  the weight, at least 1 and at most the limit
 -- ARGV[3]  the limit, from 1 to 999,999,999
 -- ARGV[4]  the TTL in ms
+-- ARGV[5]  (fair mode) the owner: the waiter's place in the queue
+-- ARGV[6]  (fair mode) the waiter lease in ms: a waiter that does not try
+--          again within it leaves the queue
+-- ARGV[7]  (fair mode) "1" to join the queue when it is not this owner's
+--          turn or the weight does not fit, "0" to try once
 --
 -- Reply:
 --   {1, slot, token}     granted (the token as text), with a deadline of the
 --                        TTL from now; for an id already live (a retried
 --                        attempt), its own slot and token, its deadline set
 --                        again to the TTL from now
---   {0, used, wait_ms}   the weight does not fit: `used` is the weight of the
---                        live permits, `wait_ms` how long until the first of
---                        them ends; only expired permits were removed
+--   {0, used, wait_ms}   the weight does not fit, or (fair mode) an earlier
+--                        waiter is first: `used` is the weight of the live
+--                        permits, `wait_ms` how long until the first of them
+--                        ends (-1 when none is live); only expired permits
+--                        and dead waiters were removed, and this owner
+--                        queued if asked
 --   {-1, limit}          the semaphore was created with another limit, which
 --                        it keeps: nothing was written
 --   {-2, key, detail}    a key holds something that is not this semaphore's
@@ -29,7 +41,10 @@
 -- Missing KEYS, or an ARGV that is not a whole number from 1, is an error
 -- reply before anything is read. Every check comes before the first write;
 -- TIME is read before it too, so a user whose ACL refuses it writes nothing.
--- The cost is in the number of live permits (at most the limit).
+-- The cost is in the number of live permits (at most the limit), and in
+-- fair mode the dead waiters dropped from the head. A grant that takes the
+-- queue's head publishes on `KEYS[1]:released` when others wait behind it,
+-- so the next in line tries at once rather than at its timer.
 if #KEYS < 4 then
   return redis.error_reply('ERR semaphore_acquire: four keys expected')
 end
@@ -39,7 +54,13 @@ local weight, limit, ttl = sem_count(ARGV[2], 9), sem_count(ARGV[3], 9), sem_cou
 if not (id and weight and limit and ttl) then
   return redis.error_reply('ERR semaphore_acquire: the weight, limit and TTL must be whole numbers from 1')
 end
+local queue, waiters = KEYS[5], KEYS[6]
+local owner, lease, join = ARGV[5], sem_count(ARGV[6], 14), ARGV[7] == '1'
+if queue and not (waiters and owner and lease) then
+  return redis.error_reply('ERR semaphore_acquire: fair mode takes six keys, an owner and a waiter lease')
+end
 local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
+  or (queue and sem_foreign({queue, waiters}, {'list', 'zset'}))
 if foreign then
   return foreign
 end
@@ -79,10 +100,7 @@ if mine then
   sem_keep(permits, held, now)
   return {1, mine[1], mine[2]}
 end
-if used + weight > limit then
-  sem_drop(permits, held, expired)
-  return {0, used, first - now}
-end
+-- The slot a grant would take, and its counter checked, before any write.
 local slot = 0
 while taken[slot] do
   slot = slot + 1
@@ -90,6 +108,33 @@ end
 local last = redis.call('hget', fences, slot)
 if last and (not string.match(last, '^%d+$') or #last > 18) then
   return {-2, fences, 'the counter of slot ' .. slot .. ' is not a number below 10^18'}
+end
+local head = nil
+if queue then
+  -- Waiters whose lease ran out leave from the head, so none blocks the rest.
+  head = redis.call('lindex', queue, 0)
+  while head do
+    local deadline = tonumber(redis.call('zscore', waiters, head))
+    if deadline and deadline > now then
+      break
+    end
+    redis.call('lpop', queue)
+    redis.call('zrem', waiters, head)
+    head = redis.call('lindex', queue, 0)
+  end
+end
+if used + weight > limit or (head and head ~= owner) then
+  sem_drop(permits, held, expired)
+  if queue and join then
+    if not redis.call('zscore', waiters, owner) then
+      redis.call('rpush', queue, owner)
+    end
+    redis.call('zadd', waiters, now + lease, owner)
+    -- The queue keys vanish on their own once every waiter is gone.
+    redis.call('pexpire', queue, lease * 2)
+    redis.call('pexpire', waiters, lease * 2)
+  end
+  return {0, used, first and (first - now) or -1}
 end
 sem_drop(permits, held, expired)
 redis.call('hincrby', fences, slot, 1)
@@ -101,4 +146,11 @@ if not stored then
   redis.call('set', limit_key, ARGV[3])
 end
 sem_keep(permits, held, now)
+if head then
+  redis.call('lpop', queue)
+  redis.call('zrem', waiters, owner)
+  if redis.call('llen', queue) > 0 then
+    redis.pcall('publish', permits .. ':released', 0)
+  end
+end
 return {1, slot, token}

@@ -631,15 +631,28 @@ impl LockBackend for SingleNodeBackend {
             key.limit_key(),
             key.slot_fences_key(),
         );
-        let keys = [key.redis_key(), &held, &limit_key, &fences];
+        let (queue, waiters) = (key.queue_key(), key.waiters_key());
+        let mut keys = vec![key.redis_key(), &held, &limit_key, &fences];
         let (weight, limit) = (request.weight.to_string(), request.limit.to_string());
         let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [
+        let mut args = vec![
             hold.attempt_value().as_bytes(),
             weight.as_bytes(),
             limit.as_bytes(),
             ttl_ms.as_bytes(),
         ];
+        // In fair mode, the queue of the fair lock's layout: the same keys.
+        let lease_ms = request
+            .fair
+            .map(|place| MillisText::new(ttl_millis(place.waiter_lease).max(1)));
+        if let (Some(place), Some(lease_ms)) = (request.fair, &lease_ms) {
+            keys.extend([queue.as_str(), waiters.as_str()]);
+            args.extend([
+                hold.expose_owner().as_bytes(),
+                lease_ms.as_bytes(),
+                if place.join { b"1" } else { b"0" },
+            ]);
+        }
         let script = &semaphore::ACQUIRE;
         let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
         let outcome = permit_outcome(key, &reply, request)

@@ -3,7 +3,8 @@
 //! slot of its own, a crashed holder's weight back after its TTL and not
 //! before, an ended permit never revived nor credited twice, weighted
 //! waiters woken by the release that lets them fit, the stored limit
-//! refusing another, and bad input refused with nothing written.
+//! refusing another, fair mode in arrival order, and bad input refused with
+//! nothing written.
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
@@ -310,8 +311,10 @@ async fn the_stored_limit_refuses_another(kind: ClientKind) {
     second.release().await.expect("release");
 }
 
-/// A raised limit lets a waiter in at once: `set_limit` wakes waiters.
-async fn a_raised_limit_wakes_waiters(kind: ClientKind) {
+/// `set_limit` wakes the waits in progress: one asking for the old limit
+/// learns of the change at once (a mismatch), not at its timer; a handle
+/// asking for the new one gets in.
+async fn a_changed_limit_wakes_waiters(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let mut semaphore = locks.semaphore("raise", 1).expect("semaphore");
@@ -428,19 +431,69 @@ async fn bad_input_is_refused(kind: ClientKind) {
     permit.release().await.expect("release");
 }
 
-/// A fair manager has no semaphores yet: refused when one is made.
-async fn fair_mode_is_refused(kind: ClientKind) {
+/// In fair mode permits go in arrival order: a light waiter that would
+/// fit waits behind a heavy one that came first, and a one-shot try does
+/// not jump the queue; without fair mode the light one gets in at once.
+async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let fair = manager(
         kind,
         &server,
-        fast_config(Duration::from_secs(5)).with_fair(true),
+        fast_config(Duration::from_secs(30)).with_fair(true),
     )
     .await;
-    assert!(matches!(
-        fair.semaphore("fair", 2),
-        Err(LockError::InvalidConfig { field, .. }) if field == "fair"
-    ));
+    let semaphore = fair.semaphore("line", 3).expect("semaphore");
+    let held = [
+        semaphore.try_acquire().await.expect("try").expect("room"),
+        semaphore.try_acquire().await.expect("try").expect("room"),
+    ];
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let waiter = |w: u32| {
+        let (semaphore, order) = (semaphore.clone(), Arc::clone(&order));
+        tokio::spawn(async move {
+            let options = AcquireOptions::new()
+                .with_weight(w)
+                .with_wait(Duration::from_secs(20));
+            let permit = semaphore.acquire_with(&options).await.expect("a turn");
+            order.lock().expect("order").push(w);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            permit.release().await.expect("release");
+        })
+    };
+    let heavy = waiter(3);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let light = waiter(1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        order.lock().expect("order").is_empty(),
+        "the light one jumped the line"
+    );
+    assert!(
+        semaphore.try_acquire().await.expect("try").is_none(),
+        "a one-shot try jumped the line"
+    );
+    let started = Instant::now();
+    for permit in held {
+        permit.release().await.expect("release");
+    }
+    heavy.await.expect("heavy");
+    light.await.expect("light");
+    assert_eq!(*order.lock().expect("order"), [3, 1]);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "woken by timers: {:?}",
+        started.elapsed()
+    );
+    // Without fair mode, the light one fits and gets in at once.
+    let unfair = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = unfair.semaphore("line", 3).expect("semaphore");
+    let one = semaphore.try_acquire().await.expect("try").expect("room");
+    let two = semaphore.try_acquire().await.expect("try").expect("room");
+    let third = semaphore.try_acquire().await.expect("try");
+    assert!(third.is_some(), "1 of 3 free");
+    for permit in [Some(one), Some(two), third].into_iter().flatten() {
+        permit.release().await.expect("release");
+    }
 }
 
 macro_rules! semaphore_tests {
@@ -486,8 +539,8 @@ macro_rules! semaphore_tests {
             }
 
             #[test]
-            fn a_raised_limit_wakes_waiters() {
-                lock_testkit::run(super::a_raised_limit_wakes_waiters($kind));
+            fn a_changed_limit_wakes_waiters() {
+                lock_testkit::run(super::a_changed_limit_wakes_waiters($kind));
             }
 
             #[test]
@@ -496,8 +549,8 @@ macro_rules! semaphore_tests {
             }
 
             #[test]
-            fn fair_mode_is_refused() {
-                lock_testkit::run(super::fair_mode_is_refused($kind));
+            fn fair_mode_serves_in_arrival_order() {
+                lock_testkit::run(super::fair_mode_serves_in_arrival_order($kind));
             }
         }
     };

@@ -344,3 +344,79 @@ fn ints_head(reply: &AdminReply) -> i64 {
         other => panic!("unexpected reply {other:?}"),
     }
 }
+
+/// Fair mode (six keys): a permit that fits waits behind the queue's live
+/// head, a dead head is dropped, the head is granted and leaves the queue,
+/// and a queue key of another type is refused before anything is written.
+#[test]
+fn fair_mode_grants_the_head_only() {
+    let server = RedisServer::start().expect("start");
+    let mut fair = keys("line").to_vec();
+    fair.extend([
+        "lock:{line}:queue".to_owned(),
+        "lock:{line}:waiters".to_owned(),
+    ]);
+    let attempt = |id: &str, owner: &str| {
+        ints(&eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &fair,
+            &[id, "1", "2", "30000", owner, "2000", "1"],
+        ))
+    };
+    // An empty queue: granted.
+    assert_eq!(attempt("first:1", "first")[0], 1);
+    // A live waiter at the head keeps `late` out though 1 of 2 is free;
+    // `late` queues behind it.
+    server
+        .admin(&["RPUSH", "lock:{line}:queue", "head"])
+        .expect("RPUSH");
+    server
+        .admin(&["ZADD", "lock:{line}:waiters", "99999999999999", "head"])
+        .expect("ZADD");
+    let refused = attempt("late:1", "late");
+    assert_eq!(refused[..2], [0, 1], "{refused:?}");
+    let queue = |server: &RedisServer| match server
+        .admin(&["LRANGE", "lock:{line}:queue", "0", "-1"])
+        .expect("LRANGE")
+    {
+        AdminReply::Array(Some(items)) => items
+            .iter()
+            .map(|item| item.as_text().expect("an owner").to_owned())
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(queue(&server), ["head", "late"]);
+    // The head dies (its lease in the past): dropped, and `late` is granted
+    // and leaves the queue.
+    server
+        .admin(&["ZADD", "lock:{line}:waiters", "1", "head"])
+        .expect("ZADD");
+    assert_eq!(attempt("late:2", "late")[0], 1);
+    assert!(queue(&server).is_empty(), "{:?}", queue(&server));
+    // A queue key of another type: refused, nothing written.
+    let mut other = keys("other").to_vec();
+    other.extend([
+        "lock:{other}:queue".to_owned(),
+        "lock:{other}:waiters".to_owned(),
+    ]);
+    server
+        .admin(&["SET", "lock:{other}:queue", "not a list"])
+        .expect("SET");
+    let before = snapshot(&server, "other");
+    let reply = eval(
+        &server,
+        &semaphore::ACQUIRE,
+        &other,
+        &["x:1", "1", "2", "30000", "x", "2000", "1"],
+    );
+    assert_eq!(ints_head(&reply), -2, "{reply:?}");
+    assert_eq!(snapshot(&server, "other"), before);
+    assert_eq!(
+        server
+            .admin(&["EXISTS", "lock:{other}:waiters"])
+            .expect("EXISTS")
+            .as_int(),
+        Some(0)
+    );
+}

@@ -48,6 +48,23 @@ pub struct PermitRequest {
     pub limit: u32,
     /// How many of them this permit counts for.
     pub weight: u32,
+    /// In fair mode, the waiter's place in the semaphore's queue: a permit
+    /// is granted only when the queue is empty or headed by the hold's
+    /// owner, and otherwise (if `join`) the owner is queued, or kept
+    /// queued, for `waiter_lease`, as
+    /// [`try_acquire_fair`](LockBackend::try_acquire_fair) does for a lock.
+    pub fair: Option<FairPlace>,
+}
+
+/// A fair-mode waiter's place in a queue; see [`PermitRequest::fair`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FairPlace {
+    /// How long the place lasts unless the waiter tries again.
+    pub waiter_lease: Duration,
+    /// Whether to join the queue (a waiter) or only try (a one-shot try,
+    /// which never queues).
+    pub join: bool,
 }
 
 /// What a renewal found.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    AcquireOutcome, ExtendOutcome, LockBackend, PermitRequest, ReleaseOutcome,
+    AcquireOutcome, ExtendOutcome, FairPlace, LockBackend, PermitRequest, ReleaseOutcome,
 };
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
@@ -611,7 +611,13 @@ impl LockManager {
             }
         });
         let outcome = match claim {
-            Claim::Permit(request) => {
+            Claim::Permit(mut request) => {
+                if fair {
+                    request.fair = Some(FairPlace {
+                        waiter_lease: FAIR_WAITER_LEASE,
+                        join: join_queue,
+                    });
+                }
                 self.backend
                     .try_acquire_permit(key, &hold, ttl, request)
                     .await
@@ -669,10 +675,11 @@ impl LockManager {
         }
     }
 
-    /// Whether acquires of `claim` go through the fair queue: locks in fair
-    /// mode (a semaphore refuses fair mode when it is made).
+    /// Whether acquires of `claim` go through the fair queue: every one in
+    /// fair mode, a lock's or a semaphore's.
     fn fair(&self, claim: Claim) -> bool {
-        self.settings.fair && claim == Claim::Lock
+        let _ = claim;
+        self.settings.fair
     }
 
     /// The settings this manager was made with.
@@ -934,12 +941,16 @@ impl<'a, Q> Wait<'a, Q> {
                 // Fair waiters: the queue, not the wake-up, decides who
                 // wins. A semaphore's: a release may let several in, or
                 // not the longest waiter (a larger weight than it freed).
-                if self.manager.fair(self.claim) || matches!(self.claim, Claim::Permit(_)) {
+                let every_release =
+                    self.manager.fair(self.claim) || matches!(self.claim, Claim::Permit(_));
+                if every_release {
                     watch.wake_on_every_release();
                 }
                 self.releases = Some(watch);
                 self.subscribe_at = None;
-                if !behind_others {
+                // Where a release may be for more than the waiter it woke,
+                // an earlier waiter's wake-up says nothing of this one's.
+                if !behind_others || every_release {
                     return Subscribed::MayHaveMissedOne;
                 }
             }

@@ -42,9 +42,10 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// Waiting is as for a lock: a release publishes the weight it freed, and
 /// every waiter of the semaphore in this process tries again; a waiter
 /// whose weight still does not fit sleeps until the next release or until
-/// the first live permit's lease ends. Fair mode (arrival order) is not
-/// available for semaphores yet: [`LockManager::semaphore`] refuses a
-/// manager in fair mode.
+/// the first live permit's lease ends. In fair mode (the config's `fair`),
+/// permits go in arrival order: a waiter is granted only at the head of
+/// the semaphore's queue, so a large weight is not starved by small ones
+/// that keep fitting, and a one-shot try never jumps the queue.
 ///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/semaphore.md"))]
 #[derive(Debug, Clone)]
@@ -59,18 +60,11 @@ impl LockManager {
     /// backend, config and watchdog. Nothing is sent until an acquire.
     ///
     /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
-    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name;
-    /// [`LockError::InvalidConfig`] on `fair` for a manager in fair mode.
+    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name.
     /// A strategy without semaphores (reentrant, Redlock) refuses the first
     /// acquire with [`LockError::InvalidConfig`] on `strategy`.
     pub fn semaphore(&self, name: &str, limit: u32) -> Result<Semaphore, LockError> {
         validate_limit(limit)?;
-        if self.settings().fair {
-            return Err(LockError::config(
-                "fair",
-                "semaphores have no fair mode yet: use a manager without `fair` for them",
-            ));
-        }
         Ok(Semaphore {
             key: self.key(name)?,
             manager: self.clone(),
@@ -166,9 +160,13 @@ impl Semaphore {
     /// Stores `limit` as the semaphore's limit for every process, and asks
     /// for it from now on; returns the limit it had (`None` if none was
     /// stored). Live permits keep their weight and slots: after a lower
-    /// limit, acquires wait until the live weight fits under it. Waiters
-    /// are woken, so a raised limit lets them in at once; processes that
-    /// still ask for the old limit get [`LockError::LimitMismatch`].
+    /// limit, acquires wait until the live weight fits under it.
+    ///
+    /// Every process must then ask for the new limit: one that still asks
+    /// for the old one gets [`LockError::LimitMismatch`], and so do the
+    /// waits in progress with the old one, which are woken to learn it at
+    /// once rather than at their timers. Change the limit where every
+    /// process reads it (their config) first, as with `consul lock -n`.
     ///
     /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
     /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::Corrupted`] when the limit's
@@ -188,6 +186,7 @@ impl Semaphore {
         Claim::Permit(PermitRequest {
             limit: self.limit,
             weight,
+            fair: None,
         })
     }
 }

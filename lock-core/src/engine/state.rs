@@ -140,9 +140,10 @@ pub struct HolderInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreState {
-    /// The limit stored with the semaphore; `None` when no permit has been
-    /// taken since it was last empty of keys (the first acquire stores its
-    /// limit).
+    /// The limit stored with the semaphore; `None` when no permit of it was
+    /// ever taken. The first acquire stores its limit, which stays, without
+    /// a TTL, until [`Semaphore::set_limit`](crate::Semaphore::set_limit)
+    /// changes it.
     pub limit: Option<u32>,
     /// The weight of the live permits.
     pub used: u64,
