@@ -76,11 +76,12 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{
-    AclNeed, AcquireOptions, Capabilities, ClientKind, Endpoint, FencingToken, FromConfig,
-    GrantOptions, HandoffToken, HoldToken, HolderInfo, LeaseGuard, LeaseHandle, LeaseStatus,
-    ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey, LockListing, LockManager,
-    LockState, LossReason, NodeUrl, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy,
-    Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
+    AclNeed, AcquireOptions, Capabilities, ClientKind, Election, Endpoint, FencingToken,
+    FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader, Leadership, LeaseGuard,
+    LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey,
+    LockListing, LockManager, LockState, LossReason, NodeUrl, Observer, OwnerToken, Permit,
+    PermitState, ReplicasConfig, RetryPolicy, Semaphore, SemaphoreState, SentinelAuth, TlsConfig,
+    Topology, WaitMode, WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
 // examples are written for backend authors, who depend on lock-core).
@@ -90,7 +91,8 @@ pub use lock_core::strategy;
 pub use lock_core::{
     async_trait, AcquireOutcome, ConnectOptions, ExtendOutcome, PermitRequest, ReleaseOutcome,
     Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN,
-    MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
+    MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN,
+    MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
 };
 // A connection the application already has, wrapped for a backend.
 #[cfg(feature = "fred")]
@@ -128,4 +130,6 @@ mod lock_core_examples {
     struct LockManager;
     #[doc = include_str!("../../lock-core/src/doc/semaphore.md")]
     struct Semaphore;
+    #[doc = include_str!("../../lock-core/src/doc/election.md")]
+    struct Election;
 }

@@ -146,6 +146,12 @@ impl LockKey {
     pub fn slot_fences_key(&self) -> String {
         format!("{}:slot-fences", self.redis_key())
     }
+
+    /// An election's leader record (`<term>:<value>`):
+    /// `<prefix>{<name>}:leader`.
+    pub fn leader_key(&self) -> String {
+        format!("{}:leader", self.redis_key())
+    }
 }
 
 impl fmt::Debug for LockKey {
@@ -898,7 +904,7 @@ mod tests {
         hash_slot(key.as_bytes())
     }
 
-    fn all_keys(key: &LockKey) -> [String; 6] {
+    fn all_keys(key: &LockKey) -> [String; 10] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
@@ -906,6 +912,10 @@ mod tests {
             key.waiters_key(),
             key.holder_key(),
             key.release_channel(),
+            key.permits_held_key(),
+            key.limit_key(),
+            key.slot_fences_key(),
+            key.leader_key(),
         ]
     }
 

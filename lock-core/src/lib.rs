@@ -70,13 +70,15 @@ pub use engine::backend::{
     Renewal,
 };
 pub use engine::background::settle_background_releases;
+pub use engine::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::options::AcquireOptions;
 pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{
-    HolderInfo, ListOptions, ListedLock, LockListing, LockState, PermitState, SemaphoreState,
+    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
+    SemaphoreState,
 };
 pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};

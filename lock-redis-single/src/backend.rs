@@ -4,15 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{semaphore, single};
+use lock_core::strategy::scripts::{election, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
-    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, PermitRequest, PermitState,
-    ReleaseOutcome, Renewal, SemaphoreState, Wakeups,
+    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, Leader, ListOptions,
+    LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, PermitRequest,
+    PermitState, ReleaseOutcome, Renewal, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -701,6 +701,57 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
+    async fn proclaim(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        value: &str,
+    ) -> Result<bool, LockError> {
+        let record = key.leader_key();
+        let script = &election::PROCLAIM;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &record],
+                &[hold.value().as_bytes(), value.as_bytes()],
+            )
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(true),
+            Reply::Int(0) => Ok(false),
+            other => Err(election_problem(key, &other)
+                .unwrap_or_else(|| self.node.unexpected(script, &other))),
+        }
+    }
+
+    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
+        let record = key.leader_key();
+        let script = &election::LEADER;
+        let reply = self
+            .node
+            .run(script, &[key.redis_key(), &record], &[])
+            .await?;
+        if let Some(problem) = election_problem(key, &reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(_), _, Reply::Nil]) => Ok(None),
+            Some([Reply::Int(pttl), term, value]) if *pttl != -2 => {
+                let term = term.as_text().and_then(|text| text.parse::<u64>().ok());
+                match (term, value.as_text()) {
+                    (Some(term), Some(value)) if term >= 1 => Ok(Some(Leader::new(
+                        FencingToken::new(term),
+                        value.to_owned(),
+                        remaining_from_pttl(*pttl),
+                    ))),
+                    _ => Err(self.node.unexpected(script, &reply)),
+                }
+            }
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
@@ -872,4 +923,16 @@ fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
         })
         .collect::<Option<Vec<_>>>()?;
     Some(SemaphoreState::new(limit, permits))
+}
+
+/// The `{-1, detail}` reply of the election scripts as
+/// [`LockError::Corrupted`]; `None` for any other reply.
+fn election_problem(key: &LockKey, reply: &Reply) -> Option<LockError> {
+    let [Reply::Int(-1), detail] = reply.as_array()? else {
+        return None;
+    };
+    Some(LockError::Corrupted {
+        key: key.redis_key().to_owned(),
+        detail: detail.as_text()?.to_owned(),
+    })
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::engine::state::{ListOptions, LockListing, LockState, SemaphoreState};
+use crate::engine::state::{Leader, ListOptions, LockListing, LockState, SemaphoreState};
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
@@ -347,6 +347,29 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Err(no_semaphores(self.strategy()))
     }
 
+    /// Binds `value` to the term of `hold`, which has the election `key`'s
+    /// lock (its fencing token is the term), and tells the election's
+    /// observers: `Ok(false)` when `hold` does not have the lock (nothing
+    /// written). The default refuses with [`LockError::InvalidConfig`] on
+    /// `strategy`.
+    async fn proclaim(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        value: &str,
+    ) -> Result<bool, LockError> {
+        let _ = (key, hold, value);
+        Err(no_elections(self.strategy()))
+    }
+
+    /// Reads the election `key`'s leader: the holder of its lock once it has
+    /// proclaimed a value for its term; `None` otherwise. The default refuses
+    /// as [`proclaim`](Self::proclaim) does.
+    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
+        let _ = key;
+        Err(no_elections(self.strategy()))
+    }
+
     /// Reads the state of `key` without changing it.
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
 
@@ -422,5 +445,16 @@ fn no_semaphores(strategy: &str) -> LockError {
     LockError::config(
         "strategy",
         format!("the {strategy} strategy has no semaphores; use the single-node strategy"),
+    )
+}
+
+/// The error of a strategy without elections.
+fn no_elections(strategy: &str) -> LockError {
+    LockError::config(
+        "strategy",
+        format!(
+            "the {strategy} strategy has no elections (a leader's term is a fencing token); use \
+             the single-node strategy"
+        ),
     )
 }

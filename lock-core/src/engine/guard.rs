@@ -132,6 +132,12 @@ impl LeaseGuard {
         }
     }
 
+    /// The hold this guard's lease is, for the primitives built on a guard
+    /// (an election proclaims with it).
+    pub(crate) fn hold(&self) -> &HoldToken {
+        &self.handle.shared.hold
+    }
+
     /// Runs `work` under this lease, then releases it: what
     /// [`LockManager::with_lock`](crate::LockManager::with_lock) does after
     /// its acquire, for a guard taken with other options.

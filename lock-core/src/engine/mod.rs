@@ -9,6 +9,7 @@
 pub(crate) mod backend;
 pub(crate) mod background;
 pub(crate) mod drop_guard;
+pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod lease;
 pub(crate) mod manager;

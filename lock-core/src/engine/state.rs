@@ -192,3 +192,31 @@ impl PermitState {
         }
     }
 }
+
+/// An election's leader, as [`Election::leader`](crate::Election::leader)
+/// reads it: the holder of the election's lock, once it has proclaimed a
+/// value for its term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Leader {
+    /// The leader's term: its lock's fencing token, greater for each new
+    /// leader while the server keeps its data.
+    pub term: FencingToken,
+    /// What the leader proclaimed (an address, a host name).
+    pub value: String,
+    /// How long its lease has left unless renewed, by the server's clock.
+    pub remaining: Option<Duration>,
+}
+
+impl Leader {
+    /// The leader of `term` that proclaimed `value`, with `remaining` of
+    /// its lease. For a strategy's
+    /// [`read_leader`](crate::LockBackend::read_leader).
+    pub fn new(term: FencingToken, value: String, remaining: Option<Duration>) -> Self {
+        Leader {
+            term,
+            value,
+            remaining,
+        }
+    }
+}

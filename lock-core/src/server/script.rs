@@ -357,6 +357,27 @@ pub mod semaphore {
     );
 }
 
+/// The election scripts, over a single-node lock whose fencing token is
+/// the leader's term: the proclamation bound to that term, and the read of
+/// the leader.
+pub mod election {
+    use super::Script;
+
+    /// A leader's value, bound to its term: `lua/election_proclaim.lua`.
+    pub static PROCLAIM: Script = Script::new(
+        "election_proclaim",
+        concat!(
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/election_proclaim.lua")
+        ),
+    );
+    /// The leader's term and value, read only: `lua/election_leader.lua`.
+    pub static LEADER: Script = Script::new(
+        "election_leader",
+        include_str!("../../lua/election_leader.lua"),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,6 +501,14 @@ mod tests {
             (
                 "semaphore_set_limit",
                 include_str!("../../lua/semaphore_set_limit.lua"),
+            ),
+            (
+                "election_proclaim",
+                include_str!("../../lua/election_proclaim.lua"),
+            ),
+            (
+                "election_leader",
+                include_str!("../../lua/election_leader.lua"),
             ),
         ] {
             let header = source

@@ -1,0 +1,369 @@
+//! Leader election on a fenced lock, after etcd's `concurrency.Election`:
+//! the leader is the lock's holder, its term is the lock's fencing token,
+//! and its proclaimed value is bound to that term.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::engine::guard::{LeaseGuard, LeaseHandle};
+use crate::engine::manager::LockManager;
+use crate::engine::options::AcquireOptions;
+use crate::engine::state::Leader;
+use crate::engine::wake::Wakeups;
+use crate::error::{LockError, LossReason};
+use crate::key::{FencingToken, LockKey};
+
+/// The longest value a leader may proclaim, in bytes: an address or a host
+/// name fits many times over, and observers read it on every change.
+pub const MAX_LEADER_VALUE_LEN: usize = 4096;
+
+/// How long an observer sleeps at most between reads: what a lost pub/sub
+/// message (a proclamation, a resignation) can cost it.
+const OBSERVE_RECHECK: Duration = Duration::from_secs(1);
+
+/// An election among processes that share a name, from
+/// [`LockManager::election`].
+///
+/// A campaigner waits for the election's lock; once it has it, it is the
+/// leader for a **term**, the lock's fencing token (greater for every new
+/// leader while the server keeps its data), and proclaims a value (an
+/// address, a host name) that observers read. The leadership is a lease
+/// like any lock's: renewed by the watchdog, ended by
+/// [`Leadership::resign`] or a drop, and lost, reported through
+/// [`Leadership::lost`], when a renewal finds the lock gone (a pause past
+/// the TTL, a partition, a Redis restart without persistence). A leader
+/// never keeps believing it leads past its lease.
+///
+/// Pass the term with every write the leader makes, and have the resource
+/// refuse a lower one than it has seen, as with any fencing token: that is
+/// what stops a deposed leader that has not noticed yet.
+///
+/// Elections need fencing tokens: the single-node strategy with `fencing`
+/// on (the default). On a server without persistence, set
+/// `fencing_counter_ttl` so terms keep growing after a restart (tokens are
+/// then at least the server's time in µs).
+///
+#[cfg_attr(not(doctest), doc = include_str!("../doc/election.md"))]
+#[derive(Debug, Clone)]
+pub struct Election {
+    manager: LockManager,
+    key: LockKey,
+}
+
+impl LockManager {
+    /// The election `name`, through this manager's backend and config.
+    /// Nothing is sent until a campaign or a read.
+    ///
+    /// Errors: [`LockError::InvalidKey`] for a bad name;
+    /// [`LockError::InvalidConfig`] on `fencing` for a backend built without
+    /// fencing tokens (a term is one). A strategy without elections
+    /// (reentrant, Redlock) refuses the first campaign or read with
+    /// [`LockError::InvalidConfig`] on `strategy`.
+    pub fn election(&self, name: &str) -> Result<Election, LockError> {
+        if self.backend().capabilities().fencing == Some(false) {
+            return Err(LockError::config(
+                "fencing",
+                "an election's term is a fencing token: turn fencing on",
+            ));
+        }
+        Ok(Election {
+            key: self.key(name)?,
+            manager: self.clone(),
+        })
+    }
+}
+
+impl Election {
+    /// The election's name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// Campaigns with `value` until elected: waits for the lock without a
+    /// time limit (drop the future to give up; nothing is left held), then
+    /// proclaims `value` for the new term.
+    ///
+    /// # Errors
+    ///
+    /// As [`campaign_with`](Self::campaign_with).
+    pub async fn campaign(&self, value: &str) -> Result<Leadership, LockError> {
+        self.campaign_with(value, &AcquireOptions::new()).await
+    }
+
+    /// Campaigns with `value` as `options` say (their wait, TTL and owner;
+    /// without a wait, without a time limit).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotAcquired`] when another leader held on for the whole
+    /// wait; [`LockError::InvalidConfig`] on `value` for a value over
+    /// [`MAX_LEADER_VALUE_LEN`] bytes, and on `strategy` where the lock
+    /// issues no term; [`LockError::LeaseLost`] when the lease ended before
+    /// the value was proclaimed; otherwise as
+    /// [`LockManager::acquire_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`]; a leadership won by a dropped
+    /// future is given back in the background.
+    pub async fn campaign_with(
+        &self,
+        value: &str,
+        options: &AcquireOptions,
+    ) -> Result<Leadership, LockError> {
+        validate_value(value)?;
+        let mut options = options.clone();
+        if options.wait.is_none() {
+            options.wait = Some(Duration::MAX);
+        }
+        let guard = self.manager.acquire_with(self.name(), &options).await?;
+        let Some(term) = guard.fencing_token() else {
+            return Err(LockError::config(
+                "strategy",
+                format!(
+                    "the {} strategy issued no fencing token, and a leader's term is one",
+                    self.manager.backend().strategy()
+                ),
+            ));
+        };
+        let mut leadership = Leadership {
+            guard,
+            term,
+            value: String::new(),
+            election: self.clone(),
+        };
+        leadership.proclaim(value).await?;
+        Ok(leadership)
+    }
+
+    /// The current leader: the lock's holder, once it has proclaimed a value
+    /// for its term; `None` when there is none (or it has not proclaimed
+    /// yet).
+    pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
+        self.manager.backend().read_leader(&self.key).await
+    }
+
+    /// Watches the leader: [`Observer::changed`] answers each new state (a
+    /// new leader, a new value, no leader) as it happens, woken by the
+    /// election's messages and by the leader's lease running out.
+    pub async fn observe(&self) -> Result<Observer, LockError> {
+        let wakeups = self.manager.backend().watch_releases(&self.key).await?;
+        if let Some(wakeups) = wakeups.as_ref() {
+            wakeups.wake_on_every_release();
+        }
+        Ok(Observer {
+            election: self.clone(),
+            wakeups,
+            last: None,
+        })
+    }
+
+    /// Runs `work` while this process leads, and campaigns again when the
+    /// leadership is lost, until `work` returns: campaigns with `value`,
+    /// runs `work(handle)` with a handle of the leadership (its fencing
+    /// token is the term), and if the lease is lost first, drops `work`'s
+    /// future, logs, and campaigns again. Once `work` returns, resigns and
+    /// returns its output. Drop the future to stop (the leadership is given
+    /// back in the background).
+    ///
+    /// Errors: those of [`campaign`](Self::campaign) that are not
+    /// retryable; retryable ones are retried after a second.
+    pub async fn run_while_leader<F, Fut, T>(
+        &self,
+        value: &str,
+        mut work: F,
+    ) -> Result<T, LockError>
+    where
+        F: FnMut(LeaseHandle) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        loop {
+            let leadership = match self.campaign(value).await {
+                Ok(leadership) => leadership,
+                Err(err) if err.is_retryable() => {
+                    tracing::warn!(election = self.name(), error = %err, "campaign failed; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            let term = leadership.term();
+            tokio::select! {
+                output = work(leadership.handle()) => {
+                    if let Err(err) = leadership.resign().await {
+                        tracing::warn!(election = self.name(), error = %err, "resign failed after the work ended");
+                    }
+                    return Ok(output);
+                }
+                reason = leadership.lost() => {
+                    tracing::warn!(
+                        election = self.name(),
+                        term = term.get(),
+                        reason = ?reason,
+                        "leadership lost; stopped the work, campaigning again"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// This process's leadership of an [`Election`], for one term: a lease
+/// like any lock's, renewed until [`resign`](Self::resign) or a drop.
+#[derive(Debug)]
+pub struct Leadership {
+    guard: LeaseGuard,
+    term: FencingToken,
+    value: String,
+    election: Election,
+}
+
+impl Leadership {
+    /// The term: the election lock's fencing token. Pass it with every
+    /// write the leader makes.
+    pub fn term(&self) -> FencingToken {
+        self.term
+    }
+
+    /// The value last proclaimed.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// Proclaims a new value for this term, without a new election.
+    ///
+    /// Errors: [`LockError::LeaseLost`] when this leadership no longer
+    /// holds the lock (nothing written); [`LockError::InvalidConfig`] on
+    /// `value` for a value over [`MAX_LEADER_VALUE_LEN`] bytes.
+    pub async fn proclaim(&mut self, value: &str) -> Result<(), LockError> {
+        validate_value(value)?;
+        let backend = self.election.manager.backend();
+        if !backend
+            .proclaim(&self.election.key, self.guard.hold(), value)
+            .await?
+        {
+            return Err(LockError::LeaseLost {
+                key: self.election.name().to_owned(),
+                reason: LossReason::NotHeld,
+            });
+        }
+        value.clone_into(&mut self.value);
+        Ok(())
+    }
+
+    /// Completes when the leadership is lost (see [`LeaseGuard::lost`]);
+    /// `None` when it was resigned.
+    pub async fn lost(&self) -> Option<LossReason> {
+        self.guard.lost().await
+    }
+
+    /// Whether this process still leads by its lease's deadline.
+    pub fn is_valid(&self) -> bool {
+        self.guard.is_valid()
+    }
+
+    /// A cloneable view of the lease: its token is the term.
+    pub fn handle(&self) -> LeaseHandle {
+        self.guard.handle()
+    }
+
+    /// Gives the leadership up: the lock is released (only if it is still
+    /// this term's), and observers see no leader until the next one.
+    ///
+    /// Errors as [`LeaseGuard::release`]: [`LockError::LeaseLost`] when the
+    /// leadership had already ended.
+    pub async fn resign(self) -> Result<(), LockError> {
+        self.guard.release().await
+    }
+}
+
+/// Watches an [`Election`]'s leader, from [`Election::observe`].
+#[derive(Debug)]
+pub struct Observer {
+    election: Election,
+    wakeups: Option<Box<dyn Wakeups>>,
+    /// The state last answered; `None` before the first.
+    last: Option<Option<Leader>>,
+}
+
+impl Observer {
+    /// The next state of the election, different from the one this
+    /// observer answered last (the first call answers the current state):
+    /// `Some(leader)` for a new leader or a new value, `None` once there is
+    /// no leader. It never answers a state older than the one it read last,
+    /// though changes between two reads are seen as one.
+    ///
+    /// Errors: those of a read that are not retryable (retryable ones, a
+    /// restarting server's, are retried).
+    pub async fn changed(&mut self) -> Result<Option<Leader>, LockError> {
+        loop {
+            if let Some(wakeups) = self.wakeups.as_mut() {
+                wakeups.attempt_starting();
+            }
+            let read = self.election.leader().await;
+            let state = match read {
+                Ok(state) => state,
+                Err(err) if err.is_retryable() => {
+                    tracing::debug!(election = self.election.name(), error = %err, "cannot read the leader yet");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            if let Some(wakeups) = self.wakeups.as_mut() {
+                wakeups.attempt_finished();
+            }
+            // The remaining TTL changes with every read: a change is a new
+            // term, a new value, or a leader coming or going.
+            let same = self.last.as_ref().is_some_and(|last| {
+                last.as_ref().map(|leader| (leader.term, &leader.value))
+                    == state.as_ref().map(|leader| (leader.term, &leader.value))
+            });
+            if !same {
+                self.last = Some(state.clone());
+                return Ok(state);
+            }
+            let expiry = state
+                .as_ref()
+                .and_then(|leader| leader.remaining)
+                .map_or(OBSERVE_RECHECK, |left| {
+                    left.saturating_add(Duration::from_millis(1))
+                })
+                .min(OBSERVE_RECHECK);
+            match self.wakeups.as_mut() {
+                Some(wakeups) => {
+                    tokio::select! {
+                        () = wakeups.released() => {}
+                        () = tokio::time::sleep(expiry) => {}
+                    }
+                }
+                None => tokio::time::sleep(expiry).await,
+            }
+        }
+    }
+
+    /// The states as a stream: each item is what
+    /// [`changed`](Self::changed) answers.
+    pub fn into_stream(
+        self,
+    ) -> impl futures::Stream<Item = Result<Option<Leader>, LockError>> + Send {
+        futures::stream::unfold(self, |mut observer| async move {
+            let next = observer.changed().await;
+            Some((next, observer))
+        })
+    }
+}
+
+/// Refuses a value over [`MAX_LEADER_VALUE_LEN`] bytes.
+fn validate_value(value: &str) -> Result<(), LockError> {
+    if value.len() > MAX_LEADER_VALUE_LEN {
+        return Err(LockError::config(
+            "value",
+            format!(
+                "a leader's value is at most {MAX_LEADER_VALUE_LEN} bytes, not {}",
+                value.len()
+            ),
+        ));
+    }
+    Ok(())
+}
