@@ -161,6 +161,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+mod elect;
 mod list;
 #[cfg(target_os = "linux")]
 mod supervise;
@@ -202,6 +203,23 @@ Cron, skipping a run while another host has the lock, silently and with success:
 
 At most 4 exports at once across every host, waiting up to 10 minutes for a turn:
   distlock run --permits 4 -w 10m exports -- ./export.sh";
+
+/// The exit codes of `elect`, for `--help`.
+const ELECT_EXIT_CODES: &str = "\
+Exit codes:
+  the command's  the command ended by itself while leading (the leadership is then resigned)
+  76             with --once: the leadership was lost; the command was stopped
+  69             Redis could not be reached, refused the user, or failed otherwise
+  78             bad config or arguments (a strategy without elections: reentrant, redlock)
+  127            the command could not be started
+  130            interrupted (SIGINT, SIGTERM, SIGHUP): the campaign ended, or the command
+                 was stopped and the leadership resigned
+  0              --observe, interrupted
+
+Without --once, a lost leadership stops the command and campaigns again. The command
+sees DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN (the term: pass it with every write).
+  distlock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
+  distlock elect scheduler -l --json";
 
 /// The exit codes of `acquire`, for `--help`.
 const ACQUIRE_EXIT_CODES: &str = "\
@@ -368,6 +386,50 @@ enum Task {
             long = "command",
             value_name = "COMMAND",
             conflicts_with = "argv"
+        )]
+        shell: Option<String>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
+    /// Run a command while this process leads the election NAME, and
+    /// campaign again after a loss: `distlock elect NAME -- CMD...`, as
+    /// `etcdctl elect`; or print the leader on every change with
+    /// `--observe` (`-l`), as `etcdctl elect -l`.
+    #[command(after_help = ELECT_EXIT_CODES)]
+    Elect {
+        #[command(flatten)]
+        lock: LockName,
+        /// What this process proclaims while it leads (an address, a host
+        /// name): what observers print. Default: the host name.
+        #[arg(long, value_name = "VALUE", conflicts_with = "observe")]
+        value: Option<String>,
+        /// Print the leader's value now and on every change, one line each,
+        /// until interrupted (exit 0), instead of campaigning.
+        #[arg(short = 'l', long)]
+        observe: bool,
+        /// With --observe: one JSON object per change (`key`, `leader`,
+        /// `term`, `remaining_ms`).
+        #[arg(long, requires = "observe")]
+        json: bool,
+        /// Lead once: after a loss, exit 76 instead of campaigning again.
+        #[arg(long, conflicts_with = "observe")]
+        once: bool,
+        /// The leadership's TTL, renewed every TTL/3; a leader that stops
+        /// renewing is deposed this long after its last renewal. Default:
+        /// the config's ttl (30s unless set).
+        #[arg(long, value_parser = cli_duration)]
+        ttl: Option<Duration>,
+        /// How long the command's process group gets between SIGTERM and
+        /// SIGKILL when the leadership is lost or distlock is interrupted.
+        #[arg(long, value_parser = cli_duration, default_value = "10s")]
+        grace: Duration,
+        /// Run this through `/bin/sh -c` while leading.
+        #[arg(
+            short = 'c',
+            long = "command",
+            value_name = "COMMAND",
+            conflicts_with_all = ["argv", "observe"]
         )]
         shell: Option<String>,
         /// The command and its arguments, after `--`.
@@ -549,6 +611,7 @@ fn main() -> ExitCode {
 fn lock_name(task: &Task) -> Option<&str> {
     match task {
         Task::Run { lock, .. }
+        | Task::Elect { lock, .. }
         | Task::Acquire { lock, .. }
         | Task::Extend { lock, .. }
         | Task::Status { lock, .. }
@@ -633,6 +696,47 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 permits: Permits::asked(permits, weight),
             };
             run(&locks, &what, &wait, grace, &command).await
+        }
+        Task::Elect {
+            lock,
+            value,
+            observe,
+            json,
+            once,
+            ttl,
+            grace,
+            shell,
+            argv,
+        } => {
+            let command = match shell {
+                Some(line) => vec!["/bin/sh".to_owned(), "-c".to_owned(), line],
+                None => argv,
+            };
+            if observe != command.is_empty() {
+                eprintln!(
+                    "distlock: elect takes a command (-c 'COMMAND' or -- CMD...), or --observe \
+                     without one"
+                );
+                return EXIT_CONFIG;
+            }
+            if let Some(ttl) = ttl {
+                config.lock.ttl = ttl;
+            }
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            if observe {
+                return elect::observe(&locks, lock.get(), json).await;
+            }
+            let campaign = elect::Campaign {
+                name: lock.get(),
+                value: value.unwrap_or_else(elect::default_value),
+                once,
+                grace,
+                command: &command,
+            };
+            elect::campaign(&locks, &campaign).await
         }
         Task::Status { lock, json, quiet } => {
             let locks = match connect(&config).await {

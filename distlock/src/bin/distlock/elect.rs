@@ -1,0 +1,222 @@
+//! `distlock elect`: run a command while this process leads an election,
+//! campaigning again after a loss; or, with `--observe`, print the leader
+//! on every change, as `etcdctl elect` and `etcdctl elect -l` do.
+
+use std::time::Duration;
+
+use distlock::{Election, Leader, Leadership, LockError, LockManager};
+use nix::unistd::Pid;
+
+use crate::{
+    exit_code_of, fail, job, stop, Interrupts, EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_LEASE_LOST,
+    EXIT_UNAVAILABLE,
+};
+
+/// How `elect` runs its command.
+pub(crate) struct Campaign<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) value: String,
+    pub(crate) once: bool,
+    pub(crate) grace: Duration,
+    pub(crate) command: &'a [String],
+}
+
+/// The value a leader proclaims when `--value` is not given: the host name.
+pub(crate) fn default_value() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Campaigns, runs the command while leader, and campaigns again after a
+/// loss (unless `--once`). Exit code: the command's when it ended by
+/// itself (after resigning); 76 when the leadership was lost with
+/// `--once`; 130 when interrupted; the codes of [`fail`] otherwise.
+pub(crate) async fn campaign(locks: &LockManager, campaign: &Campaign<'_>) -> u8 {
+    let election = match locks.election(campaign.name) {
+        Ok(election) => election,
+        Err(err) => return fail(&err),
+    };
+    let mut interrupts = match Interrupts::new() {
+        Ok(interrupts) => interrupts,
+        Err(err) => {
+            eprintln!("distlock: cannot handle signals: {err}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    loop {
+        let leadership = tokio::select! {
+            won = election.campaign(&campaign.value) => match won {
+                Ok(leadership) => leadership,
+                Err(err) if err.is_retryable() => {
+                    eprintln!("distlock: campaign for `{}` failed ({err}); trying again", campaign.name);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                Err(err) => return fail(&err),
+            },
+            signal = interrupts.recv() => {
+                eprintln!("distlock: interrupted ({signal}) while campaigning for `{}`; nothing is held", campaign.name);
+                return EXIT_INTERRUPTED;
+            }
+        };
+        match lead(&leadership, campaign, &mut interrupts).await {
+            Led::Ended(code) => {
+                report_resign(leadership.resign().await);
+                return code;
+            }
+            Led::Interrupted => {
+                report_resign(leadership.resign().await);
+                return EXIT_INTERRUPTED;
+            }
+            Led::Lost if campaign.once => return EXIT_LEASE_LOST,
+            Led::Lost => {
+                eprintln!(
+                    "distlock: campaigning for `{}` again (--once stops instead)",
+                    campaign.name
+                );
+            }
+            Led::CannotRun => {
+                report_resign(leadership.resign().await);
+                return EXIT_CANNOT_RUN;
+            }
+        }
+    }
+}
+
+/// How one term of leadership ended.
+enum Led {
+    /// The command ended by itself, with this exit code.
+    Ended(u8),
+    /// The leadership was lost; the command was stopped.
+    Lost,
+    /// A signal came; the command was stopped.
+    Interrupted,
+    /// The command could not be started.
+    CannotRun,
+}
+
+/// Runs the command under `leadership`, in its own process group, until it
+/// ends, the leadership is lost, or a signal comes.
+async fn lead(
+    leadership: &Leadership,
+    campaign: &Campaign<'_>,
+    interrupts: &mut Interrupts,
+) -> Led {
+    let term = leadership.term();
+    eprintln!(
+        "distlock: leading `{}` in term {term} as {:?}",
+        campaign.name,
+        leadership.value()
+    );
+    let mut child = job(campaign.command);
+    child
+        .env("DISTLOCK_KEY", campaign.name)
+        .env("DISTLOCK_FENCING_TOKEN", term.to_string())
+        .process_group(0);
+    let mut child = match child.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!(
+                "distlock: cannot run {}: {err}",
+                child.as_std().get_program().to_string_lossy()
+            );
+            return Led::CannotRun;
+        }
+    };
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+    tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => Led::Ended(exit_code_of(status)),
+            Err(err) => {
+                eprintln!("distlock: lost track of the command: {err}");
+                Led::Ended(EXIT_UNAVAILABLE)
+            }
+        },
+        reason = leadership.lost() => {
+            eprintln!(
+                "distlock: the leadership of `{}` (term {term}) was lost ({}); stopping the command",
+                campaign.name,
+                reason.map_or("resigned".to_owned(), |reason| reason.to_string())
+            );
+            stop(&mut child, group, campaign.grace).await;
+            Led::Lost
+        }
+        signal = interrupts.recv() => {
+            eprintln!("distlock: interrupted ({signal}); stopping the command and resigning `{}`", campaign.name);
+            stop(&mut child, group, campaign.grace).await;
+            Led::Interrupted
+        }
+    }
+}
+
+/// Reports a resignation that did not end the term cleanly.
+fn report_resign(resigned: Result<(), LockError>) {
+    match resigned {
+        Ok(()) => {}
+        Err(err @ LockError::LeaseLost { .. }) => {
+            eprintln!("distlock: {err}; the command may have overlapped with the next leader");
+        }
+        Err(err) => eprintln!("distlock: resign failed ({err}); the leadership expires by its TTL"),
+    }
+}
+
+/// Prints the leader of `name` now and on every change, one line each
+/// (`--json`: one object each), until interrupted, which ends it with 0.
+pub(crate) async fn observe(locks: &LockManager, name: &str, json: bool) -> u8 {
+    let election: Election = match locks.election(name) {
+        Ok(election) => election,
+        Err(err) => return fail(&err),
+    };
+    let mut interrupts = match Interrupts::new() {
+        Ok(interrupts) => interrupts,
+        Err(err) => {
+            eprintln!("distlock: cannot handle signals: {err}");
+            return EXIT_UNAVAILABLE;
+        }
+    };
+    let mut observer = match election.observe().await {
+        Ok(observer) => observer,
+        Err(err) => return fail(&err),
+    };
+    loop {
+        tokio::select! {
+            changed = observer.changed() => match changed {
+                Ok(leader) => print_leader(name, leader.as_ref(), json),
+                Err(err) => return fail(&err),
+            },
+            _ = interrupts.recv() => return 0,
+        }
+    }
+}
+
+/// One line: the leader's value (text), or an object with its term and
+/// lease (`--json`); `(no leader)` / `"leader": null` when there is none.
+fn print_leader(name: &str, leader: Option<&Leader>, json: bool) {
+    use std::io::Write as _;
+    if json {
+        let value = match leader {
+            Some(leader) => serde_json::json!({
+                "key": name,
+                "leader": leader.value,
+                "term": leader.term.get(),
+                "remaining_ms": leader.remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            }),
+            None => serde_json::json!({ "key": name, "leader": null }),
+        };
+        println!("{value}");
+    } else {
+        match leader {
+            Some(leader) => println!("{}", leader.value),
+            None => println!("(no leader)"),
+        }
+    }
+    // A pipe (`| while read`) sees each change as it happens.
+    let _ = std::io::stdout().flush();
+}
