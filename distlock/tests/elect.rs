@@ -204,6 +204,15 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
         .spawn()
         .expect("spawn");
         until_lines(&log, 1);
+        // `list` shows the leader's value beside its lock.
+        let rows = output(on(&server, client, &["list", "--json"]));
+        let rows: serde_json::Value = serde_json::from_slice(&rows.stdout).expect("JSON");
+        let row = rows
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row["key"] == name.as_str()))
+            .unwrap_or_else(|| panic!("{client}: not listed: {rows}"));
+        assert!(row["leader"]["term"].as_u64().is_some(), "{row}");
+        assert!(row["leader"]["value"].as_str().is_some(), "{row}");
         server.admin(&["DEL", &key]).expect("DEL");
         let lines = until_lines(&log, 2);
         let terms: Vec<u64> = lines

@@ -228,6 +228,18 @@ fn a_full_semaphore_skips_like_a_held_lock() {
             code(&output(on(&server, client, &["status", "-q", "full"]))),
             0
         );
+        // `list` shows it as a semaphore, table and JSON.
+        let table = output(on(&server, client, &["list"]));
+        let table = String::from_utf8_lossy(&table.stdout).into_owned();
+        assert!(table.contains("2/2 permits"), "{table}");
+        let rows = output(on(&server, client, &["list", "--json"]));
+        let rows: serde_json::Value = serde_json::from_slice(&rows.stdout).expect("JSON");
+        let row = rows
+            .as_array()
+            .and_then(|rows| rows.iter().find(|row| row["key"] == "full"))
+            .unwrap_or_else(|| panic!("{client}: not listed: {rows}"));
+        assert_eq!(row["semaphore"]["used"].as_u64(), Some(2), "{row}");
+        assert_eq!(row["semaphore"]["limit"].as_u64(), Some(2), "{row}");
         assert_eq!(finish(holder).0, 0);
         assert_eq!(
             code(&output(on(&server, client, &["status", "-q", "full"]))),

@@ -80,6 +80,12 @@ pub struct ListedLock {
     /// How many fair-mode waiters are queued for it; `None` for strategies
     /// without a fair mode, and when the queue could not be read.
     pub queued: Option<u64>,
+    /// When the name is a semaphore: its limit and live permits (`state`
+    /// then shows the lease of its last permit).
+    pub semaphore: Option<SemaphoreState>,
+    /// When the name is an election with a proclaimed leader: its term and
+    /// value (`state` shows the leader's lock).
+    pub leader: Option<Leader>,
 }
 
 /// A snapshot of one lock, for operators and tests.

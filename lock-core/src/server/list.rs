@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use crate::engine::backend::LockBackend;
-use crate::engine::state::LockState;
+use crate::engine::state::{Leader, LockState, SemaphoreState};
 use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::LockError;
 use crate::key::{validate_prefix, LockKey};
@@ -89,9 +89,14 @@ pub async fn list_held(
         .map(|name| {
             let queue_node = queue_node.clone();
             async move {
-                let state = match LockKey::under_valid_prefix(prefix, &name) {
-                    Ok(key) => backend.inspect(&key).await,
-                    Err(err) => Err(err),
+                let key = LockKey::under_valid_prefix(prefix, &name);
+                let state = match &key {
+                    Ok(key) => backend.inspect(key).await,
+                    Err(err) => Err(err.clone()),
+                };
+                let (semaphore, leader) = match (&key, &state) {
+                    (Ok(key), Ok(LockState::Held { .. })) => what_else(backend, key).await,
+                    _ => (None, None),
                 };
                 let queued = match (&state, queue_node) {
                     (Ok(LockState::Held { .. }), Some(node)) => {
@@ -103,6 +108,8 @@ pub async fn list_held(
                     name,
                     state,
                     queued,
+                    semaphore,
+                    leader,
                 }
             }
         })
@@ -233,6 +240,22 @@ fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
     } else {
         format!("{key_prefix}{{{}*}}", glob_escape(name_prefix))
     }
+}
+
+/// What else a held name is, for a backend that has semaphores or
+/// elections: a semaphore (its key has a stored limit), or an election
+/// with a proclaimed leader. A backend without them, or a read that fails,
+/// says nothing: the lock's own state is listed all the same.
+async fn what_else(
+    backend: &dyn LockBackend,
+    key: &LockKey,
+) -> (Option<SemaphoreState>, Option<Leader>) {
+    if let Ok(state) = backend.inspect_semaphore(key).await {
+        if state.limit.is_some() {
+            return (Some(state), None);
+        }
+    }
+    (None, backend.read_leader(key).await.ok().flatten())
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.

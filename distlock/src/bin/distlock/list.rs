@@ -55,6 +55,21 @@ struct Row<'a> {
     error: Option<String>,
 }
 
+/// The HOLDS cell of a semaphore: the weight in use of its limit.
+fn permits_cell(lock: &ListedLock) -> Option<String> {
+    let semaphore = lock.semaphore.as_ref()?;
+    let limit = semaphore
+        .limit
+        .map_or("?".to_owned(), |limit| limit.to_string());
+    Some(format!("{}/{limit} permits", semaphore.used))
+}
+
+/// The HOLDER cell of an election: its leader's value.
+fn leader_cell(lock: &ListedLock) -> Option<String> {
+    let leader = lock.leader.as_ref()?;
+    Some(format!("leader {:?}, term {}", leader.value, leader.term))
+}
+
 fn row(lock: &ListedLock) -> Row<'_> {
     let mut row = Row {
         name: &lock.name,
@@ -98,6 +113,15 @@ fn print_json(listing: &LockListing) {
                 "queued": row.queued,
                 "holder": row.holder.map(holder_json),
                 "error": row.error,
+                "semaphore": lock.semaphore.as_ref().map(|semaphore| serde_json::json!({
+                    "limit": semaphore.limit,
+                    "used": semaphore.used,
+                    "permits": semaphore.permits.len(),
+                })),
+                "leader": lock.leader.as_ref().map(|leader| serde_json::json!({
+                    "value": leader.value,
+                    "term": leader.term.get(),
+                })),
             })
         })
         .collect();
@@ -119,7 +143,7 @@ fn print_table(listing: &LockListing) {
             let holder = match (&row.error, row.holder) {
                 (Some(error), _) => format!("error: {error}"),
                 (None, Some(holder)) => holder_text(holder),
-                (None, None) => dash(),
+                (None, None) => leader_cell(lock).unwrap_or_else(dash),
             };
             [
                 printable(row.name),
@@ -134,7 +158,9 @@ fn print_table(listing: &LockListing) {
                     |left| humantime::format_duration(round_to_millis(left)).to_string(),
                 ),
                 row.token.map_or_else(dash, |token| token.to_string()),
-                row.holds.map_or_else(dash, |holds| holds.to_string()),
+                permits_cell(lock)
+                    .or_else(|| row.holds.map(|holds| holds.to_string()))
+                    .unwrap_or_else(dash),
                 row.queued.map_or_else(dash, |queued| queued.to_string()),
                 holder,
             ]

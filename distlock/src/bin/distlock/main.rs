@@ -25,6 +25,16 @@
 //! distlock run -n -q -E 0 nightly -c './report.sh'
 //! ```
 //!
+//! # Semaphores and elections
+//!
+//! `distlock run --permits N NAME -- CMD` lets up to N jobs hold NAME at
+//! once (`--weight W` for one that counts for more); every host must pass
+//! the same N. The job sees `DISTLOCK_PERMIT_SLOT` and its slot's
+//! `DISTLOCK_FENCING_TOKEN`. `distlock elect NAME [--value V] -- CMD` runs
+//! CMD while this process leads, stops it when the leadership is lost and
+//! campaigns again (`--once`: exit 76); `distlock elect NAME --observe`
+//! prints the leader on every change. `status` and `list` show both.
+//!
 //! # Environment
 //!
 //! - `DISTLOCK_<FIELD>` sets a config field (`DISTLOCK_TTL`,
