@@ -80,22 +80,14 @@ async fn main() -> Result<(), distlock::LockError> {
     for host in hosts {
         host.await.expect("host task")?;
     }
-    let schedule = schedule.lock().expect("schedule");
-    let mut leaders: Vec<&str> = schedule
-        .runs
-        .iter()
-        .map(|(host, _)| host.as_str())
-        .collect();
+    let runs = std::mem::take(&mut schedule.lock().expect("schedule").runs);
+    let mut leaders: Vec<&str> = runs.iter().map(|(host, _)| host.as_str()).collect();
     leaders.dedup();
+    let terms: Vec<u64> = runs.iter().map(|(_, term)| *term).collect();
     println!(
-        "{} runs by {} leaders in turn, terms growing: {:?}",
-        schedule.runs.len(),
+        "{} runs by {} leaders in turn, terms growing: {terms:?}",
+        runs.len(),
         leaders.len(),
-        schedule
-            .runs
-            .iter()
-            .map(|(_, term)| term)
-            .collect::<Vec<_>>()
     );
     assert_eq!(leaders.len(), 3);
     let _ = tokio::time::timeout(Duration::from_secs(5), watching).await;
