@@ -709,16 +709,18 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<bool, LockError> {
         let record = key.leader_key();
         let script = &election::PROCLAIM;
-        let reply = self
+        // Acknowledged as grants are: a value a failover loses would leave
+        // the term without one, or show an older one again.
+        let (reply, acknowledged) = self
             .node
-            .run(
+            .run_acknowledged(
                 script,
                 &[key.redis_key(), &record],
                 &[hold.value().as_bytes(), value.as_bytes()],
             )
             .await?;
         match reply {
-            Reply::Int(1) => Ok(true),
+            Reply::Int(1) => acknowledged.map(|()| true),
             Reply::Int(0) => Ok(false),
             other => Err(election_problem(key, &other)
                 .unwrap_or_else(|| self.node.unexpected(script, &other))),

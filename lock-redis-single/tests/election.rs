@@ -211,6 +211,66 @@ async fn run_while_leader_campaigns_again_after_a_loss(kind: ClientKind) {
     runner.abort();
 }
 
+/// A proclaim that finds another leader's lock ends this leadership at
+/// once: `lost()` completes and `is_valid()` is false, not only at the
+/// next renewal.
+async fn a_refused_proclaim_ends_the_leadership(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let election = locks.election("usurped").expect("election");
+    let mut old = election.campaign("old").await.expect("campaign");
+    server.admin(&["DEL", "lock:{usurped}"]).expect("DEL");
+    let new = election.campaign("new").await.expect("campaign");
+    assert!(matches!(
+        old.proclaim("still me").await,
+        Err(LockError::LeaseLost { .. })
+    ));
+    assert!(
+        !old.is_valid(),
+        "a refused proclaim left the old leader valid"
+    );
+    let reason = tokio::time::timeout(Duration::from_millis(100), old.lost())
+        .await
+        .expect("lost() did not complete");
+    assert_eq!(reason, Some(LossReason::NotHeld));
+    let leader = election.leader().await.expect("leader").expect("a leader");
+    assert_eq!((leader.term, leader.value.as_str()), (new.term(), "new"));
+    new.resign().await.expect("resign");
+}
+
+/// An observer's stream ends after an error it cannot retry.
+async fn an_observer_stream_ends_after_an_error(kind: ClientKind) {
+    use futures::StreamExt as _;
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let permit = locks
+        .semaphore("taken", 2)
+        .expect("semaphore")
+        .try_acquire()
+        .await
+        .expect("try")
+        .expect("room");
+    let observer = locks
+        .election("taken")
+        .expect("election")
+        .observe()
+        .await
+        .expect("observe");
+    let mut stream = Box::pin(observer.into_stream());
+    let first = tokio::time::timeout(Duration::from_secs(2), stream.next())
+        .await
+        .expect("an item");
+    assert!(
+        matches!(first, Some(Err(LockError::Corrupted { .. }))),
+        "{first:?}"
+    );
+    let after = tokio::time::timeout(Duration::from_secs(2), stream.next())
+        .await
+        .expect("the end");
+    assert!(after.is_none(), "{after:?}");
+    permit.release().await.expect("release");
+}
+
 /// A value over the limit, an election without fencing tokens, and an
 /// election over a semaphore's key are typed errors.
 async fn bad_input_is_refused(kind: ClientKind) {
@@ -282,6 +342,16 @@ macro_rules! election_tests {
             #[test]
             fn run_while_leader_campaigns_again_after_a_loss() {
                 lock_testkit::run(super::run_while_leader_campaigns_again_after_a_loss($kind));
+            }
+
+            #[test]
+            fn a_refused_proclaim_ends_the_leadership() {
+                lock_testkit::run(super::a_refused_proclaim_ends_the_leadership($kind));
+            }
+
+            #[test]
+            fn an_observer_stream_ends_after_an_error() {
+                lock_testkit::run(super::an_observer_stream_ends_after_an_error($kind));
             }
 
             #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use lock_core::strategy::{ReleaseNotifier, ScriptedNode};
 use lock_core::{
     AcquireOutcome, ClientKind, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
-    LockManager, LockState, ReleaseOutcome,
+    LockManager, LockState, ReleaseOutcome, Wakeups as _,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -214,10 +214,33 @@ async fn a_dropped_waiter_passes_its_wake_up_on(kind: ClientKind) {
     took.release().await.expect("release");
 }
 
+/// A waiter woken by every release (an election's observer, a fair or a
+/// semaphore's waiter) is no waiter "ahead" of a newcomer: a release it
+/// was woken by may not have been taken, so the newcomer must try again
+/// once subscribed. Behind a plain waiter, it need not.
+async fn every_release_watchers_are_not_ahead(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let notifier = ReleaseNotifier::new(kind, server.url(), fast_options());
+    let observer = notifier.watch("lock:{w}:released").await.expect("watch");
+    observer.wake_on_every_release();
+    let newcomer = notifier.watch("lock:{w}:released").await.expect("watch");
+    assert!(
+        !newcomer.joined_behind_others(),
+        "behind an every-release watcher only"
+    );
+    let behind = notifier.watch("lock:{w}:released").await.expect("watch");
+    assert!(behind.joined_behind_others(), "behind a plain waiter");
+}
+
 macro_rules! wait_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
             use super::*;
+
+            #[test]
+            fn every_release_watchers_are_not_ahead() {
+                lock_testkit::run(super::every_release_watchers_are_not_ahead($kind));
+            }
 
             #[test]
             fn a_zero_wait_is_one_attempt() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::engine::guard::{LeaseGuard, LeaseHandle};
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
+use crate::engine::settings::WaitMode;
 use crate::engine::state::Leader;
 use crate::engine::wake::Wakeups;
 use crate::error::{LockError, LossReason};
@@ -146,8 +147,22 @@ impl Election {
     /// Watches the leader: [`Observer::changed`] answers each new state (a
     /// new leader, a new value, no leader) as it happens, woken by the
     /// election's messages and by the leader's lease running out.
+    ///
+    /// Without a subscription (`wait_mode = "poll"`, a user whose ACL grants
+    /// no channels, a subscriber connection that fails), the observer reads
+    /// once a second instead.
     pub async fn observe(&self) -> Result<Observer, LockError> {
-        let wakeups = self.manager.backend().watch_releases(&self.key).await?;
+        let wakeups = if self.manager.settings().wait_mode == WaitMode::Notify {
+            match self.manager.backend().watch_releases(&self.key).await {
+                Ok(wakeups) => wakeups,
+                Err(err) => {
+                    tracing::debug!(election = self.name(), error = %err, "cannot subscribe; observing by reading every second");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         if let Some(wakeups) = wakeups.as_ref() {
             wakeups.wake_on_every_release();
         }
@@ -167,7 +182,11 @@ impl Election {
     /// back in the background).
     ///
     /// Errors: those of [`campaign`](Self::campaign) that are not
-    /// retryable; retryable ones are retried after a second.
+    /// retryable (retryable ones, and a lease lost before its value was
+    /// proclaimed, are retried after a second); [`LockError::LeaseLost`]
+    /// when `work` returned but the leadership had ended before it did, as
+    /// [`LeaseGuard::run`] answers, since the work may have overlapped the
+    /// next leader's.
     pub async fn run_while_leader<F, Fut, T>(
         &self,
         value: &str,
@@ -180,7 +199,7 @@ impl Election {
         loop {
             let leadership = match self.campaign(value).await {
                 Ok(leadership) => leadership,
-                Err(err) if err.is_retryable() => {
+                Err(err) if err.is_retryable() || matches!(err, LockError::LeaseLost { .. }) => {
                     tracing::warn!(election = self.name(), error = %err, "campaign failed; trying again");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
@@ -190,10 +209,16 @@ impl Election {
             let term = leadership.term();
             tokio::select! {
                 output = work(leadership.handle()) => {
-                    if let Err(err) = leadership.resign().await {
-                        tracing::warn!(election = self.name(), error = %err, "resign failed after the work ended");
-                    }
-                    return Ok(output);
+                    return match leadership.resign().await {
+                        Ok(()) => Ok(output),
+                        Err(err @ LockError::LeaseLost { .. }) => Err(err),
+                        Err(err) => {
+                            // The term held until the work ended; the lock
+                            // expires by its TTL.
+                            tracing::warn!(election = self.name(), error = %err, "resign failed after the work ended");
+                            Ok(output)
+                        }
+                    };
                 }
                 reason = leadership.lost() => {
                     tracing::warn!(
@@ -233,8 +258,12 @@ impl Leadership {
     /// Proclaims a new value for this term, without a new election.
     ///
     /// Errors: [`LockError::LeaseLost`] when this leadership no longer
-    /// holds the lock (nothing written); [`LockError::InvalidConfig`] on
-    /// `value` for a value over [`MAX_LEADER_VALUE_LEN`] bytes.
+    /// holds the lock (nothing written; the leadership is lost from then
+    /// on, and [`lost`](Self::lost) completes); [`LockError::InvalidConfig`]
+    /// on `value` for a value over [`MAX_LEADER_VALUE_LEN`] bytes;
+    /// [`LockError::ReplicasNotAcknowledged`] when `replicas` are asked for
+    /// and too few acknowledged the value (it may not survive a failover;
+    /// proclaim again).
     pub async fn proclaim(&mut self, value: &str) -> Result<(), LockError> {
         validate_value(value)?;
         let backend = self.election.manager.backend();
@@ -242,10 +271,9 @@ impl Leadership {
             .proclaim(&self.election.key, self.guard.hold(), value)
             .await?
         {
-            return Err(LockError::LeaseLost {
-                key: self.election.name().to_owned(),
-                reason: LossReason::NotHeld,
-            });
+            // The server says another hold (or none) has the lock: this
+            // leadership is over now, not at its next renewal.
+            return Err(self.guard.lose_hold());
         }
         value.clone_into(&mut self.value);
         Ok(())
@@ -343,13 +371,16 @@ impl Observer {
     }
 
     /// The states as a stream: each item is what
-    /// [`changed`](Self::changed) answers.
+    /// [`changed`](Self::changed) answers; after an error, the stream ends.
     pub fn into_stream(
         self,
     ) -> impl futures::Stream<Item = Result<Option<Leader>, LockError>> + Send {
-        futures::stream::unfold(self, |mut observer| async move {
-            let next = observer.changed().await;
-            Some((next, observer))
+        futures::stream::unfold(Some(self), |observer| async move {
+            let mut observer = observer?;
+            match observer.changed().await {
+                Ok(state) => Some((Ok(state), Some(observer))),
+                Err(err) => Some((Err(err), None)),
+            }
         })
     }
 }

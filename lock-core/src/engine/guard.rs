@@ -138,6 +138,15 @@ impl LeaseGuard {
         &self.handle.shared.hold
     }
 
+    /// Marks the lease lost because the server said its hold no longer has
+    /// the lock (a primitive's own script found it so): `lost()` completes
+    /// and the watchdog stops, as after a renewal that found it gone.
+    pub(crate) fn lose_hold(&self) -> LockError {
+        let shared = &self.handle.shared;
+        shared.lose(LossReason::NotHeld);
+        lease_lost(&shared.key, LossReason::NotHeld)
+    }
+
     /// Runs `work` under this lease, then releases it: what
     /// [`LockManager::with_lock`](crate::LockManager::with_lock) does after
     /// its acquire, for a guard taken with other options.

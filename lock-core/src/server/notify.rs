@@ -228,9 +228,15 @@ impl Watched {
         }
     }
 
-    /// Whether a live waiter is queued.
-    fn has_live_waiter(&self) -> bool {
-        self.waiters.iter().any(|waiter| waiter.strong_count() > 0)
+    /// Whether a live waiter is queued that a release wakes as the longest
+    /// one: one that takes what the release freed. A waiter woken by every
+    /// release (fair, a semaphore's, an election's observer) may not, so it
+    /// tells a newcomer nothing about a release it missed.
+    fn has_live_contender(&self) -> bool {
+        self.waiters
+            .iter()
+            .filter_map(Weak::upgrade)
+            .any(|waiter| !waiter.every.load(Ordering::Acquire))
     }
 }
 
@@ -313,7 +319,7 @@ impl Hub {
         let watched = channels.get_mut(channel)?;
         watched.watchers += 1;
         watched.waiters.retain(|waiter| waiter.strong_count() > 0);
-        let behind_others = watched.has_live_waiter();
+        let behind_others = watched.has_live_contender();
         watched.waiters.push_back(Arc::downgrade(waiter));
         Some(behind_others)
     }
