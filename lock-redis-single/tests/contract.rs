@@ -48,7 +48,7 @@ impl SingleNode {
 
 impl BackendFactory for SingleNode {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(self.fencing, false)
+        Capabilities::new(self.fencing, false).with_primitives()
     }
 
     fn connect<'a>(

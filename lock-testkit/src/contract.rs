@@ -103,12 +103,26 @@ pub struct Capabilities {
     pub fencing: bool,
     /// Whether the owner that holds a lock can enter it again.
     pub reentrant: bool,
+    /// Whether the strategy has semaphores and elections (an election
+    /// also needs `fencing`).
+    pub primitives: bool,
 }
 
 impl Capabilities {
-    /// A strategy that issues fencing tokens (or not) and is reentrant (or not).
+    /// A strategy that issues fencing tokens (or not) and is reentrant (or
+    /// not), without semaphores or elections.
     pub fn new(fencing: bool, reentrant: bool) -> Self {
-        Capabilities { fencing, reentrant }
+        Capabilities {
+            fencing,
+            reentrant,
+            primitives: false,
+        }
+    }
+
+    /// These capabilities with semaphores and elections.
+    pub fn with_primitives(mut self) -> Self {
+        self.primitives = true;
+        self
     }
 }
 

@@ -31,6 +31,7 @@ pub mod bench;
 mod cluster;
 pub mod contract;
 pub mod model;
+pub mod primitives;
 mod proxy;
 pub mod safety;
 mod sentinel;
@@ -141,6 +142,11 @@ macro_rules! contract_suite {
             stale_guard_spares_a_newer_hold,
             foreign_counter_writes_nothing,
         );
+        $crate::contract_suite!(@primitives $factory;
+            semaphore_never_exceeds_its_limit,
+            semaphore_weight_returns_after_a_crash,
+            election_has_one_leader_at_a_time,
+        );
     };
     (@on_sites $make:path) => {
         $crate::contract_suite!(@on_site $make;
@@ -169,6 +175,15 @@ macro_rules! contract_suite {
             fn $check() {
                 let factory = $factory;
                 $crate::run(async move { $crate::safety::$check(&factory).await });
+            }
+        )+
+    };
+    (@primitives $factory:expr; $($check:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let factory = $factory;
+                $crate::run(async move { $crate::primitives::$check(&factory).await });
             }
         )+
     };

@@ -1,0 +1,173 @@
+//! The contract of the primitives built on the lease engine, semaphores and
+//! elections, for every strategy on every site: where a strategy has them
+//! (`Capabilities::primitives`), never more than the limit's weight live,
+//! one slot per live permit with growing tokens, a crashed holder's weight
+//! back after its TTL and not before, one leader at a time in growing
+//! terms; where it has none, a clear refusal.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{AcquireOptions, LockError};
+
+use crate::contract::{fast_config, BackendFactory, Deployment};
+
+/// The refusal of a strategy without the primitives: a config error on
+/// `strategy` (or `fencing`, for an election without tokens), never a
+/// panic or a guess.
+fn assert_refused<T: std::fmt::Debug>(what: &str, result: Result<T, LockError>) {
+    match result {
+        Err(LockError::InvalidConfig { field, reason })
+            if field == "strategy" || field == "fencing" =>
+        {
+            assert!(!reason.is_empty(), "{what}: an empty reason");
+        }
+        other => panic!("{what}: a strategy without it answered {other:?}"),
+    }
+}
+
+/// Six tasks taking permits of weight 1 and 2 of a semaphore of 3 never
+/// hold more than 3 weight at once, never share a slot while live, and each
+/// slot's tokens grow with every holder.
+pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let semaphore = locks.semaphore("contract-pool", 3).expect("semaphore");
+    if !factory.capabilities().primitives {
+        assert_refused("a semaphore", semaphore.try_acquire().await);
+        return;
+    }
+    // Live weight, live slots, and the last token seen per slot.
+    type Books = (u32, BTreeMap<u32, u64>, BTreeMap<u32, u64>);
+    let books: Arc<Mutex<Books>> = Arc::default();
+    let tasks = (0..6u32).map(|task| {
+        let (semaphore, books) = (semaphore.clone(), Arc::clone(&books));
+        tokio::spawn(async move {
+            for round in 0..5u32 {
+                let weight = 1 + (task + round) % 2;
+                let options = AcquireOptions::new()
+                    .with_weight(weight)
+                    .with_wait(Duration::from_secs(10));
+                let permit = semaphore.acquire_with(&options).await.expect("a permit");
+                let slot = permit.permit_slot().expect("a slot");
+                let token = permit.fencing_token().expect("a token").get();
+                {
+                    let mut books = books.lock().expect("books");
+                    books.0 += weight;
+                    assert!(books.0 <= 3, "{} weight live of 3", books.0);
+                    assert!(slot < 3, "slot {slot} of 3");
+                    assert!(books.1.insert(slot, token).is_none(), "slot {slot} twice");
+                    let last = books.2.insert(slot, token).unwrap_or(0);
+                    assert!(token > last, "slot {slot}: token {token} after {last}");
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                {
+                    let mut books = books.lock().expect("books");
+                    books.0 -= weight;
+                    books.1.remove(&slot);
+                }
+                permit.release().await.expect("release");
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("a task panicked");
+    }
+    assert_eq!(semaphore.state().await.expect("state").used, 0);
+}
+
+/// A holder that stops renewing keeps its weight until its TTL has run
+/// out, then it is back; the ended permit's release credits nothing.
+pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let ttl = Duration::from_millis(500);
+    let mut unrenewed = fast_config(ttl);
+    unrenewed.watchdog.enabled = false;
+    let crashed = deployment.manager(unrenewed);
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let theirs = crashed.semaphore("contract-crash", 2).expect("semaphore");
+    let ours = locks.semaphore("contract-crash", 2).expect("semaphore");
+    if !factory.capabilities().primitives {
+        assert_refused("a semaphore", ours.try_acquire().await);
+        return;
+    }
+    let taken = Instant::now();
+    let gone = theirs
+        .acquire_with(&AcquireOptions::new().with_weight(2).no_wait())
+        .await
+        .expect("both permits");
+    let permit = loop {
+        let before = taken.elapsed();
+        if let Some(permit) = ours.try_acquire().await.expect("try") {
+            assert!(
+                before + Duration::from_millis(25) >= ttl,
+                "free after {before:?} of a {ttl:?} lease"
+            );
+            break permit;
+        }
+        assert!(
+            taken.elapsed() < Duration::from_secs(5),
+            "the weight never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        gone.release().await.is_err(),
+        "an ended permit was released"
+    );
+    assert_eq!(ours.state().await.expect("state").used, 1, "credited twice");
+    permit.release().await.expect("release");
+}
+
+/// Three campaigners lead one at a time, in growing terms, each seen by
+/// `leader()` with its value while it leads.
+pub async fn election_has_one_leader_at_a_time(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let capabilities = factory.capabilities();
+    if !capabilities.primitives || !capabilities.fencing {
+        let campaign = match locks.election("contract-election") {
+            Ok(election) => election
+                .campaign_with("x", &AcquireOptions::new().no_wait())
+                .await
+                .map(|_| ()),
+            Err(err) => Err(err),
+        };
+        assert_refused("an election", campaign);
+        return;
+    }
+    let election = locks.election("contract-election").expect("election");
+    let leading: Arc<Mutex<(u32, Vec<u64>)>> = Arc::default();
+    let campaigners = ["a", "b", "c"].map(|value| {
+        let (election, leading) = (election.clone(), Arc::clone(&leading));
+        tokio::spawn(async move {
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+            let leadership = election
+                .campaign_with(value, &options)
+                .await
+                .expect("elected");
+            {
+                let mut leading = leading.lock().expect("leading");
+                leading.0 += 1;
+                assert_eq!(leading.0, 1, "two leaders at once");
+                leading.1.push(leadership.term().get());
+            }
+            let read = election.leader().await.expect("leader").expect("a leader");
+            assert_eq!((read.term, read.value.as_str()), (leadership.term(), value));
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            leading.lock().expect("leading").0 -= 1;
+            leadership.resign().await.expect("resign");
+        })
+    });
+    for campaigner in campaigners {
+        campaigner.await.expect("a campaigner panicked");
+    }
+    let terms = leading.lock().expect("leading").1.clone();
+    assert_eq!(terms.len(), 3);
+    assert!(
+        terms.windows(2).all(|pair| pair[0] < pair[1]),
+        "terms {terms:?}"
+    );
+    assert_eq!(election.leader().await.expect("leader"), None);
+}
