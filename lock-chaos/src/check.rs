@@ -113,6 +113,55 @@ pub fn check(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
     findings
 }
 
+/// Checks the permits of a semaphore of `limit`: `acquisitions` (every
+/// worker's log, each with its slot and weight) against `writes`, each
+/// slot's resource log. `overlaps` counts the sections that began while
+/// live sections already held more than `limit` less their own weight, and
+/// those that began beside a live holder of their own slot; stale writes
+/// are judged per slot, as each slot's resource fences its own tokens.
+pub fn check_permits(
+    acquisitions: &[Acquisition],
+    writes: &[(u32, Vec<LoggedWrite>)],
+    limit: u32,
+) -> Findings {
+    let mut findings = Findings {
+        acquisitions: acquisitions.len(),
+        ..Findings::default()
+    };
+    // Capacity: sweep by start, keeping the live sections' ends and weights.
+    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
+    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
+    let mut live: Vec<(u64, u32)> = Vec::new();
+    for acquisition in &by_start {
+        live.retain(|(end, _)| *end > acquisition.start_ns);
+        let used: u64 = live.iter().map(|(_, weight)| u64::from(*weight)).sum();
+        if used + u64::from(acquisition.weight) > u64::from(limit) {
+            findings.overlaps += 1;
+        }
+        live.push((acquisition.end_ns, acquisition.weight));
+    }
+    // Each slot is a lock of its own: overlaps, stale writes and refusals.
+    for (slot, slot_writes) in writes {
+        let holders: Vec<Acquisition> = acquisitions
+            .iter()
+            .filter(|acquisition| acquisition.slot == Some(*slot))
+            .cloned()
+            .collect();
+        let per_slot = check(&holders, slot_writes);
+        findings.overlaps += per_slot.overlaps;
+        findings.stale_accepted += per_slot.stale_accepted;
+        findings.stale_refused += per_slot.stale_refused;
+        findings.fresh_refused += per_slot.fresh_refused;
+    }
+    findings.max_overrun_ms = acquisitions
+        .iter()
+        .map(Acquisition::overrun_ns)
+        .max()
+        .unwrap_or(0)
+        / 1_000_000;
+    findings
+}
+
 /// Whether an acquisition's write reached the resource.
 pub fn wrote(acquisition: &Acquisition) -> bool {
     matches!(
@@ -136,7 +185,50 @@ mod tests {
             write: Write::Skipped,
             lease_end_ns: 0,
             outcome: Outcome::Released,
+            slot: None,
+            weight: 1,
         }
+    }
+
+    fn permit(worker: u32, start: u64, end: u64, slot: u32, weight: u32) -> Acquisition {
+        Acquisition {
+            slot: Some(slot),
+            weight,
+            ..section(worker, start, end, 1)
+        }
+    }
+
+    #[test]
+    fn permits_overlap_only_beyond_the_limit_or_on_one_slot() {
+        // 1 + 2 of 3 at once: fine; then a third of weight 1 beside them: over.
+        let within = [permit(1, 0, 100, 0, 1), permit(2, 10, 90, 1, 2)];
+        assert_eq!(check_permits(&within, &[], 3).overlaps, 0);
+        let over = [
+            permit(1, 0, 100, 0, 1),
+            permit(2, 10, 90, 1, 2),
+            permit(3, 20, 30, 2, 1),
+        ];
+        assert_eq!(check_permits(&over, &[], 3).overlaps, 1);
+        // Two live holders of slot 0, within the limit: still a violation.
+        let shared = [permit(1, 0, 100, 0, 1), permit(2, 10, 20, 0, 1)];
+        let writes = [(0, Vec::new())];
+        assert_eq!(check_permits(&shared, &writes, 3).overlaps, 1);
+        // One after another on a slot, beside others: nothing.
+        let turns = [
+            permit(1, 0, 10, 0, 1),
+            permit(2, 10, 20, 0, 1),
+            permit(3, 5, 15, 1, 1),
+        ];
+        assert_eq!(check_permits(&turns, &writes, 2).overlaps, 0);
+    }
+
+    #[test]
+    fn a_stale_permit_write_is_judged_on_its_slot() {
+        // Slot 0's first holder writes after slot 0's next one: stale there.
+        let sections = [permit(1, 0, 100, 0, 1), permit(2, 20, 30, 0, 1)];
+        let slot_writes = vec![(0, vec![logged(1, 2, 2, true), logged(2, 1, 1, false)])];
+        let findings = check_permits(&sections, &slot_writes, 2);
+        assert_eq!((findings.stale_accepted, findings.stale_refused), (0, 1));
     }
 
     fn logged(seq: u64, token: u64, worker: u32, accepted: bool) -> LoggedWrite {

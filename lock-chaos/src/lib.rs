@@ -34,3 +34,9 @@ pub static FENCED_WRITE: Script = Script::new("fenced_write", include_str!("fenc
 
 /// The Redis key of the fenced resource (a hash of counters) and of its log.
 pub const RESOURCE_KEY: &str = "chaos:resource";
+
+/// The fenced resource of a semaphore's `slot`: each slot fences its own
+/// tokens, so each has its own resource and log (`<key>:log`).
+pub fn slot_resource_key(slot: u32) -> String {
+    format!("{RESOURCE_KEY}:slot:{slot}")
+}

@@ -75,6 +75,11 @@ pub struct Acquisition {
     pub lease_end_ns: u64,
     /// How the release went.
     pub outcome: Outcome,
+    /// A semaphore permit's slot (its token is that slot's); `None` for a
+    /// lock or an election.
+    pub slot: Option<u32>,
+    /// How many permits it counted for: 1 for a lock or an election.
+    pub weight: u32,
 }
 
 impl Acquisition {
@@ -108,9 +113,12 @@ impl fmt::Display for Acquisition {
             Outcome::ReleaseFailed => "release-failed",
             Outcome::Killed => "killed",
         };
+        let slot = self
+            .slot
+            .map_or_else(|| "-".to_owned(), |slot| slot.to_string());
         write!(
             f,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             self.worker,
             self.index,
             self.start_ns,
@@ -118,7 +126,9 @@ impl fmt::Display for Acquisition {
             self.token,
             write,
             self.lease_end_ns,
-            outcome
+            outcome,
+            slot,
+            self.weight
         )
     }
 }
@@ -128,9 +138,17 @@ impl FromStr for Acquisition {
 
     fn from_str(line: &str) -> Result<Self, String> {
         let fields: Vec<&str> = line.split('\t').collect();
-        let [worker, index, start, end, token, write, lease_end, outcome] = fields[..] else {
-            return Err(format!("expected 8 fields: {line:?}"));
+        // Eight fields before permits had slots and weights.
+        let (slot, weight) = match fields[..] {
+            [_, _, _, _, _, _, _, _, slot, weight] => (slot, weight),
+            _ => ("-", "1"),
         };
+        let [worker, index, start, end, token, write, lease_end, outcome, ..] = fields[..] else {
+            return Err(format!("expected 8 or 10 fields: {line:?}"));
+        };
+        if fields.len() != 8 && fields.len() != 10 {
+            return Err(format!("expected 8 or 10 fields: {line:?}"));
+        }
         let number = |text: &str| {
             text.parse::<u64>()
                 .map_err(|_| format!("not a number: {text:?} in {line:?}"))
@@ -163,6 +181,11 @@ impl FromStr for Acquisition {
             write,
             lease_end_ns: number(lease_end)?,
             outcome,
+            slot: match slot {
+                "-" => None,
+                slot => Some(small(slot)?),
+            },
+            weight: small(weight)?,
         })
     }
 }
@@ -182,6 +205,8 @@ mod tests {
             write: Write::Refused { seq: 9 },
             lease_end_ns: 1_500,
             outcome: Outcome::Lost,
+            slot: None,
+            weight: 1,
         };
         let line = acquisition.to_string();
         assert_eq!(line.parse::<Acquisition>(), Ok(acquisition.clone()));
@@ -192,7 +217,20 @@ mod tests {
             outcome: Outcome::Killed,
             ..acquisition
         };
-        assert_eq!(killed.to_string().parse::<Acquisition>(), Ok(killed));
+        assert_eq!(
+            killed.to_string().parse::<Acquisition>(),
+            Ok(killed.clone())
+        );
+        let permit = Acquisition {
+            slot: Some(2),
+            weight: 3,
+            ..killed
+        };
+        assert_eq!(permit.to_string().parse::<Acquisition>(), Ok(permit));
+        // A line of the eight fields before slots and weights.
+        let old = "3\t17\t1000\t2000\t42\trefused:9\t1500\tlost";
+        let parsed = old.parse::<Acquisition>().expect("an old line");
+        assert_eq!((parsed.slot, parsed.weight), (None, 1));
         assert!("1\t2\t3".parse::<Acquisition>().is_err());
     }
 

@@ -1,7 +1,8 @@
 //! One lock worker of the safety harness, run as its own process by `chaos`.
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
-//! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK]`, with the lock
+//! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
+//! [--permits N]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
 //! same owner if `--nested` (reentrant strategy), hold for a random time
@@ -10,7 +11,10 @@
 //! resource carrying the fencing token (skipped if the loss was reported
 //! first, as a careful job would), release, and log the acquisition (see
 //! `lock_chaos::Acquisition`). With `--via-cli`, each acquisition is one
-//! `distlock run` whose job is this binary with `--job I`.
+//! `distlock run` whose job is this binary with `--job I`. With `--elect`,
+//! each section is a term of leadership of the election K (campaign, lead,
+//! resign), its token the term; with `--permits N`, a permit of weight 1 or
+//! 2 of the semaphore K of N, whose write goes to its slot's resource.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -44,6 +48,10 @@ struct Args {
     job: Option<u32>,
     /// Be a busy loop for at most this many seconds.
     hog: Option<u64>,
+    /// Lead the election `key` instead of taking its lock.
+    elect: bool,
+    /// Take permits of the semaphore `key` of this many.
+    permits: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -60,10 +68,16 @@ fn parse_args() -> Result<Args, String> {
         via_cli: None,
         job: None,
         hog: None,
+        elect: false,
+        permits: None,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
             parsed.nested = true;
+            continue;
+        }
+        if flag == "--elect" {
+            parsed.elect = true;
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -81,6 +95,9 @@ fn parse_args() -> Result<Args, String> {
             "--seconds" => parsed.seconds = number(&value)?,
             "--seed" => parsed.seed = number(&value)?,
             "--hog" => parsed.hog = Some(number(&value)?),
+            "--permits" => {
+                parsed.permits = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
+            }
             "--via-cli" => parsed.via_cli = Some(value),
             "--job" => {
                 parsed.job = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
@@ -165,15 +182,38 @@ async fn work(args: Args) -> Result<(), String> {
     // harness see in Redis which worker holds the lock.
     let owner = OwnerToken::from_string(format!("chaos-worker-{}", args.worker))
         .map_err(|err| err.to_string())?;
+    if args.elect {
+        return lead_in_turns(
+            &locks,
+            &args,
+            &owner,
+            resource.as_ref(),
+            &mut log,
+            &mut rng,
+            ends_at,
+        )
+        .await;
+    }
+    let semaphore = match args.permits {
+        Some(limit) => Some(
+            locks
+                .semaphore(&args.key, limit)
+                .map_err(|err| err.to_string())?,
+        ),
+        None => None,
+    };
     let mut index = 0;
     while Instant::now() < ends_at {
-        let guard = match locks
-            .acquire_with(
-                &args.key,
-                &lock_core::AcquireOptions::new().with_owner(owner.clone()),
-            )
-            .await
-        {
+        let options = lock_core::AcquireOptions::new().with_owner(owner.clone());
+        let taken = match &semaphore {
+            // Weights 1 and 2, so that one permit can take two slots' room.
+            Some(semaphore) => {
+                let weight = rng.random_range(1..=semaphore.limit().min(2));
+                semaphore.acquire_with(&options.with_weight(weight)).await
+            }
+            None => locks.acquire_with(&args.key, &options).await,
+        };
+        let guard = match taken {
             Ok(guard) => guard,
             Err(LockError::NotAcquired { .. }) => continue,
             Err(err) => {
@@ -220,10 +260,12 @@ async fn critical_section(
         () = tokio::time::sleep(hold) => false,
         _ = guard.lost() => true,
     };
+    let slot = guard.permit_slot();
+    let weight = guard.permit_weight().unwrap_or(1);
     let write = if lost {
         Write::Skipped
     } else {
-        fenced_write(resource, token, &format!("{}:{index}", args.worker)).await
+        fenced_write(resource, token, &format!("{}:{index}", args.worker), slot).await
     };
     let end_ns = monotonic_ns();
     let lease_end_ns = lease_end(&guard, end_ns);
@@ -245,7 +287,77 @@ async fn critical_section(
         write,
         lease_end_ns,
         outcome,
+        slot,
+        weight,
     }
+}
+
+/// The loop of a worker in an election: campaign (waiting up to the
+/// config's `wait_timeout`), lead for a hold time while watching for the
+/// loss, write with the term, resign; each term is logged as a section.
+async fn lead_in_turns(
+    locks: &LockManager,
+    args: &Args,
+    owner: &OwnerToken,
+    resource: &dyn NodeClient,
+    log: &mut std::fs::File,
+    rng: &mut rand::rngs::StdRng,
+    ends_at: Instant,
+) -> Result<(), String> {
+    let election = locks.election(&args.key).map_err(|err| err.to_string())?;
+    let wait = Duration::from_secs(1);
+    let mut index = 0;
+    while Instant::now() < ends_at {
+        let options = lock_core::AcquireOptions::new()
+            .with_owner(owner.clone())
+            .with_wait(wait);
+        let leadership = match election
+            .campaign_with(&format!("worker-{}", args.worker), &options)
+            .await
+        {
+            Ok(leadership) => leadership,
+            Err(LockError::NotAcquired { .. }) => continue,
+            Err(err) => {
+                eprintln!("chaos-worker {}: campaign: {err}", args.worker);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let start_ns = monotonic_ns();
+        let term = leadership.term().get();
+        let hold = hold_time(rng, &args.hold_ms);
+        let lost = tokio::select! {
+            () = tokio::time::sleep(hold) => false,
+            _ = leadership.lost() => true,
+        };
+        let write = if lost {
+            Write::Skipped
+        } else {
+            fenced_write(resource, term, &format!("{}:{index}", args.worker), None).await
+        };
+        let end_ns = monotonic_ns();
+        let lease_end_ns = handle_lease_end(&leadership.handle(), end_ns);
+        let outcome = match leadership.resign().await {
+            Ok(()) => Outcome::Released,
+            Err(err) => outcome_of(&err),
+        };
+        let acquisition = Acquisition {
+            worker: args.worker,
+            index,
+            start_ns,
+            end_ns,
+            token: term,
+            write,
+            lease_end_ns,
+            outcome,
+            slot: None,
+            weight: 1,
+        };
+        writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
+        log.flush().map_err(|err| format!("log: {err}"))?;
+        index += 1;
+    }
+    Ok(())
 }
 
 /// A hold time: a range drawn from `ranges`, then a time in it.
@@ -276,7 +388,12 @@ fn outcome_of(err: &LockError) -> Outcome {
 /// When the lease ended by the holder's clock, on `CLOCK_MONOTONIC`, if it
 /// ended before `end_ns`; else 0.
 fn lease_end(guard: &LeaseGuard, end_ns: u64) -> u64 {
-    let valid_until = match guard.status() {
+    handle_lease_end(&guard.handle(), end_ns)
+}
+
+/// [`lease_end`] of a lease's handle.
+fn handle_lease_end(handle: &distlock::LeaseHandle, end_ns: u64) -> u64 {
+    let valid_until = match handle.status() {
         LeaseStatus::Held { valid_until } | LeaseStatus::Lost { valid_until, .. } => valid_until,
         _ => return 0,
     };
@@ -294,13 +411,21 @@ fn lease_end(guard: &LeaseGuard, end_ns: u64) -> u64 {
     }
 }
 
-async fn fenced_write(resource: &dyn NodeClient, token: u64, writer: &str) -> Write {
+/// One write to the fenced resource, or to the resource of a permit's
+/// `slot`: each slot fences its own tokens.
+async fn fenced_write(
+    resource: &dyn NodeClient,
+    token: u64,
+    writer: &str,
+    slot: Option<u32>,
+) -> Write {
     let token = token.to_string();
-    let log_key = format!("{RESOURCE_KEY}:log");
+    let key = slot.map_or_else(|| RESOURCE_KEY.to_owned(), lock_chaos::slot_resource_key);
+    let log_key = format!("{key}:log");
     let reply = FENCED_WRITE
         .run(
             resource,
-            &[RESOURCE_KEY, &log_key],
+            &[&key, &log_key],
             &[token.as_bytes(), writer.as_bytes()],
         )
         .await;
@@ -445,6 +570,8 @@ fn log_unfinished_job(args: &Args) -> Result<(), String> {
             write: Write::Unknown,
             lease_end_ns: 0,
             outcome: Outcome::Killed,
+            slot: None,
+            weight: 1,
         };
         append_to_log(&args.log, &acquisition)?;
     }
@@ -483,6 +610,7 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         resource.as_ref(),
         token,
         &format!("{}:{index}", args.worker),
+        None,
     )
     .await;
     let acquisition = Acquisition {
@@ -494,6 +622,8 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         write,
         lease_end_ns: 0,
         outcome: Outcome::Released,
+        slot: None,
+        weight: 1,
     };
     append_to_log(&args.log, &acquisition)?;
     std::fs::remove_file(&marker).map_err(|err| format!("{}: {err}", marker.display()))

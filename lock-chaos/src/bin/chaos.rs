@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_chaos::check::{check, Findings, LoggedWrite};
+use lock_chaos::check::{check, check_permits, Findings, LoggedWrite};
 use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
 use nix::sched::CpuSet;
@@ -99,9 +99,22 @@ impl Expect {
     }
 }
 
+/// What the workers take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Primitive {
+    /// The lock `chaos`.
+    Lock,
+    /// Terms of leadership of the election `chaos`, the term as the token.
+    Election,
+    /// Permits of weight 1 or 2 of the semaphore `chaos` of this many, each
+    /// slot writing to its own fenced resource.
+    Semaphore(u32),
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Scenario {
     name: &'static str,
+    primitive: Primitive,
     strategy: &'static str,
     nodes: usize,
     fault: Fault,
@@ -133,6 +146,7 @@ const fn scenario(
 ) -> Scenario {
     Scenario {
         name,
+        primitive: Primitive::Lock,
         strategy,
         nodes,
         fault,
@@ -240,6 +254,45 @@ fn scenarios() -> Vec<Scenario> {
             hold_ms: LONG_HOLDS,
             note: "distlock killed: its supervisor kills the job at once; the key expires by its TTL",
             ..scenario("command-line-kill", "single", 1, Fault::KillCli, Expect::Safe)
+        },
+        // Semaphores of 2 (permits of weight 1 or 2; an overlap is a section
+        // beyond 2 weight, or beside a live holder of its slot; each slot
+        // fences its own tokens) and elections (an overlap is two leaders).
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            note: "a semaphore of 2, weights 1 and 2",
+            ..scenario("semaphore", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            note: "a paused permit holder overruns the limit; its slot's fence refuses its late write",
+            ..scenario("semaphore-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            note: "the permits and slot counters are gone: more than 2 at once, and slot tokens restart",
+            ..scenario("semaphore-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            note: "campaign, lead, resign; the term is the token",
+            ..scenario("election", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            note: "a paused leader acts late; its term is refused",
+            ..scenario("election-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            persistent: true,
+            note: "appendfsync always: the leader's lock and the term counter survive",
+            ..scenario("election-restart-aof", "single", 1, Fault::KillRestart, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            note: "the leader's lock is gone: two leaders, and terms restart so the fence refuses the newest",
+            ..scenario("election-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
         },
     ]
 }
@@ -559,6 +612,15 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         if scenario.nested {
             command.arg("--nested");
         }
+        match scenario.primitive {
+            Primitive::Lock => {}
+            Primitive::Election => {
+                command.arg("--elect");
+            }
+            Primitive::Semaphore(limit) => {
+                command.args(["--permits", &limit.to_string()]);
+            }
+        }
         if scenario.via_cli {
             let distlock = worker_binary.with_file_name("distlock");
             if !distlock.exists() {
@@ -634,7 +696,18 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             acquisitions.push(line.parse::<Acquisition>()?);
         }
     }
-    let writes = read_resource_log(&resource)?;
+    let findings = match scenario.primitive {
+        Primitive::Semaphore(limit) => {
+            let slots = (0..limit)
+                .map(|slot| {
+                    let key = lock_chaos::slot_resource_key(slot);
+                    Ok((slot, read_resource_log(&resource, &key)?))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            check_permits(&acquisitions, &slots, limit)
+        }
+        _ => check(&acquisitions, &read_resource_log(&resource, RESOURCE_KEY)?),
+    };
     // CHAOS_KEEP_LOGS=1 keeps the workers' logs for a closer look.
     if std::env::var_os("CHAOS_KEEP_LOGS").is_some() {
         eprintln!("chaos: logs kept in {}", scratch.display());
@@ -642,7 +715,7 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         let _ = std::fs::remove_dir_all(&scratch);
     }
     drop(proxy);
-    Ok((check(&acquisitions, &writes), injected))
+    Ok((findings, injected))
 }
 
 /// What a run found, and how many times its fault was injected.
@@ -1043,6 +1116,13 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
             }
             AdminReply::Error(_) => match node.admin(&["HKEYS", key]).ok()? {
                 AdminReply::Array(Some(fields)) => fields.first()?.as_text().map(str::to_owned),
+                // A semaphore: the first permit's id, `<owner>:<nonce>`.
+                AdminReply::Error(_) => match node.admin(&["ZRANGE", key, "0", "0"]).ok()? {
+                    AdminReply::Array(Some(ids)) => {
+                        Some(ids.first()?.as_text()?.rsplit_once(':')?.0.to_owned())
+                    }
+                    _ => None,
+                },
                 _ => None,
             },
             _ => None,
@@ -1050,8 +1130,9 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
     owner.strip_prefix("chaos-worker-")?.parse().ok()
 }
 
-fn read_resource_log(resource: &RedisServer) -> Result<Vec<LoggedWrite>, String> {
-    let log_key = format!("{RESOURCE_KEY}:log");
+/// The log of the fenced resource `key`, in the order it saw the writes.
+fn read_resource_log(resource: &RedisServer, key: &str) -> Result<Vec<LoggedWrite>, String> {
+    let log_key = format!("{key}:log");
     let reply = resource
         .admin(&["LRANGE", &log_key, "0", "-1"])
         .map_err(|err| format!("read the resource log: {err}"))?;
