@@ -465,8 +465,11 @@ impl HoldToken {
         self.permit
     }
 
-    /// This hold as an attempt to take a permit of `weight`.
-    pub(crate) fn for_permit(mut self, weight: u32) -> Self {
+    /// This hold as an attempt to take a semaphore permit of `weight`: what
+    /// the engine passes to
+    /// [`LockBackend::try_acquire_permit`](crate::LockBackend::try_acquire_permit),
+    /// and what a backend's own tests pass to it.
+    pub fn for_permit(mut self, weight: u32) -> Self {
         self.permit = Some(Permit { weight, slot: None });
         self
     }

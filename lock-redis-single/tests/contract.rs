@@ -97,6 +97,14 @@ mod on_redis {
     fn matches_the_model() {
         lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Redis), 24);
     }
+
+    #[test]
+    fn semaphore_matches_the_model() {
+        lock_testkit::semaphore_model::check_semaphore_against_model(
+            &SingleNode::fenced(ClientKind::Redis),
+            24,
+        );
+    }
 }
 
 #[cfg(feature = "fred")]
@@ -108,6 +116,14 @@ mod on_fred {
     #[test]
     fn matches_the_model() {
         lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Fred), 24);
+    }
+
+    #[test]
+    fn semaphore_matches_the_model() {
+        lock_testkit::semaphore_model::check_semaphore_against_model(
+            &SingleNode::fenced(ClientKind::Fred),
+            24,
+        );
     }
 }
 

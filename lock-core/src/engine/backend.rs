@@ -56,6 +56,17 @@ pub struct PermitRequest {
     pub fair: Option<FairPlace>,
 }
 
+impl PermitRequest {
+    /// A permit of `weight` in a semaphore of `limit`, outside fair mode.
+    pub fn new(limit: u32, weight: u32) -> Self {
+        PermitRequest {
+            limit,
+            weight,
+            fair: None,
+        }
+    }
+}
+
 /// A fair-mode waiter's place in a queue; see [`PermitRequest::fair`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,0 +1,294 @@
+//! Property tests of a strategy's semaphore against a reference model:
+//! random sequences of acquire (of weights 1 to 3), extend, release and
+//! expiry by several holders of one semaphore of 4, run on a real server
+//! through [`LockBackend::try_acquire_permit`] and compared step by step,
+//! with the server's own view ([`LockBackend::inspect_semaphore`]) after
+//! each step.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use lock_core::{
+    AcquireOutcome, ExtendOutcome, HoldToken, LockBackend, LockKey, OwnerToken, PermitRequest,
+    ReleaseOutcome,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::contract::{BackendFactory, Deployment};
+
+const HOLDERS: usize = 4;
+const LIMIT: u32 = 4;
+const TTL: Duration = Duration::from_secs(60);
+
+/// One step of a generated scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Acquire { holder: usize, weight: u32 },
+    Extend { holder: usize },
+    Release { holder: usize },
+    Expire { holder: usize },
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    let holder = 0..HOLDERS;
+    prop_oneof![
+        4 => (holder.clone(), 1..=3u32).prop_map(|(holder, weight)| Op::Acquire { holder, weight }),
+        2 => holder.clone().prop_map(|holder| Op::Extend { holder }),
+        3 => holder.clone().prop_map(|holder| Op::Release { holder }),
+        1 => holder.prop_map(|holder| Op::Expire { holder }),
+    ]
+}
+
+/// A holder's live permit in the model: its slot, weight and token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    slot: u32,
+    weight: u32,
+    token: u64,
+}
+
+/// The reference model: each holder's live permit, and the last token of
+/// each slot.
+#[derive(Debug, Default)]
+struct Model {
+    held: HashMap<usize, Held>,
+    last_token: BTreeMap<u32, u64>,
+}
+
+impl Model {
+    fn used(&self) -> u32 {
+        self.held.values().map(|held| held.weight).sum()
+    }
+}
+
+/// Runs `cases` random scenarios against the factory's semaphores and the
+/// model. Panics with the shrunk failing scenario if they ever disagree.
+pub fn check_semaphore_against_model(factory: &dyn BackendFactory, cases: u32) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let deployment = runtime.block_on(Deployment::start(factory));
+    let key = LockKey::new("model:", "semaphore").expect("key");
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(
+        &proptest::collection::vec(op_strategy(), 1..=30),
+        |scenario| {
+            deployment.admin_all(&["FLUSHALL"]);
+            runtime.block_on(run_scenario(&deployment, &key, &scenario))
+        },
+    );
+    if let Err(failure) = result {
+        panic!("the semaphore disagreed with the model: {failure}");
+    }
+}
+
+/// A new permit attempt of `weight` for a holder.
+fn attempt(weight: u32) -> HoldToken {
+    HoldToken::new(OwnerToken::generate().expect("os rng"))
+        .expect("os rng")
+        .for_permit(weight)
+}
+
+fn fail(step: usize, op: Op, err: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(format!("step {step} {op:?}: {err}"))
+}
+
+async fn run_scenario(
+    deployment: &Deployment,
+    key: &LockKey,
+    scenario: &[Op],
+) -> Result<(), TestCaseError> {
+    let backend: &dyn LockBackend = deployment.backend.as_ref();
+    let mut model = Model::default();
+    // Each holder's current hold: kept while its permit lives, a new one
+    // (a new id) for the next acquire once it ended.
+    let mut holds: HashMap<usize, HoldToken> = HashMap::new();
+    for (step, op) in scenario.iter().copied().enumerate() {
+        match op {
+            Op::Acquire { holder, weight } => {
+                let hold = holds
+                    .entry(holder)
+                    .or_insert_with(|| attempt(weight))
+                    .clone();
+                let request =
+                    PermitRequest::new(LIMIT, hold.permit().map_or(weight, |p| p.weight()));
+                let outcome = backend
+                    .try_acquire_permit(key, &hold, TTL, request)
+                    .await
+                    .map_err(|err| fail(step, op, err))?;
+                match (model.held.get(&holder).copied(), outcome) {
+                    // The same id again: its own permit, as a retried attempt.
+                    (
+                        Some(held),
+                        AcquireOutcome::PermitAcquired {
+                            slot,
+                            fencing_token,
+                        },
+                    ) => {
+                        prop_assert_eq!(
+                            (slot, fencing_token.get()),
+                            (held.slot, held.token),
+                            "step {} {:?}",
+                            step,
+                            op
+                        );
+                    }
+                    (Some(held), other) => {
+                        prop_assert!(
+                            false,
+                            "step {} {:?}: holds {:?}, answered {:?}",
+                            step,
+                            op,
+                            held,
+                            other
+                        );
+                    }
+                    (
+                        None,
+                        AcquireOutcome::PermitAcquired {
+                            slot,
+                            fencing_token,
+                        },
+                    ) => {
+                        let weight = request.weight;
+                        prop_assert!(
+                            model.used() + weight <= LIMIT,
+                            "step {} {:?}: granted beyond the limit",
+                            step,
+                            op
+                        );
+                        prop_assert!(slot < LIMIT, "step {}: slot {}", step, slot);
+                        prop_assert!(
+                            model.held.values().all(|held| held.slot != slot),
+                            "step {} {:?}: slot {} is live",
+                            step,
+                            op,
+                            slot
+                        );
+                        // The lowest free slot.
+                        let lowest = (0..LIMIT).find(|candidate| {
+                            model.held.values().all(|held| held.slot != *candidate)
+                        });
+                        prop_assert_eq!(Some(slot), lowest, "step {} {:?}", step, op);
+                        let token = fencing_token.get();
+                        let last = model.last_token.get(&slot).copied().unwrap_or(0);
+                        prop_assert!(
+                            token > last,
+                            "step {}: slot {} token {} after {}",
+                            step,
+                            slot,
+                            token,
+                            last
+                        );
+                        model.last_token.insert(slot, token);
+                        model.held.insert(
+                            holder,
+                            Held {
+                                slot,
+                                weight,
+                                token,
+                            },
+                        );
+                    }
+                    (None, AcquireOutcome::Held { .. }) => {
+                        prop_assert!(
+                            model.used() + request.weight > LIMIT,
+                            "step {} {:?}: refused with {} of {} used",
+                            step,
+                            op,
+                            model.used(),
+                            LIMIT
+                        );
+                        holds.remove(&holder);
+                    }
+                    (None, other) => prop_assert!(false, "step {} {:?}: {:?}", step, op, other),
+                }
+            }
+            Op::Extend { holder } => {
+                let Some(hold) = holds.get(&holder) else {
+                    continue;
+                };
+                let outcome = backend
+                    .extend(key, hold, TTL)
+                    .await
+                    .map_err(|err| fail(step, op, err))?;
+                let live = model.held.contains_key(&holder);
+                prop_assert_eq!(
+                    matches!(outcome, ExtendOutcome::Extended { .. }),
+                    live,
+                    "step {} {:?}: {:?}",
+                    step,
+                    op,
+                    outcome
+                );
+            }
+            Op::Release { holder } => {
+                let Some(hold) = holds.remove(&holder) else {
+                    continue;
+                };
+                let outcome = backend
+                    .release(key, &hold)
+                    .await
+                    .map_err(|err| fail(step, op, err))?;
+                let expected = if model.held.remove(&holder).is_some() {
+                    ReleaseOutcome::Released
+                } else {
+                    ReleaseOutcome::NotHeld
+                };
+                prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
+                // A second release credits nothing.
+                let again = backend
+                    .release(key, &hold)
+                    .await
+                    .map_err(|err| fail(step, op, err))?;
+                prop_assert_eq!(
+                    again,
+                    ReleaseOutcome::NotHeld,
+                    "step {} {:?}: released twice",
+                    step,
+                    op
+                );
+            }
+            Op::Expire { holder } => {
+                let Some(hold) = holds.get(&holder) else {
+                    continue;
+                };
+                // Its deadline in the past: the next script drops it.
+                deployment.admin_all(&["ZADD", key.redis_key(), "XX", "1", hold.attempt_value()]);
+                model.held.remove(&holder);
+            }
+        }
+        let state = backend
+            .inspect_semaphore(key)
+            .await
+            .map_err(|err| fail(step, op, err))?;
+        prop_assert_eq!(
+            state.used,
+            u64::from(model.used()),
+            "step {} {:?}: weight in use",
+            step,
+            op
+        );
+        let mut slots: Vec<(u32, u32, u64)> = state
+            .permits
+            .iter()
+            .map(|permit| (permit.slot, permit.weight, permit.fencing_token.get()))
+            .collect();
+        slots.sort_unstable();
+        let mut expected: Vec<(u32, u32, u64)> = model
+            .held
+            .values()
+            .map(|held| (held.slot, held.weight, held.token))
+            .collect();
+        expected.sort_unstable();
+        prop_assert_eq!(slots, expected, "step {} {:?}: live permits", step, op);
+    }
+    Ok(())
+}
