@@ -134,7 +134,7 @@ fn both_clients_features() -> String {
 }
 
 /// The benchmarks against peer crates, in the separate `comparisons` workspace.
-const COMPARISONS: [&str; 2] = ["redlock", "handoff"];
+const COMPARISONS: [&str; 3] = ["redlock", "handoff", "semaphore"];
 
 /// The benchmark binaries, by crate.
 const BENCHES: [(&str, &str); 4] = [

@@ -1,0 +1,413 @@
+//! Semaphores and elections, measured in one run on one local server:
+//!
+//! 1. **Acquire+release** cycles per second of one permit of a semaphore of
+//!    64 (never full), with 1 and 32 tasks on one connection, against the
+//!    floor of the lock benchmarks (a raw `SET NX PX` and a raw `EVALSHA`
+//!    compare-and-delete, per task key: two round trips) and against
+//!    redis-semaphore 5.8.0 (npm, on ioredis 5.9.3, one connection, the
+//!    same loop, driven by `comparisons/node/semaphore.js` on the same
+//!    server). *scripts* is our semaphore's two scripts sent raw.
+//! 2. **Handoff** of a semaphore of 2 among 6 holders of 20 to 60 ms each:
+//!    the gap from the start of a release to the next acquire (p50, p99),
+//!    ours (woken by the release's message) and redis-semaphore's
+//!    (polling, its default 10 ms retry).
+//! 3. **Election failover**: a leader in a process of its own (this binary,
+//!    `BENCH_ROLE=leader`) renewing a 1 s lease is killed with SIGKILL at a
+//!    random moment; the time until a waiting campaigner leads, against the
+//!    TTL.
+//!
+//! Run with `cargo xtask bench`; `BENCH_SECONDS` (default 2) is the length
+//! of one measurement, each throughput figure the median of `BENCH_ROUNDS`
+//! (default 3). The node comparison needs `node` and `npm` (it runs
+//! `npm ci` in `comparisons/node` once); without them its columns read `-`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
+use lock_core::strategy::scripts::single;
+use lock_core::strategy::{self, NodeClient};
+use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::bench::{cycles_per_second, env_number, median, task_keys, FLOOR_VALUE};
+use lock_testkit::RedisServer;
+use rand::Rng;
+
+const LIMIT: u32 = 64;
+
+fn main() {
+    if std::env::var("BENCH_ROLE").as_deref() == Ok("leader") {
+        return leader();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(measure());
+}
+
+async fn measure() {
+    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
+    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+    let server = RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let node = node_script();
+    println!(
+        "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
+        server.port()
+    );
+    println!();
+    println!(
+        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | redis-semaphore (cycles/s) | ours / floor | redis-semaphore / floor | ours / redis-semaphore |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let raw = strategy::connect(kind, &url, ConnectOptions::default())
+            .await
+            .expect("connect");
+        let locks = manager(kind, &server, Duration::from_secs(30)).await;
+        for tasks in [1usize, 32] {
+            let mut columns: [Vec<f64>; 4] = Default::default();
+            for _ in 0..rounds {
+                columns[0].push(floor(Arc::clone(&raw), tasks, length).await);
+                columns[1].push(scripts(Arc::clone(&raw), tasks, length).await);
+                columns[2].push(ours(&locks, tasks, length).await);
+                if let Some(node) = &node {
+                    columns[3].push(peer(node, &server, tasks, length).await);
+                }
+            }
+            let [floor, scripts, ours, peer] = columns.map(median);
+            let peer_text = |value: f64| {
+                if node.is_some() {
+                    format!("{value:.2}")
+                } else {
+                    "-".to_owned()
+                }
+            };
+            println!(
+                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {} | {:.2} | {} | {} |",
+                if node.is_some() { format!("{peer:.0}") } else { "-".to_owned() },
+                ours / floor,
+                peer_text(peer / floor),
+                peer_text(ours / peer),
+            );
+        }
+    }
+    println!();
+    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
+    println!("|---|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let locks = manager(kind, &server, Duration::from_secs(10)).await;
+        let gaps = handoff_gaps(&locks, length.max(Duration::from_secs(3))).await;
+        print_gaps(&format!("ours, {kind}"), gaps);
+    }
+    if let Some(node) = &node {
+        let gaps = peer_handoff_gaps(node, &server, length.max(Duration::from_secs(3))).await;
+        print_gaps("redis-semaphore 5.8.0 (polls every 10 ms)", gaps);
+    }
+    println!();
+    println!("| client | TTL | kills | failover min | median | max | median / TTL |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        failover(kind, &server).await;
+    }
+}
+
+async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
+    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    let config = LockConfig::with_nodes([server.url().expose().to_owned()])
+        .with_ttl(ttl)
+        .with_client(kind);
+    LockManager::new(Arc::new(backend), config).expect("config")
+}
+
+/// The lock benchmarks' floor: raw `SET NX PX`, then a raw `EVALSHA`
+/// compare-and-delete, on a key per task.
+async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    let keys = task_keys("floor", tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
+        async move {
+            let key = &keys[task];
+            let set = node
+                .command(
+                    "SET",
+                    &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"],
+                )
+                .await
+                .expect("SET");
+            assert_eq!(set.as_text(), Some("OK"));
+            let released = single::RELEASE
+                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
+                .await
+                .expect("EVALSHA");
+            assert_eq!(released.as_int(), Some(1));
+        }
+    })
+    .await
+}
+
+/// Our semaphore's acquire and release scripts sent raw, each task with its
+/// own permit id, all on one semaphore.
+async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    let base = "lock:{raw-pool}".to_owned();
+    let keys: Arc<[String; 4]> = Arc::new([
+        base.clone(),
+        format!("{base}:held"),
+        format!("{base}:limit"),
+        format!("{base}:slot-fences"),
+    ]);
+    let ids: Arc<[String]> = (0..tasks)
+        .map(|task| format!("0123456789abcdef0123456789abcdef:{task:016x}"))
+        .collect();
+    let limit = LIMIT.to_string();
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys, ids, limit) = (
+            Arc::clone(&node),
+            Arc::clone(&keys),
+            Arc::clone(&ids),
+            limit.clone(),
+        );
+        async move {
+            let id = ids[task].as_bytes();
+            let all: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let granted = ACQUIRE
+                .run(node.as_ref(), &all, &[id, b"1", limit.as_bytes(), b"30000"])
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(
+                granted.as_array().and_then(|reply| reply[0].as_int()),
+                Some(1)
+            );
+            let released = RELEASE
+                .run(node.as_ref(), &all[..2], &[id])
+                .await
+                .expect("EVALSHA release");
+            assert_eq!(released.as_int(), Some(1));
+        }
+    })
+    .await
+}
+
+/// `Semaphore::try_acquire` + `release` through the engine.
+async fn ours(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
+    let semaphore = locks.semaphore("pool", LIMIT).expect("semaphore");
+    cycles_per_second(tasks, length, move |_| {
+        let semaphore = semaphore.clone();
+        async move {
+            let permit = semaphore
+                .try_acquire()
+                .await
+                .expect("try_acquire")
+                .expect("never full");
+            permit.release().await.expect("release");
+        }
+    })
+    .await
+}
+
+/// Where the node script is, once `npm ci` has installed its packages;
+/// `None` (and a note) without node or npm.
+fn node_script() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+    if !dir.join("node_modules").exists() {
+        let installed = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(&dir)
+            .status();
+        if !installed.is_ok_and(|status| status.success()) {
+            eprintln!("semaphore: npm ci failed or npm is missing; the redis-semaphore columns are left out");
+            return None;
+        }
+    }
+    Some(dir.join("semaphore.js"))
+}
+
+/// The node script's output for `args`.
+async fn run_node(script: &Path, args: &[String]) -> serde_json::Value {
+    let output = tokio::process::Command::new("node")
+        .arg(script)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .await
+        .expect("run node");
+    assert!(output.status.success(), "node failed");
+    serde_json::from_slice(&output.stdout).expect("the node script's JSON")
+}
+
+/// redis-semaphore's acquire+release cycles per second.
+async fn peer(script: &Path, server: &RedisServer, tasks: usize, length: Duration) -> f64 {
+    let args = [
+        server.port().to_string(),
+        tasks.to_string(),
+        length.as_secs().max(1).to_string(),
+        LIMIT.to_string(),
+    ];
+    let out = run_node(script, &args).await;
+    let cycles = out["cycles"].as_f64().expect("cycles");
+    cycles / out["seconds"].as_f64().expect("seconds")
+}
+
+/// redis-semaphore's handoff gaps, in ms.
+async fn peer_handoff_gaps(script: &Path, server: &RedisServer, length: Duration) -> Vec<f64> {
+    let args = [
+        server.port().to_string(),
+        "6".to_owned(),
+        length.as_secs().max(1).to_string(),
+        "2".to_owned(),
+        "handoff".to_owned(),
+    ];
+    let out = run_node(script, &args).await;
+    out["gaps"]
+        .as_array()
+        .expect("gaps")
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .collect()
+}
+
+/// Six holders of 20 to 60 ms each on a semaphore of 2: the gaps, in ms,
+/// from the start of a release to the next acquire.
+async fn handoff_gaps(locks: &LockManager, length: Duration) -> Vec<f64> {
+    let semaphore = locks.semaphore("handoff", 2).expect("semaphore");
+    let released: Arc<Mutex<(Option<Instant>, Vec<f64>)>> = Arc::default();
+    let end = Instant::now() + length;
+    let holders = (0..6).map(|_| {
+        let (semaphore, released) = (semaphore.clone(), Arc::clone(&released));
+        tokio::spawn(async move {
+            while Instant::now() < end {
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+                let permit = semaphore.acquire_with(&options).await.expect("a permit");
+                {
+                    let mut released = released.lock().expect("gaps");
+                    if let Some(started) = released.0.take() {
+                        released.1.push(started.elapsed().as_secs_f64() * 1000.0);
+                    }
+                }
+                let hold = rand::rng().random_range(20..=60);
+                tokio::time::sleep(Duration::from_millis(hold)).await;
+                released.lock().expect("gaps").0 = Some(Instant::now());
+                permit.release().await.expect("release");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    });
+    for holder in futures::future::join_all(holders).await {
+        holder.expect("holder");
+    }
+    let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
+    gaps
+}
+
+fn print_gaps(label: &str, mut gaps: Vec<f64>) {
+    if gaps.is_empty() {
+        println!("| {label} | - | - | 0 |");
+        return;
+    }
+    gaps.sort_by(f64::total_cmp);
+    let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
+    println!(
+        "| {label} | {:.2} | {:.2} | {} |",
+        at(0.5),
+        at(0.99),
+        gaps.len()
+    );
+}
+
+const FAILOVER_TTL: Duration = Duration::from_secs(1);
+const KILLS: usize = 5;
+
+/// Kills a leader process `KILLS` times at a random moment of its term
+/// and times how long a waiting campaigner takes to lead.
+async fn failover(kind: ClientKind, server: &RedisServer) {
+    let locks = manager(kind, server, FAILOVER_TTL).await;
+    let election = locks
+        .election(&format!("failover-{kind}"))
+        .expect("election");
+    let me = std::env::current_exe().expect("own path");
+    let mut times = Vec::new();
+    for _ in 0..KILLS {
+        let mut child = tokio::process::Command::new(&me)
+            .env("BENCH_ROLE", "leader")
+            .env("BENCH_URL", server.url().expose())
+            .env("BENCH_CLIENT", kind.to_string())
+            .env("BENCH_ELECTION", election.name())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start a leader");
+        // Until it leads.
+        let started = Instant::now();
+        while election.leader().await.expect("leader").is_none() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the leader never led"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let campaign = {
+            let election = election.clone();
+            tokio::spawn(async move {
+                let leadership = election.campaign("next").await.expect("campaign");
+                (Instant::now(), leadership)
+            })
+        };
+        // A random moment of its renewal cycle.
+        let wait = rand::rng().random_range(100..=1300);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        child.start_kill().expect("SIGKILL the leader");
+        let killed = Instant::now();
+        let _ = child.wait().await;
+        let (elected, leadership) = campaign.await.expect("campaign task");
+        times.push(elected.saturating_duration_since(killed).as_secs_f64() * 1000.0);
+        leadership.resign().await.expect("resign");
+    }
+    times.sort_by(f64::total_cmp);
+    let ttl_ms = FAILOVER_TTL.as_secs_f64() * 1000.0;
+    println!(
+        "| {kind} | {:.0} ms | {KILLS} | {:.0} ms | {:.0} ms | {:.0} ms | {:.2} |",
+        ttl_ms,
+        times[0],
+        times[KILLS / 2],
+        times[KILLS - 1],
+        times[KILLS / 2] / ttl_ms
+    );
+}
+
+/// `BENCH_ROLE=leader`: campaign for `BENCH_ELECTION` and lead until
+/// killed, renewing a `FAILOVER_TTL` lease.
+fn leader() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = std::env::var("BENCH_URL").expect("BENCH_URL");
+        let kind: ClientKind = std::env::var("BENCH_CLIENT")
+            .expect("BENCH_CLIENT")
+            .parse()
+            .expect("a client");
+        let backend = SingleNodeBackend::connect(
+            kind,
+            &lock_core::NodeUrl::new(url.clone()),
+            ConnectOptions::default(),
+        )
+        .await
+        .expect("connect");
+        let config = LockConfig::with_nodes([url])
+            .with_ttl(FAILOVER_TTL)
+            .with_client(kind);
+        let locks = LockManager::new(Arc::new(backend), config).expect("config");
+        let election = locks
+            .election(&std::env::var("BENCH_ELECTION").expect("BENCH_ELECTION"))
+            .expect("election");
+        let leadership = election.campaign("killed").await.expect("campaign");
+        let _ = leadership.lost().await;
+    });
+}
