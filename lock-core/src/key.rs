@@ -452,9 +452,15 @@ impl HoldToken {
     /// owner and fencing token, a new nonce. Errors only if the OS generator
     /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
-        let mut next = HoldToken::new(self.owner().clone())?.granted(self.fencing_token);
-        next.permit = self.permit;
-        Ok(next)
+        let next = HoldToken::new(self.owner().clone())?;
+        Ok(match (self.permit, self.fencing_token) {
+            (Some(permit), Some(token)) => match permit.slot {
+                Some(slot) => next.for_permit(permit.weight).granted_permit(slot, token),
+                None => next.for_permit(permit.weight),
+            },
+            (Some(permit), None) => next.for_permit(permit.weight),
+            (None, token) => next.granted(token),
+        })
     }
 
     /// The semaphore permit this hold takes, if it is one: its weight and,
@@ -522,8 +528,10 @@ pub struct HandoffToken {
 }
 
 /// The first field of a [`HandoffToken`]'s text: its format's version.
-/// `dl2` added the TTL; `dl1` tokens, which have none, still parse.
+/// `dl2` added the TTL; `dl1` tokens, which have none, still parse. A
+/// semaphore permit's token is `dl3`, with its weight and slot.
 const HANDOFF_FORMAT: &str = "dl2";
+const HANDOFF_PERMIT_FORMAT: &str = "dl3";
 
 impl HandoffToken {
     /// The token for a granted `hold` whose holder last asked for `ttl`.
@@ -534,12 +542,24 @@ impl HandoffToken {
         let fence = hold
             .fencing_token
             .map_or_else(|| "-".to_owned(), |token| token.get().to_string());
-        let text = format!(
-            "{HANDOFF_FORMAT}.{fence}.{}.{}.{}",
-            ttl.as_millis(),
-            hold.nonce(),
-            hold.expose_owner()
-        );
+        // A permit's: `dl3.<token>.<ttl ms>.<weight>:<slot>.<nonce>.<owner>`.
+        let text = match hold
+            .permit
+            .and_then(|permit| Some((permit.weight, permit.slot?)))
+        {
+            Some((weight, slot)) => format!(
+                "{HANDOFF_PERMIT_FORMAT}.{fence}.{}.{weight}:{slot}.{}.{}",
+                ttl.as_millis(),
+                hold.nonce(),
+                hold.expose_owner()
+            ),
+            None => format!(
+                "{HANDOFF_FORMAT}.{fence}.{}.{}.{}",
+                ttl.as_millis(),
+                hold.nonce(),
+                hold.expose_owner()
+            ),
+        };
         HandoffToken {
             text,
             hold,
@@ -560,22 +580,52 @@ impl HandoffToken {
         let (format, rest) = text
             .split_once('.')
             .ok_or_else(|| malformed("expected dot-separated fields"))?;
-        let (fence, ttl, rest) = match format {
+        let (fence, ttl, permit, rest) = match format {
+            "dl3" => {
+                let mut fields = rest.splitn(4, '.');
+                match (fields.next(), fields.next(), fields.next(), fields.next()) {
+                    (Some(fence), Some(ttl), Some(permit), Some(rest)) => {
+                        (fence, Some(ttl), Some(permit), rest)
+                    }
+                    _ => return Err(malformed("expected six dot-separated fields")),
+                }
+            }
             "dl2" => {
                 let mut fields = rest.splitn(3, '.');
                 match (fields.next(), fields.next(), fields.next()) {
-                    (Some(fence), Some(ttl), Some(rest)) => (fence, Some(ttl), rest),
+                    (Some(fence), Some(ttl), Some(rest)) => (fence, Some(ttl), None, rest),
                     _ => return Err(malformed("expected five dot-separated fields")),
                 }
             }
             "dl1" => match rest.split_once('.') {
-                Some((fence, rest)) => (fence, None, rest),
+                Some((fence, rest)) => (fence, None, None, rest),
                 None => return Err(malformed("expected four dot-separated fields")),
             },
             _ => {
                 return Err(malformed(
-                    "unknown format (expected it to start with `dl2.` or `dl1.`)",
+                    "unknown format (expected it to start with `dl3.`, `dl2.` or `dl1.`)",
                 ))
+            }
+        };
+        let permit = match permit {
+            None => None,
+            Some(field) => {
+                let (weight, slot) = field
+                    .split_once(':')
+                    .filter(|(weight, slot)| is_number(weight) && is_number(slot))
+                    .ok_or_else(|| malformed("the permit is not <weight>:<slot>"))?;
+                let weight = weight
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|weight| *weight >= 1)
+                    .ok_or_else(|| malformed("the permit's weight is out of range"))?;
+                let slot = slot
+                    .parse::<u32>()
+                    .map_err(|_| malformed("the permit's slot is out of range"))?;
+                Some(Permit {
+                    weight,
+                    slot: Some(slot),
+                })
             }
         };
         let Some((nonce, owner)) = rest.split_once('.') else {
@@ -614,11 +664,21 @@ impl HandoffToken {
             owner_len: owner.0.len(),
             owner: OnceLock::from(owner),
             fencing_token: None,
-            permit: None,
+            permit,
+        };
+        let hold = match (permit, fencing_token) {
+            (
+                Some(Permit {
+                    slot: Some(slot), ..
+                }),
+                Some(token),
+            ) => hold.granted_permit(slot, token),
+            (Some(_), _) => return Err(malformed("a permit's token has no fencing token")),
+            (None, token) => hold.granted(token),
         };
         Ok(HandoffToken {
             text: text.to_owned(),
-            hold: hold.granted(fencing_token),
+            hold,
             ttl,
         })
     }
@@ -828,11 +888,35 @@ mod tests {
     }
 
     #[test]
+    fn a_permits_token_keeps_its_weight_slot_and_id() {
+        let hold = HoldToken::new(OwnerToken::from_string("svc").expect("owner"))
+            .expect("rng")
+            .for_permit(3)
+            .granted_permit(2, FencingToken::new(9));
+        let id = hold.attempt_value().to_owned();
+        let token = HandoffToken::new(hold, Duration::from_secs(5));
+        assert!(token.expose().starts_with("dl3.9.5000.3:2."), "{:?}", token.ttl());
+        let parsed = HandoffToken::parse(token.expose()).expect("dl3");
+        let permit = parsed.hold().permit().expect("a permit");
+        assert_eq!((permit.weight(), permit.slot()), (3, Some(2)));
+        assert_eq!(parsed.fencing_token(), Some(FencingToken::new(9)));
+        // A permit's id carries no `#<token>`: the semaphore keeps it apart.
+        assert_eq!(parsed.hold().value(), id);
+        let next = parsed.hold().successor().expect("successor");
+        assert_eq!(next.permit(), parsed.hold().permit());
+        assert_ne!(next.attempt_value(), id);
+    }
+
+    #[test]
     fn malformed_handoff_tokens_are_typed_errors_that_quote_nothing() {
         let nonce = "0123456789abcdef";
         for text in [
             String::new(),
             "secret-garbage".to_owned(),
+            format!("dl3.1.5000.2.{nonce}.owner"),
+            format!("dl3.1.5000.0:1.{nonce}.owner"),
+            format!("dl3.-.5000.1:1.{nonce}.owner"),
+            format!("dl3.1.5000.1:x.{nonce}.owner"),
             format!("dl3.1.5000.{nonce}.owner"),
             format!("dl2.1.{nonce}.owner"),
             format!("dl2.1.0.{nonce}.owner"),

@@ -182,6 +182,47 @@ impl SingleNodeBackend {
         }
     }
 
+    /// Takes over the permit `from` names for `to` (`semaphore_take_over.lua`):
+    /// only while it is live with the token `from` claims.
+    async fn take_over_permit(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let Some(token) = from.fencing_token() else {
+            return Ok(ExtendOutcome::NotHeld);
+        };
+        let (held, ttl_ms, token) = (
+            key.permits_held_key(),
+            MillisText::of_ttl(ttl),
+            token.get().to_string(),
+        );
+        let args = [
+            from.attempt_value().as_bytes(),
+            to.attempt_value().as_bytes(),
+            ttl_ms.as_bytes(),
+            token.as_bytes(),
+        ];
+        let script = &semaphore::TAKE_OVER;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(script, &[key.redis_key(), &held], &args)
+            .await?;
+        match reply {
+            Reply::Int(1) => {
+                acknowledged?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => {
+                Err(semaphore_problem(&other)
+                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
+            }
+        }
+    }
+
     /// Gives back a semaphore permit (`semaphore_release.lua`), which
     /// publishes the weight it freed.
     async fn release_permit(
@@ -486,10 +527,7 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
         if from.permit().is_some() {
-            return Err(LockError::HandOffUnsupported {
-                strategy: "single",
-                operation: "resume",
-            });
+            return self.take_over_permit(key, from, to, ttl).await;
         }
         // With fencing on, every grant of this strategy is taken to have a
         // token: a hand-off token without one names no hold of it. Whether

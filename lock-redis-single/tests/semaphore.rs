@@ -352,6 +352,63 @@ async fn a_changed_limit_wakes_waiters(kind: ClientKind) {
     second.release().await.expect("release");
 }
 
+/// A permit handed off resumes elsewhere with its weight, slot and token;
+/// the token is spent, the old guard's commands act on nothing, extend and
+/// release by token work, and a token of an ended permit resumes nothing.
+async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let other = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let semaphore = locks.semaphore("handed", 3).expect("semaphore");
+    let first = semaphore.acquire_with(&weight(2)).await.expect("2 of 3");
+    let (slot, token) = (first.permit_slot(), first.fencing_token());
+    let handed = first.hand_off().expect("hand off");
+    assert!(
+        handed.expose().starts_with("dl3."),
+        "a permit's token format"
+    );
+    let text = handed.expose().to_owned();
+    let parsed = lock_core::HandoffToken::parse(&text).expect("parse");
+    let resumed = other.resume("handed", &parsed).await.expect("resume");
+    assert_eq!(
+        (
+            resumed.permit_slot(),
+            resumed.fencing_token(),
+            resumed.permit_weight()
+        ),
+        (slot, token, Some(2))
+    );
+    assert_eq!(
+        semaphore.state().await.expect("state").used,
+        2,
+        "counted once"
+    );
+    // Spent: a second resume, and the handed-off hold's commands, act on
+    // nothing.
+    assert!(matches!(
+        other.resume("handed", &parsed).await,
+        Err(LockError::NotOwner { .. })
+    ));
+    assert!(other.release_by_token("handed", &parsed).await.is_err());
+    assert_eq!(semaphore.state().await.expect("state").used, 2);
+    // Handed off again, it is extended and released by token.
+    let again = lock_core::HandoffToken::parse(resumed.hand_off().expect("hand off").expose())
+        .expect("parse");
+    other
+        .extend_by_token("handed", &again, Duration::from_secs(5))
+        .await
+        .expect("extend by token");
+    other
+        .release_by_token("handed", &again)
+        .await
+        .expect("release by token");
+    assert_eq!(semaphore.state().await.expect("state").used, 0);
+    assert!(matches!(
+        other.resume("handed", &again).await,
+        Err(LockError::NotHeld { .. } | LockError::NotOwner { .. })
+    ));
+}
+
 /// Every key the server has, with its type, to compare before and after.
 fn keys(server: &RedisServer) -> Vec<String> {
     let script = "local out = {} \
@@ -541,6 +598,11 @@ macro_rules! semaphore_tests {
             #[test]
             fn a_changed_limit_wakes_waiters() {
                 lock_testkit::run(super::a_changed_limit_wakes_waiters($kind));
+            }
+
+            #[test]
+            fn a_permit_hands_off_and_resumes() {
+                lock_testkit::run(super::a_permit_hands_off_and_resumes($kind));
             }
 
             #[test]

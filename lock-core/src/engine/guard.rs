@@ -353,17 +353,11 @@ impl LeaseGuard {
     /// hold-scoped release is sent in the background, as on drop);
     /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
     /// holds an owner's guards share (the guard is then released, as if
-    /// dropped; hand over the owner instead, and re-enter with it), and for
-    /// a semaphore's permit, which is released the same way.
+    /// dropped; hand over the owner instead, and re-enter with it). A
+    /// semaphore's permit is handed off with its weight, slot and token.
     pub fn hand_off(self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
         if !shared.backend.releases_only_its_attempt() {
-            return Err(LockError::HandOffUnsupported {
-                strategy: shared.backend.strategy(),
-                operation: "hand off",
-            });
-        }
-        if shared.hold.permit().is_some() {
             return Err(LockError::HandOffUnsupported {
                 strategy: shared.backend.strategy(),
                 operation: "hand off",

@@ -337,6 +337,15 @@ pub mod semaphore {
             include_str!("../../lua/semaphore_release.lua")
         ),
     );
+    /// A live permit taken over for a new id (a resumed hand-off):
+    /// `lua/semaphore_take_over.lua`.
+    pub static TAKE_OVER: Script = Script::new(
+        "semaphore_take_over",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_take_over.lua")
+        ),
+    );
     /// The stored limit and the live permits, read only:
     /// `lua/semaphore_inspect.lua`.
     pub static INSPECT: Script = Script::new(
@@ -497,6 +506,10 @@ mod tests {
             (
                 "semaphore_inspect",
                 include_str!("../../lua/semaphore_inspect.lua"),
+            ),
+            (
+                "semaphore_take_over",
+                include_str!("../../lua/semaphore_take_over.lua"),
             ),
             (
                 "semaphore_set_limit",
