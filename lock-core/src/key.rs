@@ -895,7 +895,11 @@ mod tests {
             .granted_permit(2, FencingToken::new(9));
         let id = hold.attempt_value().to_owned();
         let token = HandoffToken::new(hold, Duration::from_secs(5));
-        assert!(token.expose().starts_with("dl3.9.5000.3:2."), "{:?}", token.ttl());
+        assert!(
+            token.expose().starts_with("dl3.9.5000.3:2."),
+            "{:?}",
+            token.ttl()
+        );
         let parsed = HandoffToken::parse(token.expose()).expect("dl3");
         let permit = parsed.hold().permit().expect("a permit");
         assert_eq!((permit.weight(), permit.slot()), (3, Some(2)));

@@ -4,7 +4,8 @@
 //! and reported as a retryable error; a renewal they did not acknowledge
 //! does not move the deadline; on a cluster the `WAIT` goes to the master of
 //! the lock's slot. With fencing tokens, and with `fencing = false`, whose
-//! acquire is a plain `SET` with the `WAIT` behind it.
+//! acquire is a plain `SET` with the `WAIT` behind it; a semaphore's permit
+//! waits for them the same way.
 //!
 //! They start replicas and a cluster, so they run in the build with both
 //! clients (and TLS), which `cargo xtask test` runs.
@@ -195,6 +196,22 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             assert!(
                 !exists(&master, key.redis_key()),
                 "{kind}, fencing {fencing}: the refused grant was released"
+            );
+            // A semaphore's permit waits for the replicas as a grant does,
+            // and one they did not acknowledge is given back.
+            let pool = locks
+                .semaphore(&format!("pool-{fencing}"), 2)
+                .expect("semaphore");
+            let permit = pool.try_acquire().await;
+            assert!(
+                matches!(permit, Err(LockError::ReplicasNotAcknowledged { .. })),
+                "{kind}, fencing {fencing}: a permit no replica has: {:?}",
+                permit.map(|_| ())
+            );
+            assert_eq!(
+                pool.state().await.expect("state").used,
+                0,
+                "{kind}, fencing {fencing}: the unacknowledged permit was given back"
             );
             let renewed = held.extend(Duration::from_secs(60)).await;
             assert!(
