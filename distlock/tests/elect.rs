@@ -213,6 +213,12 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
             .unwrap_or_else(|| panic!("{client}: not listed: {rows}"));
         assert!(row["leader"]["term"].as_u64().is_some(), "{row}");
         assert!(row["leader"]["value"].as_str().is_some(), "{row}");
+        let status = output(on(&server, client, &["status", &name]));
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        assert!(
+            text.contains(", leader \"") && text.contains("in term"),
+            "{text}"
+        );
         server.admin(&["DEL", &key]).expect("DEL");
         let lines = until_lines(&log, 2);
         let terms: Vec<u64> = lines

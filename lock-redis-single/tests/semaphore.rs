@@ -409,6 +409,29 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     ));
 }
 
+/// `watchdog.max_hold` ends a permit as it ends a lock's lease: renewed
+/// until the cap, then let run out, its weight back, `lost()` saying why.
+async fn max_hold_ends_a_permit(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let mut capped = fast_config(Duration::from_millis(300));
+    capped.watchdog.max_hold = Some(Duration::from_millis(700));
+    let locks = manager(kind, &server, capped).await;
+    let semaphore = locks.semaphore("capped", 1).expect("semaphore");
+    let permit = semaphore.acquire().await.expect("acquire");
+    let reason = tokio::time::timeout(Duration::from_secs(3), permit.lost())
+        .await
+        .expect("never lost");
+    assert_eq!(reason, Some(lock_core::LossReason::MaxHoldReached));
+    let started = Instant::now();
+    while semaphore.try_acquire().await.expect("try").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the weight never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Every key the server has, with its type, to compare before and after.
 fn keys(server: &RedisServer) -> Vec<String> {
     let script = "local out = {} \
@@ -603,6 +626,11 @@ macro_rules! semaphore_tests {
             #[test]
             fn a_permit_hands_off_and_resumes() {
                 lock_testkit::run(super::a_permit_hands_off_and_resumes($kind));
+            }
+
+            #[test]
+            fn max_hold_ends_a_permit() {
+                lock_testkit::run(super::max_hold_ends_a_permit($kind));
             }
 
             #[test]

@@ -274,9 +274,28 @@ fn scenarios() -> Vec<Scenario> {
             ..scenario("semaphore-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
         },
         Scenario {
+            primitive: Primitive::Semaphore(2),
+            note: "permits end by the server's clock, after every holder's deadline",
+            ..scenario("semaphore-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            proxied: true,
+            ..scenario("semaphore-partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
+        Scenario {
             primitive: Primitive::Election,
             note: "campaign, lead, resign; the term is the token",
             ..scenario("election", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            ..scenario("election-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Election,
+            proxied: true,
+            ..scenario("election-partition", "single", 1, Fault::Partition, Expect::Safe)
         },
         Scenario {
             primitive: Primitive::Election,

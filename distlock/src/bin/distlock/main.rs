@@ -768,6 +768,11 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                     };
                 }
             }
+            // An election with a proclaimed leader shows it beside its lock.
+            let leader = match locks.election(name) {
+                Ok(election) => election.leader().await.ok().flatten(),
+                Err(_) => None,
+            };
             match locks.inspect(name).await {
                 Ok(state) if quiet => {
                     if state.is_held() {
@@ -777,7 +782,13 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                     }
                 }
                 Ok(state) => {
-                    print_status(name, config.strategy().name(), &state, json);
+                    print_status(
+                        name,
+                        config.strategy().name(),
+                        &state,
+                        leader.as_ref(),
+                        json,
+                    );
                     0
                 }
                 Err(err) => fail(&err),
@@ -1421,7 +1432,13 @@ impl Interrupts {
     }
 }
 
-fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
+fn print_status(
+    name: &str,
+    strategy: &str,
+    state: &LockState,
+    leader: Option<&distlock::Leader>,
+    json: bool,
+) {
     let (held, remaining, token, holds, holder) = match state {
         LockState::Held {
             remaining,
@@ -1442,6 +1459,10 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
             "fencing_token": token.map(|token| token.get()),
             "hold_count": holds,
             "holder": holder.map(holder_json),
+            "leader": leader.map(|leader| serde_json::json!({
+                "value": leader.value,
+                "term": leader.term.get(),
+            })),
         });
         println!("{value}");
         return;
@@ -1459,6 +1480,9 @@ fn print_status(name: &str, strategy: &str, state: &LockState, json: bool) {
         }
         if let Some(holder) = holder {
             print!(", by {}", holder_text(holder));
+        }
+        if let Some(leader) = leader {
+            print!(", leader {:?} in term {}", leader.value, leader.term);
         }
         println!(" (the owner token is a secret and is not shown)");
     } else {
