@@ -7,10 +7,12 @@
 -- ARGV[1]  the permit id handed off
 -- ARGV[2]  the new id
 -- ARGV[3]  the TTL in ms
--- ARGV[4]  the fencing token the hand-off claims for the permit
+-- ARGV[4]  the entry the hand-off claims for the permit,
+--          `<weight>:<slot>:<token>`: a token names its slot's counter only,
+--          so the whole entry must match
 --
 -- Reply: 1 when taken over; 0 when the handed-off permit is not live or
--- its token is not the one claimed (nothing written); {-2, key, detail}
+-- its entry is not the one claimed (nothing of it written); {-2, key, detail}
 -- when a key holds another type or the entry does not parse (nothing
 -- written). Missing KEYS or a TTL that is not a whole number from 1 is an
 -- error reply before anything is read.
@@ -20,7 +22,7 @@ end
 local permits, held = KEYS[1], KEYS[2]
 local ttl = sem_count(ARGV[3], 14)
 if not (ARGV[1] and ARGV[2] and ttl and ARGV[4]) then
-  return redis.error_reply('ERR semaphore_take_over: two ids, a TTL and a token expected')
+  return redis.error_reply('ERR semaphore_take_over: two ids, a TTL and an entry expected')
 end
 local now, foreign = sem_open(permits, held)
 if not now then
@@ -30,11 +32,10 @@ if not redis.call('zscore', permits, ARGV[1]) then
   return 0
 end
 local entry = redis.call('hget', held, ARGV[1])
-local weight, slot, token = sem_entry(entry)
-if not weight then
+if not sem_entry(entry) then
   return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
 end
-if token ~= ARGV[4] then
+if entry ~= ARGV[4] then
   return 0
 end
 redis.call('zrem', permits, ARGV[1])

@@ -183,7 +183,7 @@ impl SingleNodeBackend {
     }
 
     /// Takes over the permit `from` names for `to` (`semaphore_take_over.lua`):
-    /// only while it is live with the token `from` claims.
+    /// only while it is live with the weight, slot and token `from` claims.
     async fn take_over_permit(
         &self,
         key: &LockKey,
@@ -191,19 +191,21 @@ impl SingleNodeBackend {
         to: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let Some(token) = from.fencing_token() else {
+        // The whole entry the token claims: a token alone names only its
+        // slot's counter, and another slot may be at the same number.
+        let (Some(token), Some(permit)) = (from.fencing_token(), from.permit()) else {
             return Ok(ExtendOutcome::NotHeld);
         };
-        let (held, ttl_ms, token) = (
-            key.permits_held_key(),
-            MillisText::of_ttl(ttl),
-            token.get().to_string(),
-        );
+        let Some(slot) = permit.slot() else {
+            return Ok(ExtendOutcome::NotHeld);
+        };
+        let entry = format!("{}:{slot}:{}", permit.weight(), token.get());
+        let (held, ttl_ms) = (key.permits_held_key(), MillisText::of_ttl(ttl));
         let args = [
             from.attempt_value().as_bytes(),
             to.attempt_value().as_bytes(),
             ttl_ms.as_bytes(),
-            token.as_bytes(),
+            entry.as_bytes(),
         ];
         let script = &semaphore::TAKE_OVER;
         let (reply, acknowledged) = self

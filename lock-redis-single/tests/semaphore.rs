@@ -368,6 +368,20 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
         "a permit's token format"
     );
     let text = handed.expose().to_owned();
+    // A token whose slot was edited claims another slot's counter (which
+    // may be at the same number): it resumes nothing.
+    let slot_number = slot.expect("a slot");
+    let forged = text.replacen(
+        &format!(".2:{slot_number}."),
+        &format!(".2:{}.", slot_number + 1),
+        1,
+    );
+    assert_ne!(forged, text);
+    let forged = lock_core::HandoffToken::parse(&forged).expect("parse");
+    assert!(
+        other.resume("handed", &forged).await.is_err(),
+        "a forged slot resumed"
+    );
     let parsed = lock_core::HandoffToken::parse(&text).expect("parse");
     let resumed = other.resume("handed", &parsed).await.expect("resume");
     assert_eq!(

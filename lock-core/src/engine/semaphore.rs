@@ -45,7 +45,10 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// the first live permit's lease ends. In fair mode (the config's `fair`),
 /// permits go in arrival order: a waiter is granted only at the head of
 /// the semaphore's queue, so a large weight is not starved by small ones
-/// that keep fitting, and a one-shot try never jumps the queue.
+/// that keep fitting, and a one-shot try never jumps the queue. A place in
+/// the queue is an owner's: waits that pass one owner
+/// ([`AcquireOptions::with_owner`]) share a place, so give each fair wait
+/// its own owner (the default).
 ///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/semaphore.md"))]
 #[derive(Debug, Clone)]
