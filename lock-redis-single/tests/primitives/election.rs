@@ -4,8 +4,6 @@
 //! without persistence learns it through `lost()` and observers see it go;
 //! `run_while_leader` campaigns again after a loss; bad input is refused.
 
-#![cfg(any(feature = "redis", feature = "fred"))]
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

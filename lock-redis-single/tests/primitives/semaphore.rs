@@ -6,8 +6,6 @@
 //! refusing another, fair mode in arrival order, and bad input refused with
 //! nothing written.
 
-#![cfg(any(feature = "redis", feature = "fred"))]
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

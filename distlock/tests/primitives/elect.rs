@@ -4,17 +4,13 @@
 //! leadership stopping the job and campaigning again (or exiting 76 with
 //! `--once`); a signal resigning; bad arguments exiting 78.
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
-
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-mod common;
-
-use common::{clients, distlock, output};
+use crate::common::{clients, distlock, output};
 
 /// `distlock args...` on `server` through `client`, with a 1 s TTL.
 fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {

@@ -6,16 +6,12 @@
 //! and a strategy without semaphores exit 78 saying why; `status` shows a
 //! semaphore's permits.
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
-
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-mod common;
-
-use common::{clients, distlock, output};
+use crate::common::{clients, distlock, output};
 
 /// `distlock args...` on `server` through `client`, with a 5 s TTL.
 fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
