@@ -27,11 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
-use lock_core::strategy::scripts::single;
 use lock_core::strategy::{self, NodeClient};
 use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{cycles_per_second, env_number, median, task_keys, FLOOR_VALUE};
+use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
 use lock_testkit::RedisServer;
 use rand::Rng;
 
@@ -72,7 +71,7 @@ async fn measure() {
         for tasks in [1usize, 32] {
             let mut columns: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
-                columns[0].push(floor(Arc::clone(&raw), tasks, length).await);
+                columns[0].push(lock_floor(Arc::clone(&raw), tasks, length).await);
                 columns[1].push(scripts(Arc::clone(&raw), tasks, length).await);
                 columns[2].push(ours(&locks, tasks, length).await);
                 if let Some(node) = &node {
@@ -124,32 +123,6 @@ async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockM
         .with_ttl(ttl)
         .with_client(kind);
     LockManager::new(Arc::new(backend), config).expect("config")
-}
-
-/// The lock benchmarks' floor: raw `SET NX PX`, then a raw `EVALSHA`
-/// compare-and-delete, on a key per task.
-async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let keys = task_keys("floor", tasks);
-    cycles_per_second(tasks, length, move |task| {
-        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
-        async move {
-            let key = &keys[task];
-            let set = node
-                .command(
-                    "SET",
-                    &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"],
-                )
-                .await
-                .expect("SET");
-            assert_eq!(set.as_text(), Some("OK"));
-            let released = single::RELEASE
-                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
-                .await
-                .expect("EVALSHA");
-            assert_eq!(released.as_int(), Some(1));
-        }
-    })
-    .await
 }
 
 /// Our semaphore's acquire and release scripts sent raw, each task with its

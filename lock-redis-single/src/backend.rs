@@ -161,25 +161,10 @@ impl SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let held = key.permits_held_key();
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
-        let script = &semaphore::RENEW;
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(script, &[key.redis_key(), &held], &args)
-            .await?;
-        match reply {
-            Reply::Int(1) => {
-                acknowledged?;
-                Ok(ExtendOutcome::Extended { ttl })
-            }
-            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => {
-                Err(semaphore_problem(&other)
-                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
-            }
-        }
+        self.renew_permit_with(&semaphore::RENEW, key, &args, ttl)
+            .await
     }
 
     /// Takes over the permit `from` names for `to` (`semaphore_take_over.lua`):
@@ -200,17 +185,32 @@ impl SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{slot}:{}", permit.weight(), token.get());
-        let (held, ttl_ms) = (key.permits_held_key(), MillisText::of_ttl(ttl));
+        let ttl_ms = MillisText::of_ttl(ttl);
         let args = [
             from.attempt_value().as_bytes(),
             to.attempt_value().as_bytes(),
             ttl_ms.as_bytes(),
             entry.as_bytes(),
         ];
-        let script = &semaphore::TAKE_OVER;
+        self.renew_permit_with(&semaphore::TAKE_OVER, key, &args, ttl)
+            .await
+    }
+
+    /// Runs a script that renews a permit (`semaphore_renew.lua`,
+    /// `semaphore_take_over.lua`) on the permits and their entries, as
+    /// [`renew_with`](Self::renew_with) does for a lock: 1 renewed, 0 not
+    /// this permit's, and an unacknowledged renewal keeps the deadline.
+    async fn renew_permit_with(
+        &self,
+        script: &Script,
+        key: &LockKey,
+        args: &[&[u8]],
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let held = key.permits_held_key();
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(script, &[key.redis_key(), &held], &args)
+            .run_acknowledged(script, &[key.redis_key(), &held], args)
             .await?;
         match reply {
             Reply::Int(1) => {

@@ -8,3 +8,20 @@
 mod election;
 #[path = "primitives/semaphore.rs"]
 mod semaphore;
+
+use std::sync::Arc;
+
+use lock_core::{ClientKind, LockBackend, LockConfig, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::fast_options;
+use lock_testkit::RedisServer;
+
+/// A manager over a single-node backend on `server` through `kind`.
+async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
+    let backend: Arc<dyn LockBackend> = Arc::new(
+        SingleNodeBackend::connect(kind, &server.url(), fast_options())
+            .await
+            .expect("connect"),
+    );
+    LockManager::new(backend, config).expect("config")
+}

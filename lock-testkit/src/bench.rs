@@ -155,6 +155,43 @@ pub fn task_keys(column: &str, tasks: usize) -> Arc<[String]> {
         .collect()
 }
 
+/// Raw `SET key val NX PX` then a raw `EVALSHA` compare-and-delete, per
+/// second, over `tasks` tasks each on a key (and so a slot) of its own: two
+/// round trips, the least a lock can cost. The keys and the value are as
+/// long as the lock's (see [`task_keys`]), and made
+/// before the measurement, as the lock's names are.
+pub async fn lock_floor(
+    node: Arc<dyn lock_core::strategy::NodeClient>,
+    tasks: usize,
+    length: Duration,
+) -> f64 {
+    let keys = task_keys("floor", tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
+        async move {
+            let key = &keys[task];
+            let reply = node
+                .command(
+                    "SET",
+                    &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"],
+                )
+                .await
+                .expect("SET");
+            assert_eq!(
+                reply.as_text(),
+                Some("OK"),
+                "uncontended SET NX must succeed"
+            );
+            let released = lock_core::strategy::scripts::single::RELEASE
+                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
+                .await
+                .expect("EVALSHA");
+            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+        }
+    })
+    .await
+}
+
 /// Uncontended `try_acquire` + `release` cycles per second through `locks`,
 /// each task on its own key `<prefix>:t<task>` (see [`task_names`]).
 ///

@@ -5,71 +5,27 @@
 //! `--once`); a signal resigning; bad arguments exiting 78.
 
 use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-use crate::common::{clients, distlock, output};
+use super::{code, stderr, Scratch};
+use crate::common::{clients, output};
 
-/// `distlock args...` on `server` through `client`, with a 1 s TTL.
+/// `distlock args...` on `server` through `client`, with a 1s TTL.
 fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    distlock(
-        &[
-            ("DISTLOCK_NODES", server.url().expose().to_owned()),
-            ("DISTLOCK_CLIENT", client.to_owned()),
-            ("DISTLOCK_TTL", "1s".to_owned()),
-        ],
-        args,
-    )
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A scratch file for one test, removed on drop.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        Scratch(std::env::temp_dir().join(format!("distlock-elect-{name}-{}", std::process::id())))
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temp path")
-    }
-
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.0)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    super::on_with_ttl(server, client, "1s", args)
 }
 
 /// Waits up to 20 s for `child`; its exit code and stderr.
-fn finish(mut child: Child) -> (i32, String) {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            let out = child.wait_with_output().expect("output");
-            return (code(&out), stderr(&out));
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "never ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn finish(child: Child) -> (i32, String) {
+    super::finish_within(child, Duration::from_secs(20))
+}
+
+/// A scratch file of this file's tests.
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("elect", name)
 }
 
 fn signal(child: &Child, signal: nix::sys::signal::Signal) {
@@ -101,7 +57,7 @@ fn one_leader_at_a_time_and_observers_see_each() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let name = format!("sched-{client}");
-        let log = Scratch::new(&format!("log-{client}"));
+        let log = scratch(&format!("log-{client}"));
         let mut observer = on(&server, client, &["elect", &name, "--observe", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -185,7 +141,7 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
     for client in clients() {
         let name = format!("loss-{client}");
         let key = format!("lock:{{{name}}}");
-        let log = Scratch::new(&format!("loss-{client}"));
+        let log = scratch(&format!("loss-{client}"));
         let job = format!(
             "echo $DISTLOCK_FENCING_TOKEN >> {}; sleep 30 & wait",
             log.path()
@@ -229,7 +185,7 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
         let free = output(on(&server, client, &["status", "-q", &name]));
         assert_eq!(code(&free), 1, "{client}: resigned on SIGTERM");
         // --once: the loss ends it with 76.
-        let once_log = Scratch::new(&format!("once-{client}"));
+        let once_log = scratch(&format!("once-{client}"));
         let job = format!("echo x >> {}; sleep 30 & wait", once_log.path());
         let once = on(&server, client, &["elect", &name, "--once", "-c", &job])
             .stdout(Stdio::null())

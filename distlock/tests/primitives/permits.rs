@@ -6,69 +6,27 @@
 //! and a strategy without semaphores exit 78 saying why; `status` shows a
 //! semaphore's permits.
 
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-use crate::common::{clients, distlock, output};
+use super::{code, stderr, Scratch};
+use crate::common::{clients, output};
 
-/// `distlock args...` on `server` through `client`, with a 5 s TTL.
+/// `distlock args...` on `server` through `client`, with a 5s TTL.
 fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    distlock(
-        &[
-            ("DISTLOCK_NODES", server.url().expose().to_owned()),
-            ("DISTLOCK_CLIENT", client.to_owned()),
-            ("DISTLOCK_TTL", "5s".to_owned()),
-        ],
-        args,
-    )
+    super::on_with_ttl(server, client, "5s", args)
 }
 
-fn code(out: &Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// A scratch file for one test, removed on drop.
-struct Scratch(std::path::PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        Scratch(
-            std::env::temp_dir().join(format!("distlock-permits-{name}-{}", std::process::id())),
-        )
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("a UTF-8 temp path")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Waits up to 30 s for `child` and returns its exit code and stderr.
+/// Waits up to 30 s for `child`; its exit code and stderr.
 fn finish(child: Child) -> (i32, String) {
-    let started = Instant::now();
-    let mut child = child;
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            let out = child.wait_with_output().expect("output");
-            return (code(&out), stderr(&out));
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "a job never ended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    super::finish_within(child, Duration::from_secs(30))
+}
+
+/// A scratch file of this file's tests.
+fn scratch(name: &str) -> Scratch {
+    Scratch::new("permits", name)
 }
 
 /// Six jobs of weight 1 and 2 under `--permits 3` never run more than 3
@@ -78,7 +36,7 @@ fn finish(child: Child) -> (i32, String) {
 fn at_most_n_weight_of_jobs_run_at_once() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
-        let log = Scratch::new(&format!("log-{client}"));
+        let log = scratch(&format!("log-{client}"));
         // Start and end lines around a child that does the work.
         let job = format!(
             "echo \"+ $DISTLOCK_WEIGHT $DISTLOCK_PERMIT_SLOT $DISTLOCK_FENCING_TOKEN\" >> {log}; \
@@ -146,7 +104,7 @@ fn at_most_n_weight_of_jobs_run_at_once() {
 fn a_full_semaphore_skips_like_a_held_lock() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
-        let ran = Scratch::new(&format!("ran-{client}"));
+        let ran = scratch(&format!("ran-{client}"));
         let holder = on(
             &server,
             client,

@@ -364,7 +364,7 @@ impl LockManager {
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
         // (reentrant) only reaches its own attempt.
-        let fair_owner = match (self.fair(claim), owner) {
+        let fair_owner = match (self.settings.fair, owner) {
             (false, _) => None,
             (true, Some(owner)) => Some(owner.clone()),
             (true, None) => Some(OwnerToken::generate()?),
@@ -597,7 +597,7 @@ impl LockManager {
         if let Claim::Permit(request) = claim {
             hold = hold.for_permit(request.weight);
         }
-        let fair = self.fair(claim);
+        let fair = self.settings.fair;
         let sent_at = Instant::now();
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
@@ -673,13 +673,6 @@ impl LockManager {
             }
             Err(err) => Err(err),
         }
-    }
-
-    /// Whether acquires of `claim` go through the fair queue: every one in
-    /// fair mode, a lock's or a semaphore's.
-    fn fair(&self, claim: Claim) -> bool {
-        let _ = claim;
-        self.settings.fair
     }
 
     /// The settings this manager was made with.
@@ -942,7 +935,7 @@ impl<'a, Q> Wait<'a, Q> {
                 // wins. A semaphore's: a release may let several in, or
                 // not the longest waiter (a larger weight than it freed).
                 let every_release =
-                    self.manager.fair(self.claim) || matches!(self.claim, Claim::Permit(_));
+                    self.manager.settings.fair || matches!(self.claim, Claim::Permit(_));
                 if every_release {
                     watch.wake_on_every_release();
                 }
@@ -975,7 +968,7 @@ impl<'a, Q> Wait<'a, Q> {
         let left = self.left();
         // A fair waiter must try again well within its place's lease, or
         // it drops out of the line between attempts.
-        let fair_cap = if self.manager.fair(self.claim) {
+        let fair_cap = if self.manager.settings.fair {
             FAIR_WAITER_LEASE / 4
         } else {
             Duration::MAX

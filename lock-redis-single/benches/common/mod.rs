@@ -1,4 +1,5 @@
-//! What the benchmarks share: the floor a lock is measured against.
+//! What the benchmarks share: the floor a lock is measured against (from
+//! `lock_testkit::bench`), and our scripts sent raw.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,38 +9,7 @@ use lock_core::strategy::NodeClient;
 use lock_core::GrantOptions;
 use lock_testkit::bench::{cycles_per_second, task_keys, FLOOR_VALUE};
 
-/// Raw `SET key val NX PX` then a raw `EVALSHA` compare-and-delete, per
-/// second, over `tasks` tasks each on a key (and so a slot) of its own: two
-/// round trips, the least a lock can cost. The keys and the value are as
-/// long as the lock's (see `lock_testkit::bench::task_keys`), and made
-/// before the measurement, as the lock's names are.
-pub async fn floor(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let keys = task_keys("floor", tasks);
-    cycles_per_second(tasks, length, move |task| {
-        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
-        async move {
-            let key = &keys[task];
-            let reply = node
-                .command(
-                    "SET",
-                    &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"],
-                )
-                .await
-                .expect("SET");
-            assert_eq!(
-                reply.as_text(),
-                Some("OK"),
-                "uncontended SET NX must succeed"
-            );
-            let released = RELEASE
-                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
-                .await
-                .expect("EVALSHA");
-            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
-        }
-    })
-    .await
-}
+pub use lock_testkit::bench::lock_floor as floor;
 
 /// Our acquire and release scripts, raw through the same connection, per
 /// second: the commands the lock sends with the default options (the

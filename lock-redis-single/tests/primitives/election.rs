@@ -8,21 +8,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOptions, ClientKind, Election, Leader, LockBackend, LockConfig, LockError, LockManager,
-    LossReason, Observer, MAX_LEADER_VALUE_LEN,
+    AcquireOptions, ClientKind, Election, Leader, LockError, LockManager, LossReason, Observer,
+    MAX_LEADER_VALUE_LEN,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::RedisServer;
 
-async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
-    let backend: Arc<dyn LockBackend> = Arc::new(
-        SingleNodeBackend::connect(kind, &server.url(), fast_options())
-            .await
-            .expect("connect"),
-    );
-    LockManager::new(backend, config).expect("config")
-}
+use super::manager;
 
 /// The observer's next state, within `within`.
 async fn next(observer: &mut Observer, within: Duration) -> Option<Leader> {

@@ -11,21 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOptions, ClientKind, LockBackend, LockConfig, LockError, LockManager, Semaphore,
-    MAX_SEMAPHORE_LIMIT,
+    AcquireOptions, ClientKind, LockError, LockManager, Semaphore, MAX_SEMAPHORE_LIMIT,
 };
-use lock_redis_single::SingleNodeBackend;
-use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::contract::fast_config;
 use lock_testkit::{AdminReply, RedisServer};
 
-async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
-    let backend: Arc<dyn LockBackend> = Arc::new(
-        SingleNodeBackend::connect(kind, &server.url(), fast_options())
-            .await
-            .expect("connect"),
-    );
-    LockManager::new(backend, config).expect("config")
-}
+use super::manager;
 
 /// A manager whose leases nobody renews: a holder that stops, as one that
 /// crashed does.
