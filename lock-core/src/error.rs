@@ -301,6 +301,18 @@ pub enum LockError {
         /// The limit this process asked for.
         requested: u32,
     },
+    /// An owner that has only shared (read) holds of a read-write lock asked
+    /// for its exclusive (write) hold: it would wait for its own reads, and
+    /// two owners doing so would wait for each other. Release the reads
+    /// first; an owner that has the write may take reads (a downgrade).
+    #[error(
+        "the owner has a shared hold of `{key}`, so its exclusive hold would wait on itself; \
+         release the shared hold first (upgrades are refused: two would deadlock)"
+    )]
+    UpgradeRefused {
+        /// The read-write lock's name.
+        key: String,
+    },
     /// A semaphore's limit or a permit's weight that cannot work: a limit of
     /// 0 or above [`MAX_SEMAPHORE_LIMIT`](crate::MAX_SEMAPHORE_LIMIT), a
     /// weight of 0 or above the limit.
@@ -374,6 +386,7 @@ impl LockError {
             | LockError::InvalidOwner { .. }
             | LockError::InvalidConfig { .. }
             | LockError::LimitMismatch { .. }
+            | LockError::UpgradeRefused { .. }
             | LockError::InvalidPermits { .. }
             | LockError::LeaseLost { .. }
             | LockError::NotOwner { .. }

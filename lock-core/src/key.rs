@@ -147,6 +147,15 @@ impl LockKey {
         format!("{}:slot-fences", self.redis_key())
     }
 
+    /// A read-write lock's hash of live holds (hold id to `r:<epoch>` or
+    /// `w:<token>`): `<prefix>{<name>}:modes`. Its sorted set of the holds'
+    /// deadlines is [`redis_key`](Self::redis_key), its write counter
+    /// [`fence_key`](Self::fence_key), its waiting writers the fair queue's
+    /// [`queue_key`](Self::queue_key) and [`waiters_key`](Self::waiters_key).
+    pub fn modes_key(&self) -> String {
+        format!("{}:modes", self.redis_key())
+    }
+
     /// An election's leader record (`<term>:<value>`):
     /// `<prefix>{<name>}:leader`.
     pub fn leader_key(&self) -> String {
@@ -315,6 +324,37 @@ pub struct HoldToken {
     fencing_token: Option<FencingToken>,
     /// A semaphore permit's weight and slot; `None` for a lock's hold.
     permit: Option<Permit>,
+    /// A read-write lock's hold: shared or exclusive; `None` otherwise.
+    access: Option<Access>,
+}
+
+/// What a hold of a read-write lock takes: a shared (read) hold, beside
+/// other shared ones, or the exclusive (write) hold, beside none (see
+/// [`RwLock`](crate::RwLock)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// A read hold: any number at once, and no writer.
+    Shared,
+    /// A write hold: no other owner holds anything.
+    Exclusive,
+}
+
+impl Access {
+    /// `"shared"` or `"exclusive"`, as `distlock status` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Shared => "shared",
+            Access::Exclusive => "exclusive",
+        }
+    }
+
+    /// `r` or `w`: the mode as the read-write scripts take it.
+    pub(crate) fn letter(self) -> char {
+        match self {
+            Access::Shared => 'r',
+            Access::Exclusive => 'w',
+        }
+    }
 }
 
 /// What a hold of a semaphore takes: its weight and, once granted, its
@@ -345,6 +385,7 @@ impl PartialEq for HoldToken {
             && self.attempt_len == other.attempt_len
             && self.fencing_token == other.fencing_token
             && self.permit == other.permit
+            && self.access == other.access
     }
 }
 
@@ -356,6 +397,7 @@ impl std::hash::Hash for HoldToken {
         self.owner_len.hash(state);
         self.fencing_token.hash(state);
         self.permit.hash(state);
+        self.access.hash(state);
     }
 }
 
@@ -393,6 +435,7 @@ impl HoldToken {
             owner: OnceLock::new(),
             fencing_token: None,
             permit: None,
+            access: None,
         })
     }
 
@@ -408,6 +451,7 @@ impl HoldToken {
             owner: OnceLock::from(owner),
             fencing_token: None,
             permit: None,
+            access: None,
         }
     }
 
@@ -453,6 +497,13 @@ impl HoldToken {
     /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
         let next = HoldToken::new(self.owner().clone())?;
+        if let Some(access) = self.access {
+            let next = next.for_access(access);
+            return Ok(match self.fencing_token {
+                Some(token) => next.granted_access(token),
+                None => next,
+            });
+        }
         Ok(match (self.permit, self.fencing_token) {
             (Some(permit), Some(token)) => match permit.slot {
                 Some(slot) => next.for_permit(permit.weight).granted_permit(slot, token),
@@ -489,6 +540,30 @@ impl HoldToken {
         if let Some(permit) = self.permit.as_mut() {
             permit.slot = Some(slot);
         }
+        self
+    }
+
+    /// The read-write lock hold this is, if it is one: shared or
+    /// exclusive. A backend renews and releases it with the read-write
+    /// scripts, naming it by [`attempt_value`](Self::attempt_value), its id.
+    pub fn access(&self) -> Option<Access> {
+        self.access
+    }
+
+    /// This hold as an attempt to take a read-write lock for `access`:
+    /// what the engine passes to
+    /// [`LockBackend::try_acquire_access`](crate::LockBackend::try_acquire_access).
+    pub fn for_access(mut self, access: Access) -> Self {
+        self.access = Some(access);
+        self
+    }
+
+    /// This read-write hold as granted with `token` (a write's token, a
+    /// read's epoch). Its [`value`](Self::value) stays its id: the lock
+    /// stores the token beside it.
+    pub(crate) fn granted_access(mut self, token: FencingToken) -> Self {
+        self.value.truncate(self.attempt_len);
+        self.fencing_token = Some(token);
         self
     }
 
@@ -529,9 +604,11 @@ pub struct HandoffToken {
 
 /// The first field of a [`HandoffToken`]'s text: its format's version.
 /// `dl2` added the TTL; `dl1` tokens, which have none, still parse. A
-/// semaphore permit's token is `dl3`, with its weight and slot.
+/// semaphore permit's token is `dl3`, with its weight and slot; a
+/// read-write lock hold's is `dl4`, with its mode.
 const HANDOFF_FORMAT: &str = "dl2";
 const HANDOFF_PERMIT_FORMAT: &str = "dl3";
+const HANDOFF_ACCESS_FORMAT: &str = "dl4";
 
 impl HandoffToken {
     /// The token for a granted `hold` whose holder last asked for `ttl`.
@@ -542,18 +619,26 @@ impl HandoffToken {
         let fence = hold
             .fencing_token
             .map_or_else(|| "-".to_owned(), |token| token.get().to_string());
-        // A permit's: `dl3.<token>.<ttl ms>.<weight>:<slot>.<nonce>.<owner>`.
-        let text = match hold
+        // A permit's: `dl3.<token>.<ttl ms>.<weight>:<slot>.<nonce>.<owner>`;
+        // a read-write hold's: `dl4.<token>.<ttl ms>.<r or w>.<nonce>.<owner>`.
+        let permit = hold
             .permit
-            .and_then(|permit| Some((permit.weight, permit.slot?)))
-        {
-            Some((weight, slot)) => format!(
+            .and_then(|permit| Some((permit.weight, permit.slot?)));
+        let text = match (permit, hold.access) {
+            (_, Some(access)) => format!(
+                "{HANDOFF_ACCESS_FORMAT}.{fence}.{}.{}.{}.{}",
+                ttl.as_millis(),
+                access.letter(),
+                hold.nonce(),
+                hold.expose_owner()
+            ),
+            (Some((weight, slot)), None) => format!(
                 "{HANDOFF_PERMIT_FORMAT}.{fence}.{}.{weight}:{slot}.{}.{}",
                 ttl.as_millis(),
                 hold.nonce(),
                 hold.expose_owner()
             ),
-            None => format!(
+            (None, None) => format!(
                 "{HANDOFF_FORMAT}.{fence}.{}.{}.{}",
                 ttl.as_millis(),
                 hold.nonce(),
@@ -580,34 +665,39 @@ impl HandoffToken {
         let (format, rest) = text
             .split_once('.')
             .ok_or_else(|| malformed("expected dot-separated fields"))?;
-        let (fence, ttl, permit, rest) = match format {
-            "dl3" => {
-                let mut fields = rest.splitn(4, '.');
-                match (fields.next(), fields.next(), fields.next(), fields.next()) {
-                    (Some(fence), Some(ttl), Some(permit), Some(rest)) => {
-                        (fence, Some(ttl), Some(permit), rest)
+        let (fence, ttl, permit, rest) =
+            match format {
+                "dl3" | "dl4" => {
+                    let mut fields = rest.splitn(4, '.');
+                    match (fields.next(), fields.next(), fields.next(), fields.next()) {
+                        (Some(fence), Some(ttl), Some(permit), Some(rest)) => {
+                            (fence, Some(ttl), Some(permit), rest)
+                        }
+                        _ => return Err(malformed("expected six dot-separated fields")),
                     }
-                    _ => return Err(malformed("expected six dot-separated fields")),
                 }
-            }
-            "dl2" => {
-                let mut fields = rest.splitn(3, '.');
-                match (fields.next(), fields.next(), fields.next()) {
-                    (Some(fence), Some(ttl), Some(rest)) => (fence, Some(ttl), None, rest),
-                    _ => return Err(malformed("expected five dot-separated fields")),
+                "dl2" => {
+                    let mut fields = rest.splitn(3, '.');
+                    match (fields.next(), fields.next(), fields.next()) {
+                        (Some(fence), Some(ttl), Some(rest)) => (fence, Some(ttl), None, rest),
+                        _ => return Err(malformed("expected five dot-separated fields")),
+                    }
                 }
-            }
-            "dl1" => match rest.split_once('.') {
-                Some((fence, rest)) => (fence, None, None, rest),
-                None => return Err(malformed("expected four dot-separated fields")),
-            },
-            _ => {
-                return Err(malformed(
-                    "unknown format (expected it to start with `dl3.`, `dl2.` or `dl1.`)",
-                ))
-            }
+                "dl1" => match rest.split_once('.') {
+                    Some((fence, rest)) => (fence, None, None, rest),
+                    None => return Err(malformed("expected four dot-separated fields")),
+                },
+                _ => return Err(malformed(
+                    "unknown format (expected it to start with `dl4.`, `dl3.`, `dl2.` or `dl1.`)",
+                )),
+            };
+        let access = match (format, permit) {
+            ("dl4", Some("r")) => Some(Access::Shared),
+            ("dl4", Some("w")) => Some(Access::Exclusive),
+            ("dl4", _) => return Err(malformed("the mode is not r or w")),
+            _ => None,
         };
-        let permit = match permit {
+        let permit = match permit.filter(|_| access.is_none()) {
             None => None,
             Some(field) => {
                 let (weight, slot) = field
@@ -665,8 +755,17 @@ impl HandoffToken {
             owner: OnceLock::from(owner),
             fencing_token: None,
             permit,
+            access,
+        };
+        let hold = match (access, fencing_token) {
+            (Some(_), Some(token)) => hold.granted_access(token),
+            (Some(_), None) => {
+                return Err(malformed("a read-write hold's token has no fencing token"))
+            }
+            (None, _) => hold,
         };
         let hold = match (permit, fencing_token) {
+            _ if access.is_some() => hold,
             (
                 Some(Permit {
                     slot: Some(slot), ..
@@ -912,6 +1011,45 @@ mod tests {
     }
 
     #[test]
+    fn a_read_write_token_keeps_its_mode_token_and_id() {
+        for (access, letter) in [(Access::Shared, 'r'), (Access::Exclusive, 'w')] {
+            let hold = HoldToken::new(OwnerToken::from_string("svc").expect("owner"))
+                .expect("rng")
+                .for_access(access)
+                .granted_access(FencingToken::new(0));
+            let id = hold.attempt_value().to_owned();
+            let token = HandoffToken::new(hold, Duration::from_secs(5));
+            assert!(
+                token.expose().starts_with(&format!("dl4.0.5000.{letter}.")),
+                "{access:?}"
+            );
+            let parsed = HandoffToken::parse(token.expose()).expect("dl4");
+            assert_eq!(parsed.hold().access(), Some(access));
+            assert_eq!(parsed.hold().permit(), None);
+            assert_eq!(parsed.fencing_token(), Some(FencingToken::new(0)));
+            assert_eq!(parsed.hold().value(), id);
+            let next = parsed.hold().successor().expect("successor");
+            assert_eq!(next.access(), Some(access));
+            assert_eq!(next.fencing_token(), parsed.fencing_token());
+            assert_ne!(next.attempt_value(), id);
+        }
+        let nonce = "0123456789abcdef";
+        for text in [
+            format!("dl4.1.5000.x.{nonce}.owner"),
+            format!("dl4.-.5000.r.{nonce}.owner"),
+            format!("dl4.1.5000.{nonce}.owner"),
+        ] {
+            assert!(
+                matches!(
+                    HandoffToken::parse(&text),
+                    Err(LockError::InvalidOwner { .. })
+                ),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn malformed_handoff_tokens_are_typed_errors_that_quote_nothing() {
         let nonce = "0123456789abcdef";
         for text in [
@@ -995,7 +1133,7 @@ mod tests {
         hash_slot(key.as_bytes())
     }
 
-    fn all_keys(key: &LockKey) -> [String; 10] {
+    fn all_keys(key: &LockKey) -> [String; 11] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
@@ -1007,6 +1145,7 @@ mod tests {
             key.limit_key(),
             key.slot_fences_key(),
             key.leader_key(),
+            key.modes_key(),
         ]
     }
 

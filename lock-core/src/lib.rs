@@ -66,27 +66,28 @@ pub mod strategy;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
-    AcquireOutcome, Capabilities, ExtendOutcome, LockBackend, PermitRequest, ReleaseOutcome,
-    Renewal,
+    AccessRequest, AcquireOutcome, Capabilities, ExtendOutcome, FairPlace, LockBackend,
+    PermitRequest, ReleaseOutcome, Renewal,
 };
 pub use engine::background::settle_background_releases;
 pub use engine::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::options::AcquireOptions;
+pub use engine::rwlock::RwLock;
 pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{
-    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
-    SemaphoreState,
+    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState, RwHoldState,
+    RwLockState, SemaphoreState,
 };
 pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::Wakeups;
 pub use error::{AclNeed, LockError, LossReason, SourceError};
 pub use key::{
-    FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, Permit, MAX_KEY_LEN, MAX_OWNER_LEN,
-    MAX_PREFIX_LEN,
+    Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, Permit, MAX_KEY_LEN,
+    MAX_OWNER_LEN, MAX_PREFIX_LEN,
 };
 #[cfg(feature = "fred")]
 pub use server::client::FredNode;

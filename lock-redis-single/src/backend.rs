@@ -4,15 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{election, semaphore, single};
+use lock_core::strategy::scripts::{election, rw, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
-    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, Leader, ListOptions,
-    LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken, PermitRequest,
-    PermitState, ReleaseOutcome, Renewal, SemaphoreState, Wakeups,
+    Access, AccessRequest, AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint,
+    ExtendOutcome, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, Leader,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken,
+    PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockState, SemaphoreState,
+    Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -163,7 +164,7 @@ impl SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
-        self.renew_permit_with(&semaphore::RENEW, key, &args, ttl)
+        self.renew_hold_with(&semaphore::RENEW, key, &key.permits_held_key(), &args, ttl)
             .await
     }
 
@@ -192,25 +193,37 @@ impl SingleNodeBackend {
             ttl_ms.as_bytes(),
             entry.as_bytes(),
         ];
-        self.renew_permit_with(&semaphore::TAKE_OVER, key, &args, ttl)
-            .await
+        self.renew_hold_with(
+            &semaphore::TAKE_OVER,
+            key,
+            &key.permits_held_key(),
+            &args,
+            ttl,
+        )
+        .await
     }
 
-    /// Runs a script that renews a permit (`semaphore_renew.lua`,
-    /// `semaphore_take_over.lua`) on the permits and their entries, as
+    /// Runs a script that renews a hold with a deadline of its own (a
+    /// permit's, a read-write hold's: `semaphore_renew.lua`, `rw_renew.lua`
+    /// and their take-overs) on the sorted set and its `entries` hash, as
     /// [`renew_with`](Self::renew_with) does for a lock: 1 renewed, 0 not
-    /// this permit's, and an unacknowledged renewal keeps the deadline.
-    async fn renew_permit_with(
+    /// this hold's, and an unacknowledged renewal keeps the deadline.
+    async fn renew_hold_with(
         &self,
         script: &Script,
         key: &LockKey,
+        entries: &str,
         args: &[&[u8]],
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let held = key.permits_held_key();
+        let problem = if entries == key.modes_key() {
+            rw_problem
+        } else {
+            semaphore_problem
+        };
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(script, &[key.redis_key(), &held], args)
+            .run_acknowledged(script, &[key.redis_key(), entries], args)
             .await?;
         match reply {
             Reply::Int(1) => {
@@ -218,10 +231,7 @@ impl SingleNodeBackend {
                 Ok(ExtendOutcome::Extended { ttl })
             }
             Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => {
-                Err(semaphore_problem(&other)
-                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
-            }
+            other => Err(problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other))),
         }
     }
 
@@ -248,6 +258,71 @@ impl SingleNodeBackend {
             other => {
                 Err(semaphore_problem(&other)
                     .unwrap_or_else(|| self.node.unexpected(script, &other)))
+            }
+        }
+    }
+
+    /// Renews a read-write lock's hold (`rw_renew.lua`), acknowledged as a
+    /// permit's renewal is.
+    async fn renew_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
+        self.renew_hold_with(&rw::RENEW, key, &key.modes_key(), &args, ttl)
+            .await
+    }
+
+    /// Takes over the read-write hold `from` names for `to`
+    /// (`rw_take_over.lua`): only while it is live with the mode and token
+    /// `from` claims.
+    async fn take_over_access(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let (Some(token), Some(access)) = (from.fencing_token(), from.access()) else {
+            return Ok(ExtendOutcome::NotHeld);
+        };
+        let entry = format!("{}:{}", access_letter(access), token.get());
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [
+            from.attempt_value().as_bytes(),
+            to.attempt_value().as_bytes(),
+            ttl_ms.as_bytes(),
+            entry.as_bytes(),
+        ];
+        self.renew_hold_with(&rw::TAKE_OVER, key, &key.modes_key(), &args, ttl)
+            .await
+    }
+
+    /// Gives back a read-write lock's hold (`rw_release.lua`), which
+    /// publishes what may let a waiter in.
+    async fn release_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let modes = key.modes_key();
+        let script = &rw::RELEASE;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &modes],
+                &[hold.attempt_value().as_bytes()],
+            )
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(ReleaseOutcome::Released),
+            Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
+            other => {
+                Err(rw_problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other)))
             }
         }
     }
@@ -438,6 +513,9 @@ impl LockBackend for SingleNodeBackend {
         if hold.permit().is_some() {
             return self.renew_permit(key, hold, ttl).await;
         }
+        if hold.access().is_some() {
+            return self.renew_access(key, hold, ttl).await;
+        }
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
@@ -454,14 +532,15 @@ impl LockBackend for SingleNodeBackend {
             vec![None; renewals.len()];
         // Which renewals go in one script: those of one slot on a cluster.
         let mut groups: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
-        // Permits are renewed each by its own script, all at once.
+        // Permits and read-write holds are renewed each by its own script,
+        // all at once.
         let mut permits = Vec::new();
         for (index, renewal) in renewals.iter().enumerate() {
             if let Err(err) = self.node.validate_ttl(renewal.ttl) {
                 outcomes[index] = Some(Err(err));
                 continue;
             }
-            if renewal.hold.permit().is_some() {
+            if renewal.hold.permit().is_some() || renewal.hold.access().is_some() {
                 permits.push(index);
                 continue;
             }
@@ -482,8 +561,7 @@ impl LockBackend for SingleNodeBackend {
             let renewal = &renewals[index];
             (
                 index,
-                self.renew_permit(renewal.key, renewal.hold, renewal.ttl)
-                    .await,
+                self.extend(renewal.key, renewal.hold, renewal.ttl).await,
             )
         });
         let (locks, permits) = futures::future::join(
@@ -531,6 +609,9 @@ impl LockBackend for SingleNodeBackend {
         if from.permit().is_some() {
             return self.take_over_permit(key, from, to, ttl).await;
         }
+        if from.access().is_some() {
+            return self.take_over_access(key, from, to, ttl).await;
+        }
         // With fencing on, every grant of this strategy is taken to have a
         // token: a hand-off token without one names no hold of it. Whether
         // the claimed token is the hold's own, the key's value says: a grant
@@ -550,6 +631,9 @@ impl LockBackend for SingleNodeBackend {
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         if hold.permit().is_some() {
             return self.release_permit(key, hold).await;
+        }
+        if hold.access().is_some() {
+            return self.release_access(key, hold).await;
         }
         // The holder key is deleted with the lock, whoever wrote it (a
         // process with `holder_info` that handed the lease over). Not on a
@@ -648,7 +732,7 @@ impl LockBackend for SingleNodeBackend {
             .node
             .run(
                 &single::FAIR_LEAVE,
-                &[&queue, &waiters],
+                &[&queue, &waiters, key.redis_key()],
                 &[owner.expose().as_bytes()],
             )
             .await?;
@@ -739,6 +823,56 @@ impl LockBackend for SingleNodeBackend {
             },
             _ => Err(self.node.unexpected(script, &reply)),
         }
+    }
+
+    async fn try_acquire_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        request: AccessRequest,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.node.validate_ttl(ttl)?;
+        let (modes, queue, waiters) = (key.modes_key(), key.queue_key(), key.waiters_key());
+        let keys = [key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let lease_ms = MillisText::new(ttl_millis(request.waiter.waiter_lease).max(1));
+        let args: [&[u8]; 6] = [
+            hold.attempt_value().as_bytes(),
+            match request.access {
+                Access::Shared => b"r",
+                Access::Exclusive => b"w",
+            },
+            ttl_ms.as_bytes(),
+            lease_ms.as_bytes(),
+            if request.waiter.join { b"1" } else { b"0" },
+            if request.prefer_readers { b"r" } else { b"w" },
+        ];
+        let script = &rw::ACQUIRE;
+        let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
+        let outcome = access_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
+    }
+
+    async fn inspect_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
+        let (modes, waiters) = (key.modes_key(), key.waiters_key());
+        let script = &rw::INSPECT;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &modes, key.fence_key(), &waiters],
+                &[],
+            )
+            .await?;
+        if let Some(problem) = rw_problem(&reply) {
+            return Err(problem);
+        }
+        rw_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
     }
 
     async fn proclaim(
@@ -965,6 +1099,88 @@ fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
         })
         .collect::<Option<Vec<_>>>()?;
     Some(SemaphoreState::new(limit, permits))
+}
+
+/// `r` or `w`: the mode as the read-write scripts store it.
+fn access_letter(access: Access) -> char {
+    match access {
+        Access::Shared => 'r',
+        Access::Exclusive => 'w',
+    }
+}
+
+/// The `{-2, key, detail}` reply of the read-write scripts as
+/// [`LockError::Corrupted`]; `None` for any other reply.
+fn rw_problem(reply: &Reply) -> Option<LockError> {
+    let [Reply::Int(-2), key, detail] = reply.as_array()? else {
+        return None;
+    };
+    let detail = detail.as_text()?;
+    let detail = if detail.contains(' ') {
+        detail.to_owned()
+    } else {
+        format!(
+            "it holds a {detail}, not this read-write lock's data (a lock or semaphore of the \
+             same name?)"
+        )
+    };
+    Some(LockError::Corrupted {
+        key: key.as_text()?.to_owned(),
+        detail,
+    })
+}
+
+/// The reply of `rw_acquire.lua`; `None` for a shape it never gives.
+fn access_outcome(key: &LockKey, reply: &Reply) -> Option<Result<AcquireOutcome, LockError>> {
+    if let Some(problem) = rw_problem(reply) {
+        return Some(Err(problem));
+    }
+    match reply.as_array()? {
+        [Reply::Int(1), token] => {
+            let token = token.as_text()?.parse::<u64>().ok()?;
+            Some(Ok(AcquireOutcome::Acquired {
+                fencing_token: Some(FencingToken::new(token)),
+            }))
+        }
+        [Reply::Int(0), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
+            remaining: remaining_from_pttl(*wait_ms),
+        })),
+        [Reply::Int(-4)] => Some(Err(LockError::UpgradeRefused {
+            key: key.name().to_owned(),
+        })),
+        _ => None,
+    }
+}
+
+/// The reply of `rw_inspect.lua`; `None` for a shape it never gives.
+fn rw_state(reply: &Reply) -> Option<RwLockState> {
+    let [epoch, Reply::Int(waiting), holds @ ..] = reply.as_array()? else {
+        return None;
+    };
+    let epoch = FencingToken::new(epoch.as_text()?.parse().ok()?);
+    if !holds.len().is_multiple_of(3) {
+        return None;
+    }
+    let holds = holds
+        .chunks(3)
+        .map(|fields| match fields {
+            [mode, Reply::Int(left), token] => Some(RwHoldState::new(
+                match mode.as_text()? {
+                    "r" => Access::Shared,
+                    "w" => Access::Exclusive,
+                    _ => return None,
+                },
+                Duration::from_millis(u64::try_from(*left).ok()?),
+                FencingToken::new(token.as_text()?.parse().ok()?),
+            )),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(RwLockState::new(
+        epoch,
+        u64::try_from(*waiting).ok()?,
+        holds,
+    ))
 }
 
 /// The `{-1, detail}` reply of the election scripts as

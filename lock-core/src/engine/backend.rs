@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::engine::state::{Leader, ListOptions, LockListing, LockState, SemaphoreState};
+use crate::engine::state::{
+    Leader, ListOptions, LockListing, LockState, RwLockState, SemaphoreState,
+};
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
-use crate::key::{FencingToken, HoldToken, LockKey, OwnerToken};
+use crate::key::{Access, FencingToken, HoldToken, LockKey, OwnerToken};
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +58,14 @@ pub struct PermitRequest {
     pub fair: Option<FairPlace>,
 }
 
+impl FairPlace {
+    /// A place that lasts `waiter_lease` unless tried again, joined when
+    /// `join`.
+    pub fn new(waiter_lease: Duration, join: bool) -> Self {
+        FairPlace { waiter_lease, join }
+    }
+}
+
 impl PermitRequest {
     /// A permit of `weight` in a semaphore of `limit`, outside fair mode.
     pub fn new(limit: u32, weight: u32) -> Self {
@@ -64,6 +74,41 @@ impl PermitRequest {
             weight,
             fair: None,
         }
+    }
+}
+
+/// What a read-write lock acquire asks for
+/// ([`LockBackend::try_acquire_access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AccessRequest {
+    /// A shared (read) or the exclusive (write) hold.
+    pub access: Access,
+    /// Whether a read may start while a writer waits: `false` (the
+    /// default, writer-preferring) makes readers wait behind a waiting
+    /// writer, so a stream of readers cannot starve it.
+    pub prefer_readers: bool,
+    /// A write's place among the waiting writers, which are granted in
+    /// arrival order: queued (if `join`), or kept queued, for
+    /// `waiter_lease` when it must wait. Reads never queue.
+    pub waiter: FairPlace,
+}
+
+impl AccessRequest {
+    /// A hold of `access`, writer-preferring, that queues a write for
+    /// `waiter_lease` when `join`.
+    pub fn new(access: Access, waiter_lease: Duration, join: bool) -> Self {
+        AccessRequest {
+            access,
+            prefer_readers: false,
+            waiter: FairPlace { waiter_lease, join },
+        }
+    }
+
+    /// This request, reader-preferring when `on`.
+    pub fn preferring_readers(mut self, on: bool) -> Self {
+        self.prefer_readers = on;
+        self
     }
 }
 
@@ -358,6 +403,38 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Err(no_semaphores(self.strategy()))
     }
 
+    /// Tries once to take a hold of `request.access` on the read-write lock
+    /// `key` for `hold` (whose [`access`](HoldToken::access) says the same)
+    /// for `ttl`: answers [`AcquireOutcome::Acquired`] with a fencing
+    /// token (a write's next token; a read's epoch, the last write token,
+    /// 0 before any) or `Held` with the time until the first hold in the
+    /// way ends. An owner that has only shared holds and asks for the
+    /// exclusive one gets [`LockError::UpgradeRefused`].
+    ///
+    /// From then on this backend's `extend`, `release`, `extend_many` and
+    /// `take_over` of a hold with an access act on that hold alone. The
+    /// contract's rules hold with "the lock is held" read as "a writer
+    /// beside any other owner's hold would be live".
+    ///
+    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    async fn try_acquire_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        request: AccessRequest,
+    ) -> Result<AcquireOutcome, LockError> {
+        let _ = (key, hold, ttl, request);
+        Err(no_rw_locks(self.strategy()))
+    }
+
+    /// Reads the read-write lock `key` without changing it. The default
+    /// refuses as [`try_acquire_access`](Self::try_acquire_access) does.
+    async fn inspect_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
+        let _ = key;
+        Err(no_rw_locks(self.strategy()))
+    }
+
     /// Binds `value` to the term of `hold`, which has the election `key`'s
     /// lock (its fencing token is the term), and tells the election's
     /// observers: `Ok(false)` when `hold` does not have the lock (nothing
@@ -456,6 +533,14 @@ fn no_semaphores(strategy: &str) -> LockError {
     LockError::config(
         "strategy",
         format!("the {strategy} strategy has no semaphores; use the single-node strategy"),
+    )
+}
+
+/// The error of a strategy without read-write locks.
+fn no_rw_locks(strategy: &str) -> LockError {
+    LockError::config(
+        "strategy",
+        format!("the {strategy} strategy has no read-write locks; use the single-node strategy"),
     )
 }
 

@@ -12,7 +12,7 @@ use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
 use crate::engine::timing::validate_ttl;
 use crate::error::{LockError, LossReason};
-use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 
 /// A cheap, cloneable view of a lease: its key, fencing token, deadline and a
 /// signal for its loss. Code running under a lock receives one from
@@ -48,6 +48,12 @@ impl LeaseHandle {
     /// a lock.
     pub fn permit_weight(&self) -> Option<u32> {
         self.shared.hold.permit().map(|permit| permit.weight())
+    }
+
+    /// For a read-write lock's hold, whether it is shared or exclusive;
+    /// `None` for a lock or a permit.
+    pub fn access(&self) -> Option<Access> {
+        self.shared.hold.access()
     }
 
     /// The owner identity this lease was taken with. Pass it to nested code
@@ -211,6 +217,11 @@ impl LeaseGuard {
     /// See [`LeaseHandle::permit_weight`].
     pub fn permit_weight(&self) -> Option<u32> {
         self.handle.permit_weight()
+    }
+
+    /// See [`LeaseHandle::access`].
+    pub fn access(&self) -> Option<Access> {
+        self.handle.access()
     }
 
     /// Where the lease stands now.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    AcquireOutcome, ExtendOutcome, FairPlace, LockBackend, PermitRequest, ReleaseOutcome,
+    AccessRequest, AcquireOutcome, ExtendOutcome, FairPlace, LockBackend, PermitRequest,
+    ReleaseOutcome,
 };
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
@@ -20,7 +21,7 @@ use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::{lease_deadline, validate_ttl};
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
-use crate::key::{FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 
 /// Takes and holds locks through one backend, with one config.
 ///
@@ -55,11 +56,36 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 
-/// What an acquire takes of its key: the lock, or a semaphore's permit.
+/// What an acquire takes of its key: the lock, a semaphore's permit, or a
+/// read-write lock's shared or exclusive hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Claim {
     Lock,
     Permit(PermitRequest),
+    Access(AccessRequest),
+}
+
+impl Claim {
+    /// Whether a wait for this claim keeps a place in a queue, by one owner
+    /// for the whole wait: a lock's or a permit's in fair mode, and a
+    /// write of a read-write lock always (waiting writers are granted in
+    /// arrival order, and readers wait behind them).
+    fn queues(&self, fair: bool) -> bool {
+        match self {
+            Claim::Lock | Claim::Permit(_) => fair,
+            Claim::Access(request) => request.access == Access::Exclusive,
+        }
+    }
+
+    /// Whether a wait for this claim is woken by every release of its name
+    /// in this process, and tries again once it has subscribed: where a
+    /// release may let in more than one waiter, or not the one that has
+    /// waited longest (the queue, not the wake-up, decides in fair mode;
+    /// a semaphore's release may not fit the first waiter's weight; a
+    /// writer's release lets in every reader).
+    fn wakes_on_every_release(&self, fair: bool) -> bool {
+        fair || !matches!(self, Claim::Lock)
+    }
 }
 
 /// The result of one acquire attempt.
@@ -364,7 +390,7 @@ impl LockManager {
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
         // (reentrant) only reaches its own attempt.
-        let fair_owner = match (self.settings.fair, owner) {
+        let fair_owner = match (claim.queues(self.settings.fair), owner) {
             (false, _) => None,
             (true, Some(owner)) => Some(owner.clone()),
             (true, None) => Some(OwnerToken::generate()?),
@@ -594,17 +620,20 @@ impl LockManager {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
             None => (HoldToken::fresh()?, true),
         };
-        if let Claim::Permit(request) = claim {
-            hold = hold.for_permit(request.weight);
+        match claim {
+            Claim::Permit(request) => hold = hold.for_permit(request.weight),
+            Claim::Access(request) => hold = hold.for_access(request.access),
+            Claim::Lock => {}
         }
         let fair = self.settings.fair;
+        let queues = claim.queues(fair);
         let sent_at = Instant::now();
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
         // hold nobody has.
         // A fair waiter keeps its owner across attempts (its place in the
         // queue), so only a per-attempt release is safe for it.
-        let undo_safe = (fresh_owner && !fair) || self.backend.releases_only_its_attempt();
+        let undo_safe = (fresh_owner && !queues) || self.backend.releases_only_its_attempt();
         let pending = DropGuard::new(|| {
             if undo_safe {
                 spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
@@ -622,6 +651,13 @@ impl LockManager {
                     .try_acquire_permit(key, &hold, ttl, request)
                     .await
             }
+            Claim::Access(mut request) => {
+                request.waiter.waiter_lease = FAIR_WAITER_LEASE;
+                request.waiter.join = join_queue && queues;
+                self.backend
+                    .try_acquire_access(key, &hold, ttl, request)
+                    .await
+            }
             Claim::Lock if fair => {
                 self.backend
                     .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
@@ -631,6 +667,31 @@ impl LockManager {
         };
         pending.disarm();
         match outcome {
+            Ok(AcquireOutcome::Acquired { fencing_token }) if hold.access().is_some() => {
+                // A read-write hold's id stays its value; its token is kept
+                // beside it, and it always has one (a read's epoch).
+                let Some(token) = fencing_token else {
+                    spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                    return Err(LockError::UnexpectedReply {
+                        node: self.backend.strategy().to_owned(),
+                        script: "try_acquire_access",
+                        reply: "a read-write hold granted without a fencing token".to_owned(),
+                    });
+                };
+                tracing::debug!(
+                    key = key.name(),
+                    access = hold.access().map(Access::as_str),
+                    fencing_token = token.get(),
+                    elapsed_us = sent_at.elapsed().as_micros() as u64,
+                    "read-write hold acquired"
+                );
+                Ok(Attempt::Acquired(Granted {
+                    hold: hold.granted_access(token),
+                    sent_at,
+                    ttl,
+                    ttl_set: ttl,
+                }))
+            }
             Ok(AcquireOutcome::Acquired { fencing_token }) => {
                 tracing::debug!(
                     key = key.name(),
@@ -934,8 +995,9 @@ impl<'a, Q> Wait<'a, Q> {
                 // Fair waiters: the queue, not the wake-up, decides who
                 // wins. A semaphore's: a release may let several in, or
                 // not the longest waiter (a larger weight than it freed).
-                let every_release =
-                    self.manager.settings.fair || matches!(self.claim, Claim::Permit(_));
+                let every_release = self
+                    .claim
+                    .wakes_on_every_release(self.manager.settings.fair);
                 if every_release {
                     watch.wake_on_every_release();
                 }
@@ -968,7 +1030,7 @@ impl<'a, Q> Wait<'a, Q> {
         let left = self.left();
         // A fair waiter must try again well within its place's lease, or
         // it drops out of the line between attempts.
-        let fair_cap = if self.manager.settings.fair {
+        let fair_cap = if self.claim.queues(self.manager.settings.fair) {
             FAIR_WAITER_LEASE / 4
         } else {
             Duration::MAX

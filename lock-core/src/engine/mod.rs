@@ -15,6 +15,7 @@ pub(crate) mod lease;
 pub(crate) mod manager;
 pub(crate) mod options;
 pub(crate) mod renewal;
+pub(crate) mod rwlock;
 pub(crate) mod schedule;
 pub(crate) mod semaphore;
 pub(crate) mod settings;

@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::LockError;
-use crate::key::FencingToken;
+use crate::key::{Access, FencingToken};
 
 /// What [`LockManager::list`](crate::LockManager::list) looks for, and how much work it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +86,9 @@ pub struct ListedLock {
     /// When the name is an election with a proclaimed leader: its term and
     /// value (`state` shows the leader's lock).
     pub leader: Option<Leader>,
+    /// When the name is a read-write lock: its writer, readers and waiting
+    /// writers (`state` then shows the lease of its last hold).
+    pub rw_lock: Option<RwLockState>,
 }
 
 /// A snapshot of one lock, for operators and tests.
@@ -193,6 +196,79 @@ impl PermitState {
         PermitState {
             slot,
             weight,
+            remaining,
+            fencing_token,
+        }
+    }
+}
+
+/// A snapshot of one read-write lock, for operators and tests; see
+/// [`RwLock::state`](crate::RwLock::state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwLockState {
+    /// The write epoch: the last write token issued (0 before the first
+    /// write), which every read started since carries as its token.
+    pub epoch: FencingToken,
+    /// How many writers wait with a live place in the queue.
+    pub waiting_writers: u64,
+    /// The live holds, the first to end first. Their ids (secrets, like
+    /// owner tokens) are not shown.
+    pub holds: Vec<RwHoldState>,
+}
+
+/// One live hold of a [`RwLockState`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RwHoldState {
+    /// Shared or exclusive.
+    pub access: Access,
+    /// How long its lease has left, by the server's clock.
+    pub remaining: Duration,
+    /// Its fencing token: a write's token, or the epoch a read started in.
+    pub fencing_token: FencingToken,
+}
+
+impl RwLockState {
+    /// The state of a read-write lock at `epoch` with `waiting_writers` and
+    /// the live `holds` (sorted here by lease left). For a strategy's
+    /// [`inspect_rw_lock`](crate::LockBackend::inspect_rw_lock).
+    pub fn new(epoch: FencingToken, waiting_writers: u64, mut holds: Vec<RwHoldState>) -> Self {
+        holds.sort_by_key(|hold| hold.remaining);
+        RwLockState {
+            epoch,
+            waiting_writers,
+            holds,
+        }
+    }
+
+    /// The exclusive holds: at most one owner's (its re-entries, or a
+    /// write being downgraded).
+    pub fn writers(&self) -> impl Iterator<Item = &RwHoldState> {
+        self.holds
+            .iter()
+            .filter(|hold| hold.access == Access::Exclusive)
+    }
+
+    /// The shared holds.
+    pub fn readers(&self) -> impl Iterator<Item = &RwHoldState> {
+        self.holds
+            .iter()
+            .filter(|hold| hold.access == Access::Shared)
+    }
+
+    /// Whether any hold is live.
+    pub fn is_held(&self) -> bool {
+        !self.holds.is_empty()
+    }
+}
+
+impl RwHoldState {
+    /// A live hold of `access` with `remaining` of its lease and its
+    /// `fencing_token`.
+    pub fn new(access: Access, remaining: Duration, fencing_token: FencingToken) -> Self {
+        RwHoldState {
+            access,
             remaining,
             fencing_token,
         }

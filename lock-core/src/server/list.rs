@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use crate::engine::backend::LockBackend;
-use crate::engine::state::{Leader, LockState, SemaphoreState};
+use crate::engine::state::{Leader, LockState, RwLockState, SemaphoreState};
 use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::LockError;
 use crate::key::{validate_prefix, LockKey};
@@ -94,9 +94,9 @@ pub async fn list_held(
                     Ok(key) => backend.inspect(key).await,
                     Err(err) => Err(err.clone()),
                 };
-                let (semaphore, leader) = match (&key, &state) {
+                let kind = match (&key, &state) {
                     (Ok(key), Ok(LockState::Held { .. })) => what_else(backend, key).await,
-                    _ => (None, None),
+                    _ => Kind::default(),
                 };
                 let queued = match (&state, queue_node) {
                     (Ok(LockState::Held { .. }), Some(node)) => {
@@ -108,8 +108,9 @@ pub async fn list_held(
                     name,
                     state,
                     queued,
-                    semaphore,
-                    leader,
+                    semaphore: kind.semaphore,
+                    leader: kind.leader,
+                    rw_lock: kind.rw_lock,
                 }
             }
         })
@@ -228,9 +229,9 @@ fn scan_page(reply: &Reply) -> Option<(String, &[Reply])> {
 
 /// The `SCAN MATCH` pattern of the lock keys whose names start with
 /// `name_prefix`: `<prefix>{<name>}`, or `<prefix>{~}<name>~` for names that
-/// start with `}` (see [`LockKey`]). Every other key of a lock ends in
-/// `:fence`, `:holder`, `:queue` or `:waiters`, so the pattern leaves them
-/// out.
+/// start with `}` (see [`LockKey`]). Every other key of a name ends in a
+/// suffix after its braces (`:fence`, `:queue`, `:modes`, ...), so the
+/// pattern leaves them out.
 fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
     let key_prefix = glob_escape(key_prefix);
     if name_prefix.starts_with('}') {
@@ -242,20 +243,42 @@ fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
     }
 }
 
-/// What else a held name is, for a backend that has semaphores or
-/// elections: a semaphore (its key has a stored limit), or an election
-/// with a proclaimed leader. A backend without them, or a read that fails,
+/// What else a held name is, for a backend that has semaphores, read-write
+/// locks or elections: a semaphore (its key has a stored limit), a
+/// read-write lock with live holds, or an election with a proclaimed
+/// leader. A backend without them, or a read that fails,
 /// says nothing: the lock's own state is listed all the same.
-async fn what_else(
-    backend: &dyn LockBackend,
-    key: &LockKey,
-) -> (Option<SemaphoreState>, Option<Leader>) {
+async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
     if let Ok(state) = backend.inspect_semaphore(key).await {
         if state.limit.is_some() {
-            return (Some(state), None);
+            return Kind {
+                semaphore: Some(state),
+                ..Kind::default()
+            };
         }
     }
-    (None, backend.read_leader(key).await.ok().flatten())
+    // A semaphore's permits have no read-write entries, and a lock's key is
+    // no sorted set: each reads as foreign data to the other's script.
+    if let Ok(state) = backend.inspect_rw_lock(key).await {
+        if state.is_held() {
+            return Kind {
+                rw_lock: Some(state),
+                ..Kind::default()
+            };
+        }
+    }
+    Kind {
+        leader: backend.read_leader(key).await.ok().flatten(),
+        ..Kind::default()
+    }
+}
+
+/// What else a held name is, beside a lock key: at most one of these.
+#[derive(Default)]
+struct Kind {
+    semaphore: Option<SemaphoreState>,
+    leader: Option<Leader>,
+    rw_lock: Option<RwLockState>,
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.

@@ -366,6 +366,43 @@ pub mod semaphore {
     );
 }
 
+/// The read-write lock scripts: shared and exclusive holds with their own
+/// leases in a sorted set scored by the server's clock, a write counter, and
+/// the fair lock's queue keys for the waiting writers. Each is loaded after
+/// `lua/semaphore.lua` and `lua/rw.lua` (whose header describes the keys),
+/// and every one that writes drops expired holds first.
+pub mod rw {
+    use super::Script;
+
+    macro_rules! rw_script {
+        ($name:literal) => {
+            Script::new(
+                $name,
+                concat!(
+                    include_str!("../../lua/semaphore.lua"),
+                    include_str!("../../lua/rw.lua"),
+                    include_str!(concat!("../../lua/", $name, ".lua"))
+                ),
+            )
+        };
+    }
+
+    /// A shared or exclusive hold, when nothing is in its way:
+    /// `lua/rw_acquire.lua`.
+    pub static ACQUIRE: Script = rw_script!("rw_acquire");
+    /// Renewal of a live hold, never of an ended one: `lua/rw_renew.lua`.
+    pub static RENEW: Script = rw_script!("rw_renew");
+    /// A hold given back, once, waking who it may let in:
+    /// `lua/rw_release.lua`.
+    pub static RELEASE: Script = rw_script!("rw_release");
+    /// A live hold taken over for a new id (a resumed hand-off):
+    /// `lua/rw_take_over.lua`.
+    pub static TAKE_OVER: Script = rw_script!("rw_take_over");
+    /// The epoch, the waiting writers and the live holds, read only:
+    /// `lua/rw_inspect.lua`.
+    pub static INSPECT: Script = rw_script!("rw_inspect");
+}
+
 /// The election scripts, over a single-node lock whose fencing token is
 /// the leader's term: the proclamation bound to that term, and the read of
 /// the leader.
@@ -515,6 +552,11 @@ mod tests {
                 "semaphore_set_limit",
                 include_str!("../../lua/semaphore_set_limit.lua"),
             ),
+            ("rw_acquire", include_str!("../../lua/rw_acquire.lua")),
+            ("rw_renew", include_str!("../../lua/rw_renew.lua")),
+            ("rw_release", include_str!("../../lua/rw_release.lua")),
+            ("rw_take_over", include_str!("../../lua/rw_take_over.lua")),
+            ("rw_inspect", include_str!("../../lua/rw_inspect.lua")),
             (
                 "election_proclaim",
                 include_str!("../../lua/election_proclaim.lua"),

@@ -14,9 +14,9 @@ use lock_core::{
     AcquireOptions, ClientKind, LockError, LockManager, Semaphore, MAX_SEMAPHORE_LIMIT,
 };
 use lock_testkit::contract::fast_config;
-use lock_testkit::{AdminReply, RedisServer};
+use lock_testkit::RedisServer;
 
-use super::manager;
+use super::{keys, manager};
 
 /// A manager whose leases nobody renews: a holder that stops, as one that
 /// crashed does.
@@ -432,22 +432,6 @@ async fn max_hold_ends_a_permit(kind: ClientKind) {
             "the weight never came back"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Every key the server has, with its type, to compare before and after.
-fn keys(server: &RedisServer) -> Vec<String> {
-    let script = "local out = {} \
-        for _, key in ipairs(redis.call('keys', '*')) do \
-          out[#out + 1] = key .. ' ' .. redis.call('type', key)['ok'] \
-        end \
-        table.sort(out) return out";
-    match server.admin(&["EVAL", script, "0"]).expect("EVAL") {
-        AdminReply::Array(Some(items)) => items
-            .iter()
-            .map(|item| item.as_text().expect("text").to_owned())
-            .collect(),
-        other => panic!("{other:?}"),
     }
 }
 

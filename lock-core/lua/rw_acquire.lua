@@ -1,0 +1,158 @@
+-- Takes a shared (read) or exclusive (write) hold of a read-write lock.
+--
+-- A write is granted when no other owner has a live hold and the queue of
+-- waiting writers is empty or headed by this owner; it gets the next token
+-- of the counter. A read is granted when no other owner has a live write
+-- and, preferring writers (the default), no writer is waiting; it gets the
+-- write epoch, the counter's value (0 before the first write). An owner
+-- that already has a live hold re-enters: a read beside its own write (a
+-- downgrade) or its own reads, whatever waits, and a write beside its own
+-- write, with that write's token. A write by an owner that has only reads
+-- is refused: two such upgrades would wait on each other.
+--
+-- KEYS[1]  the holds (a sorted set; see rw.lua)
+-- KEYS[2]  the modes (a hash)
+-- KEYS[3]  the write counter (a string)
+-- KEYS[4]  the waiting writers' queue (a list of owners)
+-- KEYS[5]  the waiting writers' deadlines (a sorted set)
+-- ARGV[1]  the hold id, `<owner>:<nonce>` (16 hex digits)
+-- ARGV[2]  `r` (shared) or `w` (exclusive)
+-- ARGV[3]  the TTL in ms
+-- ARGV[4]  the waiter lease in ms: how long a waiting writer's place lasts
+-- ARGV[5]  "1" for a write to join the queue when it must wait, "0" to try
+--          once (a one-shot try never queues)
+-- ARGV[6]  "w" to prefer writers (a read waits while a writer waits), "r"
+--          to prefer readers
+--
+-- Reply:
+--   {1, token}       granted (the token as text): a write's token, or a
+--                    read's epoch; for an id already live (a retried
+--                    attempt), its own, its deadline set again
+--   {0, wait_ms}     not granted: `wait_ms` is how long until the first
+--                    hold or waiting writer in the way ends (-1 when only
+--                    the queue's head is); only expired holds and dead
+--                    waiters were removed, and a write queued if asked
+--   {-2, key, detail} a key holds something that is not this lock's data:
+--                    nothing was written
+-- A plain lock of the same name (a string at KEYS[1]) is in the way as a
+-- writer is: {0, its PTTL}, nothing written; it sees this lock's key and
+-- waits in turn, and both take tokens from the same counter.
+--   {-4}             a write by an owner that has only reads: nothing was
+--                    written
+-- Missing KEYS or ARGV is an error reply before anything is read. Every
+-- check, and TIME, comes before the first write. The cost is in the number
+-- of live holds, and the dead waiters dropped from the queue's head.
+if #KEYS < 5 then
+  return redis.error_reply('ERR rw_acquire: five keys expected')
+end
+local holds, modes, counter, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local id, mode = ARGV[1], ARGV[2]
+local ttl, lease = sem_count(ARGV[3], 14), sem_count(ARGV[4], 14)
+local join, prefer_readers = ARGV[5] == '1', ARGV[6] == 'r'
+if not (id and (mode == 'r' or mode == 'w') and ttl and lease and (ARGV[6] == 'w' or prefer_readers)) then
+  return redis.error_reply('ERR rw_acquire: an id, a mode r or w, a TTL and a waiter lease from 1, and a preference r or w expected')
+end
+if not string.match(id, ':%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$') then
+  return redis.error_reply('ERR rw_acquire: the id must end in a 16-digit nonce')
+end
+local owner = rw_owner(id)
+if redis.call('type', holds)['ok'] == 'string' then
+  return {0, redis.call('pttl', holds)}
+end
+local foreign = sem_foreign({holds, modes, counter, queue, waiters}, {'zset', 'hash', 'string', 'list', 'zset'})
+if foreign then
+  return foreign
+end
+local last = redis.call('get', counter)
+if last and (not string.match(last, '^%d+$') or #last > 18) then
+  return {-2, counter, 'the write counter is not a number below 10^18'}
+end
+local now = sem_now()
+local live, problem = rw_live(holds, modes, now)
+if not live then
+  return problem
+end
+local expired = redis.call('zrangebyscore', holds, '-inf', now)
+-- What this owner has, and the first deadline of what is in the way.
+local own_read, own_write, blocked_until = false, nil, nil
+for _, hold in ipairs(live) do
+  local hold_id, hold_mode, token, deadline = hold[1], hold[2], hold[3], hold[4]
+  if hold_id == id then
+    sem_drop(holds, modes, expired)
+    redis.call('zadd', holds, 'xx', now + ttl, id)
+    sem_keep(holds, modes, now)
+    return {1, token}
+  end
+  if rw_owner(hold_id) == owner then
+    if hold_mode == 'w' then
+      own_write = token
+    else
+      own_read = true
+    end
+  elseif mode == 'w' or hold_mode == 'w' then
+    blocked_until = math.min(blocked_until or deadline, deadline)
+  end
+end
+if mode == 'w' and own_read and not own_write then
+  return {-4}
+end
+-- The live head of the writers' queue: dead waiters leave from the head,
+-- so none blocks the rest. Only a write looks at the head.
+local head = nil
+if mode == 'w' and not own_write then
+  head = redis.call('lindex', queue, 0)
+  while head do
+    local deadline = tonumber(redis.call('zscore', waiters, head))
+    if deadline and deadline > now then
+      break
+    end
+    redis.call('lpop', queue)
+    redis.call('zrem', waiters, head)
+    head = redis.call('lindex', queue, 0)
+  end
+end
+local waiting_writer = nil
+if mode == 'r' and not prefer_readers and not (own_read or own_write) then
+  waiting_writer = redis.call('zrangebyscore', waiters, '(' .. now, '+inf', 'withscores', 'limit', 0, 1)[2]
+end
+local in_queue = head and head ~= owner
+if blocked_until or in_queue or waiting_writer then
+  sem_drop(holds, modes, expired)
+  if mode == 'w' and join then
+    if not redis.call('zscore', waiters, owner) then
+      redis.call('rpush', queue, owner)
+    end
+    redis.call('zadd', waiters, now + lease, owner)
+    redis.call('pexpire', queue, lease * 2)
+    redis.call('pexpire', waiters, lease * 2)
+  end
+  local first = blocked_until
+  if waiting_writer then
+    first = math.min(first or tonumber(waiting_writer), tonumber(waiting_writer))
+  end
+  -- Behind the queue's head alone, the head's grant or departure wakes us.
+  if in_queue and not blocked_until then
+    first = nil
+  end
+  return {0, first and (first - now) or -1}
+end
+sem_drop(holds, modes, expired)
+local token
+if mode == 'w' then
+  token = own_write
+  if not token then
+    -- As text: a Lua number of 10^14 or more would print in exponent form.
+    redis.call('incr', counter)
+    token = redis.call('get', counter)
+  end
+else
+  token = last or '0'
+end
+redis.call('zadd', holds, now + ttl, id)
+redis.call('hset', modes, id, mode .. ':' .. token)
+sem_keep(holds, modes, now)
+if head then
+  redis.call('lpop', queue)
+  redis.call('zrem', waiters, owner)
+end
+return {1, token}

@@ -1,0 +1,40 @@
+-- Gives back one hold of a read-write lock, once.
+--
+-- KEYS[1]  the holds (a sorted set; see rw.lua)
+-- KEYS[2]  the modes (a hash)
+-- ARGV[1]  the hold id
+--
+-- Reply: 1 released; 0 the hold is not live (nothing released); {-2, key,
+-- type} a key holds another type (nothing written).
+-- What may let a waiter in is published on `KEYS[1]:released`: the release
+-- of a write (readers and the next writer may go), of the last live hold
+-- (a writer may go), or the drop of expired holds. A reader's release with
+-- other holds left lets nobody in, and wakes nobody. The publish is a
+-- `pcall`: without pub/sub rights, waiters find out by their timers.
+if #KEYS < 2 then
+  return redis.error_reply('ERR rw_release: two keys expected')
+end
+local holds, modes = KEYS[1], KEYS[2]
+if not ARGV[1] then
+  return redis.error_reply('ERR rw_release: the hold id expected')
+end
+local foreign = sem_foreign({holds, modes}, {'zset', 'hash'})
+if foreign then
+  return foreign
+end
+local now = sem_now()
+local expired = redis.call('zrangebyscore', holds, '-inf', now)
+sem_drop(holds, modes, expired)
+local wake = #expired > 0
+local released = 0
+if redis.call('zscore', holds, ARGV[1]) then
+  local mode = rw_entry(redis.call('hget', modes, ARGV[1]))
+  sem_drop(holds, modes, {ARGV[1]})
+  sem_keep(holds, modes, now)
+  released = 1
+  wake = wake or mode ~= 'r' or redis.call('zcard', holds) == 0
+end
+if wake then
+  redis.pcall('publish', holds .. ':released', '1')
+end
+return released

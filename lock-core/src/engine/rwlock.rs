@@ -1,0 +1,215 @@
+//! Read-write locks: shared holds beside each other, an exclusive hold
+//! beside none, each with a lease of its own, held through the same guards,
+//! watchdog and waits as a lock.
+
+use crate::engine::backend::AccessRequest;
+use crate::engine::guard::LeaseGuard;
+use crate::engine::manager::{Claim, LockManager, FAIR_WAITER_LEASE};
+use crate::engine::options::AcquireOptions;
+use crate::engine::state::RwLockState;
+use crate::error::LockError;
+use crate::key::{Access, LockKey};
+
+/// A named read-write lock, from [`LockManager::rw_lock`]: any number of
+/// shared (read) holds at once, or the exclusive (write) hold of one
+/// owner, across every process that uses the name.
+///
+/// Each acquire takes **one hold** with its own lease: the same
+/// [`LeaseGuard`] as a lock, renewed by the watchdog, released by
+/// `release().await` or in the background on drop, its loss reported by
+/// `lost()`. A reader that crashes frees its share when its own lease runs
+/// out, however many other readers renew theirs: every hold has its own
+/// deadline by the server's clock, every script first drops the holds
+/// whose deadline has passed, and a renewal never revives one.
+///
+/// **Writers first**: a waiting writer keeps new readers out, so a stream
+/// of readers cannot starve it, and waiting writers are granted in arrival
+/// order. A writer's place lasts [`FAIR_WAITER_LEASE`] unless it tries
+/// again (waiting writers do, four times within it): a writer that was
+/// cancelled or died holds readers back for at most that. A one-shot
+/// [`try_write`](Self::try_write) never queues. Prefer readers instead
+/// with [`preferring_readers`](Self::preferring_readers) (a reader then
+/// starts whenever no writer holds the lock).
+///
+/// **Re-entry** is by owner ([`AcquireOptions::with_owner`]): an owner
+/// that holds the lock may take more shared holds whatever waits, and one
+/// that holds the write may take the write again (with the same token) or
+/// shared holds: a **downgrade** is a read taken while writing, then the
+/// write released. An **upgrade** (a write asked for by an owner that has
+/// only reads) is refused with [`LockError::UpgradeRefused`]: it would
+/// wait for its own reads, and two such owners for each other.
+///
+/// **Fencing**: a write gets the next token of the lock's counter, so write
+/// tokens only grow; a read gets the **write epoch**, the last write token
+/// (0 before the first write). A resource that keeps the highest token it
+/// has seen accepts a write whose token is at least that, and knows a
+/// reader's data is current exactly when its epoch equals it: a reader
+/// that paused past its lease while a writer came and went sees a newer
+/// epoch and knows its view is stale.
+///
+/// Wake-ups: a release that may let someone in (a write's, the last
+/// read's, a waiting writer giving up) is published, and every waiter of
+/// the name in this process tries again; a waiter also tries again when
+/// the first hold in its way ends by its lease, as the server said.
+///
+#[cfg_attr(not(doctest), doc = include_str!("../doc/rw_lock.md"))]
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    manager: LockManager,
+    key: LockKey,
+    prefer_readers: bool,
+}
+
+impl LockManager {
+    /// The read-write lock `name`, through this manager's backend, config
+    /// and watchdog. Nothing is sent until an acquire.
+    ///
+    /// Errors: [`LockError::InvalidKey`] for a bad name. A strategy without
+    /// read-write locks (reentrant, Redlock) refuses the first acquire with
+    /// [`LockError::InvalidConfig`] on `strategy`. The config's `fair` does
+    /// not apply: writers are always granted in arrival order, readers
+    /// never queue.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock, LockError> {
+        Ok(RwLock {
+            key: self.key(name)?,
+            manager: self.clone(),
+            prefer_readers: false,
+        })
+    }
+
+    /// Reads the read-write lock `name`: for operators (`distlock status`).
+    /// A name never used as one (or whose keys are gone) reads with no
+    /// holds; a lock's or semaphore's name is [`LockError::Corrupted`].
+    pub async fn rw_lock_state(&self, name: &str) -> Result<RwLockState, LockError> {
+        let key = self.key(name)?;
+        self.backend().inspect_rw_lock(&key).await
+    }
+}
+
+impl RwLock {
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// This handle, preferring readers: its reads start whenever no writer
+    /// holds the lock, even while writers wait (who may then wait as long
+    /// as reads overlap). A policy of each acquire, not of the lock: the
+    /// processes that share a name should agree on it.
+    pub fn preferring_readers(mut self) -> Self {
+        self.prefer_readers = true;
+        self
+    }
+
+    /// Tries once for a shared hold: `Ok(None)` when a writer holds the
+    /// lock (or, preferring writers, waits for it).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_with`](Self::read_with).
+    pub async fn try_read(&self) -> Result<Option<LeaseGuard>, LockError> {
+        self.try_once(Access::Shared).await
+    }
+
+    /// Waits up to the configured `wait_timeout` for a shared hold.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_with`](Self::read_with).
+    pub async fn read(&self) -> Result<LeaseGuard, LockError> {
+        self.read_with(&AcquireOptions::new()).await
+    }
+
+    /// Takes a shared hold as `options` say: as their owner, waiting up to
+    /// their wait, for a lease of their TTL; what they leave unset comes
+    /// from the config. Its [`fencing_token`](LeaseGuard::fencing_token)
+    /// is the write epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotAcquired`] when a writer held (or waited) for the
+    /// whole wait; [`LockError::InvalidPermits`] when `options` carry a
+    /// weight; [`LockError::Corrupted`] when one of its keys holds foreign
+    /// data (a lock or semaphore of the same name, for one); otherwise as
+    /// [`LockManager::acquire_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`]: a hold granted to a dropped
+    /// future is released in the background.
+    pub async fn read_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+        self.acquire_with(Access::Shared, options).await
+    }
+
+    /// Tries once for the exclusive hold, without queueing: `Ok(None)` when
+    /// another owner holds the lock or a writer waits before it.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_with`](Self::write_with).
+    pub async fn try_write(&self) -> Result<Option<LeaseGuard>, LockError> {
+        self.try_once(Access::Exclusive).await
+    }
+
+    /// Waits up to the configured `wait_timeout` for the exclusive hold.
+    ///
+    /// # Errors
+    ///
+    /// As [`write_with`](Self::write_with).
+    pub async fn write(&self) -> Result<LeaseGuard, LockError> {
+        self.write_with(&AcquireOptions::new()).await
+    }
+
+    /// Takes the exclusive hold as `options` say, waiting in the writers'
+    /// queue; its [`fencing_token`](LeaseGuard::fencing_token) is the
+    /// lock's next write token (a re-entry's is its owner's write's).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::UpgradeRefused`] when the owner has only shared holds;
+    /// otherwise as [`read_with`](Self::read_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`read_with`](Self::read_with); a dropped wait also leaves the
+    /// writers' queue in the background.
+    pub async fn write_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+        self.acquire_with(Access::Exclusive, options).await
+    }
+
+    /// Reads the lock: its write epoch, how many writers wait, and the live
+    /// holds (with their leases and tokens, never their ids).
+    pub async fn state(&self) -> Result<RwLockState, LockError> {
+        self.manager.backend().inspect_rw_lock(&self.key).await
+    }
+
+    async fn try_once(&self, access: Access) -> Result<Option<LeaseGuard>, LockError> {
+        let ttl = self.manager.settings().ttl;
+        self.manager
+            .try_once(None, self.name(), ttl, self.claim(access))
+            .await
+    }
+
+    async fn acquire_with(
+        &self,
+        access: Access,
+        options: &AcquireOptions,
+    ) -> Result<LeaseGuard, LockError> {
+        if options.weight.is_some() {
+            return Err(LockError::InvalidPermits {
+                reason: "a weight is for a semaphore's permits, not a read-write lock's holds"
+                    .to_owned(),
+            });
+        }
+        self.manager
+            .acquire_claim(self.name(), options, self.claim(access))
+            .await
+    }
+
+    fn claim(&self, access: Access) -> Claim {
+        Claim::Access(
+            AccessRequest::new(access, FAIR_WAITER_LEASE, false)
+                .preferring_readers(self.prefer_readers),
+        )
+    }
+}

@@ -1,0 +1,607 @@
+//! Read-write locks on the single-node strategy, through the engine, on
+//! both clients: a writer never beside another holder, write tokens that
+//! only grow and reads that carry the last one, a dead reader's share
+//! freed at its own deadline among renewing readers, waiting writers that
+//! keep new readers out (or not, preferring readers), wake-ups by the
+//! releases that let waiters in, re-entry, downgrade and a refused
+//! upgrade, hand-off, and bad input refused with nothing written.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{
+    Access, AccessRequest, AcquireOptions, ClientKind, HandoffToken, HoldToken, LockError, LockKey,
+    LockManager, OwnerToken, FAIR_WAITER_LEASE,
+};
+use lock_testkit::contract::fast_config;
+use lock_testkit::RedisServer;
+
+use super::{keys, manager};
+
+/// A manager whose leases nobody renews: a holder that stops, as one that
+/// crashed does.
+async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
+    let mut config = fast_config(ttl);
+    config.watchdog.enabled = false;
+    manager(kind, server, config).await
+}
+
+fn waiting(seconds: u64) -> AcquireOptions {
+    AcquireOptions::new().with_wait(Duration::from_secs(seconds))
+}
+
+/// What the holders of one lock count, by their own bookkeeping.
+#[derive(Default)]
+struct Seen {
+    readers: u32,
+    writers: u32,
+    /// The token of the last write that started.
+    last_write: u64,
+    writes: u32,
+    reads: u32,
+}
+
+/// Readers and writers over and over: a writer never beside another
+/// holder, each write's token greater than every earlier one, and each
+/// read's epoch the token of the last write before it.
+async fn a_writer_is_never_beside_another_holder(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let lock = locks.rw_lock("shared").expect("rw lock");
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let tasks = (0..6u32).map(|task| {
+        let (lock, seen) = (lock.clone(), Arc::clone(&seen));
+        tokio::spawn(async move {
+            for round in 0..8u32 {
+                if (task + round) % 3 == 0 {
+                    let write = lock.write_with(&waiting(20)).await.expect("write");
+                    assert_eq!(write.access(), Some(Access::Exclusive));
+                    let token = write.fencing_token().expect("a token").get();
+                    {
+                        let mut seen = seen.lock().expect("seen");
+                        assert_eq!(
+                            (seen.readers, seen.writers),
+                            (0, 0),
+                            "a writer beside others"
+                        );
+                        assert!(
+                            token > seen.last_write,
+                            "token {token} after {}",
+                            seen.last_write
+                        );
+                        seen.writers += 1;
+                        seen.last_write = token;
+                        seen.writes += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    seen.lock().expect("seen").writers -= 1;
+                    write.release().await.expect("release");
+                } else {
+                    let read = lock.read_with(&waiting(20)).await.expect("read");
+                    assert_eq!(read.access(), Some(Access::Shared));
+                    let epoch = read.fencing_token().expect("an epoch").get();
+                    {
+                        let mut seen = seen.lock().expect("seen");
+                        assert_eq!(seen.writers, 0, "a reader beside a writer");
+                        assert_eq!(epoch, seen.last_write, "a read's epoch");
+                        seen.readers += 1;
+                        seen.reads += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    seen.lock().expect("seen").readers -= 1;
+                    read.release().await.expect("release");
+                }
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("task");
+    }
+    let (writes, reads, last_write) = {
+        let seen = seen.lock().expect("seen");
+        (seen.writes, seen.reads, seen.last_write)
+    };
+    assert_eq!((writes, reads), (16, 32));
+    let state = lock.state().await.expect("state");
+    assert!(!state.is_held(), "{state:?}");
+    assert_eq!(state.epoch.get(), last_write);
+}
+
+/// Readers share; a waiting writer keeps new readers out, is served when
+/// the last reader lets go (woken, not by a timer), and readers then carry
+/// its token as their epoch.
+async fn a_waiting_writer_keeps_new_readers_out(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    // Long TTLs: a waiter left to its timer would wait for one to run out.
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("doc").expect("rw lock");
+    let first = lock.try_read().await.expect("try").expect("free");
+    let second = lock.try_read().await.expect("try").expect("readers share");
+    assert_eq!(
+        first.fencing_token().map(|t| t.get()),
+        Some(0),
+        "no write yet"
+    );
+    assert!(lock.try_write().await.expect("try").is_none());
+    assert_eq!(
+        lock.state().await.expect("state").waiting_writers,
+        0,
+        "a one-shot try queued"
+    );
+    let writer = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let write = lock.write_with(&waiting(20)).await;
+            (Instant::now(), write)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(lock.state().await.expect("state").waiting_writers, 1);
+    assert!(
+        lock.try_read().await.expect("try").is_none(),
+        "a reader passed a waiting writer"
+    );
+    first.release().await.expect("release");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!writer.is_finished(), "served beside a reader");
+    second.release().await.expect("release");
+    let released = Instant::now();
+    let (served, write) = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the writer was never served")
+        .expect("task");
+    let write = write.expect("write");
+    let gap = served.saturating_duration_since(released);
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the last read"
+    );
+    let token = write.fencing_token().expect("a token");
+    assert_eq!(token.get(), 1);
+    assert!(
+        lock.try_read().await.expect("try").is_none(),
+        "a read beside a write"
+    );
+    write.release().await.expect("release");
+    let after = lock.try_read().await.expect("try").expect("free again");
+    assert_eq!(
+        after.fencing_token(),
+        Some(token),
+        "the epoch is the last write"
+    );
+    after.release().await.expect("release");
+}
+
+/// Preferring readers, a read starts beside other reads while a writer
+/// waits; the writer is served once the reads are over.
+async fn preferring_readers_lets_reads_pass_a_waiting_writer(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks
+        .rw_lock("cache")
+        .expect("rw lock")
+        .preferring_readers();
+    let read = lock.try_read().await.expect("try").expect("free");
+    let writer = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let passing = lock.try_read().await.expect("try").expect("a read passes");
+    read.release().await.expect("release");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!writer.is_finished(), "served beside a reader");
+    passing.release().await.expect("release");
+    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the writer was never served")
+        .expect("task")
+        .expect("write");
+    write.release().await.expect("release");
+}
+
+/// A reader that stops renewing frees its share at its own deadline while
+/// another reader renews past it; its late extend revives nothing, its late
+/// release takes nothing of the live reader's; and the writer is served
+/// when the live reader lets go.
+async fn a_dead_reader_frees_its_share_at_its_own_deadline(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let ttl = Duration::from_millis(400);
+    let crashed = unrenewed(kind, &server, ttl).await;
+    let locks = manager(kind, &server, fast_config(Duration::from_millis(300))).await;
+    let theirs = crashed.rw_lock("feed").expect("rw lock");
+    let ours = locks.rw_lock("feed").expect("rw lock");
+    let taken = Instant::now();
+    let dead = theirs.try_read().await.expect("try").expect("free");
+    let live = ours.try_read().await.expect("try").expect("readers share");
+    let readers = |state: lock_core::RwLockState| state.readers().count();
+    assert_eq!(readers(ours.state().await.expect("state")), 2);
+    let mut gone_after = None;
+    while taken.elapsed() < Duration::from_secs(3) {
+        let before = taken.elapsed();
+        if readers(ours.state().await.expect("state")) == 1 {
+            gone_after = Some(before);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gone_after = gone_after.expect("the dead reader never left");
+    assert!(
+        gone_after + Duration::from_millis(25) >= ttl,
+        "gone after {gone_after:?} of a {ttl:?} TTL"
+    );
+    assert!(dead.extend(ttl).await.is_err(), "an ended read was renewed");
+    assert!(dead.release().await.is_err(), "an ended read was released");
+    assert_eq!(readers(ours.state().await.expect("state")), 1);
+    // The live reader renews through several of its TTLs.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(live.is_valid(), "lost: {:?}", live.status());
+    assert!(ours.try_write().await.expect("try").is_none());
+    live.release().await.expect("release");
+    let write = ours.try_write().await.expect("try").expect("free");
+    write.release().await.expect("release");
+}
+
+/// A writer that gives up waiting leaves the queue at once, and readers
+/// behind it start (woken by its departure); one whose process is gone
+/// (it queued and never tried again) holds them back for its waiter lease
+/// at most.
+async fn a_writer_that_gives_up_holds_readers_back_briefly(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("gate").expect("rw lock");
+    let read = lock.try_read().await.expect("try").expect("free");
+    let writer = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        lock.try_read().await.expect("try").is_none(),
+        "passed the writer"
+    );
+    let reader = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let read = lock.read_with(&waiting(20)).await;
+            (Instant::now(), read)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    writer.abort();
+    let aborted = Instant::now();
+    let (served, second) = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the reader was never served")
+        .expect("task");
+    let gap = served.saturating_duration_since(aborted);
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the writer left"
+    );
+    second.expect("read").release().await.expect("release");
+    // A writer that queued once and was never heard of again.
+    let key = LockKey::new("lock:", "gate").expect("key");
+    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_access(Access::Exclusive);
+    let queued = Instant::now();
+    let outcome = locks
+        .backend()
+        .try_acquire_access(
+            &key,
+            &hold,
+            Duration::from_secs(30),
+            AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
+        )
+        .await
+        .expect("queue");
+    assert!(
+        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
+        "{outcome:?}"
+    );
+    let later = lock.read_with(&waiting(20)).await.expect("read");
+    let held_back = queued.elapsed();
+    assert!(
+        held_back <= FAIR_WAITER_LEASE + Duration::from_millis(500),
+        "held back {held_back:?} by a gone writer"
+    );
+    later.release().await.expect("release");
+    read.release().await.expect("release");
+}
+
+/// Readers waiting on a writer all start at its release, woken by it.
+async fn a_writers_release_wakes_every_reader(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("board").expect("rw lock");
+    let write = lock.try_write().await.expect("try").expect("free");
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let read = lock.read_with(&waiting(20)).await;
+                (Instant::now(), read)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    write.release().await.expect("release");
+    let released = Instant::now();
+    let mut reads = Vec::new();
+    for reader in readers {
+        let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("a reader was never served")
+            .expect("task");
+        let gap = served.saturating_duration_since(released);
+        assert!(
+            gap < Duration::from_millis(500),
+            "served {gap:?} after the write"
+        );
+        reads.push(read.expect("read"));
+    }
+    assert_eq!(lock.state().await.expect("state").readers().count(), 3);
+    for read in reads {
+        read.release().await.expect("release");
+    }
+}
+
+/// An owner re-enters: a write again with its token, a read while writing
+/// (a downgrade, kept when the write is released); an owner with only
+/// reads is refused the write, with a typed error, waiting or not.
+async fn reentry_downgrade_and_a_refused_upgrade(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("ledger").expect("rw lock");
+    let write = lock.write().await.expect("write");
+    let token = write.fencing_token();
+    let me = AcquireOptions::new()
+        .with_owner(write.owner().clone())
+        .no_wait();
+    let again = lock.write_with(&me).await.expect("a re-entered write");
+    assert_eq!(again.fencing_token(), token, "a re-entry keeps the token");
+    let read = lock.read_with(&me).await.expect("a read while writing");
+    assert_eq!(read.fencing_token(), token, "the epoch is this write");
+    assert!(
+        lock.try_read().await.expect("try").is_none(),
+        "another reader beside a write"
+    );
+    again.release().await.expect("release");
+    write.release().await.expect("release");
+    // Downgraded: others may read, nobody may write.
+    let other = lock.try_read().await.expect("try").expect("readers share");
+    assert!(lock.try_write().await.expect("try").is_none());
+    for options in [me.clone(), me.clone().with_wait(Duration::from_secs(5))] {
+        match lock.write_with(&options).await {
+            Err(LockError::UpgradeRefused { key }) => assert_eq!(key, "ledger"),
+            other => panic!("an upgrade: {other:?}"),
+        }
+    }
+    // Refused at once, not after the wait.
+    let state = lock.state().await.expect("state");
+    assert_eq!((state.readers().count(), state.writers().count()), (2, 0));
+    assert_eq!(state.waiting_writers, 0, "a refused upgrade queued");
+    read.release().await.expect("release");
+    other.release().await.expect("release");
+}
+
+/// Shared and exclusive holds hand off and resume with their mode and
+/// token; a token whose mode was edited resumes nothing.
+async fn holds_hand_off_and_resume(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let other = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let lock = locks.rw_lock("handed").expect("rw lock");
+    for access in [Access::Exclusive, Access::Shared] {
+        let guard = match access {
+            Access::Exclusive => lock.write().await,
+            Access::Shared => lock.read().await,
+        }
+        .expect("acquire");
+        let token = guard.fencing_token();
+        let text = guard.hand_off().expect("hand off").expose().to_owned();
+        assert!(text.starts_with("dl4."), "the token format");
+        let (from, to) = match access {
+            Access::Exclusive => (".w.", ".r."),
+            Access::Shared => (".r.", ".w."),
+        };
+        let forged = HandoffToken::parse(&text.replacen(from, to, 1)).expect("parse");
+        assert!(
+            other.resume("handed", &forged).await.is_err(),
+            "a forged mode resumed"
+        );
+        let parsed = HandoffToken::parse(&text).expect("parse");
+        let resumed = other.resume("handed", &parsed).await.expect("resume");
+        assert_eq!(
+            (resumed.access(), resumed.fencing_token()),
+            (Some(access), token)
+        );
+        let state = lock.state().await.expect("state");
+        assert_eq!(state.holds.len(), 1, "counted once: {state:?}");
+        assert!(matches!(
+            other.resume("handed", &parsed).await,
+            Err(LockError::NotOwner { .. })
+        ));
+        resumed.release().await.expect("release");
+        assert!(!lock.state().await.expect("state").is_held());
+    }
+}
+
+/// A weight is refused before anything is sent; a semaphore's name is
+/// `Corrupted` to a read-write lock, and a read-write lock's to a
+/// semaphore, with nothing written.
+async fn bad_input_is_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    assert!(locks.rw_lock("").is_err(), "an empty name");
+    let lock = locks.rw_lock("bad").expect("rw lock");
+    let weighted = AcquireOptions::new().with_weight(2);
+    for result in [
+        lock.read_with(&weighted).await,
+        lock.write_with(&weighted).await,
+    ] {
+        assert!(
+            matches!(result, Err(LockError::InvalidPermits { .. })),
+            "{result:?}"
+        );
+    }
+    assert!(keys(&server).is_empty(), "{:?}", keys(&server));
+    let permits = locks.semaphore("counted", 2).expect("semaphore");
+    let permit = permits.try_acquire().await.expect("try").expect("room");
+    let before = keys(&server);
+    let lock = locks.rw_lock("counted").expect("rw lock");
+    for result in [lock.try_read().await, lock.try_write().await] {
+        assert!(
+            matches!(result, Err(LockError::Corrupted { .. })),
+            "{result:?}"
+        );
+    }
+    assert!(matches!(
+        lock.state().await,
+        Err(LockError::Corrupted { .. })
+    ));
+    assert_eq!(keys(&server), before, "something was written");
+    let read = locks
+        .rw_lock("read")
+        .expect("rw lock")
+        .try_read()
+        .await
+        .expect("try")
+        .expect("free");
+    let before = keys(&server);
+    assert!(matches!(
+        locks
+            .semaphore("read", 2)
+            .expect("semaphore")
+            .try_acquire()
+            .await,
+        Err(LockError::Corrupted { .. })
+    ));
+    assert_eq!(keys(&server), before, "something was written");
+    permit.release().await.expect("release");
+    read.release().await.expect("release");
+}
+
+/// A plain lock of the same name excludes both kinds of hold, and they
+/// exclude it (as `flock -x` does `flock -s`); write tokens and plain
+/// tokens come from one counter, so a read's epoch covers both.
+async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("mixed").expect("rw lock");
+    let plain = locks
+        .try_acquire("mixed")
+        .await
+        .expect("try")
+        .expect("free");
+    let before = keys(&server);
+    assert!(
+        lock.try_read().await.expect("try").is_none(),
+        "a read beside a lock"
+    );
+    assert!(
+        lock.try_write().await.expect("try").is_none(),
+        "a write beside a lock"
+    );
+    assert_eq!(keys(&server), before, "something was written");
+    let reader = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let read = lock.read_with(&waiting(20)).await;
+            (Instant::now(), read)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let plain_token = plain.fencing_token().expect("a token");
+    plain.release().await.expect("release");
+    let released = Instant::now();
+    let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the reader was never served")
+        .expect("task");
+    let gap = served.saturating_duration_since(released);
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the lock"
+    );
+    let read = read.expect("read");
+    assert_eq!(read.fencing_token(), Some(plain_token), "the epoch");
+    assert!(
+        locks.try_acquire("mixed").await.expect("try").is_none(),
+        "a lock beside a read"
+    );
+    read.release().await.expect("release");
+    let write = lock.try_write().await.expect("try").expect("free");
+    assert!(write.fencing_token().expect("a token") > plain_token);
+    write.release().await.expect("release");
+}
+
+macro_rules! rw_lock_tests {
+    ($module:ident, $kind:expr) => {
+        mod $module {
+            use lock_core::ClientKind;
+
+            #[test]
+            fn a_writer_is_never_beside_another_holder() {
+                lock_testkit::run(super::a_writer_is_never_beside_another_holder($kind));
+            }
+
+            #[test]
+            fn a_waiting_writer_keeps_new_readers_out() {
+                lock_testkit::run(super::a_waiting_writer_keeps_new_readers_out($kind));
+            }
+
+            #[test]
+            fn preferring_readers_lets_reads_pass_a_waiting_writer() {
+                lock_testkit::run(super::preferring_readers_lets_reads_pass_a_waiting_writer(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn a_dead_reader_frees_its_share_at_its_own_deadline() {
+                lock_testkit::run(super::a_dead_reader_frees_its_share_at_its_own_deadline(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn a_writer_that_gives_up_holds_readers_back_briefly() {
+                lock_testkit::run(super::a_writer_that_gives_up_holds_readers_back_briefly(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn a_writers_release_wakes_every_reader() {
+                lock_testkit::run(super::a_writers_release_wakes_every_reader($kind));
+            }
+
+            #[test]
+            fn reentry_downgrade_and_a_refused_upgrade() {
+                lock_testkit::run(super::reentry_downgrade_and_a_refused_upgrade($kind));
+            }
+
+            #[test]
+            fn holds_hand_off_and_resume() {
+                lock_testkit::run(super::holds_hand_off_and_resume($kind));
+            }
+
+            #[test]
+            fn a_plain_lock_of_the_name_is_exclusive() {
+                lock_testkit::run(super::a_plain_lock_of_the_name_is_exclusive($kind));
+            }
+
+            #[test]
+            fn bad_input_is_refused() {
+                lock_testkit::run(super::bad_input_is_refused($kind));
+            }
+        }
+    };
+}
+
+#[cfg(feature = "redis")]
+rw_lock_tests!(on_redis, ClientKind::Redis);
+#[cfg(feature = "fred")]
+rw_lock_tests!(on_fred, ClientKind::Fred);
