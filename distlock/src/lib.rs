@@ -76,12 +76,12 @@ pub use config::{Config, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{
-    AclNeed, AcquireOptions, Capabilities, ClientKind, Election, Endpoint, FencingToken,
+    Access, AclNeed, AcquireOptions, Capabilities, ClientKind, Election, Endpoint, FencingToken,
     FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader, Leadership, LeaseGuard,
     LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey,
     LockListing, LockManager, LockState, LossReason, NodeUrl, Observer, OwnerToken, Permit,
-    PermitState, ReplicasConfig, RetryPolicy, Semaphore, SemaphoreState, SentinelAuth, TlsConfig,
-    Topology, WaitMode, WatchdogConfig,
+    PermitState, ReplicasConfig, RetryPolicy, RwHoldState, RwLock, RwLockState, Semaphore,
+    SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
 // examples are written for backend authors, who depend on lock-core).
@@ -89,10 +89,10 @@ pub use lock_core::{
 pub use lock_core::strategy;
 // Limits, secrets, and the trait's outcomes.
 pub use lock_core::{
-    async_trait, AcquireOutcome, ConnectOptions, ExtendOutcome, PermitRequest, ReleaseOutcome,
-    Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN,
-    MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN, MAX_PREFIX_LEN,
-    MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
+    async_trait, AccessRequest, AcquireOutcome, ConnectOptions, ExtendOutcome, FairPlace,
+    PermitRequest, ReleaseOutcome, Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE,
+    MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN,
+    MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
 };
 // A connection the application already has, wrapped for a backend.
 #[cfg(feature = "fred")]
@@ -132,4 +132,6 @@ mod lock_core_examples {
     struct Semaphore;
     #[doc = include_str!("../../lock-core/src/doc/election.md")]
     struct Election;
+    #[doc = include_str!("../../lock-core/src/doc/rw_lock.md")]
+    struct RwLock;
 }

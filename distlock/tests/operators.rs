@@ -205,8 +205,8 @@ fn wait_takes_seconds_and_forever() {
 }
 
 /// `-c` runs through `sh -c` with the job's variables; its children are
-/// part of the job, and its exit code is `run`'s. `-x` is the default and
-/// accepted; `-s` (shared) is refused, not taken as exclusive.
+/// part of the job, and its exit code is `run`'s. `-x` takes the exclusive
+/// hold with the next write token, and `-s` a shared one with that epoch.
 #[test]
 fn a_shell_command_runs_through_sh() {
     let server = RedisServer::start().expect("start");
@@ -219,10 +219,12 @@ fn a_shell_command_runs_through_sh() {
     assert_eq!(code(&out), 3, "{}", stderr(&out));
     let written = std::fs::read_to_string(seen.path()).expect("the child wrote its file");
     assert_eq!(written, "shelled 1\n");
-    let shared = output(on(&server, &["run", "-s", "shelled", "-c", "echo ran"]));
-    assert_eq!(code(&shared), 78);
-    assert_eq!(stdout(&shared), "", "a refused -s runs nothing");
-    assert!(stderr(&shared).contains("shared"), "{}", stderr(&shared));
+    let shared = output(on(
+        &server,
+        &["run", "-s", "shelled", "-c", "echo $DISTLOCK_FENCING_TOKEN"],
+    ));
+    assert_eq!(code(&shared), 0, "{}", stderr(&shared));
+    assert_eq!(stdout(&shared), "1\n", "a read's epoch is the last write");
     for args in [
         &["run", "shelled"][..],
         &["run", "shelled", "-c", "true", "--", "true"],

@@ -1,4 +1,5 @@
-//! `distlock run --permits` and `distlock elect` with the real binary, in
+//! `distlock run --permits`, `run -s`/`-x` and `distlock elect` with the
+//! real binary, in
 //! one test binary (each binary links the whole stack, so fewer of them
 //! keep the suite within its time).
 
@@ -10,6 +11,8 @@ mod common;
 mod elect;
 #[path = "primitives/permits.rs"]
 mod permits;
+#[path = "primitives/shared.rs"]
+mod shared;
 
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};

@@ -825,6 +825,10 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
+    fn supports_rw_locks(&self) -> bool {
+        true
+    }
+
     async fn try_acquire_access(
         &self,
         key: &LockKey,

@@ -428,6 +428,12 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Err(no_rw_locks(self.strategy()))
     }
 
+    /// Whether this backend has read-write locks
+    /// ([`try_acquire_access`](Self::try_acquire_access) does not refuse).
+    fn supports_rw_locks(&self) -> bool {
+        false
+    }
+
     /// Reads the read-write lock `key` without changing it. The default
     /// refuses as [`try_acquire_access`](Self::try_acquire_access) does.
     async fn inspect_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {

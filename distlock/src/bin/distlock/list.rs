@@ -64,6 +64,17 @@ fn permits_cell(lock: &ListedLock) -> Option<String> {
     Some(format!("{}/{limit} permits", semaphore.used))
 }
 
+/// The HOLDS cell of a read-write lock: its writers and readers.
+fn rw_cell(lock: &ListedLock) -> Option<String> {
+    let state = lock.rw_lock.as_ref()?;
+    let (writers, readers) = (state.writers().count(), state.readers().count());
+    Some(match (writers, readers) {
+        (0, readers) => format!("{readers} read"),
+        (writers, 0) => format!("{writers} write"),
+        (writers, readers) => format!("{writers} write, {readers} read"),
+    })
+}
+
 /// The HOLDER cell of an election: its leader's value.
 fn leader_cell(lock: &ListedLock) -> Option<String> {
     let leader = lock.leader.as_ref()?;
@@ -122,6 +133,12 @@ fn print_json(listing: &LockListing) {
                     "value": leader.value,
                     "term": leader.term.get(),
                 })),
+                "rw_lock": lock.rw_lock.as_ref().map(|state| serde_json::json!({
+                    "epoch": state.epoch.get(),
+                    "writers": state.writers().count(),
+                    "readers": state.readers().count(),
+                    "waiting_writers": state.waiting_writers,
+                })),
             })
         })
         .collect();
@@ -159,6 +176,7 @@ fn print_table(listing: &LockListing) {
                 ),
                 row.token.map_or_else(dash, |token| token.to_string()),
                 permits_cell(lock)
+                    .or_else(|| rw_cell(lock))
                     .or_else(|| row.holds.map(|holds| holds.to_string()))
                     .unwrap_or_else(dash),
                 row.queued.map_or_else(dash, |queued| queued.to_string()),

@@ -17,9 +17,11 @@
 //! (the code when the lock stayed held, 75 by default; not 0 for `acquire`,
 //! after which a script would go on unlocked) and `-q`/`--quiet`
 //! (print nothing then). `run` also takes `-c 'COMMAND'`, run through
-//! `/bin/sh -c`, instead of `-- CMD...`, and `-x` (exclusive, the default);
-//! `-s` (shared) is refused with 78 until shared locks exist. Cron skips a
-//! run that another host is doing, silently and with success:
+//! `/bin/sh -c`, instead of `-- CMD...`. `-s` takes a shared (read) hold
+//! of NAME beside other `-s` jobs, `-x` its exclusive (write) hold, which
+//! waits ahead of new `-s` jobs; a plain `run` (neither) is exclusive too,
+//! against both, but does not queue ahead of readers. Cron skips a run that
+//! another host is doing, silently and with success:
 //!
 //! ```sh
 //! distlock run -n -q -E 0 nightly -c './report.sh'
@@ -366,13 +368,19 @@ enum Task {
         /// SIGTERM, SIGHUP).
         #[arg(long, value_parser = cli_duration, default_value = "10s")]
         grace: Duration,
-        /// An exclusive lock: the default, and the only kind this version
-        /// takes (flock's -x).
-        #[arg(short = 'x', long, conflicts_with = "shared")]
+        /// The exclusive (write) hold of a read-write lock, as flock's -x:
+        /// alone, and queued ahead of new -s jobs so a stream of them cannot
+        /// starve it. DISTLOCK_FENCING_TOKEN is the next write token. (A
+        /// plain run, without -s or -x, is exclusive against both too, but
+        /// does not queue ahead of readers; on a strategy without read-write
+        /// locks, -x is that plain lock.)
+        #[arg(short = 'x', long, conflicts_with_all = ["shared", "permits"])]
         exclusive: bool,
-        /// A shared (read) lock, as flock's -s: not available yet (refused
-        /// with 78, rather than taking an exclusive lock).
-        #[arg(short = 's', long)]
+        /// A shared (read) hold, as flock's -s: beside other -s jobs, never
+        /// beside an -x job or a plain run. DISTLOCK_FENCING_TOKEN is the
+        /// write epoch (the last write's token): a store that has seen a
+        /// higher one has newer data than this job read.
+        #[arg(short = 's', long, conflicts_with = "permits")]
         shared: bool,
         /// Let up to N jobs hold NAME at once (a semaphore of N permits, as
         /// `consul lock -n N`). Every host must pass the same N: another N
@@ -675,20 +683,13 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             ttl,
             wait,
             grace,
-            exclusive: _,
+            exclusive,
             shared,
             permits,
             weight,
             shell,
             argv,
         } => {
-            if shared {
-                eprintln!(
-                    "distlock: shared (-s) locks are not available in this version; it takes \
-                     exclusive locks only (-x, the default)"
-                );
-                return EXIT_CONFIG;
-            }
             if let Some(ttl) = ttl {
                 config.lock.ttl = ttl;
             }
@@ -700,10 +701,20 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
+            // `-x` where read-write locks are missing is the plain lock: the
+            // only kind of hold such a strategy has, exclusive against all.
+            let access = match (shared, exclusive) {
+                (true, _) => Some(distlock::Access::Shared),
+                (false, true) if locks.backend().supports_rw_locks() => {
+                    Some(distlock::Access::Exclusive)
+                }
+                (false, _) => None,
+            };
             let what = Take {
                 key: lock.get(),
                 wait: wait.wait(),
                 permits: Permits::asked(permits, weight),
+                access,
             };
             run(&locks, &what, &wait, grace, &command).await
         }
@@ -766,6 +777,16 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                             0
                         }
                     };
+                }
+            }
+            // A read-write lock with live holds shows them; a name without
+            // any reads as a lock (free, or a plain lock's).
+            if let Ok(state) = locks.rw_lock_state(name).await {
+                if state.is_held() {
+                    if !quiet {
+                        print_rw_lock(name, &state, json);
+                    }
+                    return 0;
                 }
             }
             // An election with a proclaimed leader shows it beside its lock.
@@ -847,6 +868,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 key,
                 wait: wait.wait(),
                 permits: None,
+                access: None,
             };
             let taken = take_unless_interrupted(&locks, &what, &mut interrupts).await;
             let guard = match taken {
@@ -1126,14 +1148,16 @@ fn fail_to_take(err: &LockError, conflict: Conflict) -> u8 {
     }
 }
 
-/// What `run` and `acquire` take: a lock, or a permit of a semaphore, and
-/// how long they wait for it.
+/// What `run` and `acquire` take: a lock, a permit of a semaphore, or a
+/// hold of a read-write lock, and how long they wait for it.
 struct Take<'a> {
     key: &'a str,
     /// `-n` (a wait of zero), `--wait`, or (`None`) the config's
     /// `wait_timeout`.
     wait: Option<Duration>,
     permits: Option<Permits>,
+    /// `-s` or `-x`: a hold of the read-write lock `key`.
+    access: Option<distlock::Access>,
 }
 
 /// `--permits N --weight W`: a permit of weight W in a semaphore of N.
@@ -1161,9 +1185,16 @@ async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockEr
         Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
         None => distlock::AcquireOptions::new(),
     };
-    match what.permits {
-        None => locks.acquire_with(what.key, &options).await,
-        Some(permits) => {
+    match (what.permits, what.access) {
+        (_, Some(access)) => {
+            let lock = locks.rw_lock(what.key)?;
+            match access {
+                distlock::Access::Shared => lock.read_with(&options).await,
+                distlock::Access::Exclusive => lock.write_with(&options).await,
+            }
+        }
+        (None, None) => locks.acquire_with(what.key, &options).await,
+        (Some(permits), None) => {
             options = options.with_weight(permits.weight);
             let semaphore = locks.semaphore(what.key, permits.limit)?;
             semaphore.acquire_with(&options).await
@@ -1536,6 +1567,52 @@ fn print_semaphore(name: &str, state: &distlock::SemaphoreState, json: bool) {
             permit.weight,
             humantime::format_duration(Duration::from_millis(millis(permit.remaining))),
             permit.fencing_token
+        );
+    }
+}
+
+/// `status` of a read-write lock: its epoch, waiting writers and each live
+/// hold (mode, lease left, token), as text or JSON.
+fn print_rw_lock(name: &str, state: &distlock::RwLockState, json: bool) {
+    let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    if json {
+        let holds: Vec<serde_json::Value> = state
+            .holds
+            .iter()
+            .map(|hold| {
+                serde_json::json!({
+                    "access": hold.access.as_str(),
+                    "remaining_ms": millis(hold.remaining),
+                    "fencing_token": hold.fencing_token.get(),
+                })
+            })
+            .collect();
+        let value = serde_json::json!({
+            "key": name,
+            "rw_lock": true,
+            "held": state.is_held(),
+            "epoch": state.epoch.get(),
+            "writers": state.writers().count(),
+            "readers": state.readers().count(),
+            "waiting_writers": state.waiting_writers,
+            "holds": holds,
+        });
+        println!("{value}");
+        return;
+    }
+    println!(
+        "{name}: read-write lock, {} writer(s), {} reader(s), {} writer(s) waiting; write epoch {}",
+        state.writers().count(),
+        state.readers().count(),
+        state.waiting_writers,
+        state.epoch
+    );
+    for hold in &state.holds {
+        println!(
+            "  {}: {} left, fencing token {}",
+            hold.access.as_str(),
+            humantime::format_duration(Duration::from_millis(millis(hold.remaining))),
+            hold.fencing_token
         );
     }
 }
