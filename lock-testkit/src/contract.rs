@@ -103,14 +103,14 @@ pub struct Capabilities {
     pub fencing: bool,
     /// Whether the owner that holds a lock can enter it again.
     pub reentrant: bool,
-    /// Whether the strategy has semaphores and elections (an election
-    /// also needs `fencing`).
+    /// Whether the strategy has semaphores, read-write locks and elections
+    /// (an election also needs `fencing`).
     pub primitives: bool,
 }
 
 impl Capabilities {
     /// A strategy that issues fencing tokens (or not) and is reentrant (or
-    /// not), without semaphores or elections.
+    /// not), without semaphores, read-write locks or elections.
     pub fn new(fencing: bool, reentrant: bool) -> Self {
         Capabilities {
             fencing,
@@ -119,7 +119,7 @@ impl Capabilities {
         }
     }
 
-    /// These capabilities with semaphores and elections.
+    /// These capabilities with semaphores, read-write locks and elections.
     pub fn with_primitives(mut self) -> Self {
         self.primitives = true;
         self

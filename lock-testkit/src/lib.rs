@@ -147,6 +147,7 @@ macro_rules! contract_suite {
         $crate::contract_suite!(@primitives $factory;
             semaphore_never_exceeds_its_limit,
             semaphore_weight_returns_after_a_crash,
+            rw_lock_excludes_writers_and_frees_dead_readers,
             election_has_one_leader_at_a_time,
         );
     };

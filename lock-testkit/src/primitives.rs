@@ -1,9 +1,12 @@
-//! The contract of the primitives built on the lease engine, semaphores and
-//! elections, for every strategy on every site: where a strategy has them
-//! (`Capabilities::primitives`), never more than the limit's weight live,
-//! one slot per live permit with growing tokens, a crashed holder's weight
-//! back after its TTL and not before, one leader at a time in growing
-//! terms; where it has none, a clear refusal.
+//! The contract of the primitives built on the lease engine, semaphores,
+//! read-write locks and elections, for every strategy on every site: where
+//! a strategy has them (`Capabilities::primitives`), never more than the
+//! limit's weight live, one slot per live permit with growing tokens, a
+//! crashed holder's weight back after its TTL and not before, a writer
+//! never beside another holder with growing write tokens and reads that
+//! carry the last one, a dead reader's share freed at its own deadline
+//! among renewing readers, one leader at a time in growing terms; where it
+//! has none, a clear refusal.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -118,6 +121,105 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     );
     assert_eq!(ours.state().await.expect("state").used, 1, "credited twice");
     permit.release().await.expect("release");
+}
+
+/// Readers and writers over and over never put a writer beside another
+/// holder; write tokens grow, and each read's epoch is the last write's
+/// token. Then a reader that stops renewing leaves at its own deadline
+/// while another renews, and the writer gets in once the live one is done.
+pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let lock = locks.rw_lock("contract-rw").expect("rw lock");
+    if !factory.capabilities().primitives {
+        assert_refused("a read-write lock", lock.try_read().await);
+        assert_refused("a read-write lock", lock.try_write().await);
+        return;
+    }
+    // Live readers, live writers, the last write token.
+    let books: Arc<Mutex<(u32, u32, u64)>> = Arc::default();
+    let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
+    let tasks = (0..5u32).map(|task| {
+        let (lock, books, wait) = (lock.clone(), Arc::clone(&books), wait.clone());
+        tokio::spawn(async move {
+            for round in 0..5u32 {
+                let writing = (task + round) % 3 == 0;
+                let guard = match writing {
+                    true => lock.write_with(&wait).await,
+                    false => lock.read_with(&wait).await,
+                }
+                .expect("a hold");
+                let token = guard.fencing_token().expect("a token").get();
+                {
+                    let mut books = books.lock().expect("books");
+                    if writing {
+                        assert_eq!((books.0, books.1), (0, 0), "a writer beside others");
+                        assert!(token > books.2, "write token {token} after {}", books.2);
+                        books.1 += 1;
+                        books.2 = token;
+                    } else {
+                        assert_eq!(books.1, 0, "a reader beside a writer");
+                        assert_eq!(token, books.2, "a read's epoch");
+                        books.0 += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                {
+                    let mut books = books.lock().expect("books");
+                    if writing {
+                        books.1 -= 1;
+                    } else {
+                        books.0 -= 1;
+                    }
+                }
+                guard.release().await.expect("release");
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("a task panicked");
+    }
+    let ttl = Duration::from_millis(500);
+    let mut unrenewed = fast_config(ttl);
+    unrenewed.watchdog.enabled = false;
+    let crashed = deployment.manager(unrenewed);
+    let renewing = deployment.manager(fast_config(Duration::from_millis(300)));
+    let taken = Instant::now();
+    let dead = crashed
+        .rw_lock("contract-rw")
+        .expect("rw lock")
+        .try_read()
+        .await
+        .expect("try")
+        .expect("free");
+    let ours = renewing.rw_lock("contract-rw").expect("rw lock");
+    let live = ours.try_read().await.expect("try").expect("readers share");
+    loop {
+        let before = taken.elapsed();
+        if ours.state().await.expect("state").readers().count() == 1 {
+            assert!(
+                before + Duration::from_millis(25) >= ttl,
+                "a reader gone after {before:?} of a {ttl:?} lease"
+            );
+            break;
+        }
+        assert!(
+            taken.elapsed() < Duration::from_secs(5),
+            "the dead reader never left"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(dead.release().await.is_err(), "an ended read was released");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        live.is_valid(),
+        "the renewing reader lost: {:?}",
+        live.status()
+    );
+    assert!(ours.try_write().await.expect("try").is_none());
+    live.release().await.expect("release");
+    let write = ours.try_write().await.expect("try").expect("free");
+    write.release().await.expect("release");
 }
 
 /// Three campaigners lead one at a time, in growing terms, each seen by

@@ -12,7 +12,7 @@
 //!   figure a ratio against a baseline measured in the same run.
 //! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
-//!   every scenario briefly and is part of `test`.
+//!   every scenario briefly, on one client each, and is part of `test`.
 //! - `doc`: the API docs with warnings denied, and no intra-doc link left
 //!   as literal text (`rendered_docs.rs`; part of `test`).
 //! - `layers`: lock-core's engine names nothing of its Redis layer, and no
