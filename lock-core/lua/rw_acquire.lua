@@ -23,20 +23,24 @@
 --          once (a one-shot try never queues)
 -- ARGV[6]  "w" to prefer writers (a read waits while a writer waits), "r"
 --          to prefer readers
+-- ARGV[7]  (optional) the counter's TTL in ms after a write
+--          (`fencing_counter_ttl`), or 0 (the default): see grant.lua
 --
 -- Reply:
 --   {1, token}       granted (the token as text): a write's token, or a
---                    read's epoch; for an id already live (a retried
---                    attempt), its own, its deadline set again
+--                    read's epoch; for an id already live in the same mode
+--                    (a retried attempt), its own, its deadline set again
 --   {0, wait_ms}     not granted: `wait_ms` is how long until the first
 --                    hold or waiting writer in the way ends (-1 when only
 --                    the queue's head is); only expired holds and dead
 --                    waiters were removed, and a write queued if asked
---   {-2, key, detail} a key holds something that is not this lock's data:
---                    nothing was written
+--   {-2, key, detail} a key holds something that is not this lock's data,
+--                    or the id is live in the other mode: nothing was
+--                    written
 -- A plain lock of the same name (a string at KEYS[1]) is in the way as a
 -- writer is: {0, its PTTL}, nothing written; it sees this lock's key and
--- waits in turn, and both take tokens from the same counter.
+-- waits in turn, and both take tokens from the same counter. A write waiting
+-- on it keeps its place in the queue.
 --   {-4}             a write by an owner that has only reads: nothing was
 --                    written
 -- Missing KEYS or ARGV is an error reply before anything is read. Every
@@ -49,26 +53,38 @@ local holds, modes, counter, queue, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, mode = ARGV[1], ARGV[2]
 local ttl, lease = sem_count(ARGV[3], 14), sem_count(ARGV[4], 14)
 local join, prefer_readers = ARGV[5] == '1', ARGV[6] == 'r'
-if not (id and (mode == 'r' or mode == 'w') and ttl and lease and (ARGV[6] == 'w' or prefer_readers)) then
-  return redis.error_reply('ERR rw_acquire: an id, a mode r or w, a TTL and a waiter lease from 1, and a preference r or w expected')
+local counter_ttl = tonumber(ARGV[7] or '0')
+if not (id and (mode == 'r' or mode == 'w') and ttl and lease and (ARGV[6] == 'w' or prefer_readers)
+    and counter_ttl and counter_ttl >= 0 and counter_ttl == math.floor(counter_ttl)) then
+  return redis.error_reply('ERR rw_acquire: an id, a mode r or w, a TTL and a waiter lease from 1, a preference r or w, and a counter TTL from 0 expected')
 end
 if not string.match(id, ':%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$') then
   return redis.error_reply('ERR rw_acquire: the id must end in a 16-digit nonce')
 end
 local owner = rw_owner(id)
 if redis.call('type', holds)['ok'] == 'string' then
-  return {0, redis.call('pttl', holds)}
+  local in_way = redis.call('pttl', holds)
+  if mode == 'w' and join then
+    local foreign = sem_foreign({queue, waiters}, {'list', 'zset'})
+    if foreign then
+      return foreign
+    end
+    rw_queue(queue, waiters, owner, sem_now(), lease)
+  end
+  return {0, in_way}
 end
 local foreign = sem_foreign({holds, modes, counter, queue, waiters}, {'zset', 'hash', 'string', 'list', 'zset'})
 if foreign then
   return foreign
 end
 local last = redis.call('get', counter)
-if last and (not string.match(last, '^%d+$') or #last > 18) then
-  return {-2, counter, 'the write counter is not a number below 10^18'}
+local problem = counter_problem(last)
+if problem then
+  return {-2, counter, problem}
 end
 local now = sem_now()
-local live, problem = rw_live(holds, modes, now)
+local live
+live, problem = rw_live(holds, modes, now)
 if not live then
   return problem
 end
@@ -78,9 +94,12 @@ local own_read, own_write, blocked_until = false, nil, nil
 for _, hold in ipairs(live) do
   local hold_id, hold_mode, token, deadline = hold[1], hold[2], hold[3], hold[4]
   if hold_id == id then
+    if hold_mode ~= mode then
+      return {-2, modes, 'the hold is live in the other mode'}
+    end
     sem_drop(holds, modes, expired)
     redis.call('zadd', holds, 'xx', now + ttl, id)
-    sem_keep(holds, modes, now)
+    rw_keep(holds, modes, counter, now)
     return {1, token}
   end
   if rw_owner(hold_id) == owner then
@@ -119,12 +138,7 @@ local in_queue = head and head ~= owner
 if blocked_until or in_queue or waiting_writer then
   sem_drop(holds, modes, expired)
   if mode == 'w' and join then
-    if not redis.call('zscore', waiters, owner) then
-      redis.call('rpush', queue, owner)
-    end
-    redis.call('zadd', waiters, now + lease, owner)
-    redis.call('pexpire', queue, lease * 2)
-    redis.call('pexpire', waiters, lease * 2)
+    rw_queue(queue, waiters, owner, now, lease)
   end
   local first = blocked_until
   if waiting_writer then
@@ -139,18 +153,13 @@ end
 sem_drop(holds, modes, expired)
 local token
 if mode == 'w' then
-  token = own_write
-  if not token then
-    -- As text: a Lua number of 10^14 or more would print in exponent form.
-    redis.call('incr', counter)
-    token = redis.call('get', counter)
-  end
+  token = own_write or token_text(next_token(counter, last, ttl, counter_ttl))
 else
   token = last or '0'
 end
 redis.call('zadd', holds, now + ttl, id)
 redis.call('hset', modes, id, mode .. ':' .. token)
-sem_keep(holds, modes, now)
+rw_keep(holds, modes, counter, now)
 if head then
   redis.call('lpop', queue)
   redis.call('zrem', waiters, owner)

@@ -18,11 +18,13 @@ if foreign then
   return foreign
 end
 local last = redis.call('get', counter)
-if last and (not string.match(last, '^%d+$') or #last > 18) then
-  return {-2, counter, 'the write counter is not a number below 10^18'}
+local problem = counter_problem(last)
+if problem then
+  return {-2, counter, problem}
 end
 local now = sem_now()
-local live, problem = rw_live(holds, modes, now)
+local live
+live, problem = rw_live(holds, modes, now)
 if not live then
   return problem
 end

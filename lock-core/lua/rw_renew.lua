@@ -4,6 +4,8 @@
 --
 -- KEYS[1]  the holds (a sorted set; see rw.lua)
 -- KEYS[2]  the modes (a hash)
+-- KEYS[3]  (optional) the write counter: one with a TTL is kept at least
+--          as long as the last live hold
 -- ARGV[1]  the hold id
 -- ARGV[2]  the TTL in ms
 --
@@ -25,5 +27,5 @@ if not redis.call('zscore', holds, ARGV[1]) then
   return 0
 end
 redis.call('zadd', holds, 'xx', now + ttl, ARGV[1])
-sem_keep(holds, modes, now)
+rw_keep(holds, modes, KEYS[3], now)
 return 1

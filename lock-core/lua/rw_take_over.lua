@@ -4,6 +4,8 @@
 --
 -- KEYS[1]  the holds (a sorted set; see rw.lua)
 -- KEYS[2]  the modes (a hash)
+-- KEYS[3]  (optional) the write counter: one with a TTL is kept at least
+--          as long as the last live hold
 -- ARGV[1]  the hold id handed off
 -- ARGV[2]  the new id
 -- ARGV[3]  the TTL in ms
@@ -29,5 +31,5 @@ end
 sem_drop(holds, modes, {from})
 redis.call('zadd', holds, now + ttl, to)
 redis.call('hset', modes, to, claimed)
-sem_keep(holds, modes, now)
+rw_keep(holds, modes, KEYS[3], now)
 return 1

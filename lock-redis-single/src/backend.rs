@@ -164,7 +164,9 @@ impl SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
-        self.renew_hold_with(&semaphore::RENEW, key, &key.permits_held_key(), &args, ttl)
+        let held = key.permits_held_key();
+        let keys = [key.redis_key(), &held];
+        self.renew_hold_with(&semaphore::RENEW, &keys, semaphore_problem, &args, ttl)
             .await
     }
 
@@ -193,38 +195,27 @@ impl SingleNodeBackend {
             ttl_ms.as_bytes(),
             entry.as_bytes(),
         ];
-        self.renew_hold_with(
-            &semaphore::TAKE_OVER,
-            key,
-            &key.permits_held_key(),
-            &args,
-            ttl,
-        )
-        .await
+        let held = key.permits_held_key();
+        let keys = [key.redis_key(), &held];
+        self.renew_hold_with(&semaphore::TAKE_OVER, &keys, semaphore_problem, &args, ttl)
+            .await
     }
 
     /// Runs a script that renews a hold with a deadline of its own (a
     /// permit's, a read-write hold's: `semaphore_renew.lua`, `rw_renew.lua`
-    /// and their take-overs) on the sorted set and its `entries` hash, as
-    /// [`renew_with`](Self::renew_with) does for a lock: 1 renewed, 0 not
-    /// this hold's, and an unacknowledged renewal keeps the deadline.
+    /// and their take-overs) on `keys` (the sorted set, its entries hash,
+    /// ...), as [`renew_with`](Self::renew_with) does for a lock: 1
+    /// renewed, 0 not this hold's, `problem` of any other reply, and an
+    /// unacknowledged renewal keeps the deadline.
     async fn renew_hold_with(
         &self,
         script: &Script,
-        key: &LockKey,
-        entries: &str,
+        keys: &[&str],
+        problem: fn(&Reply) -> Option<LockError>,
         args: &[&[u8]],
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let problem = if entries == key.modes_key() {
-            rw_problem
-        } else {
-            semaphore_problem
-        };
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(script, &[key.redis_key(), entries], args)
-            .await?;
+        let (reply, acknowledged) = self.node.run_acknowledged(script, keys, args).await?;
         match reply {
             Reply::Int(1) => {
                 acknowledged?;
@@ -272,7 +263,9 @@ impl SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
-        self.renew_hold_with(&rw::RENEW, key, &key.modes_key(), &args, ttl)
+        let modes = key.modes_key();
+        let keys = [key.redis_key(), &modes, key.fence_key()];
+        self.renew_hold_with(&rw::RENEW, &keys, rw_problem, &args, ttl)
             .await
     }
 
@@ -297,7 +290,9 @@ impl SingleNodeBackend {
             ttl_ms.as_bytes(),
             entry.as_bytes(),
         ];
-        self.renew_hold_with(&rw::TAKE_OVER, key, &key.modes_key(), &args, ttl)
+        let modes = key.modes_key();
+        let keys = [key.redis_key(), &modes, key.fence_key()];
+        self.renew_hold_with(&rw::TAKE_OVER, &keys, rw_problem, &args, ttl)
             .await
     }
 
@@ -841,7 +836,9 @@ impl LockBackend for SingleNodeBackend {
         let keys = [key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
         let ttl_ms = MillisText::of_ttl(ttl);
         let lease_ms = MillisText::new(ttl_millis(request.waiter.waiter_lease).max(1));
-        let args: [&[u8]; 6] = [
+        // Write tokens are issued as this backend's grants issue theirs.
+        let [counter_ttl, ..] = self.grant.script_args();
+        let args: [&[u8]; 7] = [
             hold.attempt_value().as_bytes(),
             match request.access {
                 Access::Shared => b"r",
@@ -851,6 +848,7 @@ impl LockBackend for SingleNodeBackend {
             lease_ms.as_bytes(),
             if request.waiter.join { b"1" } else { b"0" },
             if request.prefer_readers { b"r" } else { b"w" },
+            counter_ttl.as_bytes(),
         ];
         let script = &rw::ACQUIRE;
         let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;

@@ -39,8 +39,9 @@ use crate::key::{Access, LockKey};
 /// only reads) is refused with [`LockError::UpgradeRefused`]: it would
 /// wait for its own reads, and two such owners for each other.
 ///
-/// **Fencing**: a write gets the next token of the lock's counter, so write
-/// tokens only grow; a read gets the **write epoch**, the last write token
+/// **Fencing**: a write gets the next token of the lock's counter, issued
+/// as a lock's grant issues it (with `fencing_counter_ttl`, from the
+/// server's clock), so write tokens only grow; a read gets the **write epoch**, the last write token
 /// (0 before the first write). A resource that keeps the highest token it
 /// has seen accepts a write whose token is at least that, and knows a
 /// reader's data is current exactly when its epoch equals it: a reader

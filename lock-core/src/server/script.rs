@@ -369,8 +369,10 @@ pub mod semaphore {
 /// The read-write lock scripts: shared and exclusive holds with their own
 /// leases in a sorted set scored by the server's clock, a write counter, and
 /// the fair lock's queue keys for the waiting writers. Each is loaded after
-/// `lua/semaphore.lua` and `lua/rw.lua` (whose header describes the keys),
-/// and every one that writes drops expired holds first.
+/// `lua/semaphore.lua`, the grant helpers (`lua/fencing_counter.lua`,
+/// `lua/grant.lua`: write tokens are issued as a lock's are) and
+/// `lua/rw.lua` (whose header describes the keys), and every one that
+/// writes drops expired holds first.
 pub mod rw {
     use super::Script;
 
@@ -380,6 +382,8 @@ pub mod rw {
                 $name,
                 concat!(
                     include_str!("../../lua/semaphore.lua"),
+                    include_str!("../../lua/fencing_counter.lua"),
+                    include_str!("../../lua/grant.lua"),
                     include_str!("../../lua/rw.lua"),
                     include_str!(concat!("../../lua/", $name, ".lua"))
                 ),

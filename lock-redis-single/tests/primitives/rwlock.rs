@@ -537,6 +537,151 @@ async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
     write.release().await.expect("release");
 }
 
+/// A manager whose grants give the fencing counter a TTL of `counter_ttl`.
+async fn with_counter_ttl(
+    kind: ClientKind,
+    server: &RedisServer,
+    ttl: Duration,
+    counter_ttl: Duration,
+) -> LockManager {
+    let mut config = fast_config(ttl);
+    config.fencing_counter_ttl = Some(counter_ttl);
+    let backend = lock_redis_single::SingleNodeBackend::connect(
+        kind,
+        &server.url(),
+        lock_testkit::contract::fast_options(),
+    )
+    .await
+    .expect("connect")
+    .with_grant_options(
+        lock_core::GrantOptions::default().with_fencing_counter_ttl(Some(counter_ttl)),
+    );
+    LockManager::new(Arc::new(backend), config).expect("config")
+}
+
+/// Write tokens keep growing where a counter expires: beside a plain lock
+/// whose grants give it a TTL, and under this manager's own
+/// `fencing_counter_ttl`; and a write renewed past the counter's TTL keeps
+/// the counter, so a read it takes still carries its token.
+async fn write_tokens_grow_where_counters_expire(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let counter_ttl = Duration::from_secs(1);
+    let expiring = with_counter_ttl(kind, &server, Duration::from_millis(100), counter_ttl).await;
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let lock = locks.rw_lock("versions").expect("rw lock");
+    let plain = expiring
+        .try_acquire("versions")
+        .await
+        .expect("try")
+        .expect("free");
+    let first = plain.fencing_token().expect("a token");
+    plain.release().await.expect("release");
+    let write = lock.try_write().await.expect("try").expect("free");
+    let second = write.fencing_token().expect("a token");
+    assert!(second > first, "{second} after {first}");
+    write.release().await.expect("release");
+    tokio::time::sleep(counter_ttl + Duration::from_millis(300)).await;
+    let write = lock.try_write().await.expect("try").expect("free");
+    let third = write.fencing_token().expect("a token");
+    assert!(
+        third > second,
+        "{third} after {second}: the counter expired"
+    );
+    write.release().await.expect("release");
+    // This manager's own counter TTL, and a write that outlives it.
+    let lock = expiring.rw_lock("own").expect("rw lock");
+    let long = AcquireOptions::new().with_ttl(Duration::from_millis(1500));
+    let write = lock.write_with(&long).await.expect("write");
+    let token = write.fencing_token().expect("a token");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(write.is_valid(), "lost: {:?}", write.status());
+    let me = long.clone().with_owner(write.owner().clone());
+    let read = lock.read_with(&me).await.expect("a read while writing");
+    assert_eq!(
+        read.fencing_token(),
+        Some(token),
+        "the counter expired under its write"
+    );
+    read.release().await.expect("release");
+    write.release().await.expect("release");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let later = lock.try_write().await.expect("try").expect("free");
+    assert!(later.fencing_token().expect("a token") > token);
+    later.release().await.expect("release");
+}
+
+/// A counter that `INCR` would refuse is foreign data before anything is
+/// written; an id live in one mode is not granted in the other; and a
+/// writer waiting on a plain lock keeps its place past its waiter lease.
+async fn foreign_counters_modes_and_places(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    server
+        .admin(&["SET", "lock:{odd}:fence", "0123"])
+        .expect("SET");
+    let odd = locks.rw_lock("odd").expect("rw lock");
+    let before = keys(&server);
+    for result in [odd.try_read().await, odd.try_write().await] {
+        assert!(
+            matches!(result, Err(LockError::Corrupted { .. })),
+            "{result:?}"
+        );
+    }
+    assert_eq!(keys(&server), before, "something was written");
+    // One id in both modes.
+    let key = LockKey::new("lock:", "modes").expect("key");
+    let hold = HoldToken::new(OwnerToken::generate().expect("owner")).expect("hold");
+    let ask = |access| {
+        let (backend, key, hold) = (locks.backend(), &key, hold.clone().for_access(access));
+        async move {
+            backend
+                .try_acquire_access(
+                    key,
+                    &hold,
+                    Duration::from_secs(30),
+                    AccessRequest::new(access, FAIR_WAITER_LEASE, false),
+                )
+                .await
+        }
+    };
+    assert!(matches!(
+        ask(Access::Shared).await,
+        Ok(lock_core::AcquireOutcome::Acquired { .. })
+    ));
+    let twice = ask(Access::Exclusive).await;
+    assert!(
+        matches!(twice, Err(LockError::Corrupted { .. })),
+        "{twice:?}"
+    );
+    // A writer behind a plain lock for longer than its waiter lease.
+    let plain = locks
+        .try_acquire("behind")
+        .await
+        .expect("try")
+        .expect("free");
+    let lock = locks.rw_lock("behind").expect("rw lock");
+    let writer = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
+    };
+    tokio::time::sleep(FAIR_WAITER_LEASE + Duration::from_millis(700)).await;
+    let waiting_writers = lock.state().await;
+    // The plain lock's key is a string: the state reads as foreign data, so
+    // count the place by hand.
+    assert!(waiting_writers.is_err(), "{waiting_writers:?}");
+    let queued = server
+        .admin(&["ZCOUNT", "lock:{behind}:waiters", "-inf", "+inf"])
+        .expect("ZCOUNT");
+    assert_eq!(queued.as_int(), Some(1), "the writer lost its place");
+    plain.release().await.expect("release");
+    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the writer was never served")
+        .expect("task")
+        .expect("write");
+    write.release().await.expect("release");
+}
+
 macro_rules! rw_lock_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
@@ -591,6 +736,16 @@ macro_rules! rw_lock_tests {
             #[test]
             fn a_plain_lock_of_the_name_is_exclusive() {
                 lock_testkit::run(super::a_plain_lock_of_the_name_is_exclusive($kind));
+            }
+
+            #[test]
+            fn write_tokens_grow_where_counters_expire() {
+                lock_testkit::run(super::write_tokens_grow_where_counters_expire($kind));
+            }
+
+            #[test]
+            fn foreign_counters_modes_and_places() {
+                lock_testkit::run(super::foreign_counters_modes_and_places($kind));
             }
 
             #[test]
