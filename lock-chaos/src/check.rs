@@ -162,6 +162,43 @@ pub fn check_permits(
     findings
 }
 
+/// Checks a read-write lock's sections: an overlap is a write section that
+/// began while any other section was going on, or any section that began
+/// during a write; readers write nothing, and the writers' writes are
+/// checked as a lock's are.
+pub fn check_rw(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
+    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
+    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
+    let is_write =
+        |acquisition: &Acquisition| acquisition.access != Some(lock_core::Access::Shared);
+    // The live sections' ends, and whether each is a write.
+    let mut live: Vec<(u64, bool)> = Vec::new();
+    let mut overlaps = 0;
+    for acquisition in &by_start {
+        live.retain(|(end, _)| *end > acquisition.start_ns);
+        let writing = is_write(acquisition);
+        if (writing && !live.is_empty()) || live.iter().any(|(_, write)| *write) {
+            overlaps += 1;
+        }
+        live.push((acquisition.end_ns, writing));
+    }
+    let writers: Vec<Acquisition> = acquisitions
+        .iter()
+        .filter(|acquisition| is_write(acquisition))
+        .cloned()
+        .collect();
+    let mut findings = check(&writers, writes);
+    findings.acquisitions = acquisitions.len();
+    findings.overlaps = overlaps;
+    findings.max_overrun_ms = acquisitions
+        .iter()
+        .map(Acquisition::overrun_ns)
+        .max()
+        .unwrap_or(0)
+        / 1_000_000;
+    findings
+}
+
 /// Whether an acquisition's write reached the resource.
 pub fn wrote(acquisition: &Acquisition) -> bool {
     matches!(
@@ -187,6 +224,7 @@ mod tests {
             outcome: Outcome::Released,
             slot: None,
             weight: 1,
+            access: None,
         }
     }
 
@@ -220,6 +258,42 @@ mod tests {
             permit(3, 5, 15, 1, 1),
         ];
         assert_eq!(check_permits(&turns, &writes, 2).overlaps, 0);
+    }
+
+    fn hold(worker: u32, start: u64, end: u64, access: lock_core::Access) -> Acquisition {
+        Acquisition {
+            access: Some(access),
+            ..section(worker, start, end, 1)
+        }
+    }
+
+    #[test]
+    fn readers_overlap_each_other_and_writers_nothing() {
+        use lock_core::Access::{Exclusive, Shared};
+        let readers = [hold(1, 0, 100, Shared), hold(2, 10, 90, Shared)];
+        assert_eq!(check_rw(&readers, &[]).overlaps, 0);
+        // A write beside a read, either way round.
+        let late_write = [hold(1, 0, 100, Shared), hold(2, 10, 20, Exclusive)];
+        assert_eq!(check_rw(&late_write, &[]).overlaps, 1);
+        let late_read = [hold(1, 0, 100, Exclusive), hold(2, 10, 20, Shared)];
+        assert_eq!(check_rw(&late_read, &[]).overlaps, 1);
+        // Turns: nothing.
+        let turns = [
+            hold(1, 0, 10, Exclusive),
+            hold(2, 10, 20, Shared),
+            hold(3, 12, 30, Shared),
+            hold(4, 30, 40, Exclusive),
+        ];
+        assert_eq!(check_rw(&turns, &[]).overlaps, 0);
+        // A reader's section never counts as a writer's stale write.
+        let writes = [logged(1, 5, 4, true), logged(2, 4, 1, false)];
+        let stale = [
+            hold(1, 0, 100, Exclusive),
+            hold(4, 20, 30, Exclusive),
+            hold(2, 40, 50, Shared),
+        ];
+        let findings = check_rw(&stale, &writes);
+        assert_eq!((findings.acquisitions, findings.stale_refused), (3, 1));
     }
 
     #[test]

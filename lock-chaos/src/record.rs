@@ -80,6 +80,9 @@ pub struct Acquisition {
     pub slot: Option<u32>,
     /// How many permits it counted for: 1 for a lock or an election.
     pub weight: u32,
+    /// A read-write lock's hold: shared (a reader, which writes nothing) or
+    /// exclusive; `None` for the other primitives.
+    pub access: Option<lock_core::Access>,
 }
 
 impl Acquisition {
@@ -116,9 +119,14 @@ impl fmt::Display for Acquisition {
         let slot = self
             .slot
             .map_or_else(|| "-".to_owned(), |slot| slot.to_string());
+        let access = match self.access {
+            None => "-",
+            Some(lock_core::Access::Shared) => "r",
+            Some(lock_core::Access::Exclusive) => "w",
+        };
         write!(
             f,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
             self.worker,
             self.index,
             self.start_ns,
@@ -128,7 +136,8 @@ impl fmt::Display for Acquisition {
             self.lease_end_ns,
             outcome,
             slot,
-            self.weight
+            self.weight,
+            access
         )
     }
 }
@@ -138,17 +147,25 @@ impl FromStr for Acquisition {
 
     fn from_str(line: &str) -> Result<Self, String> {
         let fields: Vec<&str> = line.split('\t').collect();
-        // Eight fields before permits had slots and weights.
-        let (slot, weight) = match fields[..] {
-            [_, _, _, _, _, _, _, _, slot, weight] => (slot, weight),
-            _ => ("-", "1"),
+        // Eight fields before permits had slots and weights, ten before
+        // read-write holds had a mode.
+        let (slot, weight, access) = match fields[..] {
+            [_, _, _, _, _, _, _, _, slot, weight, access] => (slot, weight, access),
+            [_, _, _, _, _, _, _, _, slot, weight] => (slot, weight, "-"),
+            _ => ("-", "1", "-"),
         };
         let [worker, index, start, end, token, write, lease_end, outcome, ..] = fields[..] else {
-            return Err(format!("expected 8 or 10 fields: {line:?}"));
+            return Err(format!("expected 8, 10 or 11 fields: {line:?}"));
         };
-        if fields.len() != 8 && fields.len() != 10 {
-            return Err(format!("expected 8 or 10 fields: {line:?}"));
+        if ![8, 10, 11].contains(&fields.len()) {
+            return Err(format!("expected 8, 10 or 11 fields: {line:?}"));
         }
+        let access = match access {
+            "-" => None,
+            "r" => Some(lock_core::Access::Shared),
+            "w" => Some(lock_core::Access::Exclusive),
+            other => return Err(format!("unknown mode {other:?} in {line:?}")),
+        };
         let number = |text: &str| {
             text.parse::<u64>()
                 .map_err(|_| format!("not a number: {text:?} in {line:?}"))
@@ -186,6 +203,7 @@ impl FromStr for Acquisition {
                 slot => Some(small(slot)?),
             },
             weight: small(weight)?,
+            access,
         })
     }
 }
@@ -207,6 +225,7 @@ mod tests {
             outcome: Outcome::Lost,
             slot: None,
             weight: 1,
+            access: None,
         };
         let line = acquisition.to_string();
         assert_eq!(line.parse::<Acquisition>(), Ok(acquisition.clone()));
@@ -226,7 +245,15 @@ mod tests {
             weight: 3,
             ..killed
         };
-        assert_eq!(permit.to_string().parse::<Acquisition>(), Ok(permit));
+        assert_eq!(
+            permit.to_string().parse::<Acquisition>(),
+            Ok(permit.clone())
+        );
+        let read = Acquisition {
+            access: Some(lock_core::Access::Shared),
+            ..permit
+        };
+        assert_eq!(read.to_string().parse::<Acquisition>(), Ok(read));
         // A line of the eight fields before slots and weights.
         let old = "3\t17\t1000\t2000\t42\trefused:9\t1500\tlost";
         let parsed = old.parse::<Acquisition>().expect("an old line");

@@ -2,7 +2,7 @@
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
 //! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
-//! [--permits N]`, with the lock
+//! [--permits N] [--rw]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
 //! same owner if `--nested` (reentrant strategy), hold for a random time
@@ -14,7 +14,9 @@
 //! `distlock run` whose job is this binary with `--job I`. With `--elect`,
 //! each section is a term of leadership of the election K (campaign, lead,
 //! resign), its token the term; with `--permits N`, a permit of weight 1 or
-//! 2 of the semaphore K of N, whose write goes to its slot's resource.
+//! 2 of the semaphore K of N, whose write goes to its slot's resource; with
+//! `--rw`, a shared hold (two times in three, writing nothing) or the
+//! exclusive hold of the read-write lock K, whose write carries its token.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -52,6 +54,8 @@ struct Args {
     elect: bool,
     /// Take permits of the semaphore `key` of this many.
     permits: Option<u32>,
+    /// Take shared and exclusive holds of the read-write lock `key`.
+    rw: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -70,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
         hog: None,
         elect: false,
         permits: None,
+        rw: false,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
@@ -78,6 +83,10 @@ fn parse_args() -> Result<Args, String> {
         }
         if flag == "--elect" {
             parsed.elect = true;
+            continue;
+        }
+        if flag == "--rw" {
+            parsed.rw = true;
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -202,16 +211,25 @@ async fn work(args: Args) -> Result<(), String> {
         ),
         None => None,
     };
+    let rw_lock = match args.rw {
+        true => Some(locks.rw_lock(&args.key).map_err(|err| err.to_string())?),
+        false => None,
+    };
     let mut index = 0;
     while Instant::now() < ends_at {
         let options = lock_core::AcquireOptions::new().with_owner(owner.clone());
-        let taken = match &semaphore {
+        let taken = match (&semaphore, &rw_lock) {
             // Weights 1 and 2, so that one permit can take two slots' room.
-            Some(semaphore) => {
+            (Some(semaphore), _) => {
                 let weight = rng.random_range(1..=semaphore.limit().min(2));
                 semaphore.acquire_with(&options.with_weight(weight)).await
             }
-            None => locks.acquire_with(&args.key, &options).await,
+            // Readers two times in three, so that reads overlap.
+            (None, Some(rw_lock)) if rng.random_range(0..3) < 2 => {
+                rw_lock.read_with(&options).await
+            }
+            (None, Some(rw_lock)) => rw_lock.write_with(&options).await,
+            (None, None) => locks.acquire_with(&args.key, &options).await,
         };
         let guard = match taken {
             Ok(guard) => guard,
@@ -262,7 +280,9 @@ async fn critical_section(
     };
     let slot = guard.permit_slot();
     let weight = guard.permit_weight().unwrap_or(1);
-    let write = if lost {
+    let access = guard.access();
+    // A reader writes nothing: only its section is checked.
+    let write = if lost || access == Some(lock_core::Access::Shared) {
         Write::Skipped
     } else {
         fenced_write(resource, token, &format!("{}:{index}", args.worker), slot).await
@@ -289,6 +309,7 @@ async fn critical_section(
         outcome,
         slot,
         weight,
+        access,
     }
 }
 
@@ -352,6 +373,7 @@ async fn lead_in_turns(
             outcome,
             slot: None,
             weight: 1,
+            access: None,
         };
         writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
         log.flush().map_err(|err| format!("log: {err}"))?;
@@ -572,6 +594,7 @@ fn log_unfinished_job(args: &Args) -> Result<(), String> {
             outcome: Outcome::Killed,
             slot: None,
             weight: 1,
+            access: None,
         };
         append_to_log(&args.log, &acquisition)?;
     }
@@ -624,6 +647,7 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         outcome: Outcome::Released,
         slot: None,
         weight: 1,
+        access: None,
     };
     append_to_log(&args.log, &acquisition)?;
     std::fs::remove_file(&marker).map_err(|err| format!("{}: {err}", marker.display()))

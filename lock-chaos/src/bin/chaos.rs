@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_chaos::check::{check, check_permits, Findings, LoggedWrite};
+use lock_chaos::check::{check, check_permits, check_rw, Findings, LoggedWrite};
 use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
 use nix::sched::CpuSet;
@@ -113,6 +113,9 @@ enum Primitive {
     /// Permits of weight 1 or 2 of the semaphore `chaos` of this many, each
     /// slot writing to its own fenced resource.
     Semaphore(u32),
+    /// Shared holds (writing nothing) and exclusive holds (writing with
+    /// their token) of the read-write lock `chaos`.
+    RwLock,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -316,6 +319,33 @@ fn scenarios() -> Vec<Scenario> {
             primitive: Primitive::Election,
             note: "the leader's lock is gone: two leaders, and terms restart so the fence refuses the newest",
             ..scenario("election-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
+        },
+        // Read-write locks (an overlap is a write beside any other hold;
+        // readers write nothing, writers write with their tokens).
+        Scenario {
+            primitive: Primitive::RwLock,
+            note: "reads two times in three, beside each other",
+            ..scenario("rw", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::RwLock,
+            note: "a paused holder acts late: beside others; a paused writer's late write is refused",
+            ..scenario("rw-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            primitive: Primitive::RwLock,
+            note: "holds end by the server's clock, after every holder's deadline",
+            ..scenario("rw-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::RwLock,
+            proxied: true,
+            ..scenario("rw-partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::RwLock,
+            note: "the holds and the counter are gone: a writer beside others, and tokens restart",
+            ..scenario("rw-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
         },
     ]
 }
@@ -658,6 +688,9 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             Primitive::Semaphore(limit) => {
                 command.args(["--permits", &limit.to_string()]);
             }
+            Primitive::RwLock => {
+                command.arg("--rw");
+            }
         }
         if scenario.via_cli {
             let distlock = worker_binary.with_file_name("distlock");
@@ -744,6 +777,7 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
                 .collect::<Result<Vec<_>, String>>()?;
             check_permits(&acquisitions, &slots, limit)
         }
+        Primitive::RwLock => check_rw(&acquisitions, &read_resource_log(&resource, RESOURCE_KEY)?),
         _ => check(&acquisitions, &read_resource_log(&resource, RESOURCE_KEY)?),
     };
     // CHAOS_KEEP_LOGS=1 keeps the workers' logs for a closer look.
