@@ -134,7 +134,7 @@ fn both_clients_features() -> String {
 }
 
 /// The benchmarks against peer crates, in the separate `comparisons` workspace.
-const COMPARISONS: [&str; 3] = ["redlock", "handoff", "semaphore"];
+const COMPARISONS: [&str; 4] = ["redlock", "handoff", "semaphore", "rwlock"];
 
 /// The benchmark binaries, by crate.
 const BENCHES: [(&str, &str); 4] = [
