@@ -326,6 +326,9 @@ pub struct HoldToken {
     permit: Option<Permit>,
     /// A read-write lock's hold: shared or exclusive; `None` otherwise.
     access: Option<Access>,
+    /// A multi-key hold's members, in the order they are taken (the first
+    /// is the lease's key); `None` for a hold of one key.
+    members: Option<std::sync::Arc<[LockKey]>>,
 }
 
 /// What a hold of a read-write lock takes: a shared (read) hold, beside
@@ -386,6 +389,7 @@ impl PartialEq for HoldToken {
             && self.fencing_token == other.fencing_token
             && self.permit == other.permit
             && self.access == other.access
+            && self.members == other.members
     }
 }
 
@@ -398,6 +402,7 @@ impl std::hash::Hash for HoldToken {
         self.fencing_token.hash(state);
         self.permit.hash(state);
         self.access.hash(state);
+        self.members.hash(state);
     }
 }
 
@@ -436,6 +441,7 @@ impl HoldToken {
             fencing_token: None,
             permit: None,
             access: None,
+            members: None,
         })
     }
 
@@ -452,6 +458,7 @@ impl HoldToken {
             fencing_token: None,
             permit: None,
             access: None,
+            members: None,
         }
     }
 
@@ -496,7 +503,8 @@ impl HoldToken {
     /// owner and fencing token, a new nonce. Errors only if the OS generator
     /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
-        let next = HoldToken::new(self.owner().clone())?;
+        let mut next = HoldToken::new(self.owner().clone())?;
+        next.members = self.members.clone();
         if let Some(access) = self.access {
             let next = next.for_access(access);
             return Ok(match self.fencing_token {
@@ -540,6 +548,21 @@ impl HoldToken {
         if let Some(permit) = self.permit.as_mut() {
             permit.slot = Some(slot);
         }
+        self
+    }
+
+    /// A multi-key hold's member keys, the first being the lease's key;
+    /// `None` for a hold of one key. A backend takes, renews and releases
+    /// them together.
+    pub fn members(&self) -> Option<&[LockKey]> {
+        self.members.as_deref()
+    }
+
+    /// This hold as an attempt to take every key of `members` as one
+    /// hold: what the engine passes to
+    /// [`LockBackend::try_acquire_multi`](crate::LockBackend::try_acquire_multi).
+    pub fn for_members(mut self, members: std::sync::Arc<[LockKey]>) -> Self {
+        self.members = Some(members);
         self
     }
 
@@ -756,6 +779,7 @@ impl HandoffToken {
             fencing_token: None,
             permit,
             access,
+            members: None,
         };
         let hold = match (access, fencing_token) {
             (Some(_), Some(token)) => hold.granted_access(token),

@@ -73,6 +73,7 @@ pub use engine::background::settle_background_releases;
 pub use engine::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
 pub use engine::guard::{LeaseGuard, LeaseHandle};
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
+pub use engine::multi::{MultiLock, MAX_MULTI_KEYS};
 pub use engine::options::AcquireOptions;
 pub use engine::rwlock::RwLock;
 pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};

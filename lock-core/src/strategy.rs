@@ -194,11 +194,14 @@ pub mod scripts {
     //! beside it (`lock-redis-single`, and each node of `lock-redlock`),
     //! [`reentrant`] for a hash of owner to hold count (`lock-reentrant`),
     //! [`semaphore`] for permits with leases of their own, [`rw`] for a
-    //! read-write lock's shared and exclusive holds, [`election`] for
+    //! read-write lock's shared and exclusive holds, [`multi`] for several
+    //! lock keys held as one, [`election`] for
     //! a leader's value bound to its term, and
     //! [`FORCE_RELEASE`] for any layout. Each script's source documents its
     //! `KEYS`, `ARGV` and reply; read it with
     //! [`Script::source`](super::Script::source).
 
-    pub use crate::server::script::{election, reentrant, rw, semaphore, single, FORCE_RELEASE};
+    pub use crate::server::script::{
+        election, multi, reentrant, rw, semaphore, single, FORCE_RELEASE,
+    };
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{election, rw, semaphore, single};
+use lock_core::strategy::scripts::{election, multi, rw, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
@@ -322,6 +322,53 @@ impl SingleNodeBackend {
         }
     }
 
+    /// Renews every member of a multi-key hold, or none
+    /// (`multi_renew.lua`), acknowledged as a lock's renewal is.
+    async fn renew_members(
+        &self,
+        members: &[LockKey],
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let keys = member_keys(members);
+        let script = &multi::RENEW;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(script, &keys, &[hold.value().as_bytes(), ttl_ms.as_bytes()])
+            .await?;
+        match reply {
+            Reply::Int(1) => {
+                acknowledged?;
+                Ok(ExtendOutcome::Extended { ttl })
+            }
+            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            other => Err(self.node.unexpected(script, &other)),
+        }
+    }
+
+    /// Gives back every member a multi-key hold still has
+    /// (`multi_release.lua`): `Released` only when it had them all.
+    async fn release_members(
+        &self,
+        members: &[LockKey],
+        hold: &HoldToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let keys: Vec<&str> = members.iter().map(LockKey::redis_key).collect();
+        let script = &multi::RELEASE;
+        let reply = self
+            .node
+            .run(script, &keys, &[hold.value().as_bytes()])
+            .await?;
+        match reply {
+            Reply::Int(released) if usize::try_from(released) == Ok(members.len()) => {
+                Ok(ReleaseOutcome::Released)
+            }
+            Reply::Int(released) if released >= 0 => Ok(ReleaseOutcome::NotHeld),
+            other => Err(self.node.unexpected(script, &other)),
+        }
+    }
+
     /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
     /// standalone server, or a cluster or sentinel [`Endpoint`]) through the
     /// `kind` client.
@@ -511,6 +558,9 @@ impl LockBackend for SingleNodeBackend {
         if hold.access().is_some() {
             return self.renew_access(key, hold, ttl).await;
         }
+        if let Some(members) = hold.members() {
+            return self.renew_members(members, hold, ttl).await;
+        }
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
         self.renew_with(&single::EXTEND, key, &args, ttl).await
@@ -535,7 +585,10 @@ impl LockBackend for SingleNodeBackend {
                 outcomes[index] = Some(Err(err));
                 continue;
             }
-            if renewal.hold.permit().is_some() || renewal.hold.access().is_some() {
+            let own_script = renewal.hold.permit().is_some()
+                || renewal.hold.access().is_some()
+                || renewal.hold.members().is_some();
+            if own_script {
                 permits.push(index);
                 continue;
             }
@@ -629,6 +682,9 @@ impl LockBackend for SingleNodeBackend {
         }
         if hold.access().is_some() {
             return self.release_access(key, hold).await;
+        }
+        if let Some(members) = hold.members() {
+            return self.release_members(members, hold).await;
         }
         // The holder key is deleted with the lock, whoever wrote it (a
         // process with `holder_info` that handed the lease over). Not on a
@@ -822,6 +878,70 @@ impl LockBackend for SingleNodeBackend {
 
     fn supports_rw_locks(&self) -> bool {
         true
+    }
+
+    async fn try_acquire_multi(
+        &self,
+        keys: &[LockKey],
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.node.validate_ttl(ttl)?;
+        if self.node.client().is_cluster() {
+            if let Some(other) = keys
+                .iter()
+                .find(|key| key.hash_slot() != keys[0].hash_slot())
+            {
+                return Err(LockError::InvalidKey {
+                    reason: format!(
+                        "on a Redis Cluster a multi-key lock's names must share a slot, and \
+                         `{}` and `{}` do not: give them one hash tag, the text before a `}}` \
+                         (`acct}}1`, `acct}}2`)",
+                        keys[0].name(),
+                        other.name()
+                    ),
+                });
+            }
+        }
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let [counter_ttl, ..] = self.grant.script_args();
+        let script = &multi::ACQUIRE;
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(
+                script,
+                &member_keys(keys),
+                &[
+                    hold.attempt_value().as_bytes(),
+                    ttl_ms.as_bytes(),
+                    counter_ttl.as_bytes(),
+                ],
+            )
+            .await?;
+        let outcome = match reply.as_array() {
+            Some([Reply::Int(1), token]) => {
+                match token.as_text().and_then(|text| text.parse().ok()) {
+                    Some(token) => AcquireOutcome::Acquired {
+                        fencing_token: Some(FencingToken::new(token)),
+                    },
+                    None => return Err(self.node.unexpected(script, &reply)),
+                }
+            }
+            Some([Reply::Int(0), Reply::Int(pttl)]) => AcquireOutcome::Held {
+                remaining: remaining_from_pttl(*pttl),
+            },
+            Some([Reply::Int(-1), detail]) => {
+                return Err(LockError::Corrupted {
+                    key: keys[0].redis_key().to_owned(),
+                    detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+                })
+            }
+            _ => return Err(self.node.unexpected(script, &reply)),
+        };
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(&keys[0], hold, err).await);
+        }
+        Ok(outcome)
     }
 
     async fn try_acquire_access(
@@ -1101,6 +1221,15 @@ fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
         })
         .collect::<Option<Vec<_>>>()?;
     Some(SemaphoreState::new(limit, permits))
+}
+
+/// Each member's lock key and fencing counter, in turn: the KEYS of the
+/// multi-key scripts that take and renew.
+fn member_keys(members: &[LockKey]) -> Vec<&str> {
+    members
+        .iter()
+        .flat_map(|key| [key.redis_key(), key.fence_key()])
+        .collect()
 }
 
 /// `r` or `w`: the mode as the read-write scripts store it.

@@ -1,11 +1,14 @@
 //! The primitives built on the lease engine, on the single-node strategy:
-//! semaphores, read-write locks and leader election, in one test binary (each binary links
-//! the whole stack, so fewer of them keep the suite within its time).
+//! semaphores, read-write locks, multi-key locks and leader election, in one
+//! test binary (each binary links the whole stack, so fewer of them keep the
+//! suite within its time).
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
 #[path = "primitives/election.rs"]
 mod election;
+#[path = "primitives/multi.rs"]
+mod multi;
 #[path = "primitives/rwlock.rs"]
 mod rwlock;
 #[path = "primitives/semaphore.rs"]

@@ -148,6 +148,7 @@ macro_rules! contract_suite {
             semaphore_never_exceeds_its_limit,
             semaphore_weight_returns_after_a_crash,
             rw_lock_excludes_writers_and_frees_dead_readers,
+            multi_lock_is_all_or_nothing,
             election_has_one_leader_at_a_time,
         );
     };

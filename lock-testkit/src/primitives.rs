@@ -5,8 +5,8 @@
 //! crashed holder's weight back after its TTL and not before, a writer
 //! never beside another holder with growing write tokens and reads that
 //! carry the last one, a dead reader's share freed at its own deadline
-//! among renewing readers, one leader at a time in growing terms; where it
-//! has none, a clear refusal.
+//! among renewing readers, multi-key holds all or nothing, one leader at a
+//! time in growing terms; where it has none, a clear refusal.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -220,6 +220,83 @@ pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn Backe
     live.release().await.expect("release");
     let write = ours.try_write().await.expect("try").expect("free");
     write.release().await.expect("release");
+}
+
+/// A multi-key hold is all or nothing against a plain lock of a member,
+/// holds every member once taken, has a token above every member's
+/// earlier ones, and requests in opposite orders all finish with one
+/// holder at a time. On a cluster, names in different slots are refused.
+pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    // One hash tag, the text before the `}`: one slot on a cluster.
+    let names = ["contract-multi}a", "contract-multi}b"];
+    let pair = locks.multi_lock(names).expect("multi lock");
+    if !factory.capabilities().primitives {
+        assert_refused("a multi-key lock", pair.try_acquire().await);
+        return;
+    }
+    let plain = locks
+        .try_acquire(names[1])
+        .await
+        .expect("try")
+        .expect("free");
+    let earlier = plain.fencing_token().map_or(0, |token| token.get());
+    assert!(
+        pair.try_acquire().await.expect("try").is_none(),
+        "one member is held"
+    );
+    assert!(
+        !locks.inspect(names[0]).await.expect("inspect").is_held(),
+        "a refused multi-key acquire took a member"
+    );
+    plain.release().await.expect("release");
+    let held = pair.try_acquire().await.expect("try").expect("free");
+    let token = held.fencing_token().expect("a token").get();
+    assert!(token > earlier, "{token} after {earlier}");
+    for name in names {
+        assert!(
+            locks.try_acquire(name).await.expect("try").is_none(),
+            "{name} free"
+        );
+    }
+    held.release().await.expect("release");
+    let holding = Arc::new(Mutex::new(0u32));
+    let tasks = (0..4u32).map(|task| {
+        let order = if task % 2 == 0 {
+            names
+        } else {
+            [names[1], names[0]]
+        };
+        let lock = locks.multi_lock(order).expect("multi lock");
+        let holding = Arc::clone(&holding);
+        tokio::spawn(async move {
+            for _ in 0..5 {
+                let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
+                let guard = lock.acquire_with(&wait).await.expect("acquire");
+                {
+                    let mut holding = holding.lock().expect("count");
+                    *holding += 1;
+                    assert_eq!(*holding, 1, "two holders at once");
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                *holding.lock().expect("count") -= 1;
+                guard.release().await.expect("release");
+            }
+        })
+    });
+    for task in futures::future::join_all(tasks).await {
+        task.expect("a task panicked");
+    }
+    if factory.site() == crate::contract::Site::Cluster {
+        let apart = locks
+            .multi_lock(["contract-apart-1", "contract-apart-2", "contract-apart-3"])
+            .expect("multi lock");
+        match apart.try_acquire().await {
+            Err(LockError::InvalidKey { reason }) => assert!(reason.contains("slot"), "{reason}"),
+            other => panic!("names in different slots on a cluster: {other:?}"),
+        }
+    }
 }
 
 /// Three campaigners lead one at a time, in growing terms, each seen by

@@ -428,6 +428,35 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Err(no_rw_locks(self.strategy()))
     }
 
+    /// Tries once to take every key of `keys` (at least one, no two alike,
+    /// in the order to take them) as one hold, `hold` (whose
+    /// [`members`](HoldToken::members) are the same keys), for `ttl`: all
+    /// or nothing. Answers [`AcquireOutcome::Acquired`] with one fencing
+    /// token greater than every earlier token of each member, or `Held`
+    /// with the time until the first member in the way may be free.
+    ///
+    /// From then on this backend's `extend`, `release` and `extend_many` of
+    /// a hold with members act on all of them: a renewal renews every
+    /// member or none (`NotHeld` when one is lost), and a release gives
+    /// back every member the hold still has.
+    ///
+    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    async fn try_acquire_multi(
+        &self,
+        keys: &[LockKey],
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        let _ = (keys, hold, ttl);
+        Err(LockError::config(
+            "strategy",
+            format!(
+                "the {} strategy has no multi-key locks; use the single-node strategy",
+                self.strategy()
+            ),
+        ))
+    }
+
     /// Whether this backend has read-write locks
     /// ([`try_acquire_access`](Self::try_acquire_access) does not refuse).
     fn supports_rw_locks(&self) -> bool {

@@ -374,6 +374,13 @@ impl LeaseGuard {
                 operation: "hand off",
             });
         }
+        // A token names one key; a multi-key hold's members would be lost.
+        if shared.hold.members().is_some() {
+            return Err(LockError::HandOffUnsupported {
+                strategy: shared.backend.strategy(),
+                operation: "hand off a multi-key hold",
+            });
+        }
         shared.stop_watchdog();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {

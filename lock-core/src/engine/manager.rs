@@ -56,13 +56,15 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 
-/// What an acquire takes of its key: the lock, a semaphore's permit, or a
-/// read-write lock's shared or exclusive hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an acquire takes of its key: the lock, a semaphore's permit, a
+/// read-write lock's shared or exclusive hold, or several locks as one
+/// hold (the key being the first of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Claim {
     Lock,
     Permit(PermitRequest),
     Access(AccessRequest),
+    Multi(Arc<[LockKey]>),
 }
 
 impl Claim {
@@ -74,6 +76,7 @@ impl Claim {
         match self {
             Claim::Lock | Claim::Permit(_) => fair,
             Claim::Access(request) => request.access == Access::Exclusive,
+            Claim::Multi(_) => false,
         }
     }
 
@@ -82,7 +85,8 @@ impl Claim {
     /// release may let in more than one waiter, or not the one that has
     /// waited longest (the queue, not the wake-up, decides in fair mode;
     /// a semaphore's release may not fit the first waiter's weight; a
-    /// writer's release lets in every reader).
+    /// writer's release lets in every reader; one member's release may not
+    /// free a multi-key hold's others).
     fn wakes_on_every_release(&self, fair: bool) -> bool {
         fair || !matches!(self, Claim::Lock)
     }
@@ -300,7 +304,7 @@ impl LockManager {
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let attempt = async {
-            match self.attempt(&key, owner, ttl, false, claim).await? {
+            match self.attempt(&key, owner, ttl, false, &claim).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unanswered { error, cleanup } => {
@@ -614,7 +618,7 @@ impl LockManager {
         owner: Option<&OwnerToken>,
         ttl: Duration,
         join_queue: bool,
-        claim: Claim,
+        claim: &Claim,
     ) -> Result<Attempt, LockError> {
         let (mut hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
@@ -623,6 +627,7 @@ impl LockManager {
         match claim {
             Claim::Permit(request) => hold = hold.for_permit(request.weight),
             Claim::Access(request) => hold = hold.for_access(request.access),
+            Claim::Multi(keys) => hold = hold.for_members(Arc::clone(keys)),
             Claim::Lock => {}
         }
         let fair = self.settings.fair;
@@ -640,7 +645,8 @@ impl LockManager {
             }
         });
         let outcome = match claim {
-            Claim::Permit(mut request) => {
+            Claim::Permit(request) => {
+                let mut request = *request;
                 if fair {
                     request.fair = Some(FairPlace {
                         waiter_lease: FAIR_WAITER_LEASE,
@@ -651,13 +657,15 @@ impl LockManager {
                     .try_acquire_permit(key, &hold, ttl, request)
                     .await
             }
-            Claim::Access(mut request) => {
+            Claim::Access(request) => {
+                let mut request = *request;
                 request.waiter.waiter_lease = FAIR_WAITER_LEASE;
                 request.waiter.join = join_queue && queues;
                 self.backend
                     .try_acquire_access(key, &hold, ttl, request)
                     .await
             }
+            Claim::Multi(keys) => self.backend.try_acquire_multi(keys, &hold, ttl).await,
             Claim::Lock if fair => {
                 self.backend
                     .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
@@ -896,7 +904,7 @@ impl<'a, Q> Wait<'a, Q> {
         }
         let result = self
             .manager
-            .attempt(self.key, self.owner, self.ttl, true, self.claim)
+            .attempt(self.key, self.owner, self.ttl, true, &self.claim)
             .await;
         *self.attempts = self.attempts.saturating_add(1);
         tracing::debug!(
@@ -984,7 +992,7 @@ impl<'a, Q> Wait<'a, Q> {
         self.subscribe_at = Some(now + SUBSCRIBE_RETRY);
         // Bounded by the wait: an unreachable pub/sub connection may
         // not cost a caller more than it agreed to wait.
-        let subscribe = self.manager.backend.watch_releases(self.key);
+        let subscribe = watch_claim(self.manager.backend.as_ref(), self.key, &self.claim);
         match tokio::time::timeout(self.left(), subscribe).await {
             Ok(Ok(Some(watch))) => {
                 // A release published before the subscription was
@@ -1125,6 +1133,58 @@ impl Drop for UnansweredHolds<'_> {
         for hold in self.holds.drain(..) {
             spawn_release(Arc::clone(self.backend), self.key.clone(), hold);
         }
+    }
+}
+
+/// Subscribes to the releases of what `claim` waits for: `key`'s, or every
+/// member's of a multi-key hold, merged (`None` when the backend cannot
+/// notify of one of them: the wait then polls).
+async fn watch_claim(
+    backend: &dyn LockBackend,
+    key: &LockKey,
+    claim: &Claim,
+) -> Result<Option<Box<dyn Wakeups>>, LockError> {
+    let Claim::Multi(keys) = claim else {
+        return backend.watch_releases(key).await;
+    };
+    let watches =
+        futures::future::try_join_all(keys.iter().map(|key| backend.watch_releases(key))).await?;
+    Ok(watches
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .map(|watches| Box::new(AnyOf(watches)) as Box<dyn Wakeups>))
+}
+
+/// Several subscriptions as one: woken by any, each told of every attempt.
+#[derive(Debug)]
+struct AnyOf(Vec<Box<dyn Wakeups>>);
+
+#[async_trait::async_trait]
+impl Wakeups for AnyOf {
+    async fn released(&mut self) {
+        if self.0.is_empty() {
+            return std::future::pending().await;
+        }
+        let woken = self.0.iter_mut().map(|watch| watch.released());
+        futures::future::select_all(woken).await;
+    }
+
+    fn attempt_starting(&mut self) {
+        self.0.iter_mut().for_each(|watch| watch.attempt_starting());
+    }
+
+    fn attempt_finished(&mut self) {
+        self.0.iter_mut().for_each(|watch| watch.attempt_finished());
+    }
+
+    fn wake_on_every_release(&self) {
+        self.0
+            .iter()
+            .for_each(|watch| watch.wake_on_every_release());
+    }
+
+    fn joined_behind_others(&self) -> bool {
+        self.0.iter().all(|watch| watch.joined_behind_others())
     }
 }
 

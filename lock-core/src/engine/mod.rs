@@ -13,6 +13,7 @@ pub(crate) mod election;
 pub(crate) mod guard;
 pub(crate) mod lease;
 pub(crate) mod manager;
+pub(crate) mod multi;
 pub(crate) mod options;
 pub(crate) mod renewal;
 pub(crate) mod rwlock;

@@ -37,7 +37,10 @@ use crate::key::{Access, LockKey};
 /// shared holds: a **downgrade** is a read taken while writing, then the
 /// write released. An **upgrade** (a write asked for by an owner that has
 /// only reads) is refused with [`LockError::UpgradeRefused`]: it would
-/// wait for its own reads, and two such owners for each other.
+/// wait for its own reads, and two such owners for each other. Nested code
+/// that reads again while holding a read must pass the holder's owner
+/// ([`LeaseGuard::owner`]): without it, the nested read is a stranger's and
+/// waits behind any waiting writer, which waits for the outer read.
 ///
 /// **Fencing**: a write gets the next token of the lock's counter, issued
 /// as a lock's grant issues it (with `fencing_counter_ttl`, from the

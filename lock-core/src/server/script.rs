@@ -407,6 +407,40 @@ pub mod rw {
     pub static INSPECT: Script = rw_script!("rw_inspect");
 }
 
+/// The multi-key scripts: several lock keys taken, renewed and released as
+/// one hold, each key stored as a single-node lock's (`<owner>:<nonce>#<token>`)
+/// with one token for all.
+pub mod multi {
+    use super::Script;
+
+    /// Every member, or none, with one token above each member's counter:
+    /// `lua/multi_acquire.lua`.
+    pub static ACQUIRE: Script = Script::new(
+        "multi_acquire",
+        concat!(
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/multi_acquire.lua")
+        ),
+    );
+    /// Every member renewed, or none: `lua/multi_renew.lua`.
+    pub static RENEW: Script = Script::new(
+        "multi_renew",
+        concat!(
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/multi_renew.lua")
+        ),
+    );
+    /// Every member the hold still has, deleted and published:
+    /// `lua/multi_release.lua`.
+    pub static RELEASE: Script = Script::new(
+        "multi_release",
+        concat!(
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/multi_release.lua")
+        ),
+    );
+}
+
 /// The election scripts, over a single-node lock whose fencing token is
 /// the leader's term: the proclamation bound to that term, and the read of
 /// the leader.
@@ -561,6 +595,9 @@ mod tests {
             ("rw_release", include_str!("../../lua/rw_release.lua")),
             ("rw_take_over", include_str!("../../lua/rw_take_over.lua")),
             ("rw_inspect", include_str!("../../lua/rw_inspect.lua")),
+            ("multi_acquire", include_str!("../../lua/multi_acquire.lua")),
+            ("multi_renew", include_str!("../../lua/multi_renew.lua")),
+            ("multi_release", include_str!("../../lua/multi_release.lua")),
             (
                 "election_proclaim",
                 include_str!("../../lua/election_proclaim.lua"),

@@ -1,0 +1,150 @@
+//! Multi-key locks: several names taken as one hold, all or nothing, with
+//! one lease, one watchdog, one loss signal and one fencing token.
+
+use std::sync::Arc;
+
+use crate::engine::guard::LeaseGuard;
+use crate::engine::manager::{Claim, LockManager};
+use crate::engine::options::AcquireOptions;
+use crate::error::LockError;
+use crate::key::LockKey;
+
+/// The most names one multi-key lock takes: one script sets them all, and
+/// a bound keeps that step short.
+pub const MAX_MULTI_KEYS: usize = 64;
+
+/// Several lock names held as one, from [`LockManager::multi_lock`]: a
+/// transfer between two accounts, an order touching several stock items.
+///
+/// An acquire takes **every name or none**, in one atomic step: there is
+/// no moment where a holder has some of them, so two holders asking for
+/// the same names in opposite orders never deadlock. The hold is one
+/// [`LeaseGuard`]: one lease renewed by one watchdog, one
+/// [`lost()`](LeaseGuard::lost) that completes when any member is lost (a
+/// renewal renews every member or none), released together.
+///
+/// Each member is stored as a plain lock of its name is, so a plain lock
+/// of a member name and the multi-key hold exclude each other, and a
+/// release wakes the waiters of every member. The hold has **one fencing
+/// token**, greater than every earlier token of each member name (every
+/// member's counter is raised to it): a resource that fences any one
+/// member stays correct.
+///
+/// Names are de-duplicated, and taken in one canonical order (by Redis
+/// Cluster slot, then name), whatever order they were given in.
+///
+/// **Where**: the single-node strategy, on a standalone server or behind
+/// Sentinel, always; on a Redis Cluster only when every name hashes to one
+/// slot, since one script must see every key. A name's keys carry the hash
+/// tag of the text before its first `}`: names `acct}1` and `acct}2` share
+/// the slot of `acct`. Names in different slots are refused there with
+/// [`LockError::InvalidKey`]. Hand-off is refused
+/// ([`LockError::HandOffUnsupported`]): a token names one key.
+#[derive(Debug, Clone)]
+pub struct MultiLock {
+    manager: LockManager,
+    keys: Arc<[LockKey]>,
+}
+
+impl LockManager {
+    /// The names of `names` as one multi-key lock, through this manager's
+    /// backend, config and watchdog. Nothing is sent until an acquire.
+    ///
+    /// Errors: [`LockError::InvalidKey`] for no names, more than
+    /// [`MAX_MULTI_KEYS`] distinct ones, or a bad name. A strategy without
+    /// multi-key locks (reentrant, Redlock) refuses the first acquire with
+    /// [`LockError::InvalidConfig`] on `strategy`.
+    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock, LockError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut keys = names
+            .into_iter()
+            .map(|name| self.key(name.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        keys.sort_by(|a, b| (a.hash_slot(), a.name()).cmp(&(b.hash_slot(), b.name())));
+        keys.dedup_by(|a, b| a.name() == b.name());
+        if keys.is_empty() {
+            return Err(LockError::InvalidKey {
+                reason: "a multi-key lock needs at least one name".to_owned(),
+            });
+        }
+        if keys.len() > MAX_MULTI_KEYS {
+            return Err(LockError::InvalidKey {
+                reason: format!(
+                    "a multi-key lock takes at most {MAX_MULTI_KEYS} names, not {}",
+                    keys.len()
+                ),
+            });
+        }
+        Ok(MultiLock {
+            manager: self.clone(),
+            keys: keys.into(),
+        })
+    }
+}
+
+impl MultiLock {
+    /// The names, de-duplicated, in the order they are taken.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.keys.iter().map(LockKey::name)
+    }
+
+    /// Tries once for every name: `Ok(None)` when one of them is held.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>, LockError> {
+        let ttl = self.manager.settings().ttl;
+        self.manager
+            .try_once(None, self.first(), ttl, self.claim())
+            .await
+    }
+
+    /// Waits up to the configured `wait_timeout` for every name.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    pub async fn acquire(&self) -> Result<LeaseGuard, LockError> {
+        self.acquire_with(&AcquireOptions::new()).await
+    }
+
+    /// Takes every name as `options` say: as their owner, waiting up to
+    /// their wait (woken by a release of any member), for a lease of their
+    /// TTL. The guard's [`fencing_token`](LeaseGuard::fencing_token) is the
+    /// hold's one token.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::NotAcquired`] when some member stayed held for the
+    /// whole wait; [`LockError::InvalidPermits`] when `options` carry a
+    /// weight; [`LockError::InvalidKey`] on a Redis Cluster for names in
+    /// different slots; otherwise as [`LockManager::acquire_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`]: a hold granted to a dropped future
+    /// is released in the background, every member of it.
+    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+        if options.weight.is_some() {
+            return Err(LockError::InvalidPermits {
+                reason: "a weight is for a semaphore's permits, not a multi-key lock".to_owned(),
+            });
+        }
+        self.manager
+            .acquire_claim(self.first(), options, self.claim())
+            .await
+    }
+
+    /// The first member's name: the lease's key.
+    fn first(&self) -> &str {
+        self.keys[0].name()
+    }
+
+    fn claim(&self) -> Claim {
+        Claim::Multi(Arc::clone(&self.keys))
+    }
+}

@@ -1,0 +1,266 @@
+//! Multi-key locks on the single-node strategy, through the engine, on both
+//! clients: all or nothing, opposite orders that never deadlock, one token
+//! above every member's, one member lost losing the hold, a waiter woken
+//! by any member's release, and bad input refused with typed errors.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lock_core::{AcquireOptions, ClientKind, LockError, MAX_MULTI_KEYS};
+use lock_testkit::contract::fast_config;
+use lock_testkit::RedisServer;
+
+use super::{keys, manager};
+
+/// A held member keeps the hold from being taken, and nothing of it is
+/// written; once free, every member is held, against plain locks too, and
+/// released together.
+async fn all_or_nothing(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let plain = locks
+        .try_acquire("stock-2")
+        .await
+        .expect("try")
+        .expect("free");
+    let before = keys(&server);
+    let order = locks
+        .multi_lock(["stock-1", "stock-2", "stock-3"])
+        .expect("multi lock");
+    assert!(
+        order.try_acquire().await.expect("try").is_none(),
+        "one member is held"
+    );
+    assert_eq!(
+        keys(&server),
+        before,
+        "a refused multi-key acquire wrote something"
+    );
+    plain.release().await.expect("release");
+    let held = order.try_acquire().await.expect("try").expect("all free");
+    for name in ["stock-1", "stock-2", "stock-3"] {
+        assert!(
+            locks.try_acquire(name).await.expect("try").is_none(),
+            "{name} is not held by the multi-key hold"
+        );
+    }
+    held.release().await.expect("release");
+    for name in ["stock-1", "stock-2", "stock-3"] {
+        let again = locks
+            .try_acquire(name)
+            .await
+            .expect("try")
+            .expect("released");
+        again.release().await.expect("release");
+    }
+}
+
+/// Tasks asking for the same names in opposite orders all finish, and no
+/// two of them ever hold at once.
+async fn opposite_orders_never_deadlock(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let holding = Arc::new(Mutex::new(0u32));
+    let started = Instant::now();
+    let tasks = (0..4u32).map(|task| {
+        let names = if task % 2 == 0 {
+            ["from", "to"]
+        } else {
+            ["to", "from"]
+        };
+        let lock = locks.multi_lock(names).expect("multi lock");
+        let holding = Arc::clone(&holding);
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+                let guard = lock.acquire_with(&options).await.expect("acquire");
+                {
+                    let mut holding = holding.lock().expect("count");
+                    *holding += 1;
+                    assert_eq!(*holding, 1, "two holders at once");
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                *holding.lock().expect("count") -= 1;
+                guard.release().await.expect("release");
+            }
+        })
+    });
+    let finished = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(tasks))
+        .await
+        .expect("the tasks never finished");
+    for task in finished {
+        task.expect("task");
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+/// The hold's one token is above every earlier token of each member, and
+/// each member's next token is above it.
+async fn one_token_above_every_members(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let mut last = 0;
+    for name in ["left", "right", "right", "right"] {
+        let guard = locks.try_acquire(name).await.expect("try").expect("free");
+        last = guard.fencing_token().expect("a token").get();
+        guard.release().await.expect("release");
+    }
+    let both = locks.multi_lock(["left", "right"]).expect("multi lock");
+    let held = both.try_acquire().await.expect("try").expect("free");
+    let token = held.fencing_token().expect("a token").get();
+    assert!(token > last, "{token} after {last}");
+    held.release().await.expect("release");
+    for name in ["left", "right"] {
+        let guard = locks.try_acquire(name).await.expect("try").expect("free");
+        assert!(
+            guard.fencing_token().expect("a token").get() > token,
+            "{name}"
+        );
+        guard.release().await.expect("release");
+    }
+}
+
+/// A member deleted behind the holder's back loses the whole hold at the
+/// next renewal; the other member is free by its TTL.
+async fn losing_one_member_loses_the_hold(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_millis(300))).await;
+    let pair = locks.multi_lock(["kept", "taken"]).expect("multi lock");
+    let held = pair.try_acquire().await.expect("try").expect("free");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(held.is_valid(), "renewed: {:?}", held.status());
+    server.admin(&["DEL", "lock:{taken}"]).expect("DEL");
+    let reason = tokio::time::timeout(Duration::from_secs(2), held.lost())
+        .await
+        .expect("never lost");
+    assert!(reason.is_some(), "{reason:?}");
+    let started = Instant::now();
+    loop {
+        if let Some(guard) = locks.try_acquire("kept").await.expect("try") {
+            guard.release().await.expect("release");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the other member stayed held"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A waiter for two names is woken by the release of the one taken second
+/// (not only the lease's own key's), not by a timer.
+async fn a_waiter_is_woken_by_any_members_release(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let pair = locks.multi_lock(["first", "second"]).expect("multi lock");
+    let taken_second = pair.names().nth(1).expect("two names").to_owned();
+    let second = locks
+        .try_acquire(&taken_second)
+        .await
+        .expect("try")
+        .expect("free");
+    let waiter = {
+        let pair = pair.clone();
+        tokio::spawn(async move {
+            let held = pair
+                .acquire_with(&AcquireOptions::new().with_wait(Duration::from_secs(20)))
+                .await;
+            (Instant::now(), held)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "taken beside a held member");
+    second.release().await.expect("release");
+    let released = Instant::now();
+    let (served, held) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter was never served")
+        .expect("task");
+    let gap = served.saturating_duration_since(released);
+    assert!(
+        gap < Duration::from_millis(500),
+        "served {gap:?} after the release"
+    );
+    held.expect("acquire").release().await.expect("release");
+}
+
+/// No names, too many, a weight and a hand-off are typed errors; the same
+/// name twice is one member.
+async fn bad_input_is_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
+    let none: [&str; 0] = [];
+    assert!(matches!(
+        locks.multi_lock(none),
+        Err(LockError::InvalidKey { .. })
+    ));
+    let many: Vec<String> = (0..=MAX_MULTI_KEYS).map(|n| format!("key-{n}")).collect();
+    assert!(matches!(
+        locks.multi_lock(&many),
+        Err(LockError::InvalidKey { .. })
+    ));
+    assert!(locks.multi_lock(&many[..MAX_MULTI_KEYS]).is_ok());
+    assert!(matches!(
+        locks.multi_lock(["ok", ""]),
+        Err(LockError::InvalidKey { .. })
+    ));
+    let twice = locks.multi_lock(["b", "a", "b"]).expect("multi lock");
+    assert_eq!(twice.names().collect::<Vec<_>>().len(), 2);
+    let weighted = twice
+        .acquire_with(&AcquireOptions::new().with_weight(2))
+        .await;
+    assert!(
+        matches!(weighted, Err(LockError::InvalidPermits { .. })),
+        "{weighted:?}"
+    );
+    assert!(keys(&server).is_empty(), "{:?}", keys(&server));
+    let held = twice.try_acquire().await.expect("try").expect("free");
+    assert!(matches!(
+        held.hand_off(),
+        Err(LockError::HandOffUnsupported { .. })
+    ));
+}
+
+macro_rules! multi_lock_tests {
+    ($module:ident, $kind:expr) => {
+        mod $module {
+            use lock_core::ClientKind;
+
+            #[test]
+            fn all_or_nothing() {
+                lock_testkit::run(super::all_or_nothing($kind));
+            }
+
+            #[test]
+            fn opposite_orders_never_deadlock() {
+                lock_testkit::run(super::opposite_orders_never_deadlock($kind));
+            }
+
+            #[test]
+            fn one_token_above_every_members() {
+                lock_testkit::run(super::one_token_above_every_members($kind));
+            }
+
+            #[test]
+            fn losing_one_member_loses_the_hold() {
+                lock_testkit::run(super::losing_one_member_loses_the_hold($kind));
+            }
+
+            #[test]
+            fn a_waiter_is_woken_by_any_members_release() {
+                lock_testkit::run(super::a_waiter_is_woken_by_any_members_release($kind));
+            }
+
+            #[test]
+            fn bad_input_is_refused() {
+                lock_testkit::run(super::bad_input_is_refused($kind));
+            }
+        }
+    };
+}
+
+#[cfg(feature = "redis")]
+multi_lock_tests!(on_redis, ClientKind::Redis);
+#[cfg(feature = "fred")]
+multi_lock_tests!(on_fred, ClientKind::Fred);
