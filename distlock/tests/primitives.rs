@@ -1,5 +1,5 @@
-//! `distlock run --permits`, `run -s`/`-x` and `distlock elect` with the
-//! real binary, in
+//! `distlock run --permits`, `run -s`/`-x`, `run --key A --key B` and
+//! `distlock elect` with the real binary, in
 //! one test binary (each binary links the whole stack, so fewer of them
 //! keep the suite within its time).
 
@@ -9,6 +9,8 @@ mod common;
 
 #[path = "primitives/elect.rs"]
 mod elect;
+#[path = "primitives/multi.rs"]
+mod multi;
 #[path = "primitives/permits.rs"]
 mod permits;
 #[path = "primitives/shared.rs"]

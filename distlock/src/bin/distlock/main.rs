@@ -27,7 +27,11 @@
 //! distlock run -n -q -E 0 nightly -c './report.sh'
 //! ```
 //!
-//! # Semaphores and elections
+//! # Several names, semaphores and elections
+//!
+//! `distlock run --key A --key B -- CMD` holds A and B as one hold, all or
+//! none, with one `DISTLOCK_FENCING_TOKEN` (greater than every earlier token
+//! of each) and `DISTLOCK_KEY=A,B`; a plain run of either name excludes it.
 //!
 //! `distlock run --permits N NAME -- CMD` lets up to N jobs hold NAME at
 //! once (`--weight W` for one that counts for more); every host must pass
@@ -214,7 +218,11 @@ Cron, skipping a run while another host has the lock, silently and with success:
   distlock run -n -q -E 0 nightly -c './report.sh > /var/log/report.log'
 
 At most 4 exports at once across every host, waiting up to 10 minutes for a turn:
-  distlock run --permits 4 -w 10m exports -- ./export.sh";
+  distlock run --permits 4 -w 10m exports -- ./export.sh
+
+Readers beside each other, a writer alone (flock -s / -x); two accounts as one hold:
+  distlock run -s app-config -- ./read.sh;  distlock run -x app-config -- ./reload.sh
+  distlock run --key acct-1 --key acct-2 -- ./transfer.sh";
 
 /// The exit codes of `elect`, for `--help`.
 const ELECT_EXIT_CODES: &str = "\
@@ -298,6 +306,30 @@ impl LockName {
     }
 }
 
+/// What `run` holds: `NAME`, or one or more `--key NAME`s, taken together
+/// as one hold when there are several.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct RunNames {
+    /// The lock name.
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
+    /// A lock name, as a flag; several (`--key A --key B`) are taken as one
+    /// hold, all or none, with one DISTLOCK_FENCING_TOKEN.
+    #[arg(long = "key", value_name = "NAME")]
+    keys: Vec<String>,
+}
+
+impl RunNames {
+    fn get(&self) -> Vec<&str> {
+        // clap's group makes exactly one of them present.
+        match &self.name {
+            Some(name) => vec![name.as_str()],
+            None => self.keys.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
 /// How `run` and `acquire` wait for a held lock, and what they do when it
 /// stays held: flock(1)'s -n, -w, -E, and a -q for cron.
 #[derive(clap::Args)]
@@ -356,7 +388,7 @@ enum Task {
     )]
     Run {
         #[command(flatten)]
-        lock: LockName,
+        lock: RunNames,
         /// The lease TTL, renewed every TTL/3 while the command runs, e.g.
         /// "30s". Default: the config's ttl (30s unless set).
         #[arg(long, value_parser = cli_duration)]
@@ -625,23 +657,26 @@ fn main() -> ExitCode {
     ExitCode::from(runtime.block_on(dispatch(cli)))
 }
 
-/// The lock name a task names, if any.
-fn lock_name(task: &Task) -> Option<&str> {
+/// The lock names a task names.
+fn lock_names(task: &Task) -> Vec<&str> {
     match task {
-        Task::Run { lock, .. }
-        | Task::Elect { lock, .. }
+        Task::Run { lock, .. } => lock.get(),
+        Task::Elect { lock, .. }
         | Task::Acquire { lock, .. }
         | Task::Extend { lock, .. }
         | Task::Status { lock, .. }
-        | Task::Release { lock, .. } => Some(lock.get()),
-        Task::Supervise { .. } | Task::List { .. } => None,
+        | Task::Release { lock, .. } => vec![lock.get()],
+        Task::Supervise { .. } | Task::List { .. } => Vec::new(),
     }
 }
 
 async fn dispatch(cli: Cli) -> u8 {
     // A hand-off token typed where the name goes would reach logs, spans and
     // error messages as a lock name.
-    if lock_name(&cli.command).is_some_and(|name| HandoffToken::parse(name).is_ok()) {
+    if lock_names(&cli.command)
+        .iter()
+        .any(|name| HandoffToken::parse(name).is_ok())
+    {
         eprintln!(
             "distlock: the lock name is an owner token; pass the token with --owner, \
              --owner-file or DISTLOCK_OWNER"
@@ -710,11 +745,21 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 }
                 (false, _) => None,
             };
+            let names = lock.get();
+            let joined = names.join(",");
+            if names.len() > 1 && (shared || exclusive || permits.is_some()) {
+                eprintln!(
+                    "distlock: several --key names are one plain hold of them all; -s, -x and \
+                     --permits take one name"
+                );
+                return EXIT_CONFIG;
+            }
             let what = Take {
-                key: lock.get(),
+                key: &joined,
                 wait: wait.wait(),
                 permits: Permits::asked(permits, weight),
                 access,
+                members: (names.len() > 1).then_some(names.as_slice()),
             };
             run(&locks, &what, &wait, grace, &command).await
         }
@@ -869,6 +914,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 wait: wait.wait(),
                 permits: None,
                 access: None,
+                members: None,
             };
             let taken = take_unless_interrupted(&locks, &what, &mut interrupts).await;
             let guard = match taken {
@@ -1158,6 +1204,9 @@ struct Take<'a> {
     permits: Option<Permits>,
     /// `-s` or `-x`: a hold of the read-write lock `key`.
     access: Option<distlock::Access>,
+    /// Several `--key`s: one hold of them all (`key` is their names,
+    /// joined by commas, for messages and DISTLOCK_KEY).
+    members: Option<&'a [&'a str]>,
 }
 
 /// `--permits N --weight W`: a permit of weight W in a semaphore of N.
@@ -1185,6 +1234,9 @@ async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockEr
         Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
         None => distlock::AcquireOptions::new(),
     };
+    if let Some(members) = what.members {
+        return locks.multi_lock(members)?.acquire_with(&options).await;
+    }
     match (what.permits, what.access) {
         (_, Some(access)) => {
             let lock = locks.rw_lock(what.key)?;
