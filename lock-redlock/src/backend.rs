@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{single, FORCE_RELEASE};
+use lock_core::strategy::scripts::{multi, single, FORCE_RELEASE};
 use lock_core::strategy::{
     clock_drift, list_held, remaining_from_pttl, validate_ttl, validity, MillisText, ReleaseWatch,
     Reply,
@@ -93,6 +93,17 @@ impl FromConfig for RedlockBackend {
 /// `holder_info`, which Redlock does not store. Errors with
 /// [`LockError::InvalidConfig`] naming the field.
 ///
+/// A multi-key hold's member keys, as the node scripts take them; `None`
+/// for a hold of one key.
+fn member_keys(hold: &HoldToken) -> Option<Arc<[String]>> {
+    hold.members().map(|members| {
+        members
+            .iter()
+            .map(|key| key.redis_key().to_owned())
+            .collect()
+    })
+}
+
 /// Why no holder information: each node's grant is a bare `SET NX PX`, the
 /// cheapest command a node can run, so a slow node costs the round as little
 /// as possible. Storing who holds the lock would take a script on every node,
@@ -290,7 +301,10 @@ impl RedlockBackend {
         hold: &HoldToken,
         enough: usize,
     ) -> ReleaseReport {
-        let args = Texts::new([key.redis_key(), hold.value()]);
+        let args = (
+            Texts::new([key.redis_key(), hold.value()]),
+            member_keys(hold),
+        );
         // This hold's grants still in flight: one may land after this release
         // on its node (see `late_grants`), and is then deleted.
         let grant = self.late_grants.of(key, hold);
@@ -299,24 +313,44 @@ impl RedlockBackend {
             asked,
             self.options.node_timeout,
             args,
-            |node, client, args| {
+            |node, client, (args, members)| {
                 let grant = grant.clone();
                 async move {
                     let [key, hold] = args.parts();
-                    let outcome = single::RELEASE
-                        .run(client.as_ref(), &[key], &[hold.as_bytes()])
-                        .await
-                        .and_then(|reply| match reply {
-                            Reply::Int(1) => Ok(true),
-                            Reply::Int(0) => Ok(false),
-                            other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
-                        });
+                    let outcome = match &members {
+                        // A multi-key hold: every member it still has.
+                        Some(keys) => {
+                            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                            multi::RELEASE
+                                .run(client.as_ref(), &keys, &[hold.as_bytes()])
+                                .await
+                                .and_then(|reply| match reply {
+                                    Reply::Int(deleted) if deleted >= 0 => Ok(deleted > 0),
+                                    other => {
+                                        Err(multi::RELEASE.unexpected(client.as_ref(), &other))
+                                    }
+                                })
+                        }
+                        None => single::RELEASE
+                            .run(client.as_ref(), &[key], &[hold.as_bytes()])
+                            .await
+                            .and_then(|reply| match reply {
+                                Reply::Int(1) => Ok(true),
+                                Reply::Int(0) => Ok(false),
+                                other => Err(single::RELEASE.unexpected(client.as_ref(), &other)),
+                            }),
+                    };
                     // An error leaves it open whether the release ran, or ran
                     // before this hold's grant: counted as a miss, so a grant
                     // that may have landed after it is deleted.
                     let deleted = matches!(outcome, Ok(true));
                     if grant.is_some_and(|grant| grant.release_answered(node, deleted)) {
-                        delete_late_grant(Arc::clone(&client), key.to_owned(), hold.to_owned());
+                        delete_late_grant(
+                            Arc::clone(&client),
+                            key.to_owned(),
+                            members,
+                            hold.to_owned(),
+                        );
                     }
                     outcome
                 }
@@ -451,15 +485,32 @@ impl LockBackend for RedlockBackend {
         let ttl_ms = MillisText::of_ttl(ttl);
         let started = Instant::now();
         let needed = self.quorum();
-        // A plain SET NX PX: no script, so the cheapest command a node can run.
+        // A plain SET NX PX: no script, so the cheapest command a node can run
+        // (a multi-key hold's: every member or none, in one script).
         let texts = Texts::new([key.redis_key(), hold.value(), ttl_ms.as_str()]);
+        let members = member_keys(hold);
         let mut round = round::start(
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            texts.clone(),
-            |_, client, args| async move {
+            (texts.clone(), members.clone()),
+            |_, client, (args, members)| async move {
                 let [key, hold, ttl_ms] = args.parts();
+                if let Some(keys) = &members {
+                    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                    let reply = multi::SET_ALL
+                        .run(
+                            client.as_ref(),
+                            &keys,
+                            &[hold.as_bytes(), ttl_ms.as_bytes()],
+                        )
+                        .await?;
+                    return match reply {
+                        Reply::Int(1) => Ok(true),
+                        Reply::Int(0) => Ok(false),
+                        other => Err(multi::SET_ALL.unexpected(client.as_ref(), &other)),
+                    };
+                }
                 let args: [&[u8]; 5] = [
                     key.as_bytes(),
                     hold.as_bytes(),
@@ -509,7 +560,8 @@ impl LockBackend for RedlockBackend {
             // there (a client may hand commands to a connection in another
             // order than they were sent): `late_grants` matches the two answers
             // and deletes a grant that landed after its release.
-            self.late_grants.track(&texts, &self.nodes, round);
+            self.late_grants
+                .track(&texts, members.clone(), &self.nodes, round);
         } else {
             // A failed attempt drops what is undecided: a SET that never left
             // grants nothing, and one that did is queued before the release
@@ -565,11 +617,16 @@ impl LockBackend for RedlockBackend {
             return Err(corrupted);
         }
         if held > 0 && granted + failures.len() < needed {
-            Ok(AcquireOutcome::Held {
-                remaining: self
-                    .holder_remaining(|index| answered_held.contains(index), key)
-                    .await,
-            })
+            // A multi-key hold's first key may be free while another member
+            // is held: no one key's TTL bounds the wait.
+            let remaining = match members {
+                Some(_) => None,
+                None => {
+                    self.holder_remaining(|index| answered_held.contains(index), key)
+                        .await
+                }
+            };
+            Ok(AcquireOutcome::Held { remaining })
         } else {
             Err(LockError::QuorumNotReached {
                 got: granted,
@@ -597,15 +654,31 @@ impl LockBackend for RedlockBackend {
             &self.nodes,
             |_| true,
             self.options.node_timeout,
-            args,
-            |_, client, args| async move {
+            (args, member_keys(hold)),
+            |_, client, (args, members)| async move {
                 let [key, hold, ttl_ms] = args.parts();
-                let args = [hold.as_bytes(), ttl_ms.as_bytes()];
-                let reply = single::EXTEND.run(client.as_ref(), &[key], &args).await?;
+                let (script, reply) = match &members {
+                    // Every member renewed on the node, or none.
+                    Some(keys) => {
+                        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                        let args = [hold.as_bytes(), ttl_ms.as_bytes(), b"1"];
+                        (
+                            &multi::RENEW,
+                            multi::RENEW.run(client.as_ref(), &keys, &args).await?,
+                        )
+                    }
+                    None => {
+                        let args = [hold.as_bytes(), ttl_ms.as_bytes()];
+                        (
+                            &single::EXTEND,
+                            single::EXTEND.run(client.as_ref(), &[key], &args).await?,
+                        )
+                    }
+                };
                 match reply {
                     Reply::Int(1) => Ok(true),
                     Reply::Int(0) => Ok(false),
-                    other => Err(single::EXTEND.unexpected(client.as_ref(), &other)),
+                    other => Err(script.unexpected(client.as_ref(), &other)),
                 }
             },
         );
@@ -663,6 +736,24 @@ impl LockBackend for RedlockBackend {
 
     fn releases_only_its_attempt(&self) -> bool {
         true
+    }
+
+    /// Every node takes all the keys in one script (`multi_set.lua`); the
+    /// quorum, validity and release rules are a lock's. No fencing token.
+    async fn try_acquire_multi(
+        &self,
+        keys: &[LockKey],
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<AcquireOutcome, LockError> {
+        match (keys.first(), hold.members()) {
+            (Some(first), Some(members)) if members == keys => {
+                self.try_acquire(first, hold, ttl).await
+            }
+            _ => Err(LockError::InvalidKey {
+                reason: "a multi-key acquire names its keys in its hold's members".to_owned(),
+            }),
+        }
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {

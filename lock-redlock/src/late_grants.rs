@@ -29,7 +29,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use lock_core::strategy::scripts::single;
+use lock_core::strategy::scripts::{multi, single};
 use lock_core::strategy::{NodeClient, Reply};
 use lock_core::{HoldToken, LockKey};
 
@@ -138,13 +138,17 @@ pub(crate) struct LateGrant {
     /// The acquire's texts, shared with its round: the key, the hold's
     /// value and the TTL.
     texts: Texts<3>,
+    /// A multi-key hold's member keys (the first is `texts`' key): a late
+    /// grant of it set them all, and is deleted whole.
+    members: Option<Arc<[String]>>,
     nodes: Box<[AtomicU8]>,
 }
 
 impl LateGrant {
-    fn new(texts: Texts<3>, nodes: usize) -> Self {
+    fn new(texts: Texts<3>, members: Option<Arc<[String]>>, nodes: usize) -> Self {
         LateGrant {
             texts,
+            members,
             nodes: (0..nodes).map(|_| AtomicU8::new(0)).collect(),
         }
     }
@@ -196,15 +200,30 @@ impl LateGrant {
 
 /// Deletes this hold's grant on one node, in the background: a grant that
 /// landed after its own release.
-pub(crate) fn delete_late_grant(client: Arc<dyn NodeClient>, key: String, hold: String) {
+pub(crate) fn delete_late_grant(
+    client: Arc<dyn NodeClient>,
+    key: String,
+    members: Option<Arc<[String]>>,
+    hold: String,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     runtime.spawn(async move {
-        match single::RELEASE
-            .run(client.as_ref(), &[&key], &[hold.as_bytes()])
-            .await
-        {
+        let deleted = match &members {
+            Some(members) => {
+                let keys: Vec<&str> = members.iter().map(String::as_str).collect();
+                multi::RELEASE
+                    .run(client.as_ref(), &keys, &[hold.as_bytes()])
+                    .await
+            }
+            None => {
+                single::RELEASE
+                    .run(client.as_ref(), &[&key], &[hold.as_bytes()])
+                    .await
+            }
+        };
+        match deleted {
             Ok(Reply::Int(deleted)) => tracing::debug!(
                 node = client.address(),
                 deleted,
@@ -232,6 +251,7 @@ impl LateGrants {
     pub(crate) fn track<F>(
         self: &Arc<Self>,
         texts: &Texts<3>,
+        members: Option<Arc<[String]>>,
         nodes: &Arc<[Arc<Node>]>,
         round: Round<F>,
     ) where
@@ -240,7 +260,7 @@ impl LateGrants {
         if round.is_settled() {
             return;
         }
-        let grant = Arc::new(LateGrant::new(texts.clone(), nodes.len()));
+        let grant = Arc::new(LateGrant::new(texts.clone(), members, nodes.len()));
         self.register(&grant);
         let registration = Registration {
             late_grants: Arc::clone(self),
@@ -255,7 +275,12 @@ impl LateGrants {
             let grant = &registration.grant;
             if grant.set_answered(node, may_have_granted) {
                 if let Ok(client) = nodes[node].client() {
-                    delete_late_grant(client, grant.key().to_owned(), grant.hold().to_owned());
+                    delete_late_grant(
+                        client,
+                        grant.key().to_owned(),
+                        grant.members.clone(),
+                        grant.hold().to_owned(),
+                    );
                 }
             }
         });
@@ -332,7 +357,7 @@ mod tests {
     #[test]
     fn a_grant_after_a_missed_release_is_deleted_once() {
         // The release answers first, then the SET: the SET's side deletes.
-        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), 3);
+        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), None, 3);
         assert!(!grant.release_answered(1, false));
         assert!(grant.set_answered(1, true));
         // The SET answers first, then the release: the release's side does.
@@ -342,7 +367,7 @@ mod tests {
 
     #[test]
     fn nothing_to_delete_otherwise() {
-        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), 3);
+        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), None, 3);
         // The release deleted the grant: it had landed first.
         assert!(!grant.set_answered(0, true));
         assert!(!grant.release_answered(0, true));
@@ -364,7 +389,7 @@ mod tests {
     fn landings_are_found_by_hold_and_key_and_leave_one_by_one() {
         let late_grants = LateGrants::default();
         let grant =
-            |key: &str, hold: &str| Arc::new(LateGrant::new(Texts::new([key, hold, "1"]), 3));
+            |key: &str, hold: &str| Arc::new(LateGrant::new(Texts::new([key, hold, "1"]), None, 3));
         // One hold on two keys: the same tag, two entries.
         let (a, b) = (grant("a", "owner:00ff"), grant("b", "owner:00ff"));
         let other = grant("a", "owner:ff00");
@@ -413,8 +438,8 @@ mod tests {
     fn a_replaced_landing_leaves_without_its_replacement() {
         let late_grants = LateGrants::default();
         let (first, second) = (
-            Arc::new(LateGrant::new(Texts::new(["k", "h", "1"]), 1)),
-            Arc::new(LateGrant::new(Texts::new(["k", "h", "1"]), 1)),
+            Arc::new(LateGrant::new(Texts::new(["k", "h", "1"]), None, 1)),
+            Arc::new(LateGrant::new(Texts::new(["k", "h", "1"]), None, 1)),
         );
         // Alone under its number: the entry is held inline and replaced.
         late_grants.register(&first);
@@ -428,7 +453,7 @@ mod tests {
 
     #[test]
     fn an_unknown_outcome_counts_as_a_grant() {
-        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), 1);
+        let grant = LateGrant::new(Texts::new(["k", "h", "1"]), None, 1);
         assert!(!grant.release_answered(0, false));
         assert!(grant.set_answered(0, true), "a timed-out SET may have run");
     }

@@ -21,7 +21,7 @@ impl BackendFactory for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, false)
+        Capabilities::new(false, false).with_multi_keys()
     }
 
     fn connect<'a>(

@@ -488,6 +488,16 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
 /// would keep its key on that node for the whole TTL: the lock released by
 /// its holder but still counted against every later acquire there.
 async fn a_release_leaves_no_grant_behind(kind: ClientKind) {
+    leaves_no_grant_behind(kind, false).await;
+}
+
+/// The same with multi-key holds: every node takes both members in one
+/// script, and a late grant is deleted whole.
+async fn a_multi_key_release_leaves_no_grant_behind(kind: ClientKind) {
+    leaves_no_grant_behind(kind, true).await;
+}
+
+async fn leaves_no_grant_behind(kind: ClientKind, multi: bool) {
     const TASKS: usize = 64;
     const CYCLES: usize = 80;
     let nodes = servers(5);
@@ -508,10 +518,15 @@ async fn a_release_leaves_no_grant_behind(kind: ClientKind) {
         .map(|task| {
             let locks = locks.clone();
             tokio::spawn(async move {
+                let pair = locks
+                    .multi_lock([format!("busy-{task}"), format!("busy-{task}-too")])
+                    .expect("multi lock");
                 for cycle in 0..CYCLES {
-                    let guard = locks
-                        .try_acquire(&format!("busy-{task}"))
-                        .await
+                    let taken = match multi {
+                        true => pair.try_acquire().await,
+                        false => locks.try_acquire(&format!("busy-{task}")).await,
+                    };
+                    let guard = taken
                         .expect("try_acquire")
                         .unwrap_or_else(|| panic!("task {task} cycle {cycle}: its own key held"));
                     guard.release().await.expect("release");
@@ -540,8 +555,9 @@ async fn a_release_leaves_no_grant_behind(kind: ClientKind) {
             .enumerate()
             .flat_map(|(index, node)| {
                 (0..TASKS)
-                    .filter(|task| key_exists(node, &format!("busy-{task}")))
-                    .map(move |task| format!("busy-{task} on node {index}"))
+                    .flat_map(|task| [format!("busy-{task}"), format!("busy-{task}-too")])
+                    .filter(|name| key_exists(node, name))
+                    .map(move |name| format!("{name} on node {index}"))
             })
             .collect();
         if left.is_empty() {
@@ -563,6 +579,11 @@ macro_rules! fault_tests {
             #[test]
             fn a_release_leaves_no_grant_behind() {
                 lock_testkit::run(super::a_release_leaves_no_grant_behind($kind));
+            }
+
+            #[test]
+            fn a_multi_key_release_leaves_no_grant_behind() {
+                lock_testkit::run(super::a_multi_key_release_leaves_no_grant_behind($kind));
             }
 
             #[test]

@@ -106,6 +106,9 @@ pub struct Capabilities {
     /// Whether the strategy has semaphores, read-write locks and elections
     /// (an election also needs `fencing`).
     pub primitives: bool,
+    /// Whether the strategy takes several keys as one hold (every strategy
+    /// with the primitives, and Redlock, whose nodes each take them all).
+    pub multi_keys: bool,
 }
 
 impl Capabilities {
@@ -116,12 +119,21 @@ impl Capabilities {
             fencing,
             reentrant,
             primitives: false,
+            multi_keys: false,
         }
     }
 
-    /// These capabilities with semaphores, read-write locks and elections.
+    /// These capabilities with semaphores, read-write locks, elections and
+    /// multi-key locks.
     pub fn with_primitives(mut self) -> Self {
         self.primitives = true;
+        self.multi_keys = true;
+        self
+    }
+
+    /// These capabilities with multi-key locks alone.
+    pub fn with_multi_keys(mut self) -> Self {
+        self.multi_keys = true;
         self
     }
 }

@@ -35,7 +35,9 @@ pub const MAX_MULTI_KEYS: usize = 64;
 ///
 /// **Where**: the single-node strategy, on a standalone server or behind
 /// Sentinel, always; on a Redis Cluster only when every name hashes to one
-/// slot, since one script must see every key. A name's keys carry the hash
+/// slot, since one script must see every key. Redlock: every node takes
+/// all the names in one script, and the quorum rules are a lock's (no
+/// fencing token). A name's keys carry the hash
 /// tag of the text before its first `}`: names `acct}1` and `acct}2` share
 /// the slot of `acct`. Names in different slots are refused there with
 /// [`LockError::InvalidKey`]. Hand-off is refused
@@ -52,7 +54,7 @@ impl LockManager {
     ///
     /// Errors: [`LockError::InvalidKey`] for no names, more than
     /// [`MAX_MULTI_KEYS`] distinct ones, or a bad name. A strategy without
-    /// multi-key locks (reentrant, Redlock) refuses the first acquire with
+    /// multi-key locks (reentrant) refuses the first acquire with
     /// [`LockError::InvalidConfig`] on `strategy`.
     pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock, LockError>
     where

@@ -422,6 +422,9 @@ pub mod multi {
             include_str!("../../lua/multi_acquire.lua")
         ),
     );
+    /// Every member set on one node, or none, without a token (each Redlock
+    /// node's grant): `lua/multi_set.lua`.
+    pub static SET_ALL: Script = Script::new("multi_set", include_str!("../../lua/multi_set.lua"));
     /// Every member renewed, or none: `lua/multi_renew.lua`.
     pub static RENEW: Script = Script::new(
         "multi_renew",
@@ -598,6 +601,7 @@ mod tests {
             ("multi_acquire", include_str!("../../lua/multi_acquire.lua")),
             ("multi_renew", include_str!("../../lua/multi_renew.lua")),
             ("multi_release", include_str!("../../lua/multi_release.lua")),
+            ("multi_set", include_str!("../../lua/multi_set.lua")),
             (
                 "election_proclaim",
                 include_str!("../../lua/election_proclaim.lua"),
