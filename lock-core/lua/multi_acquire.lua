@@ -25,7 +25,7 @@
 --   {-1, detail}  a counter that is not a number below 2^53, or an odd
 --                 number of keys: nothing written
 -- An attempt that finds some of its keys holding its value and the others
--- free (a member deleted by hand) is not granted again: {0, pttl}.
+-- free (a member deleted by hand) is granted afresh, with a new token.
 -- Every check comes before the first write.
 if #KEYS == 0 or #KEYS % 2 == 1 then
   return {-1, 'the keys must come in pairs of a lock key and its counter'}
@@ -70,12 +70,9 @@ if mine == members then
   end
   return {1, string.sub(stored, #prefix + 1)}
 end
-if mine > 0 then
-  -- Some keys hold this attempt's value and the rest are free (one was
-  -- deleted by hand): not granted again, since the free one's counter may
-  -- have passed the token meanwhile. The keys it has expire by their TTL.
-  return {0, redis.call('pttl', KEYS[1])}
-end
+-- Some keys hold this attempt's value and the rest are free (one was
+-- deleted by hand): granted afresh below, with a new token from every
+-- counter as they are now, over the keys it had.
 local token = highest + 1
 local keep = nil
 if counter_ttl > 0 then

@@ -2,7 +2,7 @@
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
 //! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
-//! [--permits N] [--rw]`, with the lock
+//! [--permits N] [--rw] [--multi]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
 //! same owner if `--nested` (reentrant strategy), hold for a random time
@@ -16,7 +16,10 @@
 //! resign), its token the term; with `--permits N`, a permit of weight 1 or
 //! 2 of the semaphore K of N, whose write goes to its slot's resource; with
 //! `--rw`, a shared hold (two times in three, writing nothing) or the
-//! exclusive hold of the read-write lock K, whose write carries its token.
+//! exclusive hold of the read-write lock K, whose write carries its token;
+//! with `--multi`, K and `K-2` as one multi-key hold (in either order) two
+//! times in three, and the plain lock K otherwise, every write carrying its
+//! token: every section shares K.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -56,6 +59,8 @@ struct Args {
     permits: Option<u32>,
     /// Take shared and exclusive holds of the read-write lock `key`.
     rw: bool,
+    /// Take `key` and `key-2` as one hold, or `key` alone.
+    multi: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -75,6 +80,7 @@ fn parse_args() -> Result<Args, String> {
         elect: false,
         permits: None,
         rw: false,
+        multi: false,
     };
     while let Some(flag) = args.next() {
         if flag == "--nested" {
@@ -87,6 +93,10 @@ fn parse_args() -> Result<Args, String> {
         }
         if flag == "--rw" {
             parsed.rw = true;
+            continue;
+        }
+        if flag == "--multi" {
+            parsed.multi = true;
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -215,21 +225,39 @@ async fn work(args: Args) -> Result<(), String> {
         true => Some(locks.rw_lock(&args.key).map_err(|err| err.to_string())?),
         false => None,
     };
+    let second = format!("{}-2", args.key);
+    let pairs = match args.multi {
+        true => Some([
+            locks
+                .multi_lock([args.key.as_str(), second.as_str()])
+                .map_err(|err| err.to_string())?,
+            locks
+                .multi_lock([second.as_str(), args.key.as_str()])
+                .map_err(|err| err.to_string())?,
+        ]),
+        false => None,
+    };
     let mut index = 0;
     while Instant::now() < ends_at {
         let options = lock_core::AcquireOptions::new().with_owner(owner.clone());
-        let taken = match (&semaphore, &rw_lock) {
-            // Weights 1 and 2, so that one permit can take two slots' room.
-            (Some(semaphore), _) => {
-                let weight = rng.random_range(1..=semaphore.limit().min(2));
-                semaphore.acquire_with(&options.with_weight(weight)).await
-            }
-            // Readers two times in three, so that reads overlap.
-            (None, Some(rw_lock)) if rng.random_range(0..3) < 2 => {
-                rw_lock.read_with(&options).await
-            }
-            (None, Some(rw_lock)) => rw_lock.write_with(&options).await,
-            (None, None) => locks.acquire_with(&args.key, &options).await,
+        let choice = rng.random_range(0..3usize);
+        let taken = match (&semaphore, &rw_lock, &pairs) {
+            // Both names as one hold, either order, two times in three.
+            (None, None, Some(pairs)) if choice < 2 => pairs[choice].acquire_with(&options).await,
+            (None, None, Some(_)) => locks.acquire_with(&args.key, &options).await,
+            _ => match (&semaphore, &rw_lock) {
+                // Weights 1 and 2, so that one permit can take two slots' room.
+                (Some(semaphore), _) => {
+                    let weight = rng.random_range(1..=semaphore.limit().min(2));
+                    semaphore.acquire_with(&options.with_weight(weight)).await
+                }
+                // Readers two times in three, so that reads overlap.
+                (None, Some(rw_lock)) if rng.random_range(0..3) < 2 => {
+                    rw_lock.read_with(&options).await
+                }
+                (None, Some(rw_lock)) => rw_lock.write_with(&options).await,
+                (None, None) => locks.acquire_with(&args.key, &options).await,
+            },
         };
         let guard = match taken {
             Ok(guard) => guard,

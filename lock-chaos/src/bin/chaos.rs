@@ -116,6 +116,9 @@ enum Primitive {
     /// Shared holds (writing nothing) and exclusive holds (writing with
     /// their token) of the read-write lock `chaos`.
     RwLock,
+    /// `chaos` and `chaos-2` as one multi-key hold, or `chaos` alone: every
+    /// section shares `chaos`.
+    Multi,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -346,6 +349,37 @@ fn scenarios() -> Vec<Scenario> {
             primitive: Primitive::RwLock,
             note: "the holds and the counter are gone: a writer beside others, and tokens restart",
             ..scenario("rw-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
+        },
+        // Multi-key holds of two names beside plain locks of one of them
+        // (an overlap is two sections at once: every one holds `chaos`).
+        Scenario {
+            primitive: Primitive::Multi,
+            note: "both names as one hold, either order, beside plain locks of one",
+            ..scenario("multi", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Multi,
+            note: "a paused holder acts late; the hold's one token is refused",
+            ..scenario("multi-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            primitive: Primitive::Multi,
+            ..scenario("multi-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Multi,
+            proxied: true,
+            ..scenario("multi-partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Multi,
+            note: "the keys and counters are gone: a second holder, and tokens restart",
+            ..scenario("multi-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Unsafe)
+        },
+        Scenario {
+            primitive: Primitive::Multi,
+            note: "every node takes both names in one script; no tokens",
+            ..scenario("multi", "redlock", 3, Fault::None, Expect::Safe)
         },
     ]
 }
@@ -690,6 +724,9 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             }
             Primitive::RwLock => {
                 command.arg("--rw");
+            }
+            Primitive::Multi => {
+                command.arg("--multi");
             }
         }
         if scenario.via_cli {

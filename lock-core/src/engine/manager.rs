@@ -1147,8 +1147,17 @@ async fn watch_claim(
     let Claim::Multi(keys) = claim else {
         return backend.watch_releases(key).await;
     };
-    let watches =
-        futures::future::try_join_all(keys.iter().map(|key| backend.watch_releases(key))).await?;
+    let watches = futures::future::try_join_all(keys.iter().map(|key| async move {
+        let watch = backend.watch_releases(key).await?;
+        // At once, not after every member's subscription: until it is
+        // set, this watch counts as the waiter a release of its key
+        // wakes, and would take that wake-up from a plain waiter.
+        if let Some(watch) = &watch {
+            watch.wake_on_every_release();
+        }
+        Ok::<_, LockError>(watch)
+    }))
+    .await?;
     Ok(watches
         .into_iter()
         .collect::<Option<Vec<_>>>()

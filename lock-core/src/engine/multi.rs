@@ -41,7 +41,13 @@ pub const MAX_MULTI_KEYS: usize = 64;
 /// tag of the text before its first `}`: names `acct}1` and `acct}2` share
 /// the slot of `acct`. Names in different slots are refused there with
 /// [`LockError::InvalidKey`]. Hand-off is refused
-/// ([`LockError::HandOffUnsupported`]): a token names one key.
+/// ([`LockError::HandOffUnsupported`]: a token names one key), and, as for
+/// any refused hand-off, the hold is then released.
+///
+/// A multi-key hold always has a token on the single-node strategy, also
+/// with `fencing = false`, and stores no holder information. A member
+/// whose counter is at or above 2^53 (only a seeded counter gets there) is
+/// refused as [`LockError::Corrupted`]: the script's numbers are doubles.
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     manager: LockManager,

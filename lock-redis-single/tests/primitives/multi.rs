@@ -222,6 +222,63 @@ async fn bad_input_is_refused(kind: ClientKind) {
     ));
 }
 
+/// An attempt sent again (the same hold) takes its keys again; one whose
+/// member was deleted meanwhile takes every member afresh, with a token
+/// above the deleted member's counter as it is now, and leaves none behind.
+async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let pair = locks
+        .multi_lock(["again-1", "again-2"])
+        .expect("multi lock");
+    let keys: Vec<lock_core::LockKey> = pair
+        .names()
+        .map(|name| lock_core::LockKey::new("lock:", name).expect("key"))
+        .collect();
+    let members: std::sync::Arc<[lock_core::LockKey]> = keys.clone().into();
+    let hold = lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_members(members);
+    let ttl = Duration::from_secs(30);
+    let token = |outcome| match outcome {
+        Ok(lock_core::AcquireOutcome::Acquired {
+            fencing_token: Some(token),
+        }) => token.get(),
+        other => panic!("not granted: {other:?}"),
+    };
+    let first = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
+    let same = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
+    assert_eq!(same, first, "a retried attempt keeps its token");
+    // The second member deleted, and taken and released by someone else.
+    server.admin(&["DEL", keys[1].redis_key()]).expect("DEL");
+    let other = locks
+        .try_acquire(keys[1].name())
+        .await
+        .expect("try")
+        .expect("free");
+    let between = other.fencing_token().expect("a token").get();
+    other.release().await.expect("release");
+    let afresh = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
+    assert!(afresh > between, "{afresh} after {between}");
+    for name in pair.names() {
+        assert!(
+            locks.try_acquire(name).await.expect("try").is_none(),
+            "{name} free"
+        );
+    }
+    let released = locks
+        .backend()
+        .release(
+            &keys[0],
+            &hold.granted(Some(lock_core::FencingToken::new(afresh))),
+        )
+        .await;
+    assert!(
+        matches!(released, Ok(lock_core::ReleaseOutcome::Released)),
+        "{released:?}"
+    );
+}
+
 macro_rules! multi_lock_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
@@ -250,6 +307,11 @@ macro_rules! multi_lock_tests {
             #[test]
             fn a_waiter_is_woken_by_any_members_release() {
                 lock_testkit::run(super::a_waiter_is_woken_by_any_members_release($kind));
+            }
+
+            #[test]
+            fn a_replayed_attempt_takes_every_member() {
+                lock_testkit::run(super::a_replayed_attempt_takes_every_member($kind));
             }
 
             #[test]
