@@ -105,6 +105,14 @@ mod on_redis {
             24,
         );
     }
+
+    #[test]
+    fn rw_lock_matches_the_model() {
+        lock_testkit::rw_model::check_rw_lock_against_model(
+            &SingleNode::fenced(ClientKind::Redis),
+            24,
+        );
+    }
 }
 
 #[cfg(feature = "fred")]
@@ -121,6 +129,14 @@ mod on_fred {
     #[test]
     fn semaphore_matches_the_model() {
         lock_testkit::semaphore_model::check_semaphore_against_model(
+            &SingleNode::fenced(ClientKind::Fred),
+            24,
+        );
+    }
+
+    #[test]
+    fn rw_lock_matches_the_model() {
+        lock_testkit::rw_model::check_rw_lock_against_model(
             &SingleNode::fenced(ClientKind::Fred),
             24,
         );

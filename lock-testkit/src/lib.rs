@@ -20,6 +20,7 @@
 //!   them too.
 //! - [`model`] runs random operation sequences against a reference model.
 //! - [`semaphore_model`] does the same for a strategy's semaphores.
+//! - [`rw_model`] does the same for a strategy's read-write locks.
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
@@ -34,6 +35,7 @@ pub mod contract;
 pub mod model;
 pub mod primitives;
 mod proxy;
+pub mod rw_model;
 pub mod safety;
 pub mod semaphore_model;
 mod sentinel;

@@ -134,7 +134,7 @@ fn both_clients_features() -> String {
 }
 
 /// The benchmarks against peer crates, in the separate `comparisons` workspace.
-const COMPARISONS: [&str; 4] = ["redlock", "handoff", "semaphore", "rwlock"];
+const COMPARISONS: [&str; 5] = ["redlock", "handoff", "semaphore", "rwlock", "multi"];
 
 /// The benchmark binaries, by crate.
 const BENCHES: [(&str, &str); 4] = [
