@@ -9,6 +9,8 @@
 -- ARGV[2]     the TTL in ms
 -- ARGV[3]     the counters' TTL in ms after a grant (`fencing_counter_ttl`),
 --             or 0: the counters never expire (grant.lua's next_token)
+-- ARGV[4]     (optional) the least token to issue: a hold taken slot by
+--             slot on a cluster passes the token of the slots it has
 --
 -- The token is one greater than every member's counter (with a counter
 -- TTL, at least the server's time in µs), and every member's counter is
@@ -31,7 +33,8 @@ if #KEYS == 0 or #KEYS % 2 == 1 then
   return {-1, 'the keys must come in pairs of a lock key and its counter'}
 end
 local value, ttl, counter_ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3] or '0')
-if not (value and ttl and ttl >= 1 and counter_ttl and counter_ttl >= 0) then
+local floor = tonumber(ARGV[4] or '0')
+if not (value and ttl and ttl >= 1 and counter_ttl and counter_ttl >= 0 and floor and floor >= 0) then
   return redis.error_reply('ERR multi_acquire: a value, a TTL from 1 and a counter TTL from 0 expected')
 end
 local highest, mine, shortest = 0, 0, nil
@@ -73,7 +76,7 @@ end
 -- Some keys hold this attempt's value and the rest are free (one was
 -- deleted by hand): granted afresh below, with a new token from every
 -- counter as they are now, over the keys it had.
-local token = highest + 1
+local token = math.max(highest + 1, floor)
 local keep = nil
 if counter_ttl > 0 then
   local time = redis.call('time')

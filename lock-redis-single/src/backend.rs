@@ -323,7 +323,8 @@ impl SingleNodeBackend {
     }
 
     /// Renews every member of a multi-key hold, or none
-    /// (`multi_renew.lua`), acknowledged as a lock's renewal is.
+    /// (`multi_renew.lua`, once per slot on a cluster), acknowledged as a
+    /// lock's renewal is: `NotHeld` when a slot's members are not all held.
     async fn renew_members(
         &self,
         members: &[LockKey],
@@ -331,20 +332,143 @@ impl SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         let ttl_ms = MillisText::of_ttl(ttl);
-        let keys = member_keys(members);
         let script = &multi::RENEW;
+        let renewals = self.slot_groups(members).into_iter().map(|group| {
+            let keys = member_keys(group);
+            let ttl_ms = &ttl_ms;
+            async move {
+                let (reply, acknowledged) = self
+                    .node
+                    .run_acknowledged(script, &keys, &[hold.value().as_bytes(), ttl_ms.as_bytes()])
+                    .await?;
+                match reply {
+                    Reply::Int(1) => acknowledged.map(|()| true),
+                    Reply::Int(0) => Ok(false),
+                    other => Err(self.node.unexpected(script, &other)),
+                }
+            }
+        });
+        let renewed = futures::future::try_join_all(renewals).await?;
+        Ok(match renewed.iter().all(|held| *held) {
+            true => ExtendOutcome::Extended { ttl },
+            false => ExtendOutcome::NotHeld,
+        })
+    }
+
+    /// Takes one slot's members of a multi-key hold (`multi_acquire.lua`),
+    /// with a token of at least `floor`, acknowledged by the replicas asked
+    /// for (or undone: every member is then released).
+    async fn acquire_group(
+        &self,
+        group: &[LockKey],
+        hold: &HoldToken,
+        ttl: Duration,
+        floor: u64,
+    ) -> Result<AcquireOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let [counter_ttl, ..] = self.grant.script_args();
+        let floor = floor.to_string();
+        let script = &multi::ACQUIRE;
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(script, &keys, &[hold.value().as_bytes(), ttl_ms.as_bytes()])
+            .run_acknowledged(
+                script,
+                &member_keys(group),
+                &[
+                    hold.attempt_value().as_bytes(),
+                    ttl_ms.as_bytes(),
+                    counter_ttl.as_bytes(),
+                    floor.as_bytes(),
+                ],
+            )
+            .await?;
+        let outcome = match reply.as_array() {
+            Some([Reply::Int(1), token]) => {
+                match token.as_text().and_then(|text| text.parse().ok()) {
+                    Some(token) => AcquireOutcome::Acquired {
+                        fencing_token: Some(FencingToken::new(token)),
+                    },
+                    None => return Err(self.node.unexpected(script, &reply)),
+                }
+            }
+            Some([Reply::Int(0), Reply::Int(pttl)]) => AcquireOutcome::Held {
+                remaining: remaining_from_pttl(*pttl),
+            },
+            Some([Reply::Int(-1), detail]) => {
+                return Err(LockError::Corrupted {
+                    key: group[0].redis_key().to_owned(),
+                    detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+                })
+            }
+            _ => return Err(self.node.unexpected(script, &reply)),
+        };
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(&group[0], hold, err).await);
+        }
+        Ok(outcome)
+    }
+
+    /// Raises one slot's members from token `from` to `to`
+    /// (`multi_raise.lua`): `false` when they no longer all hold `from`.
+    async fn raise_group(
+        &self,
+        group: &[LockKey],
+        hold: &HoldToken,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, LockError> {
+        let (held, to) = (format!("{}#{from}", hold.attempt_value()), to.to_string());
+        let script = &multi::RAISE;
+        let reply = self
+            .node
+            .run(
+                script,
+                &member_keys(group),
+                &[
+                    held.as_bytes(),
+                    hold.attempt_value().as_bytes(),
+                    to.as_bytes(),
+                ],
+            )
             .await?;
         match reply {
-            Reply::Int(1) => {
-                acknowledged?;
-                Ok(ExtendOutcome::Extended { ttl })
-            }
-            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+            Reply::Int(1) => Ok(true),
+            Reply::Int(0) => Ok(false),
             other => Err(self.node.unexpected(script, &other)),
         }
+    }
+
+    /// Gives back, best effort, the slots of a multi-key hold taken so far:
+    /// what it fails to release expires by its TTL.
+    async fn release_groups<'k>(
+        &self,
+        groups: impl Iterator<Item = &'k [LockKey]>,
+        hold: &HoldToken,
+    ) {
+        let releases = groups.map(|group| {
+            let keys: Vec<&str> = group.iter().map(LockKey::redis_key).collect();
+            async move {
+                if let Err(err) = self
+                    .node
+                    .run(&multi::RELEASE, &keys, &[hold.attempt_value().as_bytes()])
+                    .await
+                {
+                    tracing::debug!(error = %err, "could not give back a slot of a multi-key hold");
+                }
+            }
+        });
+        futures::future::join_all(releases).await;
+    }
+
+    /// The members of a multi-key hold by hash slot, in their order (each
+    /// group one script's keys): all of them in one group but on a
+    /// cluster.
+    fn slot_groups<'k>(&self, keys: &'k [LockKey]) -> Vec<&'k [LockKey]> {
+        if !self.node.client().is_cluster() {
+            return vec![keys];
+        }
+        keys.chunk_by(|a, b| a.hash_slot() == b.hash_slot())
+            .collect()
     }
 
     /// Gives back every member a multi-key hold still has
@@ -354,19 +478,25 @@ impl SingleNodeBackend {
         members: &[LockKey],
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let keys: Vec<&str> = members.iter().map(LockKey::redis_key).collect();
         let script = &multi::RELEASE;
-        let reply = self
-            .node
-            .run(script, &keys, &[hold.value().as_bytes()])
-            .await?;
-        match reply {
-            Reply::Int(released) if usize::try_from(released) == Ok(members.len()) => {
-                Ok(ReleaseOutcome::Released)
+        let releases = self.slot_groups(members).into_iter().map(|group| {
+            let keys: Vec<&str> = group.iter().map(LockKey::redis_key).collect();
+            async move {
+                match self
+                    .node
+                    .run(script, &keys, &[hold.value().as_bytes()])
+                    .await?
+                {
+                    Reply::Int(released) if released >= 0 => Ok(released),
+                    other => Err(self.node.unexpected(script, &other)),
+                }
             }
-            Reply::Int(released) if released >= 0 => Ok(ReleaseOutcome::NotHeld),
-            other => Err(self.node.unexpected(script, &other)),
-        }
+        });
+        let released: i64 = futures::future::try_join_all(releases).await?.iter().sum();
+        Ok(match usize::try_from(released) == Ok(members.len()) {
+            true => ReleaseOutcome::Released,
+            false => ReleaseOutcome::NotHeld,
+        })
     }
 
     /// Connects to `endpoint` (a [`NodeUrl`](lock_core::NodeUrl) for a
@@ -880,6 +1010,10 @@ impl LockBackend for SingleNodeBackend {
         true
     }
 
+    /// On a cluster, names in several slots are taken slot by slot, in the
+    /// canonical order, each slot's members in one script: never waiting
+    /// with some of them (what it took is released when a later slot is
+    /// held), and raised to one token at the end.
     async fn try_acquire_multi(
         &self,
         keys: &[LockKey],
@@ -887,61 +1021,52 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
-        if self.node.client().is_cluster() {
-            if let Some(other) = keys
-                .iter()
-                .find(|key| key.hash_slot() != keys[0].hash_slot())
-            {
-                return Err(LockError::InvalidKey {
-                    reason: format!(
-                        "on a Redis Cluster a multi-key lock's names must share a slot, and \
-                         `{}` and `{}` do not: give them one hash tag, the text before a `}}` \
-                         (`acct}}1`, `acct}}2`)",
-                        keys[0].name(),
-                        other.name()
-                    ),
-                });
-            }
-        }
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let [counter_ttl, ..] = self.grant.script_args();
-        let script = &multi::ACQUIRE;
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(
-                script,
-                &member_keys(keys),
-                &[
-                    hold.attempt_value().as_bytes(),
-                    ttl_ms.as_bytes(),
-                    counter_ttl.as_bytes(),
-                ],
-            )
-            .await?;
-        let outcome = match reply.as_array() {
-            Some([Reply::Int(1), token]) => {
-                match token.as_text().and_then(|text| text.parse().ok()) {
-                    Some(token) => AcquireOutcome::Acquired {
-                        fencing_token: Some(FencingToken::new(token)),
-                    },
-                    None => return Err(self.node.unexpected(script, &reply)),
+        let groups = self.slot_groups(keys);
+        let mut taken: Vec<(&[LockKey], u64)> = Vec::with_capacity(groups.len());
+        for group in &groups {
+            let floor = taken.last().map_or(0, |(_, token)| *token);
+            match self.acquire_group(group, hold, ttl, floor).await {
+                Ok(AcquireOutcome::Acquired {
+                    fencing_token: Some(token),
+                }) => taken.push((group, token.get())),
+                outcome => {
+                    if !taken.is_empty() {
+                        self.release_groups(taken.iter().map(|(group, _)| *group), hold)
+                            .await;
+                    }
+                    return outcome;
                 }
             }
-            Some([Reply::Int(0), Reply::Int(pttl)]) => AcquireOutcome::Held {
-                remaining: remaining_from_pttl(*pttl),
-            },
-            Some([Reply::Int(-1), detail]) => {
-                return Err(LockError::Corrupted {
-                    key: keys[0].redis_key().to_owned(),
-                    detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
-                })
-            }
-            _ => return Err(self.node.unexpected(script, &reply)),
-        };
-        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
-            return Err(self.undo_unacknowledged(&keys[0], hold, err).await);
         }
-        Ok(outcome)
+        let Some(&(_, token)) = taken.last() else {
+            return Err(LockError::InvalidKey {
+                reason: "a multi-key lock needs at least one name".to_owned(),
+            });
+        };
+        // The slots taken first got lower tokens: raise them to the last's.
+        for (group, own) in &taken {
+            if *own == token {
+                continue;
+            }
+            match self.raise_group(group, hold, *own, token).await {
+                Ok(true) => {}
+                outcome => {
+                    self.release_groups(taken.iter().map(|(group, _)| *group), hold)
+                        .await;
+                    return match outcome {
+                        Err(err) => Err(err),
+                        // A member was lost meanwhile (deleted by hand):
+                        // try again.
+                        _ => Ok(AcquireOutcome::Held {
+                            remaining: Some(Duration::ZERO),
+                        }),
+                    };
+                }
+            }
+        }
+        Ok(AcquireOutcome::Acquired {
+            fencing_token: Some(FencingToken::new(token)),
+        })
     }
 
     async fn try_acquire_access(

@@ -499,7 +499,9 @@ async fn a_multi_key_release_leaves_no_grant_behind(kind: ClientKind) {
 
 async fn leaves_no_grant_behind(kind: ClientKind, multi: bool) {
     const TASKS: usize = 64;
-    const CYCLES: usize = 80;
+    // Multi-key cycles cost a script per node: fewer of them still leave
+    // late grants to delete.
+    let cycles = if multi { 30 } else { 80 };
     let nodes = servers(5);
     // 64 tasks on 2 cores: a node may take longer than NODE_TIMEOUT to
     // answer, and a release that misses its quorum would fail the check
@@ -521,7 +523,7 @@ async fn leaves_no_grant_behind(kind: ClientKind, multi: bool) {
                 let pair = locks
                     .multi_lock([format!("busy-{task}"), format!("busy-{task}-too")])
                     .expect("multi lock");
-                for cycle in 0..CYCLES {
+                for cycle in 0..cycles {
                     let taken = match multi {
                         true => pair.try_acquire().await,
                         false => locks.try_acquire(&format!("busy-{task}")).await,

@@ -34,13 +34,18 @@ pub const MAX_MULTI_KEYS: usize = 64;
 /// Cluster slot, then name), whatever order they were given in.
 ///
 /// **Where**: the single-node strategy, on a standalone server or behind
-/// Sentinel, always; on a Redis Cluster only when every name hashes to one
-/// slot, since one script must see every key. Redlock: every node takes
+/// Sentinel, in one script; on a Redis Cluster in one script when every
+/// name hashes to one slot. Redlock: every node takes
 /// all the names in one script, and the quorum rules are a lock's (no
 /// fencing token). A name's keys carry the hash
 /// tag of the text before its first `}`: names `acct}1` and `acct}2` share
-/// the slot of `acct`. Names in different slots are refused there with
-/// [`LockError::InvalidKey`]. Hand-off is refused
+/// the slot of `acct`. Names in several slots are taken **slot by slot**,
+/// in the canonical order, each slot's names in one script, and raised to
+/// one token at the end: that is **not atomic** across slots (while it is
+/// being taken, some members are held and others not yet), but it never
+/// waits holding some of them (it gives back what it took when a later
+/// slot is held, and tries again), so requests in opposite orders still
+/// never deadlock. Hand-off is refused
 /// ([`LockError::HandOffUnsupported`]: a token names one key), and, as for
 /// any refused hand-off, the hold is then released.
 ///
@@ -129,8 +134,7 @@ impl MultiLock {
     ///
     /// [`LockError::NotAcquired`] when some member stayed held for the
     /// whole wait; [`LockError::InvalidPermits`] when `options` carry a
-    /// weight; [`LockError::InvalidKey`] on a Redis Cluster for names in
-    /// different slots; otherwise as [`LockManager::acquire_with`].
+    /// weight; otherwise as [`LockManager::acquire_with`].
     ///
     /// # Cancel safety
     ///

@@ -422,6 +422,10 @@ pub mod multi {
             include_str!("../../lua/multi_acquire.lua")
         ),
     );
+    /// The members of one slot raised to a greater token (a hold taken slot
+    /// by slot on a cluster): `lua/multi_raise.lua`.
+    pub static RAISE: Script =
+        Script::new("multi_raise", include_str!("../../lua/multi_raise.lua"));
     /// Every member set on one node, or none, without a token (each Redlock
     /// node's grant): `lua/multi_set.lua`.
     pub static SET_ALL: Script = Script::new("multi_set", include_str!("../../lua/multi_set.lua"));
@@ -602,6 +606,7 @@ mod tests {
             ("multi_renew", include_str!("../../lua/multi_renew.lua")),
             ("multi_release", include_str!("../../lua/multi_release.lua")),
             ("multi_set", include_str!("../../lua/multi_set.lua")),
+            ("multi_raise", include_str!("../../lua/multi_raise.lua")),
             (
                 "election_proclaim",
                 include_str!("../../lua/election_proclaim.lua"),
