@@ -25,6 +25,16 @@ const FAST_AND_LABELLED: [(&str, &str); 2] = [
 ];
 
 /// The process's one metrics recorder (a recorder is installed once).
+/// Held by each test for its whole run: the metrics recorder is the
+/// process's, and one test's acquires must not land in the other's counts.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poison| poison.into_inner())
+}
+
 fn snapshotter() -> &'static Snapshotter {
     static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
     SNAPSHOTTER.get_or_init(|| {
@@ -243,6 +253,7 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
 
 #[test]
 fn metrics_follow_a_scripted_sequence_on_every_strategy_and_client() {
+    let _alone = one_at_a_time();
     lock_testkit::run(async {
         let single = [RedisServer::start().expect("start")];
         let three: Vec<RedisServer> = (0..3)
@@ -308,6 +319,7 @@ where
 /// carries the owner token.
 #[test]
 fn spans_carry_the_outcome_and_never_the_owner() {
+    let _alone = one_at_a_time();
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -408,8 +408,51 @@ impl SingleNodeBackend {
         Ok(outcome)
     }
 
+    /// The shortest time a member held by someone else has left, if any is
+    /// (`multi_probe.lua` on every slot, at once): `Some(None)` for one
+    /// without expiry.
+    async fn held_in_some_slot(
+        &self,
+        groups: &[&[LockKey]],
+        hold: &HoldToken,
+    ) -> Result<Option<Option<Duration>>, LockError> {
+        let script = &multi::PROBE;
+        let probes = groups.iter().map(|group| {
+            let keys: Vec<&str> = group.iter().map(LockKey::redis_key).collect();
+            async move {
+                match self
+                    .node
+                    .run(script, &keys, &[hold.attempt_value().as_bytes()])
+                    .await?
+                {
+                    Reply::Int(-3) => Ok(None),
+                    Reply::Int(pttl) => Ok(Some(remaining_from_pttl(pttl))),
+                    other => Err(self.node.unexpected(script, &other)),
+                }
+            }
+        });
+        let found = futures::future::try_join_all(probes).await?;
+        Ok(found.into_iter().flatten().min())
+    }
+
+    /// Gives back the slots of a multi-key hold taken so far; an error
+    /// (the attempt then ends in it, and the engine releases the whole
+    /// hold later) rather than a slot held by nobody for its TTL.
+    async fn give_back(
+        &self,
+        taken: &[(&[LockKey], u64)],
+        hold: &HoldToken,
+    ) -> Result<(), LockError> {
+        if taken.is_empty() {
+            return Ok(());
+        }
+        self.release_groups(taken.iter().map(|(group, _)| *group), hold)
+            .await
+    }
+
     /// Raises one slot's members from token `from` to `to`
-    /// (`multi_raise.lua`): `false` when they no longer all hold `from`.
+    /// (`multi_raise.lua`), acknowledged by the replicas asked for:
+    /// `false` when they no longer all hold `from`.
     async fn raise_group(
         &self,
         group: &[LockKey],
@@ -419,9 +462,9 @@ impl SingleNodeBackend {
     ) -> Result<bool, LockError> {
         let (held, to) = (format!("{}#{from}", hold.attempt_value()), to.to_string());
         let script = &multi::RAISE;
-        let reply = self
+        let (reply, acknowledged) = self
             .node
-            .run(
+            .run_acknowledged(
                 script,
                 &member_keys(group),
                 &[
@@ -432,32 +475,36 @@ impl SingleNodeBackend {
             )
             .await?;
         match reply {
-            Reply::Int(1) => Ok(true),
+            Reply::Int(1) => acknowledged.map(|()| true),
             Reply::Int(0) => Ok(false),
-            other => Err(self.node.unexpected(script, &other)),
+            ref other => match other.as_array() {
+                Some([Reply::Int(-1), detail]) => Err(LockError::Corrupted {
+                    key: group[0].redis_key().to_owned(),
+                    detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+                }),
+                _ => Err(self.node.unexpected(script, other)),
+            },
         }
     }
 
-    /// Gives back, best effort, the slots of a multi-key hold taken so far:
-    /// what it fails to release expires by its TTL.
+    /// Gives back the slots of a multi-key hold taken so far, by the
+    /// attempt's value (whatever token each slot got); the first error if
+    /// one of them failed.
     async fn release_groups<'k>(
         &self,
         groups: impl Iterator<Item = &'k [LockKey]>,
         hold: &HoldToken,
-    ) {
+    ) -> Result<(), LockError> {
         let releases = groups.map(|group| {
             let keys: Vec<&str> = group.iter().map(LockKey::redis_key).collect();
             async move {
-                if let Err(err) = self
-                    .node
+                self.node
                     .run(&multi::RELEASE, &keys, &[hold.attempt_value().as_bytes()])
                     .await
-                {
-                    tracing::debug!(error = %err, "could not give back a slot of a multi-key hold");
-                }
+                    .map(|_| ())
             }
         });
-        futures::future::join_all(releases).await;
+        futures::future::try_join_all(releases).await.map(|_| ())
     }
 
     /// The members of a multi-key hold by hash slot, in their order (each
@@ -1022,6 +1069,14 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
         let groups = self.slot_groups(keys);
+        if let [group] = groups[..] {
+            return self.acquire_group(group, hold, ttl, 0).await;
+        }
+        // Every slot asked first, writing nothing: a slot taken and given
+        // back publishes its release, which would wake this very waiter.
+        if let Some(remaining) = self.held_in_some_slot(&groups, hold).await? {
+            return Ok(AcquireOutcome::Held { remaining });
+        }
         let mut taken: Vec<(&[LockKey], u64)> = Vec::with_capacity(groups.len());
         for group in &groups {
             let floor = taken.last().map_or(0, |(_, token)| *token);
@@ -1030,33 +1085,23 @@ impl LockBackend for SingleNodeBackend {
                     fencing_token: Some(token),
                 }) => taken.push((group, token.get())),
                 outcome => {
-                    if !taken.is_empty() {
-                        self.release_groups(taken.iter().map(|(group, _)| *group), hold)
-                            .await;
-                    }
+                    self.give_back(&taken, hold).await?;
                     return outcome;
                 }
             }
         }
-        let Some(&(_, token)) = taken.last() else {
-            return Err(LockError::InvalidKey {
-                reason: "a multi-key lock needs at least one name".to_owned(),
-            });
-        };
-        // The slots taken first got lower tokens: raise them to the last's.
-        for (group, own) in &taken {
-            if *own == token {
-                continue;
-            }
+        let token = taken.last().map_or(0, |(_, token)| *token);
+        // The slots taken first got lower tokens: raise them to the last's,
+        // confirming meanwhile that each still holds its members.
+        for (group, own) in &taken[..taken.len().saturating_sub(1)] {
             match self.raise_group(group, hold, *own, token).await {
                 Ok(true) => {}
                 outcome => {
-                    self.release_groups(taken.iter().map(|(group, _)| *group), hold)
-                        .await;
+                    self.give_back(&taken, hold).await?;
                     return match outcome {
                         Err(err) => Err(err),
-                        // A member was lost meanwhile (deleted by hand):
-                        // try again.
+                        // A member was lost meanwhile (expired, deleted by
+                        // hand): try again.
                         _ => Ok(AcquireOutcome::Held {
                             remaining: Some(Duration::ZERO),
                         }),

@@ -317,6 +317,18 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
             "{name} was kept by a refused multi-key acquire"
         );
     }
+    if capabilities.fencing {
+        // A waiter sleeps until the held member's lease would end: it is
+        // not woken by the slots it takes and gives back (on a cluster).
+        let wait = AcquireOptions::new().with_wait(Duration::from_millis(800));
+        match spread.acquire_with(&wait).await {
+            Err(LockError::NotAcquired { attempts, .. }) => assert!(
+                attempts <= 10,
+                "{attempts} attempts in 800 ms beside a held member"
+            ),
+            other => panic!("a wait beside a held member: {other:?}"),
+        }
+    }
     plain.release().await.expect("release");
     let held = spread.try_acquire().await.expect("try").expect("free");
     if capabilities.fencing {

@@ -424,8 +424,18 @@ pub mod multi {
     );
     /// The members of one slot raised to a greater token (a hold taken slot
     /// by slot on a cluster): `lua/multi_raise.lua`.
-    pub static RAISE: Script =
-        Script::new("multi_raise", include_str!("../../lua/multi_raise.lua"));
+    pub static RAISE: Script = Script::new(
+        "multi_raise",
+        concat!(
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/multi_raise.lua")
+        ),
+    );
+    /// Whether a slot's members are held by someone else, read only (what
+    /// a hold taken slot by slot asks every slot first):
+    /// `lua/multi_probe.lua`.
+    pub static PROBE: Script =
+        Script::new("multi_probe", include_str!("../../lua/multi_probe.lua"));
     /// Every member set on one node, or none, without a token (each Redlock
     /// node's grant): `lua/multi_set.lua`.
     pub static SET_ALL: Script = Script::new("multi_set", include_str!("../../lua/multi_set.lua"));
@@ -607,6 +617,7 @@ mod tests {
             ("multi_release", include_str!("../../lua/multi_release.lua")),
             ("multi_set", include_str!("../../lua/multi_set.lua")),
             ("multi_raise", include_str!("../../lua/multi_raise.lua")),
+            ("multi_probe", include_str!("../../lua/multi_probe.lua")),
             (
                 "election_proclaim",
                 include_str!("../../lua/election_proclaim.lua"),
