@@ -15,10 +15,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_comparisons::single_node_manager;
 use lock_core::strategy::scripts::multi::{ACQUIRE, RELEASE};
 use lock_core::strategy::{self, NodeClient};
-use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager, MultiLock};
-use lock_redis_single::SingleNodeBackend;
+use lock_core::{ClientKind, ConnectOptions, LockManager, MultiLock};
 use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
 use lock_testkit::RedisServer;
 
@@ -49,7 +49,7 @@ async fn measure() {
         let raw = strategy::connect(kind, &url, ConnectOptions::default())
             .await
             .expect("connect");
-        let locks = manager(kind, &server).await;
+        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
         for names in [2usize, 8] {
             for tasks in [1usize, 32] {
                 let mut columns: [Vec<f64>; 4] = Default::default();
@@ -68,16 +68,6 @@ async fn measure() {
             }
         }
     }
-}
-
-async fn manager(kind: ClientKind, server: &RedisServer) -> LockManager {
-    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    let config = LockConfig::with_nodes([server.url().expose().to_owned()])
-        .with_ttl(Duration::from_secs(30))
-        .with_client(kind);
-    LockManager::new(Arc::new(backend), config).expect("config")
 }
 
 /// The names of `task`'s hold.

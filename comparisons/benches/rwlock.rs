@@ -19,10 +19,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_comparisons::{print_gaps, single_node_manager};
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::{self, NodeClient};
-use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
-use lock_redis_single::SingleNodeBackend;
+use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockManager};
 use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
 use lock_testkit::RedisServer;
 use rand::Rng;
@@ -54,7 +54,7 @@ async fn measure() {
         let raw = strategy::connect(kind, &url, ConnectOptions::default())
             .await
             .expect("connect");
-        let locks = manager(kind, &server, Duration::from_secs(30)).await;
+        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
             let mut columns: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
@@ -82,23 +82,13 @@ async fn measure() {
             &format!("PING round trip, {kind}"),
             pings(raw.as_ref()).await,
         );
-        let locks = manager(kind, &server, Duration::from_secs(10)).await;
+        let locks = single_node_manager(kind, &server, Duration::from_secs(10)).await;
         let span = length.max(Duration::from_secs(3));
         let writes = handoff_gaps(&locks, span, Hold::Write).await;
         print_gaps(&format!("read-write lock, writers, {kind}"), writes);
         let plain = handoff_gaps(&locks, span, Hold::Plain).await;
         print_gaps(&format!("plain lock, {kind}"), plain);
     }
-}
-
-async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
-    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    let config = LockConfig::with_nodes([server.url().expose().to_owned()])
-        .with_ttl(ttl)
-        .with_client(kind);
-    LockManager::new(Arc::new(backend), config).expect("config")
 }
 
 /// The read-write lock's acquire and release scripts sent raw, each task
@@ -236,19 +226,4 @@ async fn handoff_gaps(locks: &LockManager, length: Duration, hold: Hold) -> Vec<
     }
     let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
     gaps
-}
-
-fn print_gaps(label: &str, mut gaps: Vec<f64>) {
-    if gaps.is_empty() {
-        println!("| {label} | - | - | 0 |");
-        return;
-    }
-    gaps.sort_by(f64::total_cmp);
-    let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
-    println!(
-        "| {label} | {:.2} | {:.2} | {} |",
-        at(0.5),
-        at(0.99),
-        gaps.len()
-    );
 }

@@ -26,6 +26,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_comparisons::{print_gaps, single_node_manager};
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::{self, NodeClient};
 use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
@@ -67,7 +68,7 @@ async fn measure() {
         let raw = strategy::connect(kind, &url, ConnectOptions::default())
             .await
             .expect("connect");
-        let locks = manager(kind, &server, Duration::from_secs(30)).await;
+        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
             let mut columns: [Vec<f64>; 4] = Default::default();
             for _ in 0..rounds {
@@ -99,7 +100,7 @@ async fn measure() {
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let locks = manager(kind, &server, Duration::from_secs(10)).await;
+        let locks = single_node_manager(kind, &server, Duration::from_secs(10)).await;
         let gaps = handoff_gaps(&locks, length.max(Duration::from_secs(3))).await;
         print_gaps(&format!("ours, {kind}"), gaps);
     }
@@ -113,16 +114,6 @@ async fn measure() {
     for kind in ClientKind::compiled() {
         failover(kind, &server).await;
     }
-}
-
-async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
-    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    let config = LockConfig::with_nodes([server.url().expose().to_owned()])
-        .with_ttl(ttl)
-        .with_client(kind);
-    LockManager::new(Arc::new(backend), config).expect("config")
 }
 
 /// Our semaphore's acquire and release scripts sent raw, each task with its
@@ -278,28 +269,13 @@ async fn handoff_gaps(locks: &LockManager, length: Duration) -> Vec<f64> {
     gaps
 }
 
-fn print_gaps(label: &str, mut gaps: Vec<f64>) {
-    if gaps.is_empty() {
-        println!("| {label} | - | - | 0 |");
-        return;
-    }
-    gaps.sort_by(f64::total_cmp);
-    let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
-    println!(
-        "| {label} | {:.2} | {:.2} | {} |",
-        at(0.5),
-        at(0.99),
-        gaps.len()
-    );
-}
-
 const FAILOVER_TTL: Duration = Duration::from_secs(1);
 const KILLS: usize = 5;
 
 /// Kills a leader process `KILLS` times at a random moment of its term
 /// and times how long a waiting campaigner takes to lead.
 async fn failover(kind: ClientKind, server: &RedisServer) {
-    let locks = manager(kind, server, FAILOVER_TTL).await;
+    let locks = single_node_manager(kind, server, FAILOVER_TTL).await;
     let election = locks
         .election(&format!("failover-{kind}"))
         .expect("election");

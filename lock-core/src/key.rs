@@ -351,11 +351,12 @@ impl Access {
         }
     }
 
-    /// `r` or `w`: the mode as the read-write scripts take it.
-    pub(crate) fn letter(self) -> char {
+    /// `r` or `w`: the mode as the read-write scripts store it (and
+    /// hand-off tokens carry it).
+    pub fn letter(self) -> &'static str {
         match self {
-            Access::Shared => 'r',
-            Access::Exclusive => 'w',
+            Access::Shared => "r",
+            Access::Exclusive => "w",
         }
     }
 }

@@ -234,22 +234,29 @@ impl SingleNodeBackend {
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
         let held = key.permits_held_key();
-        let script = &semaphore::RELEASE;
+        let keys = [key.redis_key(), &held];
+        self.release_hold_with(&semaphore::RELEASE, &keys, hold, semaphore_problem)
+            .await
+    }
+
+    /// Runs a script that gives back a hold with a deadline of its own (a
+    /// permit's, a read-write hold's) by its id on `keys`: 1 released, 0
+    /// not this hold's, `problem` of any other reply.
+    async fn release_hold_with(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        hold: &HoldToken,
+        problem: fn(&Reply) -> Option<LockError>,
+    ) -> Result<ReleaseOutcome, LockError> {
         let reply = self
             .node
-            .run(
-                script,
-                &[key.redis_key(), &held],
-                &[hold.attempt_value().as_bytes()],
-            )
+            .run(script, keys, &[hold.attempt_value().as_bytes()])
             .await?;
         match reply {
             Reply::Int(1) => Ok(ReleaseOutcome::Released),
             Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
-            other => {
-                Err(semaphore_problem(&other)
-                    .unwrap_or_else(|| self.node.unexpected(script, &other)))
-            }
+            other => Err(problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other))),
         }
     }
 
@@ -282,7 +289,7 @@ impl SingleNodeBackend {
         let (Some(token), Some(access)) = (from.fencing_token(), from.access()) else {
             return Ok(ExtendOutcome::NotHeld);
         };
-        let entry = format!("{}:{}", access_letter(access), token.get());
+        let entry = format!("{}:{}", access.letter(), token.get());
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [
             from.attempt_value().as_bytes(),
@@ -304,22 +311,9 @@ impl SingleNodeBackend {
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
         let modes = key.modes_key();
-        let script = &rw::RELEASE;
-        let reply = self
-            .node
-            .run(
-                script,
-                &[key.redis_key(), &modes],
-                &[hold.attempt_value().as_bytes()],
-            )
-            .await?;
-        match reply {
-            Reply::Int(1) => Ok(ReleaseOutcome::Released),
-            Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
-            other => {
-                Err(rw_problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other)))
-            }
-        }
+        let keys = [key.redis_key(), &modes];
+        self.release_hold_with(&rw::RELEASE, &keys, hold, rw_problem)
+            .await
     }
 
     /// Renews every member of a multi-key hold, or none
@@ -1130,10 +1124,7 @@ impl LockBackend for SingleNodeBackend {
         let [counter_ttl, ..] = self.grant.script_args();
         let args: [&[u8]; 7] = [
             hold.attempt_value().as_bytes(),
-            match request.access {
-                Access::Shared => b"r",
-                Access::Exclusive => b"w",
-            },
+            request.access.letter().as_bytes(),
             ttl_ms.as_bytes(),
             lease_ms.as_bytes(),
             if request.waiter.join { b"1" } else { b"0" },
@@ -1304,15 +1295,21 @@ fn acquire_outcome(
 /// The `{-2, key, detail}` reply of the semaphore scripts as
 /// [`LockError::Corrupted`]; `None` for any other reply.
 fn semaphore_problem(reply: &Reply) -> Option<LockError> {
+    foreign_data(reply, "this semaphore's data (a lock of the same name?)")
+}
+
+/// The `{-2, key, detail}` reply of the semaphore and read-write scripts
+/// as [`LockError::Corrupted`]: a bare type name in `detail` is what was
+/// found in place of `what`. `None` for any other reply.
+fn foreign_data(reply: &Reply, what: &str) -> Option<LockError> {
     let [Reply::Int(-2), key, detail] = reply.as_array()? else {
         return None;
     };
     let detail = detail.as_text()?;
-    // A bare type name is what was found in place of the semaphore's own.
     let detail = if detail.contains(' ') {
         detail.to_owned()
     } else {
-        format!("it holds a {detail}, not this semaphore's data (a lock of the same name?)")
+        format!("it holds a {detail}, not {what}")
     };
     Some(LockError::Corrupted {
         key: key.as_text()?.to_owned(),
@@ -1402,33 +1399,13 @@ fn member_keys(members: &[LockKey]) -> Vec<&str> {
         .collect()
 }
 
-/// `r` or `w`: the mode as the read-write scripts store it.
-fn access_letter(access: Access) -> char {
-    match access {
-        Access::Shared => 'r',
-        Access::Exclusive => 'w',
-    }
-}
-
 /// The `{-2, key, detail}` reply of the read-write scripts as
 /// [`LockError::Corrupted`]; `None` for any other reply.
 fn rw_problem(reply: &Reply) -> Option<LockError> {
-    let [Reply::Int(-2), key, detail] = reply.as_array()? else {
-        return None;
-    };
-    let detail = detail.as_text()?;
-    let detail = if detail.contains(' ') {
-        detail.to_owned()
-    } else {
-        format!(
-            "it holds a {detail}, not this read-write lock's data (a lock or semaphore of the \
-             same name?)"
-        )
-    };
-    Some(LockError::Corrupted {
-        key: key.as_text()?.to_owned(),
-        detail,
-    })
+    foreign_data(
+        reply,
+        "this read-write lock's data (a lock or semaphore of the same name?)",
+    )
 }
 
 /// The reply of `rw_acquire.lua`; `None` for a shape it never gives.

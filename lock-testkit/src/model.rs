@@ -85,12 +85,7 @@ const TTL: Duration = Duration::from_secs(60);
 /// (reentrant if the factory says so). Panics with the shrunk failing scenario
 /// if they ever disagree.
 pub fn check_against_model(factory: &dyn BackendFactory, cases: u32) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let deployment = runtime.block_on(Deployment::start(factory));
+    let run = ModelRun::start(factory);
     let capabilities = factory.capabilities();
     // One hold per owner for the whole run: the model's owners re-acquire
     // with the same identity, as a caller-chosen owner does.
@@ -100,23 +95,72 @@ pub fn check_against_model(factory: &dyn BackendFactory, cases: u32) {
     let keys: Vec<LockKey> = (0..KEYS)
         .map(|index| LockKey::new("model:", &format!("k{index}")).expect("key"))
         .collect();
-    let mut runner = TestRunner::new(Config {
+    run.check(
         cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let result = runner.run(&scenario_strategy(OWNERS, KEYS, 30), |scenario| {
-        deployment.admin_all(&["FLUSHALL"]);
-        runtime.block_on(run_scenario(
-            &deployment,
-            &owners,
-            &keys,
-            capabilities,
-            &scenario,
-        ))
-    });
-    if let Err(failure) = result {
-        panic!("the backend disagreed with the model: {failure}");
+        scenario_strategy(OWNERS, KEYS, 30),
+        "the backend",
+        |scenario| {
+            run.block_on(run_scenario(
+                &run.deployment,
+                &owners,
+                &keys,
+                capabilities,
+                &scenario,
+            ))
+        },
+    );
+}
+
+/// A deployment and the runtime its scenarios run on, for the model tests
+/// (this one, [`semaphore_model`](crate::semaphore_model) and
+/// [`rw_model`](crate::rw_model)).
+pub(crate) struct ModelRun {
+    runtime: tokio::runtime::Runtime,
+    pub(crate) deployment: Deployment,
+}
+
+impl ModelRun {
+    /// Starts the factory's servers and backend on a runtime of its own.
+    pub(crate) fn start(factory: &dyn BackendFactory) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        let deployment = runtime.block_on(Deployment::start(factory));
+        ModelRun {
+            runtime,
+            deployment,
+        }
+    }
+
+    /// Runs `future` to its end on the run's runtime.
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Runs `cases` scenarios drawn from `scenarios`, each on flushed
+    /// servers, through `one`; panics with the shrunk failing scenario,
+    /// saying `what` disagreed with the model.
+    pub(crate) fn check<S: Strategy>(
+        &self,
+        cases: u32,
+        scenarios: S,
+        what: &str,
+        one: impl Fn(S::Value) -> Result<(), TestCaseError>,
+    ) {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let result = runner.run(&scenarios, |scenario| {
+            self.deployment.admin_all(&["FLUSHALL"]);
+            one(scenario)
+        });
+        if let Err(failure) = result {
+            panic!("{what} disagreed with the model: {failure}");
+        }
     }
 }
 

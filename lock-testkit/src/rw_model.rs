@@ -14,9 +14,10 @@ use lock_core::{
     LockKey, OwnerToken, ReleaseOutcome, FAIR_WAITER_LEASE,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 use crate::contract::{BackendFactory, Deployment};
+use crate::model::ModelRun;
 
 const HOLDERS: usize = 3;
 const TTL: Duration = Duration::from_secs(60);
@@ -97,31 +98,15 @@ impl Model {
 /// and the model. Panics with the shrunk failing scenario if they ever
 /// disagree.
 pub fn check_rw_lock_against_model(factory: &dyn BackendFactory, cases: u32) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let deployment = runtime.block_on(Deployment::start(factory));
+    let run = ModelRun::start(factory);
     let key = LockKey::new("model:", "rw").expect("key");
     let owners: Vec<OwnerToken> = (0..HOLDERS)
         .map(|_| OwnerToken::generate().expect("os rng"))
         .collect();
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
+    let scenarios = proptest::collection::vec(op_strategy(), 1..=30);
+    run.check(cases, scenarios, "the read-write lock", |scenario| {
+        run.block_on(run_scenario(&run.deployment, &key, &owners, &scenario))
     });
-    let result = runner.run(
-        &proptest::collection::vec(op_strategy(), 1..=30),
-        |scenario| {
-            deployment.admin_all(&["FLUSHALL"]);
-            runtime.block_on(run_scenario(&deployment, &key, &owners, &scenario))
-        },
-    );
-    if let Err(failure) = result {
-        panic!("the read-write lock disagreed with the model: {failure}");
-    }
 }
 
 fn fail(step: usize, op: Op, err: impl std::fmt::Display) -> TestCaseError {

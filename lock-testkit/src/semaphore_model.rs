@@ -13,9 +13,10 @@ use lock_core::{
     ReleaseOutcome,
 };
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::TestCaseError;
 
 use crate::contract::{BackendFactory, Deployment};
+use crate::model::ModelRun;
 
 const HOLDERS: usize = 4;
 const LIMIT: u32 = 4;
@@ -65,28 +66,12 @@ impl Model {
 /// Runs `cases` random scenarios against the factory's semaphores and the
 /// model. Panics with the shrunk failing scenario if they ever disagree.
 pub fn check_semaphore_against_model(factory: &dyn BackendFactory, cases: u32) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let deployment = runtime.block_on(Deployment::start(factory));
+    let run = ModelRun::start(factory);
     let key = LockKey::new("model:", "semaphore").expect("key");
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
+    let scenarios = proptest::collection::vec(op_strategy(), 1..=30);
+    run.check(cases, scenarios, "the semaphore", |scenario| {
+        run.block_on(run_scenario(&run.deployment, &key, &scenario))
     });
-    let result = runner.run(
-        &proptest::collection::vec(op_strategy(), 1..=30),
-        |scenario| {
-            deployment.admin_all(&["FLUSHALL"]);
-            runtime.block_on(run_scenario(&deployment, &key, &scenario))
-        },
-    );
-    if let Err(failure) = result {
-        panic!("the semaphore disagreed with the model: {failure}");
-    }
 }
 
 /// A new permit attempt of `weight` for a holder.
