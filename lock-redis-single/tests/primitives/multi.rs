@@ -220,6 +220,18 @@ async fn bad_input_is_refused(kind: ClientKind) {
         held.hand_off(),
         Err(LockError::HandOffUnsupported { .. })
     ));
+    // The server down: a typed error within the command timeout.
+    drop(server);
+    let down = tokio::time::timeout(Duration::from_secs(5), twice.try_acquire())
+        .await
+        .expect("an acquire on a server that is down hung");
+    assert!(
+        matches!(
+            down,
+            Err(LockError::Connection { .. } | LockError::Timeout { .. })
+        ),
+        "{down:?}"
+    );
 }
 
 /// An attempt sent again (the same hold) takes its keys again; one whose

@@ -481,6 +481,28 @@ async fn bad_input_is_refused(kind: ClientKind) {
     assert_eq!(keys(&server), before, "something was written");
     permit.release().await.expect("release");
     read.release().await.expect("release");
+    // The server down: a typed error within the command timeout, never a
+    // hang or a panic, for both modes and for the state.
+    let lock = locks.rw_lock("gone").expect("rw lock");
+    drop(server);
+    let down = tokio::time::timeout(Duration::from_secs(5), async {
+        (
+            lock.try_read().await,
+            lock.try_write().await,
+            lock.state().await,
+        )
+    })
+    .await
+    .expect("a call on a server that is down hung");
+    let unreachable = |err: &LockError| {
+        matches!(
+            err,
+            LockError::Connection { .. } | LockError::Timeout { .. }
+        )
+    };
+    assert!(down.0.as_ref().is_err_and(unreachable), "{:?}", down.0);
+    assert!(down.1.as_ref().is_err_and(unreachable), "{:?}", down.1);
+    assert!(down.2.as_ref().is_err_and(unreachable), "{:?}", down.2);
 }
 
 /// A plain lock of the same name excludes both kinds of hold, and they
