@@ -6,7 +6,16 @@
 //!
 //! - (a) our notification-based waiting (single-node strategy),
 //! - (b) our polling mode with the source documents' 100 ms retry delay,
-//! - (c) rslock 0.10.0's default retry loop (`acquire`).
+//! - (a') the same in fair mode,
+//! - (c) rslock 0.10.0's default retry loop (`acquire`),
+//! - (d) python-redis-lock 4.0.1 (PyPI, on redis-py 5.2.1), whose waiters
+//!   block in `BLPOP` on a list its release pushes to, driven by
+//!   `comparisons/python/handoff.py` on the same server in the same run. It
+//!   needs `python3` with `venv` (it makes `comparisons/target/python-peers`
+//!   and runs `pip install` there once); without them its row is left out.
+//!
+//! Each gap p50 is also given against the floor measured in the same run:
+//! one `PING` round trip (p50 of 500) on the same client.
 //!
 //! Commands are counted from `INFO commandstats` on the server, counting only
 //! the commands a client issues (EVALSHA, SUBSCRIBE... for us; SET and EVAL/EVALSHA
@@ -20,6 +29,7 @@
 //! `cargo xtask bench` runs it; `BENCH_SECONDS` (default 5) is the length of
 //! each measurement.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -136,12 +146,106 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// The p50 of 500 `PING` round trips through `kind`, in ms: the floor a
+/// handoff gap is measured against.
+async fn ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
+    let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    let mut pings = Vec::with_capacity(500);
+    for _ in 0..500 {
+        let sent = Instant::now();
+        node.command("PING", &[]).await.expect("PING");
+        pings.push(sent.elapsed());
+    }
+    pings.sort();
+    percentile(&pings, 0.5).as_secs_f64() * 1e3
+}
+
+/// A Python with the PyPI peers of `comparisons/python/requirements.txt`,
+/// in a virtual environment of its own (made, and filled by `pip`, when the
+/// requirements change); `None`, with a note, without `python3`, its
+/// `venv` module or the packages.
+fn python_peers() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = root.join("target/python-peers");
+    let python = venv.join("bin/python3");
+    let wanted = std::fs::read_to_string(root.join("python/requirements.txt")).ok()?;
+    let marker = venv.join("installed-requirements.txt");
+    if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
+        return Some(python);
+    }
+    let ran = |command: &mut std::process::Command| {
+        command.status().is_ok_and(|status| status.success())
+    };
+    let made = python.exists()
+        || ran(std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv));
+    let installed = made
+        && ran(std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "-r"])
+            .arg(root.join("python/requirements.txt")));
+    if !installed || std::fs::write(&marker, &wanted).is_err() {
+        eprintln!(
+            "handoff: python3 with venv and pip is missing, or pip failed; \
+             the python-redis-lock row is left out"
+        );
+        return None;
+    }
+    Some(python)
+}
+
+/// Runs python-redis-lock's handoff (`comparisons/python/handoff.py`) on
+/// `server` and prints its row.
+async fn measure_python(python: &Path, server: &RedisServer, length: Duration) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/handoff.py");
+    let top_level = ["set", "blpop", "evalsha", "eval", "script|load", "ping"];
+    let commands_before = client_commands(server, &top_level);
+    let output = tokio::process::Command::new(python)
+        .arg(&script)
+        .arg(server.port().to_string())
+        .arg(length.as_secs_f64().to_string())
+        .output()
+        .await
+        .expect("run python");
+    assert!(
+        output.status.success(),
+        "handoff.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let commands = client_commands(server, &top_level) - commands_before;
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("handoff.py prints JSON");
+    let mut gaps: Vec<Duration> = report["gaps_ms"]
+        .as_array()
+        .expect("gaps")
+        .iter()
+        .filter_map(serde_json::Value::as_f64)
+        .map(|ms| Duration::from_secs_f64(ms / 1e3))
+        .collect();
+    gaps.sort();
+    let acquisitions = report["acquisitions"].as_u64().unwrap_or(0);
+    let seconds = report["seconds"].as_f64().unwrap_or(1.0);
+    let ping = report["ping_p50_ms"].as_f64().unwrap_or(f64::NAN);
+    let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
+    println!(
+        "| (d) python-redis-lock 4.0.1 | {p50:.2} | {:.2} | {ping:.3} | {:.1} | {:.1} | {:.1} |",
+        percentile(&gaps, 0.99).as_secs_f64() * 1e3,
+        p50 / ping,
+        acquisitions as f64 / seconds,
+        // The 500 PINGs are the script's own floor, not the lock's.
+        commands.saturating_sub(500) as f64 / acquisitions.max(1) as f64,
+    );
+}
+
 async fn measure(
     label: &str,
     contender: Contender,
     server: &RedisServer,
     top_level: &[&str],
     length: Duration,
+    ping: f64,
 ) {
     let handoffs = Arc::new(Handoffs::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -168,10 +272,11 @@ async fn measure(
     let acquisitions = handoffs.acquisitions.load(Ordering::SeqCst);
     let mut gaps = std::mem::take(&mut handoffs.state.lock().expect("state").gaps);
     gaps.sort();
+    let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
     println!(
-        "| {label} | {:.2} | {:.2} | {:.1} | {:.1} |",
-        percentile(&gaps, 0.5).as_secs_f64() * 1e3,
+        "| {label} | {p50:.2} | {:.2} | {ping:.3} | {:.1} | {:.1} | {:.1} |",
         percentile(&gaps, 0.99).as_secs_f64() * 1e3,
+        p50 / ping,
         acquisitions as f64 / elapsed.as_secs_f64(),
         commands as f64 / acquisitions.max(1) as f64,
     );
@@ -245,17 +350,25 @@ async fn main() {
         server.port()
     );
     println!();
-    println!("| waiting | gap p50 (ms) | gap p99 (ms) | acquisitions/s | commands/acquisition |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| waiting | gap p50 (ms) | gap p99 (ms) | PING p50 (ms) | gap p50 / PING p50 \
+         | acquisitions/s | commands/acquisition |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    // A transaction counts once (`EXEC`): one round trip, like a script.
     let ours_commands = [
         "evalsha",
         "eval",
         "script|load",
+        "exec",
+        "pttl",
         "subscribe",
         "unsubscribe",
         "ping",
     ];
+    let python = python_peers();
     for kind in ClientKind::compiled() {
+        let ping = ping_p50(kind, &server).await;
         let notify = ours(kind, &server, WaitMode::Notify).await;
         measure(
             &format!("(a) ours, notify, {kind}"),
@@ -263,6 +376,17 @@ async fn main() {
             &server,
             &ours_commands,
             length,
+            ping,
+        )
+        .await;
+        let fair = ours_with(kind, &server, WaitMode::Notify, true).await;
+        measure(
+            &format!("(a') ours, fair, {kind}"),
+            Contender::Ours(fair),
+            &server,
+            &ours_commands,
+            length,
+            ping,
         )
         .await;
         let poll = ours(kind, &server, WaitMode::Poll).await;
@@ -272,6 +396,7 @@ async fn main() {
             &server,
             &ours_commands,
             length,
+            ping,
         )
         .await;
     }
@@ -282,8 +407,12 @@ async fn main() {
         &server,
         &["set", "eval", "evalsha", "script|load"],
         length,
+        ping_p50(ClientKind::Redis, &server).await,
     )
     .await;
+    if let Some(python) = &python {
+        measure_python(python, &server, length).await;
+    }
 
     println!();
     println!("Hog: {TASKS} tasks, each with its own connections, re-contend at once; hold 2 ms.");

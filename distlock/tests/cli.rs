@@ -973,6 +973,14 @@ fn a_holder_time_past_the_year_9999_is_shown_raw() {
     let server = RedisServer::start().expect("start");
     let far = "300000000000000000000";
     let micros = "18446744073709551615";
+    // Bound to the lock's value, as a grant binds what it writes: holder
+    // information bound to no hold is nobody's, and not shown.
+    let bound = server
+        .admin(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", "someone:1"])
+        .expect("SHA-1")
+        .as_text()
+        .expect("hex")
+        .to_owned();
     for (at, shown) in [(far, None), (micros, Some(micros))] {
         server
             .admin(&["SET", "lock:{foreign}", "someone:1", "PX", "60000"])
@@ -987,6 +995,8 @@ fn a_holder_time_past_the_year_9999_is_shown_raw() {
                 "7",
                 "acquired_at_us",
                 at,
+                "hold",
+                &bound,
             ])
             .expect("HSET");
         for client in clients() {
@@ -1100,7 +1110,8 @@ fn acquire_refuses_before_taking_what_it_cannot_hand_off() {
 }
 
 /// A TCP forwarder to `upstream` that, once armed, forwards the next chunk
-/// the client sends with `EVAL` in it (an acquire script), then cuts that
+/// the client sends with `EVAL` or `MULTI` in it (an acquire script or
+/// transaction), then cuts that
 /// connection before the reply comes back: the grant ran, its reply is lost.
 /// Connections after that are carried whole.
 fn cutting_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicBool>) {
@@ -1132,8 +1143,10 @@ fn cutting_proxy(upstream: u16) -> (u16, std::sync::Arc<std::sync::atomic::Atomi
                     if read == 0 {
                         break;
                     }
-                    let eval = buffer[..read].windows(4).any(|w| w == b"EVAL");
-                    let cut_now = eval && armed.swap(false, Ordering::SeqCst);
+                    let chunk = &buffer[..read];
+                    let acquire = chunk.windows(4).any(|w| w == b"EVAL")
+                        || chunk.windows(5).any(|w| w == b"MULTI");
+                    let cut_now = acquire && armed.swap(false, Ordering::SeqCst);
                     if cut_now {
                         cut.store(true, Ordering::SeqCst);
                     }

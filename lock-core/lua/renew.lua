@@ -11,19 +11,31 @@
 -- hold of the same owner included). A key of another type (not a string)
 -- makes GET raise WRONGTYPE.
 -- holds(stored, value): whether the lock key's value `stored` (false when
--- the key is gone) is the hold `value`: the same text, or, for a value sent
+-- the key is gone) is the hold `value`: the same text; or, for a value sent
 -- without a token (`<owner>:<nonce>`, ending in the nonce's 16 hex digits:
--- the caller's hold before it learnt the token, or an attempt whose reply
--- was lost), that text with `#<digits>`, the token its grant stored, behind
--- it and nothing else. A value sent with a token matches only itself.
+-- an attempt whose reply was lost, or a fencing-off hold), that text with
+-- `#<digits>` (a script's grant stores its token there) or `#` alone (the
+-- default fenced grant, made in a transaction, issues its token beside the
+-- key) behind it and nothing else; or, for a value sent with its token
+-- (`<owner>:<nonce>#<token>`), its attempt with `#` alone behind it, whose
+-- token the key does not name.
+local nonce_end = ':' .. string.rep('%x', 16)
+
 local function holds(stored, value)
   if stored == value then
     return true
   end
-  return stored ~= false and #stored > #value + 1
-    and string.find(value, ':' .. string.rep('%x', 16) .. '$') ~= nil
+  if stored == false then
+    return false
+  end
+  local attempt = string.match(value, '^(.*' .. nonce_end .. ')#%d+$')
+  if attempt then
+    return stored == attempt .. '#'
+  end
+  return #stored > #value
+    and string.find(value, nonce_end .. '$') ~= nil
     and string.sub(stored, 1, #value + 1) == value .. '#'
-    and string.find(stored, '^%d+$', #value + 2) ~= nil
+    and string.find(stored, '^%d*$', #value + 2) ~= nil
 end
 
 local function renew(lock, counter, holder, value, ttl)

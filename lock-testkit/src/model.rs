@@ -69,12 +69,15 @@ pub fn scenario_strategy(
 }
 
 /// The reference model of a fenced mutex: who holds each key and how many
-/// times, and the last token issued for it.
+/// times, the last token granted for it, and the highest counter an
+/// inspection showed (an attempt that finds a key held may use a token up,
+/// so the counter can be past the last grant's token).
 #[derive(Debug, Default)]
 struct MutexModel {
     /// key -> (owner, hold count)
     holder: HashMap<usize, (usize, u64)>,
     last_token: HashMap<usize, u64>,
+    seen_counter: HashMap<usize, u64>,
 }
 
 const OWNERS: usize = 3;
@@ -190,7 +193,12 @@ async fn run_scenario(
                                     TestCaseError::fail(format!("step {step}: no token"))
                                 })?
                                 .get();
-                            let last = model.last_token.get(&key).copied().unwrap_or(0);
+                            let last = model
+                                .last_token
+                                .get(&key)
+                                .copied()
+                                .unwrap_or(0)
+                                .max(model.seen_counter.get(&key).copied().unwrap_or(0));
                             prop_assert!(
                                 token > last,
                                 "step {}: token {} not above {}",
@@ -305,13 +313,25 @@ async fn run_scenario(
                 LockState::Held { token, .. } => token,
                 _ => None,
             };
-            prop_assert_eq!(
-                token.map(|token| token.get()),
-                model.last_token.get(&index).copied(),
-                "step {} token of key {}",
-                step,
-                index
-            );
+            // The counter: none before the first grant, then at or above
+            // the last grant's token and every counter shown before.
+            let token = token.map(|token| token.get());
+            match model.last_token.get(&index).copied() {
+                None => prop_assert_eq!(token, None, "step {} token of key {}", step, index),
+                Some(last) => {
+                    let seen = model.seen_counter.get(&index).copied().unwrap_or(0);
+                    prop_assert!(
+                        token.is_some_and(|token| token >= last.max(seen)),
+                        "step {}: the counter of key {} is {:?}, below {} or {}",
+                        step,
+                        index,
+                        token,
+                        last,
+                        seen
+                    );
+                    model.seen_counter.insert(index, token.unwrap_or(0));
+                }
+            }
         }
     }
     Ok(())

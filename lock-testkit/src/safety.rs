@@ -432,9 +432,11 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
         .supports_fair_queue()
         .then(|| deployment.manager(fair_config));
     let key = locks.key("counted").expect("key");
-    let set_counter: [&[&str]; 3] = [
+    let set_counter: [&[&str]; 4] = [
         &["SET", key.fence_key(), "not-a-number"],
         &["SET", key.fence_key(), "9223372036854775807"],
+        // `INCR` takes it: a grant that raised it must take it back.
+        &["SET", key.fence_key(), "-5"],
         &["RPUSH", key.fence_key(), "a-list"],
     ];
     for setup in set_counter {
@@ -480,6 +482,15 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
                     "{mode} {setup:?}: the script wrote the key"
                 );
             }
+            if setup[0] == "SET" {
+                for reply in deployment.admin_each(&["GET", key.fence_key()]) {
+                    assert_eq!(
+                        reply.as_text(),
+                        Some(setup[2]),
+                        "{mode} {setup:?}: the counter was changed"
+                    );
+                }
+            }
         }
     }
     if !fencing {
@@ -500,7 +511,7 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
 /// the lock prefix's keys, the commands the strategies run, and no pub/sub
 /// channels (Redis 7's default for new users, `acl-pubsub-default
 /// resetchannels`).
-pub const LOCK_USER_ACL: [&str; 10] = [
+pub const LOCK_USER_ACL: [&str; 11] = [
     "on",
     ">lock-user-pw",
     "~lock:*",
@@ -508,6 +519,7 @@ pub const LOCK_USER_ACL: [&str; 10] = [
     "-@all",
     "+@connection",
     "+@scripting",
+    "+@transaction",
     "+@string",
     "+@hash",
     "+@keyspace",

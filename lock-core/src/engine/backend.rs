@@ -339,7 +339,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// atomic step, for [`LockManager::resume`](crate::LockManager::resume):
     /// from then on commands of the old hold still in flight, and other
     /// copies of the token, act on nothing. `NotHeld` when `from` does not
-    /// have the lock (or its fencing token is not the last one issued).
+    /// have the lock, or claims a fencing token its grant did not issue
+    /// (where the strategy stores it; the single-node default fenced grant
+    /// keeps its token beside the key, and refuses only a claim above the
+    /// last token issued).
     ///
     /// The default refuses with [`LockError::HandOffUnsupported`]: a
     /// strategy must replace the hold on every node in one step to offer it.

@@ -99,6 +99,13 @@ impl GrantOptions {
         self.holder.is_some()
     }
 
+    /// Whether a grant writes the lock key and a fencing token and nothing
+    /// else: fencing on, a counter that never expires, no holder
+    /// information (the defaults). Such a grant needs no script.
+    pub fn token_only(&self) -> bool {
+        self.fencing && self.fencing_counter_ttl.is_none() && self.holder.is_none()
+    }
+
     /// What a backend that grants with these options does with the
     /// config's `fencing` and `holder_info` (see
     /// [`LockBackend::capabilities`](crate::LockBackend::capabilities)).

@@ -223,6 +223,10 @@ pub mod single {
             include_str!("../../lua/acquire.lua")
         ),
     );
+    /// The default fenced acquire (no options) alone, for clients without
+    /// transactions: `lua/acquire_token.lua`.
+    pub static ACQUIRE_TOKEN: Script =
+        Script::new("acquire_token", include_str!("../../lua/acquire_token.lua"));
     /// Compare-and-extend: `lua/extend.lua`, after `lua/renew.lua`.
     pub static EXTEND: Script = Script::new(
         "extend",
@@ -561,6 +565,7 @@ mod tests {
         // after `fencing_counter.lua`, whose header is about its function.
         for (name, source) in [
             ("acquire", include_str!("../../lua/acquire.lua")),
+            ("acquire_token", include_str!("../../lua/acquire_token.lua")),
             ("extend", include_str!("../../lua/extend.lua")),
             ("release", include_str!("../../lua/release.lua")),
             ("inspect", include_str!("../../lua/inspect.lua")),

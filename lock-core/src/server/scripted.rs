@@ -99,6 +99,11 @@ impl ScriptedNode {
         Ok((reply, self.acknowledgement(waited)))
     }
 
+    /// Whether grants and renewals wait for replicas (`WAIT` behind each).
+    pub fn awaits_replicas(&self) -> bool {
+        self.replicas.is_on()
+    }
+
     /// Sends the plain command `name args...` (a `SET`, whose first
     /// argument is its key) like [`ScriptedNode::run_acknowledged`] runs a
     /// script: when replicas are asked for, with `WAIT` behind it in one

@@ -17,6 +17,7 @@ use tokio::sync::Mutex;
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{
     not_redis, server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient,
+    Transacted,
 };
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
@@ -406,6 +407,159 @@ fn lost_master(err: &LockError) -> bool {
     }
 }
 
+impl RedisNode {
+    /// Sends `commands` as one pipeline on the connection that serves `key`
+    /// (on a cluster, the master of its slot) and returns every reply as it
+    /// came, errors included. On a cluster, a reply to `commands[first]`
+    /// that proves it did not run (the slot moved) sends the whole pipeline
+    /// again: `first` is the first command with a key.
+    async fn send_pipeline(
+        &self,
+        key: &[u8],
+        commands: &[(&'static str, &[&[u8]])],
+        first: usize,
+    ) -> Result<Vec<redis::Value>, LockError> {
+        let mut pipeline = redis::pipe();
+        // Each reply on its own, errors included, instead of the first error.
+        pipeline.ignore_errors();
+        for (name, args) in commands {
+            let command = pipeline.cmd(name);
+            for arg in args.iter().copied() {
+                command.arg(arg);
+            }
+        }
+        let sent: Result<Vec<redis::Value>, redis::RedisError> = match &self.link {
+            Link::Standalone(manager) => pipeline.query_async(&mut manager.clone()).await,
+            Link::Sentinel(link) => {
+                let mut connection = link.connection(&self.address).await?;
+                let sent: Result<Vec<redis::Value>, redis::RedisError> =
+                    pipeline.query_async(&mut connection).await;
+                // A demoted master refuses the write inside the pipeline
+                // (`READONLY` as one of its replies), not the pipeline.
+                let demoted = match &sent {
+                    Ok(values) => values.iter().any(|value| {
+                        matches!(value, redis::Value::ServerError(error)
+                            if LOST_MASTER.contains(&error.code()))
+                    }),
+                    Err(err) => {
+                        lost_master(&map_error(&self.address, self.command_timeout, err.clone()))
+                    }
+                };
+                if demoted {
+                    link.forget();
+                }
+                sent
+            }
+            Link::Cluster(connection) => {
+                use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
+                let mut redirects = 0;
+                loop {
+                    let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                    let sent = connection
+                        .clone()
+                        .route_pipeline(
+                            pipeline.clone(),
+                            0,
+                            commands.len(),
+                            SingleNodeRoutingInfo::SpecificNode(route),
+                        )
+                        .await;
+                    // A first keyed command the server refused without
+                    // running it (the slot moved) is sent again, the whole
+                    // pipeline with it.
+                    let refused = match &sent {
+                        Ok(values) => {
+                            matches!(values.get(first), Some(redis::Value::ServerError(error))
+                            if NOT_RUN.contains(&error.code()))
+                        }
+                        Err(err) => did_not_run(err),
+                    };
+                    if refused && redirects < CLUSTER_REDIRECTS {
+                        redirects += 1;
+                        tokio::time::sleep(Duration::from_millis(5 * u64::from(redirects))).await;
+                        continue;
+                    }
+                    break sent;
+                }
+            }
+        };
+        let values = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
+        if values.len() != commands.len() {
+            return Err(LockError::UnexpectedReply {
+                node: self.address.clone(),
+                script: "pipeline",
+                reply: format!("{} replies to {} commands", values.len(), commands.len()),
+            });
+        }
+        Ok(values)
+    }
+
+    /// Sends `MULTI`, commands and `EXEC` (`wrapped`) as one pipeline and
+    /// returns `EXEC`'s replies: the first error among the queued commands
+    /// (nothing ran), or the first error of a command that ran; `Refused`
+    /// when `MULTI` or `EXEC` was.
+    async fn send_transaction(
+        &self,
+        key: &[u8],
+        wrapped: &[(&'static str, &[&[u8]])],
+    ) -> Result<Transacted, LockError> {
+        let mut values = self.send_pipeline(key, wrapped, 1).await?;
+        let exec = values.pop();
+        let mut values = values.into_iter();
+        if let Some(Err(refused)) = values.next().map(|multi| convert(&self.address, multi)) {
+            return Ok(Transacted::Refused(refused));
+        }
+        // `QUEUED` to each command, unless it was refused (an ACL, a slot
+        // elsewhere): then `EXEC` aborts and runs nothing.
+        for value in values {
+            convert(&self.address, value)?;
+        }
+        match exec {
+            Some(redis::Value::Array(items)) => items
+                .into_iter()
+                .map(|item| convert(&self.address, item))
+                .collect::<Result<_, _>>()
+                .map(Transacted::Ran),
+            // Every command was queued, so the refusal is `EXEC`'s own:
+            // Redis 7 aborts (`EXECABORT ... NOPERM`) and leaves the
+            // transaction; a bare `NOPERM` would leave it open, and is
+            // followed by `DISCARD`. Nothing ran either way.
+            Some(redis::Value::ServerError(error))
+                if matches!(error.code(), "NOPERM" | "EXECABORT") =>
+            {
+                if error.code() == "NOPERM" {
+                    let discard = self.send_pipeline(key, &[("DISCARD", &[])], 0).await;
+                    if let Err(err) = discard {
+                        tracing::debug!(node = %self.address, error = %err, "DISCARD after a refused EXEC");
+                    }
+                }
+                Ok(Transacted::Refused(
+                    convert(&self.address, redis::Value::ServerError(error))
+                        .err()
+                        .unwrap_or(LockError::UnexpectedReply {
+                            node: self.address.clone(),
+                            script: "EXEC",
+                            reply: "refused".to_owned(),
+                        }),
+                ))
+            }
+            Some(other) => {
+                let reply = convert(&self.address, other)?;
+                Err(LockError::UnexpectedReply {
+                    node: self.address.clone(),
+                    script: "EXEC",
+                    reply: reply.to_string(),
+                })
+            }
+            None => Err(LockError::UnexpectedReply {
+                node: self.address.clone(),
+                script: "EXEC",
+                reply: "no reply".to_owned(),
+            }),
+        }
+    }
+}
+
 #[async_trait]
 impl NodeClient for RedisNode {
     fn address(&self) -> &str {
@@ -462,81 +616,32 @@ impl NodeClient for RedisNode {
         key: &[u8],
         commands: &[(&'static str, &[&[u8]])],
     ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
-        let mut pipeline = redis::pipe();
-        // Each reply on its own, errors included, instead of the first error.
-        pipeline.ignore_errors();
-        for (name, args) in commands {
-            let command = pipeline.cmd(name);
-            for arg in args.iter().copied() {
-                command.arg(arg);
-            }
-        }
-        let sent: Result<Vec<redis::Value>, redis::RedisError> = match &self.link {
-            Link::Standalone(manager) => pipeline.query_async(&mut manager.clone()).await,
-            Link::Sentinel(link) => {
-                let mut connection = link.connection(&self.address).await?;
-                let sent: Result<Vec<redis::Value>, redis::RedisError> =
-                    pipeline.query_async(&mut connection).await;
-                // A demoted master refuses the write inside the pipeline
-                // (`READONLY` as one of its replies), not the pipeline.
-                let demoted = match &sent {
-                    Ok(values) => values.iter().any(|value| {
-                        matches!(value, redis::Value::ServerError(error)
-                            if LOST_MASTER.contains(&error.code()))
-                    }),
-                    Err(err) => {
-                        lost_master(&map_error(&self.address, self.command_timeout, err.clone()))
-                    }
-                };
-                if demoted {
-                    link.forget();
-                }
-                sent
-            }
-            Link::Cluster(connection) => {
-                use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
-                let mut redirects = 0;
-                loop {
-                    let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
-                    let sent = connection
-                        .clone()
-                        .route_pipeline(
-                            pipeline.clone(),
-                            0,
-                            commands.len(),
-                            SingleNodeRoutingInfo::SpecificNode(route),
-                        )
-                        .await;
-                    // A first command the server refused without running it
-                    // (the slot moved) is sent again, the whole pipeline with it.
-                    let refused = match &sent {
-                        Ok(values) => {
-                            matches!(values.first(), Some(redis::Value::ServerError(error))
-                            if NOT_RUN.contains(&error.code()))
-                        }
-                        Err(err) => did_not_run(err),
-                    };
-                    if refused && redirects < CLUSTER_REDIRECTS {
-                        redirects += 1;
-                        tokio::time::sleep(Duration::from_millis(5 * u64::from(redirects))).await;
-                        continue;
-                    }
-                    break sent;
-                }
-            }
-        };
-        let values = sent.map_err(|err| map_error(&self.address, self.command_timeout, err))?;
-        if values.len() != commands.len() {
-            return Err(LockError::UnexpectedReply {
-                node: self.address.clone(),
-                script: "pipeline",
-                reply: format!("{} replies to {} commands", values.len(), commands.len()),
-            });
-        }
+        let values = self.send_pipeline(key, commands, 0).await?;
         Ok(values
             .into_iter()
             .map(|value| convert(&self.address, value))
             .collect())
+    }
+
+    async fn transaction_on_key(
+        &self,
+        key: &[u8],
+        commands: &[(&'static str, &[&[u8]])],
+    ) -> Option<Result<Transacted, LockError>> {
+        // Not on a cluster yet: a slot that moves mid-transaction would
+        // need the transaction sent again on the slot's new master, which
+        // the scripts' path already does.
+        if self.is_cluster() {
+            return None;
+        }
+        // Sent as one pipeline of `MULTI`, the commands and `EXEC`, which
+        // the connection writes as one piece: no other task's command can
+        // land inside the transaction.
+        let mut wrapped: Vec<(&'static str, &[&[u8]])> = Vec::with_capacity(commands.len() + 2);
+        wrapped.push(("MULTI", &[]));
+        wrapped.extend_from_slice(commands);
+        wrapped.push(("EXEC", &[]));
+        Some(self.send_transaction(key, &wrapped).await)
     }
 
     async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {

@@ -1,0 +1,258 @@
+//! What a lock costs the server, against the floor measured in the same run
+//! on the same server and client: 32 tasks (`BENCH_TASKS`) of uncontended
+//! acquire+release on keys of their own.
+//!
+//! - **floor**: a raw `SET key val NX PX 30000` and the release script
+//!   (compare-and-delete) per cycle, the least a lock can cost.
+//! - **acquire.lua**: the fenced acquire script a lock with `holder_info`
+//!   or `fencing_counter_ttl` sends (here with the default options, as every
+//!   fenced acquire sent it before), and a raw `DEL`, to price it alone.
+//! - **acquire_token.lua**: the default fenced acquire as a script (fred,
+//!   a cluster, a user without `+@transaction`), and a raw `DEL`.
+//! - **transaction raw** (redis client): the default fenced acquire's
+//!   `MULTI`/`EXEC` and the release script, without the lock API.
+//! - **ours, fenced**: `LockManager::try_acquire` + `release` with the
+//!   defaults (fencing on, the grant in one `MULTI`/`EXEC`).
+//! - **ours, fencing off**: the same with `fencing = false`.
+//!
+//! Per column: the server's time per grant from `INFO commandstats` (the
+//! floor's `SET`; the script's `EVALSHA`; our `MULTI` and `EXEC`, whose time
+//! counts the commands inside it) and its main thread's CPU per cycle from
+//! `INFO cpu` (`used_cpu_user_main_thread` + `used_cpu_sys_main_thread`,
+//! which also counts reading, parsing and replying), each as a ratio to the
+//! floor's. `BENCH_SECONDS` (default 2) sets each measurement's length;
+//! each figure is the median of `BENCH_ROUNDS` (default 3) rounds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_core::strategy::scripts::single::{ACQUIRE, ACQUIRE_TOKEN};
+use lock_core::strategy::{self, NodeClient, Script, Transacted};
+use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager};
+use lock_redis_single::SingleNodeBackend;
+use lock_testkit::bench::{
+    acquire_release_cycles, cycles_per_second, env_number, lock_floor, median, task_keys,
+    FLOOR_VALUE,
+};
+use lock_testkit::RedisServer;
+
+/// The columns, in the order of the table.
+const COLUMNS: [&str; 6] = [
+    "floor",
+    "acquire.lua",
+    "acquire_token.lua",
+    "transaction raw",
+    "ours, fenced",
+    "ours, fencing off",
+];
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
+    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+    let tasks = usize::try_from(env_number("BENCH_TASKS", 32)).unwrap_or(32);
+    let server = RedisServer::start().expect("start redis-server");
+    let url = server.url();
+    let options = ConnectOptions::default();
+    println!(
+        "one redis-server on 127.0.0.1:{}, {tasks} tasks, {length:?} per measurement, \
+         median of {rounds}",
+        server.port()
+    );
+    println!();
+    println!(
+        "| client | column | cycles/s | server µs per grant | grant / floor's SET \
+         | server CPU µs per cycle | CPU per cycle / floor's |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let node = strategy::connect(kind, &url, options)
+            .await
+            .expect("connect");
+        let config = LockConfig::with_nodes([url.expose().to_owned()]);
+        let manager = |fencing: bool| {
+            let (url, config) = (&url, config.clone());
+            async move {
+                let backend = SingleNodeBackend::connect(kind, url, options)
+                    .await
+                    .expect("connect ours")
+                    .with_grant_options(GrantOptions::default().with_fencing(fencing));
+                LockManager::new(Arc::new(backend), config.with_fencing(fencing)).expect("config")
+            }
+        };
+        let (fenced, unfenced) = (manager(true).await, manager(false).await);
+        // fred sends no transactions (its grant is `acquire_token.lua`).
+        let transacts = node.transaction_on_key(b"probe", &[]).await.is_some();
+        // Per column: (cycles/s, µs per grant, CPU µs per cycle), each round.
+        let mut runs: [Vec<(f64, f64, f64)>; 6] = Default::default();
+        for _ in 0..rounds {
+            for (index, run) in runs.iter_mut().enumerate() {
+                admin(&server, &["CONFIG", "RESETSTAT"]);
+                let cpu_before = main_thread_cpu(&server);
+                let rate = match index {
+                    0 => lock_floor(Arc::clone(&node), tasks, length).await,
+                    1 => script_grants(Arc::clone(&node), &ACQUIRE, tasks, length).await,
+                    2 => script_grants(Arc::clone(&node), &ACQUIRE_TOKEN, tasks, length).await,
+                    3 if transacts => transactions(Arc::clone(&node), tasks, length).await,
+                    3 => f64::NAN,
+                    4 => acquire_release_cycles(fenced.clone(), "fenced", tasks, length).await,
+                    _ => acquire_release_cycles(unfenced.clone(), "unfenced", tasks, length).await,
+                };
+                let cpu = main_thread_cpu(&server) - cpu_before;
+                let stats = command_stats(&server);
+                let grant = match index {
+                    0 | 5 => per_call(&stats, &["set"], "set"),
+                    1 | 2 => per_call(&stats, &["evalsha"], "evalsha"),
+                    // fred's grant is `acquire_token.lua`, whose EVALSHA
+                    // calls mix with the release's: see that row.
+                    _ => per_call(&stats, &["multi", "exec"], "exec"),
+                };
+                let cycles = rate * length.as_secs_f64();
+                run.push((rate, grant, cpu * 1e6 / cycles.max(1.0)));
+            }
+        }
+        let medians: Vec<(f64, f64, f64)> = runs
+            .iter()
+            .map(|run| {
+                (
+                    median(run.iter().map(|row| row.0).collect()),
+                    median(run.iter().map(|row| row.1).collect()),
+                    median(run.iter().map(|row| row.2).collect()),
+                )
+            })
+            .collect();
+        let (_, floor_grant, floor_cpu) = medians[0];
+        for (name, (rate, grant, cpu)) in COLUMNS.iter().zip(&medians) {
+            println!(
+                "| {kind} | {name} | {rate:.0} | {grant:.2} | {:.2} | {cpu:.2} | {:.2} |",
+                grant / floor_grant,
+                cpu / floor_cpu
+            );
+        }
+    }
+}
+
+/// The default fenced grant's transaction sent raw (`SET NX PX`, `INCR`,
+/// `PERSIST` in `MULTI`/`EXEC`), then the release script, per second.
+async fn transactions(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+    let keys = task_keys("transacted", tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
+        async move {
+            let key = &keys[task];
+            let fence = format!("{key}:fence");
+            let set: &[&[u8]] = &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"];
+            let counter: &[&[u8]] = &[fence.as_bytes()];
+            let sent = node
+                .transaction_on_key(
+                    key.as_bytes(),
+                    &[("SET", set), ("INCR", counter), ("PERSIST", counter)],
+                )
+                .await
+                .expect("a client with transactions")
+                .expect("MULTI/EXEC");
+            let Transacted::Ran(replies) = sent else {
+                panic!("the transaction was refused: {sent:?}");
+            };
+            assert_eq!(replies[0].as_text(), Some("OK"), "uncontended SET NX");
+            let released = lock_core::strategy::scripts::single::RELEASE
+                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
+                .await
+                .expect("EVALSHA");
+            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+        }
+    })
+    .await
+}
+
+/// A fenced acquire script (`acquire.lua` with the default options, as a
+/// lock with options sends it, or `acquire_token.lua`), then a raw `DEL`
+/// of the key, per second.
+async fn script_grants(
+    node: Arc<dyn NodeClient>,
+    script: &'static Script,
+    tasks: usize,
+    length: Duration,
+) -> f64 {
+    let keys = task_keys(script.name(), tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
+        async move {
+            let key = &keys[task];
+            let (fence, holder) = (format!("{key}:fence"), format!("{key}:holder"));
+            let mut args: Vec<&[u8]> = vec![FLOOR_VALUE, b"30000"];
+            let grant = GrantOptions::default().script_args();
+            let mut keys = vec![key.as_str(), fence.as_str()];
+            if script.name() == ACQUIRE.name() {
+                args.extend(grant.iter().map(String::as_bytes));
+                keys.push(&holder);
+            }
+            let acquired = script
+                .run(node.as_ref(), &keys, &args)
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(
+                acquired.as_array().and_then(|reply| reply[0].as_int()),
+                Some(1),
+                "uncontended acquire"
+            );
+            node.command("DEL", &[key.as_bytes()]).await.expect("DEL");
+        }
+    })
+    .await
+}
+
+fn admin(server: &RedisServer, args: &[&str]) -> String {
+    server
+        .admin(args)
+        .expect("admin command")
+        .as_text()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The main thread's CPU time so far, in seconds.
+fn main_thread_cpu(server: &RedisServer) -> f64 {
+    let info = admin(server, &["INFO", "cpu"]);
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("INFO cpu without {name} (Redis 6.2 or later)"))
+    };
+    field("used_cpu_user_main_thread") + field("used_cpu_sys_main_thread")
+}
+
+/// `INFO commandstats` as command -> (calls, µs).
+fn command_stats(server: &RedisServer) -> HashMap<String, (f64, f64)> {
+    admin(server, &["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |wanted: &str| -> Option<f64> {
+                fields
+                    .split(',')
+                    .find_map(|pair| pair.strip_prefix(wanted)?.strip_prefix('='))?
+                    .parse()
+                    .ok()
+            };
+            Some((name.to_owned(), (field("calls")?, field("usec")?)))
+        })
+        .collect()
+}
+
+/// The µs of `commands` together per call of `per`.
+fn per_call(stats: &HashMap<String, (f64, f64)>, commands: &[&str], per: &str) -> f64 {
+    let usec: f64 = commands
+        .iter()
+        .filter_map(|command| stats.get(*command))
+        .map(|(_, usec)| usec)
+        .sum();
+    let calls = stats.get(per).map_or(0.0, |(calls, _)| *calls);
+    if calls == 0.0 {
+        f64::NAN
+    } else {
+        usec / calls
+    }
+}
