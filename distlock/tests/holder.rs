@@ -266,8 +266,20 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                 assert_eq!(field(&fields, "label"), None, "{context}: {fields:?}");
                 assert!(field(&fields, "host").is_some(), "{context}: {fields:?}");
                 guard.release().await.expect("release");
+                // Whole holder information, bound to no hold.
                 server
-                    .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
+                    .admin(&[
+                        "HSET",
+                        "lock:{stale}:holder",
+                        "host",
+                        "elsewhere",
+                        "pid",
+                        "7",
+                        "acquired_at_us",
+                        "1700000000000000",
+                        "label",
+                        "the old holder",
+                    ])
                     .expect("HSET");
                 let guard = off.try_acquire("stale").await.expect("try").expect("free");
                 if mode == "single" {
@@ -277,6 +289,10 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                         }
                         other => panic!("{context}: {other:?}"),
                     }
+                    assert!(
+                        !holder_fields(&server, "stale").is_empty(),
+                        "{context}: a grant without the option deleted the holder key"
+                    );
                 } else {
                     assert_no_holder(&server, "stale", &format!("{context}, option off"));
                 }

@@ -9,7 +9,8 @@
 --          which gets the new TTL
 -- Keys are passed only when needed: in a cluster, a slot migration that
 -- splits a script's keys answers TRYAGAIN.
--- ARGV[1]  the hold's value, `<owner>:<nonce>`
+-- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
+--          once granted with one (renew.lua's `holds`)
 -- ARGV[2]  the new TTL in milliseconds, counted from now; it replaces the old
 --          one, shorter or longer, and the holder's deadline follows it
 --

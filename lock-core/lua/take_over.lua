@@ -30,10 +30,11 @@
 -- claimed, so no hand-off token can claim one above every token issued,
 -- and a fencing-off hold (stored without the `#`) still claims none. A key
 -- of another type makes GET fail with WRONGTYPE, before any write.
--- Whether the counter's text `counter` is at or above the decimal `token`
--- (both without leading zeros: longer is larger).
+-- Whether the counter's text `counter` is a decimal at or above the decimal
+-- `token` (neither with leading zeros: longer is larger).
 local function issued(counter, token)
-  return counter ~= false and (#counter > #token or (#counter == #token and counter >= token))
+  return counter ~= false and string.find(counter, '^%d+$') ~= nil
+    and (#counter > #token or (#counter == #token and counter >= token))
 end
 
 local stored = redis.call('get', KEYS[1])

@@ -124,9 +124,17 @@ async fn main() {
             .collect();
         let (_, floor_grant, floor_cpu) = medians[0];
         for (name, (rate, grant, cpu)) in COLUMNS.iter().zip(&medians) {
+            if rate.is_nan() {
+                // Not for this client (fred sends no transactions).
+                continue;
+            }
+            let grant = if grant.is_nan() {
+                "- | -".to_owned()
+            } else {
+                format!("{grant:.2} | {:.2}", grant / floor_grant)
+            };
             println!(
-                "| {kind} | {name} | {rate:.0} | {grant:.2} | {:.2} | {cpu:.2} | {:.2} |",
-                grant / floor_grant,
+                "| {kind} | {name} | {rate:.0} | {grant} | {cpu:.2} | {:.2} |",
                 cpu / floor_cpu
             );
         }

@@ -415,7 +415,7 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
                 .expect("DEL");
 
             // A fenced hold, its token edited to 99999 (above the counter)
-            // or to none.
+            // or to none, with the counter deleted and then back.
             let fenced_hold = fenced
                 .try_acquire(&name)
                 .await
@@ -423,6 +423,18 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
                 .expect("free");
             let token = fenced_hold.fencing_token().expect("a token");
             let handoff = fenced_hold.hand_off().expect("hand off");
+            let fence = format!("lock:{{{name}}}:fence");
+            server.admin(&["DEL", &fence]).expect("DEL the counter");
+            let lower = (token.get() - 1).to_string();
+            for claim in ["99999", "-", lower.as_str()] {
+                match fenced.resume(&name, &edit(&handoff, claim)).await {
+                    Err(LockError::NotOwner { .. }) => {}
+                    other => panic!("{kind}: a claim of {claim}, no counter: {other:?}"),
+                }
+            }
+            server
+                .admin(&["SET", &fence, &token.to_string()])
+                .expect("SET the counter back");
             for claim in ["99999", "-"] {
                 match fenced.resume(&name, &edit(&handoff, claim)).await {
                     Err(LockError::NotOwner { .. }) => {}

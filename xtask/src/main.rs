@@ -137,8 +137,9 @@ fn both_clients_features() -> String {
 const COMPARISONS: [&str; 5] = ["redlock", "handoff", "semaphore", "rwlock", "multi"];
 
 /// The benchmark binaries, by crate.
-const BENCHES: [(&str, &str); 4] = [
+const BENCHES: [(&str, &str); 5] = [
     ("lock-redis-single", "acquire_release"),
+    ("lock-redis-single", "server_cost"),
     ("lock-redis-single", "held_leases"),
     ("lock-redis-single", "topologies"),
     ("lock-reentrant", "reentrant_vs_single"),

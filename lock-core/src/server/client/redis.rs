@@ -520,12 +520,17 @@ impl RedisNode {
                 .map(|item| convert(&self.address, item))
                 .collect::<Result<_, _>>()
                 .map(Transacted::Ran),
-            // Every command was queued, so the refusal is `EXEC`'s own:
+            // Every command was queued, so an ACL refusal is `EXEC`'s own:
             // Redis 7 aborts (`EXECABORT ... NOPERM`) and leaves the
             // transaction; a bare `NOPERM` would leave it open, and is
-            // followed by `DISCARD`. Nothing ran either way.
+            // followed by `DISCARD`. Nothing ran either way. Another abort
+            // (out of memory, a demoted master) is an error of this call.
             Some(redis::Value::ServerError(error))
-                if matches!(error.code(), "NOPERM" | "EXECABORT") =>
+                if error.code() == "NOPERM"
+                    || (error.code() == "EXECABORT"
+                        && error
+                            .details()
+                            .is_some_and(|details| details.contains("NOPERM"))) =>
             {
                 if error.code() == "NOPERM" {
                     let discard = self.send_pipeline(key, &[("DISCARD", &[])], 0).await;
