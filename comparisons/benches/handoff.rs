@@ -15,7 +15,9 @@
 //!   and runs `pip install` there once); without them its row is left out.
 //!
 //! Each gap p50 is also given against the floor measured in the same run:
-//! one `PING` round trip (p50 of 500) on the same client.
+//! one `PING` round trip (p50 of 500) on the same client, and one sent after
+//! an idle 20 to 60 ms (p50 of 60), as every release is: waking a sleeping
+//! runtime and connection task is part of every gap, whoever the peer.
 //!
 //! Commands are counted from `INFO commandstats` on the server, counting only
 //! the commands a client issues (EVALSHA, SUBSCRIBE... for us; SET and EVAL/EVALSHA
@@ -146,6 +148,22 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
+/// The floors of one client that a handoff gap is measured against, in ms.
+#[derive(Clone, Copy)]
+struct Floors {
+    ping: f64,
+    idle: f64,
+}
+
+impl Floors {
+    async fn of(kind: ClientKind, server: &RedisServer) -> Self {
+        Floors {
+            ping: ping_p50(kind, server).await,
+            idle: idle_ping_p50(kind, server).await,
+        }
+    }
+}
+
 /// The p50 of 500 `PING` round trips through `kind`, in ms: the floor a
 /// handoff gap is measured against.
 async fn ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
@@ -154,6 +172,26 @@ async fn ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
         .expect("connect");
     let mut pings = Vec::with_capacity(500);
     for _ in 0..500 {
+        let sent = Instant::now();
+        node.command("PING", &[]).await.expect("PING");
+        pings.push(sent.elapsed());
+    }
+    pings.sort();
+    percentile(&pings, 0.5).as_secs_f64() * 1e3
+}
+
+/// The p50 of 60 `PING` round trips through `kind`, in ms, each sent after
+/// an idle 20 to 60 ms, as a holder's release is: the runtime's threads and
+/// the connection's task are asleep then, and waking them is part of every
+/// handoff gap, whoever the peer.
+async fn idle_ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
+    let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
+        .await
+        .expect("connect");
+    let mut pings = Vec::with_capacity(60);
+    for _ in 0..60 {
+        let idle = rand::rng().random_range(20..=60);
+        tokio::time::sleep(Duration::from_millis(idle)).await;
         let sent = Instant::now();
         node.command("PING", &[]).await.expect("PING");
         pings.push(sent.elapsed());
@@ -175,9 +213,8 @@ fn python_peers() -> Option<PathBuf> {
     if std::fs::read_to_string(&marker).ok().as_deref() == Some(wanted.as_str()) {
         return Some(python);
     }
-    let ran = |command: &mut std::process::Command| {
-        command.status().is_ok_and(|status| status.success())
-    };
+    let ran =
+        |command: &mut std::process::Command| command.status().is_ok_and(|status| status.success());
     let made = python.exists()
         || ran(std::process::Command::new("python3")
             .args(["-m", "venv"])
@@ -228,11 +265,14 @@ async fn measure_python(python: &Path, server: &RedisServer, length: Duration) {
     let acquisitions = report["acquisitions"].as_u64().unwrap_or(0);
     let seconds = report["seconds"].as_f64().unwrap_or(1.0);
     let ping = report["ping_p50_ms"].as_f64().unwrap_or(f64::NAN);
+    let idle = report["idle_ping_p50_ms"].as_f64().unwrap_or(f64::NAN);
     let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
     println!(
-        "| (d) python-redis-lock 4.0.1 | {p50:.2} | {:.2} | {ping:.3} | {:.1} | {:.1} | {:.1} |",
+        "| (d) python-redis-lock 4.0.1 | {p50:.2} | {:.2} | {ping:.3} | {idle:.3} | {:.1} | {:.1} \
+         | {:.1} | {:.1} |",
         percentile(&gaps, 0.99).as_secs_f64() * 1e3,
         p50 / ping,
+        p50 / idle,
         acquisitions as f64 / seconds,
         // The 500 PINGs are the script's own floor, not the lock's.
         commands.saturating_sub(500) as f64 / acquisitions.max(1) as f64,
@@ -245,7 +285,7 @@ async fn measure(
     server: &RedisServer,
     top_level: &[&str],
     length: Duration,
-    ping: f64,
+    floors: Floors,
 ) {
     let handoffs = Arc::new(Handoffs::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -273,10 +313,12 @@ async fn measure(
     let mut gaps = std::mem::take(&mut handoffs.state.lock().expect("state").gaps);
     gaps.sort();
     let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
+    let Floors { ping, idle } = floors;
     println!(
-        "| {label} | {p50:.2} | {:.2} | {ping:.3} | {:.1} | {:.1} | {:.1} |",
+        "| {label} | {p50:.2} | {:.2} | {ping:.3} | {idle:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
         percentile(&gaps, 0.99).as_secs_f64() * 1e3,
         p50 / ping,
+        p50 / idle,
         acquisitions as f64 / elapsed.as_secs_f64(),
         commands as f64 / acquisitions.max(1) as f64,
     );
@@ -351,10 +393,10 @@ async fn main() {
     );
     println!();
     println!(
-        "| waiting | gap p50 (ms) | gap p99 (ms) | PING p50 (ms) | gap p50 / PING p50 \
-         | acquisitions/s | commands/acquisition |"
+        "| waiting | gap p50 (ms) | gap p99 (ms) | PING p50 (ms) | idle PING p50 (ms) \
+         | gap p50 / PING p50 | gap p50 / idle PING p50 | acquisitions/s | commands/acquisition |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     // A transaction counts once (`EXEC`): one round trip, like a script.
     let ours_commands = [
         "evalsha",
@@ -368,7 +410,7 @@ async fn main() {
     ];
     let python = python_peers();
     for kind in ClientKind::compiled() {
-        let ping = ping_p50(kind, &server).await;
+        let ping = Floors::of(kind, &server).await;
         let notify = ours(kind, &server, WaitMode::Notify).await;
         measure(
             &format!("(a) ours, notify, {kind}"),
@@ -407,7 +449,7 @@ async fn main() {
         &server,
         &["set", "eval", "evalsha", "script|load"],
         length,
-        ping_p50(ClientKind::Redis, &server).await,
+        Floors::of(ClientKind::Redis, &server).await,
     )
     .await;
     if let Some(python) = &python {

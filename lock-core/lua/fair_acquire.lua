@@ -17,6 +17,11 @@
 --          in the lock key with `#<token>` behind it (see acquire.lua)
 -- ARGV[6..10]  what the grant writes beside the lock (grant.lua): the
 --          counter's TTL (0: none) and the holder information
+-- KEYS[6], ARGV[11]  (optional: server-side hand-off, handoff.lua) the
+--          waiters' offers, `<prefix>{<name>}:offers`, and the hold this
+--          waiter's previous attempt offered, `<owner>:<nonce>`, or '-': a
+--          waiter that joins the queue offers this attempt's hold, for a
+--          release to grant it
 --
 -- Reply:
 --   {1, token}  acquired: the lock was free and the queue empty or headed by
@@ -25,7 +30,11 @@
 --               the lock is free but an earlier waiter is first, -1 for no expiry
 --   {-1, detail}  the fencing counter or the holder key holds foreign data;
 --                 nothing was written
--- All five keys share the hash tag, so they live in one cluster slot.
+--   {3, token}  (with ARGV[11]) a release already granted the lock to the
+--               previous attempt's offer, with this token (decimal text);
+--               the key now lives for the TTL (ARGV[2]) and nothing else
+--               was written: the waiter holds it from this attempt on
+-- All keys share the hash tag, so they live in one cluster slot.
 -- The counter is checked before any write (see acquire.lua). The queue keys
 -- always have a TTL (twice the waiter lease, renewed by each waiter), so a
 -- line whose waiters all died vanishes on its own.
@@ -35,6 +44,26 @@ local counter = redis.call('get', KEYS[2])
 local problem = counter_problem(counter) or holder_problem(KEYS[5])
 if problem then
   return {-1, problem}
+end
+local offers = KEYS[6]
+local earlier = ARGV[11]
+if offers then
+  local kind = redis.call('type', offers)['ok']
+  if kind ~= 'none' and kind ~= 'hash' then
+    return {-1, 'the waiters\' offers key holds a ' .. kind .. ', not a hash'}
+  end
+end
+if offers and earlier ~= '-' then
+  local stored = redis.call('get', KEYS[1])
+  if stored and string.sub(stored, 1, #earlier + 1) == earlier .. '#' then
+    local token = string.sub(stored, #earlier + 2)
+    if string.match(token, '^[1-9]%d*$') then
+      -- The grant ran for the waiter lease; this attempt takes it up for
+      -- the TTL, so the waiter's lease counts from this attempt.
+      redis.call('pexpire', KEYS[1], ARGV[2])
+      return {3, token}
+    end
+  end
 end
 read_grant_time(6)
 local counter_ttl = tonumber(ARGV[6]) or 0
@@ -51,12 +80,20 @@ while true do
   if deadline and deadline > now then
     break
   end
+  -- The hash first: a user the server refuses hash commands fails here,
+  -- before this script wrote anything.
+  if offers then
+    redis.call('hdel', offers, head)
+  end
   redis.call('lpop', KEYS[3])
   redis.call('zrem', KEYS[4], head)
 end
 
 local head = redis.call('lindex', KEYS[3], 0)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
+  if offers then
+    redis.call('hdel', offers, ARGV[1])
+  end
   local token = next_token(KEYS[2], counter, tonumber(ARGV[2]), counter_ttl)
   local value = ARGV[5] .. '#' .. token_text(token)
   redis.call('set', KEYS[1], value, 'PX', ARGV[2])
@@ -69,11 +106,22 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
 end
 
 if ARGV[4] == '1' then
+  local lease = tonumber(ARGV[3])
+  local deadline = string.format('%d', now + lease)
+  if offers then
+    -- The offer: how long a grant to it runs (the waiter lease, or the TTL
+    -- if shorter), the place's deadline it was made with (a hand-off grants
+    -- it only while the place still has that deadline, so an offer a later
+    -- attempt without one left behind is never granted), and the hold.
+    -- The hash first, before anything is written (see above).
+    local runs = math.min(lease, tonumber(ARGV[2]))
+    redis.call('hset', offers, ARGV[1], string.format('%d', runs) .. ' ' .. deadline .. ' ' .. ARGV[5])
+    redis.call('pexpire', offers, lease * 2)
+  end
   if not redis.call('zscore', KEYS[4], ARGV[1]) then
     redis.call('rpush', KEYS[3], ARGV[1])
   end
-  local lease = tonumber(ARGV[3])
-  redis.call('zadd', KEYS[4], now + lease, ARGV[1])
+  redis.call('zadd', KEYS[4], deadline, ARGV[1])
   -- The queue keys vanish on their own once every waiter is gone.
   redis.call('pexpire', KEYS[3], lease * 2)
   redis.call('pexpire', KEYS[4], lease * 2)

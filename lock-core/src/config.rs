@@ -68,9 +68,14 @@ pub struct LockConfig {
     /// `notify`.
     pub wait_mode: WaitMode,
     /// Fair mode: waiters get the lock in arrival order, through a queue in
-    /// Redis. A waiter that gives up leaves the queue at once; one that dies
-    /// leaves it within [`crate::FAIR_WAITER_LEASE`]. Supported by the single-node
-    /// strategy. Default: false.
+    /// Redis. A release grants the lock to the first waiter on the server,
+    /// which learns it from the release's message without an acquire of
+    /// its own (not with `holder_info`, `fencing_counter_ttl` or
+    /// `replicas`). A waiter that gives up leaves the queue at once, giving
+    /// back a grant it never took up; one that dies leaves it, or blocks a
+    /// grant made to it, within [`crate::FAIR_WAITER_LEASE`]. Every process
+    /// of a name should use it: a release outside fair mode only wakes the
+    /// waiters. Supported by the single-node strategy. Default: false.
     pub fair: bool,
     /// The delays between acquire attempts while waiting (in `poll` mode, and
     /// after errors).

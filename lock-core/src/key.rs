@@ -123,6 +123,13 @@ impl LockKey {
         format!("{}:waiters", self.redis_key())
     }
 
+    /// The hash of fair-mode waiters' offers (owner to `<waiter lease ms>
+    /// <owner>:<nonce>`), the holds a release may grant the lock to on the
+    /// server: `<prefix>{<name>}:offers`.
+    pub fn offers_key(&self) -> String {
+        format!("{}:offers", self.redis_key())
+    }
+
     /// The pub/sub channel on which releases of this lock are published:
     /// `<prefix>{<name>}:released`.
     pub fn release_channel(&self) -> String {
@@ -329,6 +336,9 @@ pub struct HoldToken {
     /// A multi-key hold's members, in the order they are taken (the first
     /// is the lease's key); `None` for a hold of one key.
     members: Option<std::sync::Arc<[LockKey]>>,
+    /// A fair-mode lock's hold: its release hands the lock to the next
+    /// waiter in line ([`in_line`](Self::in_line)).
+    in_line: bool,
 }
 
 /// What a hold of a read-write lock takes: a shared (read) hold, beside
@@ -443,6 +453,7 @@ impl HoldToken {
             permit: None,
             access: None,
             members: None,
+            in_line: false,
         })
     }
 
@@ -460,6 +471,7 @@ impl HoldToken {
             permit: None,
             access: None,
             members: None,
+            in_line: false,
         }
     }
 
@@ -506,6 +518,7 @@ impl HoldToken {
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
         let mut next = HoldToken::new(self.owner().clone())?;
         next.members = self.members.clone();
+        next.in_line = self.in_line;
         if let Some(access) = self.access {
             let next = next.for_access(access);
             return Ok(match self.fencing_token {
@@ -589,6 +602,19 @@ impl HoldToken {
         self.value.truncate(self.attempt_len);
         self.fencing_token = Some(token);
         self
+    }
+
+    /// This hold as a fair-mode lock's: its release hands the lock to the
+    /// next waiter in line, on the server where the backend can
+    /// ([`is_in_line`](Self::is_in_line)).
+    pub fn in_line(mut self) -> Self {
+        self.in_line = true;
+        self
+    }
+
+    /// Whether this is a fair-mode lock's hold ([`in_line`](Self::in_line)).
+    pub fn is_in_line(&self) -> bool {
+        self.in_line
     }
 
     /// This hold as granted with `token`: its [`value`](Self::value) gets
@@ -781,6 +807,7 @@ impl HandoffToken {
             permit,
             access,
             members: None,
+            in_line: false,
         };
         let hold = match (access, fencing_token) {
             (Some(_), Some(token)) => hold.granted_access(token),

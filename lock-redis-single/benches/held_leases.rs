@@ -97,8 +97,13 @@ impl LockBackend for OneCommandEach {
         self.0.watch_releases(key).await
     }
 
-    async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
-        self.0.leave_fair_queue(key, owner).await
+    async fn leave_fair_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: Option<&[lock_core::HoldToken]>,
+    ) -> Result<(), LockError> {
+        self.0.leave_fair_queue(key, owner, offered).await
     }
 
     async fn list(

@@ -12,10 +12,10 @@ use lock_core::strategy::{
 };
 use lock_core::{
     Access, AccessRequest, AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint,
-    ExtendOutcome, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, Leader,
-    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken,
-    PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockState, SemaphoreState,
-    Wakeups,
+    ExtendOutcome, FairPlace, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo,
+    Leader, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
+    OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockState,
+    SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -57,6 +57,35 @@ fn unacknowledged_grant(
 }
 
 impl SingleNodeBackend {
+    /// Whether a release of a fair lock grants it to the next waiter's
+    /// offer on the server: with grants that write the key and `INCR` its
+    /// counter only, and no replicas to await (a grant made by a release
+    /// could not be acknowledged before the waiter learns of it).
+    fn hands_over(&self) -> bool {
+        self.grant.counter_only() && !self.node.awaits_replicas()
+    }
+
+    /// Releases a fair lock's hold and hands the lock to the next waiter
+    /// in line (`fair_release.lua`).
+    async fn release_in_line(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
+        let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &offers];
+        let script = &single::FAIR_RELEASE;
+        match self
+            .node
+            .run(script, &keys, &[hold.value().as_bytes()])
+            .await?
+        {
+            Reply::Int(1) => Ok(ReleaseOutcome::Released),
+            Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
+            other => Err(self.node.unexpected(script, &other)),
+        }
+    }
+
     /// Runs a script that renews a hold (`extend.lua`, `take_over.lua`):
     /// KEYS are the lock, the counter (always: a counter given a TTL by a
     /// process with `fencing_counter_ttl` must outlive a lease this process
@@ -1035,6 +1064,9 @@ impl LockBackend for SingleNodeBackend {
         if let Some(members) = hold.members() {
             return self.release_members(members, hold).await;
         }
+        if hold.is_in_line() && self.hands_over() {
+            return self.release_in_line(key, hold).await;
+        }
         // The holder key is deleted with the lock with `holder_info` only:
         // every command of the default cycle counts, and holder information
         // another process left (one that handed the lease over) is bound to
@@ -1092,15 +1124,16 @@ impl LockBackend for SingleNodeBackend {
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
-        waiter_lease: Duration,
-        join: bool,
+        place: FairPlace,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
         let (queue, waiters, holder) = (key.queue_key(), key.waiters_key(), key.holder_key());
-        let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &holder];
+        let offers = key.offers_key();
+        let mut keys = vec![key.redis_key(), key.fence_key(), &queue, &waiters, &holder];
         let ttl_ms = MillisText::of_ttl(ttl);
-        let lease_ms = MillisText::new(ttl_millis(waiter_lease).max(1));
-        let join: &[u8] = if join { b"1" } else { b"0" };
+        let lease_ms = MillisText::new(ttl_millis(place.waiter_lease).max(1));
+        let join: &[u8] = if place.join { b"1" } else { b"0" };
         let grant = self.grant.script_args();
         let mut args = vec![
             hold.expose_owner().as_bytes(),
@@ -1110,10 +1143,22 @@ impl LockBackend for SingleNodeBackend {
             hold.attempt_value().as_bytes(),
         ];
         args.extend(grant.iter().map(String::as_bytes));
+        if self.hands_over() {
+            keys.push(&offers);
+            args.push(earlier.map_or(&b"-"[..], |hold| hold.attempt_value().as_bytes()));
+        }
         let (reply, acknowledged) = self
             .node
             .run_acknowledged(&single::FAIR_ACQUIRE, &keys, &args)
             .await?;
+        if let Some(granted) = granted_earlier(&reply, earlier.is_some()) {
+            let fencing_token =
+                granted.ok_or_else(|| self.node.unexpected(&single::FAIR_ACQUIRE, &reply))?;
+            return Ok(AcquireOutcome::GrantedEarlier {
+                fencing_token: Some(fencing_token),
+                ttl,
+            });
+        }
         // Fair mode issues tokens whatever `fencing` says.
         let outcome = acquire_outcome(key, &reply, true)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
@@ -1123,8 +1168,31 @@ impl LockBackend for SingleNodeBackend {
         Ok(outcome)
     }
 
-    async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
+    async fn leave_fair_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: Option<&[HoldToken]>,
+    ) -> Result<(), LockError> {
         let (queue, waiters) = (key.queue_key(), key.waiters_key());
+        // A lock's waiter (a semaphore's or a read-write lock's make no
+        // offers: their key is no string to give back).
+        if let Some(offered) = offered.filter(|_| self.hands_over()) {
+            let offers = key.offers_key();
+            let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &offers];
+            let mut args = vec![owner.expose().as_bytes()];
+            args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
+            let script = &single::FAIR_GIVE_UP;
+            let reply = self.node.run(script, &keys, &args).await?;
+            return match reply.as_array() {
+                Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
+                Some([Reply::Int(-1), detail]) => Err(LockError::Corrupted {
+                    key: key.redis_key().to_owned(),
+                    detail: detail.as_text().unwrap_or("unreadable detail").to_owned(),
+                }),
+                _ => Err(self.node.unexpected(script, &reply)),
+            };
+        }
         let reply = self
             .node
             .run(
@@ -1453,6 +1521,21 @@ fn spans_nodes(message: &str) -> bool {
 /// The `{1, token}` / `{0, pttl}` / `{-1, detail}` reply of the acquire
 /// scripts, where `fenced` says whether a token was asked for (without one,
 /// an acquire replies `{1, 0}`); `None` for any other shape.
+/// The `{3, token}` reply of `fair_acquire.lua`: a release granted the
+/// lock to the waiter's earlier attempt. `None` for any other reply;
+/// `Some(None)` for one that is malformed, or that names no earlier
+/// attempt the call passed.
+fn granted_earlier(reply: &Reply, passed_earlier: bool) -> Option<Option<FencingToken>> {
+    let [Reply::Int(3), token] = reply.as_array()? else {
+        return None;
+    };
+    let token = token
+        .as_text()
+        .and_then(|token| token.parse::<u64>().ok())
+        .filter(|token| *token >= 1 && passed_earlier);
+    Some(token.map(FencingToken::new))
+}
+
 fn acquire_outcome(
     key: &LockKey,
     reply: &Reply,

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOutcome, ClientKind, HoldToken, LockBackend, LockKey, LockManager, OwnerToken,
-    RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
+    AcquireOutcome, ClientKind, FairPlace, HoldToken, LockBackend, LockKey, LockManager,
+    OwnerToken, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -159,53 +159,231 @@ async fn abandoned_waiter_leaves_the_queue(kind: ClientKind) {
     guard.release().await.expect("release");
 }
 
-/// A waiter that died in the queue stops blocking the others within the
-/// waiter lease, and a try-once caller never jumps the queue.
+/// A waiter queued by hand through the backend, as a waiter whose process
+/// then died would be: its hold is its offer.
+async fn queue_by_hand(fair: &Fair, key: &LockKey) -> HoldToken {
+    let hold = HoldToken::new(OwnerToken::generate().expect("rng"))
+        .expect("rng")
+        .in_line();
+    let outcome = fair
+        .backend
+        .try_acquire_fair(
+            key,
+            &hold,
+            Duration::from_secs(10),
+            FairPlace::new(FAIR_WAITER_LEASE, true),
+            None,
+        )
+        .await
+        .expect("queue the waiter");
+    assert!(
+        matches!(outcome, AcquireOutcome::Held { .. }),
+        "{outcome:?}"
+    );
+    hold
+}
+
+fn stored(fair: &Fair, key: &LockKey) -> Option<String> {
+    fair.server
+        .admin(&["GET", key.redis_key()])
+        .expect("GET")
+        .as_text()
+        .map(str::to_owned)
+}
+
+fn pttl(fair: &Fair, key: &LockKey) -> i64 {
+    fair.server
+        .admin(&["PTTL", key.redis_key()])
+        .expect("PTTL")
+        .as_int()
+        .expect("a TTL")
+}
+
+/// A release grants the lock to the first waiter's offer in its own step:
+/// the lock is the waiter's, with the next token and for the waiter lease
+/// only, before the release returns. The waiter's next attempt (a grant
+/// message it missed) finds the grant and writes nothing.
+async fn release_hands_over_on_the_server(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "handover").expect("key");
+    let holder = fair.locks.acquire("handover").await.expect("holder");
+    let first = holder.fencing_token().expect("a token").get();
+    let waiter = queue_by_hand(&fair, &key).await;
+    holder.release().await.expect("release");
+    let granted = format!("{}#{}", waiter.attempt_value(), first + 1);
+    assert_eq!(stored(&fair, &key), Some(granted.clone()));
+    let left = pttl(&fair, &key);
+    assert!(
+        left > 0 && left <= FAIR_WAITER_LEASE.as_millis() as i64,
+        "granted for {left} ms"
+    );
+    assert_eq!(queued(&fair, "handover"), 0, "the waiter left the line");
+    let next = HoldToken::new(waiter.owner().clone())
+        .expect("rng")
+        .in_line();
+    let outcome = fair
+        .backend
+        .try_acquire_fair(
+            &key,
+            &next,
+            Duration::from_secs(10),
+            FairPlace::new(FAIR_WAITER_LEASE, true),
+            Some(&waiter),
+        )
+        .await
+        .expect("the next attempt");
+    match outcome {
+        AcquireOutcome::GrantedEarlier {
+            fencing_token: Some(token),
+            ttl,
+        } => {
+            assert_eq!(token.get(), first + 1);
+            assert_eq!(ttl, Duration::from_secs(10));
+        }
+        other => panic!("expected the earlier grant, got {other:?}"),
+    }
+    assert_eq!(stored(&fair, &key), Some(granted), "the grant stands");
+    assert!(
+        pttl(&fair, &key) > FAIR_WAITER_LEASE.as_millis() as i64,
+        "taken up for the TTL"
+    );
+    assert_eq!(queued(&fair, "handover"), 0, "the attempt did not queue");
+}
+
+/// A waiter in another process learns from the release's message that it
+/// holds the lock, with the next token, and extends the grant (made for
+/// the waiter lease) to its TTL at once.
+async fn waiter_takes_up_a_grant_and_extends_it(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "taken-up").expect("key");
+    let holder = fair.locks.acquire("taken-up").await.expect("holder");
+    let first = holder.fencing_token().expect("a token").get();
+    let (_backend, other) = process(kind, &fair.server, WaitMode::Notify).await;
+    let waiter = tokio::spawn(async move { other.acquire("taken-up").await });
+    until_queued(&fair, "taken-up", 1).await;
+    // Subscribed by now: it subscribes before its second attempt.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.expect("release");
+    let guard = waiter.await.expect("task").expect("the waiter acquires");
+    assert_eq!(
+        guard.fencing_token().map(|token| token.get()),
+        Some(first + 1)
+    );
+    let started = Instant::now();
+    while pttl(&fair, &key) <= FAIR_WAITER_LEASE.as_millis() as i64 {
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "the grant was never extended to the TTL"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        guard.remaining() > FAIR_WAITER_LEASE,
+        "{:?}",
+        guard.remaining()
+    );
+    guard.release().await.expect("release");
+}
+
+/// A waiter that died in the line gets the lock from a release, and blocks
+/// the others for its waiter lease at most; a try-once caller never jumps
+/// it meanwhile.
 async fn dead_waiter_is_dropped_within_its_lease(kind: ClientKind) {
     let fair = fair(kind).await;
     let key = LockKey::new("lock:", "dead").expect("key");
-    let dead = HoldToken::new(OwnerToken::generate().expect("rng")).expect("rng");
     let holder = fair
         .locks
         .try_acquire("dead")
         .await
         .expect("try")
         .expect("free");
-    let outcome = fair
-        .backend
-        .try_acquire_fair(
-            &key,
-            &dead,
-            Duration::from_secs(10),
-            FAIR_WAITER_LEASE,
-            true,
-        )
-        .await
-        .expect("queue the soon-dead waiter");
-    assert!(matches!(outcome, AcquireOutcome::Held { .. }));
+    let dead = queue_by_hand(&fair, &key).await;
     holder.release().await.expect("release");
-    // Free, but the dead waiter is first: a try-once caller must not jump it.
+    let released_at = Instant::now();
+    assert!(
+        stored(&fair, &key).is_some_and(|value| value.starts_with(dead.attempt_value())),
+        "the release granted the dead waiter's offer"
+    );
     assert!(
         fair.locks.try_acquire("dead").await.expect("try").is_none(),
-        "jumped the queue"
+        "jumped the line"
     );
-    assert_eq!(
-        queued(&fair, "dead"),
-        1,
-        "a try-once caller does not join the queue"
-    );
-    let started = Instant::now();
     let guard = fair
         .locks
         .acquire("dead")
         .await
         .expect("acquire after the dead waiter's lease");
-    let waited = started.elapsed();
+    let waited = released_at.elapsed();
     assert!(
         waited < FAIR_WAITER_LEASE + Duration::from_millis(1500),
         "waited {waited:?}"
     );
     guard.release().await.expect("release");
+}
+
+/// A waiter that gives up gives back a grant a release made to its offer,
+/// which goes to the next in line at once.
+async fn leaving_gives_back_a_grant(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "given-back").expect("key");
+    let holder = fair.locks.acquire("given-back").await.expect("holder");
+    let first = holder.fencing_token().expect("a token").get();
+    let leaving = queue_by_hand(&fair, &key).await;
+    let next = queue_by_hand(&fair, &key).await;
+    holder.release().await.expect("release");
+    assert!(stored(&fair, &key).is_some_and(|value| value.starts_with(leaving.attempt_value())));
+    fair.backend
+        .leave_fair_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
+        .await
+        .expect("leave");
+    assert_eq!(
+        stored(&fair, &key),
+        Some(format!("{}#{}", next.attempt_value(), first + 2)),
+        "handed on to the next waiter"
+    );
+    assert_eq!(queued(&fair, "given-back"), 0);
+}
+
+/// An offer is granted only with the place renewal that made it: a waiter
+/// whose place a process without hand-offs (`holder_info`) renewed since
+/// takes its own turn, and its stale offer is never granted.
+async fn a_stale_offer_is_never_granted(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "stale").expect("key");
+    let holder = fair.locks.acquire("stale").await.expect("holder");
+    let waiter = queue_by_hand(&fair, &key).await;
+    let later = fair
+        .server
+        .admin(&["ZINCRBY", &key.waiters_key(), "1", waiter.expose_owner()])
+        .expect("ZINCRBY");
+    assert!(later.as_text().is_some(), "{later:?}");
+    holder.release().await.expect("release");
+    assert_eq!(stored(&fair, &key), None, "granted a stale offer");
+    assert_eq!(queued(&fair, "stale"), 1, "the waiter keeps its place");
+}
+
+/// A waiter whose future is dropped after a release granted its offer
+/// (it polls, so no message told it) gives the grant back at once: the lock
+/// is not blocked for the waiter lease.
+async fn dropped_waiter_gives_back_its_grant(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "dropped").expect("key");
+    let holder = fair.locks.acquire("dropped").await.expect("holder");
+    let (_backend, other) = process(kind, &fair.server, WaitMode::Poll).await;
+    let waiter = tokio::spawn(async move { other.acquire("dropped").await });
+    until_queued(&fair, "dropped", 1).await;
+    holder.release().await.expect("release");
+    assert!(stored(&fair, &key).is_some(), "granted to the waiter");
+    waiter.abort();
+    let _ = waiter.await;
+    let dropped_at = Instant::now();
+    while stored(&fair, &key).is_some() {
+        assert!(
+            dropped_at.elapsed() < Duration::from_millis(500),
+            "the dropped waiter's grant still blocks the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 macro_rules! fair_tests {
@@ -226,6 +404,31 @@ macro_rules! fair_tests {
             #[test]
             fn abandoned_waiter_leaves_the_queue() {
                 lock_testkit::run(super::abandoned_waiter_leaves_the_queue($kind));
+            }
+
+            #[test]
+            fn release_hands_over_on_the_server() {
+                lock_testkit::run(super::release_hands_over_on_the_server($kind));
+            }
+
+            #[test]
+            fn waiter_takes_up_a_grant_and_extends_it() {
+                lock_testkit::run(super::waiter_takes_up_a_grant_and_extends_it($kind));
+            }
+
+            #[test]
+            fn leaving_gives_back_a_grant() {
+                lock_testkit::run(super::leaving_gives_back_a_grant($kind));
+            }
+
+            #[test]
+            fn a_stale_offer_is_never_granted() {
+                lock_testkit::run(super::a_stale_offer_is_never_granted($kind));
+            }
+
+            #[test]
+            fn dropped_waiter_gives_back_its_grant() {
+                lock_testkit::run(super::dropped_waiter_gives_back_its_grant($kind));
             }
 
             #[test]

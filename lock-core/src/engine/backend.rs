@@ -31,6 +31,17 @@ pub enum AcquireOutcome {
         /// The slot's next fencing token.
         fencing_token: FencingToken,
     },
+    /// A release already granted the lock, on the server, to the hold of
+    /// this waiter's earlier attempt (the `earlier` of
+    /// [`try_acquire_fair`](LockBackend::try_acquire_fair)), and this attempt
+    /// renewed that grant: the earlier hold has the lock for `ttl`, counted
+    /// from when this attempt was sent.
+    GrantedEarlier {
+        /// The fencing token the release issued to it.
+        fencing_token: Option<FencingToken>,
+        /// The TTL the attempt set.
+        ttl: Duration,
+    },
     /// Someone else holds the lock (for a semaphore: the weight asked for
     /// does not fit beside the live permits).
     Held {
@@ -523,15 +534,25 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// Otherwise, if `join`, queues the owner (or keeps it queued) for
     /// `waiter_lease`: a waiter that does not try again within it leaves the
     /// queue. Backends without a fair mode answer [`LockError::InvalidConfig`].
+    ///
+    /// A backend that hands a fair lock over on the server keeps `hold` as
+    /// the waiter's offer when it queues it: a release of the lock
+    /// ([`release`](Self::release) of an [`in_line`](HoldToken::in_line)
+    /// hold) then grants it to the first live waiter's offer for
+    /// `waiter_lease` and tells it through [`Wakeups::take_grant`]. `earlier`
+    /// is the hold of this waiter's previous attempt that was answered
+    /// [`AcquireOutcome::Held`]: if a release granted the lock to it
+    /// meanwhile (a message the waiter missed), the attempt renews that
+    /// grant to `ttl` and the reply is [`AcquireOutcome::GrantedEarlier`].
     async fn try_acquire_fair(
         &self,
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
-        waiter_lease: Duration,
-        join: bool,
+        place: FairPlace,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, waiter_lease, join);
+        let _ = (key, hold, ttl, place, earlier);
         Err(LockError::InvalidConfig {
             field: "fair".to_owned(),
             reason: format!("the {} strategy has no fair mode", self.strategy()),
@@ -539,8 +560,18 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     }
 
     /// Takes `owner` out of the fair queue of `key` (it stopped waiting).
-    async fn leave_fair_queue(&self, key: &LockKey, owner: &OwnerToken) -> Result<(), LockError> {
-        let _ = (key, owner);
+    /// A fair lock's waiter passes `offered`, the holds of its attempts a
+    /// release may have granted on the server (see
+    /// [`try_acquire_fair`](Self::try_acquire_fair)): a grant to one of them
+    /// is given back (and handed on). A semaphore's or read-write lock's
+    /// waiter passes `None`.
+    async fn leave_fair_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: Option<&[HoldToken]>,
+    ) -> Result<(), LockError> {
+        let _ = (key, owner, offered);
         Ok(())
     }
 

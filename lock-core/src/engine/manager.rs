@@ -12,6 +12,7 @@ use crate::engine::backend::{
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
 use crate::engine::lease::LeaseShared;
+use crate::engine::offer::Offered;
 use crate::engine::options::AcquireOptions;
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::schedule::WatchdogSchedule;
@@ -20,7 +21,7 @@ use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::{lease_deadline, validate_ttl};
 use crate::engine::wake::Wakeups;
-use crate::error::LockError;
+use crate::error::{LockError, LossReason};
 use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 
 /// Takes and holds locks through one backend, with one config.
@@ -45,7 +46,9 @@ pub struct LockManager {
 /// How long a fair-mode waiter stays queued without trying again. Waiting
 /// waiters try again at least every quarter of it, so only a waiter that died
 /// (or a stalled process) loses its place, and it stops blocking those behind
-/// it within this time.
+/// it within this time. A release's grant to a waiter's offer (the
+/// server-side hand-off) runs this long, or the TTL if shorter, until the
+/// waiter takes it up and extends it.
 pub const FAIR_WAITER_LEASE: Duration = Duration::from_secs(2);
 
 /// How long a waiter whose subscription to releases failed polls before it
@@ -304,7 +307,7 @@ impl LockManager {
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
         let attempt = async {
-            match self.attempt(&key, owner, ttl, false, &claim).await? {
+            match self.attempt(&key, owner, ttl, false, &claim, None).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
                 Attempt::Unanswered { error, cleanup } => {
@@ -400,10 +403,16 @@ impl LockManager {
             (true, None) => Some(OwnerToken::generate()?),
         };
         // In fair mode the first attempt queues this owner; leave the queue on
-        // any way out but success (the acquire script dequeues a winner).
-        let queued = fair_owner
-            .as_ref()
-            .map(|owner| DropGuard::new(|| leave_fair_queue(&self.backend, key, owner)));
+        // any way out but success (the acquire script dequeues a winner),
+        // giving back a grant a release made to this waiter's offer.
+        let offered = Offered::default();
+        let lock_wait = matches!(claim, Claim::Lock);
+        let queued = fair_owner.as_ref().map(|owner| {
+            DropGuard::new(|| {
+                let offered = lock_wait.then(|| offered.holds());
+                leave_fair_queue(&self.backend, key, owner, offered);
+            })
+        });
         let mut wait = Wait::new(
             self,
             key,
@@ -414,6 +423,9 @@ impl LockManager {
             attempts,
         );
         wait.queued = queued;
+        if lock_wait && fair_owner.is_some() {
+            wait.offered = Some(&offered);
+        }
         loop {
             let (holder_remaining, contended) = match wait.attempt().await? {
                 Tried::Acquired(granted) => {
@@ -438,6 +450,14 @@ impl LockManager {
                 continue;
             }
             wait.sleep(holder_remaining, contended).await;
+            if let Some(granted) = wait.granted_on_server() {
+                let guard = self.keep(key.clone(), granted);
+                if let Some(queued) = wait.queued.take() {
+                    queued.disarm();
+                }
+                wait.log_success();
+                return Ok(guard);
+            }
         }
     }
 
@@ -612,6 +632,10 @@ impl LockManager {
     /// `None`) as an owner made for this attempt alone, whose lost reply can
     /// be undone by releasing by owner; otherwise only where the backend
     /// releases exactly one attempt.
+    ///
+    /// A fair waiter passes its `offered` hold and its subscription: the
+    /// subscription expects a grant to this attempt's hold before it is
+    /// sent, and an attempt answered "held" becomes the offer.
     async fn attempt(
         &self,
         key: &LockKey,
@@ -619,6 +643,7 @@ impl LockManager {
         ttl: Duration,
         join_queue: bool,
         claim: &Claim,
+        offered: Option<(&Offered, Option<&dyn Wakeups>)>,
     ) -> Result<Attempt, LockError> {
         let (mut hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
@@ -628,6 +653,7 @@ impl LockManager {
             Claim::Permit(request) => hold = hold.for_permit(request.weight),
             Claim::Access(request) => hold = hold.for_access(request.access),
             Claim::Multi(keys) => hold = hold.for_members(Arc::clone(keys)),
+            Claim::Lock if self.settings.fair => hold = hold.in_line(),
             Claim::Lock => {}
         }
         let fair = self.settings.fair;
@@ -667,8 +693,17 @@ impl LockManager {
             }
             Claim::Multi(keys) => self.backend.try_acquire_multi(keys, &hold, ttl).await,
             Claim::Lock if fair => {
+                let (offered, watch) = offered.unzip();
+                let earlier = offered.and_then(Offered::hold);
+                if let Some(offered) = offered {
+                    offered.sending(&hold);
+                }
+                if let Some(watch) = watch.flatten() {
+                    watch.expect_grant(&hold);
+                }
+                let place = FairPlace::new(FAIR_WAITER_LEASE, join_queue);
                 self.backend
-                    .try_acquire_fair(key, &hold, ttl, FAIR_WAITER_LEASE, join_queue)
+                    .try_acquire_fair(key, &hold, ttl, place, earlier.as_ref())
                     .await
             }
             Claim::Lock => self.backend.try_acquire(key, &hold, ttl).await,
@@ -733,7 +768,37 @@ impl LockManager {
                     ttl_set: ttl,
                 }))
             }
-            Ok(AcquireOutcome::Held { remaining }) => Ok(Attempt::Held { remaining }),
+            Ok(AcquireOutcome::GrantedEarlier {
+                fencing_token,
+                ttl: ttl_set,
+            }) => {
+                let Some(offer) = offered.and_then(|(offered, _)| offered.take()) else {
+                    return Err(LockError::UnexpectedReply {
+                        node: self.backend.strategy().to_owned(),
+                        script: "try_acquire_fair",
+                        reply: "a grant to an earlier attempt, where none was offered".to_owned(),
+                    });
+                };
+                tracing::debug!(
+                    key = key.name(),
+                    fencing_token = fencing_token.map(FencingToken::get),
+                    "lock granted by a release to this waiter's offer"
+                );
+                // The attempt renewed the grant to the TTL: the lease
+                // counts from when it was sent.
+                Ok(Attempt::Acquired(Granted {
+                    hold: offer.hold.granted(fencing_token),
+                    sent_at,
+                    ttl,
+                    ttl_set,
+                }))
+            }
+            Ok(AcquireOutcome::Held { remaining }) => {
+                if let (Some((offered, _)), true) = (offered, join_queue) {
+                    offered.answered(hold, sent_at);
+                }
+                Ok(Attempt::Held { remaining })
+            }
             Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
                 Ok(Attempt::Unanswered {
                     error,
@@ -767,11 +832,15 @@ impl LockManager {
             sent_at,
             labels,
         ));
-        // The reentrant strategy keeps a longer TTL that re-entries share.
+        // The reentrant strategy keeps a longer TTL that re-entries share; a
+        // server-side hand-off grants for the waiter lease only.
         if ttl_set != ttl {
             shared.renewed(sent_at, ttl_set);
         }
         self.schedule.plan(&shared);
+        if ttl_set < ttl {
+            extend_at_once(&shared);
+        }
         LeaseGuard::new(shared)
     }
 }
@@ -790,6 +859,8 @@ struct Wait<'a, Q> {
     unanswered: UnansweredHolds<'a>,
     /// In fair mode, leaves the queue when dropped; disarmed on success.
     queued: Option<Q>,
+    /// A fair lock's waiter: the hold a release may grant it on the server.
+    offered: Option<&'a Offered>,
     releases: Option<Box<dyn Wakeups>>,
     /// When this wait may (next) try to subscribe to releases; `None` once
     /// subscribed, or when the backend cannot notify.
@@ -848,6 +919,7 @@ impl<'a, Q> Wait<'a, Q> {
         Wait {
             unanswered: UnansweredHolds::new(&manager.backend, key),
             queued: None,
+            offered: None,
             releases: None,
             subscribe_at: Some(started),
             manager,
@@ -902,9 +974,12 @@ impl<'a, Q> Wait<'a, Q> {
         if let Some(watch) = self.releases.as_mut() {
             watch.attempt_starting();
         }
+        let offered = self
+            .offered
+            .map(|offered| (offered, self.releases.as_deref()));
         let result = self
             .manager
-            .attempt(self.key, self.owner, self.ttl, true, &self.claim)
+            .attempt(self.key, self.owner, self.ttl, true, &self.claim, offered)
             .await;
         *self.attempts = self.attempts.saturating_add(1);
         tracing::debug!(
@@ -1009,6 +1084,10 @@ impl<'a, Q> Wait<'a, Q> {
                 if every_release {
                     watch.wake_on_every_release();
                 }
+                // A grant to the hold already on offer may come any time.
+                if let Some(hold) = self.offered.and_then(Offered::hold) {
+                    watch.expect_grant(&hold);
+                }
                 self.releases = Some(watch);
                 self.subscribe_at = None;
                 // Where a release may be for more than the waiter it woke,
@@ -1026,6 +1105,41 @@ impl<'a, Q> Wait<'a, Q> {
             }
         }
         Subscribed::AsBefore
+    }
+
+    /// The lease of a grant a release made on the server to this waiter's
+    /// offer, once its message arrived: counted from when the attempt that
+    /// offered the hold was sent, for the waiter lease
+    /// ([`LockManager::keep`] extends it to the TTL at once). A grant to any
+    /// other hold of this waiter (an attempt whose reply was lost, released
+    /// before the next one) is not taken up.
+    fn granted_on_server(&mut self) -> Option<Granted> {
+        let (attempt, token) = self.releases.as_mut()?.take_grant()?;
+        let offer = self.offered?.take_if(&attempt)?;
+        let ttl_set = FAIR_WAITER_LEASE.min(self.ttl);
+        let hold = offer.hold.granted(Some(token));
+        let drift = self.manager.settings.clock_drift_factor;
+        // Taken up too late (an attempt in flight kept this waiter from
+        // looking): give it back, handed on, and wait on.
+        if lease_deadline(offer.sent_at, ttl_set, drift).is_none_or(|end| Instant::now() >= end) {
+            tracing::debug!(
+                key = self.key.name(),
+                "a grant to this waiter came too late to use"
+            );
+            spawn_release(Arc::clone(&self.manager.backend), self.key.clone(), hold);
+            return None;
+        }
+        tracing::debug!(
+            key = self.key.name(),
+            fencing_token = token.get(),
+            "lock granted by a release to this waiter's offer"
+        );
+        Some(Granted {
+            hold,
+            sent_at: offer.sent_at,
+            ttl: self.ttl,
+            ttl_set,
+        })
     }
 
     /// Sleeps until the next attempt: while the lock is `contended` and
@@ -1197,13 +1311,54 @@ impl Wakeups for AnyOf {
     }
 }
 
+/// Extends a lease granted for less than its TTL (a server-side hand-off
+/// grants for the waiter lease) to its TTL at once, in the background, and
+/// again after a failure that may pass, until it is extended or ends: its
+/// watchdog would first renew only a renewal interval after the grant.
+fn extend_at_once(shared: &Arc<LeaseShared>) {
+    let lease = Arc::clone(shared);
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        loop {
+            match lease.extend_hold(None, None).await {
+                Ok(ExtendOutcome::Extended { .. }) => return,
+                Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
+                    lease.lose(LossReason::NotHeld);
+                    return;
+                }
+                Err(err) if err.is_retryable() => {
+                    tracing::debug!(key = lease.key.name(), error = %err, "cannot extend a handed-over lease yet");
+                    tokio::time::sleep(EXTEND_RETRY).await;
+                }
+                Err(err) => {
+                    tracing::warn!(key = lease.key.name(), error = %err, "cannot extend a handed-over lease; it ends with the hand-off's grant");
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// How soon [`extend_at_once`] tries again after a failure.
+const EXTEND_RETRY: Duration = Duration::from_millis(20);
+
 /// Takes a fair-mode waiter's place out of the queue, in the background: on
 /// any way out of its wait but success.
-fn leave_fair_queue(backend: &Arc<dyn LockBackend>, key: &LockKey, owner: &OwnerToken) {
+fn leave_fair_queue(
+    backend: &Arc<dyn LockBackend>,
+    key: &LockKey,
+    owner: &OwnerToken,
+    offered: Option<Vec<HoldToken>>,
+) {
     let (backend, key, owner) = (Arc::clone(backend), key.clone(), owner.clone());
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         crate::engine::background::spawn(&runtime, async move {
-            if let Err(err) = backend.leave_fair_queue(&key, &owner).await {
+            if let Err(err) = backend
+                .leave_fair_queue(&key, &owner, offered.as_deref())
+                .await
+            {
                 tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
             }
         });

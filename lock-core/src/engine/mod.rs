@@ -14,6 +14,7 @@ pub(crate) mod guard;
 pub(crate) mod lease;
 pub(crate) mod manager;
 pub(crate) mod multi;
+pub(crate) mod offer;
 pub(crate) mod options;
 pub(crate) mod renewal;
 pub(crate) mod rwlock;

@@ -5,6 +5,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 
+use crate::key::{FencingToken, HoldToken};
+
 /// A waiter's subscription to the releases of one resource, from
 /// [`LockBackend::watch_releases`](crate::LockBackend::watch_releases).
 ///
@@ -32,6 +34,28 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// Wakes this waiter at every release, not only when it is the longest
     /// waiting one (fair mode: the queue, not the wake-up, decides who wins).
     fn wake_on_every_release(&self);
+
+    /// Names a hold this waiter offers for a grant on the server (fair
+    /// mode; see [`LockBackend::try_acquire_fair`]), before the attempt is
+    /// sent; the one named before stays expected too (the answered
+    /// attempt's, while this one is in flight). A grant published for
+    /// either is kept for [`take_grant`](Self::take_grant) and wakes this
+    /// waiter alone; the engine takes up only a grant to its answered
+    /// attempt. The default keeps nothing: grants are then found by the
+    /// next attempt.
+    ///
+    /// [`LockBackend::try_acquire_fair`]: crate::LockBackend::try_acquire_fair
+    fn expect_grant(&self, hold: &HoldToken) {
+        let _ = hold;
+    }
+
+    /// A grant published for a hold named by
+    /// [`expect_grant`](Self::expect_grant) since: that hold's
+    /// [`attempt_value`](HoldToken::attempt_value) and the fencing token
+    /// the release issued. Taken once.
+    fn take_grant(&mut self) -> Option<(String, FencingToken)> {
+        None
+    }
 
     /// Whether other waiters of this process were already watching when
     /// this one joined: a release published before the subscription was

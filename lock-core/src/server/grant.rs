@@ -106,6 +106,14 @@ impl GrantOptions {
         self.fencing && self.fencing_counter_ttl.is_none() && self.holder.is_none()
     }
 
+    /// Whether a grant with these options writes nothing but the lock key
+    /// and its counter's `INCR`, fencing on or off: what a release can
+    /// grant a fair lock's next waiter on the server (a fair grant issues a
+    /// token whatever `fencing` says).
+    pub fn counter_only(&self) -> bool {
+        self.fencing_counter_ttl.is_none() && self.holder.is_none()
+    }
+
     /// What a backend that grants with these options does with the
     /// config's `fencing` and `holder_info` (see
     /// [`LockBackend::capabilities`](crate::LockBackend::capabilities)).

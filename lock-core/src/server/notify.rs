@@ -31,6 +31,7 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
+use crate::key::{FencingToken, HoldToken};
 use crate::server::client::{
     connect_subscriber, ClientKind, ConnectOptions, MessageReceiver, SubscriberClient,
 };
@@ -195,6 +196,12 @@ struct Slot {
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is).
     every: AtomicBool,
+    /// The holds this waiter offered for a grant on the server, the last
+    /// two (the answered attempt's and the one in flight): the SHA-1 of the
+    /// attempt value, as a grant message names it, and that value.
+    expected: SyncMutex<VecDeque<(String, String)>>,
+    /// A grant published for the expected hold, not yet taken.
+    grant: SyncMutex<Option<(String, FencingToken)>>,
 }
 
 impl Slot {
@@ -202,6 +209,30 @@ impl Slot {
         self.wakes.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_one();
     }
+
+    /// Keeps the grant of `digest` with `token` if it is this waiter's.
+    fn granted(&self, digest: &str, token: FencingToken) -> bool {
+        let expected = lock_ignoring_poison(&self.expected);
+        let Some((_, attempt)) = expected.iter().find(|(expected, _)| expected == digest) else {
+            return false;
+        };
+        *lock_ignoring_poison(&self.grant) = Some((attempt.clone(), token));
+        true
+    }
+}
+
+fn lock_ignoring_poison<T>(mutex: &SyncMutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain values, valid whatever a panicking holder did.
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+/// A grant message of the server-side hand-off (handoff.lua):
+/// `g<SHA-1 of the hold>:<token>`; `None` for a release's `1` or a
+/// leaver's `0`.
+fn grant_message(payload: &str) -> Option<(&str, FencingToken)> {
+    let (digest, token) = payload.strip_prefix('g')?.split_once(':')?;
+    let token = token.parse::<u64>().ok().filter(|token| *token >= 1)?;
+    (digest.len() == 40).then_some((digest, FencingToken::new(token)))
 }
 
 #[derive(Debug)]
@@ -232,6 +263,24 @@ impl Watched {
     /// one: one that takes what the release freed. A waiter woken by every
     /// release (fair, a semaphore's, an election's observer) may not, so it
     /// tells a newcomer nothing about a release it missed.
+    /// Hands a grant message to the waiter whose offer it names, and wakes
+    /// it alone: the lock is that waiter's, and no one else has a turn.
+    /// A grant for a waiter of another process wakes no one here.
+    fn grant(&mut self, digest: &str, token: FencingToken) {
+        self.waiters.retain(|waiter| waiter.strong_count() > 0);
+        if let Some(waiter) = self
+            .waiters
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|waiter| waiter.granted(digest, token))
+        {
+            // Not counted as a release's wake-up: this one is the waiter's
+            // alone, and a waiter that leaves without taking it up gives
+            // the grant back on the server, which hands it on.
+            waiter.notify.notify_one();
+        }
+    }
+
     fn has_live_contender(&self) -> bool {
         self.waiters
             .iter()
@@ -255,9 +304,9 @@ impl Hub {
         let listener = Arc::downgrade(&hub);
         tokio::spawn(async move {
             loop {
-                let channel = tokio::select! {
+                let (channel, payload) = tokio::select! {
                     message = messages.recv() => match message {
-                        Some(channel) => channel,
+                        Some(message) => message,
                         None => break,
                     },
                     _ = &mut stopped => return,
@@ -270,7 +319,10 @@ impl Hub {
                     .lock()
                     .unwrap_or_else(|poison| poison.into_inner());
                 if let Some(watched) = channels.get_mut(&channel) {
-                    watched.wake_one();
+                    match grant_message(&payload) {
+                        Some((digest, token)) => watched.grant(digest, token),
+                        None => watched.wake_one(),
+                    }
                 }
             }
             // The connection is gone: waiters fall back to their timers, and
@@ -396,6 +448,24 @@ impl Wakeups for ReleaseWatch {
         for slot in &self.slots {
             slot.every.store(true, Ordering::Release);
         }
+    }
+
+    fn expect_grant(&self, hold: &HoldToken) {
+        let attempt = hold.attempt_value();
+        let digest = sha1_smol::Sha1::from(attempt).digest().to_string();
+        for slot in &self.slots {
+            let mut expected = lock_ignoring_poison(&slot.expected);
+            if expected.len() == 2 {
+                expected.pop_front();
+            }
+            expected.push_back((digest.clone(), attempt.to_owned()));
+        }
+    }
+
+    fn take_grant(&mut self) -> Option<(String, FencingToken)> {
+        self.slots
+            .iter()
+            .find_map(|slot| lock_ignoring_poison(&slot.grant).take())
     }
 
     /// Whether, on every watched node, another waiter of this process was

@@ -271,6 +271,28 @@ pub mod single {
     /// Leave the fair queue: `lua/fair_leave.lua`.
     pub static FAIR_LEAVE: Script =
         Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
+    /// Release a fair lock and hand it to the next waiter's offer:
+    /// `lua/fair_release.lua`.
+    pub static FAIR_RELEASE: Script = Script::new(
+        "fair_release",
+        concat!(
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/handoff.lua"),
+            include_str!("../../lua/fair_release.lua")
+        ),
+    );
+    /// Leave a fair lock's line, giving back a grant made to the waiter's
+    /// offer: `lua/fair_give_up.lua`.
+    pub static FAIR_GIVE_UP: Script = Script::new(
+        "fair_give_up",
+        concat!(
+            include_str!("../../lua/renew.lua"),
+            include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/handoff.lua"),
+            include_str!("../../lua/fair_give_up.lua")
+        ),
+    );
 }
 
 /// Deletes a lock whoever holds it and publishes the release:

@@ -786,7 +786,8 @@ pub(super) async fn connect_subscriber(
             };
             match received {
                 Ok(message) => {
-                    if sender.send(message.channel.to_string()).is_err() {
+                    let payload = message.value.as_string().unwrap_or_default();
+                    if sender.send((message.channel.to_string(), payload)).is_err() {
                         break;
                     }
                 }

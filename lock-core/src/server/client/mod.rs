@@ -358,7 +358,7 @@ pub(crate) fn split_node_address(address: &str) -> Option<(&str, u16)> {
 ///
 /// `subscribe` and `unsubscribe` return once the server confirmed them, so a
 /// message published after `subscribe` returned is delivered. Received
-/// messages arrive, as channel names, on the receiver that
+/// messages arrive, as channel names and payloads, on the receiver that
 /// [`connect_subscriber`] returned with this connection; that receiver closes
 /// when the connection is lost.
 #[async_trait]
@@ -373,8 +373,9 @@ pub(crate) trait SubscriberClient: Send + Sync + fmt::Debug {
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError>;
 }
 
-/// The channels of received messages, in arrival order.
-pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<String>;
+/// The received messages, channel and payload (empty if not text), in
+/// arrival order.
+pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<(String, String)>;
 
 /// Opens a dedicated subscriber connection to `endpoint` (a [`NodeUrl`] for
 /// a standalone server) with the chosen client, within

@@ -875,7 +875,9 @@ pub(super) async fn connect_subscriber(
             tokio::select! {
                 message = stream.next() => match message {
                     Some(message) => {
-                        if sender.send(message.get_channel_name().to_owned()).is_err() {
+                        let payload = message.get_payload::<String>().unwrap_or_default();
+                        let channel = message.get_channel_name().to_owned();
+                        if sender.send((channel, payload)).is_err() {
                             break;
                         }
                     }

@@ -1,0 +1,21 @@
+-- Releases a fair lock for the hold that took it (compare-and-delete) and
+-- hands it to the next waiter in line on the server (handoff.lua).
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence`
+-- KEYS[3]  the waiter queue, `<prefix>{<name>}:queue`
+-- KEYS[4]  the waiters' deadlines, `<prefix>{<name>}:waiters`
+-- KEYS[5]  the waiters' offers, `<prefix>{<name>}:offers`
+-- ARGV[1]  the hold's value, as release.lua takes it
+--
+-- Reply: 1 when deleted (and perhaps handed on), 0 when the key is gone or
+-- holds another value; then nothing is written or published.
+-- `holds`, `counter_problem`, `fencing_ok` and `hand_off` come from
+-- renew.lua, fencing_counter.lua and handoff.lua, loaded in front.
+if not holds(redis.call('get', KEYS[1]), ARGV[1]) then
+  return 0
+end
+local can_grant = fencing_ok(KEYS[2])
+redis.call('del', KEYS[1])
+hand_off(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], can_grant)
+return 1

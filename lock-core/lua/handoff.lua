@@ -1,0 +1,100 @@
+-- Prepended to fair_release.lua and fair_give_up.lua, after renew.lua and
+-- fencing_counter.lua: the server-side hand-off of a fair lock to the next
+-- waiter in line.
+--
+-- A fair waiter that joins the queue leaves an offer in the `:offers` hash
+-- (owner -> `<grant ms> <place deadline> <owner>:<nonce>`: how long a grant
+-- runs, the deadline its place got with it, and its attempt's hold; see
+-- fair_acquire.lua). A release then grants the lock to the first live
+-- waiter's offer in the same atomic step, so the waiter learns it holds the
+-- lock from the message and sends no acquire of its own.
+--
+-- fencing_ok(fence): reads the fencing counter before the caller writes
+-- anything; false when INCR could not raise it (foreign data, another type,
+-- its maximum). A release still deletes its own key then, but hands the lock
+-- to nobody: the next waiter's own attempt reports the foreign counter.
+local function fencing_ok(fence)
+  local counter = redis.pcall('get', fence)
+  if type(counter) == 'table' then
+    return false
+  end
+  return counter_problem(counter) == nil
+end
+
+-- read(...): a read command whose key may hold another type: its reply, or
+-- nil and true when the server refused it (WRONGTYPE), so a hand-off gives
+-- up before it writes.
+local function read(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    return nil, true
+  end
+  return reply, false
+end
+
+-- hand_off(lock, fence, queue, waiters, offers, can_grant): the lock key
+-- `lock` was just deleted. Drops the waiters whose place ran out from the
+-- head of the queue (and their offers). If the first live one left an offer,
+-- and `can_grant` (fencing_ok), grants it: the next token of `fence` (INCR,
+-- the counter kept without a TTL, as the default grant does), the lock key
+-- set to `<owner>:<nonce>#<token>` for the waiter's lease only (a waiter
+-- that died after its last attempt blocks the lock that long at most; a
+-- live one extends to its TTL at once), the waiter taken out of the line,
+-- and `g<SHA-1 of its hold>:<token>` published on the lock's channel (a
+-- digest: the hold names the owner, which can release the lock). Otherwise
+-- publishes '1' (a release), and the first waiter takes its turn with its
+-- own attempt. Returns whether it granted.
+local function hand_off(lock, fence, queue, waiters, offers, can_grant)
+  local channel = lock .. ':released'
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  while can_grant do
+    local head, failed = read('lindex', queue, 0)
+    if failed or not head then
+      break
+    end
+    local deadline
+    deadline, failed = read('zscore', waiters, head)
+    if failed then
+      break
+    end
+    deadline = tonumber(deadline)
+    local offer
+    offer, failed = read('hget', offers, head)
+    if failed then
+      break
+    end
+    if deadline and deadline > now then
+      local lease, made_with, hold
+      if offer then
+        lease, made_with, hold = string.match(offer, '^([1-9]%d*) (%d+) (.+)$')
+      end
+      if not lease or tonumber(made_with) ~= deadline then
+        -- A waiter that made no offer with its place's last renewal (fair
+        -- mode with options that grant on the waiter's side, or an older
+        -- client) takes its own turn.
+        break
+      end
+      local token = redis.call('incr', fence)
+      if token >= 9007199254740992 then
+        token = redis.call('get', fence)
+      else
+        token = string.format('%.0f', token)
+      end
+      redis.call('persist', fence)
+      redis.call('set', lock, hold .. '#' .. token, 'PX', lease)
+      redis.call('lpop', queue)
+      redis.call('zrem', waiters, head)
+      redis.call('hdel', offers, head)
+      redis.pcall('publish', channel, 'g' .. redis.sha1hex(hold) .. ':' .. token)
+      return true
+    end
+    redis.call('lpop', queue)
+    redis.call('zrem', waiters, head)
+    if offer then
+      redis.call('hdel', offers, head)
+    end
+  end
+  redis.pcall('publish', channel, '1')
+  return false
+end
