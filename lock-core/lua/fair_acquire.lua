@@ -106,6 +106,7 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
 end
 
 if ARGV[4] == '1' then
+  local queued = redis.call('zscore', KEYS[4], ARGV[1])
   local lease = tonumber(ARGV[3])
   local deadline = string.format('%d', now + lease)
   if offers then
@@ -118,7 +119,7 @@ if ARGV[4] == '1' then
     redis.call('hset', offers, ARGV[1], string.format('%d', runs) .. ' ' .. deadline .. ' ' .. ARGV[5])
     redis.call('pexpire', offers, lease * 2)
   end
-  if not redis.call('zscore', KEYS[4], ARGV[1]) then
+  if not queued then
     redis.call('rpush', KEYS[3], ARGV[1])
   end
   redis.call('zadd', KEYS[4], deadline, ARGV[1])

@@ -37,9 +37,10 @@ end
 -- head of the queue (and their offers). If the first live one left an offer,
 -- and `can_grant` (fencing_ok), grants it: the next token of `fence` (INCR,
 -- the counter kept without a TTL, as the default grant does), the lock key
--- set to `<owner>:<nonce>#<token>` for the waiter's lease only (a waiter
--- that died after its last attempt blocks the lock that long at most; a
--- live one extends to its TTL at once), the waiter taken out of the line,
+-- set to `<owner>:<nonce>#<token>` for the waiter's lease only, and never
+-- past its place's deadline (a waiter that died after its last attempt
+-- blocks the lock until its place would have run out; a live one extends
+-- to its TTL at once), the waiter taken out of the line,
 -- and `g<SHA-1 of its hold>:<token>` published on the lock's channel (a
 -- digest: the hold names the owner, which can release the lock). Otherwise
 -- publishes '1' (a release), and the first waiter takes its turn with its
@@ -82,7 +83,10 @@ local function hand_off(lock, fence, queue, waiters, offers, can_grant)
         token = string.format('%.0f', token)
       end
       redis.call('persist', fence)
-      redis.call('set', lock, hold .. '#' .. token, 'PX', lease)
+      -- Never past the place's own deadline: a waiter that died after its
+      -- last attempt blocks the lock no longer than it held its place.
+      local runs = math.min(tonumber(lease), deadline - now)
+      redis.call('set', lock, hold .. '#' .. token, 'PX', string.format('%d', runs))
       redis.call('lpop', queue)
       redis.call('zrem', waiters, head)
       redis.call('hdel', offers, head)

@@ -699,7 +699,8 @@ impl LockManager {
                     offered.sending(&hold);
                 }
                 if let Some(watch) = watch.flatten() {
-                    watch.expect_grant(&hold);
+                    let expected: Vec<&HoldToken> = earlier.iter().chain([&hold]).collect();
+                    watch.expect_grants(&expected);
                 }
                 let place = FairPlace::new(FAIR_WAITER_LEASE, join_queue);
                 self.backend
@@ -1086,7 +1087,7 @@ impl<'a, Q> Wait<'a, Q> {
                 }
                 // A grant to the hold already on offer may come any time.
                 if let Some(hold) = self.offered.and_then(Offered::hold) {
-                    watch.expect_grant(&hold);
+                    watch.expect_grants(&[&hold]);
                 }
                 self.releases = Some(watch);
                 self.subscribe_at = None;
@@ -1115,20 +1116,25 @@ impl<'a, Q> Wait<'a, Q> {
     /// before the next one) is not taken up.
     fn granted_on_server(&mut self) -> Option<Granted> {
         let (attempt, token) = self.releases.as_mut()?.take_grant()?;
-        let offer = self.offered?.take_if(&attempt)?;
+        let offered = self.offered?;
+        let offer = offered.take_if(&attempt)?;
         let ttl_set = FAIR_WAITER_LEASE.min(self.ttl);
-        let hold = offer.hold.granted(Some(token));
         let drift = self.manager.settings.clock_drift_factor;
-        // Taken up too late (an attempt in flight kept this waiter from
-        // looking): give it back, handed on, and wait on.
-        if lease_deadline(offer.sent_at, ttl_set, drift).is_none_or(|end| Instant::now() >= end) {
+        // Found late (an attempt in flight kept this waiter from looking),
+        // with little of the grant left: the next attempt, at once, takes
+        // it up for the TTL instead (`AcquireOutcome::GrantedEarlier`).
+        let left = lease_deadline(offer.sent_at, ttl_set, drift).map_or(Duration::ZERO, |end| {
+            end.saturating_duration_since(Instant::now())
+        });
+        if left < ttl_set / 4 {
             tracing::debug!(
                 key = self.key.name(),
-                "a grant to this waiter came too late to use"
+                "a grant found late; taken up by an attempt"
             );
-            spawn_release(Arc::clone(&self.manager.backend), self.key.clone(), hold);
+            offered.answered(offer.hold, offer.sent_at);
             return None;
         }
+        let hold = offer.hold.granted(Some(token));
         tracing::debug!(
             key = self.key.name(),
             fencing_token = token.get(),
@@ -1174,7 +1180,19 @@ impl<'a, Q> Wait<'a, Q> {
                 if let Some(remaining) = holder_remaining {
                     delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
                 }
-                tokio::time::sleep(delay.min(fair_cap).min(left)).await;
+                let nap = tokio::time::sleep(delay.min(fair_cap).min(left));
+                // A fair lock's waiter after a failed attempt: a grant to
+                // its offer may still come, and ages while it sleeps.
+                let offering = self.offered.is_some();
+                match self.releases.as_mut().filter(|_| offering) {
+                    Some(watch) => {
+                        tokio::select! {
+                            () = watch.released() => {}
+                            () = nap => {}
+                        }
+                    }
+                    None => nap.await,
+                }
             }
         }
     }

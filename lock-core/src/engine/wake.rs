@@ -35,22 +35,21 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// waiting one (fair mode: the queue, not the wake-up, decides who wins).
     fn wake_on_every_release(&self);
 
-    /// Names a hold this waiter offers for a grant on the server (fair
-    /// mode; see [`LockBackend::try_acquire_fair`]), before the attempt is
-    /// sent; the one named before stays expected too (the answered
-    /// attempt's, while this one is in flight). A grant published for
-    /// either is kept for [`take_grant`](Self::take_grant) and wakes this
-    /// waiter alone; the engine takes up only a grant to its answered
-    /// attempt. The default keeps nothing: grants are then found by the
-    /// next attempt.
+    /// Names the holds this waiter has on offer for a grant on the server
+    /// (fair mode; see [`LockBackend::try_acquire_fair`]), in place of those
+    /// named before: its answered attempt's, and the one about to be sent.
+    /// A grant published for one of them is kept for
+    /// [`take_grant`](Self::take_grant) and wakes this waiter alone; the
+    /// engine takes up only a grant to its answered attempt. The default
+    /// keeps nothing: grants are then found by the next attempt.
     ///
     /// [`LockBackend::try_acquire_fair`]: crate::LockBackend::try_acquire_fair
-    fn expect_grant(&self, hold: &HoldToken) {
-        let _ = hold;
+    fn expect_grants(&self, holds: &[&HoldToken]) {
+        let _ = holds;
     }
 
     /// A grant published for a hold named by
-    /// [`expect_grant`](Self::expect_grant) since: that hold's
+    /// [`expect_grants`](Self::expect_grants) since: that hold's
     /// [`attempt_value`](HoldToken::attempt_value) and the fencing token
     /// the release issued. Taken once.
     fn take_grant(&mut self) -> Option<(String, FencingToken)> {

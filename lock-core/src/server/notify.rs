@@ -196,10 +196,10 @@ struct Slot {
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is).
     every: AtomicBool,
-    /// The holds this waiter offered for a grant on the server, the last
-    /// two (the answered attempt's and the one in flight): the SHA-1 of the
-    /// attempt value, as a grant message names it, and that value.
-    expected: SyncMutex<VecDeque<(String, String)>>,
+    /// The holds this waiter has on offer for a grant on the server (the
+    /// answered attempt's and the one in flight): the SHA-1 of the attempt
+    /// value, as a grant message names it, and that value.
+    expected: SyncMutex<Vec<(String, String)>>,
     /// A grant published for the expected hold, not yet taken.
     grant: SyncMutex<Option<(String, FencingToken)>>,
 }
@@ -450,15 +450,17 @@ impl Wakeups for ReleaseWatch {
         }
     }
 
-    fn expect_grant(&self, hold: &HoldToken) {
-        let attempt = hold.attempt_value();
-        let digest = sha1_smol::Sha1::from(attempt).digest().to_string();
+    fn expect_grants(&self, holds: &[&HoldToken]) {
+        let expected: Vec<(String, String)> = holds
+            .iter()
+            .map(|hold| {
+                let attempt = hold.attempt_value();
+                let digest = sha1_smol::Sha1::from(attempt).digest().to_string();
+                (digest, attempt.to_owned())
+            })
+            .collect();
         for slot in &self.slots {
-            let mut expected = lock_ignoring_poison(&slot.expected);
-            if expected.len() == 2 {
-                expected.pop_front();
-            }
-            expected.push_back((digest.clone(), attempt.to_owned()));
+            lock_ignoring_poison(&slot.expected).clone_from(&expected);
         }
     }
 
