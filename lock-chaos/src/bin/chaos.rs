@@ -381,6 +381,22 @@ fn scenarios() -> Vec<Scenario> {
             note: "every node takes both names in one script; no tokens",
             ..scenario("multi", "redlock", 3, Fault::None, Expect::Safe)
         },
+        // Fair mode under faults: a release grants the next waiter on the
+        // server, and the waiter takes the grant up from the message.
+        Scenario {
+            fair: true,
+            note: "a paused holder, or a paused waiter granted the lock, acts late; the fence refuses it",
+            ..scenario("fair-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            fair: true,
+            ..scenario("fair-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            fair: true,
+            proxied: true,
+            ..scenario("fair-partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
     ]
 }
 
