@@ -37,16 +37,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::strategy;
-use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager};
-use lock_redis_single::SingleNodeBackend;
+use lock_core::{ClientKind, ConnectOptions};
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::RedisServer;
 
+#[allow(dead_code, reason = "each benchmark uses part of it")]
 mod common;
 
 /// The columns' names in `BENCH_ONLY`, in the order of the table.
 const COLUMNS: [&str; 4] = ["floor", "scripts", "ours", "off"];
-use common::{floor, scripts};
+use common::{floor, managers, scripts};
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -84,18 +84,7 @@ async fn main() {
         let floor_node = strategy::connect(kind, &url, options)
             .await
             .expect("connect floor");
-        let config = LockConfig::with_nodes([url.expose().to_owned()]);
-        let manager = |fencing: bool| {
-            let (url, config) = (&url, config.clone());
-            async move {
-                let backend = SingleNodeBackend::connect(kind, url, options)
-                    .await
-                    .expect("connect ours")
-                    .with_grant_options(GrantOptions::default().with_fencing(fencing));
-                LockManager::new(Arc::new(backend), config.with_fencing(fencing)).expect("config")
-            }
-        };
-        let (fenced, unfenced) = (manager(true).await, manager(false).await);
+        let (fenced, unfenced) = managers(kind, &url, options).await;
         for tasks in [1, 32] {
             if !chosen("BENCH_TASKS", &tasks.to_string()) {
                 continue;

@@ -29,13 +29,17 @@ use std::time::Duration;
 
 use lock_core::strategy::scripts::single::{ACQUIRE, ACQUIRE_TOKEN};
 use lock_core::strategy::{self, NodeClient, Script, Transacted};
-use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager};
-use lock_redis_single::SingleNodeBackend;
+use lock_core::{ClientKind, ConnectOptions};
 use lock_testkit::bench::{
-    acquire_release_cycles, cycles_per_second, env_number, lock_floor, median, task_keys,
+    acquire_release_cycles, cycles_per_second, env_number, median, release_floor, task_keys,
     FLOOR_VALUE,
 };
 use lock_testkit::RedisServer;
+
+#[allow(dead_code, reason = "each benchmark uses part of it")]
+mod common;
+
+use common::{floor, grant_by_script, managers};
 
 /// The columns, in the order of the table.
 const COLUMNS: [&str; 6] = [
@@ -70,18 +74,7 @@ async fn main() {
         let node = strategy::connect(kind, &url, options)
             .await
             .expect("connect");
-        let config = LockConfig::with_nodes([url.expose().to_owned()]);
-        let manager = |fencing: bool| {
-            let (url, config) = (&url, config.clone());
-            async move {
-                let backend = SingleNodeBackend::connect(kind, url, options)
-                    .await
-                    .expect("connect ours")
-                    .with_grant_options(GrantOptions::default().with_fencing(fencing));
-                LockManager::new(Arc::new(backend), config.with_fencing(fencing)).expect("config")
-            }
-        };
-        let (fenced, unfenced) = (manager(true).await, manager(false).await);
+        let (fenced, unfenced) = managers(kind, &url, options).await;
         // fred sends no transactions (its grant is `acquire_token.lua`).
         let transacts = node.transaction_on_key(b"probe", &[]).await.is_some();
         // Per column: (cycles/s, µs per grant, CPU µs per cycle), each round.
@@ -91,7 +84,7 @@ async fn main() {
                 admin(&server, &["CONFIG", "RESETSTAT"]);
                 let cpu_before = main_thread_cpu(&server);
                 let rate = match index {
-                    0 => lock_floor(Arc::clone(&node), tasks, length).await,
+                    0 => floor(Arc::clone(&node), tasks, length).await,
                     1 => script_grants(Arc::clone(&node), &ACQUIRE, tasks, length).await,
                     2 => script_grants(Arc::clone(&node), &ACQUIRE_TOKEN, tasks, length).await,
                     3 if transacts => transactions(Arc::clone(&node), tasks, length).await,
@@ -164,11 +157,7 @@ async fn transactions(node: Arc<dyn NodeClient>, tasks: usize, length: Duration)
                 panic!("the transaction was refused: {sent:?}");
             };
             assert_eq!(replies[0].as_text(), Some("OK"), "uncontended SET NX");
-            let released = lock_core::strategy::scripts::single::RELEASE
-                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
-                .await
-                .expect("EVALSHA");
-            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+            release_floor(node.as_ref(), key).await;
         }
     })
     .await
@@ -188,23 +177,7 @@ async fn script_grants(
         let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
         async move {
             let key = &keys[task];
-            let (fence, holder) = (format!("{key}:fence"), format!("{key}:holder"));
-            let mut args: Vec<&[u8]> = vec![FLOOR_VALUE, b"30000"];
-            let grant = GrantOptions::default().script_args();
-            let mut keys = vec![key.as_str(), fence.as_str()];
-            if script.name() == ACQUIRE.name() {
-                args.extend(grant.iter().map(String::as_bytes));
-                keys.push(&holder);
-            }
-            let acquired = script
-                .run(node.as_ref(), &keys, &args)
-                .await
-                .expect("EVALSHA acquire");
-            assert_eq!(
-                acquired.as_array().and_then(|reply| reply[0].as_int()),
-                Some(1),
-                "uncontended acquire"
-            );
+            grant_by_script(node.as_ref(), script, key).await;
             node.command("DEL", &[key.as_bytes()]).await.expect("DEL");
         }
     })

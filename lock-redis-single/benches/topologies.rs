@@ -18,6 +18,7 @@ use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{acquire_release_cycles, env_number, median};
 use lock_testkit::{AdminReply, RedisCluster, RedisServer};
 
+#[allow(dead_code, reason = "each benchmark uses part of it")]
 mod common;
 use common::{floor, scripts};
 

@@ -182,14 +182,20 @@ pub async fn lock_floor(
                 Some("OK"),
                 "uncontended SET NX must succeed"
             );
-            let released = lock_core::strategy::scripts::single::RELEASE
-                .run(node.as_ref(), &[key], &[FLOOR_VALUE])
-                .await
-                .expect("EVALSHA");
-            assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
+            release_floor(node.as_ref(), key).await;
         }
     })
     .await
+}
+
+/// The floor's release: the release script, raw, of a key that holds
+/// [`FLOOR_VALUE`] (compare-and-delete).
+pub async fn release_floor(node: &dyn lock_core::strategy::NodeClient, key: &str) {
+    let released = lock_core::strategy::scripts::single::RELEASE
+        .run(node, &[key], &[FLOOR_VALUE])
+        .await
+        .expect("EVALSHA");
+    assert_eq!(released.as_int(), Some(1), "compare-and-delete must delete");
 }
 
 /// Uncontended `try_acquire` + `release` cycles per second through `locks`,
