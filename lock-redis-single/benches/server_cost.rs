@@ -39,7 +39,7 @@ use lock_testkit::RedisServer;
 #[allow(dead_code, reason = "each benchmark uses part of it")]
 mod common;
 
-use common::{floor, grant_by_script, managers};
+use common::{admin, floor, grant_by_script, main_thread_cpu, managers};
 
 /// The columns, in the order of the table.
 const COLUMNS: [&str; 6] = [
@@ -182,27 +182,6 @@ async fn script_grants(
         }
     })
     .await
-}
-
-fn admin(server: &RedisServer, args: &[&str]) -> String {
-    server
-        .admin(args)
-        .expect("admin command")
-        .as_text()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The main thread's CPU time so far, in seconds.
-fn main_thread_cpu(server: &RedisServer) -> f64 {
-    let info = admin(server, &["INFO", "cpu"]);
-    let field = |name: &str| -> f64 {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|value| value.trim().parse().ok())
-            .unwrap_or_else(|| panic!("INFO cpu without {name} (Redis 6.2 or later)"))
-    };
-    field("used_cpu_user_main_thread") + field("used_cpu_sys_main_thread")
 }
 
 /// `INFO commandstats` as command -> (calls, µs).

@@ -137,11 +137,12 @@ fn both_clients_features() -> String {
 const COMPARISONS: [&str; 5] = ["redlock", "handoff", "semaphore", "rwlock", "multi"];
 
 /// The benchmark binaries, by crate.
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     ("lock-redis-single", "acquire_release"),
     ("lock-redis-single", "server_cost"),
     ("lock-redis-single", "held_leases"),
     ("lock-redis-single", "topologies"),
+    ("lock-redis-single", "cluster_publish"),
     ("lock-reentrant", "reentrant_vs_single"),
 ];
 

@@ -9,6 +9,7 @@ use lock_core::strategy::{NodeClient, Script};
 use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{cycles_per_second, release_floor, task_keys, FLOOR_VALUE};
+use lock_testkit::RedisServer;
 
 pub use lock_testkit::bench::lock_floor as floor;
 
@@ -71,4 +72,26 @@ pub async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) 
         }
     })
     .await
+}
+
+/// An admin command's reply as text (empty when it is not text).
+pub fn admin(server: &RedisServer, args: &[&str]) -> String {
+    server
+        .admin(args)
+        .expect("admin command")
+        .as_text()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The main thread's CPU time so far, in seconds.
+pub fn main_thread_cpu(server: &RedisServer) -> f64 {
+    let info = admin(server, &["INFO", "cpu"]);
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("INFO cpu without {name} (Redis 6.2 or later)"))
+    };
+    field("used_cpu_user_main_thread") + field("used_cpu_sys_main_thread")
 }
