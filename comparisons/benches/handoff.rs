@@ -156,42 +156,33 @@ struct Floors {
 }
 
 impl Floors {
+    /// One connection through `kind`: 500 `PING`s back to back, then 60
+    /// each sent after an idle 20 to 60 ms, as a holder's release is (the
+    /// runtime's threads and the connection's task are asleep then, and
+    /// waking them is part of every handoff gap, whoever the peer).
     async fn of(kind: ClientKind, server: &RedisServer) -> Self {
+        let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
+            .await
+            .expect("connect");
         Floors {
-            ping: ping_p50(kind, server).await,
-            idle: idle_ping_p50(kind, server).await,
+            ping: ping_p50(node.as_ref(), 500, None).await,
+            idle: ping_p50(node.as_ref(), 60, Some(20..=60)).await,
         }
     }
 }
 
-/// The p50 of 500 `PING` round trips through `kind`, in ms: the floor a
-/// handoff gap is measured against.
-async fn ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
-    let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    let mut pings = Vec::with_capacity(500);
-    for _ in 0..500 {
-        let sent = Instant::now();
-        node.command("PING", &[]).await.expect("PING");
-        pings.push(sent.elapsed());
-    }
-    pings.sort();
-    percentile(&pings, 0.5).as_secs_f64() * 1e3
-}
-
-/// The p50 of 60 `PING` round trips through `kind`, in ms, each sent after
-/// an idle 20 to 60 ms, as a holder's release is: the runtime's threads and
-/// the connection's task are asleep then, and waking them is part of every
-/// handoff gap, whoever the peer.
-async fn idle_ping_p50(kind: ClientKind, server: &RedisServer) -> f64 {
-    let node = lock_core::strategy::connect(kind, &server.url(), ConnectOptions::default())
-        .await
-        .expect("connect");
-    let mut pings = Vec::with_capacity(60);
-    for _ in 0..60 {
-        let idle = rand::rng().random_range(20..=60);
-        tokio::time::sleep(Duration::from_millis(idle)).await;
+/// The p50 of `count` `PING` round trips through `node`, in ms, each after
+/// an idle pause drawn from `idle_ms` if given.
+async fn ping_p50(
+    node: &dyn lock_core::strategy::NodeClient,
+    count: usize,
+    idle_ms: Option<std::ops::RangeInclusive<u64>>,
+) -> f64 {
+    let mut pings = Vec::with_capacity(count);
+    for _ in 0..count {
+        if let Some(idle) = idle_ms.clone() {
+            tokio::time::sleep(Duration::from_millis(rand::rng().random_range(idle))).await;
+        }
         let sent = Instant::now();
         node.command("PING", &[]).await.expect("PING");
         pings.push(sent.elapsed());
