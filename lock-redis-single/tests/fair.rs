@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOutcome, ClientKind, FairPlace, HoldToken, LockBackend, LockKey, LockManager,
+    AcquireOutcome, ClientKind, FairPlace, HoldToken, LockBackend, LockError, LockKey, LockManager,
     OwnerToken, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
@@ -386,6 +386,34 @@ async fn a_stale_offer_is_never_granted(kind: ClientKind) {
     assert_eq!(queued(&fair, "stale"), 1);
 }
 
+/// Foreign data where the waiters' offers live: a fair acquire refuses it
+/// with a typed error and writes nothing; a malformed offer is never
+/// granted (the release frees the lock and the waiter takes its turn).
+async fn foreign_offers_are_refused(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "foreign").expect("key");
+    fair.server
+        .admin(&["SET", &key.offers_key(), "not a hash"])
+        .expect("SET");
+    match fair.locks.try_acquire("foreign").await {
+        Err(LockError::Corrupted { detail, .. }) => {
+            assert!(detail.contains("offers"), "{detail}");
+        }
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    assert_eq!(stored(&fair, &key), None, "nothing was written");
+    assert_eq!(queued(&fair, "foreign"), 0);
+    fair.server.admin(&["DEL", &key.offers_key()]).expect("DEL");
+    let holder = fair.locks.acquire("foreign").await.expect("holder");
+    let waiter = queue_by_hand(&fair, &key).await;
+    fair.server
+        .admin(&["HSET", &key.offers_key(), waiter.expose_owner(), "garbage"])
+        .expect("HSET");
+    holder.release().await.expect("release");
+    assert_eq!(stored(&fair, &key), None, "granted a malformed offer");
+    assert_eq!(queued(&fair, "foreign"), 1, "the waiter keeps its place");
+}
+
 /// A waiter whose future is dropped after a release granted its offer
 /// (it polls, so no message told it) gives the grant back at once: the lock
 /// is not blocked for the waiter lease. A round in which the waiter's own
@@ -465,6 +493,11 @@ macro_rules! fair_tests {
             #[test]
             fn a_stale_offer_is_never_granted() {
                 lock_testkit::run(super::a_stale_offer_is_never_granted($kind));
+            }
+
+            #[test]
+            fn foreign_offers_are_refused() {
+                lock_testkit::run(super::foreign_offers_are_refused($kind));
             }
 
             #[test]
