@@ -426,11 +426,19 @@ impl LockManager {
         if lock_wait && fair_owner.is_some() {
             wait.offered = Some(&offered);
         }
+        // A grant a release made on the server to this waiter's offer,
+        // found while it slept: it ends the wait as an acquire does.
+        let mut granted_on_server = None;
         loop {
-            let (holder_remaining, contended) = match wait.attempt().await? {
+            let tried = match granted_on_server.take() {
+                Some(granted) => Tried::Acquired(granted),
+                None => wait.attempt().await?,
+            };
+            let (holder_remaining, contended) = match tried {
                 Tried::Acquired(granted) => {
                     let guard = self.keep(key.clone(), granted);
-                    // The acquire script took this owner out of the queue.
+                    // The acquire script, or the release that granted the
+                    // lock on the server, took this owner out of the queue.
                     if let Some(queued) = wait.queued.take() {
                         queued.disarm();
                     }
@@ -450,14 +458,7 @@ impl LockManager {
                 continue;
             }
             wait.sleep(holder_remaining, contended).await;
-            if let Some(granted) = wait.granted_on_server() {
-                let guard = self.keep(key.clone(), granted);
-                if let Some(queued) = wait.queued.take() {
-                    queued.disarm();
-                }
-                wait.log_success();
-                return Ok(guard);
-            }
+            granted_on_server = wait.granted_on_server();
         }
     }
 
