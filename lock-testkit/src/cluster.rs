@@ -152,6 +152,12 @@ impl RedisClusterBuilder {
             )));
         }
         cluster.wait_until_ok(CREATE_TIMEOUT)?;
+        // A replica still in its first sync acknowledges no `WAIT`: tests
+        // that ask for acknowledgements start once every replica is online.
+        let replicas = self.replicas_per_master;
+        wait_until(CREATE_TIMEOUT, "every replica online", || {
+            cluster.check_replicas_online(replicas)
+        })?;
         Ok(cluster)
     }
 }
@@ -383,6 +389,32 @@ impl RedisCluster {
         }
         best.map(|(_, index)| index)
             .ok_or_else(|| format!("no running node serves slot {slot}"))
+    }
+
+    /// Whether every master with slots has `replicas` replicas online.
+    fn check_replicas_online(&self, replicas: usize) -> Result<(), String> {
+        for node in self.masters().map_err(|err| err.to_string())? {
+            let info = match node.admin(&["INFO", "replication"]) {
+                Ok(AdminReply::Bulk(Some(bytes))) => String::from_utf8_lossy(&bytes).into_owned(),
+                other => {
+                    return Err(format!(
+                        "port {}: INFO replication answered {other:?}",
+                        node.port()
+                    ))
+                }
+            };
+            let online = info
+                .lines()
+                .filter(|line| line.starts_with("slave") && line.contains("state=online"))
+                .count();
+            if online < replicas {
+                return Err(format!(
+                    "port {}: {online} of {replicas} replicas online",
+                    node.port()
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_ok(&self) -> Result<(), String> {
