@@ -401,3 +401,202 @@ fn an_ask_leaves_the_client_usable() {
         }
     });
 }
+
+/// Classic messages sent over the cluster bus, summed over every node: a
+/// classic `PUBLISH` is forwarded to every other node, a sharded one only
+/// to the replicas of its slot's master (none here).
+fn classic_bus_messages(cluster: &RedisCluster) -> i64 {
+    cluster
+        .nodes()
+        .iter()
+        .map(|node| match node.admin(&["CLUSTER", "INFO"]) {
+            Ok(AdminReply::Bulk(Some(info))) => String::from_utf8_lossy(&info)
+                .lines()
+                .find_map(|line| line.strip_prefix("cluster_stats_messages_publish_sent:"))
+                .and_then(|count| count.trim().parse::<i64>().ok())
+                .unwrap_or(0),
+            other => panic!("CLUSTER INFO: {other:?}"),
+        })
+        .sum()
+}
+
+/// Spawns a waiter for `name` that sends the time it took the lock, then
+/// holds the guard until `hold` is dropped or sent to.
+fn spawn_waiter(
+    locks: &Arc<LockManager>,
+    name: &'static str,
+) -> (
+    tokio::sync::oneshot::Receiver<(Instant, LeaseGuard)>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (acquired, taken) = tokio::sync::oneshot::channel();
+    let locks = Arc::clone(locks);
+    let task = tokio::spawn(async move {
+        let guard = locks.acquire(name).await.expect("acquire after a release");
+        let _ = acquired.send((Instant::now(), guard));
+    });
+    (taken, task)
+}
+
+/// Moves `slot` to the master on `port`, from a blocking thread.
+fn move_slot(cluster: &RedisCluster, slot: u16, port: u16) {
+    tokio::task::block_in_place(|| {
+        let target = cluster
+            .nodes()
+            .iter()
+            .find(|node| node.port() == port)
+            .expect("target");
+        cluster.migrate_slot(slot, target).expect("move the slot");
+    });
+}
+
+/// On a Redis 7 cluster releases go out on sharded pub/sub: a release
+/// wakes the waiter without a classic message over the cluster bus, and
+/// waiters follow the lock's slot when it moves to another master. With
+/// the `redis` crate the server's end of the subscription is heard and the
+/// waiter subscribes again at once; fred does not pass that on, so its
+/// waiter subscribes again when its timer wakes it with no release seen,
+/// and is woken by every release after that.
+///
+/// Leases are not renewed here, so a waiter's timer fires only when the
+/// holder's TTL (4 s) runs out: a handover within half a second of a
+/// release, more than a second before that, was a release notice.
+#[test]
+fn sharded_release_notices_follow_the_slot() {
+    const TTL: Duration = Duration::from_secs(4);
+    const PROMPT: Duration = Duration::from_millis(500);
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            let cluster = start_cluster(0).await;
+            let backend = SingleNodeBackend::connect(
+                kind,
+                Endpoint::cluster(cluster.seed_urls()),
+                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+            )
+            .await
+            .expect("connect to the cluster");
+            let mut config = fast_config(TTL);
+            config.watchdog.enabled = false;
+            let config = config
+                .with_retry(RetryPolicy::new(
+                    Duration::from_secs(10),
+                    Duration::from_secs(10),
+                ))
+                .with_wait_timeout(Duration::from_secs(20));
+            let locks =
+                Arc::new(LockManager::new(Arc::new(backend), config.clone()).expect("config"));
+            let key = locks.key("sharded").expect("key");
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let source = cluster.master_of_slot(slot).expect("master").port();
+            let target = cluster
+                .masters()
+                .expect("masters")
+                .into_iter()
+                .find(|master| master.port() != source)
+                .expect("another master")
+                .port();
+            let handover = |released: Instant, at: Instant, phase: &str| {
+                let took = at.saturating_duration_since(released);
+                assert!(
+                    at > released && took < PROMPT,
+                    "{kind}: handover {phase} took {took:?}"
+                );
+            };
+
+            // A release is heard, and crosses no node but its own.
+            let first = locks
+                .try_acquire("sharded")
+                .await
+                .expect("try_acquire")
+                .expect("free key");
+            let (taken, waiter) = spawn_waiter(&locks, "sharded");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let bus_before = classic_bus_messages(&cluster);
+            let released = Instant::now();
+            first.release().await.expect("release");
+            let (at, second) = taken.await.expect("the waiter took the lock");
+            waiter.await.expect("waiter");
+            handover(released, at, "before the move");
+            assert_eq!(
+                classic_bus_messages(&cluster) - bus_before,
+                0,
+                "{kind}: the release was broadcast over the cluster bus"
+            );
+
+            // The slot moves under a waiter. `redis` hears it and follows
+            // at once. fred follows when its timer fires (at the TTL, the
+            // holder having extended its lease meanwhile), and the release
+            // comes half a second after that.
+            let (taken, waiter) = spawn_waiter(&locks, "sharded");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let moved = Instant::now();
+            move_slot(&cluster, slot, target);
+            if kind == ClientKind::Fred {
+                tokio::time::sleep(Duration::from_millis(1_500)).await;
+                // fred refuses the first command after a `MOVED` (it counts
+                // the redirect as a second write; see the issue on fred's
+                // redirects), so the holder tries again, as its watchdog would.
+                let mut tries = 0;
+                while let Err(err) = second.extend(TTL).await {
+                    tries += 1;
+                    assert!(
+                        err.is_retryable() && tries < 3,
+                        "extend on the new master: {err}"
+                    );
+                }
+                tokio::time::sleep_until((moved + TTL).into()).await;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let released = Instant::now();
+            second.release().await.expect("release after the move");
+            let (at, third) = taken.await.expect("the waiter took the lock");
+            waiter.await.expect("waiter");
+            handover(released, at, "after the move");
+
+            // A waiter that subscribes after the move reaches the new master.
+            let (taken, waiter) = spawn_waiter(&locks, "sharded");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let released = Instant::now();
+            third.release().await.expect("release on the new master");
+            let (at, fourth) = taken.await.expect("the waiter took the lock");
+            waiter.await.expect("waiter");
+            handover(released, at, "on the new master");
+            fourth.release().await.expect("release");
+
+            // A process that publishes classically (its own client, which
+            // does not say it publishes sharded) still wakes these waiters.
+            let client = lock_core::strategy::connect(
+                kind,
+                Endpoint::cluster(cluster.seed_urls()),
+                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+            )
+            .await
+            .expect("connect");
+            let classic = LockManager::new(
+                Arc::new(SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(
+                    client,
+                )))),
+                config,
+            )
+            .expect("config");
+            let held = classic
+                .try_acquire("sharded")
+                .await
+                .expect("try_acquire")
+                .expect("free key");
+            let (taken, waiter) = spawn_waiter(&locks, "sharded");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let bus_before = classic_bus_messages(&cluster);
+            let released = Instant::now();
+            held.release().await.expect("a classic release");
+            let (at, fifth) = taken.await.expect("the waiter took the lock");
+            waiter.await.expect("waiter");
+            handover(released, at, "from a classic publisher");
+            assert!(
+                classic_bus_messages(&cluster) > bus_before,
+                "{kind}: the release was not classic"
+            );
+            fifth.release().await.expect("release");
+        }
+    });
+}

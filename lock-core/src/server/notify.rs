@@ -19,6 +19,15 @@
 //! started after it finished (took the lock or found it held): a waiter that
 //! leaves before then (dropped, or out of time after a failed attempt)
 //! passes it on to the next one.
+//!
+//! On a cluster whose servers have sharded pub/sub (Redis 7), releases go
+//! out with `SPUBLISH` and the subscriber is a cluster connection that
+//! subscribes each channel on its slot's master. When the slot moves, that
+//! master ends the subscription; the hub subscribes again (reaching the new
+//! master) and wakes a waiter, which could have missed a release meanwhile.
+//! A waiter whose timer woke it with no release seen also has its channel
+//! subscribed again, at most once a second: that follows a move whose
+//! notice the client did not pass on.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -33,7 +42,7 @@ use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::key::{FencingToken, HoldToken};
 use crate::server::client::{
-    connect_subscriber, ClientKind, ConnectOptions, MessageReceiver, SubscriberClient,
+    connect_subscriber, ClientKind, ConnectOptions, Delivery, MessageReceiver, SubscriberClient,
 };
 use crate::server::topology::Endpoint;
 
@@ -44,6 +53,9 @@ pub struct ReleaseNotifier {
     endpoint: Endpoint,
     options: ConnectOptions,
     hub: Arc<Mutex<Option<Arc<Hub>>>>,
+    /// Subscribe with `SSUBSCRIBE` (a cluster connection), as the node's
+    /// releases publish with `SPUBLISH`; read when the hub connects.
+    sharded: AtomicBool,
     /// Until when not to try subscribing again after a failure (a user
     /// without pub/sub rights, an unreachable node): waiters poll meanwhile
     /// instead of each paying for a refused subscription.
@@ -54,6 +66,10 @@ pub struct ReleaseNotifier {
 /// refused a subscription (`NOPERM`: the user's ACL has no lock channels).
 /// [`ReleaseNotifier::watch`] states it in its docs.
 const REFUSED_BACKOFF: Duration = Duration::from_secs(10);
+
+/// How often at most a waiter woken by its timer, not by a release, has its
+/// sharded channel subscribed again (to follow a slot move).
+const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long after any other failed subscription (a node restarting, a
 /// time-out) waiters poll before one tries again. [`ReleaseNotifier::watch`]
@@ -69,8 +85,21 @@ impl ReleaseNotifier {
             endpoint: endpoint.into(),
             options,
             hub: Arc::new(Mutex::new(None)),
+            sharded: AtomicBool::new(false),
             refused_until: SyncMutex::new(None),
         }
+    }
+
+    /// Subscribes on sharded pub/sub (`SSUBSCRIBE` on the master of each
+    /// channel's slot) if `sharded`: it must match the node's
+    /// [`publishes_sharded`](crate::server::client::NodeClient::publishes_sharded),
+    /// or waiters hear no release and wait for their timers.
+    /// [`ScriptedNode::connect`](crate::server::ScriptedNode::connect) and
+    /// [`with_notifier`](crate::server::ScriptedNode::with_notifier) set it
+    /// from the node. Ignored off a cluster; takes effect at the next
+    /// connection.
+    pub fn set_sharded(&self, sharded: bool) {
+        self.sharded.store(sharded, Ordering::Release);
     }
 
     /// Subscribes to `channel` and returns once the server confirmed it.
@@ -134,11 +163,12 @@ impl ReleaseNotifier {
                     // the hub itself.
                     let (kind, endpoint, options) =
                         (self.kind, self.endpoint.clone(), self.options);
+                    let sharded = self.sharded.load(Ordering::Acquire);
                     let shared_slot = Arc::clone(&self.hub);
                     let connecting = tokio::spawn(async move {
                         let (client, messages) =
-                            connect_subscriber(kind, &endpoint, options).await?;
-                        let hub = Hub::start(client, messages);
+                            connect_subscriber(kind, &endpoint, options, sharded).await?;
+                        let hub = Hub::start(client, messages, sharded);
                         if let Ok(mut orphaned) = shared_slot.try_lock() {
                             if !orphaned
                                 .as_ref()
@@ -163,6 +193,9 @@ impl ReleaseNotifier {
             slots: vec![slot],
             seen: vec![0],
             used: vec![0],
+            // A waiter behind others sleeps before its first attempt, so
+            // that attempt may follow a timer wake.
+            attempted: behind_others,
             behind_others,
             subscriptions: vec![Subscription {
                 hub,
@@ -181,6 +214,9 @@ struct Hub {
     /// a newer subscribe of the same channel.
     changes: Mutex<()>,
     alive: AtomicBool,
+    /// Subscriptions are sharded: each lives on its slot's master, and ends
+    /// when the slot moves.
+    sharded: bool,
     /// Dropped with the hub, which stops the listener and so closes the
     /// subscriber connection.
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -241,6 +277,11 @@ struct Watched {
     /// of waiters that are gone are skipped and pruned.
     waiters: VecDeque<Weak<Slot>>,
     watchers: usize,
+    /// When the sharded channel was last subscribed again.
+    refreshed_at: Option<Instant>,
+    /// A resubscription is under way; `Some(true)` if it must run once
+    /// more when done (the channel was dropped after it was sent).
+    refreshing: Option<bool>,
 }
 
 impl Watched {
@@ -290,13 +331,18 @@ impl Watched {
 }
 
 impl Hub {
-    fn start(client: Arc<dyn SubscriberClient>, mut messages: MessageReceiver) -> Arc<Self> {
+    fn start(
+        client: Arc<dyn SubscriberClient>,
+        mut messages: MessageReceiver,
+        sharded: bool,
+    ) -> Arc<Self> {
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let hub = Arc::new(Hub {
             client,
             channels: SyncMutex::new(HashMap::new()),
             changes: Mutex::new(()),
             alive: AtomicBool::new(true),
+            sharded,
             _stop: stop,
         });
         // The listener holds the hub weakly: once no notifier or waiter needs
@@ -304,15 +350,34 @@ impl Hub {
         let listener = Arc::downgrade(&hub);
         tokio::spawn(async move {
             loop {
-                let (channel, payload) = tokio::select! {
-                    message = messages.recv() => match message {
-                        Some(message) => message,
+                let delivery = tokio::select! {
+                    delivery = messages.recv() => match delivery {
+                        Some(delivery) => delivery,
                         None => break,
                     },
                     _ = &mut stopped => return,
                 };
                 let Some(hub) = listener.upgrade() else {
                     return;
+                };
+                let (channel, payload) = match delivery {
+                    Delivery::Message(channel, payload) => (channel, payload),
+                    Delivery::Dropped(channel) => {
+                        // Also the confirmation of an UNSUBSCRIBE of our own,
+                        // for a channel no longer watched: then nothing is done.
+                        hub.resubscribe(channel, true);
+                        continue;
+                    }
+                    Delivery::Lost => {
+                        let watched: Vec<String> = lock_ignoring_poison(&hub.channels)
+                            .keys()
+                            .cloned()
+                            .collect();
+                        for channel in watched {
+                            hub.resubscribe(channel, true);
+                        }
+                        continue;
+                    }
                 };
                 let mut channels = hub
                     .channels
@@ -356,9 +421,76 @@ impl Hub {
                 Watched {
                     waiters: VecDeque::from([Arc::downgrade(&waiter)]),
                     watchers: 1,
+                    refreshed_at: Some(Instant::now()),
+                    refreshing: None,
                 },
             );
         Ok((waiter, false))
+    }
+
+    /// Subscribes to a watched `channel` again, in the background: after the
+    /// server ended its sharded subscription or a connection broke
+    /// (`dropped`), or when a waiter's timer woke it with no release seen,
+    /// at most once per [`REFRESH_INTERVAL`]. A sharded subscription lives
+    /// on the master of the channel's slot, and subscribing again reaches
+    /// its master of now. One waiter is woken once subscribed: a release
+    /// published before (while the slot moved, or between the attempt that
+    /// asked for this and the subscription) reached no one.
+    ///
+    /// One resubscription at a time per channel: a drop while one is under
+    /// way has it run once more, anything else is left to it.
+    fn resubscribe(self: &Arc<Self>, channel: String, dropped: bool) {
+        if !self.sharded {
+            return;
+        }
+        {
+            let mut channels = lock_ignoring_poison(&self.channels);
+            let Some(watched) = channels.get_mut(&channel) else {
+                return;
+            };
+            if let Some(again) = watched.refreshing.as_mut() {
+                *again |= dropped;
+                return;
+            }
+            let now = Instant::now();
+            let recent = watched
+                .refreshed_at
+                .is_some_and(|at| now.saturating_duration_since(at) < REFRESH_INTERVAL);
+            if recent && !dropped {
+                return;
+            }
+            watched.refreshed_at = Some(now);
+            watched.refreshing = Some(false);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Some(watched) = lock_ignoring_poison(&self.channels).get_mut(&channel) {
+                watched.refreshing = None;
+            }
+            return;
+        };
+        let hub = Arc::clone(self);
+        runtime.spawn(async move {
+            loop {
+                {
+                    let _change = hub.changes.lock().await;
+                    let watched = lock_ignoring_poison(&hub.channels).contains_key(&channel);
+                    if watched && hub.alive.load(Ordering::Acquire) {
+                        if let Err(err) = hub.client.resubscribe(&channel).await {
+                            tracing::debug!(channel, error = %err, "subscribing again failed");
+                        }
+                    }
+                }
+                let mut channels = lock_ignoring_poison(&hub.channels);
+                let Some(watched) = channels.get_mut(&channel) else {
+                    return;
+                };
+                watched.wake_one();
+                if watched.refreshing.replace(false) != Some(true) {
+                    watched.refreshing = None;
+                    return;
+                }
+            }
+        });
     }
 
     /// Queues `waiter` on a channel already subscribed; `None` if it is not,
@@ -424,6 +556,8 @@ pub struct ReleaseWatch {
     seen: Vec<u64>,
     /// Per slot: the wake count that finished attempts have used up.
     used: Vec<u64>,
+    /// Whether an attempt started since the watch began.
+    attempted: bool,
     behind_others: bool,
     subscriptions: Vec<Subscription>,
 }
@@ -432,6 +566,7 @@ impl ReleaseWatch {
     /// Watches the releases of `other` too (for locks over several nodes).
     pub fn merge(&mut self, mut other: ReleaseWatch) {
         self.behind_others = self.behind_others && other.behind_others;
+        self.attempted = self.attempted || other.attempted;
         self.slots.append(&mut other.slots);
         self.seen.append(&mut other.seen);
         self.used.append(&mut other.used);
@@ -500,10 +635,21 @@ impl Wakeups for ReleaseWatch {
     }
 
     /// Call just before each acquire attempt: the wake-ups so far are the
-    /// ones it answers.
+    /// ones it answers. An attempt after the first with no wake-up since the
+    /// one before came from the timer: on a sharded channel, that has the
+    /// channel subscribed again (see [`Hub::resubscribe`]).
     fn attempt_starting(&mut self) {
-        for (seen, slot) in self.seen.iter_mut().zip(&self.slots) {
-            *seen = slot.wakes.load(Ordering::Acquire);
+        let attempted = std::mem::replace(&mut self.attempted, true);
+        for (index, (seen, slot)) in self.seen.iter_mut().zip(&self.slots).enumerate() {
+            let wakes = slot.wakes.load(Ordering::Acquire);
+            if attempted && wakes == *seen {
+                if let Some(subscription) = self.subscriptions.get(index) {
+                    subscription
+                        .hub
+                        .resubscribe(subscription.channel.clone(), false);
+                }
+            }
+            *seen = wakes;
         }
     }
 

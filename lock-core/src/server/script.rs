@@ -7,12 +7,29 @@ use crate::error::{AclNeed, LockError};
 use crate::server::client::{NodeClient, Reply};
 
 /// A Lua script run by digest. The digest is computed once, on first use.
+///
+/// A script that publishes has a second form for nodes whose releases go
+/// out on sharded pub/sub ([`NodeClient::publishes_sharded`]): the same
+/// source with each `PUBLISH` an `SPUBLISH`, line for line. [`Script::run`]
+/// picks the form the node asks for.
 #[derive(Debug)]
 pub struct Script {
     name: &'static str,
     source: &'static str,
     sha1: OnceLock<String>,
+    sharded: OnceLock<Sharded>,
 }
+
+/// A script's form with sharded publishes, and its digest.
+#[derive(Debug)]
+struct Sharded {
+    source: String,
+    sha1: String,
+}
+
+/// How every script publishes; the sharded form replaces exactly this.
+const PUBLISH_CALL: &str = "redis.pcall('publish', ";
+const SPUBLISH_CALL: &str = "redis.pcall('spublish', ";
 
 impl Script {
     /// A script named `name` (for errors and logs) with the given source.
@@ -21,6 +38,22 @@ impl Script {
             name,
             source,
             sha1: OnceLock::new(),
+            sharded: OnceLock::new(),
+        }
+    }
+
+    /// The source and digest to send to `node`: the sharded form if the node
+    /// publishes on sharded channels and the script publishes at all.
+    fn form(&self, node: &dyn NodeClient) -> (&str, &str) {
+        if node.publishes_sharded() && self.source.contains(PUBLISH_CALL) {
+            let sharded = self.sharded.get_or_init(|| {
+                let source = sharded_source(self.source);
+                let sha1 = sha1_smol::Sha1::from(&source).digest().to_string();
+                Sharded { source, sha1 }
+            });
+            (&sharded.source, &sharded.sha1)
+        } else {
+            (self.source, self.sha1())
         }
     }
 
@@ -56,7 +89,8 @@ impl Script {
         args: &[&[u8]],
     ) -> Result<Reply, LockError> {
         let key_count = keys.len().to_string();
-        let mut argv = self.evalsha_args(&key_count, keys, args);
+        let (source, sha1) = self.form(node);
+        let mut argv = evalsha_args(sha1, &key_count, keys, args);
         let result = match node.command("EVALSHA", &argv).await {
             Err(LockError::Server { message, .. }) if message.starts_with("NOSCRIPT") => {
                 tracing::debug!(
@@ -67,7 +101,7 @@ impl Script {
                 // NOSCRIPT means nothing ran. EVAL runs the source and caches
                 // it, on the node that owns the keys: in a cluster a separate
                 // SCRIPT LOAD could reach another node.
-                argv[0] = self.source.as_bytes();
+                argv[0] = source.as_bytes();
                 node.command("EVAL", &argv).await
             }
             other => other,
@@ -88,7 +122,8 @@ impl Script {
         after: (&'static str, &[&[u8]]),
     ) -> Result<(Reply, Result<Reply, LockError>), LockError> {
         let key_count = keys.len().to_string();
-        let mut argv = self.evalsha_args(&key_count, keys, args);
+        let (source, sha1) = self.form(node);
+        let mut argv = evalsha_args(sha1, &key_count, keys, args);
         let route = keys.first().map_or(&b""[..], |key| key.as_bytes());
         let mut replies = node
             .pipeline_on_key(route, &[("EVALSHA", &argv), after])
@@ -97,7 +132,7 @@ impl Script {
             Some(Err(LockError::Server { message, .. })) if message.starts_with("NOSCRIPT"));
         if noscript {
             // Nothing ran; send the source, as `run` does.
-            argv[0] = self.source.as_bytes();
+            argv[0] = source.as_bytes();
             replies = node
                 .pipeline_on_key(route, &[("EVAL", &argv), after])
                 .await?;
@@ -114,28 +149,14 @@ impl Script {
         Ok((script, after))
     }
 
-    /// `sha1 numkeys keys... args...`, the arguments of EVALSHA (and of
-    /// EVAL, with the source in place of the digest).
-    fn evalsha_args<'a>(
-        &'a self,
-        key_count: &'a str,
-        keys: &[&'a str],
-        args: &[&'a [u8]],
-    ) -> Vec<&'a [u8]> {
-        let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(self.sha1().as_bytes());
-        argv.push(key_count.as_bytes());
-        argv.extend(keys.iter().map(|key| key.as_bytes()));
-        argv.extend_from_slice(args);
-        argv
-    }
-
-    /// Loads the script into `node`'s script cache and checks the digest it reports.
+    /// Loads the script (in the form `node` runs) into `node`'s script
+    /// cache and checks the digest it reports.
     pub async fn load(&self, node: &dyn NodeClient) -> Result<(), LockError> {
+        let (source, sha1) = self.form(node);
         let reply = node
-            .command("SCRIPT", &[b"LOAD", self.source.as_bytes()])
+            .command("SCRIPT", &[b"LOAD", source.as_bytes()])
             .await?;
-        if reply.as_text() == Some(self.sha1()) {
+        if reply.as_text() == Some(sha1) {
             Ok(())
         } else {
             Err(self.unexpected(node, &reply))
@@ -150,6 +171,28 @@ impl Script {
             reply: reply.to_string(),
         }
     }
+}
+
+/// `source` with each publish sharded: same lines, same keys and
+/// arguments.
+fn sharded_source(source: &str) -> String {
+    source.replace(PUBLISH_CALL, SPUBLISH_CALL)
+}
+
+/// `sha1 numkeys keys... args...`, the arguments of EVALSHA (and of EVAL,
+/// with the source in place of the digest).
+fn evalsha_args<'a>(
+    sha1: &'a str,
+    key_count: &'a str,
+    keys: &[&'a str],
+    args: &[&'a [u8]],
+) -> Vec<&'a [u8]> {
+    let mut argv: Vec<&[u8]> = Vec::with_capacity(2 + keys.len() + args.len());
+    argv.push(sha1.as_bytes());
+    argv.push(key_count.as_bytes());
+    argv.extend(keys.iter().map(|key| key.as_bytes()));
+    argv.extend_from_slice(args);
+    argv
 }
 
 impl Script {
@@ -508,6 +551,36 @@ pub mod election {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_publish_has_a_sharded_form() {
+        // The sharded form replaces one spelling: a publish written any
+        // other way would stay classic and reach no sharded subscriber.
+        let lua = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+        let mut publishing = 0;
+        for entry in std::fs::read_dir(&lua).expect("the lua folder") {
+            let path = entry.expect("a lua file").path();
+            let source = std::fs::read_to_string(&path).expect("a readable script");
+            for (number, line) in source.lines().enumerate() {
+                let code = line.split("--").next().unwrap_or("");
+                if code.to_ascii_lowercase().contains("publish") {
+                    assert!(
+                        code.contains(PUBLISH_CALL),
+                        "{}:{}: publish as `{PUBLISH_CALL}...`",
+                        path.display(),
+                        number + 1
+                    );
+                    publishing += 1;
+                }
+            }
+        }
+        assert!(publishing >= 10, "found {publishing} publishes");
+        let release = single::RELEASE.source();
+        let sharded = sharded_source(release);
+        assert_eq!(sharded.lines().count(), release.lines().count());
+        assert!(sharded.contains(SPUBLISH_CALL));
+        assert!(!sharded.contains("'publish'"));
+    }
 
     #[test]
     fn digest_matches_redis_sha1_of_the_source() {

@@ -32,10 +32,12 @@ impl ScriptedNode {
     ) -> Result<Self, LockError> {
         let endpoint = endpoint.into();
         let client = client::connect(kind, &endpoint, options).await?;
+        let notifier = ReleaseNotifier::new(kind, endpoint.clone(), options);
+        notifier.set_sharded(client.publishes_sharded());
         Ok(ScriptedNode {
             client,
             replicas: endpoint.replicas,
-            notifier: Some(Arc::new(ReleaseNotifier::new(kind, endpoint, options))),
+            notifier: Some(Arc::new(notifier)),
         })
     }
 
@@ -167,8 +169,11 @@ impl ScriptedNode {
         }
     }
 
-    /// Uses `notifier` for release notifications.
+    /// Uses `notifier` for release notifications, on sharded pub/sub if
+    /// this node's releases publish there
+    /// ([`ReleaseNotifier::set_sharded`]).
     pub fn with_notifier(mut self, notifier: Arc<ReleaseNotifier>) -> Self {
+        notifier.set_sharded(self.client.publishes_sharded());
         self.notifier = Some(notifier);
         self
     }

@@ -15,7 +15,8 @@ use fred::prelude::{EventInterface, PubsubInterface};
 
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{
-    not_redis, server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient,
+    not_redis, server_error, ConnectOptions, Delivery, MessageReceiver, NodeClient, Reply,
+    SubscriberClient,
 };
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
@@ -35,6 +36,8 @@ pub struct FredNode {
     /// of its command, which fred then refuses by ending the task); it is
     /// started again before the next command.
     router: std::sync::Mutex<Option<fred::types::ConnectHandle>>,
+    /// Releases publish with `SPUBLISH`: a cluster of servers that have it.
+    sharded_pubsub: bool,
 }
 
 impl std::fmt::Debug for FredNode {
@@ -60,6 +63,7 @@ impl FredNode {
             owned: false,
             sentinel: None,
             router: std::sync::Mutex::new(None),
+            sharded_pubsub: false,
         }
     }
 }
@@ -178,14 +182,18 @@ pub(super) async fn connect(
         Topology::Sentinel => Some(SentinelWatch::new(endpoint, options)?),
         Topology::Standalone | Topology::Cluster => None,
     };
-    let node = FredNode {
+    let mut node = FredNode {
         client,
         address,
         command_timeout: options.command_timeout,
         owned: true,
         sentinel,
         router: std::sync::Mutex::new(Some(router)),
+        sharded_pubsub: false,
     };
+    if endpoint.topology == Topology::Cluster {
+        node.sharded_pubsub = super::has_sharded_pubsub(&node).await;
+    }
     Ok(Arc::new(node))
 }
 
@@ -205,9 +213,8 @@ fn routing(name: &str, args: &[&[u8]]) -> ClusterHash {
                 _ => ClusterHash::Random,
             }
         }
-        "PING" | "SCRIPT" | "PUBLISH" | "INFO" | "TIME" | "ROLE" | "CLUSTER" | "SCAN" => {
-            ClusterHash::Random
-        }
+        "PING" | "SCRIPT" | "PUBLISH" | "COMMAND" | "INFO" | "TIME" | "ROLE" | "CLUSTER"
+        | "SCAN" => ClusterHash::Random,
         _ => match args.first() {
             Some(key) => ClusterHash::Custom(fred::util::redis_keyslot(key)),
             None => ClusterHash::Random,
@@ -480,6 +487,10 @@ impl NodeClient for FredNode {
         self.client.is_clustered()
     }
 
+    fn publishes_sharded(&self) -> bool {
+        self.sharded_pubsub
+    }
+
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
         self.send(name, routing(name, args), args).await
     }
@@ -713,6 +724,9 @@ pub(crate) struct FredSubscriber {
     /// How long a SUBSCRIBE may wait for its confirmation: a refusal
     /// (`NOPERM` for a user without channels) never completes the call.
     command_timeout: Duration,
+    /// A cluster client that subscribes with `SSUBSCRIBE` on each
+    /// channel's master.
+    sharded: bool,
 }
 
 impl std::fmt::Debug for FredSubscriber {
@@ -737,7 +751,76 @@ impl Drop for FredSubscriber {
 pub(super) async fn connect_subscriber(
     endpoint: &Endpoint,
     options: ConnectOptions,
+    sharded: bool,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    let address = endpoint.address();
+    let client = if sharded {
+        connect_sharded_subscriber(endpoint, options).await?
+    } else {
+        connect_classic_subscriber(endpoint, options).await?
+    };
+    let _resubscribe = client.manage_subscriptions();
+    let mut messages = client.message_rx();
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let received = tokio::select! {
+                received = messages.recv() => received,
+                () = sender.closed() => break,
+            };
+            match received {
+                Ok(message) => {
+                    let payload = message.value.as_string().unwrap_or_default();
+                    let delivery = Delivery::Message(message.channel.to_string(), payload);
+                    if sender.send(delivery).is_err() {
+                        break;
+                    }
+                }
+                // Missed messages only delay waiters until their fallback timer.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    let subscriber = FredSubscriber {
+        client,
+        address,
+        command_timeout: options.command_timeout,
+        sharded,
+    };
+    Ok((Arc::new(subscriber), receiver))
+}
+
+/// A cluster subscriber: fred sends each `SSUBSCRIBE` to the master of the
+/// channel's slot and waits for the server's confirmation. fred does not pass
+/// on a `SUNSUBSCRIBE` the server sends when a slot moves; the waiter's
+/// timer then subscribes again ([`SubscriberClient::subscribe`]).
+async fn connect_sharded_subscriber(
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+) -> Result<FredSubscriberClient, LockError> {
+    let address = endpoint.address();
+    let mut builder = builder(config(endpoint)?, options);
+    // Subscribing twice is harmless, so a `SSUBSCRIBE` whose connection
+    // broke may be sent again, unlike a script.
+    builder.with_connection_config(|connection| connection.max_command_attempts = 3);
+    let client = builder
+        .build_subscriber_client()
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    if let Err(err) = client.init().await {
+        let _ = client.quit().await;
+        return Err(map_error(&address, options.command_timeout, err));
+    }
+    Ok(client)
+}
+
+/// A subscriber on one server: the first seed of a cluster that answers (a
+/// classic message reaches every node of a cluster), or the master of a
+/// sentinel group.
+async fn connect_classic_subscriber(
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+) -> Result<FredSubscriberClient, LockError> {
     let address = endpoint.address();
     // A cluster's messages reach every node, and a subscriber's PING (which
     // confirms its SUBSCRIBE) must reach the same connection: subscribe on
@@ -771,38 +854,9 @@ pub(super) async fn connect_subscriber(
             }
         }
     }
-    let Some(client) = connected else {
-        return Err(last_error
-            .unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed")));
-    };
-    let _resubscribe = client.manage_subscriptions();
-    let mut messages = client.message_rx();
-    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            let received = tokio::select! {
-                received = messages.recv() => received,
-                () = sender.closed() => break,
-            };
-            match received {
-                Ok(message) => {
-                    let payload = message.value.as_string().unwrap_or_default();
-                    if sender.send((message.channel.to_string(), payload)).is_err() {
-                        break;
-                    }
-                }
-                // Missed messages only delay waiters until their fallback timer.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-    });
-    let subscriber = FredSubscriber {
-        client,
-        address,
-        command_timeout: options.command_timeout,
-    };
-    Ok((Arc::new(subscriber), receiver))
+    connected.ok_or_else(|| {
+        last_error.unwrap_or_else(|| LockError::config("nodes", "at least one node URL is needed"))
+    })
 }
 
 #[async_trait]
@@ -812,6 +866,32 @@ impl SubscriberClient for FredSubscriber {
     }
 
     async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        if self.sharded {
+            // fred waits for the server's reply to SSUBSCRIBE (a refusal is
+            // an error) and tracks the channel only once it is confirmed.
+            // Sent again for a channel already subscribed, it reaches the
+            // slot's master of now: that is how a moved slot is followed.
+            //
+            // fred fails a command that meets `MOVED` ("Too many failed
+            // write attempts", whatever `max_command_attempts` says) after
+            // it refreshed its slot map, so one more try reaches the new
+            // master.
+            let subscribed = async {
+                match self.client.ssubscribe(channel).await {
+                    Err(err) if err.details().contains("failed write attempts") => {
+                        self.client.ssubscribe(channel).await
+                    }
+                    other => other,
+                }
+            };
+            return match tokio::time::timeout(self.command_timeout, subscribed).await {
+                Ok(result) => result.map_err(|err| map_error(&self.address, Duration::ZERO, err)),
+                Err(_) => Err(LockError::Timeout {
+                    node: self.address.clone(),
+                    after: self.command_timeout,
+                }),
+            };
+        }
         // fred answers SUBSCRIBE as soon as it is written, before the server
         // has run it. A PING on the same connection is answered after the
         // SUBSCRIBE ran, so the waiter's next attempt comes after the
@@ -850,10 +930,12 @@ impl SubscriberClient for FredSubscriber {
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
-        self.client
-            .unsubscribe(channel)
-            .await
-            .map_err(|err| map_error(&self.address, Duration::ZERO, err))
+        let unsubscribed = if self.sharded {
+            self.client.sunsubscribe(channel).await
+        } else {
+            self.client.unsubscribe(channel).await
+        };
+        unsubscribed.map_err(|err| map_error(&self.address, Duration::ZERO, err))
     }
 }
 

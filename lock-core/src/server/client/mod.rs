@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use crate::error::LockError;
-use crate::server::topology::Endpoint;
+use crate::server::topology::{Endpoint, Topology};
 use crate::server::url::NodeUrl;
 
 #[cfg(feature = "fred")]
@@ -231,6 +231,14 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
         false
     }
 
+    /// Whether releases through this connection publish on sharded pub/sub
+    /// (`SPUBLISH`, Redis 7): on a cluster whose servers have it, where a
+    /// classic `PUBLISH` is sent to every node. Waiters then subscribe with
+    /// `SSUBSCRIBE` on the master of the lock's slot. The default is `false`.
+    fn publishes_sharded(&self) -> bool {
+        false
+    }
+
     /// Sends `name args...` and returns the reply.
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError>;
 
@@ -346,6 +354,24 @@ pub(crate) fn masters_in_cluster_slots(reply: &Reply) -> Option<Vec<String>> {
     Some(masters)
 }
 
+/// Whether `node`, a cluster connection, reaches servers with sharded
+/// pub/sub: `COMMAND INFO SPUBLISH` names the command (Redis 7 and later)
+/// instead of answering nil. Any error (an ACL without `COMMAND`) keeps
+/// classic pub/sub, which every version has.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) async fn has_sharded_pubsub(node: &dyn NodeClient) -> bool {
+    match node.command("COMMAND", &[b"INFO", b"SPUBLISH"]).await {
+        Ok(reply) => reply
+            .as_array()
+            .and_then(|commands| commands.first())
+            .is_some_and(|command| command.as_array().is_some()),
+        Err(err) => {
+            tracing::debug!(node = node.address(), error = %err, "COMMAND INFO failed; classic pub/sub");
+            false
+        }
+    }
+}
+
 /// `host:port` as a host and a port; the host may hold colons (IPv6).
 #[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) fn split_node_address(address: &str) -> Option<(&str, u16)> {
@@ -371,38 +397,65 @@ pub(crate) trait SubscriberClient: Send + Sync + fmt::Debug {
 
     /// Unsubscribes from `channel`.
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError>;
+
+    /// Subscribes to `channel` again, after a [`Delivery::Dropped`] or
+    /// [`Delivery::Lost`]: a sharded subscription moves to the slot's
+    /// master of now.
+    async fn resubscribe(&self, channel: &str) -> Result<(), LockError> {
+        self.subscribe(channel).await
+    }
 }
 
-/// The received messages, channel and payload (empty if not text), in
-/// arrival order.
-pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<(String, String)>;
+/// What a subscriber connection receives, in arrival order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// A message: its channel and payload (empty if not text).
+    Message(String, String),
+    /// The server ended a subscription unasked: the sharded channel's slot
+    /// moved to another master, which now publishes it. Subscribing again
+    /// reaches that master.
+    Dropped(String),
+    /// A connection of a sharded subscriber broke; the client connects
+    /// again, but messages meanwhile are lost and any channel may be
+    /// unsubscribed.
+    Lost,
+}
+
+/// The received [`Delivery`]s, in arrival order.
+pub(crate) type MessageReceiver = tokio::sync::mpsc::UnboundedReceiver<Delivery>;
 
 /// Opens a dedicated subscriber connection to `endpoint` (a [`NodeUrl`] for
 /// a standalone server) with the chosen client, within
 /// `options.connect_timeout`.
 ///
-/// On a cluster it subscribes on the first seed node that answers: a
-/// message published on any node of a cluster reaches subscribers on every
-/// node. On a sentinel group it subscribes on the current master.
+/// On a cluster with `sharded` pub/sub it is a cluster connection: each
+/// channel is subscribed with `SSUBSCRIBE` on the master of its slot, and
+/// again wherever the slot moves; and, beside it, a classic one on a seed
+/// node, for releases of processes that publish classically (a client of
+/// their own, an ACL without `COMMAND`, an earlier build). On a cluster
+/// without it, it subscribes on
+/// the first seed node that answers: a classic message published on any
+/// node of a cluster reaches subscribers on every node. On a sentinel group
+/// it subscribes on the current master. `sharded` is ignored off a cluster.
 pub(crate) async fn connect_subscriber(
     kind: ClientKind,
     endpoint: impl Into<Endpoint>,
     options: ConnectOptions,
+    sharded: bool,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
     let endpoint = endpoint.into();
     endpoint.validate()?;
     let address = endpoint.address();
+    let sharded = sharded && endpoint.topology == Topology::Cluster;
     let connecting = async {
-        match kind {
-            #[cfg(feature = "redis")]
-            ClientKind::Redis => self::redis::connect_subscriber(&endpoint, options).await,
-            #[cfg(feature = "fred")]
-            ClientKind::Fred => self::fred::connect_subscriber(&endpoint, options).await,
-            #[allow(unreachable_patterns)]
-            other => Err(LockError::ClientNotCompiled {
-                client: other.name(),
-            }),
+        if sharded {
+            let (classic, sharded) = futures::try_join!(
+                connect_one_subscriber(kind, &endpoint, options, false),
+                connect_one_subscriber(kind, &endpoint, options, true),
+            )?;
+            return Ok(BothSubscribers::start(classic, sharded));
         }
+        connect_one_subscriber(kind, &endpoint, options, false).await
     };
     tokio::time::timeout(options.connect_timeout, connecting)
         .await
@@ -410,6 +463,101 @@ pub(crate) async fn connect_subscriber(
             node: address,
             after: options.connect_timeout,
         })?
+}
+
+async fn connect_one_subscriber(
+    kind: ClientKind,
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+    sharded: bool,
+) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    {
+        match kind {
+            #[cfg(feature = "redis")]
+            ClientKind::Redis => self::redis::connect_subscriber(endpoint, options, sharded).await,
+            #[cfg(feature = "fred")]
+            ClientKind::Fred => self::fred::connect_subscriber(endpoint, options, sharded).await,
+            #[allow(unreachable_patterns)]
+            other => {
+                let _ = (endpoint, options, sharded);
+                Err(LockError::ClientNotCompiled {
+                    client: other.name(),
+                })
+            }
+        }
+    }
+}
+
+/// A classic and a sharded subscriber as one: each channel is subscribed
+/// on both, and their deliveries are merged. A release publishes once, in
+/// one form, so no message comes twice. When either connection is lost the
+/// merged receiver closes, as a single subscriber's does.
+#[derive(Debug)]
+struct BothSubscribers {
+    classic: Arc<dyn SubscriberClient>,
+    sharded: Arc<dyn SubscriberClient>,
+}
+
+impl BothSubscribers {
+    fn start(
+        (classic, mut classic_messages): (Arc<dyn SubscriberClient>, MessageReceiver),
+        (sharded, mut sharded_messages): (Arc<dyn SubscriberClient>, MessageReceiver),
+    ) -> (Arc<dyn SubscriberClient>, MessageReceiver) {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            loop {
+                let delivery = tokio::select! {
+                    delivery = classic_messages.recv() => delivery,
+                    delivery = sharded_messages.recv() => delivery,
+                    () = sender.closed() => break,
+                };
+                let Some(delivery) = delivery else {
+                    break;
+                };
+                if sender.send(delivery).is_err() {
+                    break;
+                }
+            }
+        });
+        (Arc::new(BothSubscribers { classic, sharded }), receiver)
+    }
+}
+
+#[async_trait]
+impl SubscriberClient for BothSubscribers {
+    fn address(&self) -> &str {
+        self.sharded.address()
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        let subscribed = futures::future::join(
+            self.classic.subscribe(channel),
+            self.sharded.subscribe(channel),
+        )
+        .await;
+        match subscribed {
+            (Ok(()), Ok(())) => Ok(()),
+            (Err(err), _) | (_, Err(err)) => {
+                // The caller takes the channel as not subscribed, and
+                // never unsubscribes it: undo the half that took.
+                let _ = self.unsubscribe(channel).await;
+                Err(err)
+            }
+        }
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
+        let (classic, sharded) = futures::future::join(
+            self.classic.unsubscribe(channel),
+            self.sharded.unsubscribe(channel),
+        )
+        .await;
+        classic.and(sharded)
+    }
+
+    async fn resubscribe(&self, channel: &str) -> Result<(), LockError> {
+        self.sharded.subscribe(channel).await
+    }
 }
 
 /// Connects to `endpoint` (a [`NodeUrl`](crate::NodeUrl) for a standalone

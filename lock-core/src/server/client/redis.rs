@@ -16,8 +16,8 @@ use tokio::sync::Mutex;
 
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{
-    not_redis, server_error, ConnectOptions, MessageReceiver, NodeClient, Reply, SubscriberClient,
-    Transacted,
+    not_redis, server_error, ConnectOptions, Delivery, MessageReceiver, NodeClient, Reply,
+    SubscriberClient, Transacted,
 };
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
@@ -30,6 +30,8 @@ pub struct RedisNode {
     link: Link,
     address: String,
     command_timeout: Duration,
+    /// Releases publish with `SPUBLISH`: a cluster of servers that have it.
+    sharded_pubsub: bool,
 }
 
 /// The connection behind a [`RedisNode`], by topology.
@@ -60,6 +62,7 @@ impl RedisNode {
             link: Link::Standalone(manager),
             address: address.into(),
             command_timeout,
+            sharded_pubsub: false,
         }
     }
 
@@ -74,6 +77,7 @@ impl RedisNode {
             link: Link::Cluster(connection),
             address: address.into(),
             command_timeout,
+            sharded_pubsub: false,
         }
     }
 }
@@ -142,22 +146,15 @@ pub(super) async fn connect(
             Link::Standalone(manager)
         }
         Topology::Cluster => {
-            let seeds: Vec<&str> = endpoint.nodes.iter().map(NodeUrl::expose).collect();
-            #[allow(unused_mut)]
-            let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
-                .connection_timeout(options.connect_timeout)
-                .response_timeout(options.command_timeout)
-                // No retries inside the client: it would send a command again
-                // after a connection broke under it, and a script that ran
-                // twice (a reentrant release, an acquire) breaks the lock.
-                // Replies that prove a command did not run (MOVED, ASK,
-                // TRYAGAIN, CLUSTERDOWN) are retried in `command` instead.
-                .retries(0);
-            #[cfg(feature = "tls")]
-            if let Some(certificates) = certificates(endpoint)? {
-                builder = builder.certs(certificates);
-            }
-            let client = builder.build().map_err(|err| invalid("nodes", err))?;
+            // No retries inside the client: it would send a command again
+            // after a connection broke under it, and a script that ran
+            // twice (a reentrant release, an acquire) breaks the lock.
+            // Replies that prove a command did not run (MOVED, ASK,
+            // TRYAGAIN, CLUSTERDOWN) are retried in `command` instead.
+            let client = cluster_builder(endpoint, options)?
+                .retries(0)
+                .build()
+                .map_err(|err| invalid("nodes", err))?;
             let connection = client
                 .get_async_connection()
                 .await
@@ -170,11 +167,34 @@ pub(super) async fn connect(
             Link::Sentinel(Arc::new(link))
         }
     };
-    Ok(Arc::new(RedisNode {
+    let mut node = RedisNode {
         link,
         address,
         command_timeout: options.command_timeout,
-    }))
+        sharded_pubsub: false,
+    };
+    if node.is_cluster() {
+        node.sharded_pubsub = super::has_sharded_pubsub(&node).await;
+    }
+    Ok(Arc::new(node))
+}
+
+/// A cluster client for `endpoint`'s seeds, with its time-outs and
+/// certificates.
+fn cluster_builder(
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+) -> Result<redis::cluster::ClusterClientBuilder, LockError> {
+    let seeds: Vec<&str> = endpoint.nodes.iter().map(NodeUrl::expose).collect();
+    #[allow(unused_mut)]
+    let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+        .connection_timeout(options.connect_timeout)
+        .response_timeout(options.command_timeout);
+    #[cfg(feature = "tls")]
+    if let Some(certificates) = certificates(endpoint)? {
+        builder = builder.certs(certificates);
+    }
+    Ok(builder)
 }
 
 /// The master behind a group of sentinels: a connection to the server they
@@ -575,6 +595,10 @@ impl NodeClient for RedisNode {
         matches!(self.link, Link::Cluster(_))
     }
 
+    fn publishes_sharded(&self) -> bool {
+        self.sharded_pubsub
+    }
+
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, LockError> {
         let mut command = redis::cmd(name);
         for arg in args.iter().copied() {
@@ -861,7 +885,11 @@ async fn open_pubsub(
 pub(super) async fn connect_subscriber(
     endpoint: &Endpoint,
     options: ConnectOptions,
+    sharded: bool,
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    if sharded {
+        return connect_sharded_subscriber(endpoint, options).await;
+    }
     let address = endpoint.address();
     let pubsub = open_pubsub(endpoint, options).await?;
     let (sink, mut stream) = pubsub.split();
@@ -877,7 +905,7 @@ pub(super) async fn connect_subscriber(
                     Some(message) => {
                         let payload = message.get_payload::<String>().unwrap_or_default();
                         let channel = message.get_channel_name().to_owned();
-                        if sender.send((channel, payload)).is_err() {
+                        if sender.send(Delivery::Message(channel, payload)).is_err() {
                             break;
                         }
                     }
@@ -915,6 +943,118 @@ impl SubscriberClient for RedisSubscriber {
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
         let mut sink = self.sink.lock().await;
         tokio::time::timeout(self.command_timeout, sink.unsubscribe(channel))
+            .await
+            .map_err(|_| LockError::Timeout {
+                node: self.address.clone(),
+                after: self.command_timeout,
+            })?
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+    }
+}
+
+/// A sharded subscriber through the `redis` crate: a RESP3 cluster
+/// connection that sends each `SSUBSCRIBE` to the master of the channel's
+/// slot (following `MOVED`) and passes every push to the listener.
+struct RedisShardedSubscriber {
+    connection: ClusterConnection,
+    address: String,
+    command_timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisShardedSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisShardedSubscriber")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How many times the sharded subscriber's client sends a `SSUBSCRIBE` again
+/// after a `MOVED` (it refreshes its slot map first): subscribing twice is
+/// harmless, unlike running a script twice.
+const SUBSCRIBE_RETRIES: u32 = 3;
+
+async fn connect_sharded_subscriber(
+    endpoint: &Endpoint,
+    options: ConnectOptions,
+) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
+    let address = endpoint.address();
+    let (pushes, mut pushed) = tokio::sync::mpsc::unbounded_channel::<redis::PushInfo>();
+    let client = cluster_builder(endpoint, options)?
+        .retries(SUBSCRIBE_RETRIES)
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .push_sender(pushes)
+        .build()
+        .map_err(|err| invalid("nodes", err))?;
+    let connection = client
+        .get_async_connection()
+        .await
+        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        loop {
+            let push = tokio::select! {
+                push = pushed.recv() => match push {
+                    Some(push) => push,
+                    None => break,
+                },
+                () = sender.closed() => break,
+            };
+            let delivery = match push.kind {
+                redis::PushKind::SMessage => redis::Msg::from_push_info(push).map(|message| {
+                    Delivery::Message(
+                        message.get_channel_name().to_owned(),
+                        message.get_payload::<String>().unwrap_or_default(),
+                    )
+                }),
+                // Also the confirmation of our own SUNSUBSCRIBE, for a
+                // channel no one watches any more: the listener skips it.
+                redis::PushKind::SUnsubscribe => push
+                    .data
+                    .first()
+                    .and_then(|channel| redis::from_redis_value_ref::<String>(channel).ok())
+                    .map(Delivery::Dropped),
+                // A node's connection broke: the client connects again and
+                // subscribes its channels again, but messages meanwhile
+                // are lost.
+                redis::PushKind::Disconnection => Some(Delivery::Lost),
+                _ => None,
+            };
+            if let Some(delivery) = delivery {
+                if sender.send(delivery).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let subscriber = RedisShardedSubscriber {
+        connection,
+        address,
+        command_timeout: options.command_timeout,
+    };
+    Ok((Arc::new(subscriber), receiver))
+}
+
+#[async_trait]
+impl SubscriberClient for RedisShardedSubscriber {
+    fn address(&self) -> &str {
+        &self.address
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
+        let mut connection = self.connection.clone();
+        tokio::time::timeout(self.command_timeout, connection.ssubscribe(channel))
+            .await
+            .map_err(|_| LockError::Timeout {
+                node: self.address.clone(),
+                after: self.command_timeout,
+            })?
+            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+    }
+
+    async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
+        let mut connection = self.connection.clone();
+        tokio::time::timeout(self.command_timeout, connection.sunsubscribe(channel))
             .await
             .map_err(|_| LockError::Timeout {
                 node: self.address.clone(),
