@@ -408,16 +408,19 @@ pub(crate) trait SubscriberClient: Send + Sync + fmt::Debug {
 
 /// What a subscriber connection receives, in arrival order.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
 pub(crate) enum Delivery {
     /// A message: its channel and payload (empty if not text).
     Message(String, String),
     /// The server ended a subscription unasked: the sharded channel's slot
     /// moved to another master, which now publishes it. Subscribing again
-    /// reaches that master.
+    /// reaches that master. (fred does not pass the server's notice on.)
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Dropped(String),
     /// A connection of a sharded subscriber broke; the client connects
     /// again, but messages meanwhile are lost and any channel may be
-    /// unsubscribed.
+    /// unsubscribed. (fred subscribes again by itself.)
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     Lost,
 }
 
