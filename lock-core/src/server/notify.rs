@@ -94,8 +94,8 @@ impl ReleaseNotifier {
     /// channel's slot) if `sharded`: it must match the node's
     /// [`publishes_sharded`](crate::server::client::NodeClient::publishes_sharded),
     /// or waiters hear no release and wait for their timers.
-    /// [`ScriptedNode::connect`](crate::server::ScriptedNode::connect) and
-    /// [`with_notifier`](crate::server::ScriptedNode::with_notifier) set it
+    /// [`ScriptedNode::connect`](crate::strategy::ScriptedNode::connect) and
+    /// [`with_notifier`](crate::strategy::ScriptedNode::with_notifier) set it
     /// from the node. Ignored off a cluster; takes effect at the next
     /// connection.
     pub fn set_sharded(&self, sharded: bool) {
@@ -637,7 +637,7 @@ impl Wakeups for ReleaseWatch {
     /// Call just before each acquire attempt: the wake-ups so far are the
     /// ones it answers. An attempt after the first with no wake-up since the
     /// one before came from the timer: on a sharded channel, that has the
-    /// channel subscribed again (see [`Hub::resubscribe`]).
+    /// channel subscribed again (see the module docs).
     fn attempt_starting(&mut self) {
         let attempted = std::mem::replace(&mut self.attempted, true);
         for (index, (seen, slot)) in self.seen.iter_mut().zip(&self.slots).enumerate() {
