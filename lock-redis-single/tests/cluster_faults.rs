@@ -420,22 +420,43 @@ fn classic_bus_messages(cluster: &RedisCluster) -> i64 {
         .sum()
 }
 
-/// Spawns a waiter for `name` that sends the time it took the lock, then
-/// holds the guard until `hold` is dropped or sent to.
-fn spawn_waiter(
-    locks: &Arc<LockManager>,
-    name: &'static str,
-) -> (
-    tokio::sync::oneshot::Receiver<(Instant, LeaseGuard)>,
-    tokio::task::JoinHandle<()>,
-) {
-    let (acquired, taken) = tokio::sync::oneshot::channel();
-    let locks = Arc::clone(locks);
-    let task = tokio::spawn(async move {
-        let guard = locks.acquire(name).await.expect("acquire after a release");
-        let _ = acquired.send((Instant::now(), guard));
-    });
-    (taken, task)
+/// A task waiting for a lock that another holds.
+struct Waiter {
+    kind: ClientKind,
+    taken: tokio::sync::oneshot::Receiver<(Instant, LeaseGuard)>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Waiter {
+    /// Starts waiting for `name`, and gives the wait 300 ms to subscribe.
+    async fn behind(locks: &Arc<LockManager>, name: &'static str, kind: ClientKind) -> Self {
+        let (acquired, taken) = tokio::sync::oneshot::channel();
+        let locks = Arc::clone(locks);
+        let task = tokio::spawn(async move {
+            let guard = locks.acquire(name).await.expect("acquire after a release");
+            let _ = acquired.send((Instant::now(), guard));
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Self { kind, taken, task }
+    }
+
+    /// Releases `holder` and asserts that this waiter took the lock within
+    /// `prompt`; returns the waiter's guard.
+    async fn hand_over(self, holder: LeaseGuard, prompt: Duration, phase: &str) -> LeaseGuard {
+        let kind = self.kind;
+        let released = Instant::now();
+        if let Err(err) = holder.release().await {
+            panic!("{kind}: release {phase}: {err}");
+        }
+        let (at, guard) = self.taken.await.expect("the waiter took the lock");
+        self.task.await.expect("waiter");
+        let took = at.saturating_duration_since(released);
+        assert!(
+            at > released && took < prompt,
+            "{kind}: handover {phase} took {took:?}"
+        );
+        guard
+    }
 }
 
 /// Moves `slot` to the master on `port`, from a blocking thread.
@@ -495,28 +516,15 @@ fn sharded_release_notices_follow_the_slot() {
                 .find(|master| master.port() != source)
                 .expect("another master")
                 .port();
-            let handover = |released: Instant, at: Instant, phase: &str| {
-                let took = at.saturating_duration_since(released);
-                assert!(
-                    at > released && took < PROMPT,
-                    "{kind}: handover {phase} took {took:?}"
-                );
-            };
-
             // A release is heard, and crosses no node but its own.
             let first = locks
                 .try_acquire("sharded")
                 .await
                 .expect("try_acquire")
                 .expect("free key");
-            let (taken, waiter) = spawn_waiter(&locks, "sharded");
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            let waiter = Waiter::behind(&locks, "sharded", kind).await;
             let bus_before = classic_bus_messages(&cluster);
-            let released = Instant::now();
-            first.release().await.expect("release");
-            let (at, second) = taken.await.expect("the waiter took the lock");
-            waiter.await.expect("waiter");
-            handover(released, at, "before the move");
+            let second = waiter.hand_over(first, PROMPT, "before the move").await;
             assert_eq!(
                 classic_bus_messages(&cluster) - bus_before,
                 0,
@@ -527,8 +535,7 @@ fn sharded_release_notices_follow_the_slot() {
             // at once. fred follows when its timer fires (at the TTL, the
             // holder having extended its lease meanwhile), and the release
             // comes half a second after that.
-            let (taken, waiter) = spawn_waiter(&locks, "sharded");
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            let waiter = Waiter::behind(&locks, "sharded", kind).await;
             let moved = Instant::now();
             move_slot(&cluster, slot, target);
             if kind == ClientKind::Fred {
@@ -547,20 +554,11 @@ fn sharded_release_notices_follow_the_slot() {
                 tokio::time::sleep_until((moved + TTL).into()).await;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let released = Instant::now();
-            second.release().await.expect("release after the move");
-            let (at, third) = taken.await.expect("the waiter took the lock");
-            waiter.await.expect("waiter");
-            handover(released, at, "after the move");
+            let third = waiter.hand_over(second, PROMPT, "after the move").await;
 
             // A waiter that subscribes after the move reaches the new master.
-            let (taken, waiter) = spawn_waiter(&locks, "sharded");
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let released = Instant::now();
-            third.release().await.expect("release on the new master");
-            let (at, fourth) = taken.await.expect("the waiter took the lock");
-            waiter.await.expect("waiter");
-            handover(released, at, "on the new master");
+            let waiter = Waiter::behind(&locks, "sharded", kind).await;
+            let fourth = waiter.hand_over(third, PROMPT, "on the new master").await;
             fourth.release().await.expect("release");
 
             // A process that publishes classically (its own client, which
@@ -584,14 +582,11 @@ fn sharded_release_notices_follow_the_slot() {
                 .await
                 .expect("try_acquire")
                 .expect("free key");
-            let (taken, waiter) = spawn_waiter(&locks, "sharded");
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            let waiter = Waiter::behind(&locks, "sharded", kind).await;
             let bus_before = classic_bus_messages(&cluster);
-            let released = Instant::now();
-            held.release().await.expect("a classic release");
-            let (at, fifth) = taken.await.expect("the waiter took the lock");
-            waiter.await.expect("waiter");
-            handover(released, at, "from a classic publisher");
+            let fifth = waiter
+                .hand_over(held, PROMPT, "from a classic publisher")
+                .await;
             assert!(
                 classic_bus_messages(&cluster) > bus_before,
                 "{kind}: the release was not classic"

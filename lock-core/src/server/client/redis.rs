@@ -923,6 +923,22 @@ pub(super) async fn connect_subscriber(
     Ok((Arc::new(subscriber), receiver))
 }
 
+/// Runs a subscriber's command within `timeout`, its error mapped as any
+/// other command's.
+async fn bounded<T>(
+    address: &str,
+    timeout: Duration,
+    command: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, LockError> {
+    tokio::time::timeout(timeout, command)
+        .await
+        .map_err(|_| LockError::Timeout {
+            node: address.to_owned(),
+            after: timeout,
+        })?
+        .map_err(|err| map_error(address, timeout, err))
+}
+
 #[async_trait]
 impl SubscriberClient for RedisSubscriber {
     fn address(&self) -> &str {
@@ -931,24 +947,17 @@ impl SubscriberClient for RedisSubscriber {
 
     async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
         let mut sink = self.sink.lock().await;
-        tokio::time::timeout(self.command_timeout, sink.subscribe(channel))
-            .await
-            .map_err(|_| LockError::Timeout {
-                node: self.address.clone(),
-                after: self.command_timeout,
-            })?
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+        bounded(&self.address, self.command_timeout, sink.subscribe(channel)).await
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
         let mut sink = self.sink.lock().await;
-        tokio::time::timeout(self.command_timeout, sink.unsubscribe(channel))
-            .await
-            .map_err(|_| LockError::Timeout {
-                node: self.address.clone(),
-                after: self.command_timeout,
-            })?
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+        bounded(
+            &self.address,
+            self.command_timeout,
+            sink.unsubscribe(channel),
+        )
+        .await
     }
 }
 
@@ -1043,23 +1052,21 @@ impl SubscriberClient for RedisShardedSubscriber {
 
     async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
         let mut connection = self.connection.clone();
-        tokio::time::timeout(self.command_timeout, connection.ssubscribe(channel))
-            .await
-            .map_err(|_| LockError::Timeout {
-                node: self.address.clone(),
-                after: self.command_timeout,
-            })?
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+        bounded(
+            &self.address,
+            self.command_timeout,
+            connection.ssubscribe(channel),
+        )
+        .await
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
         let mut connection = self.connection.clone();
-        tokio::time::timeout(self.command_timeout, connection.sunsubscribe(channel))
-            .await
-            .map_err(|_| LockError::Timeout {
-                node: self.address.clone(),
-                after: self.command_timeout,
-            })?
-            .map_err(|err| map_error(&self.address, self.command_timeout, err))
+        bounded(
+            &self.address,
+            self.command_timeout,
+            connection.sunsubscribe(channel),
+        )
+        .await
     }
 }
