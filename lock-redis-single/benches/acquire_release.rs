@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use lock_core::strategy;
 use lock_core::{ClientKind, ConnectOptions};
-use lock_testkit::bench::{acquire_release_cycles, env_number, median};
+use lock_testkit::bench::{acquire_release_cycles, chosen, env_number, median};
 use lock_testkit::RedisServer;
 
 #[allow(dead_code, reason = "each benchmark uses part of it")]
@@ -71,9 +71,6 @@ async fn main() {
          | fencing off / floor |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let chosen = |variable: &str, value: &str| {
-        std::env::var(variable).map_or(true, |only| only.split(',').any(|one| one == value))
-    };
     let named = |value: &str| {
         std::env::var("BENCH_ONLY").is_ok_and(|only| only.split(',').any(|one| one == value))
     };

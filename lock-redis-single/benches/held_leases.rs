@@ -23,6 +23,9 @@
 //!
 //! Run with `cargo bench -p lock-redis-single --bench held_leases --features
 //! redis,fred` (or `cargo xtask bench`).
+//! To profile one part, `BENCH_ONLY` (a comma-separated list of `held`,
+//! `one-each` (the baseline of held), `overload` and `throughput`) and `BENCH_CLIENT` (`redis` or `fred`) leave
+//! out the others.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,7 +38,7 @@ use lock_core::{
     LockConfig, LockError, LockKey, LockManager, LockState, LossReason, OwnerToken, ReleaseOutcome,
 };
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::env_number;
+use lock_testkit::bench::{chosen, env_number};
 use lock_testkit::RedisServer;
 
 /// Acquires and releases in flight at once.
@@ -358,43 +361,58 @@ async fn acquire_throughput(kind: ClientKind, leases: usize, ttl: Duration) {
     );
 }
 
+/// The clients compiled in, less those `BENCH_CLIENT` leaves out.
+fn clients() -> impl Iterator<Item = ClientKind> {
+    ClientKind::compiled()
+        .into_iter()
+        .filter(|kind| chosen("BENCH_CLIENT", &kind.to_string()))
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let leases = usize::try_from(env_number("BENCH_LEASES", 100_000)).unwrap_or(100_000);
     let ttl = Duration::from_millis(env_number("BENCH_TTL_MS", 3000));
     let hold = Duration::from_secs(env_number("BENCH_HOLD_SECONDS", 10));
     let overload_ttl = Duration::from_millis(env_number("BENCH_OVERLOAD_TTL_MS", 300));
-    println!(
-        "{leases} leases with a {ttl:?} TTL held for {hold:?}; a fresh redis-server per row; \
-         CPU in cores (seconds per second)"
-    );
-    println!();
-    println!("| client | renewal | leases | acquired in (s) | script calls/s | renewals/s | client CPU | server CPU | lost | release errors |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        for batched in [true, false] {
-            held(kind, batched, leases, ttl, hold).await;
+    if chosen("BENCH_ONLY", "held") || chosen("BENCH_ONLY", "one-each") {
+        println!(
+            "{leases} leases with a {ttl:?} TTL held for {hold:?}; a fresh redis-server per row; \
+             CPU in cores (seconds per second)"
+        );
+        println!();
+        println!("| client | renewal | leases | acquired in (s) | script calls/s | renewals/s | client CPU | server CPU | lost | release errors |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for kind in clients() {
+            for (batched, column) in [(true, "held"), (false, "one-each")] {
+                if chosen("BENCH_ONLY", column) {
+                    held(kind, batched, leases, ttl, hold).await;
+                }
+            }
         }
+        println!();
     }
-    println!();
-    println!(
-        "Overload: {leases} leases at the TTL below held for {hold:?}, then all released; \
-         the probe's times count from the end of those releases"
-    );
-    println!();
-    println!("| client | TTL | leases | expired | found taken or gone | release errors (not lost) | probe acquired after | probe renewed | renewed after | probe released |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for kind in ClientKind::compiled() {
-        overload(kind, leases, overload_ttl, hold).await;
+    if chosen("BENCH_ONLY", "overload") {
+        println!(
+            "Overload: {leases} leases at the TTL below held for {hold:?}, then all released; \
+             the probe's times count from the end of those releases"
+        );
+        println!();
+        println!("| client | TTL | leases | expired | found taken or gone | release errors (not lost) | probe acquired after | probe renewed | renewed after | probe released |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        for kind in clients() {
+            overload(kind, leases, overload_ttl, hold).await;
+        }
+        println!();
     }
-    println!();
-    println!(
-        "Acquire throughput: {leases} distinct keys, {CONCURRENCY} at once, acquires per second"
-    );
-    println!();
-    println!("| client | keys | raw SET NX PX | ours, fenced | ours, fencing off | fenced / raw | fencing off / raw |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        acquire_throughput(kind, leases, ttl).await;
+    if chosen("BENCH_ONLY", "throughput") {
+        println!(
+            "Acquire throughput: {leases} distinct keys, {CONCURRENCY} at once, acquires per second"
+        );
+        println!();
+        println!("| client | keys | raw SET NX PX | ours, fenced | ours, fencing off | fenced / raw | fencing off / raw |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for kind in clients() {
+            acquire_throughput(kind, leases, ttl).await;
+        }
     }
 }

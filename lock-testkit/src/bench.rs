@@ -301,6 +301,12 @@ pub fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// Whether the comma-separated list in the environment variable `variable`
+/// names `value`; true when the variable is not set (nothing left out).
+pub fn chosen(variable: &str, value: &str) -> bool {
+    std::env::var(variable).map_or(true, |only| only.split(',').any(|one| one == value))
+}
+
 /// Reads a whole number from the environment, or `default`.
 pub fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)

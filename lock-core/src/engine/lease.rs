@@ -122,7 +122,7 @@ impl LeaseShared {
     /// renewal with an end (`watchdog.max_hold`) asks for no more than what is
     /// left of it when the batch leaves.
     pub(crate) async fn extend_hold(
-        &self,
+        self: &Arc<Self>,
         ttl: Option<Duration>,
         batch: Option<(&RenewalDriver, Option<Instant>)>,
     ) -> Result<ExtendOutcome, LockError> {
@@ -146,7 +146,7 @@ impl LeaseShared {
         let (set_by, outcome) = match (batch, self.status()) {
             (Some((driver, ends_by)), LeaseStatus::Held { valid_until }) => {
                 driver
-                    .renew(&self.key, &self.hold, ttl, valid_until, ends_by)
+                    .renew(self, ttl, valid_until, ends_by)
                     .instrument(span.clone())
                     .await
             }

@@ -38,9 +38,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, Renewal};
+use crate::engine::lease::LeaseShared;
 use crate::engine::timing::MIN_TTL;
 use crate::error::{source_error, LockError};
-use crate::key::{HoldToken, LockKey};
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client
@@ -74,13 +74,15 @@ pub(crate) struct RenewalDriver {
     backend: Arc<dyn LockBackend>,
     /// The queue of the driver task, started on the first renewal (and again
     /// if the runtime it ran on has shut down).
-    requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
+    requests: Mutex<Option<mpsc::UnboundedSender<Box<Request>>>>,
 }
 
-/// One renewal waiting for its batch.
+/// One renewal waiting for its batch. Boxed from when it is asked for to
+/// when its batch leaves: the queue's heap then moves a pointer, not the
+/// request, at each step of a push or a pop.
 struct Request {
-    key: LockKey,
-    hold: HoldToken,
+    /// The lease, whose key and hold the renewal names: shared, not copied.
+    lease: Arc<LeaseShared>,
     ttl: Duration,
     /// The lease's deadline when the renewal was asked for: the earliest
     /// goes first.
@@ -109,11 +111,13 @@ impl RenewalDriver {
         driver
     }
 
-    fn lock_requests(&self) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Request>>> {
+    fn lock_requests(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<mpsc::UnboundedSender<Box<Request>>>> {
         self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Renews `hold` on `key` to `ttl` in the next batch of its group, and
+    /// Renews `lease` to `ttl` in the next batch of its group, and
     /// returns when that batch was sent and what it found for this hold.
     /// `valid_until` is the lease's current deadline (its priority); with
     /// `ends_by`, the TTL sent is cut to what is left until then (at least
@@ -122,22 +126,20 @@ impl RenewalDriver {
     /// it. Must run inside a Tokio runtime.
     pub(crate) async fn renew(
         &self,
-        key: &LockKey,
-        hold: &HoldToken,
+        lease: &Arc<LeaseShared>,
         ttl: Duration,
         valid_until: Instant,
         ends_by: Option<Instant>,
     ) -> RenewalReply {
         let (reply, answer) = oneshot::channel();
-        self.submit(Request {
-            key: key.clone(),
-            hold: hold.clone(),
+        self.submit(Box::new(Request {
+            lease: Arc::clone(lease),
             ttl,
             valid_until,
             send_by: send_by(Instant::now(), valid_until),
             ends_by,
             reply,
-        });
+        }));
         answer.await.unwrap_or_else(|_| {
             // Only when the runtime running the driver shut down.
             (
@@ -150,7 +152,7 @@ impl RenewalDriver {
         })
     }
 
-    fn submit(&self, request: Request) {
+    fn submit(&self, request: Box<Request>) {
         let mut requests = self.lock_requests();
         let request = match requests.as_ref() {
             Some(queue) => match queue.send(request) {
@@ -189,7 +191,7 @@ fn ttl_within(ttl: Duration, ends_by: Option<Instant>, now: Instant) -> Duration
 /// deadline first (and, between equal deadlines, the first asked).
 struct Queued {
     order: (Reverse<Instant>, Reverse<u64>),
-    request: Request,
+    request: Box<Request>,
 }
 
 impl PartialEq for Queued {
@@ -236,7 +238,7 @@ impl Group {
             && self.failures == 0
     }
 
-    fn push(&mut self, request: Request, asked: u64) {
+    fn push(&mut self, request: Box<Request>, asked: u64) {
         self.send_at = Some(
             self.send_at
                 .map_or(request.send_by, |at| at.min(request.send_by)),
@@ -270,7 +272,7 @@ impl Group {
                 break;
             };
             if !request.reply.is_closed() {
-                batch.push(request);
+                batch.push(*request);
             }
         }
         // What is left was due with this batch or is a backlog: it goes as
@@ -290,7 +292,7 @@ fn backoff(failures: u32) -> Duration {
 
 /// The driver task: runs until every sender is gone (the manager and all its
 /// leases were dropped).
-async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedReceiver<Request>) {
+async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedReceiver<Box<Request>>) {
     let mut groups: HashMap<u32, Group> = HashMap::new();
     let mut batches = FuturesUnordered::new();
     let mut asked: u64 = 0;
@@ -326,7 +328,7 @@ async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedRecei
                 let mut next = Some(request);
                 while let Some(request) = next {
                     asked += 1;
-                    let id = backend.renewal_group(&request.key);
+                    let id = backend.renewal_group(&request.lease.key);
                     groups.entry(id).or_default().push(request, asked);
                     next = requests.try_recv().ok();
                 }
@@ -364,7 +366,7 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
         .iter()
         .map(|request| {
             let ttl = ttl_within(request.ttl, request.ends_by, sent_at);
-            Renewal::new(&request.key, &request.hold, ttl)
+            Renewal::new(&request.lease.key, &request.lease.hold, ttl)
         })
         .collect();
     let mut outcomes = backend.extend_many(&renewals).await;

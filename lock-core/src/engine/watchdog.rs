@@ -105,7 +105,11 @@ pub(crate) async fn keep(
         };
         let batch = (&*renewals, stop_renewing_at);
         let (next, renewed) = renew(&shared, batch, interval, capped_ttl).await;
-        next_renewal = Some(next);
+        // The deadline that renewal set is no news to this loop, which would
+        // otherwise wake once more for each renewal. A caller's extend to a
+        // shorter TTL meanwhile is still heeded: the interval follows it.
+        changes.borrow_and_update();
+        next_renewal = Some(next.min(Instant::now() + renewal_interval(&shared, interval)));
         if renewed && capped_ttl.is_some() {
             // That renewal ends the lease at the cap; none follows.
             capped = true;
@@ -124,7 +128,7 @@ fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
 /// rest of `watchdog.max_hold`); returns when to renew next, and whether the
 /// lease was renewed.
 async fn renew(
-    shared: &LeaseShared,
+    shared: &Arc<LeaseShared>,
     batch: (&RenewalDriver, Option<Instant>),
     configured: Duration,
     capped_ttl: Option<Duration>,
