@@ -402,6 +402,58 @@ fn an_ask_leaves_the_client_usable() {
     });
 }
 
+/// A release that is the first command to its slot after the slot moved
+/// frees the key: the client follows the redirect (fred counts that as a
+/// second write, which its one write per command refuses, and the release
+/// is sent again), and the next holder need not wait out the TTL.
+#[test]
+fn a_release_after_a_slot_move_frees_the_key() {
+    const TTL: Duration = Duration::from_secs(10);
+    lock_testkit::run(async {
+        let cluster = start_cluster(0).await;
+        for kind in ClientKind::compiled() {
+            let backend = SingleNodeBackend::connect(
+                kind,
+                Endpoint::cluster(cluster.seed_urls()),
+                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+            )
+            .await
+            .expect("connect to the cluster");
+            let mut config = fast_config(TTL);
+            // No renewal meets the redirect first.
+            config.watchdog.enabled = false;
+            let locks = LockManager::new(Arc::new(backend), config).expect("config");
+            let name = format!("moved-release-{kind}");
+            let key = locks.key(&name).expect("key");
+            let slot = cluster.key_slot(key.redis_key()).expect("slot");
+            let source = cluster.master_of_slot(slot).expect("source").port();
+            let target = cluster
+                .masters()
+                .expect("masters")
+                .into_iter()
+                .find(|node| node.port() != source)
+                .expect("another master")
+                .port();
+            let guard = locks
+                .try_acquire(&name)
+                .await
+                .expect("try_acquire")
+                .expect("a free key");
+            move_slot(&cluster, slot, target);
+            let released = guard.release().await;
+            assert!(
+                released.is_ok(),
+                "{kind}: the release after the move: {released:?}"
+            );
+            let next = locks.try_acquire(&name).await.expect("try_acquire");
+            assert!(next.is_some(), "{kind}: the released key is still held");
+            if let Some(next) = next {
+                next.release().await.expect("release");
+            }
+        }
+    });
+}
+
 /// Classic messages sent over the cluster bus, summed over every node: a
 /// classic `PUBLISH` is forwarded to every other node, a sharded one only
 /// to the replicas of its slot's master (none here).

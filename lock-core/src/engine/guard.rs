@@ -183,7 +183,7 @@ impl LeaseGuard {
             Ok(()) => Ok(output),
             Err(err @ LockError::LeaseLost { .. }) => Err(err),
             Err(err) => {
-                tracing::warn!(key, error = %err, "release failed after the work finished; the key will expire by its TTL");
+                tracing::warn!(key, error = %err, "release failed after the work finished; it is sent again in the background where it names one attempt's hold, else the key expires by its TTL");
                 Ok(output)
             }
         }
@@ -296,12 +296,18 @@ impl LeaseGuard {
     /// was gone or taken when the release arrived): whatever ran under it may
     /// have overlapped with another holder. A lease found gone sends nothing;
     /// one past its deadline still sends its release, which names this hold
-    /// alone, so a renewal that ran unanswered does not keep the key. Connection
-    /// errors leave the key to expire by its TTL. If this future is dropped
-    /// before the release was answered, it is sent again in the background
-    /// where a release names one attempt's grant (single node, Redlock); a
-    /// reentrant release, which takes one off a count the hold's guards share,
-    /// is not repeated (it may have run), and the key expires by its TTL.
+    /// alone, so a renewal that ran unanswered does not keep the key. A
+    /// release that names one attempt's grant (single node, Redlock) and fails
+    /// with a retryable error goes on: after a connection error or a timeout
+    /// it is sent again at once (a cluster client may refuse the first command
+    /// to a slot that moved), and `Ok(())` if that one removes the key; else
+    /// the error is returned (also when the second send finds the key gone,
+    /// since the first may have run unanswered) and the release is sent again
+    /// in the background, or the key expires by its TTL. If this future is
+    /// dropped before the release was answered, it is sent again in the
+    /// background where a release names one attempt's grant. A reentrant
+    /// release, which takes one off a count the hold's guards share, is never
+    /// repeated (it may have run): the key then expires by its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         let shared = &self.handle.shared;
         shared.stop_watchdog();
@@ -328,7 +334,12 @@ impl LeaseGuard {
             shared.backend.strategy(),
             shared.fencing_token(),
         );
-        let outcome = in_span(shared.backend.release(&shared.key, &shared.hold), &span).await;
+        let mut outcome = in_span(shared.backend.release(&shared.key, &shared.hold), &span).await;
+        if let Err(first) = &outcome {
+            if first.is_retryable() && shared.backend.releases_only_its_attempt() {
+                outcome = release_again(shared, first.clone(), &span).await;
+            }
+        }
         in_flight.disarm();
         release_ended(&span, &outcome, started);
         // An earlier end of the lease is the news, whatever the release found.
@@ -428,6 +439,44 @@ impl Drop for LeaseGuard {
             shared.key.clone(),
             shared.hold.clone(),
         );
+    }
+}
+
+/// Follows a release that failed with `first`, a retryable error: one that
+/// names one attempt's hold may run twice. A connection error or a timeout
+/// is sent again at once (fred refuses the first command to a slot that
+/// moved, counting the redirect as a second write, with its map already
+/// refreshed); a refusal by the server (`READONLY`, `BUSY`, a Redlock quorum
+/// short) goes to the background release and its back-off. Found released,
+/// the lease was held until then. Found gone, the first send may have run
+/// unanswered, or the key may have been lost before it: which one cannot be
+/// told, so `first` is the answer, never a release nor a loss.
+async fn release_again(
+    shared: &Arc<LeaseShared>,
+    first: LockError,
+    span: &tracing::Span,
+) -> Result<ReleaseOutcome, LockError> {
+    let in_background = || {
+        spawn_release(
+            Arc::clone(&shared.backend),
+            shared.key.clone(),
+            shared.hold.clone(),
+        );
+    };
+    if !matches!(
+        first,
+        LockError::Connection { .. } | LockError::Timeout { .. }
+    ) {
+        in_background();
+        return Err(first);
+    }
+    match in_span(shared.backend.release(&shared.key, &shared.hold), span).await {
+        Ok(ReleaseOutcome::NotHeld) => Err(first),
+        Err(err) if err.is_retryable() => {
+            in_background();
+            Err(err)
+        }
+        other => other,
     }
 }
 
