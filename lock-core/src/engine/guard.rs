@@ -183,7 +183,7 @@ impl LeaseGuard {
             Ok(()) => Ok(output),
             Err(err @ LockError::LeaseLost { .. }) => Err(err),
             Err(err) => {
-                tracing::warn!(key, error = %err, "release failed after the work finished; it is sent again in the background where it names one attempt's hold, else the key expires by its TTL");
+                tracing::warn!(key, error = %err, "release failed after the work finished; a retryable failure is sent again in the background where it names one attempt's hold, else the key expires by its TTL");
                 Ok(output)
             }
         }
@@ -298,12 +298,14 @@ impl LeaseGuard {
     /// one past its deadline still sends its release, which names this hold
     /// alone, so a renewal that ran unanswered does not keep the key. A
     /// release that names one attempt's grant (single node, Redlock) and fails
-    /// with a retryable error goes on: after a connection error or a timeout
-    /// it is sent again at once (a cluster client may refuse the first command
-    /// to a slot that moved), and `Ok(())` if that one removes the key; else
-    /// the error is returned (also when the second send finds the key gone,
-    /// since the first may have run unanswered) and the release is sent again
-    /// in the background, or the key expires by its TTL. If this future is
+    /// with a retryable error goes on. After a connection error a single-node
+    /// release is sent again at once (a cluster client may refuse the first
+    /// command to a slot that moved), and `Ok(())` if that one removes the
+    /// key; else the error is returned (also when the second send finds the
+    /// key gone, since the first may have run unanswered). After any other
+    /// retryable error, or a second one, the error is returned and the
+    /// release is sent again in the background; else the key expires by its
+    /// TTL. If this future is
     /// dropped before the release was answered, it is sent again in the
     /// background where a release names one attempt's grant. A reentrant
     /// release, which takes one off a count the hold's guards share, is never
@@ -443,11 +445,13 @@ impl Drop for LeaseGuard {
 }
 
 /// Follows a release that failed with `first`, a retryable error: one that
-/// names one attempt's hold may run twice. A connection error or a timeout
-/// is sent again at once (fred refuses the first command to a slot that
-/// moved, counting the redirect as a second write, with its map already
-/// refreshed); a refusal by the server (`READONLY`, `BUSY`, a Redlock quorum
-/// short) goes to the background release and its back-off. Found released,
+/// names one attempt's hold may run twice. A connection error is sent
+/// again at once (fred refuses the first command to a slot that moved,
+/// counting the redirect as a second write, with its map already
+/// refreshed); a timeout (a slow server: another at once would add load
+/// and a second timeout's wait) and a refusal by the server (`READONLY`,
+/// `BUSY`, a Redlock quorum short) go to the background release and its
+/// back-off. Found released,
 /// the lease was held until then. Found gone, the first send may have run
 /// unanswered, or the key may have been lost before it: which one cannot be
 /// told, so `first` is the answer, never a release nor a loss.
@@ -463,10 +467,7 @@ async fn release_again(
             shared.hold.clone(),
         );
     };
-    if !matches!(
-        first,
-        LockError::Connection { .. } | LockError::Timeout { .. }
-    ) {
+    if !matches!(first, LockError::Connection { .. }) {
         in_background();
         return Err(first);
     }
@@ -486,7 +487,8 @@ async fn release_again(
 const BACKGROUND_RELEASE_TRIES: u32 = 5;
 
 /// Releases `hold` on `key` in a background task, for guards that were
-/// dropped and acquires whose reply never arrived, counted for
+/// dropped, releases that failed with a retryable error, and acquires
+/// whose reply never arrived, counted for
 /// [`settle_background_releases`](crate::settle_background_releases).
 /// Without a Tokio runtime (dropped during shutdown) nothing is sent and
 /// the TTL frees the key.
