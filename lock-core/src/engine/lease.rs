@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::engine::backend::{ExtendOutcome, LockBackend};
 use crate::engine::drop_guard::DropGuard;
-use crate::engine::renewal::RenewalDriver;
+use crate::engine::renewal::{Renewable, RenewalDriver};
 use crate::engine::status::{LeaseStatus, StatusCell};
 use crate::engine::telemetry::{self, Labels};
 use crate::engine::timing::lease_deadline;
@@ -55,6 +55,16 @@ struct Timing {
     /// reply to a command sent earlier than that is stale: on one connection
     /// the server ran that command first, so it no longer says what the key has.
     set_by: Instant,
+}
+
+impl Renewable for LeaseShared {
+    fn key(&self) -> &LockKey {
+        &self.key
+    }
+
+    fn hold(&self) -> &HoldToken {
+        &self.hold
+    }
 }
 
 impl LeaseShared {

@@ -38,9 +38,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, Renewal};
-use crate::engine::lease::LeaseShared;
 use crate::engine::timing::MIN_TTL;
 use crate::error::{source_error, LockError};
+use crate::key::{HoldToken, LockKey};
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client
@@ -77,12 +77,21 @@ pub(crate) struct RenewalDriver {
     requests: Mutex<Option<mpsc::UnboundedSender<Box<Request>>>>,
 }
 
+/// What a renewal names: a lease's key and hold, which the queue shares
+/// with the lease instead of copying them.
+pub(crate) trait Renewable: Send + Sync {
+    /// The lock.
+    fn key(&self) -> &LockKey;
+    /// The hold to renew.
+    fn hold(&self) -> &HoldToken;
+}
+
 /// One renewal waiting for its batch. Boxed from when it is asked for to
 /// when its batch leaves: the queue's heap then moves a pointer, not the
 /// request, at each step of a push or a pop.
 struct Request {
-    /// The lease, whose key and hold the renewal names: shared, not copied.
-    lease: Arc<LeaseShared>,
+    /// The lease, whose key and hold the renewal names.
+    lease: Arc<dyn Renewable>,
     ttl: Duration,
     /// The lease's deadline when the renewal was asked for: the earliest
     /// goes first.
@@ -124,16 +133,16 @@ impl RenewalDriver {
     /// [`MIN_TTL`]), and the outcome says which TTL was set.
     /// Dropping the future before the batch leaves takes the renewal out of
     /// it. Must run inside a Tokio runtime.
-    pub(crate) async fn renew(
+    pub(crate) async fn renew<L: Renewable + 'static>(
         &self,
-        lease: &Arc<LeaseShared>,
+        lease: &Arc<L>,
         ttl: Duration,
         valid_until: Instant,
         ends_by: Option<Instant>,
     ) -> RenewalReply {
         let (reply, answer) = oneshot::channel();
         self.submit(Box::new(Request {
-            lease: Arc::clone(lease),
+            lease: Arc::clone(lease) as Arc<dyn Renewable>,
             ttl,
             valid_until,
             send_by: send_by(Instant::now(), valid_until),
@@ -328,7 +337,7 @@ async fn drive(backend: Arc<dyn LockBackend>, mut requests: mpsc::UnboundedRecei
                 let mut next = Some(request);
                 while let Some(request) = next {
                     asked += 1;
-                    let id = backend.renewal_group(&request.lease.key);
+                    let id = backend.renewal_group(request.lease.key());
                     groups.entry(id).or_default().push(request, asked);
                     next = requests.try_recv().ok();
                 }
@@ -366,7 +375,7 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
         .iter()
         .map(|request| {
             let ttl = ttl_within(request.ttl, request.ends_by, sent_at);
-            Renewal::new(&request.lease.key, &request.lease.hold, ttl)
+            Renewal::new(request.lease.key(), request.lease.hold(), ttl)
         })
         .collect();
     let mut outcomes = backend.extend_many(&renewals).await;
