@@ -16,16 +16,10 @@ use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockManager, RetryPolicy};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
-use lock_testkit::{AdminReply, RedisCluster};
+use lock_testkit::{AdminReply, RedisCluster, RedisServer};
 
 async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> LockManager {
-    let backend = SingleNodeBackend::connect(
-        kind,
-        Endpoint::cluster(cluster.seed_urls()),
-        ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-    )
-    .await
-    .expect("connect to the cluster");
+    let backend = cluster_backend(kind, cluster).await;
     LockManager::new(
         Arc::new(backend),
         fast_config(ttl).with_retry(RetryPolicy::new(
@@ -41,6 +35,31 @@ async fn start_cluster(replicas: usize) -> RedisCluster {
         .await
         .expect("task")
         .expect("cluster")
+}
+
+/// A master of `cluster` other than the one that serves `slot`.
+fn another_master(cluster: &RedisCluster, slot: u16) -> &RedisServer {
+    let source = cluster
+        .master_of_slot(slot)
+        .expect("the slot's master")
+        .port();
+    cluster
+        .masters()
+        .expect("masters")
+        .into_iter()
+        .find(|master| master.port() != source)
+        .expect("another master")
+}
+
+/// A backend connected to `cluster` through its seeds.
+async fn cluster_backend(kind: ClientKind, cluster: &RedisCluster) -> SingleNodeBackend {
+    SingleNodeBackend::connect(
+        kind,
+        Endpoint::cluster(cluster.seed_urls()),
+        ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
+    )
+    .await
+    .expect("connect to the cluster")
 }
 
 /// The index in `cluster.nodes()` of the replica of the master on `port`.
@@ -131,14 +150,7 @@ fn slot_migration_under_contention_keeps_one_holder() {
             let locks = Arc::new(manager(kind, &cluster, Duration::from_secs(2)).await);
             let key = locks.key("migrating").expect("key");
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let source = cluster.master_of_slot(slot).expect("master").port();
-            let target = cluster
-                .masters()
-                .expect("masters")
-                .into_iter()
-                .find(|master| master.port() != source)
-                .expect("another master")
-                .port();
+            let target = another_master(&cluster, slot).port();
             let inside = Arc::new(AtomicUsize::new(0));
             let entries = Arc::new(AtomicUsize::new(0));
             let deadline = Instant::now() + Duration::from_secs(4);
@@ -359,13 +371,7 @@ fn an_ask_leaves_the_client_usable() {
             let name = format!("asked-{kind}");
             let key = locks.key(&name).expect("key");
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let source = cluster.master_of_slot(slot).expect("source").port();
-            let target = cluster
-                .masters()
-                .expect("masters")
-                .into_iter()
-                .find(|node| node.port() != source)
-                .expect("another master");
+            let target = another_master(&cluster, slot);
             let migration =
                 tokio::task::block_in_place(|| cluster.begin_slot_migration(slot, target))
                     .expect("begin the migration");
@@ -412,13 +418,7 @@ fn a_release_after_a_slot_move_frees_the_key() {
     lock_testkit::run(async {
         let cluster = start_cluster(0).await;
         for kind in ClientKind::compiled() {
-            let backend = SingleNodeBackend::connect(
-                kind,
-                Endpoint::cluster(cluster.seed_urls()),
-                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-            )
-            .await
-            .expect("connect to the cluster");
+            let backend = cluster_backend(kind, &cluster).await;
             let mut config = fast_config(TTL);
             // No renewal meets the redirect first.
             config.watchdog.enabled = false;
@@ -426,14 +426,7 @@ fn a_release_after_a_slot_move_frees_the_key() {
             let name = format!("moved-release-{kind}");
             let key = locks.key(&name).expect("key");
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let source = cluster.master_of_slot(slot).expect("source").port();
-            let target = cluster
-                .masters()
-                .expect("masters")
-                .into_iter()
-                .find(|node| node.port() != source)
-                .expect("another master")
-                .port();
+            let target = another_master(&cluster, slot).port();
             let guard = locks
                 .try_acquire(&name)
                 .await
@@ -541,13 +534,7 @@ fn sharded_release_notices_follow_the_slot() {
     lock_testkit::run(async {
         for kind in ClientKind::compiled() {
             let cluster = start_cluster(0).await;
-            let backend = SingleNodeBackend::connect(
-                kind,
-                Endpoint::cluster(cluster.seed_urls()),
-                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-            )
-            .await
-            .expect("connect to the cluster");
+            let backend = cluster_backend(kind, &cluster).await;
             let mut config = fast_config(TTL);
             config.watchdog.enabled = false;
             let config = config
@@ -560,14 +547,7 @@ fn sharded_release_notices_follow_the_slot() {
                 Arc::new(LockManager::new(Arc::new(backend), config.clone()).expect("config"));
             let key = locks.key("sharded").expect("key");
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let source = cluster.master_of_slot(slot).expect("master").port();
-            let target = cluster
-                .masters()
-                .expect("masters")
-                .into_iter()
-                .find(|master| master.port() != source)
-                .expect("another master")
-                .port();
+            let target = another_master(&cluster, slot).port();
             // A release is heard, and crosses no node but its own.
             let first = locks
                 .try_acquire("sharded")

@@ -305,11 +305,11 @@ impl LeaseGuard {
     /// key gone, since the first may have run unanswered). After any other
     /// retryable error, or a second one, the error is returned and the
     /// release is sent again in the background; else the key expires by its
-    /// TTL. If this future is
-    /// dropped before the release was answered, it is sent again in the
-    /// background where a release names one attempt's grant. A reentrant
-    /// release, which takes one off a count the hold's guards share, is never
-    /// repeated (it may have run): the key then expires by its TTL.
+    /// TTL. If this future is dropped before the release was answered, it is
+    /// sent again in the background where a release names one attempt's
+    /// grant. A reentrant release, which takes one off a count the hold's
+    /// guards share, is never repeated (it may have run): the key then
+    /// expires by its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         let shared = &self.handle.shared;
         shared.stop_watchdog();
@@ -323,11 +323,7 @@ impl LeaseGuard {
         // sent again in the background where that cannot end another hold.
         let in_flight = DropGuard::new(|| {
             if shared.backend.releases_only_its_attempt() {
-                spawn_release(
-                    Arc::clone(&shared.backend),
-                    shared.key.clone(),
-                    shared.hold.clone(),
-                );
+                release_in_background(shared);
             }
         });
         let started = Instant::now();
@@ -403,11 +399,7 @@ impl LeaseGuard {
             (_, Some(reason)) => {
                 // A renewal may have run unanswered: free what this hold may
                 // still have, as a dropped guard would.
-                spawn_release(
-                    Arc::clone(&shared.backend),
-                    shared.key.clone(),
-                    shared.hold.clone(),
-                );
+                release_in_background(&shared);
                 return Err(lease_lost(&shared.key, reason));
             }
             (_, None) => {}
@@ -436,11 +428,7 @@ impl Drop for LeaseGuard {
             // the release names this hold alone.
             _ => {}
         }
-        spawn_release(
-            Arc::clone(&shared.backend),
-            shared.key.clone(),
-            shared.hold.clone(),
-        );
+        release_in_background(shared);
     }
 }
 
@@ -451,34 +439,36 @@ impl Drop for LeaseGuard {
 /// refreshed); a timeout (a slow server: another at once would add load
 /// and a second timeout's wait) and a refusal by the server (`READONLY`,
 /// `BUSY`, a Redlock quorum short) go to the background release and its
-/// back-off. Found released,
-/// the lease was held until then. Found gone, the first send may have run
-/// unanswered, or the key may have been lost before it: which one cannot be
-/// told, so `first` is the answer, never a release nor a loss.
+/// back-off. Found released, the lease was held until then. Found gone, the
+/// first send may have run unanswered, or the key may have been lost before
+/// it: which one cannot be told, so `first` is the answer, never a release
+/// nor a loss.
 async fn release_again(
     shared: &Arc<LeaseShared>,
     first: LockError,
     span: &tracing::Span,
 ) -> Result<ReleaseOutcome, LockError> {
-    let in_background = || {
-        spawn_release(
-            Arc::clone(&shared.backend),
-            shared.key.clone(),
-            shared.hold.clone(),
-        );
-    };
     if !matches!(first, LockError::Connection { .. }) {
-        in_background();
+        release_in_background(shared);
         return Err(first);
     }
     match in_span(shared.backend.release(&shared.key, &shared.hold), span).await {
         Ok(ReleaseOutcome::NotHeld) => Err(first),
         Err(err) if err.is_retryable() => {
-            in_background();
+            release_in_background(shared);
             Err(err)
         }
         other => other,
     }
+}
+
+/// Releases `shared`'s hold in the background ([`spawn_release`]).
+fn release_in_background(shared: &LeaseShared) {
+    spawn_release(
+        Arc::clone(&shared.backend),
+        shared.key.clone(),
+        shared.hold.clone(),
+    );
 }
 
 /// How many times a background release is sent, at most, while it fails
