@@ -86,3 +86,97 @@ local function rw_queue(queue, waiters, owner, now, lease)
   redis.call('pexpire', queue, lease * 2)
   redis.call('pexpire', waiters, lease * 2)
 end
+
+-- The server-side hand-off of a write. A writer that queues with the
+-- `offers` key passed (a hash shared with a fair lock of the name, whose
+-- hand-off never grants these entries, nor this one a lock's) leaves an
+-- offer: owner -> `w<grant ms> <place deadline> <id>`, how long a grant
+-- runs (the waiter lease, or the TTL if shorter), the deadline its place
+-- got with it, and its attempt's hold id. The release that frees the lock
+-- then grants the write to the first live writer's offer in the same
+-- atomic step, so the writer learns it holds the lock from the message and
+-- sends no acquire of its own.
+
+-- rw_offer(offers, owner, id, now, lease, ttl): keeps `id` as the waiting
+-- writer `owner`'s offer, made with the place's deadline `now + lease`
+-- (rw_queue's). The offers vanish on their own with the queue.
+local function rw_offer(offers, owner, id, now, lease, ttl)
+  local runs = math.min(lease, ttl)
+  redis.call('hset', offers, owner,
+    string.format('w%d %d ', runs, now + lease) .. id)
+  redis.call('pexpire', offers, lease * 2)
+end
+
+-- rw_void_offer(offers, id): drops the offer that names `id`, an attempt
+-- whose hold is being given back (one whose reply was lost is released
+-- before the writer's next attempt): no hand-off may grant it, since
+-- nobody would take the grant up. The writer keeps its place; its next
+-- attempt offers again. Nothing is written when `offers` is not a hash.
+local function rw_void_offer(offers, id)
+  if redis.call('type', offers)['ok'] ~= 'hash' then
+    return
+  end
+  local owner = rw_owner(id)
+  local offer = redis.call('hget', offers, owner)
+  if offer and string.match(offer, '^w%d+ %d+ (.+)$') == id then
+    redis.call('hdel', offers, owner)
+  end
+end
+
+-- rw_hand_off(holds, modes, counter, queue, waiters, offers, now): when no
+-- hold is live (the caller dropped the expired ones), drops the writers
+-- whose place ran out from the head of the queue, and grants the write to
+-- the first live one's offer: the next token of `counter` (INCR, the
+-- counter kept without a TTL: offers are made only where grants issue
+-- tokens so), the hold for the offer's lease and never past its place's
+-- deadline (a writer that died after its last attempt blocks the lock no
+-- longer than its place would have lasted; a live one extends to its TTL
+-- at once), the writer out of the line, and `g<SHA-1 of its id>:<token>`
+-- published (a digest: the id names the owner). Returns whether it
+-- granted. A head without a current offer (it made none with its place's
+-- last renewal), a key of another type or a counter INCR would refuse
+-- grant nothing, and are written to by nothing: that writer takes its own
+-- turn.
+local function rw_hand_off(holds, modes, counter, queue, waiters, offers, now)
+  if redis.call('zcard', holds) > 0 then
+    return false
+  end
+  if sem_foreign({counter, queue, waiters, offers}, {'string', 'list', 'zset', 'hash'}) then
+    return false
+  end
+  local last = redis.call('get', counter)
+  if counter_problem(last) then
+    return false
+  end
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then
+      return false
+    end
+    local deadline = tonumber(redis.call('zscore', waiters, head))
+    local offer = redis.call('hget', offers, head)
+    if deadline and deadline > now then
+      local runs, made_with, id
+      if offer then
+        runs, made_with, id = string.match(offer, '^w([1-9]%d*) (%d+) (.+)$')
+      end
+      if not runs or tonumber(made_with) ~= deadline or rw_owner(id) ~= head then
+        return false
+      end
+      local token = token_text(next_token(counter, last, tonumber(runs), 0))
+      redis.call('zadd', holds, now + math.min(tonumber(runs), deadline - now), id)
+      redis.call('hset', modes, id, 'w:' .. token)
+      rw_keep(holds, modes, counter, now)
+      redis.call('lpop', queue)
+      redis.call('zrem', waiters, head)
+      redis.call('hdel', offers, head)
+      redis.pcall('publish', holds .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token)
+      return true
+    end
+    redis.call('lpop', queue)
+    redis.call('zrem', waiters, head)
+    if offer then
+      redis.call('hdel', offers, head)
+    end
+  end
+end

@@ -25,6 +25,10 @@
 --          to prefer readers
 -- ARGV[7]  (optional) the counter's TTL in ms after a write
 --          (`fencing_counter_ttl`), or 0 (the default): see grant.lua
+-- KEYS[6], ARGV[8]  (optional: the server-side hand-off, rw.lua) the
+--          waiting writers' offers, and the hold id this writer's previous
+--          attempt offered, or '-': a write that queues offers this
+--          attempt's id, for a release to grant
 --
 -- Reply:
 --   {1, token}       granted (the token as text): a write's token, or a
@@ -43,6 +47,10 @@
 -- on it keeps its place in the queue.
 --   {-4}             a write by an owner that has only reads: nothing was
 --                    written
+--   {3, token}       (with ARGV[8]) a release already granted the write to
+--                    the previous attempt's offer, with this token; that
+--                    hold now lives for the TTL (ARGV[3]) and nothing else
+--                    was written: the writer holds it from this attempt on
 -- Missing KEYS or ARGV is an error reply before anything is read. Every
 -- check, and TIME, comes before the first write. The cost is in the number
 -- of live holds, and the dead waiters dropped from the queue's head.
@@ -54,6 +62,7 @@ local id, mode = ARGV[1], ARGV[2]
 local ttl, lease = sem_count(ARGV[3], 14), sem_count(ARGV[4], 14)
 local join, prefer_readers = ARGV[5] == '1', ARGV[6] == 'r'
 local counter_ttl = tonumber(ARGV[7] or '0')
+local offers, earlier = KEYS[6], ARGV[8] or '-'
 if not (id and (mode == 'r' or mode == 'w') and ttl and lease and (ARGV[6] == 'w' or prefer_readers)
     and counter_ttl and counter_ttl >= 0 and counter_ttl == math.floor(counter_ttl)) then
   return redis.error_reply('ERR rw_acquire: an id, a mode r or w, a TTL and a waiter lease from 1, a preference r or w, and a counter TTL from 0 expected')
@@ -73,7 +82,11 @@ if redis.call('type', holds)['ok'] == 'string' then
   end
   return {0, in_way}
 end
-local foreign = sem_foreign({holds, modes, counter, queue, waiters}, {'zset', 'hash', 'string', 'list', 'zset'})
+local checked, kinds = {holds, modes, counter, queue, waiters}, {'zset', 'hash', 'string', 'list', 'zset'}
+if offers then
+  checked[6], kinds[6] = offers, 'hash'
+end
+local foreign = sem_foreign(checked, kinds)
 if foreign then
   return foreign
 end
@@ -89,6 +102,18 @@ if not live then
   return problem
 end
 local expired = redis.call('zrangebyscore', holds, '-inf', now)
+if offers and earlier ~= '-' and mode == 'w' and rw_owner(earlier) == owner then
+  for _, hold in ipairs(live) do
+    if hold[1] == earlier and hold[2] == 'w' then
+      -- The grant ran for the waiter lease; this attempt takes it up for
+      -- the TTL, so the writer's lease counts from this attempt.
+      sem_drop(holds, modes, expired)
+      redis.call('zadd', holds, 'xx', now + ttl, earlier)
+      rw_keep(holds, modes, counter, now)
+      return {3, hold[3]}
+    end
+  end
+end
 -- What this owner has, and the first deadline of what is in the way.
 local own_read, own_write, blocked_until = false, nil, nil
 for _, hold in ipairs(live) do
@@ -127,6 +152,9 @@ if mode == 'w' and not own_write then
     end
     redis.call('lpop', queue)
     redis.call('zrem', waiters, head)
+    if offers then
+      redis.call('hdel', offers, head)
+    end
     head = redis.call('lindex', queue, 0)
   end
 end
@@ -139,6 +167,9 @@ if blocked_until or in_queue or waiting_writer then
   sem_drop(holds, modes, expired)
   if mode == 'w' and join then
     rw_queue(queue, waiters, owner, now, lease)
+    if offers then
+      rw_offer(offers, owner, id, now, lease, ttl)
+    end
   end
   local first = blocked_until
   if waiting_writer then
@@ -163,5 +194,8 @@ rw_keep(holds, modes, counter, now)
 if head then
   redis.call('lpop', queue)
   redis.call('zrem', waiters, owner)
+end
+if offers and mode == 'w' then
+  redis.call('hdel', offers, owner)
 end
 return {1, token}

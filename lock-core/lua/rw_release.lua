@@ -2,15 +2,23 @@
 --
 -- KEYS[1]  the holds (a sorted set; see rw.lua)
 -- KEYS[2]  the modes (a hash)
+-- KEYS[3..6]  (optional: the server-side hand-off, rw_hand_off in rw.lua)
+--          the write counter, the waiting writers' queue, their deadlines
+--          and their offers
 -- ARGV[1]  the hold id
 --
 -- Reply: 1 released; 0 the hold is not live (nothing released); {-2, key,
 -- type} a key holds another type (nothing written).
 -- What may let a waiter in is published on `KEYS[1]:released`: the release
 -- of a write (readers and the next writer may go), of the last live hold
--- (a writer may go), or the drop of expired holds. A reader's release with
--- other holds left lets nobody in, and wakes nobody. The publish is a
--- `pcall`: without pub/sub rights, waiters find out by their timers.
+-- (a writer may go), or the drop of expired holds. With the hand-off keys,
+-- a release that leaves no hold live first grants the write to the first
+-- waiting writer's offer, and publishes that grant instead; an offer that
+-- names the released id (an attempt whose reply was lost) is dropped
+-- first, never granted. A reader's
+-- release with other holds left lets nobody in, and wakes nobody. The
+-- publish is a `pcall`: without pub/sub rights, waiters find out by their
+-- timers.
 if #KEYS < 2 then
   return redis.error_reply('ERR rw_release: two keys expected')
 end
@@ -33,6 +41,12 @@ if redis.call('zscore', holds, ARGV[1]) then
   sem_keep(holds, modes, now)
   released = 1
   wake = wake or mode ~= 'r' or redis.call('zcard', holds) == 0
+end
+if #KEYS >= 6 then
+  rw_void_offer(KEYS[6], ARGV[1])
+  if wake and rw_hand_off(holds, modes, KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) then
+    return released
+  end
 end
 if wake then
   redis.pcall('publish', holds .. ':released', '1')

@@ -604,6 +604,15 @@ impl HoldToken {
         self
     }
 
+    /// This hold as granted with `token` by a release on the server (a
+    /// waiter's offer): a lock's hold, or a read-write lock's write.
+    pub(crate) fn granted_by_release(self, token: FencingToken) -> Self {
+        match self.access {
+            Some(_) => self.granted_access(token),
+            None => self.granted(Some(token)),
+        }
+    }
+
     /// This hold as a fair-mode lock's: its release hands the lock to the
     /// next waiter in line, on the server where the backend can
     /// ([`is_in_line`](Self::is_in_line)).

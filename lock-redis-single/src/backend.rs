@@ -344,10 +344,54 @@ impl SingleNodeBackend {
         key: &LockKey,
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let modes = key.modes_key();
-        let keys = [key.redis_key(), &modes];
+        let (modes, queue, waiters, offers) = (
+            key.modes_key(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.offers_key(),
+        );
+        let mut keys = vec![key.redis_key(), &modes];
+        // The release that frees the lock grants the next writer's offer.
+        if self.hands_over() {
+            keys.extend([key.fence_key(), &queue, &waiters, &offers]);
+        }
         self.release_hold_with(&rw::RELEASE, &keys, hold, rw_problem)
             .await
+    }
+
+    /// Takes a waiting writer out of the queue, giving back a write a
+    /// release granted to one of `offered` (`rw_give_up.lua`).
+    async fn leave_writers_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: &[HoldToken],
+    ) -> Result<(), LockError> {
+        let (modes, queue, waiters, offers) = (
+            key.modes_key(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.offers_key(),
+        );
+        let keys = [
+            key.redis_key(),
+            &modes,
+            key.fence_key(),
+            &queue,
+            &waiters,
+            &offers,
+        ];
+        let mut args = vec![owner.expose().as_bytes()];
+        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
+        let script = &rw::GIVE_UP;
+        let reply = self.node.run(script, &keys, &args).await?;
+        if let Some(problem) = rw_problem(&reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
     }
 
     /// Renews every member of a multi-key hold, or none
@@ -1175,9 +1219,13 @@ impl LockBackend for SingleNodeBackend {
         offered: Option<&[HoldToken]>,
     ) -> Result<(), LockError> {
         let (queue, waiters) = (key.queue_key(), key.waiters_key());
-        // A lock's waiter (a semaphore's or a read-write lock's make no
-        // offers: their key is no string to give back).
-        if let Some(offered) = offered.filter(|_| self.hands_over()) {
+        // A read-write lock's waiting writer, and a lock's waiter (a
+        // semaphore's makes no offers).
+        let offered = offered.filter(|_| self.hands_over());
+        if let Some(offered) = offered.filter(|holds| holds.iter().any(|h| h.access().is_some())) {
+            return self.leave_writers_queue(key, owner, offered).await;
+        }
+        if let Some(offered) = offered {
             let offers = key.offers_key();
             let keys = [key.redis_key(), key.fence_key(), &queue, &waiters, &offers];
             let mut args = vec![owner.expose().as_bytes()];
@@ -1357,15 +1405,17 @@ impl LockBackend for SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
         request: AccessRequest,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
         let (modes, queue, waiters) = (key.modes_key(), key.queue_key(), key.waiters_key());
-        let keys = [key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
+        let offers = key.offers_key();
+        let mut keys = vec![key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
         let ttl_ms = MillisText::of_ttl(ttl);
         let lease_ms = MillisText::new(ttl_millis(request.waiter.waiter_lease).max(1));
         // Write tokens are issued as this backend's grants issue theirs.
         let [counter_ttl, ..] = self.grant.script_args();
-        let args: [&[u8]; 7] = [
+        let mut args: Vec<&[u8]> = vec![
             hold.attempt_value().as_bytes(),
             request.access.letter().as_bytes(),
             ttl_ms.as_bytes(),
@@ -1374,8 +1424,23 @@ impl LockBackend for SingleNodeBackend {
             if request.prefer_readers { b"r" } else { b"w" },
             counter_ttl.as_bytes(),
         ];
+        // Writers that prefer readers make no offers: a release then
+        // leaves the lock free for readers to race them.
+        let hands_over =
+            request.access == Access::Exclusive && !request.prefer_readers && self.hands_over();
+        if hands_over {
+            keys.push(&offers);
+            args.push(earlier.map_or(&b"-"[..], |hold| hold.attempt_value().as_bytes()));
+        }
         let script = &rw::ACQUIRE;
         let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
+        if let Some(granted) = granted_earlier(&reply, hands_over && earlier.is_some()) {
+            let fencing_token = granted.ok_or_else(|| self.node.unexpected(script, &reply))?;
+            return Ok(AcquireOutcome::GrantedEarlier {
+                fencing_token: Some(fencing_token),
+                ttl,
+            });
+        }
         let outcome = access_outcome(key, &reply)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {

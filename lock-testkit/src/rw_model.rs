@@ -129,7 +129,9 @@ async fn run_scenario(
                     .for_access(access);
                 // One-shot: a write never queues, so no writer waits.
                 let request = AccessRequest::new(access, FAIR_WAITER_LEASE, false);
-                let outcome = backend.try_acquire_access(key, &hold, TTL, request).await;
+                let outcome = backend
+                    .try_acquire_access(key, &hold, TTL, request, None)
+                    .await;
                 match (model.expect(holder, access), outcome) {
                     (Err(()), Err(LockError::UpgradeRefused { .. })) => {}
                     (Ok(None), Ok(AcquireOutcome::Held { .. })) => {}

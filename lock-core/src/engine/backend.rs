@@ -33,7 +33,8 @@ pub enum AcquireOutcome {
     },
     /// A release already granted the lock, on the server, to the hold of
     /// this waiter's earlier attempt (the `earlier` of
-    /// [`try_acquire_fair`](LockBackend::try_acquire_fair)), and this attempt
+    /// [`try_acquire_fair`](LockBackend::try_acquire_fair) or
+    /// [`try_acquire_access`](LockBackend::try_acquire_access)), and this attempt
     /// renewed that grant: the earlier hold has the lock for `ttl`, counted
     /// from when this attempt was sent.
     GrantedEarlier {
@@ -430,6 +431,18 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// contract's rules hold with "the lock is held" read as "a writer
     /// beside any other owner's hold would be live".
     ///
+    /// A backend that hands writes over on the server keeps a queued
+    /// write's `hold` as its offer, as
+    /// [`try_acquire_fair`](Self::try_acquire_fair) does: the release that
+    /// frees the lock grants the write to the first waiting writer's offer
+    /// for `request.waiter.waiter_lease` and tells it through
+    /// [`Wakeups::take_grant`]. `earlier` is the hold of this writer's
+    /// previous attempt answered [`AcquireOutcome::Held`]: if a release
+    /// granted it meanwhile, the attempt renews that grant to `ttl` and the
+    /// reply is [`AcquireOutcome::GrantedEarlier`]. Such a writer leaving
+    /// the queue passes its offered holds to
+    /// [`leave_fair_queue`](Self::leave_fair_queue).
+    ///
     /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
     async fn try_acquire_access(
         &self,
@@ -437,8 +450,9 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         hold: &HoldToken,
         ttl: Duration,
         request: AccessRequest,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, request);
+        let _ = (key, hold, ttl, request, earlier);
         Err(no_rw_locks(self.strategy()))
     }
 
@@ -560,11 +574,12 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     }
 
     /// Takes `owner` out of the fair queue of `key` (it stopped waiting).
-    /// A fair lock's waiter passes `offered`, the holds of its attempts a
-    /// release may have granted on the server (see
-    /// [`try_acquire_fair`](Self::try_acquire_fair)): a grant to one of them
-    /// is given back (and handed on). A semaphore's or read-write lock's
-    /// waiter passes `None`.
+    /// A fair lock's waiter, and a read-write lock's waiting writer, pass
+    /// `offered`, the holds of their attempts a release may have granted on
+    /// the server (see [`try_acquire_fair`](Self::try_acquire_fair) and
+    /// [`try_acquire_access`](Self::try_acquire_access)): a grant to one of
+    /// them is given back (and handed on). A semaphore's waiter, and one
+    /// that sent no attempt, pass `None`.
     async fn leave_fair_queue(
         &self,
         key: &LockKey,

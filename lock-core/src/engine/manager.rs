@@ -93,6 +93,19 @@ impl Claim {
     fn wakes_on_every_release(&self, fair: bool) -> bool {
         fair || !matches!(self, Claim::Lock)
     }
+
+    /// Whether a wait for this claim offers its attempts' holds for a
+    /// release to grant on the server (where the backend hands over): a
+    /// fair lock's, and a write's that does not prefer readers.
+    fn offers(&self, fair: bool) -> bool {
+        match self {
+            Claim::Lock => fair,
+            Claim::Access(request) => {
+                request.access == Access::Exclusive && !request.prefer_readers
+            }
+            Claim::Permit(_) | Claim::Multi(_) => false,
+        }
+    }
 }
 
 /// The result of one acquire attempt.
@@ -406,10 +419,11 @@ impl LockManager {
         // any way out but success (the acquire script dequeues a winner),
         // giving back a grant a release made to this waiter's offer.
         let offered = Offered::default();
-        let lock_wait = matches!(claim, Claim::Lock);
+        let offers = claim.offers(self.settings.fair);
         let queued = fair_owner.as_ref().map(|owner| {
             DropGuard::new(|| {
-                let offered = lock_wait.then(|| offered.holds());
+                // None before any attempt was sent: nothing was offered.
+                let offered = Some(offered.holds()).filter(|holds| offers && !holds.is_empty());
                 leave_fair_queue(&self.backend, key, owner, offered);
             })
         });
@@ -423,7 +437,7 @@ impl LockManager {
             attempts,
         );
         wait.queued = queued;
-        if lock_wait && fair_owner.is_some() {
+        if offers && fair_owner.is_some() {
             wait.offered = Some(&offered);
         }
         // A grant a release made on the server to this waiter's offer,
@@ -688,21 +702,14 @@ impl LockManager {
                 let mut request = *request;
                 request.waiter.waiter_lease = FAIR_WAITER_LEASE;
                 request.waiter.join = join_queue && queues;
+                let earlier = offer_hold(offered, &hold);
                 self.backend
-                    .try_acquire_access(key, &hold, ttl, request)
+                    .try_acquire_access(key, &hold, ttl, request, earlier.as_ref())
                     .await
             }
             Claim::Multi(keys) => self.backend.try_acquire_multi(keys, &hold, ttl).await,
             Claim::Lock if fair => {
-                let (offered, watch) = offered.unzip();
-                let earlier = offered.and_then(Offered::hold);
-                if let Some(offered) = offered {
-                    offered.sending(&hold);
-                }
-                if let Some(watch) = watch.flatten() {
-                    let expected: Vec<&HoldToken> = earlier.iter().chain([&hold]).collect();
-                    watch.expect_grants(&expected);
-                }
+                let earlier = offer_hold(offered, &hold);
                 let place = FairPlace::new(FAIR_WAITER_LEASE, join_queue);
                 self.backend
                     .try_acquire_fair(key, &hold, ttl, place, earlier.as_ref())
@@ -774,22 +781,26 @@ impl LockManager {
                 fencing_token,
                 ttl: ttl_set,
             }) => {
-                let Some(offer) = offered.and_then(|(offered, _)| offered.take()) else {
+                let offer = offered.and_then(|(offered, _)| offered.take());
+                let (Some(offer), Some(fencing_token)) = (offer, fencing_token) else {
                     return Err(LockError::UnexpectedReply {
                         node: self.backend.strategy().to_owned(),
-                        script: "try_acquire_fair",
+                        script: match hold.access() {
+                            Some(_) => "try_acquire_access",
+                            None => "try_acquire_fair",
+                        },
                         reply: "a grant to an earlier attempt, where none was offered".to_owned(),
                     });
                 };
                 tracing::debug!(
                     key = key.name(),
-                    fencing_token = fencing_token.map(FencingToken::get),
+                    fencing_token = fencing_token.get(),
                     "lock granted by a release to this waiter's offer"
                 );
                 // The attempt renewed the grant to the TTL: the lease
                 // counts from when it was sent.
                 Ok(Attempt::Acquired(Granted {
-                    hold: offer.hold.granted(fencing_token),
+                    hold: offer.hold.granted_by_release(fencing_token),
                     sent_at,
                     ttl,
                     ttl_set,
@@ -1135,7 +1146,7 @@ impl<'a, Q> Wait<'a, Q> {
             offered.answered(offer.hold, offer.sent_at);
             return None;
         }
-        let hold = offer.hold.granted(Some(token));
+        let hold = offer.hold.granted_by_release(token);
         tracing::debug!(
             key = self.key.name(),
             fencing_token = token.get(),
@@ -1365,6 +1376,25 @@ const EXTEND_RETRY: Duration = Duration::from_millis(20);
 
 /// Takes a fair-mode waiter's place out of the queue, in the background: on
 /// any way out of its wait but success.
+/// For an attempt of a waiter that offers its holds (`offered`), about to
+/// be sent with `hold`: records that hold as on offer, tells the release
+/// watch to expect a grant to it or the earlier one, and returns the hold
+/// of the previous attempt answered "held" (a release may have granted
+/// it meanwhile).
+fn offer_hold(
+    offered: Option<(&Offered, Option<&dyn Wakeups>)>,
+    hold: &HoldToken,
+) -> Option<HoldToken> {
+    let (offered, watch) = offered?;
+    let earlier = offered.hold();
+    offered.sending(hold);
+    if let Some(watch) = watch {
+        let expected: Vec<&HoldToken> = earlier.iter().chain([hold]).collect();
+        watch.expect_grants(&expected);
+    }
+    earlier
+}
+
 fn leave_fair_queue(
     backend: &Arc<dyn LockBackend>,
     key: &LockKey,

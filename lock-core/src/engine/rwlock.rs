@@ -54,7 +54,14 @@ use crate::key::{Access, LockKey};
 /// Wake-ups: a release that may let someone in (a write's, the last
 /// read's, a waiting writer giving up) is published, and every waiter of
 /// the name in this process tries again; a waiter also tries again when
-/// the first hold in its way ends by its lease, as the server said.
+/// the first hold in its way ends by its lease, as the server said. The
+/// release that leaves no hold live grants the write, on the server, to
+/// the first waiting writer in line (not to writers that prefer readers,
+/// nor where the config sets `holder_info`, `fencing_counter_ttl` or
+/// `replicas`): that writer learns
+/// it from the message, with no acquire of its own, and extends the grant
+/// (made for [`FAIR_WAITER_LEASE`]) to its TTL at once; a writer that died
+/// in line blocks the lock for that long at most.
 ///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/rw_lock.md"))]
 #[derive(Debug, Clone)]

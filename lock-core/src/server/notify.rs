@@ -305,20 +305,28 @@ impl Watched {
     /// release (fair, a semaphore's, an election's observer) may not, so it
     /// tells a newcomer nothing about a release it missed.
     /// Hands a grant message to the waiter whose offer it names, and wakes
-    /// it alone: the lock is that waiter's, and no one else has a turn.
-    /// A grant for a waiter of another process wakes no one here.
+    /// it: the lock is that waiter's, and no one else in line has a turn.
+    /// A grant for a waiter of another process wakes no one in line here.
+    /// Waiters woken by every release that are in no line (they expect no
+    /// grant: a read-write lock's readers) are woken too: the hold they
+    /// waited on was released, and the grant, which may be to a waiter
+    /// that died, can end sooner than it would have.
     fn grant(&mut self, digest: &str, token: FencingToken) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
-        if let Some(waiter) = self
-            .waiters
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|waiter| waiter.granted(digest, token))
-        {
-            // Not counted as a release's wake-up: this one is the waiter's
-            // alone, and a waiter that leaves without taking it up gives
-            // the grant back on the server, which hands it on.
-            waiter.notify.notify_one();
+        let mut handed = false;
+        for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
+            if !handed && waiter.granted(digest, token) {
+                // Not counted as a release's wake-up: this one is the
+                // waiter's alone, and a waiter that leaves without taking
+                // it up gives the grant back on the server, which hands it
+                // on.
+                waiter.notify.notify_one();
+                handed = true;
+            } else if waiter.every.load(Ordering::Acquire)
+                && lock_ignoring_poison(&waiter.expected).is_empty()
+            {
+                waiter.wake();
+            }
         }
     }
 

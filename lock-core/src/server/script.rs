@@ -471,6 +471,9 @@ pub mod rw {
     /// A live hold taken over for a new id (a resumed hand-off):
     /// `lua/rw_take_over.lua`.
     pub static TAKE_OVER: Script = rw_script!("rw_take_over");
+    /// A waiting writer's departure, giving back a write granted to its
+    /// offer: `lua/rw_give_up.lua`.
+    pub static GIVE_UP: Script = rw_script!("rw_give_up");
     /// The epoch, the waiting writers and the live holds, read only:
     /// `lua/rw_inspect.lua`.
     pub static INSPECT: Script = rw_script!("rw_inspect");

@@ -14,7 +14,7 @@ use lock_core::{
     LockManager, OwnerToken, FAIR_WAITER_LEASE,
 };
 use lock_testkit::contract::fast_config;
-use lock_testkit::RedisServer;
+use lock_testkit::{AdminReply, RedisServer};
 
 use super::{keys, manager};
 
@@ -293,6 +293,7 @@ async fn a_writer_that_gives_up_holds_readers_back_briefly(kind: ClientKind) {
             &hold,
             Duration::from_secs(30),
             AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
+            None,
         )
         .await
         .expect("queue");
@@ -662,6 +663,7 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
                     &hold,
                     Duration::from_secs(30),
                     AccessRequest::new(access, FAIR_WAITER_LEASE, false),
+                    None,
                 )
                 .await
         }
@@ -702,6 +704,404 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
         .expect("task")
         .expect("write");
     write.release().await.expect("release");
+}
+
+/// A writer queued by hand through the backend, as a waiting writer whose
+/// process then died would be: its hold is its offer.
+async fn queue_writer(locks: &LockManager, key: &LockKey) -> HoldToken {
+    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_access(Access::Exclusive);
+    let outcome = locks
+        .backend()
+        .try_acquire_access(
+            key,
+            &hold,
+            Duration::from_secs(30),
+            AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
+            None,
+        )
+        .await
+        .expect("queue the writer");
+    assert!(
+        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
+        "{outcome:?}"
+    );
+    hold
+}
+
+/// The mode entry and milliseconds left of `hold` on `key`, by the
+/// server's clock; `None` when it has no live entry.
+fn write_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
+    let script = "local score = redis.call('zscore', KEYS[1], ARGV[1]) \
+        if not score then return false end \
+        local time = redis.call('time') \
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) \
+        return {redis.call('hget', KEYS[2], ARGV[1]), tonumber(score) - now}";
+    let modes = key.modes_key();
+    let reply = server
+        .admin(&[
+            "EVAL",
+            script,
+            "2",
+            key.redis_key(),
+            &modes,
+            hold.attempt_value(),
+        ])
+        .expect("EVAL");
+    match reply {
+        AdminReply::Array(Some(items)) => Some((
+            items[0].as_text().expect("an entry").to_owned(),
+            items[1].as_int().expect("ms left"),
+        )),
+        _ => None,
+    }
+}
+
+fn writers_queued(server: &RedisServer, key: &LockKey) -> i64 {
+    server
+        .admin(&["LLEN", &key.queue_key()])
+        .expect("LLEN")
+        .as_int()
+        .expect("a length")
+}
+
+/// The release that frees a read-write lock (a write's, or the last
+/// read's) grants the write to the first waiting writer's offer in its
+/// own step: the next token, for the waiter lease only, the writer out of
+/// the line. The writer's next attempt (a grant message it missed) takes
+/// the grant up for its TTL and writes nothing else.
+async fn a_release_hands_the_write_over_on_the_server(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("relay").expect("rw lock");
+    let key = LockKey::new("lock:", "relay").expect("key");
+    let lease = FAIR_WAITER_LEASE.as_millis() as i64;
+    let write = lock.write().await.expect("write");
+    let first = write.fencing_token().expect("a token").get();
+    let waiter = queue_writer(&locks, &key).await;
+    write.release().await.expect("release");
+    let (entry, left) = write_entry(&server, &key, &waiter).expect("granted to the offer");
+    assert_eq!(entry, format!("w:{}", first + 1));
+    assert!(left > 0 && left <= lease, "granted for {left} ms");
+    assert_eq!(writers_queued(&server, &key), 0, "the writer left the line");
+    let next = HoldToken::new(waiter.owner().clone())
+        .expect("hold")
+        .for_access(Access::Exclusive);
+    let outcome = locks
+        .backend()
+        .try_acquire_access(
+            &key,
+            &next,
+            Duration::from_secs(30),
+            AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
+            Some(&waiter),
+        )
+        .await
+        .expect("the next attempt");
+    match outcome {
+        lock_core::AcquireOutcome::GrantedEarlier {
+            fencing_token: Some(token),
+            ttl,
+        } => {
+            assert_eq!(token.get(), first + 1);
+            assert_eq!(ttl, Duration::from_secs(30));
+        }
+        other => panic!("expected the earlier grant, got {other:?}"),
+    }
+    let (_, left) = write_entry(&server, &key, &waiter).expect("the grant stands");
+    assert!(left > lease, "taken up for the TTL: {left} ms");
+    assert_eq!(write_entry(&server, &key, &next), None, "a second hold");
+    assert_eq!(writers_queued(&server, &key), 0, "the attempt queued");
+    // The last reader's release hands over too; one with readers left
+    // does not.
+    locks
+        .backend()
+        .release(&key, &waiter)
+        .await
+        .expect("release");
+    let reads = [
+        lock.read().await.expect("read"),
+        lock.read().await.expect("read"),
+    ];
+    let behind = queue_writer(&locks, &key).await;
+    let [one, two] = reads;
+    one.release().await.expect("release");
+    assert_eq!(write_entry(&server, &key, &behind), None, "beside a reader");
+    two.release().await.expect("release");
+    let (entry, _) = write_entry(&server, &key, &behind).expect("granted at the last read");
+    assert_eq!(entry, format!("w:{}", first + 2));
+}
+
+/// How many read-write acquires the server ran since the slow log was
+/// last reset (it logs every command: see the test below).
+fn acquires_logged(server: &RedisServer) -> usize {
+    let AdminReply::Array(Some(entries)) =
+        server.admin(&["SLOWLOG", "GET", "1000"]).expect("SLOWLOG")
+    else {
+        panic!("no slow log");
+    };
+    let is_acquire = |entry: &AdminReply| {
+        let AdminReply::Array(Some(fields)) = entry else {
+            return false;
+        };
+        let Some(AdminReply::Array(Some(command))) = fields.get(3) else {
+            return false;
+        };
+        let text = |index: usize| command.get(index).and_then(AdminReply::as_text);
+        let Some(keys) = text(2).and_then(|keys| keys.parse::<usize>().ok()) else {
+            return false;
+        };
+        // EVALSHA sha numkeys keys... id mode ...: a release has no mode.
+        text(0).is_some_and(|name| name.eq_ignore_ascii_case("evalsha"))
+            && matches!(text(3 + keys + 1), Some("r" | "w"))
+    };
+    entries.iter().filter(|entry| is_acquire(entry)).count()
+}
+
+/// A writer in another process learns from the release's message that it
+/// holds the write, with the next token, and extends the grant (made for
+/// the waiter lease) to its TTL at once: it sends no acquire after the
+/// release (the server's slow log, set to log every command, says so).
+/// A round may show one, an attempt its timer sent as the release ran; no
+/// more than one of five.
+async fn a_waiting_writer_takes_up_a_grant_and_extends_it(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    for setting in [
+        ["slowlog-log-slower-than", "0"],
+        ["slowlog-max-len", "1000"],
+    ] {
+        server
+            .admin(&["CONFIG", "SET", setting[0], setting[1]])
+            .expect("CONFIG SET");
+    }
+    let mut acquired_by_attempt = 0;
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let other = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("baton").expect("rw lock");
+    let key = LockKey::new("lock:", "baton").expect("key");
+    for round in 0..5 {
+        // Freed by a write's release, then by the last read's.
+        let holder = match round % 2 {
+            0 => lock.write().await.expect("write"),
+            _ => lock.read().await.expect("read"),
+        };
+        let last = lock.state().await.expect("state").epoch.get();
+        let waiter = {
+            let lock = other.rw_lock("baton").expect("rw lock");
+            tokio::spawn(async move {
+                let write = lock.write_with(&waiting(20)).await;
+                (Instant::now(), write)
+            })
+        };
+        let started = Instant::now();
+        while writers_queued(&server, &key) != 1 {
+            assert!(started.elapsed() < Duration::from_secs(5), "never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Subscribed by now: it subscribes before its second attempt.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+        let released_at = Instant::now();
+        holder.release().await.expect("release");
+        let (acquired_at, write) = waiter.await.expect("task");
+        let write = write.expect("the writer acquires");
+        let gap = acquired_at.saturating_duration_since(released_at);
+        assert!(gap < FAIR_WAITER_LEASE / 8, "handed over in {gap:?}");
+        if acquires_logged(&server) > 0 {
+            acquired_by_attempt += 1;
+        }
+        assert_eq!(write.access(), Some(Access::Exclusive));
+        assert_eq!(
+            write.fencing_token().map(|token| token.get()),
+            Some(last + 1)
+        );
+        let started = Instant::now();
+        while write.remaining() <= FAIR_WAITER_LEASE {
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "the grant was never extended to the TTL"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let state = lock.state().await.expect("state");
+        assert_eq!(state.writers().count(), 1, "{state:?}");
+        assert!(
+            state
+                .writers()
+                .all(|hold| hold.remaining > FAIR_WAITER_LEASE),
+            "{state:?}"
+        );
+        write.release().await.expect("release");
+    }
+    assert!(
+        acquired_by_attempt <= 1,
+        "{acquired_by_attempt} of 5 writers sent an acquire after the release"
+    );
+}
+
+/// A writer that gives up gives back a grant a release made to its offer,
+/// which goes to the next writer in line at once; one that died in the
+/// line blocks the lock no longer than its place would have lasted.
+async fn a_leaving_writer_gives_its_grant_back(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("returned").expect("rw lock");
+    let key = LockKey::new("lock:", "returned").expect("key");
+    let write = lock.write().await.expect("write");
+    let first = write.fencing_token().expect("a token").get();
+    let leaving = queue_writer(&locks, &key).await;
+    let dead = queue_writer(&locks, &key).await;
+    let died_at = Instant::now();
+    write.release().await.expect("release");
+    assert!(write_entry(&server, &key, &leaving).is_some());
+    locks
+        .backend()
+        .leave_fair_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
+        .await
+        .expect("leave");
+    assert_eq!(write_entry(&server, &key, &leaving), None, "not given back");
+    let (entry, left) = write_entry(&server, &key, &dead).expect("handed on");
+    assert_eq!(entry, format!("w:{}", first + 2));
+    assert!(
+        left <= FAIR_WAITER_LEASE.as_millis() as i64,
+        "granted for {left} ms, past the dead writer's place"
+    );
+    assert_eq!(writers_queued(&server, &key), 0);
+    let read = lock.read_with(&waiting(20)).await.expect("read");
+    let blocked = died_at.elapsed();
+    assert!(
+        blocked < FAIR_WAITER_LEASE + Duration::from_millis(700),
+        "blocked {blocked:?} after the writer died"
+    );
+    assert_eq!(
+        read.fencing_token().map(|token| token.get()),
+        Some(first + 2)
+    );
+    read.release().await.expect("release");
+}
+
+/// A write granted to a writer that died in the line ends with its
+/// place; readers that waited on the released write are woken by the
+/// grant (it lets them in no sooner, but the write they waited on is
+/// gone) and served when the grant runs out, not at that write's TTL.
+async fn readers_wait_no_longer_than_a_dead_writers_grant(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    for (name, prefer_readers) in [("orphan", false), ("orphan-readers", true)] {
+        let mut lock = locks.rw_lock(name).expect("rw lock");
+        if prefer_readers {
+            lock = lock.preferring_readers();
+        }
+        let key = LockKey::new("lock:", name).expect("key");
+        let write = lock.write().await.expect("write");
+        let reader = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                let read = lock.read_with(&waiting(20)).await;
+                (Instant::now(), read)
+            })
+        };
+        // Subscribed by now: it subscribes before its second attempt.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let dead = queue_writer(&locks, &key).await;
+        write.release().await.expect("release");
+        let released = Instant::now();
+        assert!(
+            write_entry(&server, &key, &dead).is_some(),
+            "granted to the dead writer"
+        );
+        let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
+            .await
+            .expect("the reader was never served")
+            .expect("task");
+        let gap = served.saturating_duration_since(released);
+        assert!(
+            gap < FAIR_WAITER_LEASE + Duration::from_millis(700),
+            "served {gap:?} after the release (prefer readers: {prefer_readers})"
+        );
+        read.expect("read").release().await.expect("release");
+    }
+}
+
+/// The release of an attempt whose reply was lost (sent before the
+/// writer's next attempt) never grants that attempt the write, though its
+/// offer still stands: nobody would take the grant up. And writers that
+/// prefer readers make no offers, so a release leaves the lock free for
+/// the readers to race them, as they prefer.
+async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let key = LockKey::new("lock:", "lost").expect("key");
+    // A write whose holder stopped: it runs out unreleased.
+    let stopped = HoldToken::new(OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_access(Access::Exclusive);
+    let request = AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, false);
+    let outcome = locks
+        .backend()
+        .try_acquire_access(&key, &stopped, Duration::from_millis(300), request, None)
+        .await
+        .expect("write");
+    assert!(
+        matches!(outcome, lock_core::AcquireOutcome::Acquired { .. }),
+        "{outcome:?}"
+    );
+    let lost = queue_writer(&locks, &key).await;
+    // The keys outlive their last hold by a moment at most (each script
+    // gives them that hold's expiry); here, for good.
+    for persisted in [key.redis_key(), &key.modes_key()] {
+        server.admin(&["PERSIST", persisted]).expect("PERSIST");
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let outcome = locks.backend().release(&key, &lost).await.expect("release");
+    assert!(
+        matches!(outcome, lock_core::ReleaseOutcome::NotHeld),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        write_entry(&server, &key, &lost),
+        None,
+        "granted to the lost attempt"
+    );
+    let offers = server
+        .admin(&["HLEN", &key.offers_key()])
+        .expect("HLEN")
+        .as_int();
+    assert_eq!(offers, Some(0), "its offer stands");
+    // Preferring readers.
+    let key = LockKey::new("lock:", "readers-first").expect("key");
+    let lock = locks
+        .rw_lock("readers-first")
+        .expect("rw lock")
+        .preferring_readers();
+    let write = lock.write().await.expect("write");
+    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_access(Access::Exclusive);
+    let request =
+        AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true).preferring_readers(true);
+    let outcome = locks
+        .backend()
+        .try_acquire_access(&key, &hold, Duration::from_secs(30), request, None)
+        .await
+        .expect("queue");
+    assert!(
+        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
+        "{outcome:?}"
+    );
+    write.release().await.expect("release");
+    assert_eq!(
+        write_entry(&server, &key, &hold),
+        None,
+        "granted past the readers"
+    );
+    let read = lock
+        .try_read()
+        .await
+        .expect("try")
+        .expect("free for a reader");
+    read.release().await.expect("release");
 }
 
 macro_rules! rw_lock_tests {
@@ -768,6 +1168,37 @@ macro_rules! rw_lock_tests {
             #[test]
             fn foreign_counters_modes_and_places() {
                 lock_testkit::run(super::foreign_counters_modes_and_places($kind));
+            }
+
+            #[test]
+            fn a_release_hands_the_write_over_on_the_server() {
+                lock_testkit::run(super::a_release_hands_the_write_over_on_the_server($kind));
+            }
+
+            #[test]
+            fn a_waiting_writer_takes_up_a_grant_and_extends_it() {
+                lock_testkit::run(super::a_waiting_writer_takes_up_a_grant_and_extends_it(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn a_leaving_writer_gives_its_grant_back() {
+                lock_testkit::run(super::a_leaving_writer_gives_its_grant_back($kind));
+            }
+
+            #[test]
+            fn readers_wait_no_longer_than_a_dead_writers_grant() {
+                lock_testkit::run(super::readers_wait_no_longer_than_a_dead_writers_grant(
+                    $kind,
+                ));
+            }
+
+            #[test]
+            fn no_grant_to_a_lost_attempt_or_past_preferred_readers() {
+                lock_testkit::run(super::no_grant_to_a_lost_attempt_or_past_preferred_readers(
+                    $kind,
+                ));
             }
 
             #[test]
