@@ -282,25 +282,8 @@ async fn a_writer_that_gives_up_holds_readers_back_briefly(kind: ClientKind) {
     second.expect("read").release().await.expect("release");
     // A writer that queued once and was never heard of again.
     let key = LockKey::new("lock:", "gate").expect("key");
-    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .for_access(Access::Exclusive);
     let queued = Instant::now();
-    let outcome = locks
-        .backend()
-        .try_acquire_access(
-            &key,
-            &hold,
-            Duration::from_secs(30),
-            AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
-            None,
-        )
-        .await
-        .expect("queue");
-    assert!(
-        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
-        "{outcome:?}"
-    );
+    queue_writer(&locks, &key).await;
     let later = lock.read_with(&waiting(20)).await.expect("read");
     let held_back = queued.elapsed();
     assert!(
@@ -706,28 +689,45 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
     write.release().await.expect("release");
 }
 
-/// A writer queued by hand through the backend, as a waiting writer whose
-/// process then died would be: its hold is its offer.
-async fn queue_writer(locks: &LockManager, key: &LockKey) -> HoldToken {
+/// A write attempt of a new owner sent by hand through the backend, for
+/// `ttl`: its hold and what it found.
+async fn write_by_hand(
+    locks: &LockManager,
+    key: &LockKey,
+    ttl: Duration,
+    request: AccessRequest,
+) -> (HoldToken, lock_core::AcquireOutcome) {
     let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
         .expect("hold")
         .for_access(Access::Exclusive);
     let outcome = locks
         .backend()
-        .try_acquire_access(
-            key,
-            &hold,
-            Duration::from_secs(30),
-            AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true),
-            None,
-        )
+        .try_acquire_access(key, &hold, ttl, request, None)
         .await
-        .expect("queue the writer");
+        .expect("a write attempt");
+    (hold, outcome)
+}
+
+/// A writer queued by hand, `request` saying how, as a waiting writer
+/// whose process then died would be: its hold is its offer (if it makes
+/// one).
+async fn queue_writer_with(
+    locks: &LockManager,
+    key: &LockKey,
+    request: AccessRequest,
+) -> HoldToken {
+    let (hold, outcome) = write_by_hand(locks, key, Duration::from_secs(30), request).await;
     assert!(
         matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
         "{outcome:?}"
     );
     hold
+}
+
+/// A writer queued by hand, preferring writers.
+async fn queue_writer(locks: &LockManager, key: &LockKey) -> HoldToken {
+    let request = AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true);
+    queue_writer_with(locks, key, request).await
 }
 
 /// The mode entry and milliseconds left of `hold` on `key`, by the
@@ -1034,15 +1034,8 @@ async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) 
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let key = LockKey::new("lock:", "lost").expect("key");
     // A write whose holder stopped: it runs out unreleased.
-    let stopped = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .for_access(Access::Exclusive);
     let request = AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, false);
-    let outcome = locks
-        .backend()
-        .try_acquire_access(&key, &stopped, Duration::from_millis(300), request, None)
-        .await
-        .expect("write");
+    let (_, outcome) = write_by_hand(&locks, &key, Duration::from_millis(300), request).await;
     assert!(
         matches!(outcome, lock_core::AcquireOutcome::Acquired { .. }),
         "{outcome:?}"
@@ -1076,20 +1069,9 @@ async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) 
         .expect("rw lock")
         .preferring_readers();
     let write = lock.write().await.expect("write");
-    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .for_access(Access::Exclusive);
     let request =
         AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true).preferring_readers(true);
-    let outcome = locks
-        .backend()
-        .try_acquire_access(&key, &hold, Duration::from_secs(30), request, None)
-        .await
-        .expect("queue");
-    assert!(
-        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
-        "{outcome:?}"
-    );
+    let hold = queue_writer_with(&locks, &key, request).await;
     write.release().await.expect("release");
     assert_eq!(
         write_entry(&server, &key, &hold),
