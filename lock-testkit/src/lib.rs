@@ -51,8 +51,8 @@ pub use futures::future::BoxFuture;
 pub use proxy::DelayProxy;
 pub use sentinel::{Sentinel, SentinelGroup, SentinelGroupBuilder};
 pub use server::{
-    find_redis_cli, find_redis_server, free_port, AdminReply, RedisServer, RedisServerBuilder,
-    REDIS_CLI_ENV, REDIS_SERVER_ENV,
+    find_redis_cli, find_redis_server, free_port, AdminReply, LoggedScript, RedisServer,
+    RedisServerBuilder, REDIS_CLI_ENV, REDIS_SERVER_ENV,
 };
 pub use standin::SentinelStandIn;
 pub use tls::TlsFiles;

@@ -291,6 +291,51 @@ impl RedisServer {
         admin_command(self.port, self.options.password.as_deref(), args)
     }
 
+    /// Sets the slow log to keep every command (the last 1,000), and empties
+    /// it: what a test then reads with [`scripts_logged`](Self::scripts_logged)
+    /// is what the server ran since.
+    pub fn log_every_command(&self) -> io::Result<()> {
+        self.admin(&["CONFIG", "SET", "slowlog-log-slower-than", "0"])?;
+        self.admin(&["CONFIG", "SET", "slowlog-max-len", "1000"])?;
+        self.admin(&["SLOWLOG", "RESET"]).map(drop)
+    }
+
+    /// The scripts (`EVALSHA`) the slow log holds, oldest first, each as
+    /// the keys and arguments it was sent (as the slow log keeps them: at
+    /// most 32 of all, each cut to 128 bytes). With
+    /// [`log_every_command`](Self::log_every_command), a test counts the
+    /// round trips a client made; `SLOWLOG RESET` starts a new count.
+    pub fn scripts_logged(&self) -> io::Result<Vec<LoggedScript>> {
+        let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+        let AdminReply::Array(Some(entries)) = self.admin(&["SLOWLOG", "GET", "1000"])? else {
+            return Err(invalid("SLOWLOG GET: not an array"));
+        };
+        let mut scripts = Vec::new();
+        for entry in entries.iter().rev() {
+            let AdminReply::Array(Some(fields)) = entry else {
+                return Err(invalid("SLOWLOG GET: an entry is not an array"));
+            };
+            let Some(AdminReply::Array(Some(command))) = fields.get(3) else {
+                return Err(invalid("SLOWLOG GET: an entry has no command"));
+            };
+            let words: Vec<&str> = command.iter().filter_map(AdminReply::as_text).collect();
+            let [name, _sha, count, rest @ ..] = &words[..] else {
+                continue;
+            };
+            let Some(count) = count.parse::<usize>().ok().filter(|n| *n <= rest.len()) else {
+                continue;
+            };
+            if name.eq_ignore_ascii_case("evalsha") {
+                let (keys, args) = rest.split_at(count);
+                scripts.push(LoggedScript {
+                    keys: keys.iter().map(|key| (*key).to_owned()).collect(),
+                    args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+                });
+            }
+        }
+        Ok(scripts)
+    }
+
     /// Sends `commands` in order on one fresh connection and returns their
     /// replies. `WAIT` needs this: it counts the replicas that have the
     /// writes of its own connection, so a `WAIT` sent by [`admin`](Self::admin)
@@ -588,6 +633,16 @@ pub fn find_redis_cli() -> io::Result<PathBuf> {
 /// A port on 127.0.0.1 that was free a moment ago.
 pub fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A script call the server's slow log kept
+/// ([`RedisServer::scripts_logged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedScript {
+    /// The keys it was sent.
+    pub keys: Vec<String>,
+    /// The arguments after its keys.
+    pub args: Vec<String>,
 }
 
 /// A reply read by [`RedisServer::admin`].

@@ -836,27 +836,13 @@ async fn a_release_hands_the_write_over_on_the_server(kind: ClientKind) {
 /// How many read-write acquires the server ran since the slow log was
 /// last reset (it logs every command: see the test below).
 fn acquires_logged(server: &RedisServer) -> usize {
-    let AdminReply::Array(Some(entries)) =
-        server.admin(&["SLOWLOG", "GET", "1000"]).expect("SLOWLOG")
-    else {
-        panic!("no slow log");
-    };
-    let is_acquire = |entry: &AdminReply| {
-        let AdminReply::Array(Some(fields)) = entry else {
-            return false;
-        };
-        let Some(AdminReply::Array(Some(command))) = fields.get(3) else {
-            return false;
-        };
-        let text = |index: usize| command.get(index).and_then(AdminReply::as_text);
-        let Some(keys) = text(2).and_then(|keys| keys.parse::<usize>().ok()) else {
-            return false;
-        };
-        // EVALSHA sha numkeys keys... id mode ...: a release has no mode.
-        text(0).is_some_and(|name| name.eq_ignore_ascii_case("evalsha"))
-            && matches!(text(3 + keys + 1), Some("r" | "w"))
-    };
-    entries.iter().filter(|entry| is_acquire(entry)).count()
+    server
+        .scripts_logged()
+        .expect("SLOWLOG")
+        .iter()
+        // An acquire sends the id, then the mode; a release sends no mode.
+        .filter(|script| matches!(script.args.get(1).map(String::as_str), Some("r" | "w")))
+        .count()
 }
 
 /// A writer in another process learns from the release's message that it
@@ -867,14 +853,7 @@ fn acquires_logged(server: &RedisServer) -> usize {
 /// more than one of five.
 async fn a_waiting_writer_takes_up_a_grant_and_extends_it(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    for setting in [
-        ["slowlog-log-slower-than", "0"],
-        ["slowlog-max-len", "1000"],
-    ] {
-        server
-            .admin(&["CONFIG", "SET", setting[0], setting[1]])
-            .expect("CONFIG SET");
-    }
+    server.log_every_command().expect("the slow log");
     let mut acquired_by_attempt = 0;
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let other = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
