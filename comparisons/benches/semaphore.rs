@@ -26,7 +26,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_comparisons::{print_gaps, single_node_manager};
+use lock_comparisons::{fair_single_node_manager, print_gaps, single_node_manager};
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::{self, NodeClient};
 use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
@@ -103,6 +103,9 @@ async fn measure() {
         let locks = single_node_manager(kind, &server, Duration::from_secs(10)).await;
         let gaps = handoff_gaps(&locks, length.max(Duration::from_secs(3))).await;
         print_gaps(&format!("ours, {kind}"), gaps);
+        let fair = fair_single_node_manager(kind, &server, Duration::from_secs(10)).await;
+        let gaps = handoff_gaps(&fair, length.max(Duration::from_secs(3))).await;
+        print_gaps(&format!("ours, fair (granted on the server), {kind}"), gaps);
     }
     if let Some(node) = &node {
         let gaps = peer_handoff_gaps(node, &server, length.max(Duration::from_secs(3))).await;

@@ -14,12 +14,31 @@ pub async fn single_node_manager(
     server: &RedisServer,
     ttl: Duration,
 ) -> LockManager {
+    manager_with(kind, server, ttl, false).await
+}
+
+/// As [`single_node_manager`], in fair mode.
+pub async fn fair_single_node_manager(
+    kind: ClientKind,
+    server: &RedisServer,
+    ttl: Duration,
+) -> LockManager {
+    manager_with(kind, server, ttl, true).await
+}
+
+async fn manager_with(
+    kind: ClientKind,
+    server: &RedisServer,
+    ttl: Duration,
+    fair: bool,
+) -> LockManager {
     let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
         .await
         .expect("connect");
     let config = LockConfig::with_nodes([server.url().expose().to_owned()])
         .with_ttl(ttl)
-        .with_client(kind);
+        .with_client(kind)
+        .with_fair(fair);
     LockManager::new(Arc::new(backend), config).expect("config")
 }
 

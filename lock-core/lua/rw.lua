@@ -141,7 +141,11 @@ local function rw_hand_off(holds, modes, counter, queue, waiters, offers, now)
   if redis.call('zcard', holds) > 0 then
     return false
   end
-  if sem_foreign({counter, queue, waiters, offers}, {'string', 'list', 'zset', 'hash'}) then
+  -- Nobody waits: two commands.
+  if redis.call('type', queue)['ok'] ~= 'list' or not redis.call('lindex', queue, 0) then
+    return false
+  end
+  if sem_foreign({counter, waiters, offers}, {'string', 'zset', 'hash'}) then
     return false
   end
   local last = redis.call('get', counter)

@@ -42,7 +42,8 @@ if redis.call('zscore', holds, ARGV[1]) then
   released = 1
   wake = wake or mode ~= 'r' or redis.call('zcard', holds) == 0
 end
-if #KEYS >= 6 then
+-- Nobody waits in line: one command.
+if #KEYS >= 6 and redis.call('type', KEYS[4])['ok'] == 'list' then
   rw_void_offer(KEYS[6], ARGV[1])
   if wake and rw_hand_off(holds, modes, KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) then
     return released

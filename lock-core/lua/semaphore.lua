@@ -101,3 +101,130 @@ local function sem_keep(permits, held, now)
     end
   end
 end
+
+-- The server-side hand-off of permits in fair mode. A waiter that queues
+-- with the `offers` key passed (a hash shared with a fair lock's and a
+-- read-write lock's waiters, whose hand-offs never grant these entries, nor
+-- this one theirs) leaves an offer: owner -> `p<weight> <grant ms> <place
+-- deadline> <id>`, the weight it asks for, how long a grant runs (the
+-- waiter lease, or the TTL if shorter), the deadline its place got with
+-- it, and its attempt's permit id. A release then grants permits to the
+-- waiters at the head of the line, in order, while their weights fit.
+
+-- sem_owner(id): the owner part of a permit id `<owner>:<16 hex digits>`.
+local function sem_owner(id)
+  return string.sub(id, 1, -18)
+end
+
+-- sem_offer(offers, owner, id, weight, now, lease, ttl): keeps `id` as the
+-- waiter `owner`'s offer, made with its place's deadline `now + lease`.
+local function sem_offer(offers, owner, id, weight, now, lease, ttl)
+  redis.call('hset', offers, owner,
+    string.format('p%d %d %d ', weight, math.min(lease, ttl), now + lease) .. id)
+  redis.call('pexpire', offers, lease * 2)
+end
+
+-- sem_void_offer(offers, id): drops the offer that names `id`, a permit
+-- being given back (an attempt whose reply was lost is released before the
+-- waiter's next one): no hand-off may grant it, since nobody would take it
+-- up. Nothing is written when `offers` is not a hash.
+local function sem_void_offer(offers, id)
+  if redis.call('type', offers)['ok'] ~= 'hash' then
+    return
+  end
+  local owner = sem_owner(id)
+  local offer = redis.call('hget', offers, owner)
+  if offer and string.match(offer, '^p%d+ %d+ %d+ (.+)$') == id then
+    redis.call('hdel', offers, owner)
+  end
+end
+
+-- sem_hand_off(permits, held, limit_key, fences, queue, waiters, offers,
+-- now): drops the waiters whose place ran out from the head of the line,
+-- then grants each live waiter at the head its offer while its weight fits
+-- beside the live permits: the lowest free slot and its next token, the
+-- permit for the offer's lease and never past its place's deadline (a
+-- waiter that died after its last attempt holds it no longer than its
+-- place would have lasted; a live one extends it to its TTL at once), the
+-- waiter out of the line, and `g<SHA-1 of the id>:<token>:<slot>`
+-- published. Stops at a head whose weight does not fit (fair: none passes
+-- it) or that has no current offer (it takes its own turn). Returns the
+-- weight granted, and true when it stopped at a live head it could not
+-- grant for want of an offer or a readable counter (that head must be
+-- woken to take its own turn). Reads only the queue when nobody waits.
+-- Writes nothing when a key holds another type or a live permit's entry or
+-- the limit does not parse; a slot counter that does not parse stops it
+-- after the grants and dead heads before, which stand.
+local function sem_hand_off(permits, held, limit_key, fences, queue, waiters, offers, now)
+  if sem_foreign({queue}, {'list'}) or not redis.call('lindex', queue, 0) then
+    return 0
+  end
+  if sem_foreign({limit_key, fences, waiters, offers}, {'string', 'hash', 'zset', 'hash'}) then
+    return 0
+  end
+  local limit = sem_count(redis.call('get', limit_key), 9)
+  if not limit then
+    return 0
+  end
+  local used, taken = 0, {}
+  for _, live in ipairs(redis.call('zrangebyscore', permits, '(' .. now, '+inf')) do
+    local weight, slot = sem_entry(redis.call('hget', held, live))
+    if not weight then
+      return 0
+    end
+    used = used + weight
+    taken[slot] = true
+  end
+  local granted, stalled = 0, false
+  while true do
+    local head = redis.call('lindex', queue, 0)
+    if not head then
+      break
+    end
+    local deadline = tonumber(redis.call('zscore', waiters, head))
+    local offer = redis.call('hget', offers, head)
+    if deadline and deadline > now then
+      local weight, runs, made_with, id
+      if offer then
+        weight, runs, made_with, id = string.match(offer, '^p([1-9]%d*) ([1-9]%d*) (%d+) (.+)$')
+      end
+      if not weight or tonumber(made_with) ~= deadline or sem_owner(id) ~= head then
+        stalled = true
+        break
+      end
+      if used + tonumber(weight) > limit then
+        break
+      end
+      local slot = 0
+      while taken[slot] do
+        slot = slot + 1
+      end
+      local last = redis.call('hget', fences, slot)
+      if last and (not string.match(last, '^%d+$') or #last > 18) then
+        stalled = true
+        break
+      end
+      redis.call('hincrby', fences, slot, 1)
+      local token = redis.call('hget', fences, slot)
+      redis.call('zadd', permits, now + math.min(tonumber(runs), deadline - now), id)
+      redis.call('hset', held, id, weight .. ':' .. slot .. ':' .. token)
+      used = used + tonumber(weight)
+      granted = granted + tonumber(weight)
+      taken[slot] = true
+      redis.call('lpop', queue)
+      redis.call('zrem', waiters, head)
+      redis.call('hdel', offers, head)
+      redis.pcall('publish', permits .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token .. ':' .. slot)
+    else
+      redis.call('lpop', queue)
+      redis.call('zrem', waiters, head)
+      if offer then
+        redis.call('hdel', offers, head)
+      end
+    end
+  end
+  if granted > 0 then
+    sem_keep(permits, held, now)
+  end
+  return granted, stalled
+end

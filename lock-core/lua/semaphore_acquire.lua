@@ -1,7 +1,7 @@
 -- Takes one permit of a weight in a semaphore of a limit, if that weight
 -- fits beside the live permits: the permit gets the lowest slot no live
 -- permit has, and the next fencing token of that slot. In fair mode (six
--- keys), also only when the waiter queue is empty or headed by this owner,
+-- keys, or seven with the hand-off's offers), also only when the waiter queue is empty or headed by this owner,
 -- so a large weight is not starved by small ones that keep fitting.
 --
 -- KEYS[1]  the permits (a sorted set; see semaphore.lua)
@@ -19,6 +19,10 @@
 --          again within it leaves the queue
 -- ARGV[7]  (fair mode) "1" to join the queue when it is not this owner's
 --          turn or the weight does not fit, "0" to try once
+-- KEYS[7], ARGV[8]  (fair mode, optional: the server-side hand-off,
+--          semaphore.lua) the waiters' offers, and the permit id this
+--          waiter's previous attempt offered, or '-': a waiter that queues
+--          offers this attempt's id, for a release to grant
 --
 -- Reply:
 --   {1, slot, token}     granted (the token as text), with a deadline of the
@@ -30,7 +34,7 @@
 --                        permits, `wait_ms` how long until the first of them
 --                        ends (-1 when none is live); only expired permits
 --                        and dead waiters were removed, and this owner
---                        queued if asked
+--                        queued if asked (with KEYS[7], its offer kept)
 --   {-1, limit}          the semaphore was created with another limit, which
 --                        it keeps: nothing was written
 --   {-2, key, detail}    a key holds something that is not this semaphore's
@@ -38,6 +42,10 @@
 --                        does not parse): nothing was written
 --   {-3, limit}          the weight is above the limit: it can never fit;
 --                        nothing was written
+--   {3, slot, token}     (with ARGV[8]) a release already granted the
+--                        previous attempt's offer this permit; it now lives
+--                        for the TTL and nothing else was written: the
+--                        waiter holds it from this attempt on
 -- Missing KEYS, or an ARGV that is not a whole number from 1, is an error
 -- reply before anything is read. Every check comes before the first write;
 -- TIME is read before it too, so a user whose ACL refuses it writes nothing.
@@ -59,8 +67,10 @@ local owner, lease, join = ARGV[5], sem_count(ARGV[6], 14), ARGV[7] == '1'
 if queue and not (waiters and owner and lease) then
   return redis.error_reply('ERR semaphore_acquire: fair mode takes six keys, an owner and a waiter lease')
 end
+local offers, earlier = KEYS[7], ARGV[8] or '-'
 local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
   or (queue and sem_foreign({queue, waiters}, {'list', 'zset'}))
+  or (queue and offers and sem_foreign({offers}, {'hash'}))
 if foreign then
   return foreign
 end
@@ -100,6 +110,16 @@ if mine then
   sem_keep(permits, held, now)
   return {1, mine[1], mine[2]}
 end
+if queue and offers and earlier ~= '-' and owner and sem_owner(earlier) == owner
+    and tonumber(redis.call('zscore', permits, earlier) or '0') > now then
+  local _, slot, token = sem_entry(redis.call('hget', held, earlier))
+  -- The grant ran for the waiter lease; this attempt takes it up for the
+  -- TTL, so the waiter's lease counts from this attempt.
+  sem_drop(permits, held, expired)
+  redis.call('zadd', permits, 'xx', now + ttl, earlier)
+  sem_keep(permits, held, now)
+  return {3, slot, token}
+end
 -- The slot a grant would take, and its counter checked, before any write.
 local slot = 0
 while taken[slot] do
@@ -120,6 +140,9 @@ if queue then
     end
     redis.call('lpop', queue)
     redis.call('zrem', waiters, head)
+    if offers then
+      redis.call('hdel', offers, head)
+    end
     head = redis.call('lindex', queue, 0)
   end
 end
@@ -133,6 +156,9 @@ if used + weight > limit or (head and head ~= owner) then
     -- The queue keys vanish on their own once every waiter is gone.
     redis.call('pexpire', queue, lease * 2)
     redis.call('pexpire', waiters, lease * 2)
+    if offers then
+      sem_offer(offers, owner, id, weight, now, lease, ttl)
+    end
   end
   return {0, used, first and (first - now) or -1}
 end
@@ -146,6 +172,9 @@ if not stored then
   redis.call('set', limit_key, ARGV[3])
 end
 sem_keep(permits, held, now)
+if queue and offers then
+  redis.call('hdel', offers, owner)
+end
 if head then
   redis.call('lpop', queue)
   redis.call('zrem', waiters, owner)

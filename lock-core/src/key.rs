@@ -336,8 +336,8 @@ pub struct HoldToken {
     /// A multi-key hold's members, in the order they are taken (the first
     /// is the lease's key); `None` for a hold of one key.
     members: Option<std::sync::Arc<[LockKey]>>,
-    /// A fair-mode lock's hold: its release hands the lock to the next
-    /// waiter in line ([`in_line`](Self::in_line)).
+    /// A fair-mode lock's hold or permit: its release hands what it frees
+    /// to the next waiters in line ([`in_line`](Self::in_line)).
     in_line: bool,
 }
 
@@ -604,24 +604,33 @@ impl HoldToken {
         self
     }
 
-    /// This hold as granted with `token` by a release on the server (a
-    /// waiter's offer): a lock's hold, or a read-write lock's write.
-    pub(crate) fn granted_by_release(self, token: FencingToken) -> Self {
-        match self.access {
+    /// This hold as granted with `token` (and for a permit, `slot`) by a
+    /// release on the server (a waiter's offer): a lock's hold, a
+    /// read-write lock's write, or a permit. `None` for a permit without a
+    /// slot, which no grant gives.
+    pub(crate) fn granted_by_release(self, token: FencingToken, slot: Option<u32>) -> Option<Self> {
+        if self.permit.is_some() {
+            return slot.map(|slot| self.granted_permit(slot, token));
+        }
+        Some(match self.access {
             Some(_) => self.granted_access(token),
             None => self.granted(Some(token)),
-        }
+        })
     }
 
-    /// This hold as a fair-mode lock's: its release hands the lock to the
-    /// next waiter in line, on the server where the backend can
-    /// ([`is_in_line`](Self::is_in_line)).
+    /// This hold as a fair-mode lock's or permit's: its release hands what
+    /// it frees to the next waiters in line, on the server where the
+    /// backend can ([`is_in_line`](Self::is_in_line)). A hold outside fair
+    /// mode is not: its release sends no queue keys, which costs the
+    /// server less, and waiters in line (of another process's fair mode)
+    /// take their turn from its message.
     pub fn in_line(mut self) -> Self {
         self.in_line = true;
         self
     }
 
-    /// Whether this is a fair-mode lock's hold ([`in_line`](Self::in_line)).
+    /// Whether this is a fair-mode lock's hold or permit
+    /// ([`in_line`](Self::in_line)).
     pub fn is_in_line(&self) -> bool {
         self.in_line
     }

@@ -268,9 +268,61 @@ impl SingleNodeBackend {
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
         let held = key.permits_held_key();
+        // What a fair permit's release frees goes to the waiters' offers
+        // first; outside fair mode nobody waits in line.
+        if hold.is_in_line() && self.hands_over() {
+            let (limit_key, fences) = (key.limit_key(), key.slot_fences_key());
+            let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
+            let keys = [
+                key.redis_key(),
+                &held,
+                &limit_key,
+                &fences,
+                &queue,
+                &waiters,
+                &offers,
+            ];
+            return self
+                .release_hold_with(&semaphore::RELEASE, &keys, hold, semaphore_problem)
+                .await;
+        }
         let keys = [key.redis_key(), &held];
         self.release_hold_with(&semaphore::RELEASE, &keys, hold, semaphore_problem)
             .await
+    }
+
+    /// Takes a fair semaphore's waiter out of the line, giving back a
+    /// permit a release granted to one of `offered`
+    /// (`semaphore_give_up.lua`).
+    async fn leave_permit_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: &[HoldToken],
+    ) -> Result<(), LockError> {
+        let held = key.permits_held_key();
+        let (limit_key, fences) = (key.limit_key(), key.slot_fences_key());
+        let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
+        let keys = [
+            key.redis_key(),
+            &held,
+            &limit_key,
+            &fences,
+            &queue,
+            &waiters,
+            &offers,
+        ];
+        let mut args = vec![owner.expose().as_bytes()];
+        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
+        let script = &semaphore::GIVE_UP;
+        let reply = self.node.run(script, &keys, &args).await?;
+        if let Some(problem) = semaphore_problem(&reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
     }
 
     /// Runs a script that gives back a hold with a deadline of its own (a
@@ -1219,11 +1271,14 @@ impl LockBackend for SingleNodeBackend {
         offered: Option<&[HoldToken]>,
     ) -> Result<(), LockError> {
         let (queue, waiters) = (key.queue_key(), key.waiters_key());
-        // A read-write lock's waiting writer, and a lock's waiter (a
-        // semaphore's makes no offers).
+        // A read-write lock's waiting writer, a fair semaphore's waiter and
+        // a fair lock's: each gives back what a release granted its offers.
         let offered = offered.filter(|_| self.hands_over());
         if let Some(offered) = offered.filter(|holds| holds.iter().any(|h| h.access().is_some())) {
             return self.leave_writers_queue(key, owner, offered).await;
+        }
+        if let Some(offered) = offered.filter(|holds| holds.iter().any(|h| h.permit().is_some())) {
+            return self.leave_permit_queue(key, owner, offered).await;
         }
         if let Some(offered) = offered {
             let offers = key.offers_key();
@@ -1261,6 +1316,7 @@ impl LockBackend for SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
         request: PermitRequest,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
         let (held, limit_key, fences) = (
@@ -1268,7 +1324,10 @@ impl LockBackend for SingleNodeBackend {
             key.limit_key(),
             key.slot_fences_key(),
         );
-        let (queue, waiters) = (key.queue_key(), key.waiters_key());
+        // In fair mode, the queue of the fair lock's layout: the same keys.
+        let line = request
+            .fair
+            .map(|_| [key.queue_key(), key.waiters_key(), key.offers_key()]);
         let mut keys = vec![key.redis_key(), &held, &limit_key, &fences];
         let (weight, limit) = (request.weight.to_string(), request.limit.to_string());
         let ttl_ms = MillisText::of_ttl(ttl);
@@ -1278,20 +1337,43 @@ impl LockBackend for SingleNodeBackend {
             limit.as_bytes(),
             ttl_ms.as_bytes(),
         ];
-        // In fair mode, the queue of the fair lock's layout: the same keys.
         let lease_ms = request
             .fair
             .map(|place| MillisText::new(ttl_millis(place.waiter_lease).max(1)));
-        if let (Some(place), Some(lease_ms)) = (request.fair, &lease_ms) {
+        let mut hands_over = false;
+        if let (Some(place), Some(lease_ms), Some([queue, waiters, offers])) =
+            (request.fair, &lease_ms, &line)
+        {
             keys.extend([queue.as_str(), waiters.as_str()]);
             args.extend([
                 hold.expose_owner().as_bytes(),
                 lease_ms.as_bytes(),
                 if place.join { b"1" } else { b"0" },
             ]);
+            hands_over = self.hands_over();
+            if hands_over {
+                keys.push(offers);
+                args.push(earlier.map_or(&b"-"[..], |hold| hold.attempt_value().as_bytes()));
+            }
         }
         let script = &semaphore::ACQUIRE;
         let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
+        if let Some([Reply::Int(3), Reply::Int(slot), token]) = reply.as_array() {
+            let slot = u32::try_from(*slot)
+                .ok()
+                .filter(|slot| *slot < request.limit);
+            let token = token.as_text().and_then(|token| token.parse::<u64>().ok());
+            return match (slot, token, hands_over && earlier.is_some()) {
+                (Some(slot), Some(token), true) if token >= 1 => {
+                    Ok(AcquireOutcome::PermitGrantedEarlier {
+                        slot,
+                        fencing_token: FencingToken::new(token),
+                        ttl,
+                    })
+                }
+                _ => Err(self.node.unexpected(script, &reply)),
+            };
+        }
         let outcome = permit_outcome(key, &reply, request)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOutcome, ClientKind, FairPlace, HoldToken, LockBackend, LockError, LockKey, LockManager,
-    OwnerToken, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
+    AcquireOutcome, ClientKind, FairPlace, HandoffToken, HoldToken, LockBackend, LockError,
+    LockKey, LockManager, OwnerToken, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -455,6 +455,40 @@ async fn dropped_waiter_gives_back_its_grant(kind: ClientKind) {
     panic!("the waiter took its grant up before every abort");
 }
 
+/// A fair hold handed over to another process (`resume`), or released by
+/// its hand-off token (`distlock release`), is still in line: its release
+/// grants the lock to the first waiter's offer on the server.
+async fn a_resumed_hold_hands_over_on_the_server(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let (_, resumer) = process(kind, &fair.server, WaitMode::Notify).await;
+    let key = LockKey::new("lock:", "resumed").expect("key");
+    let holder = fair.locks.acquire("resumed").await.expect("holder");
+    let first = holder.fencing_token().expect("a token").get();
+    // Sent to the other process as text, as `distlock` passes it.
+    let token = HandoffToken::parse(holder.hand_off().expect("hand off").expose()).expect("parse");
+    let resumed = resumer.resume("resumed", &token).await.expect("resume");
+    let waiter = queue_by_hand(&fair, &key).await;
+    resumed.release().await.expect("release");
+    let granted = format!("{}#{}", waiter.attempt_value(), first + 1);
+    assert_eq!(stored(&fair, &key), Some(granted), "not handed over");
+    fair.backend
+        .release(&key, &waiter)
+        .await
+        .expect("release the grant");
+    let holder = fair.locks.acquire("resumed").await.expect("holder");
+    let token = HandoffToken::parse(holder.hand_off().expect("hand off").expose()).expect("parse");
+    let waiter = queue_by_hand(&fair, &key).await;
+    resumer
+        .release_by_token("resumed", &token)
+        .await
+        .expect("release by token");
+    assert_eq!(
+        stored(&fair, &key).map(|value| value.starts_with(waiter.attempt_value())),
+        Some(true),
+        "not handed over by token"
+    );
+}
+
 macro_rules! fair_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
@@ -478,6 +512,11 @@ macro_rules! fair_tests {
             #[test]
             fn release_hands_over_on_the_server() {
                 lock_testkit::run(super::release_hands_over_on_the_server($kind));
+            }
+
+            #[test]
+            fn a_resumed_hold_hands_over_on_the_server() {
+                lock_testkit::run(super::a_resumed_hold_hands_over_on_the_server($kind));
             }
 
             #[test]

@@ -454,6 +454,7 @@ impl LockBackend for RedlockBackend {
         _hold: &HoldToken,
         _ttl: Duration,
         _request: PermitRequest,
+        _earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         Err(LockError::InvalidConfig {
             field: "strategy".to_owned(),

@@ -105,7 +105,7 @@ async fn run_scenario(
                 let request =
                     PermitRequest::new(LIMIT, hold.permit().map_or(weight, |p| p.weight()));
                 let outcome = backend
-                    .try_acquire_permit(key, &hold, TTL, request)
+                    .try_acquire_permit(key, &hold, TTL, request, None)
                     .await
                     .map_err(|err| fail(step, op, err))?;
                 match (model.held.get(&holder).copied(), outcome) {

@@ -397,6 +397,25 @@ fn scenarios() -> Vec<Scenario> {
             proxied: true,
             ..scenario("fair-partition", "single", 1, Fault::Partition, Expect::Safe)
         },
+        // A fair semaphore's release grants permits to the waiters at the
+        // head of the line, as a fair lock's does.
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            fair: true,
+            note: "a semaphore of 2 in fair mode: releases grant permits in line",
+            ..scenario("semaphore-fair", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            fair: true,
+            note: "a paused holder, or a paused waiter granted a permit, acts late; its slot's fence refuses it",
+            ..scenario("semaphore-fair-worker-pause", "single", 1, Fault::PauseWorker, Expect::Fenced)
+        },
+        Scenario {
+            primitive: Primitive::Semaphore(2),
+            fair: true,
+            ..scenario("semaphore-fair-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
     ]
 }
 

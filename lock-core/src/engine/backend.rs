@@ -43,6 +43,17 @@ pub enum AcquireOutcome {
         /// The TTL the attempt set.
         ttl: Duration,
     },
+    /// As [`GrantedEarlier`](Self::GrantedEarlier), for a fair semaphore's
+    /// waiter ([`try_acquire_permit`](LockBackend::try_acquire_permit)):
+    /// the earlier attempt's permit has this slot and token, for `ttl`.
+    PermitGrantedEarlier {
+        /// The permit's slot.
+        slot: u32,
+        /// The slot's token the release issued to it.
+        fencing_token: FencingToken,
+        /// The TTL the attempt set.
+        ttl: Duration,
+    },
     /// Someone else holds the lock (for a semaphore: the weight asked for
     /// does not fit beside the live permits).
     Held {
@@ -385,6 +396,17 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// be live": a permit's lease is its own, and a release credits only
     /// its own weight, once.
     ///
+    /// In fair mode, a backend that hands permits over on the server keeps
+    /// a queued `hold` as its offer, as
+    /// [`try_acquire_fair`](Self::try_acquire_fair) does: a release grants
+    /// permits to the offers at the head of the line while their weights
+    /// fit, for `waiter_lease`, and tells each through
+    /// [`Wakeups::take_grant`] (with the permit's slot). `earlier` is the
+    /// hold of this waiter's previous attempt answered
+    /// [`AcquireOutcome::Held`]; a grant to it found by this attempt is
+    /// renewed to `ttl` and answered
+    /// [`AcquireOutcome::PermitGrantedEarlier`].
+    ///
     /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
     async fn try_acquire_permit(
         &self,
@@ -392,8 +414,9 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         hold: &HoldToken,
         ttl: Duration,
         request: PermitRequest,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, request);
+        let _ = (key, hold, ttl, request, earlier);
         Err(no_semaphores(self.strategy()))
     }
 
@@ -574,12 +597,14 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     }
 
     /// Takes `owner` out of the fair queue of `key` (it stopped waiting).
-    /// A fair lock's waiter, and a read-write lock's waiting writer, pass
-    /// `offered`, the holds of their attempts a release may have granted on
-    /// the server (see [`try_acquire_fair`](Self::try_acquire_fair) and
+    /// A fair lock's or semaphore's waiter, and a read-write lock's
+    /// waiting writer, pass `offered`, the holds of their attempts a
+    /// release may have granted on the server (see
+    /// [`try_acquire_fair`](Self::try_acquire_fair),
+    /// [`try_acquire_permit`](Self::try_acquire_permit) and
     /// [`try_acquire_access`](Self::try_acquire_access)): a grant to one of
-    /// them is given back (and handed on). A semaphore's waiter, and one
-    /// that sent no attempt, pass `None`.
+    /// them is given back (and handed on). A waiter that sent no attempt
+    /// passes `None`.
     async fn leave_fair_queue(
         &self,
         key: &LockKey,

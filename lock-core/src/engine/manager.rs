@@ -96,14 +96,14 @@ impl Claim {
 
     /// Whether a wait for this claim offers its attempts' holds for a
     /// release to grant on the server (where the backend hands over): a
-    /// fair lock's, and a write's that does not prefer readers.
+    /// fair lock's or permit's, and a write's that does not prefer readers.
     fn offers(&self, fair: bool) -> bool {
         match self {
-            Claim::Lock => fair,
+            Claim::Lock | Claim::Permit(_) => fair,
             Claim::Access(request) => {
                 request.access == Access::Exclusive && !request.prefer_readers
             }
-            Claim::Permit(_) | Claim::Multi(_) => false,
+            Claim::Multi(_) => false,
         }
     }
 }
@@ -535,7 +535,7 @@ impl LockManager {
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
         let ttl = token.ttl().unwrap_or(self.settings.ttl);
-        let successor = token.hold().successor()?;
+        let successor = self.in_line_if_fair(token.hold().successor()?);
         let sent_at = Instant::now();
         match self
             .backend
@@ -591,9 +591,23 @@ impl LockManager {
         token: &HandoffToken,
     ) -> Result<(), LockError> {
         let key = self.key(name)?;
-        match self.backend.release(&key, token.hold()).await? {
+        let hold = self.in_line_if_fair(token.hold().clone());
+        match self.backend.release(&key, &hold).await? {
             ReleaseOutcome::Released => Ok(()),
             ReleaseOutcome::NotHeld => Err(self.not_held_by_this_hold(&key).await),
+        }
+    }
+
+    /// `hold` as in line ([`HoldToken::in_line`]) in fair mode, if it is a
+    /// lock's or a permit's: its release hands what it frees to the next
+    /// waiters, whether this process acquired it or resumed it from a
+    /// hand-off token (a read-write lock's writers queue in every mode,
+    /// and its release hands over by its own keys).
+    fn in_line_if_fair(&self, hold: HoldToken) -> HoldToken {
+        if self.settings.fair && hold.access().is_none() && hold.members().is_none() {
+            hold.in_line()
+        } else {
+            hold
         }
     }
 
@@ -668,9 +682,9 @@ impl LockManager {
             Claim::Permit(request) => hold = hold.for_permit(request.weight),
             Claim::Access(request) => hold = hold.for_access(request.access),
             Claim::Multi(keys) => hold = hold.for_members(Arc::clone(keys)),
-            Claim::Lock if self.settings.fair => hold = hold.in_line(),
             Claim::Lock => {}
         }
+        let hold = self.in_line_if_fair(hold);
         let fair = self.settings.fair;
         let queues = claim.queues(fair);
         let sent_at = Instant::now();
@@ -694,8 +708,9 @@ impl LockManager {
                         join: join_queue,
                     });
                 }
+                let earlier = offer_hold(offered, &hold);
                 self.backend
-                    .try_acquire_permit(key, &hold, ttl, request)
+                    .try_acquire_permit(key, &hold, ttl, request, earlier.as_ref())
                     .await
             }
             Claim::Access(request) => {
@@ -800,7 +815,36 @@ impl LockManager {
                 // The attempt renewed the grant to the TTL: the lease
                 // counts from when it was sent.
                 Ok(Attempt::Acquired(Granted {
-                    hold: offer.hold.granted_by_release(fencing_token),
+                    // A lock's or a write's: never a permit (its own reply).
+                    hold: match offer.hold.access() {
+                        Some(_) => offer.hold.granted_access(fencing_token),
+                        None => offer.hold.granted(Some(fencing_token)),
+                    },
+                    sent_at,
+                    ttl,
+                    ttl_set,
+                }))
+            }
+            Ok(AcquireOutcome::PermitGrantedEarlier {
+                slot,
+                fencing_token,
+                ttl: ttl_set,
+            }) => {
+                let Some(offer) = offered.and_then(|(offered, _)| offered.take()) else {
+                    return Err(LockError::UnexpectedReply {
+                        node: self.backend.strategy().to_owned(),
+                        script: "try_acquire_permit",
+                        reply: "a grant to an earlier attempt, where none was offered".to_owned(),
+                    });
+                };
+                tracing::debug!(
+                    key = key.name(),
+                    slot,
+                    fencing_token = fencing_token.get(),
+                    "permit granted by a release to this waiter's earlier offer"
+                );
+                Ok(Attempt::Acquired(Granted {
+                    hold: offer.hold.granted_permit(slot, fencing_token),
                     sent_at,
                     ttl,
                     ttl_set,
@@ -872,7 +916,8 @@ struct Wait<'a, Q> {
     unanswered: UnansweredHolds<'a>,
     /// In fair mode, leaves the queue when dropped; disarmed on success.
     queued: Option<Q>,
-    /// A fair lock's waiter: the hold a release may grant it on the server.
+    /// A waiter that offers its holds (a fair lock's or permit's, a writer's):
+    /// the hold a release may grant it on the server.
     offered: Option<&'a Offered>,
     releases: Option<Box<dyn Wakeups>>,
     /// When this wait may (next) try to subscribe to releases; `None` once
@@ -1127,9 +1172,9 @@ impl<'a, Q> Wait<'a, Q> {
     /// other hold of this waiter (an attempt whose reply was lost, released
     /// before the next one) is not taken up.
     fn granted_on_server(&mut self) -> Option<Granted> {
-        let (attempt, token) = self.releases.as_mut()?.take_grant()?;
+        let grant = self.releases.as_mut()?.take_grant()?;
         let offered = self.offered?;
-        let offer = offered.take_if(&attempt)?;
+        let offer = offered.take_if(&grant.attempt)?;
         let ttl_set = FAIR_WAITER_LEASE.min(self.ttl);
         let drift = self.manager.settings.clock_drift_factor;
         // Found late (an attempt in flight kept this waiter from looking),
@@ -1146,11 +1191,26 @@ impl<'a, Q> Wait<'a, Q> {
             offered.answered(offer.hold, offer.sent_at);
             return None;
         }
-        let hold = offer.hold.granted_by_release(token);
+        let token = grant.fencing_token;
+        // A permit's slot is below the limit: a message that names none, or
+        // another, is left to an attempt, which reads the permit itself.
+        let slot = match (&self.claim, grant.slot) {
+            (Claim::Permit(request), Some(slot)) if slot < request.limit => Some(slot),
+            (Claim::Permit(_), _) => {
+                offered.answered(offer.hold, offer.sent_at);
+                return None;
+            }
+            _ => None,
+        };
+        let Some(hold) = offer.hold.clone().granted_by_release(token, slot) else {
+            offered.answered(offer.hold, offer.sent_at);
+            return None;
+        };
         tracing::debug!(
             key = self.key.name(),
             fencing_token = token.get(),
-            "lock granted by a release to this waiter's offer"
+            slot,
+            "granted by a release to this waiter's offer"
         );
         Some(Granted {
             hold,
@@ -1193,7 +1253,7 @@ impl<'a, Q> Wait<'a, Q> {
                     delay = delay.min(remaining.saturating_add(EXPIRY_SLACK));
                 }
                 let nap = tokio::time::sleep(delay.min(fair_cap).min(left));
-                // A fair lock's waiter after a failed attempt: a grant to
+                // A waiter that offers, after a failed attempt: a grant to
                 // its offer may still come, and ages while it sleeps.
                 let offering = self.offered.is_some();
                 match self.releases.as_mut().filter(|_| offering) {

@@ -45,7 +45,13 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// the first live permit's lease ends. In fair mode (the config's `fair`),
 /// permits go in arrival order: a waiter is granted only at the head of
 /// the semaphore's queue, so a large weight is not starved by small ones
-/// that keep fitting, and a one-shot try never jumps the queue. A place in
+/// that keep fitting, and a one-shot try never jumps the queue. A release
+/// grants what it frees, on the server, to the waiters at the head of the
+/// queue while their weights fit (unless the config sets `holder_info`,
+/// `fencing_counter_ttl` or `replicas`): each learns it from the message,
+/// with no acquire of its own, and extends the permit (made for
+/// [`FAIR_WAITER_LEASE`](crate::FAIR_WAITER_LEASE)) to its TTL at once; a
+/// waiter that died in the queue holds its permit that long at most. A place in
 /// the queue is an owner's: waits that pass one owner
 /// ([`AcquireOptions::with_owner`]) share a place, so give each fair wait
 /// its own owner (the default).

@@ -49,10 +49,8 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     }
 
     /// A grant published for a hold named by
-    /// [`expect_grants`](Self::expect_grants) since: that hold's
-    /// [`attempt_value`](HoldToken::attempt_value) and the fencing token
-    /// the release issued. Taken once.
-    fn take_grant(&mut self) -> Option<(String, FencingToken)> {
+    /// [`expect_grants`](Self::expect_grants) since. Taken once.
+    fn take_grant(&mut self) -> Option<Grant> {
         None
     }
 
@@ -60,4 +58,17 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// this one joined: a release published before the subscription was
     /// confirmed woke one of them, so this waiter need not try again at once.
     fn joined_behind_others(&self) -> bool;
+}
+
+/// A grant a release made on the server to a waiter's offer, as its
+/// message named it ([`Wakeups::take_grant`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Grant {
+    /// The [`attempt_value`](HoldToken::attempt_value) of the hold granted.
+    pub attempt: String,
+    /// The fencing token the release issued to it.
+    pub fencing_token: FencingToken,
+    /// A semaphore permit's slot; `None` for a lock or a write.
+    pub slot: Option<u32>,
 }

@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use futures::future::{pending, select_all};
 use tokio::sync::{Mutex, Notify};
 
-use crate::engine::wake::Wakeups;
+use crate::engine::wake::{Grant, Wakeups};
 use crate::error::LockError;
 use crate::key::{FencingToken, HoldToken};
 use crate::server::client::{
@@ -237,7 +237,7 @@ struct Slot {
     /// value, as a grant message names it, and that value.
     expected: SyncMutex<Vec<(String, String)>>,
     /// A grant published for the expected hold, not yet taken.
-    grant: SyncMutex<Option<(String, FencingToken)>>,
+    grant: SyncMutex<Option<Grant>>,
 }
 
 impl Slot {
@@ -247,12 +247,19 @@ impl Slot {
     }
 
     /// Keeps the grant of `digest` with `token` if it is this waiter's.
-    fn granted(&self, digest: &str, token: FencingToken) -> bool {
+    fn granted(&self, message: &GrantMessage<'_>) -> bool {
         let expected = lock_ignoring_poison(&self.expected);
-        let Some((_, attempt)) = expected.iter().find(|(expected, _)| expected == digest) else {
+        let Some((_, attempt)) = expected
+            .iter()
+            .find(|(expected, _)| expected == message.digest)
+        else {
             return false;
         };
-        *lock_ignoring_poison(&self.grant) = Some((attempt.clone(), token));
+        *lock_ignoring_poison(&self.grant) = Some(Grant {
+            attempt: attempt.clone(),
+            fencing_token: message.token,
+            slot: message.slot,
+        });
         true
     }
 }
@@ -262,13 +269,29 @@ fn lock_ignoring_poison<T>(mutex: &SyncMutex<T>) -> std::sync::MutexGuard<'_, T>
     mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
-/// A grant message of the server-side hand-off (handoff.lua):
-/// `g<SHA-1 of the hold>:<token>`; `None` for a release's `1` or a
-/// leaver's `0`.
-fn grant_message(payload: &str) -> Option<(&str, FencingToken)> {
-    let (digest, token) = payload.strip_prefix('g')?.split_once(':')?;
+/// A grant message of a server-side hand-off, parsed.
+struct GrantMessage<'a> {
+    digest: &'a str,
+    token: FencingToken,
+    slot: Option<u32>,
+}
+
+/// A grant message of the server-side hand-off (handoff.lua, rw.lua):
+/// `g<SHA-1 of the hold>:<token>`, and `:<slot>` behind it for a
+/// semaphore's permit (semaphore.lua); `None` for a release's `1`, a
+/// semaphore's freed weight or a leaver's `0`.
+fn grant_message(payload: &str) -> Option<GrantMessage<'_>> {
+    let (digest, rest) = payload.strip_prefix('g')?.split_once(':')?;
+    let (token, slot) = match rest.split_once(':') {
+        Some((token, slot)) => (token, Some(slot.parse::<u32>().ok()?)),
+        None => (rest, None),
+    };
     let token = token.parse::<u64>().ok().filter(|token| *token >= 1)?;
-    (digest.len() == 40).then_some((digest, FencingToken::new(token)))
+    (digest.len() == 40).then_some(GrantMessage {
+        digest,
+        token: FencingToken::new(token),
+        slot,
+    })
 }
 
 #[derive(Debug)]
@@ -300,10 +323,6 @@ impl Watched {
         }
     }
 
-    /// Whether a live waiter is queued that a release wakes as the longest
-    /// one: one that takes what the release freed. A waiter woken by every
-    /// release (fair, a semaphore's, an election's observer) may not, so it
-    /// tells a newcomer nothing about a release it missed.
     /// Hands a grant message to the waiter whose offer it names, and wakes
     /// it: the lock is that waiter's, and no one else in line has a turn.
     /// A grant for a waiter of another process wakes no one in line here.
@@ -311,11 +330,11 @@ impl Watched {
     /// grant: a read-write lock's readers) are woken too: the hold they
     /// waited on was released, and the grant, which may be to a waiter
     /// that died, can end sooner than it would have.
-    fn grant(&mut self, digest: &str, token: FencingToken) {
+    fn grant(&mut self, message: &GrantMessage<'_>) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
         let mut handed = false;
         for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
-            if !handed && waiter.granted(digest, token) {
+            if !handed && waiter.granted(message) {
                 // Not counted as a release's wake-up: this one is the
                 // waiter's alone, and a waiter that leaves without taking
                 // it up gives the grant back on the server, which hands it
@@ -330,6 +349,10 @@ impl Watched {
         }
     }
 
+    /// Whether a live waiter is queued that a release wakes as the longest
+    /// one: one that takes what the release freed. A waiter woken by every
+    /// release (fair, a semaphore's, an election's observer) may not, so it
+    /// tells a newcomer nothing about a release it missed.
     fn has_live_contender(&self) -> bool {
         self.waiters
             .iter()
@@ -393,7 +416,7 @@ impl Hub {
                     .unwrap_or_else(|poison| poison.into_inner());
                 if let Some(watched) = channels.get_mut(&channel) {
                     match grant_message(&payload) {
-                        Some((digest, token)) => watched.grant(digest, token),
+                        Some(message) => watched.grant(&message),
                         None => watched.wake_one(),
                     }
                 }
@@ -607,7 +630,7 @@ impl Wakeups for ReleaseWatch {
         }
     }
 
-    fn take_grant(&mut self) -> Option<(String, FencingToken)> {
+    fn take_grant(&mut self) -> Option<Grant> {
         self.slots
             .iter()
             .find_map(|slot| lock_ignoring_poison(&slot.grant).take())

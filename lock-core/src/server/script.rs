@@ -415,6 +415,15 @@ pub mod semaphore {
             include_str!("../../lua/semaphore_take_over.lua")
         ),
     );
+    /// A fair waiter's departure, giving back a permit granted to its
+    /// offer: `lua/semaphore_give_up.lua`.
+    pub static GIVE_UP: Script = Script::new(
+        "semaphore_give_up",
+        concat!(
+            include_str!("../../lua/semaphore.lua"),
+            include_str!("../../lua/semaphore_give_up.lua")
+        ),
+    );
     /// The stored limit and the live permits, read only:
     /// `lua/semaphore_inspect.lua`.
     pub static INSPECT: Script = Script::new(

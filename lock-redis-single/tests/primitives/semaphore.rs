@@ -11,10 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOptions, ClientKind, LockError, LockManager, Semaphore, MAX_SEMAPHORE_LIMIT,
+    AcquireOptions, AcquireOutcome, ClientKind, FairPlace, HoldToken, LockError, LockKey,
+    LockManager, OwnerToken, PermitRequest, ReleaseOutcome, Semaphore, FAIR_WAITER_LEASE,
+    MAX_SEMAPHORE_LIMIT,
 };
 use lock_testkit::contract::fast_config;
-use lock_testkit::RedisServer;
+use lock_testkit::{AdminReply, RedisServer};
 
 use super::{keys, manager};
 
@@ -563,6 +565,351 @@ async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
     }
 }
 
+/// A fair manager on `server`.
+async fn fair_manager(kind: ClientKind, server: &RedisServer) -> LockManager {
+    manager(
+        kind,
+        server,
+        fast_config(Duration::from_secs(30)).with_fair(true),
+    )
+    .await
+}
+
+/// A fair waiter of `weight` queued by hand in the semaphore `key` of
+/// `limit`, as a waiter whose process then died would be: its permit id
+/// is its offer.
+async fn queue_waiter(locks: &LockManager, key: &LockKey, limit: u32, weight: u32) -> HoldToken {
+    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
+        .expect("hold")
+        .for_permit(weight)
+        .in_line();
+    let mut request = PermitRequest::new(limit, weight);
+    request.fair = Some(FairPlace::new(FAIR_WAITER_LEASE, true));
+    let outcome = locks
+        .backend()
+        .try_acquire_permit(key, &hold, Duration::from_secs(30), request, None)
+        .await
+        .expect("queue the waiter");
+    assert!(
+        matches!(outcome, AcquireOutcome::Held { .. }),
+        "{outcome:?}"
+    );
+    hold
+}
+
+/// The entry (`<weight>:<slot>:<token>`) and milliseconds left of the
+/// permit `hold` in `key`, by the server's clock; `None` when not live.
+fn permit_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
+    let script = "local score = redis.call('zscore', KEYS[1], ARGV[1]) \
+        if not score then return false end \
+        local time = redis.call('time') \
+        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) \
+        return {redis.call('hget', KEYS[2], ARGV[1]), tonumber(score) - now}";
+    let held = key.permits_held_key();
+    let reply = server
+        .admin(&[
+            "EVAL",
+            script,
+            "2",
+            key.redis_key(),
+            &held,
+            hold.attempt_value(),
+        ])
+        .expect("EVAL");
+    match reply {
+        AdminReply::Array(Some(items)) => Some((
+            items[0].as_text().expect("an entry").to_owned(),
+            items[1].as_int().expect("ms left"),
+        )),
+        _ => None,
+    }
+}
+
+fn in_line(server: &RedisServer, key: &LockKey) -> i64 {
+    server
+        .admin(&["LLEN", &key.queue_key()])
+        .expect("LLEN")
+        .as_int()
+        .expect("a length")
+}
+
+/// In fair mode a release grants permits to the waiters at the head of
+/// the line in its own step, in order while their weights fit: each gets
+/// a free slot's next token, for the waiter lease only, and leaves the
+/// line; a head that does not fit holds back those behind it. A waiter's
+/// next attempt (a grant message it missed) takes its grant up for the
+/// TTL.
+async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = fair_manager(kind, &server).await;
+    let semaphore = locks.semaphore("relay", 3).expect("semaphore");
+    let key = LockKey::new("lock:", "relay").expect("key");
+    let lease = FAIR_WAITER_LEASE.as_millis() as i64;
+    let whole = semaphore
+        .acquire_with(&AcquireOptions::new().with_weight(3))
+        .await
+        .expect("all three");
+    let two = queue_waiter(&locks, &key, 3, 2).await;
+    let one = queue_waiter(&locks, &key, 3, 1).await;
+    whole.release().await.expect("release");
+    let (two_entry, left) = permit_entry(&server, &key, &two).expect("granted to the first");
+    assert!(two_entry.starts_with("2:"), "{two_entry}");
+    assert!(left > 0 && left <= lease, "granted for {left} ms");
+    let (one_entry, _) = permit_entry(&server, &key, &one).expect("and to the second");
+    assert!(one_entry.starts_with("1:"), "{one_entry}");
+    let slot = |entry: &str| entry.split(':').nth(1).map(str::to_owned);
+    assert_ne!(
+        slot(&two_entry),
+        slot(&one_entry),
+        "two permits in one slot"
+    );
+    assert_eq!(in_line(&server, &key), 0, "both left the line");
+    let next = HoldToken::new(two.owner().clone())
+        .expect("hold")
+        .for_permit(2);
+    let mut request = PermitRequest::new(3, 2);
+    request.fair = Some(FairPlace::new(FAIR_WAITER_LEASE, true));
+    let outcome = locks
+        .backend()
+        .try_acquire_permit(&key, &next, Duration::from_secs(30), request, Some(&two))
+        .await
+        .expect("the next attempt");
+    match outcome {
+        AcquireOutcome::PermitGrantedEarlier {
+            slot: granted_slot,
+            fencing_token,
+            ttl,
+        } => {
+            assert_eq!(
+                format!("2:{granted_slot}:{}", fencing_token.get()),
+                two_entry
+            );
+            assert_eq!(ttl, Duration::from_secs(30));
+        }
+        other => panic!("expected the earlier grant, got {other:?}"),
+    }
+    let (_, left) = permit_entry(&server, &key, &two).expect("the grant stands");
+    assert!(left > lease, "taken up for the TTL: {left} ms");
+    assert_eq!(permit_entry(&server, &key, &next), None, "a second permit");
+    // A head that does not fit holds back a light one behind it.
+    for hold in [&two, &one] {
+        locks.backend().release(&key, hold).await.expect("release");
+    }
+    let stays = semaphore
+        .acquire_with(&AcquireOptions::new().with_weight(2))
+        .await
+        .expect("two of three");
+    let freed = semaphore.acquire().await.expect("the third");
+    let heavy = queue_waiter(&locks, &key, 3, 3).await;
+    let light = queue_waiter(&locks, &key, 3, 1).await;
+    freed.release().await.expect("release");
+    assert_eq!(
+        permit_entry(&server, &key, &heavy),
+        None,
+        "more than the limit"
+    );
+    assert_eq!(permit_entry(&server, &key, &light), None, "jumped the line");
+    assert_eq!(in_line(&server, &key), 2);
+    stays.release().await.expect("release");
+    assert!(
+        permit_entry(&server, &key, &heavy).is_some(),
+        "granted when it fits"
+    );
+    assert_eq!(
+        permit_entry(&server, &key, &light),
+        None,
+        "beside a full semaphore"
+    );
+}
+
+/// How many semaphore acquires the server ran since the slow log was
+/// last reset (it logs every command: see the test below).
+fn acquires_logged(server: &RedisServer) -> usize {
+    server
+        .scripts_logged()
+        .expect("SLOWLOG")
+        .iter()
+        // An acquire sends at least four arguments (id, weight, limit,
+        // TTL); a release one, a renewal two.
+        .filter(|script| script.args.len() >= 4)
+        .count()
+}
+
+/// A fair waiter in another process learns from the release's message
+/// that it holds a permit, with its slot and token, and extends it (made
+/// for the waiter lease) to its TTL at once: it sends no acquire after the
+/// release (the server's slow log says so). A round may show one, an
+/// attempt its timer sent as the release ran; no more than one of five.
+async fn a_fair_waiter_takes_up_a_granted_permit(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
+    let locks = fair_manager(kind, &server).await;
+    let other = fair_manager(kind, &server).await;
+    let semaphore = locks.semaphore("baton", 1).expect("semaphore");
+    let key = LockKey::new("lock:", "baton").expect("key");
+    let mut acquired_by_attempt = 0;
+    for _ in 0..5 {
+        let holder = semaphore.acquire().await.expect("holder");
+        let waiter = {
+            let semaphore = other.semaphore("baton", 1).expect("semaphore");
+            tokio::spawn(async move {
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+                let permit = semaphore.acquire_with(&options).await;
+                (Instant::now(), permit)
+            })
+        };
+        let started = Instant::now();
+        while in_line(&server, &key) != 1 {
+            assert!(started.elapsed() < Duration::from_secs(5), "never queued");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // Subscribed by now: it subscribes before its second attempt.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+        let released_at = Instant::now();
+        holder.release().await.expect("release");
+        let (acquired_at, permit) = waiter.await.expect("task");
+        let permit = permit.expect("the waiter acquires");
+        let gap = acquired_at.saturating_duration_since(released_at);
+        assert!(gap < FAIR_WAITER_LEASE / 8, "handed over in {gap:?}");
+        if acquires_logged(&server) > 0 {
+            acquired_by_attempt += 1;
+        }
+        assert_eq!(permit.permit_slot(), Some(0));
+        let started = Instant::now();
+        while permit.remaining() <= FAIR_WAITER_LEASE {
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "the grant was never extended to the TTL"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let state = semaphore.state().await.expect("state");
+        assert_eq!(state.used, 1, "{state:?}");
+        permit.release().await.expect("release");
+    }
+    assert!(
+        acquired_by_attempt <= 1,
+        "{acquired_by_attempt} of 5 waiters sent an acquire after the release"
+    );
+}
+
+/// A live waiter at the head of the line whose offer is gone (its
+/// attempt's reply was lost and that attempt released) is not granted a
+/// permit, and the release wakes it to take its own turn, though the
+/// waiters granted before it took more than the release freed: it is not
+/// left sleeping until its timer.
+async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = fair_manager(kind, &server).await;
+    let other = fair_manager(kind, &server).await;
+    let semaphore = locks.semaphore("passed", 5).expect("semaphore");
+    let key = LockKey::new("lock:", "passed").expect("key");
+    let offers = key.offers_key();
+    let two = semaphore
+        .acquire_with(&AcquireOptions::new().with_weight(2))
+        .await
+        .expect("two of five");
+    let _one = semaphore.acquire().await.expect("a third");
+    let first = queue_waiter(&locks, &key, 5, 3).await;
+    let waiter = {
+        let semaphore = other.semaphore("passed", 5).expect("semaphore");
+        tokio::spawn(async move {
+            let permit = semaphore
+                .acquire_with(&AcquireOptions::new().with_wait(Duration::from_secs(20)))
+                .await;
+            (Instant::now(), permit)
+        })
+    };
+    let offer_of_waiter = || {
+        let AdminReply::Array(Some(fields)) = server.admin(&["HGETALL", &offers]).expect("HGETALL")
+        else {
+            return None;
+        };
+        let fields: Vec<&str> = fields.iter().filter_map(AdminReply::as_text).collect();
+        fields
+            .chunks(2)
+            .find(|pair| pair[0] != first.expose_owner())
+            .map(|pair| (pair[0].to_owned(), pair[1].to_owned()))
+    };
+    let started = Instant::now();
+    let (owner, offered) = loop {
+        if let Some(offer) = offer_of_waiter() {
+            break offer;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "never queued");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // Just after one of the waiter's attempts, so its timer is far off.
+    while offer_of_waiter().is_some_and(|(_, offer)| offer == offered) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "never tried again"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.admin(&["HDEL", &offers, &owner]).expect("HDEL");
+    let released_at = Instant::now();
+    two.release().await.expect("release");
+    assert!(
+        permit_entry(&server, &key, &first).is_some(),
+        "the first in line was not granted"
+    );
+    let (acquired_at, permit) = waiter.await.expect("task");
+    let permit = permit.expect("the waiter acquires");
+    let gap = acquired_at.saturating_duration_since(released_at);
+    assert!(
+        gap < FAIR_WAITER_LEASE / 8,
+        "the waiter passed over slept for {gap:?}"
+    );
+    assert_eq!(semaphore.state().await.expect("state").used, 5);
+    permit.release().await.expect("release");
+}
+
+/// A waiter that gives up gives back a permit a release granted to its
+/// offer, which goes to the next in line at once; the release of an
+/// attempt whose reply was lost (sent before the waiter's next attempt)
+/// drops that attempt's offer, so no release grants it.
+async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = fair_manager(kind, &server).await;
+    let semaphore = locks.semaphore("returned", 1).expect("semaphore");
+    let key = LockKey::new("lock:", "returned").expect("key");
+    let holder = semaphore.acquire().await.expect("holder");
+    let leaving = queue_waiter(&locks, &key, 1, 1).await;
+    let next = queue_waiter(&locks, &key, 1, 1).await;
+    holder.release().await.expect("release");
+    assert!(permit_entry(&server, &key, &leaving).is_some(), "granted");
+    locks
+        .backend()
+        .leave_fair_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
+        .await
+        .expect("leave");
+    assert_eq!(
+        permit_entry(&server, &key, &leaving),
+        None,
+        "not given back"
+    );
+    assert!(
+        permit_entry(&server, &key, &next).is_some(),
+        "not handed on"
+    );
+    assert_eq!(in_line(&server, &key), 0);
+    locks.backend().release(&key, &next).await.expect("release");
+    // A lost attempt's release.
+    let holder = semaphore.acquire().await.expect("holder");
+    let lost = queue_waiter(&locks, &key, 1, 1).await;
+    let outcome = locks.backend().release(&key, &lost).await.expect("release");
+    assert!(matches!(outcome, ReleaseOutcome::NotHeld), "{outcome:?}");
+    holder.release().await.expect("release");
+    assert_eq!(
+        permit_entry(&server, &key, &lost),
+        None,
+        "granted to the lost attempt"
+    );
+    assert_eq!(in_line(&server, &key), 1, "the waiter keeps its place");
+}
+
 macro_rules! semaphore_tests {
     ($module:ident, $kind:expr) => {
         mod $module {
@@ -623,6 +970,26 @@ macro_rules! semaphore_tests {
             #[test]
             fn bad_input_is_refused() {
                 lock_testkit::run(super::bad_input_is_refused($kind));
+            }
+
+            #[test]
+            fn a_release_hands_permits_over_on_the_server() {
+                lock_testkit::run(super::a_release_hands_permits_over_on_the_server($kind));
+            }
+
+            #[test]
+            fn a_fair_waiter_takes_up_a_granted_permit() {
+                lock_testkit::run(super::a_fair_waiter_takes_up_a_granted_permit($kind));
+            }
+
+            #[test]
+            fn a_waiter_the_hand_off_passes_over_is_woken() {
+                lock_testkit::run(super::a_waiter_the_hand_off_passes_over_is_woken($kind));
+            }
+
+            #[test]
+            fn a_leaving_waiter_gives_its_permit_back() {
+                lock_testkit::run(super::a_leaving_waiter_gives_its_permit_back($kind));
             }
 
             #[test]
