@@ -39,7 +39,8 @@
 -- always have a TTL (twice the waiter lease, renewed by each waiter), so a
 -- line whose waiters all died vanishes on its own.
 -- counter_problem, next_token, holder_problem and write_holder come from
--- fencing_counter.lua and grant.lua, loaded in front of this file.
+-- fencing_counter.lua and grant.lua, line_head and line_keep_offer from
+-- queue.lua, loaded in front of this file.
 local counter = redis.call('get', KEYS[2])
 local problem = counter_problem(counter) or holder_problem(KEYS[5])
 if problem then
@@ -70,26 +71,10 @@ local counter_ttl = tonumber(ARGV[6]) or 0
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- Waiters whose lease ran out leave from the head, so none blocks the rest.
-while true do
-  local head = redis.call('lindex', KEYS[3], 0)
-  if not head then
-    break
-  end
-  local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-  if deadline and deadline > now then
-    break
-  end
-  -- The hash first: a user the server refuses hash commands fails here,
-  -- before this script wrote anything.
-  if offers then
-    redis.call('hdel', offers, head)
-  end
-  redis.call('lpop', KEYS[3])
-  redis.call('zrem', KEYS[4], head)
-end
-
-local head = redis.call('lindex', KEYS[3], 0)
+-- Waiters whose lease ran out leave from the head, so none blocks the rest
+-- (queue.lua: the hash first, so a user the server refuses hash commands
+-- fails before this script wrote anything).
+local head = line_head(KEYS[3], KEYS[4], offers, now)
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
   if offers then
     redis.call('hdel', offers, ARGV[1])
@@ -116,8 +101,7 @@ if ARGV[4] == '1' then
     -- attempt without one left behind is never granted), and the hold.
     -- The hash first, before anything is written (see above).
     local runs = math.min(lease, tonumber(ARGV[2]))
-    redis.call('hset', offers, ARGV[1], string.format('%d', runs) .. ' ' .. deadline .. ' ' .. ARGV[5])
-    redis.call('pexpire', offers, lease * 2)
+    line_keep_offer(offers, ARGV[1], string.format('%d', runs) .. ' ' .. deadline .. ' ' .. ARGV[5], lease)
   end
   if not queued then
     redis.call('rpush', KEYS[3], ARGV[1])

@@ -9,10 +9,17 @@
 -- ARGV[1]  the hold's value, as release.lua takes it
 --
 -- Reply: 1 when deleted (and perhaps handed on), 0 when the key is gone or
--- holds another value; then nothing is written or published.
--- `holds`, `counter_problem`, `fencing_ok` and `hand_off` come from
--- renew.lua, fencing_counter.lua and handoff.lua, loaded in front.
+-- holds another value; then nothing is published, and only an offer that
+-- names this hold is dropped (an attempt whose reply was lost, released
+-- before the waiter's next one: no release may grant it, since nobody
+-- would take it up).
+-- `holds`, `counter_problem`, `fencing_ok`, `line_void_offer` and
+-- `hand_off` come from renew.lua, fencing_counter.lua, queue.lua and
+-- handoff.lua, loaded in front.
 if not holds(redis.call('get', KEYS[1]), ARGV[1]) then
+  -- The attempt's `<owner>:<nonce>`, without a token behind it (an owner
+  -- may contain '#').
+  line_void_offer(KEYS[5], string.match(ARGV[1], '^(.*' .. nonce_end .. ')') or ARGV[1], '')
   return 0
 end
 local can_grant = fencing_ok(KEYS[2])

@@ -1,6 +1,6 @@
--- Prepended to fair_release.lua and fair_give_up.lua, after renew.lua and
--- fencing_counter.lua: the server-side hand-off of a fair lock to the next
--- waiter in line.
+-- Prepended to fair_release.lua and fair_give_up.lua, after renew.lua,
+-- fencing_counter.lua and queue.lua: the server-side hand-off of a fair
+-- lock to the next waiter in line.
 --
 -- A fair waiter that joins the queue leaves an offer in the `:offers` hash
 -- (owner -> `<grant ms> <place deadline> <owner>:<nonce>`: how long a grant
@@ -21,21 +21,12 @@ local function fencing_ok(fence)
   return counter_problem(counter) == nil
 end
 
--- read(...): a read command whose key may hold another type: its reply, or
--- nil and true when the server refused it (WRONGTYPE), so a hand-off gives
--- up before it writes.
-local function read(...)
-  local reply = redis.pcall(...)
-  if type(reply) == 'table' and reply.err then
-    return nil, true
-  end
-  return reply, false
-end
-
 -- hand_off(lock, fence, queue, waiters, offers, can_grant): the lock key
--- `lock` was just deleted. Drops the waiters whose place ran out from the
--- head of the queue (and their offers). If the first live one left an offer,
--- and `can_grant` (fencing_ok), grants it: the next token of `fence` (INCR,
+-- `lock` was just deleted. Unless a line key holds another type, drops the
+-- waiters whose place ran out from the head of the queue (line_head in
+-- queue.lua). If the first live one left an offer with its place's
+-- current deadline, in its own name (line_offer), and `can_grant`
+-- (fencing_ok), grants it: the next token of `fence` (INCR,
 -- the counter kept without a TTL, as the default grant does), the lock key
 -- set to `<owner>:<nonce>#<token>` for the waiter's lease only, and never
 -- past its place's deadline (a waiter that died after its last attempt
@@ -47,35 +38,17 @@ end
 -- own attempt. Returns whether it granted.
 local function hand_off(lock, fence, queue, waiters, offers, can_grant)
   local channel = lock .. ':released'
-  local time = redis.call('time')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  while can_grant do
-    local head, failed = read('lindex', queue, 0)
-    if failed or not head then
-      break
+  if can_grant and line_waiting(queue, waiters, offers) then
+    local time = redis.call('time')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local head, deadline = line_head(queue, waiters, offers, now)
+    local lease, hold
+    if head then
+      lease, hold = line_offer(offers, head, deadline, '')
     end
-    local deadline
-    deadline, failed = read('zscore', waiters, head)
-    if failed then
-      break
-    end
-    deadline = tonumber(deadline)
-    local offer
-    offer, failed = read('hget', offers, head)
-    if failed then
-      break
-    end
-    if deadline and deadline > now then
-      local lease, made_with, hold
-      if offer then
-        lease, made_with, hold = string.match(offer, '^([1-9]%d*) (%d+) (.+)$')
-      end
-      if not lease or tonumber(made_with) ~= deadline then
-        -- A waiter that made no offer with its place's last renewal (fair
-        -- mode with options that grant on the waiter's side, or an older
-        -- client) takes its own turn.
-        break
-      end
+    -- A head without a current offer (fair mode with options that grant
+    -- on the waiter's side, or an older client) takes its own turn.
+    if lease then
       local token = redis.call('incr', fence)
       if token >= 9007199254740992 then
         token = redis.call('get', fence)
@@ -85,18 +58,11 @@ local function hand_off(lock, fence, queue, waiters, offers, can_grant)
       redis.call('persist', fence)
       -- Never past the place's own deadline: a waiter that died after its
       -- last attempt blocks the lock no longer than it held its place.
-      local runs = math.min(tonumber(lease), deadline - now)
+      local runs = math.min(lease, deadline - now)
       redis.call('set', lock, hold .. '#' .. token, 'PX', string.format('%d', runs))
-      redis.call('lpop', queue)
-      redis.call('zrem', waiters, head)
-      redis.call('hdel', offers, head)
+      line_take(queue, waiters, offers, head)
       redis.pcall('publish', channel, 'g' .. redis.sha1hex(hold) .. ':' .. token)
       return true
-    end
-    redis.call('lpop', queue)
-    redis.call('zrem', waiters, head)
-    if offer then
-      redis.call('hdel', offers, head)
     end
   end
   redis.pcall('publish', channel, '1')

@@ -1,4 +1,5 @@
--- Prepended to the read-write lock scripts, after semaphore.lua (whose
+-- Prepended to the read-write lock scripts, after queue.lua (the writers'
+-- line), semaphore.lua (whose
 -- helpers they share: argument checks, the server's time, and the drop of
 -- expired holds from a sorted set and its hash), fencing_counter.lua and
 -- grant.lua (the counter's check and how a write token is issued, as a
@@ -33,11 +34,6 @@ local function rw_entry(text)
     return nil
   end
   return mode, token
-end
-
--- rw_owner(id): the owner part of a hold id `<owner>:<16 hex digits>`.
-local function rw_owner(id)
-  return string.sub(id, 1, -18)
 end
 
 -- rw_live(holds, modes, now): the live holds, each {id, mode, token,
@@ -99,28 +95,9 @@ end
 
 -- rw_offer(offers, owner, id, now, lease, ttl): keeps `id` as the waiting
 -- writer `owner`'s offer, made with the place's deadline `now + lease`
--- (rw_queue's). The offers vanish on their own with the queue.
+-- (rw_queue's).
 local function rw_offer(offers, owner, id, now, lease, ttl)
-  local runs = math.min(lease, ttl)
-  redis.call('hset', offers, owner,
-    string.format('w%d %d ', runs, now + lease) .. id)
-  redis.call('pexpire', offers, lease * 2)
-end
-
--- rw_void_offer(offers, id): drops the offer that names `id`, an attempt
--- whose hold is being given back (one whose reply was lost is released
--- before the writer's next attempt): no hand-off may grant it, since
--- nobody would take the grant up. The writer keeps its place; its next
--- attempt offers again. Nothing is written when `offers` is not a hash.
-local function rw_void_offer(offers, id)
-  if redis.call('type', offers)['ok'] ~= 'hash' then
-    return
-  end
-  local owner = rw_owner(id)
-  local offer = redis.call('hget', offers, owner)
-  if offer and string.match(offer, '^w%d+ %d+ (.+)$') == id then
-    redis.call('hdel', offers, owner)
-  end
+  line_keep_offer(offers, owner, string.format('w%d %d ', math.min(lease, ttl), now + lease) .. id, lease)
 end
 
 -- rw_hand_off(holds, modes, counter, queue, waiters, offers, now): when no
@@ -141,46 +118,27 @@ local function rw_hand_off(holds, modes, counter, queue, waiters, offers, now)
   if redis.call('zcard', holds) > 0 then
     return false
   end
-  -- Nobody waits: two commands.
-  if redis.call('type', queue)['ok'] ~= 'list' or not redis.call('lindex', queue, 0) then
-    return false
-  end
-  if sem_foreign({counter, waiters, offers}, {'string', 'zset', 'hash'}) then
+  -- Nobody waits: two commands (queue.lua).
+  if not line_waiting(queue, waiters, offers) or sem_foreign({counter}, {'string'}) then
     return false
   end
   local last = redis.call('get', counter)
   if counter_problem(last) then
     return false
   end
-  while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return false
-    end
-    local deadline = tonumber(redis.call('zscore', waiters, head))
-    local offer = redis.call('hget', offers, head)
-    if deadline and deadline > now then
-      local runs, made_with, id
-      if offer then
-        runs, made_with, id = string.match(offer, '^w([1-9]%d*) (%d+) (.+)$')
-      end
-      if not runs or tonumber(made_with) ~= deadline or rw_owner(id) ~= head then
-        return false
-      end
-      local token = token_text(next_token(counter, last, tonumber(runs), 0))
-      redis.call('zadd', holds, now + math.min(tonumber(runs), deadline - now), id)
-      redis.call('hset', modes, id, 'w:' .. token)
-      rw_keep(holds, modes, counter, now)
-      redis.call('lpop', queue)
-      redis.call('zrem', waiters, head)
-      redis.call('hdel', offers, head)
-      redis.pcall('publish', holds .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token)
-      return true
-    end
-    redis.call('lpop', queue)
-    redis.call('zrem', waiters, head)
-    if offer then
-      redis.call('hdel', offers, head)
-    end
+  local head, deadline = line_head(queue, waiters, offers, now)
+  if not head then
+    return false
   end
+  local runs, id = line_offer(offers, head, deadline, 'w')
+  if not runs then
+    return false
+  end
+  local token = token_text(next_token(counter, last, runs, 0))
+  redis.call('zadd', holds, now + math.min(runs, deadline - now), id)
+  redis.call('hset', modes, id, 'w:' .. token)
+  rw_keep(holds, modes, counter, now)
+  line_take(queue, waiters, offers, head)
+  redis.pcall('publish', holds .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token)
+  return true
 end

@@ -70,7 +70,7 @@ end
 if not string.match(id, ':%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$') then
   return redis.error_reply('ERR rw_acquire: the id must end in a 16-digit nonce')
 end
-local owner = rw_owner(id)
+local owner = line_owner(id)
 if redis.call('type', holds)['ok'] == 'string' then
   local in_way = redis.call('pttl', holds)
   if mode == 'w' and join then
@@ -102,7 +102,7 @@ if not live then
   return problem
 end
 local expired = redis.call('zrangebyscore', holds, '-inf', now)
-if offers and earlier ~= '-' and mode == 'w' and rw_owner(earlier) == owner then
+if offers and earlier ~= '-' and mode == 'w' and line_owner(earlier) == owner then
   for _, hold in ipairs(live) do
     if hold[1] == earlier and hold[2] == 'w' then
       -- The grant ran for the waiter lease; this attempt takes it up for
@@ -127,7 +127,7 @@ for _, hold in ipairs(live) do
     rw_keep(holds, modes, counter, now)
     return {1, token}
   end
-  if rw_owner(hold_id) == owner then
+  if line_owner(hold_id) == owner then
     if hold_mode == 'w' then
       own_write = token
     else
@@ -144,19 +144,7 @@ end
 -- so none blocks the rest. Only a write looks at the head.
 local head = nil
 if mode == 'w' and not own_write then
-  head = redis.call('lindex', queue, 0)
-  while head do
-    local deadline = tonumber(redis.call('zscore', waiters, head))
-    if deadline and deadline > now then
-      break
-    end
-    redis.call('lpop', queue)
-    redis.call('zrem', waiters, head)
-    if offers then
-      redis.call('hdel', offers, head)
-    end
-    head = redis.call('lindex', queue, 0)
-  end
+  head = line_head(queue, waiters, offers, now)
 end
 local waiting_writer = nil
 if mode == 'r' and not prefer_readers and not (own_read or own_write) then

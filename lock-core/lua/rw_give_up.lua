@@ -36,7 +36,7 @@ sem_drop(holds, modes, expired)
 local released = 0
 for index = 2, #ARGV do
   local id = ARGV[index]
-  if rw_owner(id) == owner and redis.call('zscore', holds, id)
+  if line_owner(id) == owner and redis.call('zscore', holds, id)
       and rw_entry(redis.call('hget', modes, id)) == 'w' then
     sem_drop(holds, modes, {id})
     released = 1

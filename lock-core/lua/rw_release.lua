@@ -44,7 +44,7 @@ if redis.call('zscore', holds, ARGV[1]) then
 end
 -- Nobody waits in line: one command.
 if #KEYS >= 6 and redis.call('type', KEYS[4])['ok'] == 'list' then
-  rw_void_offer(KEYS[6], ARGV[1])
+  line_void_offer(KEYS[6], ARGV[1], 'w')
   if wake and rw_hand_off(holds, modes, KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) then
     return released
   end

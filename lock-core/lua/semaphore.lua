@@ -111,32 +111,11 @@ end
 -- it, and its attempt's permit id. A release then grants permits to the
 -- waiters at the head of the line, in order, while their weights fit.
 
--- sem_owner(id): the owner part of a permit id `<owner>:<16 hex digits>`.
-local function sem_owner(id)
-  return string.sub(id, 1, -18)
-end
-
 -- sem_offer(offers, owner, id, weight, now, lease, ttl): keeps `id` as the
 -- waiter `owner`'s offer, made with its place's deadline `now + lease`.
 local function sem_offer(offers, owner, id, weight, now, lease, ttl)
-  redis.call('hset', offers, owner,
-    string.format('p%d %d %d ', weight, math.min(lease, ttl), now + lease) .. id)
-  redis.call('pexpire', offers, lease * 2)
-end
-
--- sem_void_offer(offers, id): drops the offer that names `id`, a permit
--- being given back (an attempt whose reply was lost is released before the
--- waiter's next one): no hand-off may grant it, since nobody would take it
--- up. Nothing is written when `offers` is not a hash.
-local function sem_void_offer(offers, id)
-  if redis.call('type', offers)['ok'] ~= 'hash' then
-    return
-  end
-  local owner = sem_owner(id)
-  local offer = redis.call('hget', offers, owner)
-  if offer and string.match(offer, '^p%d+ %d+ %d+ (.+)$') == id then
-    redis.call('hdel', offers, owner)
-  end
+  line_keep_offer(offers, owner,
+    string.format('p%d %d %d ', weight, math.min(lease, ttl), now + lease) .. id, lease)
 end
 
 -- sem_hand_off(permits, held, limit_key, fences, queue, waiters, offers,
@@ -156,10 +135,7 @@ end
 -- the limit does not parse; a slot counter that does not parse stops it
 -- after the grants and dead heads before, which stand.
 local function sem_hand_off(permits, held, limit_key, fences, queue, waiters, offers, now)
-  if sem_foreign({queue}, {'list'}) or not redis.call('lindex', queue, 0) then
-    return 0
-  end
-  if sem_foreign({limit_key, fences, waiters, offers}, {'string', 'hash', 'zset', 'hash'}) then
+  if not line_waiting(queue, waiters, offers) or sem_foreign({limit_key, fences}, {'string', 'hash'}) then
     return 0
   end
   local limit = sem_count(redis.call('get', limit_key), 9)
@@ -177,51 +153,36 @@ local function sem_hand_off(permits, held, limit_key, fences, queue, waiters, of
   end
   local granted, stalled = 0, false
   while true do
-    local head = redis.call('lindex', queue, 0)
+    local head, deadline = line_head(queue, waiters, offers, now)
     if not head then
       break
     end
-    local deadline = tonumber(redis.call('zscore', waiters, head))
-    local offer = redis.call('hget', offers, head)
-    if deadline and deadline > now then
-      local weight, runs, made_with, id
-      if offer then
-        weight, runs, made_with, id = string.match(offer, '^p([1-9]%d*) ([1-9]%d*) (%d+) (.+)$')
-      end
-      if not weight or tonumber(made_with) ~= deadline or sem_owner(id) ~= head then
-        stalled = true
-        break
-      end
-      if used + tonumber(weight) > limit then
-        break
-      end
-      local slot = 0
-      while taken[slot] do
-        slot = slot + 1
-      end
-      local last = redis.call('hget', fences, slot)
-      if last and (not string.match(last, '^%d+$') or #last > 18) then
-        stalled = true
-        break
-      end
-      redis.call('hincrby', fences, slot, 1)
-      local token = redis.call('hget', fences, slot)
-      redis.call('zadd', permits, now + math.min(tonumber(runs), deadline - now), id)
-      redis.call('hset', held, id, weight .. ':' .. slot .. ':' .. token)
-      used = used + tonumber(weight)
-      granted = granted + tonumber(weight)
-      taken[slot] = true
-      redis.call('lpop', queue)
-      redis.call('zrem', waiters, head)
-      redis.call('hdel', offers, head)
-      redis.pcall('publish', permits .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token .. ':' .. slot)
-    else
-      redis.call('lpop', queue)
-      redis.call('zrem', waiters, head)
-      if offer then
-        redis.call('hdel', offers, head)
-      end
+    local runs, id, weight = line_offer(offers, head, deadline, 'p')
+    if not runs then
+      stalled = true
+      break
     end
+    if used + weight > limit then
+      break
+    end
+    local slot = 0
+    while taken[slot] do
+      slot = slot + 1
+    end
+    local last = redis.call('hget', fences, slot)
+    if last and (not string.match(last, '^%d+$') or #last > 18) then
+      stalled = true
+      break
+    end
+    redis.call('hincrby', fences, slot, 1)
+    local token = redis.call('hget', fences, slot)
+    redis.call('zadd', permits, now + math.min(runs, deadline - now), id)
+    redis.call('hset', held, id, weight .. ':' .. slot .. ':' .. token)
+    used = used + weight
+    granted = granted + weight
+    taken[slot] = true
+    line_take(queue, waiters, offers, head)
+    redis.pcall('publish', permits .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token .. ':' .. slot)
   end
   if granted > 0 then
     sem_keep(permits, held, now)

@@ -110,7 +110,7 @@ if mine then
   sem_keep(permits, held, now)
   return {1, mine[1], mine[2]}
 end
-if queue and offers and earlier ~= '-' and owner and sem_owner(earlier) == owner
+if queue and offers and earlier ~= '-' and owner and line_owner(earlier) == owner
     and tonumber(redis.call('zscore', permits, earlier) or '0') > now then
   local _, slot, token = sem_entry(redis.call('hget', held, earlier))
   -- The grant ran for the waiter lease; this attempt takes it up for the
@@ -132,19 +132,7 @@ end
 local head = nil
 if queue then
   -- Waiters whose lease ran out leave from the head, so none blocks the rest.
-  head = redis.call('lindex', queue, 0)
-  while head do
-    local deadline = tonumber(redis.call('zscore', waiters, head))
-    if deadline and deadline > now then
-      break
-    end
-    redis.call('lpop', queue)
-    redis.call('zrem', waiters, head)
-    if offers then
-      redis.call('hdel', offers, head)
-    end
-    head = redis.call('lindex', queue, 0)
-  end
+  head = line_head(queue, waiters, offers, now)
 end
 if used + weight > limit or (head and head ~= owner) then
   sem_drop(permits, held, expired)

@@ -36,7 +36,7 @@ local now, freed = sem_open(permits, held)
 local released = 0
 for index = 2, #ARGV do
   local id = ARGV[index]
-  if sem_owner(id) == owner and redis.call('zscore', permits, id) then
+  if line_owner(id) == owner and redis.call('zscore', permits, id) then
     freed = freed + (sem_entry(redis.call('hget', held, id)) or 0)
     sem_drop(permits, held, {id})
     released = 1

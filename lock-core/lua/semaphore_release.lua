@@ -44,7 +44,7 @@ end
 local granted, stalled = 0, false
 -- Nobody waits in line (a semaphore outside fair mode): one command.
 if #KEYS >= 7 and redis.call('type', KEYS[5])['ok'] == 'list' then
-  sem_void_offer(KEYS[7], ARGV[1])
+  line_void_offer(KEYS[7], ARGV[1], 'p')
   if freed > 0 then
     granted, stalled = sem_hand_off(permits, held, KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
   end

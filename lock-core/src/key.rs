@@ -123,9 +123,10 @@ impl LockKey {
         format!("{}:waiters", self.redis_key())
     }
 
-    /// The hash of fair-mode waiters' offers (owner to `<waiter lease ms>
-    /// <owner>:<nonce>`), the holds a release may grant the lock to on the
-    /// server: `<prefix>{<name>}:offers`.
+    /// The hash of waiters' offers (owner to `<grant ms> <place deadline>
+    /// <owner>:<nonce>`, `w` in front for a writer's, `p<weight> ` for a
+    /// fair semaphore's), the holds a release may grant on the server:
+    /// `<prefix>{<name>}:offers` (see `lua/queue.lua`).
     pub fn offers_key(&self) -> String {
         format!("{}:offers", self.redis_key())
     }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{
     AcquireOutcome, ClientKind, FairPlace, HandoffToken, HoldToken, LockBackend, LockError,
-    LockKey, LockManager, OwnerToken, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
+    LockKey, LockManager, OwnerToken, ReleaseOutcome, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
@@ -386,6 +386,21 @@ async fn a_stale_offer_is_never_granted(kind: ClientKind) {
     assert_eq!(queued(&fair, "stale"), 1);
 }
 
+/// The release of an attempt whose reply was lost (sent before the
+/// waiter's next attempt) drops that attempt's offer: no release grants
+/// the lock to a hold nobody will take up, and the waiter keeps its place.
+async fn no_grant_to_a_lost_attempt(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "lost").expect("key");
+    let holder = fair.locks.acquire("lost").await.expect("holder");
+    let lost = queue_by_hand(&fair, &key).await;
+    let outcome = fair.backend.release(&key, &lost).await.expect("release");
+    assert!(matches!(outcome, ReleaseOutcome::NotHeld), "{outcome:?}");
+    holder.release().await.expect("release");
+    assert_eq!(stored(&fair, &key), None, "granted to the lost attempt");
+    assert_eq!(queued(&fair, "lost"), 1, "the waiter keeps its place");
+}
+
 /// Foreign data where the waiters' offers live: a fair acquire refuses it
 /// with a typed error and writes nothing; a malformed offer is never
 /// granted (the release frees the lock and the waiter takes its turn).
@@ -512,6 +527,11 @@ macro_rules! fair_tests {
             #[test]
             fn release_hands_over_on_the_server() {
                 lock_testkit::run(super::release_hands_over_on_the_server($kind));
+            }
+
+            #[test]
+            fn no_grant_to_a_lost_attempt() {
+                lock_testkit::run(super::no_grant_to_a_lost_attempt($kind));
             }
 
             #[test]

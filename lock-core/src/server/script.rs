@@ -308,6 +308,7 @@ pub mod single {
         concat!(
             include_str!("../../lua/fencing_counter.lua"),
             include_str!("../../lua/grant.lua"),
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/fair_acquire.lua")
         ),
     );
@@ -321,6 +322,7 @@ pub mod single {
         concat!(
             include_str!("../../lua/renew.lua"),
             include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/handoff.lua"),
             include_str!("../../lua/fair_release.lua")
         ),
@@ -332,6 +334,7 @@ pub mod single {
         concat!(
             include_str!("../../lua/renew.lua"),
             include_str!("../../lua/fencing_counter.lua"),
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/handoff.lua"),
             include_str!("../../lua/fair_give_up.lua")
         ),
@@ -375,8 +378,9 @@ pub mod reentrant {
 
 /// The semaphore scripts: permits with their own leases in a sorted set
 /// scored by the server's clock, a stored limit, and a fencing counter per
-/// slot. Each is loaded after `lua/semaphore.lua`, whose header describes
-/// the keys, and every one drops expired permits first.
+/// slot. Each is loaded after `lua/queue.lua` (the fair mode's line) and
+/// `lua/semaphore.lua`, whose header describes the keys, and every one
+/// drops expired permits first.
 pub mod semaphore {
     use super::Script;
 
@@ -384,6 +388,7 @@ pub mod semaphore {
     pub static ACQUIRE: Script = Script::new(
         "semaphore_acquire",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_acquire.lua")
         ),
@@ -393,6 +398,7 @@ pub mod semaphore {
     pub static RENEW: Script = Script::new(
         "semaphore_renew",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_renew.lua")
         ),
@@ -402,6 +408,7 @@ pub mod semaphore {
     pub static RELEASE: Script = Script::new(
         "semaphore_release",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_release.lua")
         ),
@@ -411,6 +418,7 @@ pub mod semaphore {
     pub static TAKE_OVER: Script = Script::new(
         "semaphore_take_over",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_take_over.lua")
         ),
@@ -420,6 +428,7 @@ pub mod semaphore {
     pub static GIVE_UP: Script = Script::new(
         "semaphore_give_up",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_give_up.lua")
         ),
@@ -429,6 +438,7 @@ pub mod semaphore {
     pub static INSPECT: Script = Script::new(
         "semaphore_inspect",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_inspect.lua")
         ),
@@ -438,6 +448,7 @@ pub mod semaphore {
     pub static SET_LIMIT: Script = Script::new(
         "semaphore_set_limit",
         concat!(
+            include_str!("../../lua/queue.lua"),
             include_str!("../../lua/semaphore.lua"),
             include_str!("../../lua/semaphore_set_limit.lua")
         ),
@@ -447,7 +458,7 @@ pub mod semaphore {
 /// The read-write lock scripts: shared and exclusive holds with their own
 /// leases in a sorted set scored by the server's clock, a write counter, and
 /// the fair lock's queue keys for the waiting writers. Each is loaded after
-/// `lua/semaphore.lua`, the grant helpers (`lua/fencing_counter.lua`,
+/// `lua/queue.lua`, `lua/semaphore.lua`, the grant helpers (`lua/fencing_counter.lua`,
 /// `lua/grant.lua`: write tokens are issued as a lock's are) and
 /// `lua/rw.lua` (whose header describes the keys), and every one that
 /// writes drops expired holds first.
@@ -459,6 +470,7 @@ pub mod rw {
             Script::new(
                 $name,
                 concat!(
+                    include_str!("../../lua/queue.lua"),
                     include_str!("../../lua/semaphore.lua"),
                     include_str!("../../lua/fencing_counter.lua"),
                     include_str!("../../lua/grant.lua"),
@@ -695,6 +707,8 @@ mod tests {
             ("force_release", include_str!("../../lua/force_release.lua")),
             ("fair_acquire", include_str!("../../lua/fair_acquire.lua")),
             ("fair_leave", include_str!("../../lua/fair_leave.lua")),
+            ("fair_release", include_str!("../../lua/fair_release.lua")),
+            ("fair_give_up", include_str!("../../lua/fair_give_up.lua")),
             (
                 "semaphore_acquire",
                 include_str!("../../lua/semaphore_acquire.lua"),
@@ -724,6 +738,11 @@ mod tests {
             ("rw_release", include_str!("../../lua/rw_release.lua")),
             ("rw_take_over", include_str!("../../lua/rw_take_over.lua")),
             ("rw_inspect", include_str!("../../lua/rw_inspect.lua")),
+            ("rw_give_up", include_str!("../../lua/rw_give_up.lua")),
+            (
+                "semaphore_give_up",
+                include_str!("../../lua/semaphore_give_up.lua"),
+            ),
             ("multi_acquire", include_str!("../../lua/multi_acquire.lua")),
             ("multi_renew", include_str!("../../lua/multi_renew.lua")),
             ("multi_release", include_str!("../../lua/multi_release.lua")),
