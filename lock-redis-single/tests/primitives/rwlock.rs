@@ -766,6 +766,41 @@ fn writers_queued(server: &RedisServer, key: &LockKey) -> i64 {
         .expect("a length")
 }
 
+/// Foreign data where the writers' offers live: a write refuses it with a
+/// typed error naming the key and writes nothing; a malformed offer is
+/// never granted (the release frees the lock and the writer takes its
+/// turn).
+async fn foreign_offers_are_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("foreign").expect("rw lock");
+    let key = LockKey::new("lock:", "foreign").expect("key");
+    let offers = key.offers_key();
+    server.admin(&["SET", &offers, "not a hash"]).expect("SET");
+    match lock.try_write().await {
+        Err(LockError::Corrupted { key: named, .. }) => assert_eq!(named, offers),
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    assert_eq!(lock.state().await.expect("state").holds.len(), 0, "written");
+    server.admin(&["DEL", &offers]).expect("DEL");
+    let reader = lock.read().await.expect("read");
+    let writer = queue_writer(&locks, &key).await;
+    server
+        .admin(&["HSET", &offers, writer.expose_owner(), "garbage"])
+        .expect("HSET");
+    reader.release().await.expect("release");
+    assert_eq!(
+        write_entry(&server, &key, &writer),
+        None,
+        "granted a malformed offer"
+    );
+    assert_eq!(
+        writers_queued(&server, &key),
+        1,
+        "the writer keeps its place"
+    );
+}
+
 /// The release that frees a read-write lock (a write's, or the last
 /// read's) grants the write to the first waiting writer's offer in its
 /// own step: the next token, for the waiter lease only, the writer out of
@@ -1129,6 +1164,11 @@ macro_rules! rw_lock_tests {
             #[test]
             fn foreign_counters_modes_and_places() {
                 lock_testkit::run(super::foreign_counters_modes_and_places($kind));
+            }
+
+            #[test]
+            fn foreign_offers_are_refused() {
+                lock_testkit::run(super::foreign_offers_are_refused($kind));
             }
 
             #[test]

@@ -866,6 +866,37 @@ async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
     permit.release().await.expect("release");
 }
 
+/// Foreign data where the waiters' offers live: a fair acquire refuses it
+/// with a typed error naming the key and writes nothing; a malformed offer
+/// is never granted (the release frees the permit and the waiter takes its
+/// turn).
+async fn foreign_offers_are_refused(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = fair_manager(kind, &server).await;
+    let semaphore = locks.semaphore("foreign", 1).expect("semaphore");
+    let key = LockKey::new("lock:", "foreign").expect("key");
+    let offers = key.offers_key();
+    server.admin(&["SET", &offers, "not a hash"]).expect("SET");
+    match semaphore.try_acquire().await {
+        Err(LockError::Corrupted { key: named, .. }) => assert_eq!(named, offers),
+        other => panic!("expected Corrupted, got {other:?}"),
+    }
+    assert_eq!(semaphore.state().await.expect("state").used, 0, "written");
+    server.admin(&["DEL", &offers]).expect("DEL");
+    let holder = semaphore.acquire().await.expect("holder");
+    let waiter = queue_waiter(&locks, &key, 1, 1).await;
+    server
+        .admin(&["HSET", &offers, waiter.expose_owner(), "garbage"])
+        .expect("HSET");
+    holder.release().await.expect("release");
+    assert_eq!(
+        permit_entry(&server, &key, &waiter),
+        None,
+        "granted a malformed offer"
+    );
+    assert_eq!(in_line(&server, &key), 1, "the waiter keeps its place");
+}
+
 /// A waiter that gives up gives back a permit a release granted to its
 /// offer, which goes to the next in line at once; the release of an
 /// attempt whose reply was lost (sent before the waiter's next attempt)
@@ -985,6 +1016,11 @@ macro_rules! semaphore_tests {
             #[test]
             fn a_waiter_the_hand_off_passes_over_is_woken() {
                 lock_testkit::run(super::a_waiter_the_hand_off_passes_over_is_woken($kind));
+            }
+
+            #[test]
+            fn foreign_offers_are_refused() {
+                lock_testkit::run(super::foreign_offers_are_refused($kind));
             }
 
             #[test]
