@@ -39,9 +39,10 @@ pub(crate) struct LeaseShared {
     timing: Mutex<Timing>,
     /// One extend at a time per lease (watchdog or caller): with a single
     /// command in flight, the last one sent is the last one the server ran,
-    /// even when a `NOSCRIPT` reload sends a command again.
-    extending: tokio::sync::Mutex<()>,
-    /// The watchdog: planned until its first renewal falls due, then a task.
+    /// even when a `NOSCRIPT` reload sends a command again. Shared, so that
+    /// a renewal nobody waits for can hold it until its reply.
+    extending: Arc<tokio::sync::Mutex<()>>,
+    /// The watchdog: planned, renewing without a task, or a task.
     watchdog: Mutex<WatchdogState>,
 }
 
@@ -64,6 +65,10 @@ impl Renewable for LeaseShared {
 
     fn hold(&self) -> &HoldToken {
         &self.hold
+    }
+
+    fn still_held(&self) -> bool {
+        matches!(self.status(), LeaseStatus::Held { .. })
     }
 }
 
@@ -97,7 +102,7 @@ impl LeaseShared {
                 ttl,
                 set_by: sent_at,
             }),
-            extending: tokio::sync::Mutex::new(()),
+            extending: Arc::new(tokio::sync::Mutex::new(())),
             watchdog: Mutex::new(WatchdogState::Stopped),
         }
     }
@@ -107,6 +112,12 @@ impl LeaseShared {
     /// until an extend to it succeeds, the deadline is still the old TTL's.
     pub(crate) fn pace_ttl(&self) -> Duration {
         self.granted_ttl.min(self.ttl())
+    }
+
+    /// The right to extend, if no extend is in flight: held by a renewal
+    /// sent without a task until its reply.
+    pub(crate) fn try_extending(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        Arc::clone(&self.extending).try_lock_owned().ok()
     }
 
     pub(crate) fn lock_watchdog(&self) -> std::sync::MutexGuard<'_, WatchdogState> {
@@ -144,15 +155,7 @@ impl LeaseShared {
         // Dropped before the reply: the extend may have run, so the deadline
         // is capped at what it would have set.
         let in_flight = DropGuard::new(|| self.maybe_renewed(sent_at, ttl));
-        let span = tracing::info_span!(
-            "extend",
-            key = self.key.name(),
-            strategy = self.backend.strategy(),
-            fencing_token = self.fencing_token().map(FencingToken::get),
-            ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
-            outcome = tracing::field::Empty,
-            elapsed_us = tracing::field::Empty,
-        );
+        let span = extend_span(self, ttl);
         let (set_by, outcome) = match (batch, self.status()) {
             (Some((driver, ends_by)), LeaseStatus::Held { valid_until }) => {
                 driver
@@ -345,8 +348,16 @@ impl LeaseShared {
 /// Where a lease's watchdog is; behind the lease's own lock.
 #[derive(Debug, Default)]
 pub(crate) enum WatchdogState {
-    /// Not started: waits in `schedule`'s queue of `runtime` at `slot`.
+    /// No task: waits in `schedule`'s queue of `runtime` at `slot`, when
+    /// its next renewal (or, with renewal off, its deadline) is due.
     Planned {
+        schedule: Arc<dyn WatchdogQueue>,
+        runtime: runtime::Id,
+        slot: Slot,
+    },
+    /// No task: the schedule sent a renewal, and the lease waits in its
+    /// queue at `slot`, its deadline, in case no reply comes by then.
+    Renewing {
         schedule: Arc<dyn WatchdogQueue>,
         runtime: runtime::Id,
         slot: Slot,
@@ -369,6 +380,11 @@ impl WatchdogState {
                 schedule,
                 runtime,
                 slot,
+            }
+            | WatchdogState::Renewing {
+                schedule,
+                runtime,
+                slot,
             } => {
                 schedule.unplan(runtime, slot);
             }
@@ -377,20 +393,28 @@ impl WatchdogState {
         }
     }
 
-    /// Starts the watchdog of `lease` now, on the runtime it was planned on,
-    /// if it is only planned (a caller's `extend` may bring its deadline
-    /// forward).
+    /// Starts the watchdog task of `lease` now, on the runtime it was
+    /// planned on, if it has none yet (a caller's `extend` may bring its
+    /// deadline forward).
     pub(crate) fn start_now(&mut self, lease: &Arc<LeaseShared>) {
-        if let WatchdogState::Planned {
-            schedule,
-            runtime,
-            slot,
-        } = self
-        {
-            // Without a queue, its ended pump is handing the lease on.
-            if let Some(task) = schedule.start(*runtime, *slot, lease) {
-                *self = WatchdogState::Running(task);
-            }
+        let (schedule, runtime, slot, first_renewal) = match &*self {
+            WatchdogState::Planned {
+                schedule,
+                runtime,
+                slot,
+            } => (schedule, *runtime, *slot, slot.0),
+            // The task's first renewal waits for the one in flight, and
+            // follows it at once: the task cannot know how that one went.
+            WatchdogState::Renewing {
+                schedule,
+                runtime,
+                slot,
+            } => (schedule, *runtime, *slot, Instant::now()),
+            WatchdogState::Running(_) | WatchdogState::Stopped => return,
+        };
+        // Without a queue, its ended pump is handing the lease on.
+        if let Some(task) = schedule.start(runtime, slot, lease, first_renewal) {
+            *self = WatchdogState::Running(task);
         }
     }
 }
@@ -403,13 +427,15 @@ pub(crate) trait WatchdogQueue: Send + Sync + std::fmt::Debug {
     /// Forgets the watchdog planned at `slot` on `runtime`.
     fn unplan(&self, runtime: runtime::Id, slot: Slot);
 
-    /// Starts the watchdog of `lease` planned at `slot` on `runtime` now;
-    /// `None` if its queue ended, whose pump hands the lease on.
+    /// Starts the watchdog task of `lease`, waiting at `slot` on `runtime`,
+    /// now, to renew first at `first_renewal`; `None` if its queue ended,
+    /// whose pump hands the lease on.
     fn start(
         &self,
         runtime: runtime::Id,
         slot: Slot,
         lease: &Arc<LeaseShared>,
+        first_renewal: Instant,
     ) -> Option<AbortHandle>;
 }
 
@@ -430,6 +456,20 @@ pub(crate) fn lease_lost(key: &LockKey, reason: LossReason) -> LockError {
         key: key.name().to_owned(),
         reason,
     }
+}
+
+/// The span of an extend of `lease` to `ttl`, the watchdog's or a
+/// caller's; its `outcome` and `elapsed_us` are recorded at the reply.
+pub(crate) fn extend_span(lease: &LeaseShared, ttl: Duration) -> tracing::Span {
+    tracing::info_span!(
+        "extend",
+        key = lease.key.name(),
+        strategy = lease.backend.strategy(),
+        fencing_token = lease.fencing_token().map(FencingToken::get),
+        ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        outcome = tracing::field::Empty,
+        elapsed_us = tracing::field::Empty,
+    )
 }
 
 /// The `outcome` field of an extend's span.

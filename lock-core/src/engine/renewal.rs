@@ -84,6 +84,19 @@ pub(crate) trait Renewable: Send + Sync {
     fn key(&self) -> &LockKey;
     /// The hold to renew.
     fn hold(&self) -> &HoldToken;
+    /// Whether the lease is still held: a renewal nobody waits for
+    /// ([`Answer::Unattended`]) leaves the queue unsent once it is not.
+    fn still_held(&self) -> bool;
+}
+
+/// Who takes a renewal's reply.
+pub(crate) enum Answer {
+    /// A watchdog task waits for it; gone once the task stopped waiting.
+    Waiter(oneshot::Sender<RenewalReply>),
+    /// Nobody waits: the driver calls this with the reply, on its own task
+    /// (a panic in it is caught there, and ends only this call). Dropped
+    /// unsent if the lease is no longer held when its batch leaves.
+    Unattended(Box<dyn FnOnce(RenewalReply) + Send>),
 }
 
 /// One renewal waiting for its batch. Boxed from when it is asked for to
@@ -101,7 +114,32 @@ struct Request {
     /// The key must not outlive this instant: the TTL is cut to what is left
     /// of it when the batch leaves.
     ends_by: Option<Instant>,
-    reply: oneshot::Sender<RenewalReply>,
+    answer: Answer,
+}
+
+impl Request {
+    /// Whether anyone still needs this renewal sent.
+    fn wanted(&self) -> bool {
+        match &self.answer {
+            Answer::Waiter(reply) => !reply.is_closed(),
+            Answer::Unattended(_) => self.lease.still_held(),
+        }
+    }
+
+    /// Answers the renewal with when its batch was sent and what it found.
+    fn answer(self, reply: RenewalReply) {
+        match self.answer {
+            // A watchdog that stopped waiting meanwhile needs no answer.
+            Answer::Waiter(waiter) => {
+                let _ = waiter.send(reply);
+            }
+            Answer::Unattended(take) => {
+                // Whatever a metrics recorder or a log subscriber does in it
+                // must not stop the driver, which sends every lease's renewals.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || take(reply)));
+            }
+        }
+    }
 }
 
 impl RenewalDriver {
@@ -147,7 +185,7 @@ impl RenewalDriver {
             valid_until,
             send_by: send_by(Instant::now(), valid_until),
             ends_by,
-            reply,
+            answer: Answer::Waiter(reply),
         }));
         answer.await.unwrap_or_else(|_| {
             // Only when the runtime running the driver shut down.
@@ -159,6 +197,28 @@ impl RenewalDriver {
                 }),
             )
         })
+    }
+
+    /// Renews `lease` to `ttl` in the next batch of its group, and calls
+    /// `answer` with when that batch was sent and what it found; drops
+    /// `answer` instead if the lease is no longer held when the batch leaves
+    /// (or the driver's runtime shut down). `valid_until` is the lease's
+    /// current deadline (its priority). Must run inside a Tokio runtime.
+    pub(crate) fn renew_unattended(
+        &self,
+        lease: Arc<dyn Renewable>,
+        ttl: Duration,
+        valid_until: Instant,
+        answer: Box<dyn FnOnce(RenewalReply) + Send>,
+    ) {
+        self.submit(Box::new(Request {
+            lease,
+            ttl,
+            valid_until,
+            send_by: send_by(Instant::now(), valid_until),
+            ends_by: None,
+            answer: Answer::Unattended(answer),
+        }));
     }
 
     fn submit(&self, request: Box<Request>) {
@@ -273,14 +333,14 @@ impl Group {
     }
 
     /// Up to [`MAX_BATCH`] queued renewals, most urgent first, without those
-    /// whose watchdog stopped waiting.
+    /// nobody needs any more.
     fn next_batch(&mut self) -> Vec<Request> {
         let mut batch = Vec::with_capacity(self.queue.len().min(MAX_BATCH));
         while batch.len() < MAX_BATCH {
             let Some(Queued { request, .. }) = self.queue.pop() else {
                 break;
             };
-            if !request.reply.is_closed() {
+            if request.wanted() {
                 batch.push(*request);
             }
         }
@@ -392,8 +452,7 @@ async fn send_batch(backend: Arc<dyn LockBackend>, group: u32, batch: Vec<Reques
         .iter()
         .any(|outcome| matches!(outcome, Err(error) if error.is_retryable()));
     for (request, outcome) in batch.into_iter().zip(outcomes) {
-        // A watchdog that stopped waiting meanwhile needs no answer.
-        let _ = request.reply.send((sent_at, outcome));
+        request.answer((sent_at, outcome));
     }
     (group, failed)
 }

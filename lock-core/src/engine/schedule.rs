@@ -1,4 +1,4 @@
-//! Watchdogs that cost nothing until they are due.
+//! Watchdogs that cost no task while renewals succeed.
 //!
 //! Most holds end long before their first renewal: work done under a lock
 //! usually takes a small part of its TTL. A watchdog task spawned at every
@@ -11,24 +11,32 @@
 //!
 //! One pump task per manager and runtime sleeps until a little before the
 //! earliest entry of that runtime's leases is due (at most 20 ms), then
-//! starts the watchdog tasks ([`crate::engine::watchdog::keep`]) of the leases due
-//! by then; from then on a lease is kept exactly as before (a watchdog
-//! started early only waits longer). The pump runs no code but its own (no
-//! log event, no metric), so nothing a subscriber or recorder does can stop
-//! it halfway. Planning a lease wakes the pump only when the new entry is
-//! due before the pump's next look. With one TTL per manager that is rare:
-//! an entry falls due one renewal interval after its request left, and the
-//! slack covers replies that come back out of the order their requests
-//! left in, so the pump wakes about once per renewal interval however many
-//! leases come and go. A caller's
-//! `extend` starts the watchdog at once, since it may bring the deadline
-//! forward.
+//! sends the renewals of the leases due by then through the renewal driver
+//! ([`crate::engine::watchdog::renew_unattended`]), each lease waiting in
+//! the queue at its deadline until the reply plans its next renewal: a task
+//! per held lease costs a wake-up, a select and a lock per renewal. A
+//! watchdog task
+//! ([`crate::engine::watchdog::keep`]) takes over where a lease needs more
+//! than that: a failed renewal (the task retries until the deadline), no
+//! reply by the deadline (the task waits for it, or marks the lease
+//! expired), a caller's `extend` (which may bring the deadline forward),
+//! `watchdog.max_hold`, or renewal off (the task marks the lease expired at
+//! its deadline). A renewal sent early only renews sooner. The pump runs no
+//! code but its own (no log event, no metric; a renewal's are made on the
+//! driver's task, at its reply), so nothing a subscriber or recorder does
+//! can stop it halfway. Planning a lease wakes the pump only when the new
+//! entry is due before the pump's next look. With one TTL per manager that
+//! is rare: an entry falls due one renewal interval after its request left,
+//! and the slack covers replies that come back out of the order their
+//! requests left in, so the pump wakes about once per renewal interval
+//! however many leases come and go.
 //!
-//! Until its watchdog starts, a lease's loss signal depends on the pump of
-//! the runtime it was taken on, as the watchdog task itself always did: a
-//! runtime that is not driven runs neither. A pump ends with its runtime
-//! (or when the manager and every lease it planned are gone); a lease
-//! planned on that runtime later starts a new one.
+//! A lease's loss signal depends on the pump of the runtime it was taken
+//! on, as a watchdog task's does on its runtime: a runtime that is not
+//! driven runs neither. A pump ends with its runtime (or when the manager
+//! and every lease it planned are gone), starting the watchdog tasks of
+//! what its queue held; a lease planned on that runtime later starts a new
+//! one.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +52,7 @@ use crate::engine::renewal::RenewalDriver;
 use crate::engine::settings::Settings;
 use crate::engine::status::LeaseStatus;
 use crate::engine::timing::{clock_drift, default_renew_interval, max_renew_interval, validity};
-use crate::engine::watchdog;
+use crate::engine::watchdog::{self, Renewed};
 
 /// The most a pump starts a watchdog before it is due (see
 /// [`WatchdogSchedule::early`]).
@@ -121,6 +129,26 @@ struct Queue {
     idle_looks: u8,
 }
 
+impl Queue {
+    /// Puts `lease` in at `slot`, and wakes the pump if it would sleep past
+    /// it; returns the pump's wake-up if the pump must be started.
+    fn insert(&mut self, slot: Slot, lease: &Arc<LeaseShared>) -> Option<Arc<Notify>> {
+        self.planned.insert(slot, Arc::clone(lease));
+        match self.pump {
+            Pump::Stopped => {
+                self.pump = Pump::Awake;
+                Some(Arc::clone(&self.wake))
+            }
+            Pump::Asleep(next_look) if next_look.is_none_or(|at| slot.0 < at) => {
+                self.wake.notify_one();
+                self.pump = Pump::Awake;
+                None
+            }
+            Pump::Awake | Pump::Asleep(_) => None,
+        }
+    }
+}
+
 /// What a queue's pump is doing, as far as planning a lease needs to know.
 #[derive(Debug, Clone, Copy)]
 enum Pump {
@@ -191,39 +219,42 @@ impl WatchdogSchedule {
                 }
             };
             let queue = &mut queues[index];
-            let slot = (due, self.next_id.fetch_add(1, Ordering::Relaxed));
-            queue.planned.insert(slot, Arc::clone(lease));
+            let slot = self.slot(due);
             *watchdog = WatchdogState::Planned {
                 schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
                 runtime: id,
                 slot,
             };
-            match queue.pump {
-                Pump::Stopped => {
-                    queue.pump = Pump::Awake;
-                    Some(Arc::clone(&queue.wake))
-                }
-                Pump::Asleep(next_look) if next_look.is_none_or(|at| due < at) => {
-                    queue.wake.notify_one();
-                    queue.pump = Pump::Awake;
-                    None
-                }
-                Pump::Awake | Pump::Asleep(_) => None,
-            }
+            queue.insert(slot, lease)
         };
         if let Some(wake) = start_pump {
-            // Spawned with no lock held: on a runtime that is shutting down,
-            // the task is dropped at once, and `ended` (dropped with it, run
-            // or not) takes the locks to hand its queue on.
-            let ended = PumpEnded {
-                schedule: Arc::downgrade(self),
-                runtime: id,
-            };
-            let schedule = Arc::downgrade(self);
-            tokio::spawn(async move {
-                let _ended = ended;
-                pump(schedule, id, wake).await;
-            });
+            self.start_pump(id, wake, None);
+        }
+    }
+
+    /// A new slot at `at`.
+    fn slot(&self, at: Instant) -> Slot {
+        (at, self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Starts the pump of the queue of runtime `id`, which wakes on `wake`,
+    /// on the current runtime or on `runtime`.
+    fn start_pump(self: &Arc<Self>, id: runtime::Id, wake: Arc<Notify>, runtime: Option<&Handle>) {
+        // Spawned with no lock held: on a runtime that is shutting down,
+        // the task is dropped at once, and `ended` (dropped with it, run
+        // or not) takes the locks to hand its queue on.
+        let ended = PumpEnded {
+            schedule: Arc::downgrade(self),
+            runtime: id,
+        };
+        let schedule = Arc::downgrade(self);
+        let pump = async move {
+            let _ended = ended;
+            pump(schedule, id, wake).await;
+        };
+        match runtime {
+            Some(runtime) => drop(runtime.spawn(pump)),
+            None => drop(tokio::spawn(pump)),
         }
     }
 
@@ -243,21 +274,29 @@ impl WatchdogSchedule {
         Some(queue.runtime.clone())
     }
 
-    /// Starts the watchdog of `lease` on its runtime, now.
-    fn spawn(&self, lease: &Arc<LeaseShared>, runtime: &Handle) -> AbortHandle {
+    /// Starts the watchdog task of `lease` on its runtime, now, to renew
+    /// first at `first_renewal`.
+    fn spawn(
+        &self,
+        lease: &Arc<LeaseShared>,
+        runtime: &Handle,
+        first_renewal: Instant,
+    ) -> AbortHandle {
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
                 self.settings.renew_every(lease.pace_ttl()),
+                first_renewal,
                 self.settings.max_hold,
                 Arc::clone(&self.settings.renewals),
             ))
             .abort_handle()
     }
 
-    /// Starts the watchdogs of `runtime`'s queue that are due; returns when
-    /// its pump should look again (`None`: when woken).
-    fn start_due(&self, runtime: runtime::Id) -> Option<Instant> {
+    /// Renews the leases of `runtime`'s queue that are due, or starts their
+    /// watchdog tasks; returns when its pump should look again (`None`:
+    /// when woken).
+    fn start_due(self: &Arc<Self>, runtime: runtime::Id) -> Option<Instant> {
         // The clock the pump sleeps by: under paused Tokio time (tests), a
         // look after a sleep must find what the sleep waited for.
         let now = tokio::time::Instant::now().into_std();
@@ -270,7 +309,7 @@ impl WatchdogSchedule {
                 if entry.key().0 > horizon {
                     break;
                 }
-                due.push(entry.remove());
+                due.push(entry.remove_entry());
             }
             let earliest = queue.planned.first_key_value().map(|(slot, _)| slot.0);
             let next_look = match earliest {
@@ -290,20 +329,150 @@ impl WatchdogSchedule {
             (next_look, handle)
         };
         if let Some(handle) = handle {
-            for lease in due {
-                self.start_planned(&lease, &handle);
+            for (slot, lease) in due {
+                self.take_due(&lease, runtime, slot, &handle);
             }
         }
         next_look
     }
 
-    /// Starts the watchdog of a lease taken out of its queue, unless the
-    /// lease was given back (or its watchdog started) since.
+    /// Acts on a lease whose entry at `slot` fell due: sends its renewal
+    /// without a task if it can, else starts its watchdog task; starts the
+    /// task of a lease whose renewal got no reply by the deadline. Nothing
+    /// if the lease was given back, or moved on, since.
+    fn take_due(
+        self: &Arc<Self>,
+        lease: &Arc<LeaseShared>,
+        id: runtime::Id,
+        slot: Slot,
+        runtime: &Handle,
+    ) {
+        let mut watchdog = lease.lock_watchdog();
+        let renewal_due = match *watchdog {
+            WatchdogState::Planned { slot: planned, .. } if planned == slot => true,
+            // No reply by (a little before) the deadline: a task waits for
+            // it, or marks the lease expired.
+            WatchdogState::Renewing { slot: renewing, .. } if renewing == slot => false,
+            // Given back, or moved on to another entry or a task.
+            _ => return,
+        };
+        if renewal_due && self.renew_without_task(lease, id, &mut watchdog) {
+            return;
+        }
+        let first_renewal = if renewal_due { slot.0 } else { Instant::now() };
+        *watchdog = WatchdogState::Running(self.spawn(lease, runtime, first_renewal));
+    }
+
+    /// Sends the renewal of `lease`, planned on runtime `id`, with no task,
+    /// and waits in the queue at its deadline in case no reply comes
+    /// (`watchdog` becomes [`WatchdogState::Renewing`]); `false` if it
+    /// cannot (renewal off, `watchdog.max_hold`, an extend in flight, the
+    /// queue ended), and then a task must.
+    fn renew_without_task(
+        self: &Arc<Self>,
+        lease: &Arc<LeaseShared>,
+        id: runtime::Id,
+        watchdog: &mut WatchdogState,
+    ) -> bool {
+        let Some(interval) = self.settings.renew_every(lease.pace_ttl()) else {
+            return false;
+        };
+        if self.settings.max_hold.is_some() {
+            return false;
+        }
+        let LeaseStatus::Held { valid_until } = lease.status() else {
+            return false;
+        };
+        let slot = self.slot(valid_until);
+        let start_pump = {
+            let mut queues = self.lock_queues();
+            let Some(queue) = queue_of(&mut queues, id) else {
+                return false;
+            };
+            queue
+                .insert(slot, lease)
+                .map(|wake| (wake, queue.runtime.clone()))
+        };
+        if let Some((wake, runtime)) = start_pump {
+            self.start_pump(id, wake, Some(&runtime));
+        }
+        let schedule = Arc::clone(self);
+        let sent = watchdog::renew_unattended(
+            lease,
+            interval,
+            &self.settings.renewals,
+            move |lease, renewed| schedule.renewed(lease, id, slot, renewed),
+        );
+        if sent {
+            *watchdog = WatchdogState::Renewing {
+                schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
+                runtime: id,
+                slot,
+            };
+        } else {
+            self.take_plan(id, slot);
+        }
+        sent
+    }
+
+    /// What the renewal `lease` waits for at `slot` (on runtime `id`'s
+    /// queue) found: plans the next one, stops the watchdog, or starts a
+    /// task to retry. Nothing if the lease moved on meanwhile (given back,
+    /// or a task took over), or if its queue ended (whose pump starts its
+    /// task).
+    fn renewed(
+        self: &Arc<Self>,
+        lease: &Arc<LeaseShared>,
+        id: runtime::Id,
+        slot: Slot,
+        renewed: Renewed,
+    ) {
+        let mut watchdog = lease.lock_watchdog();
+        if !matches!(*watchdog, WatchdogState::Renewing { slot: renewing, .. } if renewing == slot)
+        {
+            return;
+        }
+        match renewed {
+            Renewed::Ended => watchdog.stop(),
+            Renewed::NextAt(due) => {
+                let next = self.slot(due);
+                let start_pump = {
+                    let mut queues = self.lock_queues();
+                    let Some(queue) = queue_of(&mut queues, id) else {
+                        return;
+                    };
+                    queue.planned.remove(&slot);
+                    *watchdog = WatchdogState::Planned {
+                        schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
+                        runtime: id,
+                        slot: next,
+                    };
+                    queue
+                        .insert(next, lease)
+                        .map(|wake| (wake, queue.runtime.clone()))
+                };
+                if let Some((wake, runtime)) = start_pump {
+                    self.start_pump(id, wake, Some(&runtime));
+                }
+            }
+            Renewed::RetryAt(at) => {
+                if let Some(runtime) = self.unplan_to_start(id, slot) {
+                    *watchdog = WatchdogState::Running(self.spawn(lease, &runtime, at));
+                }
+            }
+        }
+    }
+
+    /// Starts the watchdog task of a lease taken out of an ended queue,
+    /// unless the lease was given back (or its watchdog started) since.
     fn start_planned(&self, lease: &Arc<LeaseShared>, runtime: &Handle) {
         let mut watchdog = lease.lock_watchdog();
-        if let WatchdogState::Planned { .. } = *watchdog {
-            *watchdog = WatchdogState::Running(self.spawn(lease, runtime));
-        }
+        let first_renewal = match *watchdog {
+            WatchdogState::Planned { slot, .. } => slot.0,
+            WatchdogState::Renewing { .. } => Instant::now(),
+            WatchdogState::Running(_) | WatchdogState::Stopped => return,
+        };
+        *watchdog = WatchdogState::Running(self.spawn(lease, runtime, first_renewal));
     }
 
     fn lock_queues(&self) -> MutexGuard<'_, Vec<Queue>> {
@@ -322,9 +491,10 @@ impl WatchdogQueue for WatchdogSchedule {
         runtime: runtime::Id,
         slot: Slot,
         lease: &Arc<LeaseShared>,
+        first_renewal: Instant,
     ) -> Option<AbortHandle> {
         let handle = self.unplan_to_start(runtime, slot)?;
-        Some(self.spawn(lease, &handle))
+        Some(self.spawn(lease, &handle, first_renewal))
     }
 }
 
@@ -414,12 +584,13 @@ mod tests {
     use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
     use crate::engine::state::LockState;
     use crate::engine::telemetry::Labels;
-    use crate::error::LockError;
+    use crate::error::{LockError, LossReason};
     use crate::key::{HoldToken, LockKey, OwnerToken};
 
     /// Only there to build leases: these tests look at the bookkeeping of
     /// planned watchdogs, which never talks to a server, and fail if
-    /// anything does.
+    /// anything does but the watchdog's batched renewals, which get no
+    /// reply (a test sees them in flight).
     #[derive(Debug)]
     struct NoServer;
 
@@ -452,6 +623,12 @@ mod tests {
         }
         async fn force_release(&self, _: &LockKey) -> Result<usize, LockError> {
             unreachable!("no server in these tests")
+        }
+        async fn extend_many(
+            &self,
+            _: &[crate::engine::backend::Renewal<'_>],
+        ) -> Vec<Result<ExtendOutcome, LockError>> {
+            std::future::pending().await
         }
     }
 
@@ -549,17 +726,22 @@ mod tests {
                 "planning a lease due just before the earliest woke the pump: {:?}",
                 pump_state(&schedule)
             );
-            // Both watchdogs start at the pump's next look, and wait for
-            // their first renewal: a watchdog that renewed at once would
-            // reach `NoServer` and end in its panic.
+            // Both leases' renewals leave at the pump's next look, with no
+            // task: each lease holds its right to extend until the reply,
+            // and waits in the queue at its deadline in case none comes.
             tokio::time::sleep_until((next_look + Duration::from_millis(1)).into()).await;
             for lease in [&first, &sooner] {
-                let watchdog = lease.lock_watchdog();
-                let WatchdogState::Running(task) = &*watchdog else {
-                    unreachable!("not started at the pump's look: {:?}", *watchdog);
+                let LeaseStatus::Held { valid_until } = lease.status() else {
+                    unreachable!("the lease ended: {:?}", lease.status());
                 };
-                assert!(!task.is_finished(), "the watchdog ended early");
+                let watchdog = lease.lock_watchdog();
+                let WatchdogState::Renewing { slot, .. } = &*watchdog else {
+                    unreachable!("no renewal sent at the pump's look: {:?}", *watchdog);
+                };
+                assert_eq!(slot.0, valid_until, "waits at its deadline");
+                assert!(lease.try_extending().is_none(), "the renewal is in flight");
             }
+            assert_eq!(planned(&schedule), 2);
             // A lease due before the pump's next look does wake it.
             let due_sooner = lease_sent_at(Instant::now() - Duration::from_secs(5));
             let Some(Pump::Asleep(Some(_))) = pump_state(&schedule) else {
@@ -573,6 +755,54 @@ mod tests {
             for lease in [&first, &sooner, &due_sooner] {
                 lease.lock_watchdog().stop();
             }
+        });
+    }
+
+    /// A renewal sent without a task that gets no reply (a server that
+    /// stopped answering) still ends the lease at its deadline: the lease
+    /// waits in the queue there, and the watchdog task started then marks
+    /// it expired, with the renewal still in flight.
+    #[test]
+    fn a_renewal_without_a_reply_ends_the_lease_at_its_deadline() {
+        current_thread().block_on(async {
+            let schedule = schedule();
+            // Granted 30 s ago less 400 ms: its first renewal is long due,
+            // its deadline (30 s less drift) a few hundred ms away.
+            let lease = lease_sent_at(Instant::now() - Duration::from_millis(29_600));
+            let LeaseStatus::Held { valid_until } = lease.status() else {
+                unreachable!("granted");
+            };
+            schedule.plan(&lease);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(
+                matches!(*lease.lock_watchdog(), WatchdogState::Renewing { .. }),
+                "{:?}",
+                *lease.lock_watchdog()
+            );
+            let mut changes = lease.status.changes();
+            let ended = tokio::time::timeout(
+                Duration::from_secs(2),
+                changes.wait_for(|status| !matches!(status, LeaseStatus::Held { .. })),
+            )
+            .await
+            .expect("no loss reported at the deadline")
+            .map(|status| *status);
+            assert!(
+                matches!(
+                    ended,
+                    Ok(LeaseStatus::Lost {
+                        reason: LossReason::Expired,
+                        ..
+                    })
+                ),
+                "{ended:?}"
+            );
+            assert!(Instant::now() >= valid_until, "lost before its deadline");
+            assert!(
+                matches!(*lease.lock_watchdog(), WatchdogState::Running(_)),
+                "a task took over at the deadline"
+            );
+            lease.lock_watchdog().stop();
         });
     }
 

@@ -1,7 +1,12 @@
-//! The task that keeps a held lease alive and reports its loss.
+//! What keeps a held lease alive and reports its loss.
 //!
-//! One watchdog runs per guard, from when its first renewal falls due
-//! (until then it is only planned: see [`crate::engine::schedule`]). With
+//! A lease's watchdog is only planned until its first renewal falls due
+//! (see [`crate::engine::schedule`]), and while its renewals succeed the
+//! schedule sends them without a task ([`renew_unattended`]): a task per
+//! lease costs a wake-up, a select and a lock per renewal. A task
+//! ([`keep`]) takes over when a renewal fails (it retries until the
+//! deadline), when no reply comes by the deadline, after a caller's
+//! `extend`, and with `watchdog.max_hold` or renewal off. With
 //! renewal on, it extends the lease every renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when
 //! an extend finds the key gone or taken, or when the deadline passes while
@@ -18,8 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::ExtendOutcome;
-use crate::engine::lease::LeaseShared;
-use crate::engine::renewal::RenewalDriver;
+use crate::engine::drop_guard::DropGuard;
+use crate::engine::lease::{extend_outcome, extend_span, LeaseShared};
+use crate::engine::renewal::{Renewable, RenewalDriver};
 use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry;
 use crate::engine::timing::{max_renew_interval, MIN_TTL};
@@ -33,19 +39,20 @@ fn retry_delay(interval: Duration) -> Duration {
 }
 
 /// Runs until the lease is released (the guard aborts this task) or lost;
-/// with renewal on, renews first one interval after the acquire.
+/// with renewal on, renews first at `first_renewal`.
 pub(crate) async fn keep(
     shared: Arc<LeaseShared>,
     renew_every: Option<Duration>,
+    first_renewal: Instant,
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
 ) {
     let mut changes = shared.status.changes();
     // Sooner after an `extend` to a shorter TTL that started this watchdog
-    // before its planned first renewal.
+    // before its planned renewal.
     let mut next_renewal = renew_every.map(|interval| {
         let soon = Instant::now() + renewal_interval(&shared, interval);
-        (shared.acquired_at + interval).min(soon)
+        first_renewal.min(soon)
     });
     // No renewal reaches past this instant; an overflow is no cap at all.
     let stop_renewing_at = max_hold.and_then(|cap| shared.acquired_at.checked_add(cap));
@@ -118,6 +125,132 @@ pub(crate) async fn keep(
     }
 }
 
+/// What an unattended renewal ([`renew_unattended`]) found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Renewed {
+    /// Renewed: the next renewal is due at this instant.
+    NextAt(Instant),
+    /// The lease ended: lost (the key gone or taken, or the reply came
+    /// after the deadline), or released.
+    Ended,
+    /// The renewal failed, and the lease is still held until its deadline:
+    /// it is due again at this instant (a task retries it).
+    RetryAt(Instant),
+}
+
+/// Sends the next renewal of `lease` (renewed every `configured`) in the
+/// driver's next batch, with no task waiting for it, and calls `then` with
+/// what it found, on the driver's task (its `extend` span, made there,
+/// starts at the reply). Runs no log or metric code itself: the schedule's
+/// pump calls it. Holds the lease's right to extend
+/// from now until the reply, as a watchdog task's renewal does; `false`
+/// (and nothing sent) if the lease is not held, its deadline has passed, or
+/// an extend is in flight. Must run inside a Tokio runtime.
+pub(crate) fn renew_unattended(
+    lease: &Arc<LeaseShared>,
+    configured: Duration,
+    renewals: &RenewalDriver,
+    then: impl FnOnce(&Arc<LeaseShared>, Renewed) + Send + 'static,
+) -> bool {
+    let asked_at = Instant::now();
+    let LeaseStatus::Held { valid_until } = lease.status() else {
+        return false;
+    };
+    if asked_at >= valid_until {
+        return false;
+    }
+    let Some(one_at_a_time) = lease.try_extending() else {
+        return false;
+    };
+    let ttl = lease.ttl();
+    let held = Arc::clone(lease);
+    // Dropped unanswered (its batch found the lease no longer held, or the
+    // driver's runtime shut down): it may have run, as a dropped extend may.
+    let unanswered = DropGuard::new(move || held.maybe_renewed(asked_at, ttl));
+    let held = Arc::clone(lease);
+    renewals.renew_unattended(
+        Arc::clone(lease) as Arc<dyn Renewable>,
+        ttl,
+        valid_until,
+        Box::new(move |(sent_at, outcome)| {
+            unanswered.disarm();
+            // Made here, on the driver's task, where a panic in a log
+            // subscriber ends only this call, not in the schedule's pump.
+            let span = extend_span(&held, ttl);
+            span.record("outcome", extend_outcome(&outcome));
+            span.record(
+                "elapsed_us",
+                u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX),
+            );
+            let renewed = span.in_scope(|| settle(&held, configured, sent_at, ttl, outcome));
+            // Released before `then`, which may start a task that extends.
+            drop(one_at_a_time);
+            then(&held, renewed);
+        }),
+    );
+    true
+}
+
+/// Applies the reply to an unattended renewal of `shared` to `ttl`, whose
+/// batch left at `sent_at`: what a watchdog task's renewal does with it.
+fn settle(
+    shared: &LeaseShared,
+    configured: Duration,
+    sent_at: Instant,
+    ttl: Duration,
+    outcome: Result<ExtendOutcome, LockError>,
+) -> Renewed {
+    // A reply after the deadline comes too late, whatever it says: by our
+    // conservative clock the lease was gone before it arrived.
+    if shared.expire_if_due() {
+        return Renewed::Ended;
+    }
+    let interval = renewal_interval(shared, configured);
+    let fencing_token = shared.fencing_token().map(FencingToken::get);
+    telemetry::renewal(&shared.labels, renewal_outcome(&outcome));
+    match outcome {
+        Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
+            if !shared.renewed(sent_at, ttl_set) {
+                return Renewed::Ended;
+            }
+            tracing::debug!(
+                key = shared.key.name(),
+                fencing_token,
+                elapsed_us = sent_at.elapsed().as_micros() as u64,
+                "lease renewed"
+            );
+            Renewed::NextAt(sent_at + interval)
+        }
+        Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
+            shared.lose(LossReason::NotHeld);
+            Renewed::Ended
+        }
+        Err(err) => {
+            shared.maybe_renewed(sent_at, ttl);
+            if !matches!(shared.status(), LeaseStatus::Held { .. }) {
+                return Renewed::Ended;
+            }
+            tracing::warn!(
+                key = shared.key.name(),
+                fencing_token,
+                error = %err,
+                remaining_ms = shared.status_remaining().as_millis() as u64,
+                "lease renewal failed; retrying until the deadline"
+            );
+            Renewed::RetryAt(Instant::now() + retry_delay(interval))
+        }
+    }
+}
+
+/// The `outcome` label of a renewal's metric.
+fn renewal_outcome(outcome: &Result<ExtendOutcome, LockError>) -> &'static str {
+    match outcome {
+        Ok(ExtendOutcome::Extended { .. }) => "renewed",
+        Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => "not_held",
+        Err(_) => "failed",
+    }
+}
+
 /// The configured interval, or less after an `extend` to a TTL too short for
 /// it: renewals keep room for two attempts before the deadline.
 fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
@@ -157,14 +290,7 @@ async fn renew(
         }
     };
     let fencing_token = shared.fencing_token().map(FencingToken::get);
-    telemetry::renewal(
-        &shared.labels,
-        match &outcome {
-            Ok(ExtendOutcome::Extended { .. }) => "renewed",
-            Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => "not_held",
-            Err(_) => "failed",
-        },
-    );
+    telemetry::renewal(&shared.labels, renewal_outcome(&outcome));
     match outcome {
         Ok(ExtendOutcome::Extended { .. }) => {
             tracing::debug!(
