@@ -386,6 +386,60 @@ on_every_client!(
     renewed_leases_cost_no_task
 );
 
+/// A failed renewal hands its lease to a watchdog task, which retries
+/// until the deadline; once a renewal succeeds again the lease goes back to
+/// the schedule, so an outage does not leave a task per lease behind. A
+/// hundred leases at a 3 s TTL (renewed about every second) outlive a
+/// server paused for 1.2 s across their first renewal, and afterwards the
+/// live tasks are back where they were.
+async fn leases_go_back_to_no_task_after_an_outage(kind: ClientKind) {
+    const LEASES: usize = 100;
+    let mut server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, Duration::from_secs(3)).await;
+    locks
+        .try_acquire("warm-up")
+        .await
+        .expect("acquire")
+        .expect("free")
+        .release()
+        .await
+        .expect("release");
+    let before = alive_tasks();
+    let guards = acquire_many(&locks, LEASES, "outage").await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    server.pause().expect("pause");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let retrying = alive_tasks();
+    server.resume().expect("resume");
+    assert!(
+        retrying >= before + LEASES,
+        "{kind:?}: the failed renewals were not retried by tasks ({before} before, {retrying} during)"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let after = alive_tasks();
+    for guard in &guards {
+        assert!(
+            guard.is_valid(),
+            "{kind:?}: {} was lost: {:?}",
+            guard.key(),
+            guard.status()
+        );
+    }
+    assert!(
+        after < before + LEASES / 10,
+        "{kind:?}: {} tasks left after the outage ({before} before, {after} after)",
+        after.saturating_sub(before)
+    );
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+on_every_client!(
+    leases_go_back_to_no_task_after_an_outage_on_every_client,
+    leases_go_back_to_no_task_after_an_outage
+);
+
 /// Leases live on after the runtime that happened to start the manager's
 /// background work has shut down: a lease taken on another runtime is still
 /// renewed there, and without renewal its loss is still reported at the

@@ -68,7 +68,9 @@ impl Renewable for LeaseShared {
     }
 
     fn still_held(&self) -> bool {
-        matches!(self.status(), LeaseStatus::Held { .. })
+        // By the clock too: past its deadline a lease is gone, whether or
+        // not anything has marked it so yet.
+        matches!(self.status(), LeaseStatus::Held { valid_until } if Instant::now() < valid_until)
     }
 }
 
@@ -413,7 +415,7 @@ impl WatchdogState {
             WatchdogState::Running(_) | WatchdogState::Stopped => return,
         };
         // Without a queue, its ended pump is handing the lease on.
-        if let Some(task) = schedule.start(runtime, slot, lease, first_renewal) {
+        if let Some(task) = Arc::clone(schedule).start(runtime, slot, lease, first_renewal) {
             *self = WatchdogState::Running(task);
         }
     }
@@ -431,7 +433,7 @@ pub(crate) trait WatchdogQueue: Send + Sync + std::fmt::Debug {
     /// now, to renew first at `first_renewal`; `None` if its queue ended,
     /// whose pump hands the lease on.
     fn start(
-        &self,
+        self: Arc<Self>,
         runtime: runtime::Id,
         slot: Slot,
         lease: &Arc<LeaseShared>,

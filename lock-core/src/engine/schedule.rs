@@ -21,7 +21,8 @@
 //! reply by the deadline (the task waits for it, or marks the lease
 //! expired), a caller's `extend` (which may bring the deadline forward),
 //! `watchdog.max_hold`, or renewal off (the task marks the lease expired at
-//! its deadline). A renewal sent early only renews sooner. The pump runs no
+//! its deadline). Without `max_hold`, the task gives the lease back to the
+//! queue at its first renewal that succeeds. A renewal sent early only renews sooner. The pump runs no
 //! code but its own (no log event, no metric; a renewal's are made on the
 //! driver's task, at its reply), so nothing a subscriber or recorder does
 //! can stop it halfway. Planning a lease wakes the pump only when the new
@@ -228,7 +229,7 @@ impl WatchdogSchedule {
             queue.insert(slot, lease)
         };
         if let Some(wake) = start_pump {
-            self.start_pump(id, wake, None);
+            self.start_pump(id, wake);
         }
     }
 
@@ -238,8 +239,8 @@ impl WatchdogSchedule {
     }
 
     /// Starts the pump of the queue of runtime `id`, which wakes on `wake`,
-    /// on the current runtime or on `runtime`.
-    fn start_pump(self: &Arc<Self>, id: runtime::Id, wake: Arc<Notify>, runtime: Option<&Handle>) {
+    /// on the current runtime.
+    fn start_pump(self: &Arc<Self>, id: runtime::Id, wake: Arc<Notify>) {
         // Spawned with no lock held: on a runtime that is shutting down,
         // the task is dropped at once, and `ended` (dropped with it, run
         // or not) takes the locks to hand its queue on.
@@ -248,14 +249,10 @@ impl WatchdogSchedule {
             runtime: id,
         };
         let schedule = Arc::downgrade(self);
-        let pump = async move {
+        tokio::spawn(async move {
             let _ended = ended;
             pump(schedule, id, wake).await;
-        };
-        match runtime {
-            Some(runtime) => drop(runtime.spawn(pump)),
-            None => drop(tokio::spawn(pump)),
-        }
+        });
     }
 
     /// Takes a plan out of its queue (if the queue has not ended).
@@ -277,11 +274,12 @@ impl WatchdogSchedule {
     /// Starts the watchdog task of `lease` on its runtime, now, to renew
     /// first at `first_renewal`.
     fn spawn(
-        &self,
+        self: &Arc<Self>,
         lease: &Arc<LeaseShared>,
         runtime: &Handle,
         first_renewal: Instant,
     ) -> AbortHandle {
+        let (schedule, id) = (Arc::clone(self), runtime.id());
         runtime
             .spawn(watchdog::keep(
                 Arc::clone(lease),
@@ -289,8 +287,39 @@ impl WatchdogSchedule {
                 first_renewal,
                 self.settings.max_hold,
                 Arc::clone(&self.settings.renewals),
+                Box::new(move |lease, due| schedule.take_back(lease, id, due)),
             ))
             .abort_handle()
+    }
+
+    /// Takes `lease` back from the watchdog task calling this, to renew it
+    /// next at `due` without a task, in the queue of runtime `id`; `false`
+    /// if the lease's watchdog is not that task, or the queue ended.
+    fn take_back(
+        self: &Arc<Self>,
+        lease: &Arc<LeaseShared>,
+        id: runtime::Id,
+        due: Instant,
+    ) -> bool {
+        let Some(task) = tokio::task::try_id() else {
+            return false;
+        };
+        let mut watchdog = lease.lock_watchdog();
+        if !matches!(&*watchdog, WatchdogState::Running(running) if running.id() == task) {
+            return false;
+        }
+        let mut queues = self.lock_queues();
+        let Some(queue) = queue_of(&mut queues, id) else {
+            return false;
+        };
+        let slot = self.slot(due);
+        *watchdog = WatchdogState::Planned {
+            schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
+            runtime: id,
+            slot,
+        };
+        queue_again(queue, slot, lease);
+        true
     }
 
     /// Renews the leases of `runtime`'s queue that are due, or starts their
@@ -384,17 +413,12 @@ impl WatchdogSchedule {
             return false;
         };
         let slot = self.slot(valid_until);
-        let start_pump = {
+        {
             let mut queues = self.lock_queues();
             let Some(queue) = queue_of(&mut queues, id) else {
                 return false;
             };
-            queue
-                .insert(slot, lease)
-                .map(|wake| (wake, queue.runtime.clone()))
-        };
-        if let Some((wake, runtime)) = start_pump {
-            self.start_pump(id, wake, Some(&runtime));
+            queue_again(queue, slot, lease);
         }
         let schedule = Arc::clone(self);
         let sent = watchdog::renew_unattended(
@@ -436,24 +460,17 @@ impl WatchdogSchedule {
             Renewed::Ended => watchdog.stop(),
             Renewed::NextAt(due) => {
                 let next = self.slot(due);
-                let start_pump = {
-                    let mut queues = self.lock_queues();
-                    let Some(queue) = queue_of(&mut queues, id) else {
-                        return;
-                    };
-                    queue.planned.remove(&slot);
-                    *watchdog = WatchdogState::Planned {
-                        schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
-                        runtime: id,
-                        slot: next,
-                    };
-                    queue
-                        .insert(next, lease)
-                        .map(|wake| (wake, queue.runtime.clone()))
+                let mut queues = self.lock_queues();
+                let Some(queue) = queue_of(&mut queues, id) else {
+                    return;
                 };
-                if let Some((wake, runtime)) = start_pump {
-                    self.start_pump(id, wake, Some(&runtime));
-                }
+                queue.planned.remove(&slot);
+                *watchdog = WatchdogState::Planned {
+                    schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
+                    runtime: id,
+                    slot: next,
+                };
+                queue_again(queue, next, lease);
             }
             Renewed::RetryAt(at) => {
                 if let Some(runtime) = self.unplan_to_start(id, slot) {
@@ -465,7 +482,7 @@ impl WatchdogSchedule {
 
     /// Starts the watchdog task of a lease taken out of an ended queue,
     /// unless the lease was given back (or its watchdog started) since.
-    fn start_planned(&self, lease: &Arc<LeaseShared>, runtime: &Handle) {
+    fn start_planned(self: &Arc<Self>, lease: &Arc<LeaseShared>, runtime: &Handle) {
         let mut watchdog = lease.lock_watchdog();
         let first_renewal = match *watchdog {
             WatchdogState::Planned { slot, .. } => slot.0,
@@ -487,7 +504,7 @@ impl WatchdogQueue for WatchdogSchedule {
     }
 
     fn start(
-        &self,
+        self: Arc<Self>,
         runtime: runtime::Id,
         slot: Slot,
         lease: &Arc<LeaseShared>,
@@ -520,6 +537,13 @@ impl Drop for WatchdogSchedule {
             queue.wake.notify_one();
         }
     }
+}
+
+/// Puts `lease` back in `queue`, whose pump runs (a queue whose pump is
+/// not started yet exists only inside `plan`), at `slot`.
+fn queue_again(queue: &mut Queue, slot: Slot, lease: &Arc<LeaseShared>) {
+    let start_pump = queue.insert(slot, lease);
+    debug_assert!(start_pump.is_none(), "a queue with no pump");
 }
 
 /// The queue of `runtime`, if it has one.

@@ -6,7 +6,9 @@
 //! lease costs a wake-up, a select and a lock per renewal. A task
 //! ([`keep`]) takes over when a renewal fails (it retries until the
 //! deadline), when no reply comes by the deadline, after a caller's
-//! `extend`, and with `watchdog.max_hold` or renewal off. With
+//! `extend`, and with `watchdog.max_hold` or renewal off; without
+//! `max_hold`, it gives the lease back at its first renewal that succeeds.
+//! With
 //! renewal on, it extends the lease every renewal interval (through the manager's [`RenewalDriver`], which sends
 //! the renewals that fall due together in one batch) and marks it lost when
 //! an extend finds the key gone or taken, or when the deadline passes while
@@ -38,14 +40,21 @@ fn retry_delay(interval: Duration) -> Duration {
     (interval / 3).max(Duration::from_millis(5))
 }
 
-/// Runs until the lease is released (the guard aborts this task) or lost;
-/// with renewal on, renews first at `first_renewal`.
+/// Gives a lease whose watchdog task renewed it back to its schedule, to
+/// be renewed next at the instant given without a task; `false` if it
+/// cannot (then the task goes on).
+pub(crate) type HandBack = Box<dyn Fn(&Arc<LeaseShared>, Instant) -> bool + Send + Sync>;
+
+/// Runs until the lease is released (the guard aborts this task) or lost,
+/// or, without `max_hold`, until a renewal succeeds and `hand_back` takes
+/// the lease back; with renewal on, renews first at `first_renewal`.
 pub(crate) async fn keep(
     shared: Arc<LeaseShared>,
     renew_every: Option<Duration>,
     first_renewal: Instant,
     max_hold: Option<Duration>,
     renewals: Arc<RenewalDriver>,
+    hand_back: HandBack,
 ) {
     let mut changes = shared.status.changes();
     // Sooner after an `extend` to a shorter TTL that started this watchdog
@@ -116,7 +125,13 @@ pub(crate) async fn keep(
         // otherwise wake once more for each renewal. A caller's extend to a
         // shorter TTL meanwhile is still heeded: the interval follows it.
         changes.borrow_and_update();
-        next_renewal = Some(next.min(Instant::now() + renewal_interval(&shared, interval)));
+        let next = next.min(Instant::now() + renewal_interval(&shared, interval));
+        next_renewal = Some(next);
+        // What needed a task (a failure, a late reply, a caller's extend)
+        // is over: the schedule renews the lease without one again.
+        if renewed && stop_renewing_at.is_none() && hand_back(&shared, next) {
+            return;
+        }
         if renewed && capped_ttl.is_some() {
             // That renewal ends the lease at the cap; none follows.
             capped = true;
@@ -174,71 +189,96 @@ pub(crate) fn renew_unattended(
         valid_until,
         Box::new(move |(sent_at, outcome)| {
             unanswered.disarm();
-            // Made here, on the driver's task, where a panic in a log
-            // subscriber ends only this call, not in the schedule's pump.
-            let span = extend_span(&held, ttl);
-            span.record("outcome", extend_outcome(&outcome));
-            span.record(
-                "elapsed_us",
-                u64::try_from(sent_at.elapsed().as_micros()).unwrap_or(u64::MAX),
-            );
-            let renewed = span.in_scope(|| settle(&held, configured, sent_at, ttl, outcome));
+            let (renewed, counted) = settle(&held, configured, sent_at, ttl, &outcome);
             // Released before `then`, which may start a task that extends.
             drop(one_at_a_time);
             then(&held, renewed);
+            // Last, once the lease and its schedule have what the reply
+            // said: a panicking subscriber or recorder (caught by the
+            // driver) leaves nothing half done. Made here, on the driver's
+            // task, so the pump runs none of it.
+            if counted {
+                report(&held, ttl, asked_at, &outcome, renewed);
+            }
         }),
     );
     true
 }
 
 /// Applies the reply to an unattended renewal of `shared` to `ttl`, whose
-/// batch left at `sent_at`: what a watchdog task's renewal does with it.
+/// batch left at `sent_at`, as a watchdog task's renewal does; returns what
+/// comes next, and whether the reply counts as a renewal's (it does not
+/// once the lease had ended, or its deadline had passed, when it came).
 fn settle(
     shared: &LeaseShared,
     configured: Duration,
     sent_at: Instant,
     ttl: Duration,
-    outcome: Result<ExtendOutcome, LockError>,
-) -> Renewed {
+    outcome: &Result<ExtendOutcome, LockError>,
+) -> (Renewed, bool) {
     // A reply after the deadline comes too late, whatever it says: by our
     // conservative clock the lease was gone before it arrived.
-    if shared.expire_if_due() {
-        return Renewed::Ended;
+    shared.expire_if_due();
+    if !matches!(shared.status(), LeaseStatus::Held { .. }) {
+        return (Renewed::Ended, false);
     }
     let interval = renewal_interval(shared, configured);
-    let fencing_token = shared.fencing_token().map(FencingToken::get);
-    telemetry::renewal(&shared.labels, renewal_outcome(&outcome));
-    match outcome {
+    let renewed = match outcome {
         Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
-            if !shared.renewed(sent_at, ttl_set) {
-                return Renewed::Ended;
+            if shared.renewed(sent_at, *ttl_set) {
+                Renewed::NextAt(sent_at + interval)
+            } else {
+                Renewed::Ended
             }
-            tracing::debug!(
-                key = shared.key.name(),
-                fencing_token,
-                elapsed_us = sent_at.elapsed().as_micros() as u64,
-                "lease renewed"
-            );
-            Renewed::NextAt(sent_at + interval)
         }
         Ok(ExtendOutcome::NotHeld) | Err(LockError::Corrupted { .. }) => {
             shared.lose(LossReason::NotHeld);
             Renewed::Ended
         }
-        Err(err) => {
+        Err(_) => {
             shared.maybe_renewed(sent_at, ttl);
-            if !matches!(shared.status(), LeaseStatus::Held { .. }) {
-                return Renewed::Ended;
+            if matches!(shared.status(), LeaseStatus::Held { .. }) {
+                Renewed::RetryAt(Instant::now() + retry_delay(interval))
+            } else {
+                Renewed::Ended
             }
-            tracing::warn!(
-                key = shared.key.name(),
-                fencing_token,
-                error = %err,
-                remaining_ms = shared.status_remaining().as_millis() as u64,
-                "lease renewal failed; retrying until the deadline"
-            );
-            Renewed::RetryAt(Instant::now() + retry_delay(interval))
         }
+    };
+    (renewed, true)
+}
+
+/// The span, metric and log event of an unattended renewal of `shared` to
+/// `ttl`, asked for at `asked_at`, which found `outcome`: what a watchdog
+/// task's renewal reports.
+fn report(
+    shared: &LeaseShared,
+    ttl: Duration,
+    asked_at: Instant,
+    outcome: &Result<ExtendOutcome, LockError>,
+    renewed: Renewed,
+) {
+    let elapsed_us = u64::try_from(asked_at.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let span = extend_span(shared, ttl);
+    span.record("outcome", extend_outcome(outcome));
+    span.record("elapsed_us", elapsed_us);
+    let _in_span = span.enter();
+    telemetry::renewal(&shared.labels, renewal_outcome(outcome));
+    let fencing_token = shared.fencing_token().map(FencingToken::get);
+    match (outcome, renewed) {
+        (Ok(ExtendOutcome::Extended { .. }), Renewed::NextAt(_)) => tracing::debug!(
+            key = shared.key.name(),
+            fencing_token,
+            elapsed_us,
+            "lease renewed"
+        ),
+        (Err(err), Renewed::RetryAt(_)) => tracing::warn!(
+            key = shared.key.name(),
+            fencing_token,
+            error = %err,
+            remaining_ms = shared.status_remaining().as_millis() as u64,
+            "lease renewal failed; retrying until the deadline"
+        ),
+        _ => {}
     }
 }
 
