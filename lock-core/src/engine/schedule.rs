@@ -293,8 +293,9 @@ impl WatchdogSchedule {
     }
 
     /// Takes `lease` back from the watchdog task calling this, to renew it
-    /// next at `due` without a task, in the queue of runtime `id`; `false`
-    /// if the lease's watchdog is not that task, or the queue ended.
+    /// next at `due` (or sooner, at the pace of a shorter TTL asked for
+    /// since) without a task, in the queue of runtime `id`; `false` if the
+    /// lease's watchdog is not that task, or the queue ended.
     fn take_back(
         self: &Arc<Self>,
         lease: &Arc<LeaseShared>,
@@ -308,6 +309,16 @@ impl WatchdogSchedule {
         if !matches!(&*watchdog, WatchdogState::Running(running) if running.id() == task) {
             return false;
         }
+        let LeaseStatus::Held { valid_until } = lease.status() else {
+            return false;
+        };
+        // A caller's extend asks for its TTL before it looks at the
+        // watchdog under this lock: either the TTL is read here, or that
+        // extend finds the lease planned and starts a task.
+        let Some(interval) = self.settings.renew_every(lease.pace_ttl()) else {
+            return false;
+        };
+        let due = due.min(Instant::now() + interval).min(valid_until);
         let mut queues = self.lock_queues();
         let Some(queue) = queue_of(&mut queues, id) else {
             return false;

@@ -129,7 +129,7 @@ pub(crate) async fn keep(
         next_renewal = Some(next);
         // What needed a task (a failure, a late reply, a caller's extend)
         // is over: the schedule renews the lease without one again.
-        if renewed && stop_renewing_at.is_none() && hand_back(&shared, next) {
+        if renewed && max_hold.is_none() && hand_back(&shared, next) {
             return;
         }
         if renewed && capped_ttl.is_some() {
@@ -194,9 +194,9 @@ pub(crate) fn renew_unattended(
             drop(one_at_a_time);
             then(&held, renewed);
             // Last, once the lease and its schedule have what the reply
-            // said: a panicking subscriber or recorder (caught by the
-            // driver) leaves nothing half done. Made here, on the driver's
-            // task, so the pump runs none of it.
+            // said: a panicking subscriber (caught by the driver) leaves
+            // nothing half done. Made here, on the driver's task, so the
+            // pump runs none of it.
             if counted {
                 report(&held, ttl, asked_at, &outcome, renewed);
             }
@@ -223,6 +223,8 @@ fn settle(
         return (Renewed::Ended, false);
     }
     let interval = renewal_interval(shared, configured);
+    // Counted before anyone waiting on `lost()` can look, as a task's is.
+    telemetry::renewal(&shared.labels, renewal_outcome(outcome));
     let renewed = match outcome {
         Ok(ExtendOutcome::Extended { ttl: ttl_set }) => {
             if shared.renewed(sent_at, *ttl_set) {
@@ -247,9 +249,9 @@ fn settle(
     (renewed, true)
 }
 
-/// The span, metric and log event of an unattended renewal of `shared` to
-/// `ttl`, asked for at `asked_at`, which found `outcome`: what a watchdog
-/// task's renewal reports.
+/// The span and log event of an unattended renewal of `shared` to `ttl`,
+/// asked for at `asked_at`, which found `outcome`: what a watchdog task's
+/// renewal reports (its metric is counted in [`settle`]).
 fn report(
     shared: &LeaseShared,
     ttl: Duration,
@@ -262,7 +264,6 @@ fn report(
     span.record("outcome", extend_outcome(outcome));
     span.record("elapsed_us", elapsed_us);
     let _in_span = span.enter();
-    telemetry::renewal(&shared.labels, renewal_outcome(outcome));
     let fencing_token = shared.fencing_token().map(FencingToken::get);
     match (outcome, renewed) {
         (Ok(ExtendOutcome::Extended { .. }), Renewed::NextAt(_)) => tracing::debug!(
