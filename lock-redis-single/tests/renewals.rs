@@ -280,6 +280,20 @@ on_every_client!(
     foreign_data_fails_only_its_own_renewal
 );
 
+/// Takes and gives back one lease: the first acquire may start the
+/// manager's own background tasks, which a count of live tasks must not
+/// take for a lease's.
+async fn warm_up(locks: &LockManager) {
+    locks
+        .try_acquire("warm-up")
+        .await
+        .expect("acquire")
+        .expect("free")
+        .release()
+        .await
+        .expect("release");
+}
+
 /// The runtime's live tasks: the watchdogs of held leases are among them.
 fn alive_tasks() -> usize {
     tokio::runtime::Handle::current()
@@ -296,15 +310,7 @@ async fn held_leases_cost_no_task_until_due(kind: ClientKind) {
     const LEASES: usize = 200;
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, Duration::from_secs(10)).await;
-    // The first acquire may start the manager's own background tasks.
-    locks
-        .try_acquire("warm-up")
-        .await
-        .expect("acquire")
-        .expect("free")
-        .release()
-        .await
-        .expect("release");
+    warm_up(&locks).await;
     let before = alive_tasks();
     let guards = acquire_many(&locks, LEASES, "idle").await;
     let held = alive_tasks();
@@ -335,14 +341,7 @@ async fn renewed_leases_cost_no_task(kind: ClientKind) {
     let ttl = Duration::from_millis(900);
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, ttl).await;
-    locks
-        .try_acquire("warm-up")
-        .await
-        .expect("acquire")
-        .expect("free")
-        .release()
-        .await
-        .expect("release");
+    warm_up(&locks).await;
     let before = alive_tasks();
     let mut guards = acquire_many(&locks, LEASES, "renewed").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -396,14 +395,7 @@ async fn leases_go_back_to_no_task_after_an_outage(kind: ClientKind) {
     const LEASES: usize = 100;
     let mut server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, Duration::from_secs(3)).await;
-    locks
-        .try_acquire("warm-up")
-        .await
-        .expect("acquire")
-        .expect("free")
-        .release()
-        .await
-        .expect("release");
+    warm_up(&locks).await;
     let before = alive_tasks();
     let guards = acquire_many(&locks, LEASES, "outage").await;
     tokio::time::sleep(Duration::from_millis(800)).await;

@@ -319,10 +319,27 @@ impl WatchdogSchedule {
             return false;
         };
         let due = due.min(Instant::now() + interval).min(valid_until);
+        self.plan_again(&mut watchdog, lease, id, due, None)
+    }
+
+    /// Plans `lease`, whose `watchdog` is locked, in the queue of runtime
+    /// `id` at `due`, taking out its entry at `leaving` if it has one;
+    /// `false` (and nothing changed) if that queue ended.
+    fn plan_again(
+        self: &Arc<Self>,
+        watchdog: &mut WatchdogState,
+        lease: &Arc<LeaseShared>,
+        id: runtime::Id,
+        due: Instant,
+        leaving: Option<Slot>,
+    ) -> bool {
         let mut queues = self.lock_queues();
         let Some(queue) = queue_of(&mut queues, id) else {
             return false;
         };
+        if let Some(leaving) = leaving {
+            queue.planned.remove(&leaving);
+        }
         let slot = self.slot(due);
         *watchdog = WatchdogState::Planned {
             schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
@@ -470,18 +487,7 @@ impl WatchdogSchedule {
         match renewed {
             Renewed::Ended => watchdog.stop(),
             Renewed::NextAt(due) => {
-                let next = self.slot(due);
-                let mut queues = self.lock_queues();
-                let Some(queue) = queue_of(&mut queues, id) else {
-                    return;
-                };
-                queue.planned.remove(&slot);
-                *watchdog = WatchdogState::Planned {
-                    schedule: Arc::clone(self) as Arc<dyn WatchdogQueue>,
-                    runtime: id,
-                    slot: next,
-                };
-                queue_again(queue, next, lease);
+                self.plan_again(&mut watchdog, lease, id, due, Some(slot));
             }
             Renewed::RetryAt(at) => {
                 if let Some(runtime) = self.unplan_to_start(id, slot) {
