@@ -1218,3 +1218,41 @@ fn a_lost_acquire_reply_leaves_no_lock_behind() {
         );
     }
 }
+
+/// A server frozen (SIGSTOP) under `distlock run`: the job is stopped when
+/// the lease runs out, and distlock exits 76 at most a second later
+/// (`LOST_RELEASE_WITHIN`), on both clients. It used to wait for the
+/// release's own timeouts and then for the background release, 13 s more.
+#[test]
+fn a_frozen_server_stops_the_job_and_distlock_exits_soon_after() {
+    for client in clients() {
+        let mut server = RedisServer::start().expect("start");
+        let name = format!("frozen-{client}");
+        let mut run = distlock_on(
+            &server,
+            client,
+            &["run", "--grace", "1s", &name, "--", "sleep", "30"],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn distlock");
+        let _cleanup = KillOnDrop(run.id().to_string());
+        wait_until_held(&server, &name);
+        server.pause().expect("SIGSTOP the server");
+        let paused = Instant::now();
+        let status = wait_for_exit(&mut run, "distlock hangs after the server froze");
+        let took = paused.elapsed();
+        let mut stderr = String::new();
+        if let Some(mut pipe) = run.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        assert_eq!(status.code(), Some(76), "{client}: {stderr}");
+        // The lease runs out at most its TTL (2 s) after the freeze, `sleep`
+        // ends at SIGTERM, and the release may hold the exit 1 s: 3 s, with
+        // 2 s to spare for a loaded machine.
+        assert!(
+            took < Duration::from_secs(5),
+            "{client}: distlock exited {took:?} after the freeze: {stderr}"
+        );
+    }
+}

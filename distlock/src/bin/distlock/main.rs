@@ -59,7 +59,7 @@
 //! | the command's | the command ran to the end under a lease that held throughout |
 //! | 128 + n | the command was killed by signal n (the lease held) |
 //! | 75, or `-E`'s | the lock was held by someone else for the whole wait (with `-n`: at once) |
-//! | 76 | the lease was lost while the command ran; its process group was sent SIGTERM, then SIGKILL after `--grace` |
+//! | 76 | the lease was lost while the command ran; its process group was sent SIGTERM, then SIGKILL after `--grace`, and distlock exits at most 1 s later |
 //! | 69 | Redis could not be reached, refused the credentials or an ACL rule (the error names the rule), or failed otherwise |
 //! | 78 | the config or the arguments are invalid (clap's usage errors included) |
 //! | 127 | the command could not be started |
@@ -133,7 +133,9 @@
 //! and whatever is left of it after `--grace` gets SIGKILL, so a shell's
 //! background jobs stop with it (`sh -c 'worker & worker; wait'`). distlock
 //! then releases the lock (ownership-checked: another holder's key is left
-//! alone) and exits.
+//! alone) and exits. After a lost lease (76) it waits at most 1 s for that
+//! release, which a frozen or unreachable server may never answer: the
+//! key, if it is still ours, expires by its TTL.
 //!
 //! distlock killed with SIGKILL, or by the OOM killer, sees nothing. On Linux
 //! the group then dies with it: `run` starts the command under a small
@@ -189,6 +191,11 @@ const SUPERVISE: &str = "__supervise";
 const EXIT_NOT_ACQUIRED: u8 = 75;
 /// Exit code: the lease was lost while the command ran.
 const EXIT_LEASE_LOST: u8 = 76;
+/// How long distlock waits, once a lease is known lost (exit 76), for the
+/// release still on its way: the job has been stopped and the TTL frees the
+/// key anyway, so a server that stopped answering must not hold the exit for
+/// the release's own timeouts (13 s more with the default timeouts).
+const LOST_RELEASE_WITHIN: Duration = Duration::from_secs(1);
 /// Exit code: Redis failed (unreachable, credentials, server errors).
 const EXIT_UNAVAILABLE: u8 = 69;
 /// Exit code of `status -q`: the lock is free.
@@ -207,7 +214,8 @@ Exit codes:
   128+n          the command was killed by signal n
   75             the lock was held by someone else for the whole wait (-E changes it); with
                  --permits, N jobs' weight was running for the whole wait
-  76             the lease was lost while the command ran; the command was stopped
+  76             the lease was lost while the command ran; the command was stopped, and
+                 distlock exits at most 1 s later (the TTL frees a key the release missed)
   69             Redis could not be reached, refused the user, or failed otherwise
   78             bad config or arguments; --permits N where NAME was made with another N
   127            the command could not be started
@@ -228,7 +236,8 @@ Readers beside each other, a writer alone (flock -s / -x); two accounts as one h
 const ELECT_EXIT_CODES: &str = "\
 Exit codes:
   the command's  the command ended by itself while leading (the leadership is then resigned)
-  76             with --once: the leadership was lost; the command was stopped
+  76             with --once: the leadership was lost; the command was stopped, and distlock
+                 exits at most 1 s later
   69             Redis could not be reached, refused the user, or failed otherwise
   78             bad config or arguments (a strategy without elections: reentrant, redlock)
   127            the command could not be started
@@ -699,6 +708,11 @@ async fn dispatch(cli: Cli) -> u8 {
         .saturating_add(config.lock.connect_timeout)
         .saturating_add(Duration::from_secs(1));
     let code = perform(cli.command, config).await;
+    let settle_within = if code == EXIT_LEASE_LOST {
+        settle_within.min(LOST_RELEASE_WITHIN)
+    } else {
+        settle_within
+    };
     // A release the task left in the background (a guard given up on, an
     // acquire whose reply was lost) must reach Redis before the runtime,
     // and the task with it, is dropped at exit.
@@ -1330,12 +1344,12 @@ async fn run(
         reason = guard.lost() => {
             eprintln!("distlock: the lock `{key}` was lost ({}); stopping the command", reason.map_or("released".to_owned(), |reason| reason.to_string()));
             stop(&mut child, group, grace).await;
-            // Ownership-checked: deletes the key only if it is still ours
-            // (a renewal that timed out), never another holder's.
-            match guard.release().await {
-                Ok(()) | Err(LockError::LeaseLost { .. }) => {}
-                Err(err) => eprintln!("distlock: release failed ({err}); the lock expires by its TTL"),
-            }
+            // Dropped, not released: a lease found gone sends nothing, and
+            // one that ran out unrenewed (a frozen or unreachable server)
+            // sends its ownership-checked release in the background, which
+            // `dispatch` waits for at most LOST_RELEASE_WITHIN; the TTL
+            // frees the key if it is still ours.
+            drop(guard);
             EXIT_LEASE_LOST
         }
         signal = interrupts.recv() => {
