@@ -180,13 +180,16 @@ fn run_passes_the_exit_code_and_the_fencing_token() {
     );
 }
 
-/// With `DISTLOCK_FENCING=false` the command sees no fencing token, and
-/// `acquire` prints none; the lock is still taken, renewed and released.
+/// With `DISTLOCK_FENCING=false` a plain lock has no fencing token:
+/// `acquire` prints none and writes no counter; the lock is still taken,
+/// renewed and released. A plain `run` is the name's read-write write,
+/// which keeps its token (as fair mode and the reentrant strategy do).
 #[test]
-fn fencing_off_gives_the_command_no_token() {
+fn fencing_off_gives_a_plain_lock_no_token() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let name = format!("unfenced-{client}");
+        let written = format!("written-{client}");
         let out = output(
             distlock_on(
                 &server,
@@ -194,7 +197,7 @@ fn fencing_off_gives_the_command_no_token() {
                 &[
                     "run",
                     "--key",
-                    &name,
+                    &written,
                     "--",
                     "sh",
                     "-c",
@@ -205,7 +208,7 @@ fn fencing_off_gives_the_command_no_token() {
         );
         assert_eq!(code(&out), 0, "{client}: {out:?}");
         assert!(
-            stdout(&out).contains(&format!("token=[unset] key={name}")),
+            stdout(&out).contains(&format!("token=[1] key={written}")),
             "{client}: {out:?}"
         );
         let out = output(
@@ -402,8 +405,9 @@ fn the_log_filter_and_the_job_variables_are_not_config() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 0, "stderr: {stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // A plain `run` is the write of the name's read-write lock.
     assert!(
-        stdout.contains("nested: held"),
+        stdout.contains("nested: read-write lock, 1 writer(s)"),
         "the nested call sees the lock: {stdout}"
     );
     assert!(
@@ -609,12 +613,14 @@ fn sighup_stops_the_command_and_releases_the_lock() {
 /// A least-privilege Redis user (the lock prefix's keys, no pub/sub
 /// channels) runs jobs: the release succeeds although its publish is refused,
 /// a waiting `distlock run` gets the lock soon after, and nothing reports a
-/// failed release.
+/// failed release. A plain `run` is a read-write lock's write, whose
+/// scripts keep a sorted set and a list and read the server's clock.
 #[test]
 fn a_least_privilege_user_runs_jobs() {
     let server = RedisServer::start().expect("start");
     let mut rules = vec!["ACL", "SETUSER", "lock-user"];
     rules.extend(lock_testkit::safety::LOCK_USER_ACL);
+    rules.extend(["+@sortedset", "+@list", "+time"]);
     server.admin(&rules).expect("ACL SETUSER");
     let url = format!("redis://lock-user:lock-user-pw@127.0.0.1:{}", server.port());
     let as_user = |args: &[&str]| {
@@ -860,12 +866,16 @@ fn status_shows_the_holder_but_never_the_owner() {
                 .env("DISTLOCK_HOLDER_LABEL", "nightly report");
             command
         };
-        let mut run = with_holder(&["run", "--key", "report", "--", "sleep", "5"])
+        // A plain lock, which stores holder information (a plain `run` is
+        // a read-write lock's write, which stores none).
+        let run = with_holder(&["acquire", "--key", "report", "--ttl", "10s"])
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .expect("spawn the holder");
-        let _guard = KillOnDrop(run.id().to_string());
-        wait_until_held(&server, "report");
+        let pid = run.id();
+        let acquired = run.wait_with_output().expect("acquire");
+        assert_eq!(code(&acquired), 0, "{client}: {acquired:?}");
         let value = server
             .admin(&["GET", "lock:{report}"])
             .expect("GET")
@@ -878,7 +888,7 @@ fn status_shows_the_holder_but_never_the_owner() {
         let status: serde_json::Value = serde_json::from_str(&json).expect(&json);
         let holder = &status["holder"];
         assert_eq!(holder["host"], host.as_str(), "{client}: {json}");
-        assert_eq!(holder["pid"], run.id(), "{client}: {json}");
+        assert_eq!(holder["pid"], pid, "{client}: {json}");
         assert_eq!(holder["label"], "nightly report", "{client}: {json}");
         assert!(
             holder["acquired_at"]
@@ -889,8 +899,7 @@ fn status_shows_the_holder_but_never_the_owner() {
         let text = output(with_holder(&["status", "report"]));
         let text = String::from_utf8_lossy(&text.stdout).into_owned();
         assert!(
-            text.contains(&format!("pid {} on {host}", run.id()))
-                && text.contains("nightly report"),
+            text.contains(&format!("pid {pid} on {host}")) && text.contains("nightly report"),
             "{client}: {text}"
         );
         for shown in [&json, &text] {
@@ -899,8 +908,6 @@ fn status_shows_the_holder_but_never_the_owner() {
                 "{client}: the owner token is shown: {shown}"
             );
         }
-        let _ = run.kill();
-        let _ = run.wait();
         let out = output(distlock(&on(&server), &["release", "--force", "report"]));
         assert_eq!(code(&out), 0);
         let json = output(distlock(&on(&server), &["status", "report", "--json"]));

@@ -678,3 +678,87 @@ fn nix_kill(child: &Child) -> std::io::Result<()> {
     assert!(status.success(), "kill");
     Ok(())
 }
+
+/// A plain `run NAME` is flock's exclusive lock and the write of NAME's
+/// read-write lock, as `-x` is: behind a stream of `-s` readers that never
+/// leaves NAME free, it queues ahead of new readers and gets in once the
+/// readers already in are done. It used to wait for a gap in the stream.
+/// Its token is the write's: the next reader's epoch.
+#[test]
+fn a_plain_run_is_not_starved_by_readers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let server = RedisServer::start().expect("start");
+    for client in common::clients() {
+        let name = format!("feed-{client}");
+        let with_client = |args: &[&str]| {
+            let mut command = on(&server, args);
+            command.env("DISTLOCK_CLIENT", client);
+            command
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        // Readers of 0.6 s, one every 0.1 s: six overlap, so the name is
+        // never free while the stream lasts (at most 15 s).
+        let stream = {
+            let done = Arc::clone(&done);
+            let reader = with_client(&["run", "-s", "-w", "20", &name, "--", "sleep", "0.6"]);
+            std::thread::spawn(move || {
+                let mut reader = reader;
+                reader.stdout(Stdio::null()).stderr(Stdio::null());
+                let started = Instant::now();
+                let mut readers = Vec::new();
+                while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(15) {
+                    readers.push(reader.spawn().expect("spawn a reader"));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                readers.into_iter().map(finish).collect::<Vec<i32>>()
+            })
+        };
+        let started = Instant::now();
+        while !is_held(&server, &name) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no reader took {name}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // A wait of 5 s: what the readers already in hold (0.6 s) and
+        // the start of a few processes, with room for a loaded machine.
+        let asked = Instant::now();
+        let writer = output(with_client(&[
+            "run",
+            "-w",
+            "5",
+            &name,
+            "-c",
+            "echo $DISTLOCK_FENCING_TOKEN",
+        ]));
+        let waited = asked.elapsed();
+        done.store(true, Ordering::SeqCst);
+        let readers = stream.join().expect("the reader stream");
+        assert_eq!(
+            code(&writer),
+            0,
+            "{client}: the plain run waited {waited:?} behind readers: {}",
+            stderr(&writer)
+        );
+        assert!(
+            readers.iter().all(|code| *code == 0),
+            "{client}: every reader ran: {readers:?}"
+        );
+        let token = stdout(&writer);
+        let reader = output(with_client(&[
+            "run",
+            "-s",
+            &name,
+            "-c",
+            "echo $DISTLOCK_FENCING_TOKEN",
+        ]));
+        assert_eq!(code(&reader), 0, "{}", stderr(&reader));
+        assert_eq!(
+            stdout(&reader),
+            token,
+            "{client}: a read's epoch is the plain run's token"
+        );
+    }
+}

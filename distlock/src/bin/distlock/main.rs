@@ -19,9 +19,12 @@
 //! (print nothing then). `run` also takes `-c 'COMMAND'`, run through
 //! `/bin/sh -c`, instead of `-- CMD...`. `-s` takes a shared (read) hold
 //! of NAME beside other `-s` jobs, `-x` its exclusive (write) hold, which
-//! waits ahead of new `-s` jobs; a plain `run` (neither) is exclusive too,
-//! against both, but does not queue ahead of readers. Cron skips a run that
-//! another host is doing, silently and with success:
+//! waits ahead of new `-s` jobs so a stream of them cannot starve it. A
+//! plain `run` (neither) is exclusive, as flock's default is, and on the
+//! single-node strategy it is that same write; the reentrant and Redlock
+//! strategies have no read-write locks, and there a plain run and `-x` are
+//! the plain lock. Cron skips a run that another host is doing, silently
+//! and with success:
 //!
 //! ```sh
 //! distlock run -n -q -E 0 nightly -c './report.sh'
@@ -66,8 +69,9 @@
 //! | 130 | distlock was interrupted (SIGINT, SIGTERM or SIGHUP): while waiting, the wait ended and nothing is held; once the command ran, it was stopped as for 76 and the lock released |
 //!
 //! The command sees `DISTLOCK_KEY` and, when the strategy issues them,
-//! `DISTLOCK_FENCING_TOKEN` (not with `redlock`, nor with `single` and
-//! `fencing = false`).
+//! `DISTLOCK_FENCING_TOKEN` (not with `redlock`). `fencing = false` drops
+//! the token of a plain lock only (`acquire`), not that of a `run`, whose
+//! holds are a read-write lock's, a semaphore's or several names'.
 //!
 //! # A lock across several commands: `acquire`, `extend`, `release`
 //!
@@ -228,8 +232,9 @@ Cron, skipping a run while another host has the lock, silently and with success:
 At most 4 exports at once across every host, waiting up to 10 minutes for a turn:
   distlock run --permits 4 -w 10m exports -- ./export.sh
 
-Readers beside each other, a writer alone (flock -s / -x); two accounts as one hold:
-  distlock run -s app-config -- ./read.sh;  distlock run -x app-config -- ./reload.sh
+Readers beside each other, a writer alone and ahead of new readers (flock -s / -x; a
+plain run is -x); two accounts as one hold:
+  distlock run -s app-config -- ./read.sh;  distlock run app-config -- ./reload.sh
   distlock run --key acct-1 --key acct-2 -- ./transfer.sh";
 
 /// The exit codes of `elect`, for `--help`.
@@ -411,16 +416,17 @@ enum Task {
         grace: Duration,
         /// The exclusive (write) hold of a read-write lock, as flock's -x:
         /// alone, and queued ahead of new -s jobs so a stream of them cannot
-        /// starve it. DISTLOCK_FENCING_TOKEN is the next write token. (A
-        /// plain run, without -s or -x, is exclusive against both too, but
-        /// does not queue ahead of readers; on a strategy without read-write
-        /// locks, -x is that plain lock.)
+        /// starve it. DISTLOCK_FENCING_TOKEN is the next write token. A
+        /// plain run (without -s or --permits) is the same hold; on a
+        /// strategy without read-write locks (reentrant, redlock) both are
+        /// the plain lock.
         #[arg(short = 'x', long, conflicts_with_all = ["shared", "permits"])]
         exclusive: bool,
         /// A shared (read) hold, as flock's -s: beside other -s jobs, never
-        /// beside an -x job or a plain run. DISTLOCK_FENCING_TOKEN is the
-        /// write epoch (the last write's token): a store that has seen a
-        /// higher one has newer data than this job read.
+        /// beside an -x job or a plain run, which wait ahead of new ones.
+        /// DISTLOCK_FENCING_TOKEN is the write epoch (the last write's
+        /// token): a store that has seen a higher one has newer data than
+        /// this job read.
         #[arg(short = 's', long, conflicts_with = "permits")]
         shared: bool,
         /// Let up to N jobs hold NAME at once (a semaphore of N permits, as
@@ -750,15 +756,6 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            // `-x` where read-write locks are missing is the plain lock: the
-            // only kind of hold such a strategy has, exclusive against all.
-            let access = match (shared, exclusive) {
-                (true, _) => Some(distlock::Access::Shared),
-                (false, true) if locks.backend().supports_rw_locks() => {
-                    Some(distlock::Access::Exclusive)
-                }
-                (false, _) => None,
-            };
             let names = lock.get();
             let joined = names.join(",");
             if names.len() > 1 && (shared || exclusive || permits.is_some()) {
@@ -768,10 +765,24 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 );
                 return EXIT_CONFIG;
             }
+            let permits = Permits::asked(permits, weight);
+            // An exclusive run of one name (`-x`, or neither `-s` nor
+            // `--permits`: flock's default) is the write of the name's
+            // read-write lock, so it queues ahead of new `-s` jobs instead
+            // of waiting for a gap between them. Where read-write locks are
+            // missing it is the plain lock: the only kind of hold such a
+            // strategy has, exclusive against all.
+            let access = if shared {
+                Some(distlock::Access::Shared)
+            } else if names.len() == 1 && permits.is_none() && locks.backend().supports_rw_locks() {
+                Some(distlock::Access::Exclusive)
+            } else {
+                None
+            };
             let what = Take {
                 key: &joined,
                 wait: wait.wait(),
-                permits: Permits::asked(permits, weight),
+                permits,
                 access,
                 members: (names.len() > 1).then_some(names.as_slice()),
             };
