@@ -1,8 +1,9 @@
--- The default fenced acquire as a script (fencing on, a fencing counter
--- that never expires, no holder information), for a client or server
--- without the transaction the single-node backend sends otherwise: takes the
--- lock if it is free and issues the next fencing token in the same atomic
--- step, with nothing else to run (acquire.lua does the options).
+-- The default fenced acquire (fencing on, a fencing counter that never
+-- expires, no holder information): takes the lock if it is free and issues
+-- the next fencing token in the same atomic step, with nothing else to run
+-- (acquire.lua does the options). The key is checked first: an attempt
+-- that finds it held (by any kind) writes nothing, so the counter is always
+-- the last token granted.
 --
 -- KEYS[1]  the lock key, `<prefix>{<name>}`
 -- KEYS[2]  the fencing counter, `<prefix>{<name>}:fence` (same hash tag)

@@ -9,10 +9,6 @@
 -- ARGV[1]  the hold's value, `<owner>:<nonce>` (renew.lua's `holds`
 --          matches it with or without the token behind it)
 -- ARGV[2]  the value to proclaim (any bytes)
--- ARGV[3]  (optional) the hold's token, in decimal: a grant made in a
---          transaction (the default fenced acquire) stores the hold's value
---          with a `#` alone behind it, and the token is written there now,
---          so the lock key names its term for election_leader.lua
 --
 -- Reply: 1 when proclaimed; 0 when the hold does not have the lock, or has
 -- no token (nothing written); {-1, detail} when a key holds another type
@@ -35,11 +31,7 @@ if not holds(stored, ARGV[1]) then
 end
 local term = string.match(stored, '#(%d+)$')
 if not term then
-  if stored ~= ARGV[1] .. '#' or not (ARGV[3] and string.match(ARGV[3], '^[1-9]%d*$')) then
-    return 0
-  end
-  term = ARGV[3]
-  redis.call('set', KEYS[1], stored .. term, 'KEEPTTL')
+  return 0
 end
 redis.call('set', KEYS[2], term .. ':' .. ARGV[2])
 redis.pcall('publish', KEYS[1] .. ':released', '0')

@@ -26,8 +26,7 @@ if KEYS[3] and redis.call('type', KEYS[3])['ok'] == 'hash' then
     holder = redis.call('hgetall', KEYS[3])
   end
 end
--- The hold's own token when its grant stored it behind its value (a
--- script's grant does; the default fenced grant, made in a transaction,
--- does not), else the counter's: the last token issued.
+-- The hold's own token, which every fenced grant stores behind its value;
+-- else (a fencing-off hold, or no hold) the counter's: the last token issued.
 local token = type(stored) == 'string' and string.match(stored, '#(%d+)$')
 return {redis.call('pttl', KEYS[1]), token or redis.call('get', KEYS[2]), holder}

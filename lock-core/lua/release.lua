@@ -5,9 +5,7 @@
 -- KEYS[2]  (optional: single node, with `holder_info`) the holder
 --          information, deleted with the lock
 -- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
---          once granted with one (renew.lua's `holds` says what it matches:
---          a key that keeps no token, `<owner>:<nonce>#`, is released by
---          its attempt whatever token the value claims)
+--          once granted with one (renew.lua's `holds` says what it matches)
 --
 -- Reply: 1 when deleted, 0 when the key is gone or holds another value (a
 -- later hold of the same owner included).

@@ -14,11 +14,9 @@
 -- the key is gone) is the hold `value`: the same text; or, for a value sent
 -- without a token (`<owner>:<nonce>`, ending in the nonce's 16 hex digits:
 -- an attempt whose reply was lost, or a fencing-off hold), that text with
--- `#<digits>` (a script's grant stores its token there) or `#` alone (the
--- default fenced grant, made in a transaction, issues its token beside the
--- key) behind it and nothing else; or, for a value sent with its token
--- (`<owner>:<nonce>#<token>`), its attempt with `#` alone behind it, whose
--- token the key does not name.
+-- `#<digits>` behind it (a fenced grant stores its token there) and nothing
+-- else. A value sent with its token (`<owner>:<nonce>#<token>`) matches
+-- only itself: a claim of another token names no hold.
 local nonce_end = ':' .. string.rep('%x', 16)
 
 local function holds(stored, value)
@@ -28,14 +26,10 @@ local function holds(stored, value)
   if stored == false then
     return false
   end
-  local attempt = string.match(value, '^(.*' .. nonce_end .. ')#%d+$')
-  if attempt then
-    return stored == attempt .. '#'
-  end
-  return #stored > #value
+  return #stored > #value + 1
     and string.find(value, nonce_end .. '$') ~= nil
     and string.sub(stored, 1, #value + 1) == value .. '#'
-    and string.find(stored, '^%d*$', #value + 2) ~= nil
+    and string.find(stored, '^%d+$', #value + 2) ~= nil
 end
 
 local function renew(lock, counter, holder, value, ttl)

@@ -16,32 +16,16 @@
 --          a fencing token
 -- ARGV[2]  the new hold's value, the same claim behind its new nonce
 -- ARGV[3]  the TTL in milliseconds
--- ARGV[4]  (optional, with ARGV[5]) the old hold's value as a grant made
---          in a transaction stores it, `<owner>:<nonce>#` (no token)
--- ARGV[5]  the fencing token the hand-off token claims, in decimal
 --
 -- Reply: 1 when taken over; 0 when the key is gone or holds another value.
--- A script's grant stores the token it issued in the key's value
--- (acquire.lua), so a hand-off token that claims another token than its
--- hold was granted, or a token for a hold granted none, names no value and
--- takes over nothing. A grant made in a transaction (the default fenced
--- acquire) stores `<owner>:<nonce>#`, the token issued beside it: it is
--- taken over by ARGV[4] only while the counter has issued the token
--- claimed, so no hand-off token can claim one above every token issued,
--- and a fencing-off hold (stored without the `#`) still claims none. A key
--- of another type makes GET fail with WRONGTYPE, before any write.
--- Whether the counter's text `counter` is a decimal at or above the decimal
--- `token` (neither with leading zeros: longer is larger).
-local function issued(counter, token)
-  return counter ~= false and string.find(counter, '^%d+$') ~= nil
-    and (#counter > #token or (#counter == #token and counter >= token))
-end
-
+-- Every fenced grant stores the token it issued in the key's value
+-- (acquire.lua, acquire_token.lua), so a hand-off token that claims another
+-- token than its hold was granted, or a token for a hold granted none,
+-- names no value and takes over nothing. A key of another type makes GET
+-- fail with WRONGTYPE, before any write.
 local stored = redis.call('get', KEYS[1])
 if stored ~= ARGV[1] then
-  if not (ARGV[5] and stored == ARGV[4] and issued(redis.call('get', KEYS[2]), ARGV[5])) then
-    return 0
-  end
+  return 0
 end
 -- Only holder information bound to this hold follows it: a hash an earlier
 -- hold left behind stays unbound (read before any write).

@@ -1,14 +1,12 @@
 //! The single-node [`LockBackend`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use lock_core::strategy::scripts::{election, multi, rw, semaphore, single};
 use lock_core::strategy::{
-    list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script,
-    ScriptedNode, Transacted,
+    list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
     Access, AccessRequest, AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint,
@@ -27,9 +25,6 @@ const MAX_RENEWALS_PER_SCRIPT: usize = 512;
 pub struct SingleNodeBackend {
     node: ScriptedNode,
     grant: GrantOptions,
-    /// Set once the server refused `MULTI` (an ACL without
-    /// `+@transaction`): fenced grants then run `acquire.lua`.
-    no_transactions: Arc<AtomicBool>,
 }
 
 /// The single-node strategy from a config: the first node (or the cluster
@@ -702,7 +697,6 @@ impl SingleNodeBackend {
         SingleNodeBackend {
             node,
             grant: GrantOptions::default(),
-            no_transactions: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -766,122 +760,13 @@ impl SingleNodeBackend {
     }
 
     /// The default fenced acquire (fencing on, a counter that never
-    /// expires, no holder information, no replicas awaited), in one
-    /// transaction: `SET <key> <hold> NX PX <ttl>`, `INCR` of the fencing
-    /// counter and `PERSIST` of it (a counter another process gave a TTL,
-    /// with `fencing_counter_ttl`, would otherwise expire and restart the
-    /// tokens at 1). A bare `SET` costs the server a third of the shortest
-    /// script. When the key is held, a `PTTL` follows, as in
-    /// [`acquire_plain`](Self::acquire_plain). The token is the one `INCR`
-    /// issued in the grant's atomic step; an attempt that finds the key
-    /// held uses one up, so tokens grow by one or more from grant to grant.
-    ///
-    /// `None` when this path is not for this client or server: the client
-    /// sends no transactions, or the server refused `MULTI` (then the
-    /// attempt's `SET` may have run on its own, and is undone first).
-    async fn acquire_in_transaction(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl_ms: &MillisText,
-    ) -> Option<Result<AcquireOutcome, LockError>> {
-        let fence: &[&[u8]] = &[key.fence_key().as_bytes()];
-        // `#` behind the hold: fenced, its token kept beside the key (a
-        // fencing-off hold has none, and its hand-off token claims none).
-        let value = format!("{}#", hold.attempt_value());
-        let set: &[&[u8]] = &[
-            key.redis_key().as_bytes(),
-            value.as_bytes(),
-            b"NX",
-            b"PX",
-            ttl_ms.as_bytes(),
-        ];
-        // The `SET` first: were these commands ever run one by one, the
-        // token would still be issued while the key is this attempt's, after
-        // every earlier grant's and before every later one's.
-        let commands = [("SET", set), ("INCR", fence), ("PERSIST", fence)];
-        let sent = self
-            .node
-            .client()
-            .transaction_on_key(key.redis_key().as_bytes(), &commands)
-            .await?;
-        let replies = match sent {
-            Ok(Transacted::Ran(replies)) => replies,
-            Ok(Transacted::Refused(refusal)) => {
-                if !self.no_transactions.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        node = self.node.client().address(),
-                        error = %refusal,
-                        "the server refused MULTI or EXEC (an ACL without `+@transaction`?): \
-                         fenced acquires run a script instead, at about twice the server's cost"
-                    );
-                }
-                // A refused `MULTI` let the commands run one by one: the
-                // `SET` may have granted the attempt.
-                if let Err(err) = self.release(key, hold).await {
-                    return Some(Err(err));
-                }
-                return None;
-            }
-            Err(LockError::Server { message, .. }) => {
-                let Some(detail) = counter_refusal(&message) else {
-                    return Some(Err(LockError::Server {
-                        node: self.node.client().address().to_owned(),
-                        message,
-                    }));
-                };
-                // The `INCR` failed, and issued nothing; the `SET` ran.
-                return Some(Err(self
-                    .undo_foreign_counter(key, hold, detail, false)
-                    .await));
-            }
-            Err(err) => return Some(Err(err)),
-        };
-        let outcome = match replies.as_slice() {
-            [set, Reply::Int(token), _] if *token < 1 => {
-                // A negative counter: `INCR` raised it, and is taken back.
-                let granted = set.as_text() == Some("OK");
-                let detail = "the fencing counter is not a non-negative integer";
-                let err = LockError::Corrupted {
-                    key: key.redis_key().to_owned(),
-                    detail: detail.to_owned(),
-                };
-                if granted {
-                    return Some(Err(self
-                        .undo_foreign_counter(key, hold, detail, true)
-                        .await));
-                }
-                let undo = self
-                    .node
-                    .client()
-                    .command("DECR", &[key.fence_key().as_bytes()])
-                    .await;
-                return Some(undo.and(Err(err)));
-            }
-            [set, Reply::Int(token), _] if set.as_text() == Some("OK") => {
-                AcquireOutcome::Acquired {
-                    fencing_token: Some(FencingToken::new(token.unsigned_abs())),
-                }
-            }
-            [Reply::Nil, Reply::Int(_), _] => match self.holder_remaining(key).await {
-                Ok(remaining) => AcquireOutcome::Held { remaining },
-                Err(err) => return Some(Err(err)),
-            },
-            _ => {
-                return Some(Err(LockError::UnexpectedReply {
-                    node: self.node.client().address().to_owned(),
-                    script: "SET NX PX, INCR, PERSIST",
-                    reply: Reply::Array(replies).to_string(),
-                }))
-            }
-        };
-        Some(Ok(outcome))
-    }
-
-    /// The default fenced acquire as one short script
-    /// (`acquire_token.lua`), where no transaction is sent: the fred client
-    /// (which writes each command of a pipeline on its own), a cluster, a
-    /// user without `+@transaction`.
+    /// expires, no holder information, no replicas awaited) as one short
+    /// script (`acquire_token.lua`). It checks the key before it issues a
+    /// token: an attempt that finds the lock held leaves the counter as it
+    /// was, so the counter is always the last token granted, which the
+    /// reentrant scripts, a read's epoch and `status` rely on. (A
+    /// `MULTI`/`EXEC` of `SET NX`, `INCR` and `PERSIST` costs the server
+    /// less, but runs the `INCR` whether or not the `SET` granted.)
     async fn acquire_token_only(
         &self,
         key: &LockKey,
@@ -894,33 +779,6 @@ impl SingleNodeBackend {
         let reply = self.node.run(script, &keys, &args).await?;
         acquire_outcome(key, &reply, true)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))
-    }
-
-    /// Undoes a transaction's grant whose counter held foreign data: the
-    /// lock key is released (and, with `raised`, the counter's `INCR` taken
-    /// back) before the caller sees the error, [`LockError::Corrupted`] on
-    /// `detail`.
-    async fn undo_foreign_counter(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        detail: &str,
-        raised: bool,
-    ) -> LockError {
-        let err = LockError::Corrupted {
-            key: key.redis_key().to_owned(),
-            detail: detail.to_owned(),
-        };
-        if let Err(release) = self.release(key, hold).await {
-            return release;
-        }
-        if raised {
-            let fence: &[&[u8]] = &[key.fence_key().as_bytes()];
-            if let Err(undo) = self.node.client().command("DECR", fence).await {
-                return undo;
-            }
-        }
-        err
     }
 
     /// How long the holder of `key` has left, from `PTTL`: zero when the
@@ -985,11 +843,6 @@ impl LockBackend for SingleNodeBackend {
             return self.acquire_plain(key, hold, &ttl_ms).await;
         }
         if self.grant.token_only() && !self.node.awaits_replicas() {
-            if !self.no_transactions.load(Ordering::Relaxed) {
-                if let Some(outcome) = self.acquire_in_transaction(key, hold, &ttl_ms).await {
-                    return outcome;
-                }
-            }
             return self.acquire_token_only(key, hold, &ttl_ms).await;
         }
         let holder = key.holder_key();
@@ -1136,17 +989,11 @@ impl LockBackend for SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         }
         let ttl_ms = MillisText::of_ttl(ttl);
-        let token = from.fencing_token().map(|token| token.get().to_string());
-        // What a grant made in a transaction stored (`acquire_in_transaction`).
-        let from_in_transaction = format!("{}#", from.attempt_value());
-        let mut args = vec![
+        let args = [
             from.value().as_bytes(),
             to.value().as_bytes(),
             ttl_ms.as_bytes(),
         ];
-        if let Some(token) = &token {
-            args.extend([from_in_transaction.as_bytes(), token.as_bytes()]);
-        }
         self.renew_with(&single::TAKE_OVER, key, &args, ttl).await
     }
 
@@ -1556,10 +1403,6 @@ impl LockBackend for SingleNodeBackend {
     ) -> Result<bool, LockError> {
         let record = key.leader_key();
         let script = &election::PROCLAIM;
-        let term = hold
-            .fencing_token()
-            .map(|token| token.get().to_string())
-            .unwrap_or_default();
         // Acknowledged as grants are: a value a failover loses would leave
         // the term without one, or show an older one again.
         let (reply, acknowledged) = self
@@ -1567,11 +1410,7 @@ impl LockBackend for SingleNodeBackend {
             .run_acknowledged(
                 script,
                 &[key.redis_key(), &record],
-                &[
-                    hold.attempt_value().as_bytes(),
-                    value.as_bytes(),
-                    term.as_bytes(),
-                ],
+                &[hold.attempt_value().as_bytes(), value.as_bytes()],
             )
             .await?;
         match reply {
@@ -1640,20 +1479,6 @@ impl LockBackend for SingleNodeBackend {
                 holder,
             }
         })
-    }
-}
-
-/// What a server error of the fencing counter's `INCR` says is wrong with
-/// the counter (acquire.lua's words for it), or `None` for another error.
-fn counter_refusal(message: &str) -> Option<&'static str> {
-    if message.starts_with("ERR value is not an integer") {
-        Some("the fencing counter is not a non-negative integer")
-    } else if message.starts_with("ERR increment or decrement would overflow") {
-        Some("the fencing counter is at its maximum")
-    } else if message.starts_with("WRONGTYPE") {
-        Some("the fencing counter holds another type than a string")
-    } else {
-        None
     }
 }
 

@@ -106,10 +106,8 @@ pub enum LockState {
         /// something other than this library).
         remaining: Option<Duration>,
         /// The fencing token of the current hold, if the strategy issues
-        /// tokens. For a single-node lock taken by the default fenced
-        /// acquire, which stores no token beside the hold, it is the last
-        /// token issued for the key: the hold's, or a later one used up by
-        /// an attempt that found the lock held.
+        /// tokens (for a fencing-off hold, the last token issued for the
+        /// name, if any).
         token: Option<FencingToken>,
         /// How many times the holder has entered the lock, for reentrant
         /// strategies; `None` for the others.

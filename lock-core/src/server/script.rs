@@ -266,8 +266,8 @@ pub mod single {
             include_str!("../../lua/acquire.lua")
         ),
     );
-    /// The default fenced acquire (no options) alone, for clients without
-    /// transactions: `lua/acquire_token.lua`.
+    /// The default fenced acquire (no options) alone:
+    /// `lua/acquire_token.lua`.
     pub static ACQUIRE_TOKEN: Script =
         Script::new("acquire_token", include_str!("../../lua/acquire_token.lua"));
     /// Compare-and-extend: `lua/extend.lua`, after `lua/renew.lua`.
