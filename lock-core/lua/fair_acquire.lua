@@ -34,6 +34,9 @@
 --               previous attempt's offer, with this token (decimal text);
 --               the key now lives for the TTL (ARGV[2]) and nothing else
 --               was written: the waiter holds it from this attempt on
+-- A name another kind holds (a read-write lock's or semaphore's sorted set,
+-- a reentrant lock's hash at KEYS[1]) is held as a lock is: {0, its PTTL},
+-- and the waiter keeps its place in line.
 -- All keys share the hash tag, so they live in one cluster slot.
 -- The counter is checked before any write (see acquire.lua). The queue keys
 -- always have a TTL (twice the waiter lease, renewed by each waiter), so a
@@ -54,7 +57,7 @@ if offers then
     return {-1, 'the waiters\' offers key holds a ' .. kind .. ', not a hash'}
   end
 end
-if offers and earlier ~= '-' then
+if offers and earlier ~= '-' and redis.call('type', KEYS[1])['ok'] == 'string' then
   local stored = redis.call('get', KEYS[1])
   if stored and string.sub(stored, 1, #earlier + 1) == earlier .. '#' then
     local token = string.sub(stored, #earlier + 2)
@@ -91,7 +94,6 @@ if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
 end
 
 if ARGV[4] == '1' then
-  local queued = redis.call('zscore', KEYS[4], ARGV[1])
   local lease = tonumber(ARGV[3])
   local deadline = string.format('%d', now + lease)
   if offers then
@@ -103,12 +105,6 @@ if ARGV[4] == '1' then
     local runs = math.min(lease, tonumber(ARGV[2]))
     line_keep_offer(offers, ARGV[1], string.format('%d', runs) .. ' ' .. deadline .. ' ' .. ARGV[5], lease)
   end
-  if not queued then
-    redis.call('rpush', KEYS[3], ARGV[1])
-  end
-  redis.call('zadd', KEYS[4], deadline, ARGV[1])
-  -- The queue keys vanish on their own once every waiter is gone.
-  redis.call('pexpire', KEYS[3], lease * 2)
-  redis.call('pexpire', KEYS[4], lease * 2)
+  line_join(KEYS[3], KEYS[4], ARGV[1], now, lease)
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -22,7 +22,8 @@ for index, kind in ipairs({'list', 'zset', 'hash'}) do
     return {-1, KEYS[index + 2] .. ' holds a ' .. found .. ', not a ' .. kind}
   end
 end
-local stored = redis.call('get', KEYS[1])
+-- Another kind's key at KEYS[1] (a sorted set, a hash) is no grant of ours.
+local stored = redis.call('type', KEYS[1])['ok'] == 'string' and redis.call('get', KEYS[1])
 local granted = false
 for index = 2, #ARGV do
   granted = granted or holds(stored, ARGV[index])

@@ -60,6 +60,28 @@ local function line_head(queue, waiters, offers, now)
   end
 end
 
+-- line_join(queue, waiters, owner, now, lease): keeps `owner` in line for
+-- `lease` ms from `now`, and returns the place's new deadline: at the back
+-- when it is new or its place had run out (an expired place is not taken
+-- back: whoever joined meanwhile stays ahead of a waiter that stopped
+-- asking), in its place otherwise. The line's keys vanish on their own once
+-- every waiter is gone.
+local function line_join(queue, waiters, owner, now, lease)
+  local place = tonumber(redis.call('zscore', waiters, owner))
+  if place and place <= now then
+    redis.call('lrem', queue, 0, owner)
+    place = nil
+  end
+  if not place then
+    redis.call('rpush', queue, owner)
+  end
+  local deadline = now + lease
+  redis.call('zadd', waiters, deadline, owner)
+  redis.call('pexpire', queue, lease * 2)
+  redis.call('pexpire', waiters, lease * 2)
+  return deadline
+end
+
 -- line_parse(offer, tag): an offer's parts: how long a grant runs, the
 -- place deadline it was made with, the id, and for permits (`tag` 'p') the
 -- weight; nil when it is not an offer of `tag` ('' a lock's, 'w' a

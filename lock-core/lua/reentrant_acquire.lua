@@ -25,8 +25,9 @@
 --                      fencing counter is missing, not a number or at its
 --                      maximum, or the holder key is not a hash; nothing was
 --                      changed
--- A KEYS[1] that exists but is not a hash makes HGET fail with WRONGTYPE before
--- any write, and so does a KEYS[2] that is not a string (GET).
+-- A KEYS[1] that exists but is not a hash is another kind's hold: {0, its
+-- PTTL}, nothing written. A KEYS[2] that is not a string makes GET fail with
+-- WRONGTYPE before any write.
 -- counter_problem, next_token, counter_outlives, holder_problem and
 -- write_holder come from fencing_counter.lua and grant.lua, loaded in front of
 -- this file.
@@ -45,6 +46,11 @@ if redis.call('exists', KEYS[1]) == 0 then
   redis.call('pexpire', KEYS[1], ARGV[2])
   write_holder(KEYS[3], ARGV[2], 3)
   return {1, next_token(KEYS[2], counter, ttl, tonumber(ARGV[3]) or 0), 1}
+end
+-- Another kind's hold of the name (a lock's string, a read-write lock's or
+-- semaphore's sorted set) is held, as another owner's hash is.
+if redis.call('type', KEYS[1])['ok'] ~= 'hash' then
+  return {0, redis.call('pttl', KEYS[1])}
 end
 local count = redis.call('hget', KEYS[1], ARGV[1])
 if not count then

@@ -65,24 +65,6 @@ local function rw_keep(holds, modes, counter, now)
   end
 end
 
--- rw_queue(queue, waiters, owner, now, lease): keeps `owner` queued among
--- the waiting writers for `lease` ms from `now`: at the back when it is new
--- or its place had run out (a stale place is not taken back), in its place
--- otherwise. The queue keys vanish on their own once every waiter is gone.
-local function rw_queue(queue, waiters, owner, now, lease)
-  local place = tonumber(redis.call('zscore', waiters, owner))
-  if place and place <= now then
-    redis.call('lrem', queue, 0, owner)
-    place = nil
-  end
-  if not place then
-    redis.call('rpush', queue, owner)
-  end
-  redis.call('zadd', waiters, now + lease, owner)
-  redis.call('pexpire', queue, lease * 2)
-  redis.call('pexpire', waiters, lease * 2)
-end
-
 -- The server-side hand-off of a write. A writer that queues with the
 -- `offers` key passed (a hash shared with a fair lock of the name, whose
 -- hand-off never grants these entries, nor this one a lock's) leaves an
@@ -95,7 +77,7 @@ end
 
 -- rw_offer(offers, owner, id, now, lease, ttl): keeps `id` as the waiting
 -- writer `owner`'s offer, made with the place's deadline `now + lease`
--- (rw_queue's).
+-- (queue.lua's line_join).
 local function rw_offer(offers, owner, id, now, lease, ttl)
   line_keep_offer(offers, owner, string.format('w%d %d ', math.min(lease, ttl), now + lease) .. id, lease)
 end

@@ -41,10 +41,12 @@
 --   {-2, key, detail} a key holds something that is not this lock's data,
 --                    or the id is live in the other mode: nothing was
 --                    written
--- A plain lock of the same name (a string at KEYS[1]) is in the way as a
--- writer is: {0, its PTTL}, nothing written; it sees this lock's key and
--- waits in turn, and both take tokens from the same counter. A write waiting
--- on it keeps its place in the queue.
+-- Another kind's hold of the same name (a plain lock's string at KEYS[1], a
+-- reentrant lock's hash, a semaphore's sorted set without `modes`) is in
+-- the way as a writer is: {0, its PTTL}, nothing of it written; it sees
+-- this lock's key and waits in turn (a plain lock and a write take tokens
+-- from the same counter). A write waiting on it keeps its place in the
+-- queue.
 --   {-4}             a write by an owner that has only reads: nothing was
 --                    written
 --   {3, token}       (with ARGV[8]) a release already granted the write to
@@ -71,14 +73,14 @@ if not string.match(id, ':%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$') then
   return redis.error_reply('ERR rw_acquire: the id must end in a 16-digit nonce')
 end
 local owner = line_owner(id)
-if redis.call('type', holds)['ok'] == 'string' then
-  local in_way = redis.call('pttl', holds)
+local in_way = sem_held_by_other(holds, modes)
+if in_way then
   if mode == 'w' and join then
     local foreign = sem_foreign({queue, waiters}, {'list', 'zset'})
     if foreign then
       return foreign
     end
-    rw_queue(queue, waiters, owner, sem_now(), lease)
+    line_join(queue, waiters, owner, sem_now(), lease)
   end
   return {0, in_way}
 end
@@ -154,7 +156,7 @@ local in_queue = head and head ~= owner
 if blocked_until or in_queue or waiting_writer then
   sem_drop(holds, modes, expired)
   if mode == 'w' and join then
-    rw_queue(queue, waiters, owner, now, lease)
+    line_join(queue, waiters, owner, now, lease)
     if offers then
       rw_offer(offers, owner, id, now, lease, ttl)
     end

@@ -38,6 +38,24 @@ local function sem_foreign(keys, types)
   return nil
 end
 
+-- sem_held_by_other(main, companion): the remaining ms (`PTTL`; -1 for no
+-- expiry) of another kind's hold on the name whose main key is `main`, or
+-- nil when the name is free or this kind's. Another kind is a lock's
+-- string, a reentrant lock's hash, or a sorted set without `companion`,
+-- the hash in which every hold of this kind has an entry (a semaphore's
+-- `held` beside a read-write lock's `modes`): a name held by one kind is
+-- held for every other, and nothing of it is written. Reads only.
+local function sem_held_by_other(main, companion)
+  local kind = redis.call('type', main)['ok']
+  if kind == 'none' or (kind == 'zset' and redis.call('exists', companion) == 1) then
+    return nil
+  end
+  if kind == 'zset' or kind == 'string' or kind == 'hash' then
+    return redis.call('pttl', main)
+  end
+  return nil
+end
+
 -- sem_now(): the server's time in ms.
 local function sem_now()
   local time = redis.call('time')

@@ -68,6 +68,10 @@ if queue and not (waiters and owner and lease) then
   return redis.error_reply('ERR semaphore_acquire: fair mode takes six keys, an owner and a waiter lease')
 end
 local offers, earlier = KEYS[7], ARGV[8] or '-'
+local other = sem_held_by_other(permits, held)
+if other then
+  return {0, 0, other}
+end
 local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
   or (queue and sem_foreign({queue, waiters}, {'list', 'zset'}))
   or (queue and offers and sem_foreign({offers}, {'hash'}))
@@ -137,13 +141,7 @@ end
 if used + weight > limit or (head and head ~= owner) then
   sem_drop(permits, held, expired)
   if queue and join then
-    if not redis.call('zscore', waiters, owner) then
-      redis.call('rpush', queue, owner)
-    end
-    redis.call('zadd', waiters, now + lease, owner)
-    -- The queue keys vanish on their own once every waiter is gone.
-    redis.call('pexpire', queue, lease * 2)
-    redis.call('pexpire', waiters, lease * 2)
+    line_join(queue, waiters, owner, now, lease)
     if offers then
       sem_offer(offers, owner, id, weight, now, lease, ttl)
     end

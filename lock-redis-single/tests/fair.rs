@@ -165,13 +165,20 @@ async fn queue_by_hand(fair: &Fair, key: &LockKey) -> HoldToken {
     let hold = HoldToken::new(OwnerToken::generate().expect("rng"))
         .expect("rng")
         .in_line();
+    queue_again(fair, key, &hold, FAIR_WAITER_LEASE).await;
+    hold
+}
+
+/// One more attempt of the waiter `hold`, queued by hand, its place
+/// lasting `lease`.
+async fn queue_again(fair: &Fair, key: &LockKey, hold: &HoldToken, lease: Duration) {
     let outcome = fair
         .backend
         .try_acquire_fair(
             key,
-            &hold,
+            hold,
             Duration::from_secs(10),
-            FairPlace::new(FAIR_WAITER_LEASE, true),
+            FairPlace::new(lease, true),
             None,
         )
         .await
@@ -180,7 +187,57 @@ async fn queue_by_hand(fair: &Fair, key: &LockKey) -> HoldToken {
         matches!(outcome, AcquireOutcome::Held { .. }),
         "{outcome:?}"
     );
-    hold
+}
+
+/// The owners in line for `key`, first first.
+fn line(fair: &Fair, key: &LockKey) -> Vec<String> {
+    let reply = fair
+        .server
+        .admin(&["LRANGE", &key.queue_key(), "0", "-1"])
+        .expect("LRANGE");
+    let lock_testkit::AdminReply::Array(Some(items)) = reply else {
+        panic!("the line: {reply:?}");
+    };
+    items
+        .iter()
+        .map(|item| item.as_text().expect("an owner").to_owned())
+        .collect()
+}
+
+/// The owner part of a hold's value, as the line keeps it.
+fn owner_of(hold: &HoldToken) -> String {
+    let value = hold.attempt_value();
+    value[..value.len() - 17].to_owned()
+}
+
+/// A waiter whose place ran out while others were ahead of it joins at the
+/// back when it returns: whoever joined meanwhile stays ahead of it.
+async fn an_expired_place_rejoins_at_the_back(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let key = LockKey::new("lock:", "rejoin").expect("key");
+    let holder = fair
+        .locks
+        .try_acquire("rejoin")
+        .await
+        .expect("try")
+        .expect("free");
+    let head = queue_by_hand(&fair, &key).await;
+    let lapsed = HoldToken::new(OwnerToken::generate().expect("rng"))
+        .expect("rng")
+        .in_line();
+    queue_again(&fair, &key, &lapsed, FAIR_WAITER_LEASE).await;
+    // Its place runs out (a deadline in the past by the server's clock).
+    fair.server
+        .admin(&["ZADD", &key.waiters_key(), "1", &owner_of(&lapsed)])
+        .expect("ZADD");
+    let later = queue_by_hand(&fair, &key).await;
+    queue_again(&fair, &key, &lapsed, FAIR_WAITER_LEASE).await;
+    assert_eq!(
+        line(&fair, &key),
+        [owner_of(&head), owner_of(&later), owner_of(&lapsed)],
+        "the lapsed waiter took its old place back"
+    );
+    holder.release().await.expect("release");
 }
 
 fn stored(fair: &Fair, key: &LockKey) -> Option<String> {
@@ -562,6 +619,11 @@ macro_rules! fair_tests {
             #[test]
             fn dropped_waiter_gives_back_its_grant() {
                 lock_testkit::run(super::dropped_waiter_gives_back_its_grant($kind));
+            }
+
+            #[test]
+            fn an_expired_place_rejoins_at_the_back() {
+                lock_testkit::run(super::an_expired_place_rejoins_at_the_back($kind));
             }
 
             #[test]

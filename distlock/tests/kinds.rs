@@ -1,0 +1,316 @@
+//! Primitives of different kinds that meet on one name, on both clients: a
+//! name held by one kind is held for every other kind, an attempt that finds
+//! it held writes nothing (no fencing token used up, no place taken, no key
+//! made), and the holder keeps its lease, its token and its release.
+
+#![cfg(any(feature = "redis", feature = "fred"))]
+
+use std::time::{Duration, Instant};
+
+use distlock::{ClientKind, LeaseGuard, LockError, LockManager, LockState};
+use lock_testkit::{AdminReply, RedisServer};
+
+mod common;
+
+/// Every way a name can be held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A plain single-node lock (the default fenced acquire).
+    Lock,
+    /// A single-node lock in fair mode.
+    Fair,
+    /// A reentrant lock.
+    Reentrant,
+    /// A read of the name's read-write lock.
+    Read,
+    /// A write of the name's read-write lock.
+    Write,
+    /// A permit of the name's semaphore.
+    Permit,
+    /// A multi-key lock of the name and another.
+    Multi,
+}
+
+const KINDS: [Kind; 7] = [
+    Kind::Lock,
+    Kind::Fair,
+    Kind::Reentrant,
+    Kind::Read,
+    Kind::Write,
+    Kind::Permit,
+    Kind::Multi,
+];
+
+/// One manager per way of taking a lock, on one server and client.
+struct Managers {
+    single: LockManager,
+    fair: LockManager,
+    reentrant: LockManager,
+}
+
+impl Managers {
+    async fn connect(server: &RedisServer, client: ClientKind, extra: &[(&str, &str)]) -> Self {
+        let connect = |mode: &'static str| {
+            let config = common::config(mode, [server], client, extra);
+            async move { distlock::connect(&config).await.expect("connect") }
+        };
+        Managers {
+            single: connect("single").await,
+            fair: connect("fair").await,
+            reentrant: connect("reentrant").await,
+        }
+    }
+
+    /// One attempt of `kind` on `name`, without waiting.
+    async fn try_take(&self, kind: Kind, name: &str) -> Result<Option<LeaseGuard>, LockError> {
+        match kind {
+            Kind::Lock => self.single.try_acquire(name).await,
+            Kind::Fair => self.fair.try_acquire(name).await,
+            Kind::Reentrant => self.reentrant.try_acquire(name).await,
+            Kind::Read => self.single.rw_lock(name)?.try_read().await,
+            Kind::Write => self.single.rw_lock(name)?.try_write().await,
+            Kind::Permit => self.single.semaphore(name, 3)?.try_acquire().await,
+            Kind::Multi => {
+                self.single
+                    .multi_lock([name.to_owned(), format!("{name}-other")])?
+                    .try_acquire()
+                    .await
+            }
+        }
+    }
+
+    /// `kind` on `name`, waiting up to the config's wait timeout.
+    async fn take(&self, kind: Kind, name: &str) -> Result<LeaseGuard, LockError> {
+        match kind {
+            Kind::Lock => self.single.acquire(name).await,
+            Kind::Fair => self.fair.acquire(name).await,
+            Kind::Reentrant => self.reentrant.acquire(name).await,
+            Kind::Read => self.single.rw_lock(name)?.read().await,
+            Kind::Write => self.single.rw_lock(name)?.write().await,
+            Kind::Permit => self.single.semaphore(name, 3)?.acquire().await,
+            Kind::Multi => {
+                self.single
+                    .multi_lock([name.to_owned(), format!("{name}-other")])?
+                    .acquire()
+                    .await
+            }
+        }
+    }
+}
+
+/// Every key on `server` with its type and serialized value, sorted: what
+/// an attempt must leave as it found it.
+fn snapshot(server: &RedisServer) -> Vec<(String, String)> {
+    let script = "local out = {} \
+        for _, key in ipairs(redis.call('keys', '*')) do \
+          out[#out + 1] = key \
+          out[#out + 1] = redis.call('type', key)['ok'] .. ' ' .. redis.sha1hex(redis.call('dump', key)) \
+        end \
+        return out";
+    let reply = server.admin(&["EVAL", script, "0"]).expect("EVAL");
+    let AdminReply::Array(Some(items)) = reply else {
+        panic!("keys: {reply:?}");
+    };
+    let mut pairs: Vec<(String, String)> = items
+        .chunks(2)
+        .map(|pair| {
+            (
+                pair[0].as_text().expect("a key").to_owned(),
+                pair[1].as_text().expect("a type and digest").to_owned(),
+            )
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// For every pair of kinds and every client: a name held by the first is
+/// held for the second, whose attempt writes nothing; the holder then renews
+/// and releases as if nothing happened, and the second gets the name.
+#[test]
+fn a_name_held_by_one_kind_is_held_for_every_other() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let managers = Managers::connect(&server, client, &[]).await;
+            for holder in KINDS {
+                for attempt in KINDS {
+                    let pair = format!("{client}: {holder:?} then {attempt:?}");
+                    // Shared holds of one kind are no conflict.
+                    if holder == attempt && matches!(holder, Kind::Read | Kind::Permit) {
+                        continue;
+                    }
+                    let name = format!("mix-{client}-{holder:?}-{attempt:?}");
+                    let held = managers
+                        .try_take(holder, &name)
+                        .await
+                        .unwrap_or_else(|err| panic!("{pair}: the holder: {err}"))
+                        .unwrap_or_else(|| panic!("{pair}: the holder found the name held"));
+                    let before = snapshot(&server);
+                    match managers.try_take(attempt, &name).await {
+                        Ok(None) => {}
+                        Ok(Some(_)) => panic!("{pair}: two holders"),
+                        Err(err) => panic!("{pair}: the attempt failed: {err}"),
+                    }
+                    assert_eq!(before, snapshot(&server), "{pair}: the attempt wrote");
+                    held.extend(Duration::from_secs(5))
+                        .await
+                        .unwrap_or_else(|err| panic!("{pair}: the holder's renewal: {err}"));
+                    held.release()
+                        .await
+                        .unwrap_or_else(|err| panic!("{pair}: the holder's release: {err}"));
+                    let next = managers
+                        .try_take(attempt, &name)
+                        .await
+                        .unwrap_or_else(|err| panic!("{pair}: after the release: {err}"))
+                        .unwrap_or_else(|| panic!("{pair}: still held after the release"));
+                    next.release().await.expect("release");
+                }
+            }
+        }
+    });
+}
+
+/// A waiter of one kind behind a holder of another gets the name once the
+/// holder releases it (fair locks behind readers included), on both clients.
+#[test]
+fn a_waiter_of_one_kind_gets_a_name_another_kind_released() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let extra = [("DISTLOCK_WAIT_TIMEOUT", "5s")];
+            let managers = Managers::connect(&server, client, &extra).await;
+            for (holder, waiter) in [
+                (Kind::Read, Kind::Fair),
+                (Kind::Write, Kind::Fair),
+                (Kind::Fair, Kind::Write),
+                (Kind::Lock, Kind::Write),
+                (Kind::Read, Kind::Lock),
+                (Kind::Permit, Kind::Read),
+                (Kind::Read, Kind::Permit),
+            ] {
+                let pair = format!("{client}: {holder:?} then {waiter:?}");
+                let name = format!("wait-{client}-{holder:?}-{waiter:?}");
+                let held = managers
+                    .try_take(holder, &name)
+                    .await
+                    .expect("the holder")
+                    .expect("a free name");
+                let started = Instant::now();
+                let release = async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    held.release().await.expect("the holder's release");
+                };
+                let (got, ()) = tokio::join!(managers.take(waiter, &name), release);
+                let got = got.unwrap_or_else(|err| panic!("{pair}: the waiter: {err}"));
+                assert!(
+                    started.elapsed() < Duration::from_secs(3),
+                    "{pair}: waited {:?}",
+                    started.elapsed()
+                );
+                got.release().await.expect("release");
+            }
+        }
+    });
+}
+
+/// The fencing token `status` shows for a held lock is its holder's, however
+/// many attempts found it held; a read's epoch is the last write's token.
+#[test]
+fn failed_attempts_issue_no_tokens() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let managers = Managers::connect(&server, client, &[]).await;
+            let name = format!("tokens-{client}");
+            let holder = managers.single.try_acquire(&name).await.expect("acquire");
+            let holder = holder.expect("a free lock");
+            let token = holder.fencing_token().expect("a token");
+            for _ in 0..3 {
+                let attempt = managers.single.try_acquire(&name).await.expect("attempt");
+                assert!(attempt.is_none(), "{client}: two holders");
+            }
+            match managers.single.inspect(&name).await.expect("inspect") {
+                LockState::Held { token: shown, .. } => {
+                    assert_eq!(shown, Some(token), "{client}: status shows another token")
+                }
+                other => panic!("{client}: {other:?}"),
+            }
+            holder.release().await.expect("release");
+
+            let rw = managers.single.rw_lock(&name).expect("rw lock");
+            let write = rw.try_write().await.expect("write").expect("free");
+            let written = write.fencing_token().expect("a write token");
+            write.release().await.expect("release");
+            let read = rw.try_read().await.expect("read").expect("free");
+            for _ in 0..3 {
+                let attempt = managers.single.try_acquire(&name).await.expect("attempt");
+                assert!(attempt.is_none(), "{client}: a lock beside a read");
+            }
+            let second = rw.try_read().await.expect("read").expect("shared");
+            assert_eq!(
+                second.fencing_token(),
+                Some(written),
+                "{client}: a read's epoch is not the last write's token"
+            );
+            read.release().await.expect("release");
+            second.release().await.expect("release");
+        }
+    });
+}
+
+/// The length of `name`'s line of waiters (fair locks, fair semaphores and
+/// writers share it), and how many places it has.
+fn line(server: &RedisServer, name: &str) -> (i64, i64) {
+    let count = |args: &[&str]| {
+        server
+            .admin(args)
+            .expect("count")
+            .as_int()
+            .expect("a count")
+    };
+    (
+        count(&["LLEN", &format!("lock:{{{name}}}:queue")]),
+        count(&["ZCARD", &format!("lock:{{{name}}}:waiters")]),
+    )
+}
+
+/// A waiter that gives up on a name another kind holds leaves the line at
+/// once, so it holds back nobody (readers least of all) after it left.
+#[test]
+fn a_waiter_that_gives_up_on_another_kind_leaves_the_line() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let extra = [("DISTLOCK_WAIT_TIMEOUT", "300ms")];
+            let managers = Managers::connect(&server, client, &extra).await;
+            for (holder, waiter) in [
+                (Kind::Lock, Kind::Write),
+                (Kind::Reentrant, Kind::Write),
+                (Kind::Permit, Kind::Write),
+                (Kind::Read, Kind::Fair),
+                (Kind::Permit, Kind::Fair),
+            ] {
+                let pair = format!("{client}: {holder:?} then {waiter:?}");
+                let name = format!("leave-{client}-{holder:?}-{waiter:?}");
+                let held = managers
+                    .try_take(holder, &name)
+                    .await
+                    .expect("the holder")
+                    .expect("a free name");
+                match managers.take(waiter, &name).await {
+                    Err(LockError::NotAcquired { .. }) => {}
+                    other => panic!("{pair}: {other:?}"),
+                }
+                // It leaves in the background; a place that stays is kept
+                // for twice the waiter lease (4 s).
+                let deadline = Instant::now() + Duration::from_secs(1);
+                while line(&server, &name) != (0, 0) {
+                    assert!(Instant::now() < deadline, "{pair}: a place stayed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                held.release().await.expect("release");
+            }
+        }
+    });
+}
