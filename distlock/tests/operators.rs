@@ -762,3 +762,207 @@ fn a_plain_run_is_not_starved_by_readers() {
         );
     }
 }
+
+/// Every duration flag takes bare seconds as `-w` does (`--ttl 10` is ten
+/// seconds), and a negative one is a plain error (78) that runs nothing,
+/// not clap's tip to put it after `--`, where it would start the command.
+#[test]
+fn duration_flags_take_seconds_and_refuse_negatives() {
+    let server = RedisServer::start().expect("start");
+    let acquired = output(on(&server, &["acquire", "secs", "--ttl", "10", "--json"]));
+    assert_eq!(code(&acquired), 0, "{}", stderr(&acquired));
+    assert!(
+        stdout(&acquired).contains("\"ttl_ms\":10000"),
+        "--ttl 10 is ten seconds: {}",
+        stdout(&acquired)
+    );
+    let out = output(on(&server, &["release", "secs", "--force"]));
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let ran = output(on(
+        &server,
+        &[
+            "run", "secs", "--ttl", "3", "--grace", "0.5", "-c", "echo ran",
+        ],
+    ));
+    assert_eq!(code(&ran), 0, "{}", stderr(&ran));
+    assert_eq!(stdout(&ran), "ran\n");
+    let touched = Scratch::new("negative");
+    for flag in ["--ttl", "--grace", "-w", "--wait"] {
+        for value in ["-5s", "-5"] {
+            let out = output(on(
+                &server,
+                &["run", "secs", flag, value, "--", "touch", touched.path()],
+            ));
+            assert_eq!(code(&out), 78, "{flag} {value}: {}", stderr(&out));
+            assert!(
+                !stderr(&out).contains("tip") && !stderr(&out).contains("use '--"),
+                "{flag} {value}: no tip to use `--`: {}",
+                stderr(&out)
+            );
+            assert!(
+                stderr(&out).contains("negative"),
+                "{flag} {value}: says what is wrong: {}",
+                stderr(&out)
+            );
+            assert!(
+                !std::path::Path::new(touched.path()).exists(),
+                "{flag} {value}: the command ran"
+            );
+        }
+    }
+    let out = output(on(&server, &["acquire", "secs", "--ttl", "-5s"]));
+    assert_eq!(code(&out), 78, "{}", stderr(&out));
+    assert!(stderr(&out).contains("negative"), "{}", stderr(&out));
+}
+
+/// A semaphore whose limit differs from `--permits` is refused (78) with
+/// what a shell user can do about it, `distlock limit NAME --permits N`,
+/// which sets the limit for every host; nothing names a Rust method.
+#[test]
+fn a_mismatched_limit_names_the_distlock_limit_verb() {
+    let server = RedisServer::start().expect("start");
+    let holder = on(
+        &server,
+        &["run", "--permits", "4", "exports", "--", "sleep", "30"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn the holder");
+    let _cleanup = KillOnDropChild(holder);
+    let started = Instant::now();
+    while !is_held(&server, "exports") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "exports was never taken"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mismatched = output(on(
+        &server,
+        &["run", "--permits", "2", "exports", "-c", "true"],
+    ));
+    assert_eq!(code(&mismatched), 78, "{}", stderr(&mismatched));
+    assert!(
+        stderr(&mismatched).contains("distlock limit exports --permits 2"),
+        "names the verb: {}",
+        stderr(&mismatched)
+    );
+    assert!(
+        !stderr(&mismatched).contains("set_limit"),
+        "names no Rust method: {}",
+        stderr(&mismatched)
+    );
+    let limited = output(on(&server, &["limit", "exports", "--permits", "2"]));
+    assert_eq!(code(&limited), 0, "{}", stderr(&limited));
+    assert!(
+        stdout(&limited).contains("was 4"),
+        "says the old limit: {}",
+        stdout(&limited)
+    );
+    let now = output(on(
+        &server,
+        &["run", "--permits", "2", "exports", "-c", "echo in"],
+    ));
+    assert_eq!(code(&now), 0, "{}", stderr(&now));
+    assert_eq!(stdout(&now), "in\n");
+    let status = output(on(&server, &["status", "exports"]));
+    assert!(
+        stdout(&status).contains("of 2 permits"),
+        "{}",
+        stdout(&status)
+    );
+    let lock = output(on(
+        &server,
+        &["limit", "--key", "exports", "--permits", "0"],
+    ));
+    assert_eq!(code(&lock), 78, "{}", stderr(&lock));
+}
+
+/// `--permits` (and `limit`) outside 1..=999999999, the real range of a
+/// semaphore's limit, are refused (78) with that range, whichever side
+/// they miss it on.
+#[test]
+fn permits_out_of_range_report_the_real_range() {
+    let server = RedisServer::start().expect("start");
+    for value in ["0", "1000000000", "4000000000", "99999999999"] {
+        for args in [
+            &["run", "--permits", value, "ranged", "-c", "echo ran"][..],
+            &["limit", "ranged", "--permits", value],
+        ] {
+            let out = output(on(&server, args));
+            assert_eq!(code(&out), 78, "{args:?}: {}", stderr(&out));
+            assert!(
+                stderr(&out).contains("1 to 999999999"),
+                "{args:?}: the real range: {}",
+                stderr(&out)
+            );
+            assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+        }
+    }
+}
+
+/// `status` escapes control characters in a name as `list` does, so a
+/// name cannot drive the operator's terminal: held or free, as a lock, a
+/// read-write lock or a semaphore.
+#[test]
+fn status_escapes_control_characters_in_names() {
+    let server = RedisServer::start().expect("start");
+    let name = "bell\u{7}\u{1b}[31mred";
+    let escaped = "bell\\u{7}\\u{1b}[31mred";
+    let free = output(on(&server, &["status", name]));
+    assert_eq!(code(&free), 0, "{}", stderr(&free));
+    assert!(!stdout(&free).contains('\u{1b}'), "{:?}", stdout(&free));
+    assert!(stdout(&free).contains(escaped), "{:?}", stdout(&free));
+    for (verb, what) in [
+        (&["acquire", "--ttl", "10s"][..], "lock"),
+        (&["run", "--permits", "3"], "semaphore"),
+        (&["run", "-s"], "read-write lock"),
+    ] {
+        let name = format!("{what} {name}");
+        let escaped = format!("{what} {escaped}");
+        let name = name.as_str();
+        let mut args = verb.to_vec();
+        args.push(name);
+        if verb[0] == "run" {
+            args.extend(["--", "sleep", "30"]);
+        }
+        let holder = on(&server, &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn the holder");
+        let holder = KillOnDropChild(holder);
+        let started = Instant::now();
+        while !is_held(&server, name) {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{what}: never held"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let held = output(on(&server, &["status", name]));
+        assert_eq!(code(&held), 0, "{what}: {}", stderr(&held));
+        assert!(
+            !stdout(&held).contains('\u{1b}') && !stdout(&held).contains('\u{7}'),
+            "{what}: {:?}",
+            stdout(&held)
+        );
+        assert!(
+            stdout(&held).contains(&escaped),
+            "{what}: {:?}",
+            stdout(&held)
+        );
+        drop(holder);
+    }
+}
+
+/// Kills a child the test started if it still runs when the test ends.
+struct KillOnDropChild(Child);
+
+impl Drop for KillOnDropChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

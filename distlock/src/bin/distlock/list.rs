@@ -208,8 +208,9 @@ fn print_table(listing: &LockListing) {
     }
 }
 
-/// `name` with control characters escaped, so one name is one table cell.
-fn printable(name: &str) -> String {
+/// `name` with control characters escaped, so one name is one table cell
+/// and cannot drive the operator's terminal (`status` prints names so too).
+pub(crate) fn printable(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c.is_control() {

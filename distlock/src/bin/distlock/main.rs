@@ -16,7 +16,9 @@
 //! the default is the config's `wait_timeout`), `-E`/`--conflict-exit-code N`
 //! (the code when the lock stayed held, 75 by default; not 0 for `acquire`,
 //! after which a script would go on unlocked) and `-q`/`--quiet`
-//! (print nothing then). `run` also takes `-c 'COMMAND'`, run through
+//! (print nothing then). `--ttl` and `--grace` take bare seconds or a
+//! duration as `-w` does; a negative duration is refused (78) and runs
+//! nothing. `run` also takes `-c 'COMMAND'`, run through
 //! `/bin/sh -c`, instead of `-- CMD...`. `-s` takes a shared (read) hold
 //! of NAME beside other `-s` jobs, `-x` its exclusive (write) hold, which
 //! waits ahead of new `-s` jobs so a stream of them cannot starve it. A
@@ -37,8 +39,10 @@
 //! of each) and `DISTLOCK_KEY=A,B`; a plain run of either name excludes it.
 //!
 //! `distlock run --permits N NAME -- CMD` lets up to N jobs hold NAME at
-//! once (`--weight W` for one that counts for more); every host must pass
-//! the same N. The job sees `DISTLOCK_PERMIT_SLOT` and its slot's
+//! once (`--weight W` for one that counts for more), N from 1 to
+//! 999,999,999; every host must pass the same N, and another N exits 78
+//! naming `distlock limit NAME --permits N`, which changes the stored limit
+//! for every host. The job sees `DISTLOCK_PERMIT_SLOT` and its slot's
 //! `DISTLOCK_FENCING_TOKEN`. `distlock elect NAME [--value V] -- CMD` runs
 //! CMD while this process leads, stops it when the leadership is lost and
 //! campaigns again (`--once`: exit 76); `distlock elect NAME --observe`
@@ -106,14 +110,18 @@
 //! | 69 | Redis failed | Redis failed, or the key holds something that is not a lock |
 //! | 78 | bad config or arguments; a strategy that cannot hand off (reentrant) | bad config or arguments, or a missing or malformed token |
 //!
-//! # Exit codes of `status`, `list` and `release --force`
+//! # Exit codes of `status`, `list`, `limit` and `release --force`
 //!
 //! | code | meaning |
 //! |---|---|
 //! | 0 | done (for `list`, every node was scanned; a `--limit` that cut the scan short is said in the output, not in the code); for `status -q`, the lock is held |
 //! | 1 | `status -q` only: the lock is free |
-//! | 69 | Redis could not be reached, refused the credentials or an ACL rule, or failed otherwise; `list` first prints what the other nodes hold |
-//! | 78 | the config or the arguments are invalid (`--limit 0`, an unknown flag; clap's own code, 2, is not used) |
+//! | 69 | Redis could not be reached, refused the credentials or an ACL rule, or failed otherwise; `list` first prints what the other nodes hold; for `limit`, the key holds something that is not a semaphore |
+//! | 78 | the config or the arguments are invalid (`--limit 0`, `--permits 0`, an unknown flag; clap's own code, 2, is not used); for `limit`, a strategy without semaphores |
+//!
+//! `status` and `list` print control characters in a name escaped
+//! (`\u{1b}`), so a name cannot drive the operator's terminal; JSON
+//! escapes them its own way.
 //!
 //! # `distlock list`
 //!
@@ -222,6 +230,7 @@ Exit codes:
                  distlock exits at most 1 s later (the TTL frees a key the release missed)
   69             Redis could not be reached, refused the user, or failed otherwise
   78             bad config or arguments; --permits N where NAME was made with another N
+                 (`distlock limit NAME --permits N` changes it for every host)
   127            the command could not be started
   130            interrupted (SIGINT, SIGTERM, SIGHUP): the wait ended, or the command was stopped
                  and the lock released
@@ -266,6 +275,12 @@ const OWNER_EXIT_CODES: &str = "\
 Exit codes: 0 done; 76 the lock is not held by that token's owner (expired, released or
 taken): nothing changed; 69 Redis failed, or the key holds something that is not a lock;
 78 bad config or arguments, or a missing or malformed token.";
+
+/// The exit codes of `limit`, for `--help`.
+const LIMIT_EXIT_CODES: &str = "\
+Exit codes: 0 done (the limit it had is printed); 69 Redis failed, or the key holds
+something that is not a semaphore; 78 bad config or arguments, or a strategy without
+semaphores (reentrant, redlock).";
 
 /// The exit codes of `status`, for `--help`.
 const STATUS_EXIT_CODES: &str = "\
@@ -354,7 +369,13 @@ struct WaitArgs {
     /// How long to wait for a held lock: seconds as flock takes them ("5",
     /// "0.5"), a duration ("30s", "5m", "1h 30m"), or "forever". Default:
     /// the config's wait_timeout (10s unless set).
-    #[arg(short = 'w', long, value_name = "TIME", value_parser = wait_time)]
+    #[arg(
+        short = 'w',
+        long,
+        value_name = "TIME",
+        value_parser = wait_time,
+        allow_hyphen_values = true
+    )]
     wait: Option<Duration>,
     /// The exit code when the lock was held by someone else for the whole
     /// wait: 0 lets cron count a skipped run as a success (`run` only:
@@ -403,16 +424,22 @@ enum Task {
     Run {
         #[command(flatten)]
         lock: RunNames,
-        /// The lease TTL, renewed every TTL/3 while the command runs, e.g.
-        /// "30s". Default: the config's ttl (30s unless set).
-        #[arg(long, value_parser = cli_duration)]
+        /// The lease TTL, renewed every TTL/3 while the command runs: seconds
+        /// ("30") or a duration ("30s", "5m"). Default: the config's ttl (30s
+        /// unless set).
+        #[arg(long, value_parser = cli_duration, allow_hyphen_values = true)]
         ttl: Option<Duration>,
         #[command(flatten)]
         wait: WaitArgs,
         /// How long the command's process group gets between SIGTERM and
         /// SIGKILL when the lock is lost or distlock is interrupted (SIGINT,
-        /// SIGTERM, SIGHUP).
-        #[arg(long, value_parser = cli_duration, default_value = "10s")]
+        /// SIGTERM, SIGHUP), in seconds ("10") or as a duration ("10s").
+        #[arg(
+            long,
+            value_parser = cli_duration,
+            allow_hyphen_values = true,
+            default_value = "10s"
+        )]
         grace: Duration,
         /// The exclusive (write) hold of a read-write lock, as flock's -x:
         /// alone, and queued ahead of new -s jobs so a stream of them cannot
@@ -430,11 +457,18 @@ enum Task {
         #[arg(short = 's', long, conflicts_with = "permits")]
         shared: bool,
         /// Let up to N jobs hold NAME at once (a semaphore of N permits, as
-        /// `consul lock -n N`). Every host must pass the same N: another N
-        /// exits 78 naming both. The job sees DISTLOCK_PERMIT_SLOT (0..N, no
-        /// two running jobs share one) and DISTLOCK_FENCING_TOKEN (that
-        /// slot's). Default: 1, an exclusive lock.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        /// `consul lock -n N`), from 1 to 999999999. Every host must pass
+        /// the same N: another N exits 78 naming both, and `distlock limit
+        /// NAME --permits N` changes it for all. The job sees
+        /// DISTLOCK_PERMIT_SLOT (0..N, no two running jobs share one) and
+        /// DISTLOCK_FENCING_TOKEN (that slot's). Default: 1, an exclusive
+        /// lock.
+        #[arg(
+            long,
+            value_name = "N",
+            value_parser = permit_count,
+            allow_hyphen_values = true
+        )]
         permits: Option<u32>,
         /// How many of the --permits this job counts for (a bigger job
         /// takes more). Default: 1.
@@ -442,7 +476,8 @@ enum Task {
             long,
             value_name = "W",
             requires = "permits",
-            value_parser = clap::value_parser!(u32).range(1..)
+            value_parser = permit_count,
+            allow_hyphen_values = true
         )]
         weight: Option<u32>,
         /// Run this through `/bin/sh -c`, as flock's -c does.
@@ -483,11 +518,16 @@ enum Task {
         /// The leadership's TTL, renewed every TTL/3; a leader that stops
         /// renewing is deposed this long after its last renewal. Default:
         /// the config's ttl (30s unless set).
-        #[arg(long, value_parser = cli_duration)]
+        #[arg(long, value_parser = cli_duration, allow_hyphen_values = true)]
         ttl: Option<Duration>,
         /// How long the command's process group gets between SIGTERM and
         /// SIGKILL when the leadership is lost or distlock is interrupted.
-        #[arg(long, value_parser = cli_duration, default_value = "10s")]
+        #[arg(
+            long,
+            value_parser = cli_duration,
+            allow_hyphen_values = true,
+            default_value = "10s"
+        )]
         grace: Duration,
         /// Run this through `/bin/sh -c` while leading.
         #[arg(
@@ -535,9 +575,10 @@ enum Task {
     Acquire {
         #[command(flatten)]
         lock: LockName,
-        /// The lease TTL, e.g. "5m": the lock is free this long after the
-        /// acquire unless extended. Default: the config's ttl (30s unless set).
-        #[arg(long, value_parser = cli_duration)]
+        /// The lease TTL, in seconds ("300") or as a duration ("5m"): the
+        /// lock is free this long after the acquire unless extended.
+        /// Default: the config's ttl (30s unless set).
+        #[arg(long, value_parser = cli_duration, allow_hyphen_values = true)]
         ttl: Option<Duration>,
         #[command(flatten)]
         wait: WaitArgs,
@@ -550,10 +591,11 @@ enum Task {
     Extend {
         #[command(flatten)]
         lock: LockName,
-        /// The new TTL from now, e.g. "5m". Default: the TTL `acquire` took
+        /// The new TTL from now, in seconds ("300") or as a duration ("5m").
+        /// Default: the TTL `acquire` took
         /// the lock with (carried in its token; the config's ttl for a token
         /// of an earlier version, which does not carry it).
-        #[arg(long, value_parser = cli_duration)]
+        #[arg(long, value_parser = cli_duration, allow_hyphen_values = true)]
         ttl: Option<Duration>,
         #[command(flatten)]
         owner: OwnerArgs,
@@ -572,6 +614,25 @@ enum Task {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Change the limit of the semaphore NAME for every host, as `run
+    /// --permits N` takes it: prints the limit it had. Live permits keep
+    /// their weight; after a lower limit, new ones wait until the weight in
+    /// use fits under it. Change what every host passes as --permits too:
+    /// one that still asks for the old limit exits 78.
+    #[command(after_help = LIMIT_EXIT_CODES)]
+    Limit {
+        #[command(flatten)]
+        lock: LockName,
+        /// The new limit, from 1 to 999999999.
+        #[arg(
+            long,
+            value_name = "N",
+            required = true,
+            value_parser = permit_count,
+            allow_hyphen_values = true
+        )]
+        permits: u32,
     },
     /// Internal to `run`: supervise CMD in this process group, and kill the
     /// group if the `distlock run` that started it dies.
@@ -680,6 +741,7 @@ fn lock_names(task: &Task) -> Vec<&str> {
         | Task::Acquire { lock, .. }
         | Task::Extend { lock, .. }
         | Task::Status { lock, .. }
+        | Task::Limit { lock, .. }
         | Task::Release { lock, .. } => vec![lock.get()],
         Task::Supervise { .. } | Task::List { .. } => Vec::new(),
     }
@@ -885,6 +947,13 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Err(err) => fail(&err),
             }
         }
+        Task::Limit { lock, permits } => {
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            set_limit(&locks, lock.get(), permits).await
+        }
         Task::List {
             prefix,
             limit,
@@ -1037,6 +1106,27 @@ async fn extend(
     }
 }
 
+/// `limit`: stores `limit` as the semaphore `name`'s limit for every
+/// process and says what it was.
+async fn set_limit(locks: &LockManager, name: &str, limit: u32) -> u8 {
+    let mut semaphore = match locks.semaphore(name, limit) {
+        Ok(semaphore) => semaphore,
+        Err(err) => return fail(&err),
+    };
+    let shown = list::printable(name);
+    match semaphore.set_limit(limit).await {
+        Ok(Some(was)) => {
+            println!("{shown}: limit set to {limit} permits (was {was})");
+            0
+        }
+        Ok(None) => {
+            println!("{shown}: limit set to {limit} permits (none was stored)");
+            0
+        }
+        Err(err) => fail(&err),
+    }
+}
+
 /// Connects, or says why not and picks the exit code.
 async fn connect(config: &Config) -> Result<LockManager, u8> {
     if let Err(err) = config.validate() {
@@ -1128,36 +1218,69 @@ async fn force_release(locks: &LockManager, name: &str, json: bool) -> u8 {
 /// short enough that adding it to any instant cannot overflow.
 const MAX_CLI_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// A duration flag (`--ttl`, `--wait`, `--grace`): humantime's syntax
-/// ("30s", "5m", "1h 30m"), at most [`MAX_CLI_DURATION`].
+/// A duration flag (`--ttl`, `--grace`, and `--wait` but for `forever`):
+/// bare seconds as flock(1) takes them (`5`, `0.5`), or humantime's syntax
+/// (`30s`, `5m`, `1h 30m`), at most [`MAX_CLI_DURATION`]. The flags take a
+/// value that starts with `-`, so a negative one is refused here, plainly,
+/// rather than read as a flag (clap would then suggest `--`, which starts
+/// the command).
 fn cli_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text).map_err(|err| err.to_string())?;
+    let text = text.trim();
+    if text.starts_with('-') {
+        return Err(
+            "is negative: a duration is seconds (`5`, `0.5`) or a span such as \
+                    `30s` or `5m`"
+                .to_owned(),
+        );
+    }
+    let duration = if text.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+    {
+        let seconds: f64 = text
+            .parse()
+            .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+        Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
+    } else {
+        humantime::parse_duration(text).map_err(|err| err.to_string())?
+    };
     if duration > MAX_CLI_DURATION {
         return Err("is longer than 100 years, the longest duration distlock takes".to_owned());
     }
     Ok(duration)
 }
 
-/// A `-w`/`--wait`: seconds as flock(1) takes them (`5`, `0.5`), a
-/// duration in [`cli_duration`]'s syntax, or `forever` (the longest
-/// duration distlock takes, which no lock outlasts).
+/// A `-w`/`--wait`: a duration in [`cli_duration`]'s syntax, or `forever`
+/// (the longest duration distlock takes, which no lock outlasts).
 fn wait_time(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.eq_ignore_ascii_case("forever") {
+    if text.trim().eq_ignore_ascii_case("forever") {
         return Ok(MAX_CLI_DURATION);
     }
-    if text.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-        && text.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-    {
-        let seconds: f64 = text
-            .parse()
-            .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-        return Duration::try_from_secs_f64(seconds)
-            .ok()
-            .filter(|wait| *wait <= MAX_CLI_DURATION)
-            .ok_or_else(|| "is longer than 100 years; use `forever`".to_owned());
-    }
-    cli_duration(text)
+    cli_duration(text).map_err(|reason| {
+        if reason.starts_with("is longer") {
+            "is longer than 100 years; use `forever`".to_owned()
+        } else {
+            reason
+        }
+    })
+}
+
+/// A `--permits` or `--weight`: a whole number from 1 to
+/// [`MAX_SEMAPHORE_LIMIT`](distlock::MAX_SEMAPHORE_LIMIT), a semaphore's
+/// real range, whichever side a number misses it on.
+fn permit_count(text: &str) -> Result<u32, String> {
+    let max = distlock::MAX_SEMAPHORE_LIMIT;
+    let out_of_range = || format!("must be a whole number from 1 to {max}");
+    let count: u64 = text.trim().parse().map_err(|_| {
+        if text.trim().starts_with('-') || text.trim().bytes().all(|b| b.is_ascii_digit()) {
+            out_of_range()
+        } else {
+            "is not a whole number".to_owned()
+        }
+    })?;
+    u32::try_from(count)
+        .ok()
+        .filter(|count| (1..=max).contains(count))
+        .ok_or_else(out_of_range)
 }
 
 /// A `--limit`: a whole number of at least 1.
@@ -1175,7 +1298,22 @@ static KEY_PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Reports an error and picks the exit code for it.
 fn fail(err: &LockError) -> u8 {
-    eprintln!("distlock: {err}");
+    match err {
+        // The library's message names its Rust method; a shell user gets
+        // the verb that does the same.
+        LockError::LimitMismatch {
+            key,
+            limit,
+            requested,
+        } => eprintln!(
+            "distlock: semaphore `{}` has a limit of {limit}, not the {requested} asked for: \
+             every host must pass the same --permits; to change it for every host, run \
+             `distlock limit {} --permits {requested}`",
+            list::printable(key),
+            shell_word(key)
+        ),
+        _ => eprintln!("distlock: {err}"),
+    }
     if let LockError::PermissionDenied {
         needs: AclNeed::Keys | AclNeed::Channels,
         ..
@@ -1216,6 +1354,24 @@ fn fail_to_take(err: &LockError, conflict: Conflict) -> u8 {
             conflict.code
         }
         _ => fail(err),
+    }
+}
+
+/// Lock name `name` as an argument to paste into a shell: as it is when
+/// that is safe, else in single quotes (after `--key=` when it starts with
+/// `-`, which would read as a flag), with control characters escaped so the
+/// hint cannot drive the terminal.
+fn shell_word(name: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.:/@%+=,".contains(c);
+    let quoted = if !name.is_empty() && name.chars().all(plain) {
+        name.to_owned()
+    } else {
+        format!("'{}'", list::printable(&name.replace('\'', "'\\''")))
+    };
+    if name.starts_with('-') {
+        format!("--key={quoted}")
+    } else {
+        quoted
     }
 }
 
@@ -1575,6 +1731,8 @@ fn print_status(
         println!("{value}");
         return;
     }
+    // JSON escapes control characters itself; text shows them as `list` does.
+    let name = list::printable(name);
     if held {
         let left = remaining.map_or("no expiry".to_owned(), |left| {
             humantime::format_duration(left).to_string()
@@ -1634,7 +1792,8 @@ fn print_semaphore(name: &str, state: &distlock::SemaphoreState, json: bool) {
         .limit
         .map_or("?".to_owned(), |limit| limit.to_string());
     println!(
-        "{name}: semaphore, {} of {limit} permits in use",
+        "{}: semaphore, {} of {limit} permits in use",
+        list::printable(name),
         state.used
     );
     for permit in &state.permits {
@@ -1678,7 +1837,8 @@ fn print_rw_lock(name: &str, state: &distlock::RwLockState, json: bool) {
         return;
     }
     println!(
-        "{name}: read-write lock, {} writer(s), {} reader(s), {} writer(s) waiting; write epoch {}",
+        "{}: read-write lock, {} writer(s), {} reader(s), {} writer(s) waiting; write epoch {}",
+        list::printable(name),
         state.writers().count(),
         state.readers().count(),
         state.waiting_writers,
