@@ -103,6 +103,36 @@ impl FromStr for Strategy {
     }
 }
 
+/// Something a config reader ignored that looks like a mistake, returned by
+/// [`Config::from_env_with_warnings`] and [`Config::from_vars_with_warnings`]
+/// for the caller to show (the other readers log it with `tracing`).
+/// `Display` writes one line that names the variable and what it meant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigWarning {
+    /// A `DISTLOCK_*` variable that names no config field but is close to
+    /// one (`DISTLOCK_TLL`), or a section without its field
+    /// (`DISTLOCK_WATCHDOG`): it was ignored.
+    MisspeltVariable {
+        /// The variable as it was set, prefix included: `DISTLOCK_TLL`.
+        variable: String,
+        /// The variables it most likely meant: `DISTLOCK_TTL`.
+        meant: Vec<String>,
+    },
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigWarning::MisspeltVariable { variable, meant } => write!(
+                f,
+                "ignoring {variable}: no config field has that name; did you mean {}?",
+                meant.join(" or ")
+            ),
+        }
+    }
+}
+
 /// A strategy and the lock settings.
 ///
 /// In TOML, `strategy` sits next to the [`LockConfig`] fields:
@@ -175,9 +205,32 @@ impl Config {
     }
 
     /// Reads `DISTLOCK_*` variables from the process environment; see
-    /// [`Config::from_vars`].
+    /// [`Config::from_vars`]. A variable that looks like a misspelt field is
+    /// ignored with a `tracing` warning, which nobody sees without a
+    /// subscriber: [`Config::from_env_with_warnings`] returns it instead.
     pub fn from_env() -> Result<Self, LockError> {
         Self::from_vars(process_env())
+    }
+
+    /// As [`Config::from_env`], and returns what it ignored that looks like
+    /// a mistake, for the caller to show: a library without a `tracing`
+    /// subscriber learns of `DISTLOCK_TLL` this way. Nothing is logged.
+    ///
+    /// ```
+    /// let (config, warnings) = distlock::Config::from_env_with_warnings()?;
+    /// for warning in &warnings {
+    ///     eprintln!("config: {warning}");
+    /// }
+    /// # let _ = config;
+    /// # Ok::<(), distlock::LockError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::from_vars`]: [`LockError::InvalidConfig`] naming the
+    /// variable or field.
+    pub fn from_env_with_warnings() -> Result<(Self, Vec<ConfigWarning>), LockError> {
+        Self::from_vars_with_warnings(process_env())
     }
 
     /// Builds a config from `DISTLOCK_*` variables alone (others are ignored):
@@ -192,15 +245,51 @@ impl Config {
     /// config and are skipped; any other `DISTLOCK_*` variable is skipped too,
     /// with a `tracing` warning when it looks like a misspelt field
     /// (`DISTLOCK_TLL`, `DISTLOCK_RETRY_MAX_DELAY`, `DISTLOCK_WATCHDOG`).
+    /// [`Config::from_vars_with_warnings`] returns those warnings instead.
     pub fn from_vars<I, K, V>(vars: I) -> Result<Self, LockError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
         V: AsRef<str>,
     {
-        let config = Self::from_table(env_table(vars)?, &env_name)?;
-        config.validate()?;
+        let (config, warnings) = Self::from_vars_with_warnings(vars)?;
+        log(&warnings);
         Ok(config)
+    }
+
+    /// As [`Config::from_vars`], and returns the variables it ignored that
+    /// look like misspelt fields, as [`ConfigWarning`]s, instead of logging
+    /// them: a misspelt variable is not an error (another program may own a
+    /// `DISTLOCK_` name), but the caller should say so.
+    ///
+    /// ```
+    /// use distlock::{Config, ConfigWarning};
+    ///
+    /// let (config, warnings) = Config::from_vars_with_warnings([("DISTLOCK_TLL", "5s")])?;
+    /// assert_eq!(config.lock.ttl, std::time::Duration::from_secs(30));
+    /// assert!(matches!(
+    ///     &warnings[..],
+    ///     [ConfigWarning::MisspeltVariable { variable, .. }] if variable == "DISTLOCK_TLL"
+    /// ));
+    /// # Ok::<(), distlock::LockError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] naming the variable or field, as
+    /// [`Config::from_vars`].
+    pub fn from_vars_with_warnings<I, K, V>(
+        vars: I,
+    ) -> Result<(Self, Vec<ConfigWarning>), LockError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let (table, warnings) = env_table(vars)?;
+        let config = Self::from_table(table, &env_name)?;
+        config.validate()?;
+        Ok((config, warnings))
     }
 
     /// The file at `path` (if any), then `DISTLOCK_*` variables on top.
@@ -228,8 +317,11 @@ impl Config {
             }
             None => toml::Table::new(),
         };
-        merge(&mut table, env_table(process_env())?);
-        merge(&mut table, env_table(overrides)?);
+        for vars in [env_table(process_env())?, env_table(overrides)?] {
+            let (vars, warnings) = vars;
+            log(&warnings);
+            merge(&mut table, vars);
+        }
         let config = Self::from_table(table, &|field| field.to_owned())?;
         config.validate()?;
         Ok(config)
@@ -426,14 +518,16 @@ fn process_env() -> impl Iterator<Item = (String, String)> {
 }
 
 /// The `DISTLOCK_*` variables that name config fields, as a TOML table;
-/// other `DISTLOCK_*` variables are skipped (see [`Config::from_vars`]).
-fn env_table<I, K, V>(vars: I) -> Result<toml::Table, LockError>
+/// other `DISTLOCK_*` variables are skipped (see [`Config::from_vars`]),
+/// and those that look like misspelt fields returned beside it.
+fn env_table<I, K, V>(vars: I) -> Result<(toml::Table, Vec<ConfigWarning>), LockError>
 where
     I: IntoIterator<Item = (K, V)>,
     K: AsRef<str>,
     V: AsRef<str>,
 {
     let mut table = toml::Table::new();
+    let mut warnings = Vec::new();
     let sorted: BTreeMap<String, String> = vars
         .into_iter()
         .filter_map(|(key, value)| {
@@ -445,7 +539,7 @@ where
         let upper = name.to_ascii_uppercase();
         let Some(field) = ENV_FIELDS.iter().find(|field| env_suffix(field) == upper) else {
             if !NON_CONFIG_VARS.contains(&upper.as_str()) {
-                warn_if_misspelt(&name, &upper);
+                warnings.extend(misspelt(&name, &upper));
             }
             continue;
         };
@@ -470,7 +564,7 @@ where
         }
         slot.insert(path[path.len() - 1].clone(), value);
     }
-    Ok(table)
+    Ok((table, warnings))
 }
 
 /// `retry.max_delay` as a variable name after the prefix, `RETRY__MAX_DELAY`.
@@ -478,11 +572,11 @@ fn env_suffix(field: &str) -> String {
     field.replace('.', "__").to_ascii_uppercase()
 }
 
-/// Warns about `DISTLOCK_<name>` (upper-cased: `upper`), which names no field,
-/// if it looks like a field misspelt: at most two edits from one, a section
-/// without its field (`WATCHDOG`), or a field or section with an unknown
-/// part after `__` (`RETRY__MAX`, `TTL__SECS`).
-fn warn_if_misspelt(name: &str, upper: &str) {
+/// A warning about `DISTLOCK_<name>` (upper-cased: `upper`), which names no
+/// field, if it looks like a field misspelt: at most two edits from one, a
+/// section without its field (`WATCHDOG`), or a field or section with an
+/// unknown part after `__` (`RETRY__MAX`, `TTL__SECS`).
+fn misspelt(name: &str, upper: &str) -> Option<ConfigWarning> {
     let suffixes: Vec<String> = ENV_FIELDS.iter().map(|field| env_suffix(field)).collect();
     let closest = suffixes
         .iter()
@@ -499,17 +593,22 @@ fn warn_if_misspelt(name: &str, upper: &str) {
             .collect();
         (!fields.is_empty()).then_some(fields)
     };
-    let Some(meant) = closest.or_else(same_head) else {
-        return;
-    };
-    let meant: Vec<String> = meant
-        .iter()
-        .map(|suffix| format!("{ENV_PREFIX}{suffix}"))
-        .collect();
-    tracing::warn!(
-        "ignoring {ENV_PREFIX}{name}: no config field has that name; did you mean {}?",
-        meant.join(" or ")
-    );
+    let meant = closest.or_else(same_head)?;
+    Some(ConfigWarning::MisspeltVariable {
+        variable: format!("{ENV_PREFIX}{name}"),
+        meant: meant
+            .iter()
+            .map(|suffix| format!("{ENV_PREFIX}{suffix}"))
+            .collect(),
+    })
+}
+
+/// Logs `warnings` as `tracing` warnings, for the readers that do not
+/// return them.
+fn log(warnings: &[ConfigWarning]) {
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
 }
 
 /// The config field a misspelt dotted `field` most likely meant: one at most

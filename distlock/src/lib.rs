@@ -72,7 +72,7 @@ mod build;
 mod config;
 
 pub use build::{backend, connect};
-pub use config::{Config, Strategy, ENV_PREFIX};
+pub use config::{Config, ConfigWarning, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{

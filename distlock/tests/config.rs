@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use distlock::{ClientKind, Config, LockError, Strategy};
+use distlock::{ClientKind, Config, ConfigWarning, LockError, Strategy};
 
 fn field_of(result: Result<Config, LockError>) -> String {
     match result {
@@ -424,4 +424,34 @@ fn topology_fields_parse_from_toml_and_the_environment() {
             "{vars:?}"
         );
     }
+}
+
+/// A library user without a tracing subscriber learns of a misspelt
+/// variable too: `from_vars_with_warnings` returns what it ignored and
+/// what was probably meant, and nothing for variables that are not config.
+#[test]
+fn a_misspelt_variable_is_returned_as_a_warning() {
+    let (config, warnings) = Config::from_vars_with_warnings([
+        ("DISTLOCK_NODES", "redis://127.0.0.1:6379"),
+        ("DISTLOCK_TLL", "1s"),
+        ("DISTLOCK_HOME", "/opt/distlock"),
+        ("DISTLOCK_KEY", "nightly"),
+    ])
+    .expect("a misspelt variable is ignored");
+    assert_eq!(config.lock.ttl, Duration::from_secs(30));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    match &warnings[0] {
+        ConfigWarning::MisspeltVariable { variable, meant } => {
+            assert_eq!(variable, "DISTLOCK_TLL");
+            assert_eq!(meant, &["DISTLOCK_TTL".to_owned()]);
+        }
+        other => panic!("{other:?}"),
+    }
+    let said = warnings[0].to_string();
+    assert!(
+        said.contains("DISTLOCK_TLL") && said.contains("did you mean DISTLOCK_TTL?"),
+        "{said}"
+    );
+    let (_, none) = Config::from_vars_with_warnings([("DISTLOCK_TTL", "5s")]).expect("valid");
+    assert!(none.is_empty(), "{none:?}");
 }
