@@ -327,11 +327,23 @@ impl Config {
         Ok(config)
     }
 
-    /// Checks the whole config; errors name the field.
+    /// Checks the whole config; errors name the field. Several standalone
+    /// nodes need a `strategy` (or a `topology`); Redlock refuses one node
+    /// and two, whose majority is both.
     pub fn validate(&self) -> Result<(), LockError> {
         self.lock.validate()?;
         if self.strategy() == Strategy::Redlock {
             lock_redlock::validate_config(&self.lock)?;
+            // Refused as two nodes are: one node is a single-node lock
+            // without its fencing tokens, at the cost of Redlock's rounds.
+            if self.lock.nodes.len() == 1 {
+                return Err(invalid(
+                    "nodes",
+                    "Redlock over 1 node is a single-node lock without fencing tokens: use \
+                     the `single` strategy on one node (with fencing tokens), or 3 or 5 \
+                     independent masters for Redlock",
+                ));
+            }
         } else if self.lock.topology == Topology::Standalone && self.lock.nodes.len() > 1 {
             let count = self.lock.nodes.len();
             return Err(match self.strategy {

@@ -455,3 +455,25 @@ fn a_misspelt_variable_is_returned_as_a_warning() {
     let (_, none) = Config::from_vars_with_warnings([("DISTLOCK_TTL", "5s")]).expect("valid");
     assert!(none.is_empty(), "{none:?}");
 }
+
+/// Redlock over one node is refused, as two nodes are, naming `nodes`: it
+/// is a single-node lock without fencing tokens, paid for with Redlock's
+/// rounds.
+#[test]
+fn redlock_over_one_node_is_refused() {
+    let from_env = Config::from_vars([
+        ("DISTLOCK_STRATEGY", "redlock"),
+        ("DISTLOCK_NODES", "redis://127.0.0.1:6379"),
+    ]);
+    let from_toml =
+        Config::from_toml_str("strategy = \"redlock\"\nnodes = [\"redis://127.0.0.1:6379\"]");
+    for result in [from_env, from_toml] {
+        match result {
+            Err(LockError::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "nodes", "{reason}");
+                assert!(reason.contains("single"), "{reason}");
+            }
+            other => panic!("Redlock over one node: {other:?}"),
+        }
+    }
+}

@@ -559,9 +559,17 @@ fn config_errors_name_the_field_the_user_set() {
         stderr(&short)
     );
     assert!(stderr(&short).contains("TTL"), "{}", stderr(&short));
+    // Three nodes: Redlock refuses one. The config is refused before any
+    // node is reached.
     let redlock = output(distlock(
         &[
-            ("DISTLOCK_NODES", server.url().expose().to_owned()),
+            (
+                "DISTLOCK_NODES",
+                format!(
+                    "{},redis://127.0.0.1:1,redis://127.0.0.1:2",
+                    server.url().expose()
+                ),
+            ),
             ("DISTLOCK_STRATEGY", "redlock".to_owned()),
         ],
         &["run", "tiny", "--ttl", "20ms", "-c", "echo ran"],
@@ -955,6 +963,25 @@ fn status_escapes_control_characters_in_names() {
         );
         drop(holder);
     }
+}
+
+/// Redlock over one node is refused (78, naming `nodes`) as two nodes are:
+/// it is a single-node lock without fencing tokens.
+#[test]
+fn redlock_over_one_node_is_refused() {
+    let server = RedisServer::start().expect("start");
+    let ran = Scratch::new("redlock-one");
+    let out = output(distlock(
+        &[
+            ("DISTLOCK_NODES", server.url().expose().to_owned()),
+            ("DISTLOCK_STRATEGY", "redlock".to_owned()),
+        ],
+        &["run", "solo", "-c", &format!("echo ran > {}", ran.path())],
+    ));
+    assert_eq!(code(&out), 78, "{}", stderr(&out));
+    assert!(stderr(&out).contains("`nodes`"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("single"), "{}", stderr(&out));
+    assert!(!std::path::Path::new(ran.path()).exists(), "the job ran");
 }
 
 /// Kills a child the test started if it still runs when the test ends.
