@@ -314,3 +314,117 @@ fn a_waiter_that_gives_up_on_another_kind_leaves_the_line() {
         }
     });
 }
+
+/// A fair semaphore's waiter behind another kind's hold keeps its place in
+/// line, as a fair lock's waiter and a writer do: readers that come later
+/// stay behind it, and it gets its permit once the name is free.
+#[test]
+fn a_fair_permit_waiter_keeps_its_place_behind_another_kind() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let extra = [("DISTLOCK_WAIT_TIMEOUT", "5s")];
+            let managers = Managers::connect(&server, client, &extra).await;
+            let name = format!("fair-permit-{client}");
+            let rw = managers.single.rw_lock(&name).expect("rw lock");
+            let read = rw.try_read().await.expect("read").expect("free");
+            let semaphore = managers.fair.semaphore(&name, 2).expect("semaphore");
+            let waiter = tokio::spawn(async move { semaphore.acquire().await });
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while line(&server, &name) != (1, 1) {
+                assert!(
+                    Instant::now() < deadline,
+                    "{client}: the waiter got no place"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            let later = rw.try_read().await.expect("a later read");
+            assert!(later.is_none(), "{client}: a later reader went ahead");
+            read.release().await.expect("release");
+            let permit = waiter.await.expect("join").expect("the waiter's permit");
+            permit.release().await.expect("release");
+        }
+    });
+}
+
+/// A kind's companion hash left behind (the name's sorted set deleted by
+/// hand or by a forced release) names no hold of another kind that takes
+/// the name: that name is held, not corrupted, both ways.
+#[test]
+fn a_leftover_companion_hash_is_no_hold() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let managers = Managers::connect(&server, client, &[]).await;
+            for (first, then, attempt) in [
+                (Kind::Permit, Kind::Write, Kind::Permit),
+                (Kind::Read, Kind::Permit, Kind::Write),
+            ] {
+                let pair = format!("{client}: {first:?}, {then:?}, then {attempt:?}");
+                let name = format!("leftover-{client}-{first:?}");
+                let gone = managers
+                    .try_take(first, &name)
+                    .await
+                    .expect("the first")
+                    .expect("free");
+                server
+                    .admin(&["DEL", &format!("lock:{{{name}}}")])
+                    .expect("DEL");
+                let held = managers
+                    .try_take(then, &name)
+                    .await
+                    .expect("the next")
+                    .expect("free after the DEL");
+                match managers.try_take(attempt, &name).await {
+                    Ok(None) => {}
+                    other => panic!("{pair}: {other:?}"),
+                }
+                held.release().await.expect("release");
+                drop(gone);
+            }
+        }
+    });
+}
+
+/// A stale holder of one kind (its lease ran out unrenewed) whose name
+/// another kind now holds renews and releases nothing, and writes nothing
+/// of the other kind's holds, expired ones included.
+#[test]
+fn a_stale_holder_writes_nothing_of_another_kind() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let short = [
+                ("DISTLOCK_TTL", "300ms"),
+                ("DISTLOCK_WATCHDOG__ENABLED", "false"),
+            ];
+            let stale = Managers::connect(&server, client, &short).await;
+            let managers = Managers::connect(&server, client, &[]).await;
+            for (first, then) in [(Kind::Read, Kind::Permit), (Kind::Permit, Kind::Read)] {
+                let pair = format!("{client}: {first:?}, then {then:?}");
+                let name = format!("stale-{client}-{first:?}");
+                let old = stale
+                    .try_take(first, &name)
+                    .await
+                    .expect("the first")
+                    .expect("free");
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                // One of the new kind's holds expires unrenewed beside a
+                // live one.
+                let expiring = stale.try_take(then, &name).await.expect("next");
+                let live = managers.try_take(then, &name).await.expect("next");
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                let before = snapshot(&server);
+                assert!(old.extend(Duration::from_secs(5)).await.is_err(), "{pair}");
+                assert_eq!(before, snapshot(&server), "{pair}: a stale renewal wrote");
+                assert!(old.release().await.is_err(), "{pair}");
+                assert_eq!(before, snapshot(&server), "{pair}: a stale release wrote");
+                drop(expiring);
+                live.expect("room")
+                    .release()
+                    .await
+                    .expect("the live hold's release");
+            }
+        }
+    });
+}

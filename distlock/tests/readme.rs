@@ -537,6 +537,9 @@ mod acl {
                 "--",
                 "true",
             ]);
+            // Its limit changed on purpose, then used.
+            cli.ok(&["limit", &permits, "--permits", "3"]);
+            cli.ok(&["run", "--permits", "3", &permits, "--", "true"]);
         }
 
         if mode.has_elections() {

@@ -26,6 +26,11 @@ local holds, modes = KEYS[1], KEYS[2]
 if not ARGV[1] then
   return redis.error_reply('ERR rw_release: the hold id expected')
 end
+-- Another kind holds the name: no hold of ours there, and nothing of it
+-- is written.
+if sem_held_by_other(holds, modes) then
+  return 0
+end
 local foreign = sem_foreign({holds, modes}, {'zset', 'hash'})
 if foreign then
   return foreign

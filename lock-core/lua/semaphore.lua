@@ -41,19 +41,31 @@ end
 -- sem_held_by_other(main, companion): the remaining ms (`PTTL`; -1 for no
 -- expiry) of another kind's hold on the name whose main key is `main`, or
 -- nil when the name is free or this kind's. Another kind is a lock's
--- string, a reentrant lock's hash, or a sorted set without `companion`,
--- the hash in which every hold of this kind has an entry (a semaphore's
--- `held` beside a read-write lock's `modes`): a name held by one kind is
--- held for every other, and nothing of it is written. Reads only.
+-- string, a reentrant lock's hash, or a sorted set whose last hold has no
+-- entry in `companion`, the hash in which every hold of this kind has one
+-- (a semaphore's `held` beside a read-write lock's `modes`; a companion
+-- left behind by a forced release or a `DEL` of the sorted set names no
+-- hold of the other kind). A name held by one kind is held for every other,
+-- and nothing of it is written. A companion of another type is left to
+-- sem_foreign to report. Reads only.
 local function sem_held_by_other(main, companion)
   local kind = redis.call('type', main)['ok']
-  if kind == 'none' or (kind == 'zset' and redis.call('exists', companion) == 1) then
-    return nil
-  end
-  if kind == 'zset' or kind == 'string' or kind == 'hash' then
+  if kind == 'string' or kind == 'hash' then
     return redis.call('pttl', main)
   end
-  return nil
+  if kind ~= 'zset' then
+    return nil
+  end
+  local found = redis.call('type', companion)['ok']
+  if found == 'hash' then
+    local last = redis.call('zrange', main, -1, -1)[1]
+    if redis.call('hexists', companion, last) == 1 then
+      return nil
+    end
+  elseif found ~= 'none' then
+    return nil
+  end
+  return redis.call('pttl', main)
 end
 
 -- sem_now(): the server's time in ms.
@@ -95,8 +107,14 @@ end
 -- sem_open(permits, held): what renew and release start with, after their
 -- own argument checks: the keys' types checked, the server's time read,
 -- and the expired permits dropped. Returns the time and the weight the
--- expired permits had, or nil and a {-2, key, type} reply (nothing written).
+-- expired permits had, or nil and a {-2, key, type} reply (nothing written),
+-- or nil and 0 (not held; nothing written) when another kind holds the
+-- name (sem_held_by_other): a stale holder's renewal or release must not
+-- drop the other kind's holds.
 local function sem_open(permits, held)
+  if sem_held_by_other(permits, held) then
+    return nil, 0
+  end
   local foreign = sem_foreign({permits, held}, {'zset', 'hash'})
   if foreign then
     return nil, foreign

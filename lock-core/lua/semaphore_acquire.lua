@@ -70,6 +70,21 @@ end
 local offers, earlier = KEYS[7], ARGV[8] or '-'
 local other = sem_held_by_other(permits, held)
 if other then
+  -- Held by another kind: a fair waiter keeps its place (and its offer,
+  -- which no other kind's hand-off grants), so readers and later waiters
+  -- stay behind it.
+  if queue and join then
+    local foreign = sem_foreign({queue, waiters}, {'list', 'zset'})
+      or (offers and sem_foreign({offers}, {'hash'}))
+    if foreign then
+      return foreign
+    end
+    local now = sem_now()
+    line_join(queue, waiters, owner, now, lease)
+    if offers then
+      sem_offer(offers, owner, id, weight, now, lease, ttl)
+    end
+  end
   return {0, 0, other}
 end
 local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
