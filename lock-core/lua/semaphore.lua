@@ -38,14 +38,21 @@ local function sem_foreign(keys, types)
   return nil
 end
 
--- sem_held_by_other(main, companion): the remaining ms (`PTTL`; -1 for no
--- expiry) of another kind's hold on the name whose main key is `main`, or
--- nil when the name is free or this kind's. Another kind is a lock's
--- string, a reentrant lock's hash, or a sorted set whose last hold has no
--- entry in `companion`, the hash in which every hold of this kind has one
--- (a semaphore's `held` beside a read-write lock's `modes`; a companion
--- left behind by a forced release or a `DEL` of the sorted set names no
--- hold of the other kind). A name held by one kind is held for every other,
+-- sem_now(): the server's time in ms.
+local function sem_now()
+  local time = redis.call('time')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- sem_held_by_other(main, companion): how long (ms; -1 for no expiry)
+-- another kind's hold on the name whose main key is `main` lasts, or nil
+-- when the name is free or this kind's. Another kind is a lock's string, a
+-- reentrant lock's hash (their PTTL), or a sorted set with a live hold
+-- whose last one has no entry in `companion`, the hash in which every hold
+-- of this kind has one (a semaphore's `held` beside a read-write lock's
+-- `modes`; a companion left behind by a forced release or a `DEL` of the
+-- sorted set names no hold of the other kind). A sorted set whose holds
+-- all ended is nobody's. A name held by one kind is held for every other,
 -- and nothing of it is written. A companion of another type is left to
 -- sem_foreign to report. Reads only.
 local function sem_held_by_other(main, companion)
@@ -56,22 +63,20 @@ local function sem_held_by_other(main, companion)
   if kind ~= 'zset' then
     return nil
   end
+  local last = redis.call('zrange', main, -1, -1, 'withscores')
+  local left = tonumber(last[2]) - sem_now()
+  if left <= 0 then
+    return nil
+  end
   local found = redis.call('type', companion)['ok']
   if found == 'hash' then
-    local last = redis.call('zrange', main, -1, -1)[1]
-    if redis.call('hexists', companion, last) == 1 then
+    if redis.call('hexists', companion, last[1]) == 1 then
       return nil
     end
   elseif found ~= 'none' then
     return nil
   end
-  return redis.call('pttl', main)
-end
-
--- sem_now(): the server's time in ms.
-local function sem_now()
-  local time = redis.call('time')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  return left
 end
 
 -- sem_entry(text): the weight, slot and token of a `held` entry, or nil
