@@ -428,3 +428,28 @@ fn a_stale_holder_writes_nothing_of_another_kind() {
         }
     });
 }
+
+/// A fair semaphore's waiter that asks for another limit than the stored
+/// one is told so at once, not after another kind's hold of the name ends.
+#[test]
+fn a_mismatched_limit_is_refused_behind_another_kind() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let extra = [("DISTLOCK_WAIT_TIMEOUT", "3s")];
+            let managers = Managers::connect(&server, client, &extra).await;
+            let name = format!("limit-{client}");
+            let sized = managers.fair.semaphore(&name, 2).expect("semaphore");
+            let permit = sized.try_acquire().await.expect("try").expect("room");
+            permit.release().await.expect("release");
+            let rw = managers.single.rw_lock(&name).expect("rw lock");
+            let read = rw.try_read().await.expect("read").expect("free");
+            let other = managers.fair.semaphore(&name, 3).expect("semaphore");
+            match other.acquire().await {
+                Err(LockError::LimitMismatch { limit: 2, .. }) => {}
+                other => panic!("{client}: {other:?}"),
+            }
+            read.release().await.expect("release");
+        }
+    });
+}

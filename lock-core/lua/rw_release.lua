@@ -27,8 +27,12 @@ if not ARGV[1] then
   return redis.error_reply('ERR rw_release: the hold id expected')
 end
 -- Another kind holds the name: no hold of ours there, and nothing of it
--- is written.
+-- is written; an offer naming the id (an attempt whose reply was lost) is
+-- still dropped, so no later hand-off grants it.
 if sem_held_by_other(holds, modes) then
+  if #KEYS >= 6 then
+    line_void_offer(KEYS[6], ARGV[1], 'w')
+  end
   return 0
 end
 local foreign = sem_foreign({holds, modes}, {'zset', 'hash'})

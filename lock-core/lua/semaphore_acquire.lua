@@ -68,26 +68,15 @@ if queue and not (waiters and owner and lease) then
   return redis.error_reply('ERR semaphore_acquire: fair mode takes six keys, an owner and a waiter lease')
 end
 local offers, earlier = KEYS[7], ARGV[8] or '-'
+-- Another kind's hold of the name (sem_held_by_other): its keys are not
+-- this semaphore's, so only the limit, the fences and the line are checked.
 local other = sem_held_by_other(permits, held)
+local mine = {permits, held, limit_key, fences}
+local types = {'zset', 'hash', 'string', 'hash'}
 if other then
-  -- Held by another kind: a fair waiter keeps its place (and its offer,
-  -- which no other kind's hand-off grants), so readers and later waiters
-  -- stay behind it.
-  if queue and join then
-    local foreign = sem_foreign({queue, waiters}, {'list', 'zset'})
-      or (offers and sem_foreign({offers}, {'hash'}))
-    if foreign then
-      return foreign
-    end
-    local now = sem_now()
-    line_join(queue, waiters, owner, now, lease)
-    if offers then
-      sem_offer(offers, owner, id, weight, now, lease, ttl)
-    end
-  end
-  return {0, 0, other}
+  mine, types = {limit_key, fences}, {'string', 'hash'}
 end
-local foreign = sem_foreign({permits, held, limit_key, fences}, {'zset', 'hash', 'string', 'hash'})
+local foreign = sem_foreign(mine, types)
   or (queue and sem_foreign({queue, waiters}, {'list', 'zset'}))
   or (queue and offers and sem_foreign({offers}, {'hash'}))
 if foreign then
@@ -104,6 +93,19 @@ if stored then
 end
 if weight > limit then
   return {-3, limit}
+end
+if other then
+  -- Held by another kind: a fair waiter keeps its place (and its offer,
+  -- which no other kind's hand-off grants), so readers and later waiters
+  -- stay behind it.
+  if queue and join then
+    local now = sem_now()
+    line_join(queue, waiters, owner, now, lease)
+    if offers then
+      sem_offer(offers, owner, id, weight, now, lease, ttl)
+    end
+  end
+  return {0, 0, other}
 end
 local now = sem_now()
 -- Read everything first; an expired permit's entry may be lost (it is

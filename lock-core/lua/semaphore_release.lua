@@ -32,6 +32,12 @@ if not ARGV[1] then
 end
 local now, freed = sem_open(permits, held)
 if not now then
+  -- Another kind holds the name (0), or foreign data: an offer naming the
+  -- id (an attempt whose reply was lost) is still dropped, so no later
+  -- hand-off grants it (line_void_offer writes nothing but a hash).
+  if freed == 0 and #KEYS >= 7 then
+    line_void_offer(KEYS[7], ARGV[1], 'p')
+  end
   return freed
 end
 local released = 0

@@ -511,7 +511,7 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
 /// the lock prefix's keys, the commands the strategies run, and no pub/sub
 /// channels (Redis 7's default for new users, `acl-pubsub-default
 /// resetchannels`).
-pub const LOCK_USER_ACL: [&str; 11] = [
+pub const LOCK_USER_ACL: [&str; 10] = [
     "on",
     ">lock-user-pw",
     "~lock:*",
@@ -519,7 +519,6 @@ pub const LOCK_USER_ACL: [&str; 11] = [
     "-@all",
     "+@connection",
     "+@scripting",
-    "+@transaction",
     "+@string",
     "+@hash",
     "+@keyspace",

@@ -422,3 +422,43 @@ fn fair_mode_grants_the_head_only() {
         Some(0)
     );
 }
+
+/// A release whose permit's name another kind holds gives back nothing and
+/// writes nothing of that kind, but still drops an offer naming its id (an
+/// attempt whose reply was lost), so no later hand-off grants it.
+#[test]
+fn a_release_beside_another_kind_still_voids_its_offer() {
+    let server = RedisServer::start().expect("start");
+    let id = "owner:0123456789abcdef";
+    server
+        .admin(&["SET", "lock:{void}", "a lock", "PX", "30000"])
+        .expect("SET");
+    server
+        .admin(&["RPUSH", "lock:{void}:queue", "owner"])
+        .expect("RPUSH");
+    server
+        .admin(&[
+            "HSET",
+            "lock:{void}:offers",
+            "owner",
+            &format!("p1 2000 99999999999999 {id}"),
+        ])
+        .expect("HSET");
+    let mut all: Vec<String> = keys("void").to_vec();
+    all.extend(
+        [
+            "lock:{void}:queue",
+            "lock:{void}:waiters",
+            "lock:{void}:offers",
+        ]
+        .map(String::from),
+    );
+    let reply = eval(&server, &semaphore::RELEASE, &all, &[id]);
+    assert_eq!(ints_head(&reply), 0, "{reply:?}");
+    let offer = server
+        .admin(&["HEXISTS", "lock:{void}:offers", "owner"])
+        .expect("HEXISTS");
+    assert_eq!(offer.as_int(), Some(0), "the offer stayed");
+    let lock = server.admin(&["GET", "lock:{void}"]).expect("GET");
+    assert_eq!(lock.as_text(), Some("a lock"), "the other kind's hold");
+}
