@@ -7,17 +7,20 @@
 //! - **acquire.lua**: the fenced acquire script a lock with `holder_info`
 //!   or `fencing_counter_ttl` sends (here with the default options, as every
 //!   fenced acquire sent it before), and a raw `DEL`, to price it alone.
-//! - **acquire_token.lua**: the default fenced acquire as a script (fred,
-//!   a cluster, a user without `+@transaction`), and a raw `DEL`.
-//! - **transaction raw** (redis client): the default fenced acquire's
-//!   `MULTI`/`EXEC` and the release script, without the lock API.
+//! - **acquire_token.lua**: the default fenced acquire (fencing on, no
+//!   options), and a raw `DEL`.
+//! - **transaction raw** (redis client): a `MULTI`/`EXEC` of `SET NX PX`,
+//!   `INCR` and `PERSIST`, and the release script, without the lock API:
+//!   what the default grant cost before it became `acquire_token.lua`
+//!   (its `INCR` ran when the `SET` found the key held).
 //! - **ours, fenced**: `LockManager::try_acquire` + `release` with the
-//!   defaults (fencing on, the grant in one `MULTI`/`EXEC`).
+//!   defaults (fencing on: `acquire_token.lua`, whose `EVALSHA` calls mix
+//!   with the release script's here; see that row for the grant alone).
 //! - **ours, fencing off**: the same with `fencing = false`.
 //!
 //! Per column: the server's time per grant from `INFO commandstats` (the
-//! floor's `SET`; the script's `EVALSHA`; our `MULTI` and `EXEC`, whose time
-//! counts the commands inside it) and its main thread's CPU per cycle from
+//! floor's `SET`; the script's `EVALSHA`; the raw `MULTI` and `EXEC`, whose
+//! time counts the commands inside it) and its main thread's CPU per cycle from
 //! `INFO cpu` (`used_cpu_user_main_thread` + `used_cpu_sys_main_thread`,
 //! which also counts reading, parsing and replying), each as a ratio to the
 //! floor's. `BENCH_SECONDS` (default 2) sets each measurement's length;
@@ -97,9 +100,10 @@ async fn main() {
                 let grant = match index {
                     0 | 5 => per_call(&stats, &["set"], "set"),
                     1 | 2 => per_call(&stats, &["evalsha"], "evalsha"),
-                    // fred's grant is `acquire_token.lua`, whose EVALSHA
-                    // calls mix with the release's: see that row.
-                    _ => per_call(&stats, &["multi", "exec"], "exec"),
+                    3 => per_call(&stats, &["multi", "exec"], "exec"),
+                    // Our grant is `acquire_token.lua`, whose EVALSHA calls
+                    // mix with the release's: see that row.
+                    _ => f64::NAN,
                 };
                 let cycles = rate * length.as_secs_f64();
                 run.push((rate, grant, cpu * 1e6 / cycles.max(1.0)));
