@@ -76,12 +76,13 @@ pub use config::{Config, ConfigWarning, Strategy, ENV_PREFIX};
 
 pub use lock_core::settle_background_releases;
 pub use lock_core::{
-    Access, AclNeed, AcquireOptions, Capabilities, ClientKind, Election, Endpoint, FencingToken,
-    FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader, Leadership, LeaseGuard,
-    LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend, LockConfig, LockError, LockKey,
-    LockListing, LockManager, LockState, LossReason, NodeUrl, Observer, OwnerToken, Permit,
-    PermitState, ReplicasConfig, RetryPolicy, RwHoldState, RwLock, RwLockState, Semaphore,
-    SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode, WatchdogConfig,
+    Access, AclNeed, AcquireOptions, Capabilities, Capability, ClientKind, Election, Endpoint,
+    FencingToken, FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader,
+    Leadership, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend,
+    LockConfig, LockError, LockKey, LockListing, LockManager, LockState, LossReason, NodeUrl,
+    Observer, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy, RwHoldState, RwLock,
+    RwLockState, Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode,
+    WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
 // examples are written for backend authors, who depend on lock-core).

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use distlock::{ClientKind, Config, LockError, Strategy};
+use distlock::{Capability, ClientKind, Config, LockError, Strategy};
 use lock_testkit::RedisServer;
 
 mod common;
@@ -90,6 +90,68 @@ fn the_same_body_runs_under_every_strategy() {
             let redlock = common::config("redlock", &three, client, &[]);
             assert_eq!(redlock.strategy(), Strategy::Redlock);
             body(redlock).await;
+        }
+    });
+}
+
+/// Every primitive's handle on every strategy, on every client: made where
+/// the strategy has the primitive, refused with `Unsupported` naming the
+/// strategy and the primitive where it has not, before anything is sent
+/// (the servers see no command of it).
+#[test]
+fn a_primitive_a_strategy_lacks_is_refused_when_its_handle_is_made() {
+    lock_testkit::run(async {
+        let three: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start().expect("start"))
+            .collect();
+        for client in ClientKind::compiled() {
+            for (strategy, servers, has) in [
+                ("single", &three[..1], &Capability::ALL[..]),
+                ("reentrant", &three[..1], &[][..]),
+                ("redlock", &three[..], &[Capability::MultiKeys][..]),
+            ] {
+                let config = common::config(strategy, servers, client, &[]);
+                let locks = distlock::connect(&config).await.expect("connect");
+                let made: [(Capability, Result<(), LockError>); 4] = [
+                    (Capability::Semaphores, locks.semaphore("p", 2).map(drop)),
+                    (Capability::RwLocks, locks.rw_lock("p").map(drop)),
+                    (
+                        Capability::MultiKeys,
+                        locks.multi_lock(["p", "q"]).map(drop),
+                    ),
+                    (Capability::Elections, locks.election("p").map(drop)),
+                ];
+                for (capability, result) in made {
+                    let what = format!("{client} {strategy}: {capability}");
+                    match result {
+                        Ok(()) => assert!(has.contains(&capability), "{what}: made"),
+                        Err(LockError::Unsupported {
+                            strategy: named,
+                            capability: lacking,
+                        }) => {
+                            assert!(!has.contains(&capability), "{what}: refused");
+                            assert_eq!((named, lacking), (strategy, capability), "{what}");
+                        }
+                        Err(err) => panic!("{what}: {err}"),
+                    }
+                }
+                let state = locks.semaphore_state("p").await.map(drop);
+                assert_eq!(
+                    state.is_ok(),
+                    has.contains(&Capability::Semaphores),
+                    "{client} {strategy}: semaphore_state {state:?}"
+                );
+                let state = locks.rw_lock_state("p").await.map(drop);
+                assert_eq!(
+                    state.is_ok(),
+                    has.contains(&Capability::RwLocks),
+                    "{client} {strategy}: rw_lock_state {state:?}"
+                );
+            }
+        }
+        for server in &three {
+            let keys = server.admin(&["DBSIZE"]).expect("DBSIZE");
+            assert_eq!(keys.as_int(), Some(0), "something was written");
         }
     });
 }

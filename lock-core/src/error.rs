@@ -101,6 +101,67 @@ impl fmt::Display for AclNeed {
     }
 }
 
+/// What a backend may have beyond the plain lock. A manager reads it from
+/// [`LockBackend::capabilities`](crate::LockBackend::capabilities) when a handle is made (or, for fair mode,
+/// when the manager is), so a strategy without it is refused at once with
+/// [`LockError::Unsupported`], never at the first acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Capability {
+    /// Fair mode: locks, semaphores and writers served in arrival order
+    /// ([`LockBackend::try_acquire_fair`](crate::LockBackend::try_acquire_fair)).
+    FairQueue,
+    /// Semaphores ([`LockManager::semaphore`](crate::LockManager::semaphore)).
+    Semaphores,
+    /// Read-write locks ([`LockManager::rw_lock`](crate::LockManager::rw_lock)).
+    RwLocks,
+    /// Several names as one hold
+    /// ([`LockManager::multi_lock`](crate::LockManager::multi_lock)).
+    MultiKeys,
+    /// Leader elections ([`LockManager::election`](crate::LockManager::election)),
+    /// whose terms are fencing tokens.
+    Elections,
+}
+
+impl Capability {
+    /// Every capability, in declaration order.
+    pub const ALL: [Capability; 5] = [
+        Capability::FairQueue,
+        Capability::Semaphores,
+        Capability::RwLocks,
+        Capability::MultiKeys,
+        Capability::Elections,
+    ];
+
+    /// What it is called in messages: `"semaphores"`, `"read-write locks"`,
+    /// ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::FairQueue => "fair mode",
+            Capability::Semaphores => "semaphores",
+            Capability::RwLocks => "read-write locks",
+            Capability::MultiKeys => "multi-key locks",
+            Capability::Elections => "elections",
+        }
+    }
+
+    pub(crate) fn bit(self) -> u8 {
+        match self {
+            Capability::FairQueue => 1,
+            Capability::Semaphores => 2,
+            Capability::RwLocks => 4,
+            Capability::MultiKeys => 8,
+            Capability::Elections => 16,
+        }
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Everything that can go wrong when taking, keeping or giving back a lock.
 ///
 /// Match on the variant to act; [`LockError::is_retryable`] says whether the same
@@ -127,6 +188,16 @@ pub enum LockError {
     InvalidOwner {
         /// What is wrong with the token.
         reason: String,
+    },
+    /// The strategy has no such primitive (or mode): a semaphore, read-write
+    /// lock, multi-key lock or election asked of a strategy without it, when
+    /// its handle is made; fair mode, when the manager is.
+    #[error("the {strategy} strategy has no {capability}; use the single-node strategy")]
+    Unsupported {
+        /// The strategy's name.
+        strategy: &'static str,
+        /// What it lacks.
+        capability: Capability,
     },
     /// A configuration field has a value that cannot work; `field` names it.
     #[error("invalid config field `{field}`: {reason}")]
@@ -385,6 +456,7 @@ impl LockError {
             | LockError::InvalidTtl { .. }
             | LockError::InvalidOwner { .. }
             | LockError::InvalidConfig { .. }
+            | LockError::Unsupported { .. }
             | LockError::LimitMismatch { .. }
             | LockError::UpgradeRefused { .. }
             | LockError::InvalidPermits { .. }

@@ -85,7 +85,7 @@ pub use engine::state::{
 pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::{Grant, Wakeups};
-pub use error::{AclNeed, LockError, LossReason, SourceError};
+pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};
 pub use key::{
     Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, Permit, MAX_KEY_LEN,
     MAX_OWNER_LEN, MAX_PREFIX_LEN,

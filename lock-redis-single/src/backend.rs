@@ -9,11 +9,11 @@ use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
-    Access, AccessRequest, AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint,
-    ExtendOutcome, FairPlace, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo,
-    Leader, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
-    OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockState,
-    SemaphoreState, Wakeups,
+    Access, AccessRequest, AcquireOutcome, Capabilities, Capability, ClientKind, ConnectOptions,
+    Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig, GrantOptions, HoldToken,
+    HolderInfo, Leader, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
+    LockState, OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState,
+    RwLockState, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -826,8 +826,21 @@ impl LockBackend for SingleNodeBackend {
         "single"
     }
 
+    /// Every primitive; elections only with fencing on (a term is a
+    /// fencing token).
     fn capabilities(&self) -> Capabilities {
-        self.grant.capabilities()
+        let all = self
+            .grant
+            .capabilities()
+            .with(Capability::FairQueue)
+            .with(Capability::Semaphores)
+            .with(Capability::RwLocks)
+            .with(Capability::MultiKeys);
+        if self.grant.fencing() {
+            all.with(Capability::Elections)
+        } else {
+            all
+        }
     }
 
     async fn try_acquire(
@@ -1058,10 +1071,6 @@ impl LockBackend for SingleNodeBackend {
         .await
     }
 
-    fn supports_fair_queue(&self) -> bool {
-        true
-    }
-
     async fn try_acquire_fair(
         &self,
         key: &LockKey,
@@ -1265,10 +1274,6 @@ impl LockBackend for SingleNodeBackend {
             },
             _ => Err(self.node.unexpected(script, &reply)),
         }
-    }
-
-    fn supports_rw_locks(&self) -> bool {
-        true
     }
 
     /// On a cluster, names in several slots are taken slot by slot, in the

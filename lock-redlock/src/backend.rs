@@ -10,9 +10,9 @@ use lock_core::strategy::{
     Reply,
 };
 use lock_core::{
-    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, FromConfig,
-    HoldToken, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
-    NodeUrl, PermitRequest, ReleaseOutcome, Topology, Wakeups,
+    AcquireOutcome, Capabilities, Capability, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
+    FromConfig, HoldToken, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
+    LockState, NodeUrl, ReleaseOutcome, Topology, Wakeups,
 };
 
 use crate::late_grants::{delete_late_grant, LateGrants};
@@ -440,31 +440,15 @@ impl LockBackend for RedlockBackend {
 
     /// Redlock issues no tokens whatever `fencing` says, and stores no
     /// holder information.
+    /// Multi-key locks (each node takes every name in one script); no
+    /// fencing tokens, so no elections; and no semaphores: counted on a
+    /// majority of independent nodes, more permits than the limit could
+    /// each hold a majority, since no node sees them all (with a limit of 2
+    /// over 3 nodes, permits on A+B, B+C and A+C leave every node at 2).
     fn capabilities(&self) -> Capabilities {
-        Capabilities::unknown().with_holder_info(false)
-    }
-
-    /// Refused: counted on a majority of independent nodes, more than the
-    /// limit of permits can each hold a majority, since no node sees them
-    /// all (with a limit of 2 over 3 nodes, permits on A+B, B+C and A+C
-    /// leave every node at 2).
-    async fn try_acquire_permit(
-        &self,
-        _key: &LockKey,
-        _hold: &HoldToken,
-        _ttl: Duration,
-        _request: PermitRequest,
-        _earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        Err(LockError::InvalidConfig {
-            field: "strategy".to_owned(),
-            reason:
-                "the redlock strategy has no semaphores: over independent nodes more permits than \
-             the limit can each hold a majority (a limit of 2 over 3 nodes: permits on A+B, B+C \
-             and A+C leave every node at 2); use the single-node strategy, with sentinel or \
-             cluster for failover"
-                    .to_owned(),
-        })
+        Capabilities::unknown()
+            .with_holder_info(false)
+            .with(Capability::MultiKeys)
     }
 
     async fn try_acquire(

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use lock_core::{
-    AcquireOutcome, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken, LeaseStatus,
-    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, LossReason,
-    NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
+    AcquireOutcome, Capability, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken,
+    LeaseStatus, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState,
+    LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
@@ -953,6 +953,28 @@ pub async fn list_finds_held_locks(factory: &dyn BackendFactory) {
     }
     let listing = locks.list(&ListOptions::default()).await.expect("list");
     assert!(listing.locks.is_empty(), "{listing:?}");
+}
+
+/// The backend declares what it has ([`LockBackend::capabilities`]) as the
+/// factory says the strategy is: the engine refuses a primitive's handle by
+/// that declaration, so a wrong one would hide a primitive the strategy
+/// has, or offer one that refuses at its first acquire.
+pub async fn capabilities_are_declared(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let declared = deployment.backend.capabilities();
+    let expected = factory.capabilities();
+    for (capability, has) in [
+        (Capability::FairQueue, expected.primitives),
+        (Capability::Semaphores, expected.primitives),
+        (Capability::RwLocks, expected.primitives),
+        (Capability::MultiKeys, expected.multi_keys),
+        (
+            Capability::Elections,
+            expected.primitives && expected.fencing,
+        ),
+    ] {
+        assert_eq!(declared.has(capability), has, "{capability}");
+    }
 }
 
 /// Inspect reports free and held keys with their TTL.

@@ -102,6 +102,7 @@ macro_rules! contract_suite {
         // changes (and some that stop their server): once, on a standalone
         // server.
         $crate::contract_suite!(@checks $factory;
+            capabilities_are_declared,
             abandoned_acquire_leaves_no_holder,
             bad_input_is_rejected,
             server_down_is_a_clear_error,

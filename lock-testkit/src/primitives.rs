@@ -12,18 +12,27 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, LockError};
+use lock_core::{AcquireOptions, Capability, LockError};
 
 use crate::contract::{fast_config, BackendFactory, Deployment};
 
-/// The refusal of a strategy without the primitives: a config error on
-/// `strategy` (or `fencing`, for an election without tokens), never a
-/// panic or a guess.
-fn assert_refused<T: std::fmt::Debug>(what: &str, result: Result<T, LockError>) {
+/// The refusal of a strategy without the primitive, when its handle is
+/// made: [`LockError::Unsupported`] naming it (or a config error on
+/// `fencing`, for an election without tokens), never a panic or a guess.
+fn assert_refused<T: std::fmt::Debug>(
+    what: &str,
+    capability: Capability,
+    result: Result<T, LockError>,
+) {
     match result {
-        Err(LockError::InvalidConfig { field, reason })
-            if field == "strategy" || field == "fencing" =>
-        {
+        Err(LockError::Unsupported {
+            strategy,
+            capability: named,
+        }) => {
+            assert_eq!(named, capability, "{what}: another capability named");
+            assert!(!strategy.is_empty(), "{what}: no strategy named");
+        }
+        Err(LockError::InvalidConfig { field, reason }) if field == "fencing" => {
             assert!(!reason.is_empty(), "{what}: an empty reason");
         }
         other => panic!("{what}: a strategy without it answered {other:?}"),
@@ -36,11 +45,12 @@ fn assert_refused<T: std::fmt::Debug>(what: &str, result: Result<T, LockError>) 
 pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let semaphore = locks.semaphore("contract-pool", 3).expect("semaphore");
     if !factory.capabilities().primitives {
-        assert_refused("a semaphore", semaphore.try_acquire().await);
+        let refused = locks.semaphore("contract-pool", 3);
+        assert_refused("a semaphore", Capability::Semaphores, refused);
         return;
     }
+    let semaphore = locks.semaphore("contract-pool", 3).expect("semaphore");
     // Live weight, live slots, and the last token seen per slot.
     type Books = (u32, BTreeMap<u32, u64>, BTreeMap<u32, u64>);
     let books: Arc<Mutex<Books>> = Arc::default();
@@ -89,12 +99,13 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     unrenewed.watchdog.enabled = false;
     let crashed = deployment.manager(unrenewed);
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let theirs = crashed.semaphore("contract-crash", 2).expect("semaphore");
-    let ours = locks.semaphore("contract-crash", 2).expect("semaphore");
     if !factory.capabilities().primitives {
-        assert_refused("a semaphore", ours.try_acquire().await);
+        let refused = locks.semaphore("contract-crash", 2);
+        assert_refused("a semaphore", Capability::Semaphores, refused);
         return;
     }
+    let theirs = crashed.semaphore("contract-crash", 2).expect("semaphore");
+    let ours = locks.semaphore("contract-crash", 2).expect("semaphore");
     let taken = Instant::now();
     let gone = theirs
         .acquire_with(&AcquireOptions::new().with_weight(2).no_wait())
@@ -130,12 +141,12 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
 pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let lock = locks.rw_lock("contract-rw").expect("rw lock");
     if !factory.capabilities().primitives {
-        assert_refused("a read-write lock", lock.try_read().await);
-        assert_refused("a read-write lock", lock.try_write().await);
+        let refused = locks.rw_lock("contract-rw");
+        assert_refused("a read-write lock", Capability::RwLocks, refused);
         return;
     }
+    let lock = locks.rw_lock("contract-rw").expect("rw lock");
     // Live readers, live writers, the last write token.
     let books: Arc<Mutex<(u32, u32, u64)>> = Arc::default();
     let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
@@ -231,12 +242,13 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
     // One hash tag, the text before the `}`: one slot on a cluster.
     let names = ["contract-multi}a", "contract-multi}b"];
-    let pair = locks.multi_lock(names).expect("multi lock");
     let capabilities = factory.capabilities();
     if !capabilities.multi_keys {
-        assert_refused("a multi-key lock", pair.try_acquire().await);
+        let refused = locks.multi_lock(names);
+        assert_refused("a multi-key lock", Capability::MultiKeys, refused);
         return;
     }
+    let pair = locks.multi_lock(names).expect("multi lock");
     let plain = locks
         .try_acquire(names[1])
         .await
@@ -352,14 +364,8 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
     let capabilities = factory.capabilities();
     if !capabilities.primitives || !capabilities.fencing {
-        let campaign = match locks.election("contract-election") {
-            Ok(election) => election
-                .campaign_with("x", &AcquireOptions::new().no_wait())
-                .await
-                .map(|_| ()),
-            Err(err) => Err(err),
-        };
-        assert_refused("an election", campaign);
+        let refused = locks.election("contract-election");
+        assert_refused("an election", Capability::Elections, refused);
         return;
     }
     let election = locks.election("contract-election").expect("election");

@@ -429,7 +429,8 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
     fair_config.fair = true;
     let fair = deployment
         .backend
-        .supports_fair_queue()
+        .capabilities()
+        .has(lock_core::Capability::FairQueue)
         .then(|| deployment.manager(fair_config));
     let key = locks.key("counted").expect("key");
     let set_counter: [&[&str]; 4] = [

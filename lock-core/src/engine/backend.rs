@@ -9,7 +9,7 @@ use crate::engine::state::{
     Leader, ListOptions, LockListing, LockState, RwLockState, SemaphoreState,
 };
 use crate::engine::wake::Wakeups;
-use crate::error::LockError;
+use crate::error::{Capability, LockError};
 use crate::key::{Access, FencingToken, HoldToken, LockKey, OwnerToken};
 
 /// What an acquire attempt found.
@@ -210,12 +210,40 @@ pub struct Capabilities {
     /// the config's `holder_info` must match. `None` (the default): no
     /// claim.
     pub holder_info: Option<bool>,
+    /// What the backend has beyond the plain lock, one bit per
+    /// [`Capability`]; see [`has`](Self::has).
+    has: u8,
 }
 
 impl Capabilities {
-    /// No claim on any field: the default of a backend that says nothing.
+    /// No claim on any field, and nothing beyond the plain lock: the default
+    /// of a backend that says nothing.
     pub fn unknown() -> Self {
         Capabilities::default()
+    }
+
+    /// These capabilities with `capability` too.
+    pub fn with(mut self, capability: Capability) -> Self {
+        self.has |= capability.bit();
+        self
+    }
+
+    /// Whether the backend has `capability`.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.has & capability.bit() != 0
+    }
+
+    /// `Ok(())` when the backend has `capability`; otherwise the error of
+    /// `strategy` without it, [`LockError::Unsupported`].
+    pub fn require(&self, strategy: &'static str, capability: Capability) -> Result<(), LockError> {
+        if self.has(capability) {
+            Ok(())
+        } else {
+            Err(LockError::Unsupported {
+                strategy,
+                capability,
+            })
+        }
     }
 
     /// These capabilities with fencing tokens issued exactly when `on`.
@@ -363,9 +391,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// from then on commands of the old hold still in flight, and other
     /// copies of the token, act on nothing. `NotHeld` when `from` does not
     /// have the lock, or claims a fencing token its grant did not issue
-    /// (where the strategy stores it; the single-node default fenced grant
-    /// keeps its token beside the key, and refuses only a claim above the
-    /// last token issued).
+    /// (where the strategy stores it).
     ///
     /// The default refuses with [`LockError::HandOffUnsupported`]: a
     /// strategy must replace the hold on every node in one step to offer it.
@@ -407,7 +433,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// renewed to `ttl` and answered
     /// [`AcquireOutcome::PermitGrantedEarlier`].
     ///
-    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    /// The default refuses with [`LockError::Unsupported`].
     async fn try_acquire_permit(
         &self,
         key: &LockKey,
@@ -466,7 +492,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// the queue passes its offered holds to
     /// [`leave_fair_queue`](Self::leave_fair_queue).
     ///
-    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    /// The default refuses with [`LockError::Unsupported`].
     async fn try_acquire_access(
         &self,
         key: &LockKey,
@@ -491,7 +517,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// member or none (`NotHeld` when one is lost), and a release gives
     /// back every member the hold still has.
     ///
-    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`.
+    /// The default refuses with [`LockError::Unsupported`].
     async fn try_acquire_multi(
         &self,
         keys: &[LockKey],
@@ -499,19 +525,10 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         ttl: Duration,
     ) -> Result<AcquireOutcome, LockError> {
         let _ = (keys, hold, ttl);
-        Err(LockError::config(
-            "strategy",
-            format!(
-                "the {} strategy has no multi-key locks; use the single-node strategy",
-                self.strategy()
-            ),
-        ))
-    }
-
-    /// Whether this backend has read-write locks
-    /// ([`try_acquire_access`](Self::try_acquire_access) does not refuse).
-    fn supports_rw_locks(&self) -> bool {
-        false
+        Err(LockError::Unsupported {
+            strategy: self.strategy(),
+            capability: Capability::MultiKeys,
+        })
     }
 
     /// Reads the read-write lock `key` without changing it. The default
@@ -524,8 +541,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// Binds `value` to the term of `hold`, which has the election `key`'s
     /// lock (its fencing token is the term), and tells the election's
     /// observers: `Ok(false)` when `hold` does not have the lock (nothing
-    /// written). The default refuses with [`LockError::InvalidConfig`] on
-    /// `strategy`.
+    /// written). The default refuses with [`LockError::Unsupported`].
     async fn proclaim(
         &self,
         key: &LockKey,
@@ -559,11 +575,6 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
         let _ = key;
         Ok(None)
-    }
-
-    /// Whether this backend can hand its lock out in arrival order (fair mode).
-    fn supports_fair_queue(&self) -> bool {
-        false
     }
 
     /// Tries once in fair mode: takes the lock for `hold` only if it is free
@@ -638,28 +649,25 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
 }
 
 /// The error of a strategy without semaphores.
-fn no_semaphores(strategy: &str) -> LockError {
-    LockError::config(
-        "strategy",
-        format!("the {strategy} strategy has no semaphores; use the single-node strategy"),
-    )
+fn no_semaphores(strategy: &'static str) -> LockError {
+    LockError::Unsupported {
+        strategy,
+        capability: Capability::Semaphores,
+    }
 }
 
 /// The error of a strategy without read-write locks.
-fn no_rw_locks(strategy: &str) -> LockError {
-    LockError::config(
-        "strategy",
-        format!("the {strategy} strategy has no read-write locks; use the single-node strategy"),
-    )
+fn no_rw_locks(strategy: &'static str) -> LockError {
+    LockError::Unsupported {
+        strategy,
+        capability: Capability::RwLocks,
+    }
 }
 
 /// The error of a strategy without elections.
-fn no_elections(strategy: &str) -> LockError {
-    LockError::config(
-        "strategy",
-        format!(
-            "the {strategy} strategy has no elections (a leader's term is a fencing token); use \
-             the single-node strategy"
-        ),
-    )
+fn no_elections(strategy: &'static str) -> LockError {
+    LockError::Unsupported {
+        strategy,
+        capability: Capability::Elections,
+    }
 }

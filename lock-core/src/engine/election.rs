@@ -11,7 +11,7 @@ use crate::engine::options::AcquireOptions;
 use crate::engine::settings::WaitMode;
 use crate::engine::state::Leader;
 use crate::engine::wake::Wakeups;
-use crate::error::{LockError, LossReason};
+use crate::error::{Capability, LockError, LossReason};
 use crate::key::{FencingToken, LockKey};
 
 /// The longest value a leader may proclaim, in bytes: an address or a host
@@ -57,9 +57,9 @@ impl LockManager {
     ///
     /// Errors: [`LockError::InvalidKey`] for a bad name;
     /// [`LockError::InvalidConfig`] on `fencing` for a backend built without
-    /// fencing tokens (a term is one). A strategy without elections
-    /// (reentrant, Redlock) refuses the first campaign or read with
-    /// [`LockError::InvalidConfig`] on `strategy`.
+    /// fencing tokens (a term is one); [`LockError::Unsupported`] on a
+    /// strategy without elections (reentrant, Redlock), before anything is
+    /// sent.
     pub fn election(&self, name: &str) -> Result<Election, LockError> {
         if self.backend().capabilities().fencing == Some(false) {
             return Err(LockError::config(
@@ -67,6 +67,7 @@ impl LockManager {
                 "an election's term is a fencing token: turn fencing on",
             ));
         }
+        self.require(Capability::Elections)?;
         Ok(Election {
             key: self.key(name)?,
             manager: self.clone(),

@@ -21,7 +21,7 @@ use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::{lease_deadline, validate_ttl};
 use crate::engine::wake::Wakeups;
-use crate::error::{LockError, LossReason};
+use crate::error::{Capability, LockError, LossReason};
 use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
 
 /// Takes and holds locks through one backend, with one config.
@@ -142,7 +142,7 @@ impl LockManager {
         backend: Arc<dyn LockBackend>,
         settings: Settings,
     ) -> Result<Self, LockError> {
-        if settings.fair && !backend.supports_fair_queue() {
+        if settings.fair && !backend.capabilities().has(Capability::FairQueue) {
             return Err(LockError::InvalidConfig {
                 field: "fair".to_owned(),
                 reason: format!(
@@ -160,6 +160,14 @@ impl LockManager {
             lock_names: Arc::new(LockNameLabels::new(settings.metrics_lock_names)),
             settings: Arc::new(settings),
         })
+    }
+
+    /// `Ok(())` when the backend has `capability`, else
+    /// [`LockError::Unsupported`]: what a handle checks when it is made.
+    pub(crate) fn require(&self, capability: Capability) -> Result<(), LockError> {
+        self.backend
+            .capabilities()
+            .require(self.backend.strategy(), capability)
     }
 
     /// Whether this manager's guards can be handed off

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::engine::guard::LeaseGuard;
 use crate::engine::manager::{Claim, LockManager};
 use crate::engine::options::AcquireOptions;
-use crate::error::LockError;
+use crate::error::{Capability, LockError};
 use crate::key::LockKey;
 
 /// The most names one multi-key lock takes: one script sets them all, and
@@ -64,14 +64,15 @@ impl LockManager {
     /// backend, config and watchdog. Nothing is sent until an acquire.
     ///
     /// Errors: [`LockError::InvalidKey`] for no names, more than
-    /// [`MAX_MULTI_KEYS`] distinct ones, or a bad name. A strategy without
-    /// multi-key locks (reentrant) refuses the first acquire with
-    /// [`LockError::InvalidConfig`] on `strategy`.
+    /// [`MAX_MULTI_KEYS`] distinct ones, or a bad name;
+    /// [`LockError::Unsupported`] on a strategy without multi-key locks
+    /// (reentrant), before anything is sent.
     pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock, LockError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        self.require(Capability::MultiKeys)?;
         let mut keys = names
             .into_iter()
             .map(|name| self.key(name.as_ref()))

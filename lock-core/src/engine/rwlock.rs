@@ -7,7 +7,7 @@ use crate::engine::guard::LeaseGuard;
 use crate::engine::manager::{Claim, LockManager, FAIR_WAITER_LEASE};
 use crate::engine::options::AcquireOptions;
 use crate::engine::state::RwLockState;
-use crate::error::LockError;
+use crate::error::{Capability, LockError};
 use crate::key::{Access, LockKey};
 
 /// A named read-write lock, from [`LockManager::rw_lock`]: any number of
@@ -75,12 +75,13 @@ impl LockManager {
     /// The read-write lock `name`, through this manager's backend, config
     /// and watchdog. Nothing is sent until an acquire.
     ///
-    /// Errors: [`LockError::InvalidKey`] for a bad name. A strategy without
-    /// read-write locks (reentrant, Redlock) refuses the first acquire with
-    /// [`LockError::InvalidConfig`] on `strategy`. The config's `fair` does
-    /// not apply: writers are always granted in arrival order, readers
+    /// Errors: [`LockError::InvalidKey`] for a bad name;
+    /// [`LockError::Unsupported`] on a strategy without read-write locks
+    /// (reentrant, Redlock), before anything is sent. The config's `fair`
+    /// does not apply: writers are always granted in arrival order, readers
     /// never queue.
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, LockError> {
+        self.require(Capability::RwLocks)?;
         Ok(RwLock {
             key: self.key(name)?,
             manager: self.clone(),
@@ -90,8 +91,11 @@ impl LockManager {
 
     /// Reads the read-write lock `name`: for operators (`distlock status`).
     /// A name never used as one (or whose keys are gone) reads with no
-    /// holds; a lock's or semaphore's name is [`LockError::Corrupted`].
+    /// holds; a plain lock's name is held by another kind
+    /// ([`LockError::Corrupted`] here), and a strategy without read-write
+    /// locks is [`LockError::Unsupported`].
     pub async fn rw_lock_state(&self, name: &str) -> Result<RwLockState, LockError> {
+        self.require(Capability::RwLocks)?;
         let key = self.key(name)?;
         self.backend().inspect_rw_lock(&key).await
     }

@@ -7,7 +7,7 @@ use crate::engine::guard::LeaseGuard;
 use crate::engine::manager::{Claim, LockManager};
 use crate::engine::options::AcquireOptions;
 use crate::engine::state::SemaphoreState;
-use crate::error::LockError;
+use crate::error::{Capability, LockError};
 use crate::key::LockKey;
 
 /// The largest limit a semaphore may have: the scripts take at most nine
@@ -70,9 +70,10 @@ impl LockManager {
     ///
     /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
     /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name.
-    /// A strategy without semaphores (reentrant, Redlock) refuses the first
-    /// acquire with [`LockError::InvalidConfig`] on `strategy`.
+    /// [`LockError::Unsupported`] on a strategy without semaphores
+    /// (reentrant, Redlock), before anything is sent.
     pub fn semaphore(&self, name: &str, limit: u32) -> Result<Semaphore, LockError> {
+        self.require(Capability::Semaphores)?;
         validate_limit(limit)?;
         Ok(Semaphore {
             key: self.key(name)?,
@@ -87,8 +88,9 @@ impl LockManager {
     /// (`distlock status`), who do not know it. A name never used as a
     /// semaphore (or whose keys are gone) reads with no limit and no
     /// permits; a lock's name is [`LockError::Corrupted`], a strategy
-    /// without semaphores [`LockError::InvalidConfig`].
+    /// without semaphores [`LockError::Unsupported`].
     pub async fn semaphore_state(&self, name: &str) -> Result<SemaphoreState, LockError> {
+        self.require(Capability::Semaphores)?;
         let key = self.key(name)?;
         self.backend().inspect_semaphore(&key).await
     }

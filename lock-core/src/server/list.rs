@@ -10,7 +10,7 @@ use futures::StreamExt;
 use crate::engine::backend::LockBackend;
 use crate::engine::state::{Leader, LockState, RwLockState, SemaphoreState};
 use crate::engine::state::{ListOptions, ListedLock, LockListing};
-use crate::error::LockError;
+use crate::error::{Capability, LockError};
 use crate::key::{validate_prefix, LockKey};
 use crate::server::client::{NodeClient, Reply};
 
@@ -48,7 +48,8 @@ pub async fn list_held(
         ));
     }
     let queue_node = backend
-        .supports_fair_queue()
+        .capabilities()
+        .has(Capability::FairQueue)
         .then(|| nodes.first().cloned())
         .flatten()
         .and_then(Result::ok);

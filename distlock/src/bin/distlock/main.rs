@@ -836,7 +836,13 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             // strategy has, exclusive against all.
             let access = if shared {
                 Some(distlock::Access::Shared)
-            } else if names.len() == 1 && permits.is_none() && locks.backend().supports_rw_locks() {
+            } else if names.len() == 1
+                && permits.is_none()
+                && locks
+                    .backend()
+                    .capabilities()
+                    .has(distlock::Capability::RwLocks)
+            {
                 Some(distlock::Access::Exclusive)
             } else {
                 None
@@ -1328,6 +1334,7 @@ fn fail(err: &LockError) -> u8 {
     }
     match err {
         LockError::InvalidConfig { .. }
+        | LockError::Unsupported { .. }
         | LockError::LimitMismatch { .. }
         | LockError::InvalidPermits { .. }
         | LockError::HandOffUnsupported { .. }
