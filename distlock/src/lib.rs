@@ -79,9 +79,9 @@ pub use lock_core::{
     Access, AclNeed, AcquireOptions, Capabilities, Capability, ClientKind, Election, Endpoint,
     FencingToken, FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader,
     Leadership, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockManager, LockState, LossReason, NodeUrl,
-    Observer, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy, RwHoldState, RwLock,
-    RwLockState, Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode,
+    LockConfig, LockError, LockKey, LockListing, LockManager, LockState, LossReason, MultiLock,
+    NodeUrl, Observer, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy, RwHoldState,
+    RwLock, RwLockState, Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode,
     WatchdogConfig,
 };
 // What a backend of your own implements (`strategy` stays lock-core's page: its
@@ -90,10 +90,10 @@ pub use lock_core::{
 pub use lock_core::strategy;
 // Limits, secrets, and the trait's outcomes.
 pub use lock_core::{
-    async_trait, AccessRequest, AcquireOutcome, ConnectOptions, ExtendOutcome, FairPlace,
+    async_trait, AccessRequest, AcquireOutcome, ConnectOptions, ExtendOutcome, FairPlace, Grant,
     PermitRequest, ReleaseOutcome, Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE,
-    MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_OWNER_LEN,
-    MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
+    MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES,
+    MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
 };
 // A connection the application already has, wrapped for a backend.
 #[cfg(feature = "fred")]

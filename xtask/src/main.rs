@@ -156,6 +156,7 @@ fn test() -> Result<(), String> {
     layers::check(&lock_core_src())?;
     publish::check_rust_version()?;
     publish::check_one_major_of_each(&ONE_MAJOR_ONLY)?;
+    publish::check_reexports()?;
     cargo(
         &[
             "clippy",

@@ -1,8 +1,10 @@
 //! The checks that keep the crates publishable: an honest `rust-version`, one
-//! major version of each client, docs without warnings, a build error (not a
-//! run-time one) without a client feature, and the packaged `.crate` files
-//! used the way a stranger would use them.
+//! major version of each client, every name of lock-core's root reachable
+//! from distlock's, docs without warnings, a build error (not a run-time
+//! one) without a client feature, and the packaged `.crate` files used the
+//! way a stranger would use them.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -82,6 +84,59 @@ pub(crate) fn check_rust_version() -> Result<(), String> {
     }
     println!("xtask: rust-version {declared} is the toolchain the checks run on");
     Ok(())
+}
+
+/// Every name lock-core re-exports at its root is re-exported by
+/// distlock's root too, so a type one of distlock's public signatures names
+/// can be named by its users (`MultiLock` could not).
+pub(crate) fn check_reexports() -> Result<(), String> {
+    let root = workspace_root();
+    let read = |path: &str| {
+        fs::read_to_string(root.join(path)).map_err(|err| format!("reading {path}: {err}"))
+    };
+    let core = reexported(&read("lock-core/src/lib.rs")?);
+    let front = reexported(&read("distlock/src/lib.rs")?);
+    let missing: Vec<&str> = core.difference(&front).map(String::as_str).collect();
+    if missing.is_empty() {
+        println!(
+            "xtask: distlock re-exports all {} names of lock-core's root",
+            core.len()
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "distlock's root does not re-export lock-core's {}",
+            missing.join(", ")
+        ))
+    }
+}
+
+/// The names a `lib.rs` re-exports with `pub use` outside comments: each
+/// path's last segment, or the name after `as`.
+fn reexported(source: &str) -> BTreeSet<String> {
+    let code: String = source
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut names = BTreeSet::new();
+    for item in code.split("pub use ").skip(1) {
+        let Some((path, _)) = item.split_once(';') else {
+            continue;
+        };
+        let list = match (path.find('{'), path.rfind('}')) {
+            (Some(open), Some(close)) => &path[open + 1..close],
+            _ => path,
+        };
+        for name in list.split(',') {
+            let name = name.split(" as ").last().unwrap_or("").trim();
+            let name = name.rsplit("::").next().unwrap_or("").trim();
+            if !name.is_empty() && name != "self" {
+                names.insert(name.to_owned());
+            }
+        }
+    }
+    names
 }
 
 /// No crate in `names` appears in two major versions (`0.x` counts `x` as
@@ -473,4 +528,27 @@ fn run_packaged_cli(distlock: &Path, redis_server: &Path) -> Result<(), String> 
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod reexport_tests {
+    use super::{check_reexports, reexported};
+
+    #[test]
+    fn distlock_reexports_every_name_of_lock_core() {
+        if let Err(missing) = check_reexports() {
+            panic!("{missing}");
+        }
+    }
+
+    #[test]
+    fn reexported_names_are_read_from_every_form() {
+        let source = "//! pub use not::This;\n\
+            pub use a::{B, c::D,\n    E as F};\n\
+            #[cfg(feature = \"x\")]\n\
+            pub use g::H;\n\
+            pub use i;\n";
+        let names: Vec<String> = reexported(source).into_iter().collect();
+        assert_eq!(names, ["B", "D", "F", "H", "i"]);
+    }
 }
