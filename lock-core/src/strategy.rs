@@ -179,7 +179,7 @@
 pub use crate::engine::timing::{
     clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, MillisText,
 };
-pub use crate::server::client::{connect, NodeClient, Reply, Transacted};
+pub use crate::server::client::{connect, NodeClient, Reply};
 pub use crate::server::list::list_held;
 pub use crate::server::notify::{ReleaseNotifier, ReleaseWatch};
 pub use crate::server::script::Script;

@@ -9,18 +9,14 @@
 //!   fenced acquire sent it before), and a raw `DEL`, to price it alone.
 //! - **acquire_token.lua**: the default fenced acquire (fencing on, no
 //!   options), and a raw `DEL`.
-//! - **transaction raw** (redis client): a `MULTI`/`EXEC` of `SET NX PX`,
-//!   `INCR` and `PERSIST`, and the release script, without the lock API:
-//!   what the default grant cost before it became `acquire_token.lua`
-//!   (its `INCR` ran when the `SET` found the key held).
 //! - **ours, fenced**: `LockManager::try_acquire` + `release` with the
 //!   defaults (fencing on: `acquire_token.lua`, whose `EVALSHA` calls mix
 //!   with the release script's here; see that row for the grant alone).
 //! - **ours, fencing off**: the same with `fencing = false`.
 //!
 //! Per column: the server's time per grant from `INFO commandstats` (the
-//! floor's `SET`; the script's `EVALSHA`; the raw `MULTI` and `EXEC`, whose
-//! time counts the commands inside it) and its main thread's CPU per cycle from
+//! floor's `SET`; the script's `EVALSHA`) and its main thread's CPU per
+//! cycle from
 //! `INFO cpu` (`used_cpu_user_main_thread` + `used_cpu_sys_main_thread`,
 //! which also counts reading, parsing and replying), each as a ratio to the
 //! floor's. `BENCH_SECONDS` (default 2) sets each measurement's length;
@@ -31,11 +27,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::strategy::scripts::single::{ACQUIRE, ACQUIRE_TOKEN};
-use lock_core::strategy::{self, NodeClient, Script, Transacted};
+use lock_core::strategy::{self, NodeClient, Script};
 use lock_core::{ClientKind, ConnectOptions};
 use lock_testkit::bench::{
-    acquire_release_cycles, cycles_per_second, env_number, median, release_floor, task_keys,
-    FLOOR_VALUE,
+    acquire_release_cycles, cycles_per_second, env_number, median, task_keys,
 };
 use lock_testkit::RedisServer;
 
@@ -45,11 +40,10 @@ mod common;
 use common::{admin, floor, grant_by_script, main_thread_cpu, managers};
 
 /// The columns, in the order of the table.
-const COLUMNS: [&str; 6] = [
+const COLUMNS: [&str; 5] = [
     "floor",
     "acquire.lua",
     "acquire_token.lua",
-    "transaction raw",
     "ours, fenced",
     "ours, fencing off",
 ];
@@ -78,10 +72,8 @@ async fn main() {
             .await
             .expect("connect");
         let (fenced, unfenced) = managers(kind, &url, options).await;
-        // fred sends no transactions (its grant is `acquire_token.lua`).
-        let transacts = node.transaction_on_key(b"probe", &[]).await.is_some();
         // Per column: (cycles/s, µs per grant, CPU µs per cycle), each round.
-        let mut runs: [Vec<(f64, f64, f64)>; 6] = Default::default();
+        let mut runs: [Vec<(f64, f64, f64)>; 5] = Default::default();
         for _ in 0..rounds {
             for (index, run) in runs.iter_mut().enumerate() {
                 admin(&server, &["CONFIG", "RESETSTAT"]);
@@ -90,17 +82,14 @@ async fn main() {
                     0 => floor(Arc::clone(&node), tasks, length).await,
                     1 => script_grants(Arc::clone(&node), &ACQUIRE, tasks, length).await,
                     2 => script_grants(Arc::clone(&node), &ACQUIRE_TOKEN, tasks, length).await,
-                    3 if transacts => transactions(Arc::clone(&node), tasks, length).await,
-                    3 => f64::NAN,
-                    4 => acquire_release_cycles(fenced.clone(), "fenced", tasks, length).await,
+                    3 => acquire_release_cycles(fenced.clone(), "fenced", tasks, length).await,
                     _ => acquire_release_cycles(unfenced.clone(), "unfenced", tasks, length).await,
                 };
                 let cpu = main_thread_cpu(&server) - cpu_before;
                 let stats = command_stats(&server);
                 let grant = match index {
-                    0 | 5 => per_call(&stats, &["set"], "set"),
+                    0 | 4 => per_call(&stats, &["set"], "set"),
                     1 | 2 => per_call(&stats, &["evalsha"], "evalsha"),
-                    3 => per_call(&stats, &["multi", "exec"], "exec"),
                     // Our grant is `acquire_token.lua`, whose EVALSHA calls
                     // mix with the release's: see that row.
                     _ => f64::NAN,
@@ -121,10 +110,6 @@ async fn main() {
             .collect();
         let (_, floor_grant, floor_cpu) = medians[0];
         for (name, (rate, grant, cpu)) in COLUMNS.iter().zip(&medians) {
-            if rate.is_nan() {
-                // Not for this client (fred sends no transactions).
-                continue;
-            }
             let grant = if grant.is_nan() {
                 "- | -".to_owned()
             } else {
@@ -136,35 +121,6 @@ async fn main() {
             );
         }
     }
-}
-
-/// The default fenced grant's transaction sent raw (`SET NX PX`, `INCR`,
-/// `PERSIST` in `MULTI`/`EXEC`), then the release script, per second.
-async fn transactions(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let keys = task_keys("transacted", tasks);
-    cycles_per_second(tasks, length, move |task| {
-        let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
-        async move {
-            let key = &keys[task];
-            let fence = format!("{key}:fence");
-            let set: &[&[u8]] = &[key.as_bytes(), FLOOR_VALUE, b"NX", b"PX", b"30000"];
-            let counter: &[&[u8]] = &[fence.as_bytes()];
-            let sent = node
-                .transaction_on_key(
-                    key.as_bytes(),
-                    &[("SET", set), ("INCR", counter), ("PERSIST", counter)],
-                )
-                .await
-                .expect("a client with transactions")
-                .expect("MULTI/EXEC");
-            let Transacted::Ran(replies) = sent else {
-                panic!("the transaction was refused: {sent:?}");
-            };
-            assert_eq!(replies[0].as_text(), Some("OK"), "uncontended SET NX");
-            release_floor(node.as_ref(), key).await;
-        }
-    })
-    .await
 }
 
 /// A fenced acquire script (`acquire.lua` with the default options, as a

@@ -200,18 +200,6 @@ impl fmt::Display for Reply {
     }
 }
 
-/// What a transaction came to ([`NodeClient::transaction_on_key`]).
-#[derive(Debug, Clone)]
-pub enum Transacted {
-    /// `EXEC`'s replies, one per command, in order.
-    Ran(Vec<Reply>),
-    /// The server refused `MULTI` (an ACL without `+@transaction`, a server
-    /// or proxy without transactions), so the commands behind it may have
-    /// run one by one, outside any transaction; or it refused `EXEC`, and
-    /// nothing ran. The error is the refusal.
-    Refused(LockError),
-}
-
 /// One connection to one Redis node, whatever library holds it.
 ///
 /// Implementations reconnect on their own after a broken connection, bound
@@ -272,31 +260,6 @@ pub trait NodeClient: Send + Sync + fmt::Debug {
             replies.push(self.command_on_key(key, name, args).await);
         }
         Ok(replies)
-    }
-
-    /// Sends `commands` as one `MULTI` ... `EXEC` transaction on the
-    /// connection that serves `key` (on a cluster, the master of its slot;
-    /// every key must be in that slot) and returns `EXEC`'s replies, in
-    /// order. No other command runs between them, on any connection.
-    ///
-    /// `None` (the default) when this client sends no transactions: the
-    /// caller then runs a script that does the same. The redis client
-    /// overrides it (not on a cluster); fred does not, since it writes each
-    /// command of a pipeline on its own and its own transactions wait for
-    /// every command in flight.
-    ///
-    /// [`Transacted::Refused`] when the server refused `MULTI` or `EXEC`
-    /// itself. Otherwise an error is either a command refused when it was
-    /// queued (an ACL rule, a slot that moved): then nothing ran; or the
-    /// error of a command that ran, when the others ran too (Redis does not
-    /// roll a transaction back): the caller undoes what the others wrote.
-    async fn transaction_on_key(
-        &self,
-        key: &[u8],
-        commands: &[(&'static str, &[&[u8]])],
-    ) -> Option<Result<Transacted, LockError>> {
-        let _ = (key, commands);
-        None
     }
 
     /// On a Redis Cluster, the addresses (`host:port`, as `CLUSTER SLOTS`

@@ -17,7 +17,7 @@ use tokio::sync::Mutex;
 use super::sentinel::{follow, Follow, SENTINEL_RECHECK};
 use super::{
     not_redis, server_error, ConnectOptions, Delivery, MessageReceiver, NodeClient, Reply,
-    SubscriberClient, Transacted,
+    SubscriberClient,
 };
 use super::{CLUSTER_REDIRECTS, LOST_MASTER, NOT_RUN};
 use crate::error::LockError;
@@ -513,76 +513,6 @@ impl RedisNode {
         }
         Ok(values)
     }
-
-    /// Sends `MULTI`, commands and `EXEC` (`wrapped`) as one pipeline and
-    /// returns `EXEC`'s replies: the first error among the queued commands
-    /// (nothing ran), or the first error of a command that ran; `Refused`
-    /// when `MULTI` or `EXEC` was.
-    async fn send_transaction(
-        &self,
-        key: &[u8],
-        wrapped: &[(&'static str, &[&[u8]])],
-    ) -> Result<Transacted, LockError> {
-        let mut values = self.send_pipeline(key, wrapped, 1).await?;
-        let exec = values.pop();
-        let mut values = values.into_iter();
-        if let Some(Err(refused)) = values.next().map(|multi| convert(&self.address, multi)) {
-            return Ok(Transacted::Refused(refused));
-        }
-        // `QUEUED` to each command, unless it was refused (an ACL, a slot
-        // elsewhere): then `EXEC` aborts and runs nothing.
-        for value in values {
-            convert(&self.address, value)?;
-        }
-        match exec {
-            Some(redis::Value::Array(items)) => items
-                .into_iter()
-                .map(|item| convert(&self.address, item))
-                .collect::<Result<_, _>>()
-                .map(Transacted::Ran),
-            // Every command was queued, so an ACL refusal is `EXEC`'s own:
-            // Redis 7 aborts (`EXECABORT ... NOPERM`) and leaves the
-            // transaction; a bare `NOPERM` would leave it open, and is
-            // followed by `DISCARD`. Nothing ran either way. Another abort
-            // (out of memory, a demoted master) is an error of this call.
-            Some(redis::Value::ServerError(error))
-                if error.code() == "NOPERM"
-                    || (error.code() == "EXECABORT"
-                        && error
-                            .details()
-                            .is_some_and(|details| details.contains("NOPERM"))) =>
-            {
-                if error.code() == "NOPERM" {
-                    let discard = self.send_pipeline(key, &[("DISCARD", &[])], 0).await;
-                    if let Err(err) = discard {
-                        tracing::debug!(node = %self.address, error = %err, "DISCARD after a refused EXEC");
-                    }
-                }
-                Ok(Transacted::Refused(
-                    convert(&self.address, redis::Value::ServerError(error))
-                        .err()
-                        .unwrap_or(LockError::UnexpectedReply {
-                            node: self.address.clone(),
-                            script: "EXEC",
-                            reply: "refused".to_owned(),
-                        }),
-                ))
-            }
-            Some(other) => {
-                let reply = convert(&self.address, other)?;
-                Err(LockError::UnexpectedReply {
-                    node: self.address.clone(),
-                    script: "EXEC",
-                    reply: reply.to_string(),
-                })
-            }
-            None => Err(LockError::UnexpectedReply {
-                node: self.address.clone(),
-                script: "EXEC",
-                reply: "no reply".to_owned(),
-            }),
-        }
-    }
 }
 
 #[async_trait]
@@ -650,27 +580,6 @@ impl NodeClient for RedisNode {
             .into_iter()
             .map(|value| convert(&self.address, value))
             .collect())
-    }
-
-    async fn transaction_on_key(
-        &self,
-        key: &[u8],
-        commands: &[(&'static str, &[&[u8]])],
-    ) -> Option<Result<Transacted, LockError>> {
-        // Not on a cluster yet: a slot that moves mid-transaction would
-        // need the transaction sent again on the slot's new master, which
-        // the scripts' path already does.
-        if self.is_cluster() {
-            return None;
-        }
-        // Sent as one pipeline of `MULTI`, the commands and `EXEC`, which
-        // the connection writes as one piece: no other task's command can
-        // land inside the transaction.
-        let mut wrapped: Vec<(&'static str, &[&[u8]])> = Vec::with_capacity(commands.len() + 2);
-        wrapped.push(("MULTI", &[]));
-        wrapped.extend_from_slice(commands);
-        wrapped.push(("EXEC", &[]));
-        Some(self.send_transaction(key, &wrapped).await)
     }
 
     async fn cluster_masters(&self) -> Result<Option<Vec<String>>, LockError> {
