@@ -1,0 +1,240 @@
+//! Read-write locks on one node: a hold's acquire, renewal, take-over,
+//! release and a writer leaving the line, and their replies (`lua/rw_*.lua`).
+
+use super::*;
+
+impl SingleNodeBackend {
+    /// Renews a read-write lock's hold (`rw_renew.lua`), acknowledged as a
+    /// permit's renewal is.
+    pub(super) async fn renew_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
+        let modes = key.modes_key();
+        let keys = [key.redis_key(), &modes, key.fence_key()];
+        self.renew_hold_with(&rw::RENEW, &keys, rw_problem, &args, ttl)
+            .await
+    }
+
+    /// Takes over the read-write hold `from` names for `to`
+    /// (`rw_take_over.lua`): only while it is live with the mode and token
+    /// `from` claims.
+    pub(super) async fn take_over_access(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let (Some(token), Some(access)) = (from.fencing_token(), from.access()) else {
+            return Ok(ExtendOutcome::NotHeld);
+        };
+        let entry = format!("{}:{}", access.letter(), token.get());
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [
+            from.attempt_value().as_bytes(),
+            to.attempt_value().as_bytes(),
+            ttl_ms.as_bytes(),
+            entry.as_bytes(),
+        ];
+        let modes = key.modes_key();
+        let keys = [key.redis_key(), &modes, key.fence_key()];
+        self.renew_hold_with(&rw::TAKE_OVER, &keys, rw_problem, &args, ttl)
+            .await
+    }
+
+    /// Gives back a read-write lock's hold (`rw_release.lua`), which
+    /// publishes what may let a waiter in.
+    pub(super) async fn release_access(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+    ) -> Result<ReleaseOutcome, LockError> {
+        let (modes, queue, waiters, offers) = (
+            key.modes_key(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.offers_key(),
+        );
+        let mut keys = vec![key.redis_key(), &modes];
+        // The release that frees the lock grants the next writer's offer.
+        if self.hands_over() {
+            keys.extend([key.fence_key(), &queue, &waiters, &offers]);
+        }
+        self.release_hold_with(&rw::RELEASE, &keys, hold, rw_problem)
+            .await
+    }
+
+    /// Takes a waiting writer out of the queue, giving back a write a
+    /// release granted to one of `offered` (`rw_give_up.lua`).
+    pub(super) async fn leave_writers_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: &[HoldToken],
+    ) -> Result<(), LockError> {
+        let (modes, queue, waiters, offers) = (
+            key.modes_key(),
+            key.queue_key(),
+            key.waiters_key(),
+            key.offers_key(),
+        );
+        let keys = [
+            key.redis_key(),
+            &modes,
+            key.fence_key(),
+            &queue,
+            &waiters,
+            &offers,
+        ];
+        let mut args = vec![owner.expose().as_bytes()];
+        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
+        let script = &rw::GIVE_UP;
+        let reply = self.node.run(script, &keys, &args).await?;
+        if let Some(problem) = rw_problem(&reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
+    /// [`LockBackend::try_acquire_access`] on one node.
+    pub(super) async fn access_attempt(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        request: AccessRequest,
+        earlier: Option<&HoldToken>,
+    ) -> Result<AcquireOutcome, LockError> {
+        self.node.validate_ttl(ttl)?;
+        let (modes, queue, waiters) = (key.modes_key(), key.queue_key(), key.waiters_key());
+        let offers = key.offers_key();
+        let mut keys = vec![key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let lease_ms = MillisText::new(ttl_millis(request.waiter.waiter_lease).max(1));
+        // Write tokens are issued as this backend's grants issue theirs.
+        let [counter_ttl, ..] = self.grant.script_args();
+        let mut args: Vec<&[u8]> = vec![
+            hold.attempt_value().as_bytes(),
+            request.access.letter().as_bytes(),
+            ttl_ms.as_bytes(),
+            lease_ms.as_bytes(),
+            if request.waiter.join { b"1" } else { b"0" },
+            if request.prefer_readers { b"r" } else { b"w" },
+            counter_ttl.as_bytes(),
+        ];
+        // Writers that prefer readers make no offers: a release then
+        // leaves the lock free for readers to race them.
+        let hands_over =
+            request.access == Access::Exclusive && !request.prefer_readers && self.hands_over();
+        if hands_over {
+            keys.push(&offers);
+            args.push(earlier.map_or(&b"-"[..], |hold| hold.attempt_value().as_bytes()));
+        }
+        let script = &rw::ACQUIRE;
+        let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
+        if let Some(granted) = granted_earlier(&reply, hands_over && earlier.is_some()) {
+            let fencing_token = granted.ok_or_else(|| self.node.unexpected(script, &reply))?;
+            return Ok(AcquireOutcome::GrantedEarlier {
+                fencing_token: Some(fencing_token),
+                ttl,
+            });
+        }
+        let outcome = access_outcome(key, &reply)
+            .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
+        if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
+            return Err(self.undo_unacknowledged(key, hold, err).await);
+        }
+        Ok(outcome)
+    }
+
+    /// [`LockBackend::inspect_rw_lock`] on one node.
+    pub(super) async fn read_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
+        let (modes, waiters) = (key.modes_key(), key.waiters_key());
+        let script = &rw::INSPECT;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &modes, key.fence_key(), &waiters],
+                &[],
+            )
+            .await?;
+        if let Some(problem) = rw_problem(&reply) {
+            return Err(problem);
+        }
+        rw_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
+    }
+}
+
+/// The `{-2, key, detail}` reply of the read-write scripts as
+/// [`LockError::Corrupted`]; `None` for any other reply.
+pub(super) fn rw_problem(reply: &Reply) -> Option<LockError> {
+    foreign_data(
+        reply,
+        "this read-write lock's data (a lock or semaphore of the same name?)",
+    )
+}
+
+/// The reply of `rw_acquire.lua`; `None` for a shape it never gives.
+pub(super) fn access_outcome(
+    key: &LockKey,
+    reply: &Reply,
+) -> Option<Result<AcquireOutcome, LockError>> {
+    if let Some(problem) = rw_problem(reply) {
+        return Some(Err(problem));
+    }
+    match reply.as_array()? {
+        [Reply::Int(1), token] => {
+            let token = token.as_text()?.parse::<u64>().ok()?;
+            Some(Ok(AcquireOutcome::Acquired {
+                fencing_token: Some(FencingToken::new(token)),
+            }))
+        }
+        [Reply::Int(0), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
+            remaining: remaining_from_pttl(*wait_ms),
+        })),
+        [Reply::Int(-4)] => Some(Err(LockError::UpgradeRefused {
+            key: key.name().to_owned(),
+        })),
+        _ => None,
+    }
+}
+
+/// The reply of `rw_inspect.lua`; `None` for a shape it never gives.
+pub(super) fn rw_state(reply: &Reply) -> Option<RwLockState> {
+    let [epoch, Reply::Int(waiting), holds @ ..] = reply.as_array()? else {
+        return None;
+    };
+    let epoch = FencingToken::new(epoch.as_text()?.parse().ok()?);
+    if !holds.len().is_multiple_of(3) {
+        return None;
+    }
+    let holds = holds
+        .chunks(3)
+        .map(|fields| match fields {
+            [mode, Reply::Int(left), token] => Some(RwHoldState::new(
+                match mode.as_text()? {
+                    "r" => Access::Shared,
+                    "w" => Access::Exclusive,
+                    _ => return None,
+                },
+                Duration::from_millis(u64::try_from(*left).ok()?),
+                FencingToken::new(token.as_text()?.parse().ok()?),
+            )),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(RwLockState::new(
+        epoch,
+        u64::try_from(*waiting).ok()?,
+        holds,
+    ))
+}
