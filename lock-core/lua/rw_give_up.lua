@@ -26,19 +26,7 @@ end
 local holds, modes, counter, queue, waiters, offers = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local owner = ARGV[1]
 if sem_held_by_other(holds, modes) then
-  -- Another kind holds the name (a plain lock's string, a semaphore's
-  -- sorted set): no write of ours to give back; only the place is left.
-  local foreign = sem_foreign({queue, waiters, offers}, {'list', 'zset', 'hash'})
-  if foreign then
-    return foreign
-  end
-  redis.call('hdel', offers, owner)
-  redis.call('zrem', waiters, owner)
-  local removed = redis.call('lrem', queue, 0, owner)
-  if removed > 0 then
-    redis.pcall('publish', holds .. ':released', '0')
-  end
-  return {removed, 0}
+  return sem_leave_beside_other(holds, queue, waiters, offers, owner)
 end
 local foreign = sem_foreign({holds, modes, counter, queue, waiters, offers},
   {'zset', 'hash', 'string', 'list', 'zset', 'hash'})

@@ -79,6 +79,25 @@ local function sem_held_by_other(main, companion)
   return left
 end
 
+-- sem_leave_beside_other(main, queue, waiters, offers, owner): the give-up
+-- of a waiter whose name another kind holds (sem_held_by_other): nothing of
+-- ours to give back, only the place and its offer, and those behind it are
+-- told ('0' on `main`'s channel) when it had one. The reply {removed, 0},
+-- or {-2, key, type} for a line key of another type (nothing written).
+local function sem_leave_beside_other(main, queue, waiters, offers, owner)
+  local foreign = sem_foreign({queue, waiters, offers}, {'list', 'zset', 'hash'})
+  if foreign then
+    return foreign
+  end
+  redis.call('hdel', offers, owner)
+  redis.call('zrem', waiters, owner)
+  local removed = redis.call('lrem', queue, 0, owner)
+  if removed > 0 then
+    redis.pcall('publish', main .. ':released', '0')
+  end
+  return {removed, 0}
+end
+
 -- sem_entry(text): the weight, slot and token of a `held` entry, or nil
 -- when it is not `<weight>:<slot>:<token>`.
 local function sem_entry(text)

@@ -28,19 +28,7 @@ local permits, held, limit_key, fences = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local queue, waiters, offers = KEYS[5], KEYS[6], KEYS[7]
 local owner = ARGV[1]
 if sem_held_by_other(permits, held) then
-  -- Another kind holds the name: no permit of ours to give back; only the
-  -- place is left.
-  local foreign = sem_foreign({queue, waiters, offers}, {'list', 'zset', 'hash'})
-  if foreign then
-    return foreign
-  end
-  redis.call('hdel', offers, owner)
-  redis.call('zrem', waiters, owner)
-  local removed = redis.call('lrem', queue, 0, owner)
-  if removed > 0 then
-    redis.pcall('publish', permits .. ':released', 0)
-  end
-  return {removed, 0}
+  return sem_leave_beside_other(permits, queue, waiters, offers, owner)
 end
 local foreign = sem_foreign({permits, held, limit_key, fences, queue, waiters, offers},
   {'zset', 'hash', 'string', 'hash', 'list', 'zset', 'hash'})
