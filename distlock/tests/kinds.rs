@@ -304,11 +304,11 @@ fn a_waiter_that_gives_up_on_another_kind_leaves_the_line() {
                 }
                 // It leaves in the background; a place that stays is kept
                 // for twice the waiter lease (4 s).
-                let deadline = Instant::now() + Duration::from_secs(1);
-                while line(&server, &name) != (0, 0) {
-                    assert!(Instant::now() < deadline, "{pair}: a place stayed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
+                let left = format!("{pair}: the place left");
+                lock_testkit::eventually(Duration::from_secs(1), &left, || async {
+                    (line(&server, &name) == (0, 0)).then_some(())
+                })
+                .await;
                 held.release().await.expect("release");
             }
         }
@@ -330,14 +330,11 @@ fn a_fair_permit_waiter_keeps_its_place_behind_another_kind() {
             let read = rw.try_read().await.expect("read").expect("free");
             let semaphore = managers.fair.semaphore(&name, 2).expect("semaphore");
             let waiter = tokio::spawn(async move { semaphore.acquire().await });
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while line(&server, &name) != (1, 1) {
-                assert!(
-                    Instant::now() < deadline,
-                    "{client}: the waiter got no place"
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            let placed = format!("{client}: the waiter in line");
+            lock_testkit::eventually(Duration::from_secs(2), &placed, || async {
+                (line(&server, &name) == (1, 1)).then_some(())
+            })
+            .await;
             let later = rw.try_read().await.expect("a later read");
             assert!(later.is_none(), "{client}: a later reader went ahead");
             read.release().await.expect("release");

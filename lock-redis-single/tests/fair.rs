@@ -66,14 +66,11 @@ fn queued(fair: &Fair, name: &str) -> i64 {
 }
 
 async fn until_queued(fair: &Fair, name: &str, length: i64) {
-    let started = Instant::now();
-    while queued(fair, name) != length {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the queue never reached {length}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let what = format!("a queue of {length}");
+    lock_testkit::eventually(Duration::from_secs(5), &what, || async {
+        (queued(fair, name) == length).then_some(())
+    })
+    .await;
 }
 
 /// Waiters in different processes (each with its own connections and

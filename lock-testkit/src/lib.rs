@@ -82,6 +82,40 @@ pub fn run<F: Future<Output = ()>>(check: F) {
     });
 }
 
+/// Waits for a fact, not a time: calls `probe` every 10 ms until it returns
+/// `Some`, and returns that value. Panics naming `what` once `timeout` has
+/// passed without it, so a check that waits for a waiter to get in line (a
+/// queue's length, a subscriber count) fails with what it waited for.
+///
+/// ```no_run
+/// # async fn check(server: &lock_testkit::RedisServer) {
+/// use std::time::Duration;
+///
+/// let queued = lock_testkit::eventually(Duration::from_secs(2), "a waiter in line", || async {
+///     let length = server.admin(&["LLEN", "lock:{job}:queue"]).ok()?.as_int()?;
+///     (length == 1).then_some(length)
+/// })
+/// .await;
+/// # }
+/// ```
+pub async fn eventually<T, P, F>(timeout: Duration, what: &str, mut probe: P) -> T
+where
+    P: FnMut() -> F,
+    F: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} did not happen within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Expands to one `#[test]` per contract check, each calling the check with
 /// the factory expression (evaluated afresh per test).
 ///
@@ -203,4 +237,30 @@ macro_rules! contract_suite {
             }
         )+
     };
+}
+
+#[cfg(test)]
+mod eventually_tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn eventually_returns_the_first_value_the_probe_gives() {
+        super::run(async {
+            let calls = AtomicU32::new(0);
+            let started = Instant::now();
+            let value = super::eventually(Duration::from_secs(2), "the third call", || async {
+                let call = calls.fetch_add(1, Ordering::SeqCst) + 1;
+                (call == 3).then_some(call * 10)
+            })
+            .await;
+            assert_eq!(value, 30);
+            assert_eq!(calls.load(Ordering::SeqCst), 3, "probed after its value");
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{:?}",
+                started.elapsed()
+            );
+        });
+    }
 }

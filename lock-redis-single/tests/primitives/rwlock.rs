@@ -905,11 +905,10 @@ async fn a_waiting_writer_takes_up_a_grant_and_extends_it(kind: ClientKind) {
                 (Instant::now(), write)
             })
         };
-        let started = Instant::now();
-        while writers_queued(&server, &key) != 1 {
-            assert!(started.elapsed() < Duration::from_secs(5), "never queued");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        lock_testkit::eventually(Duration::from_secs(5), "a queued writer", || async {
+            (writers_queued(&server, &key) == 1).then_some(())
+        })
+        .await;
         // Subscribed by now: it subscribes before its second attempt.
         tokio::time::sleep(Duration::from_millis(50)).await;
         server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");

@@ -811,11 +811,10 @@ async fn a_fair_waiter_takes_up_a_granted_permit(kind: ClientKind) {
                 (Instant::now(), permit)
             })
         };
-        let started = Instant::now();
-        while in_line(&server, &key) != 1 {
-            assert!(started.elapsed() < Duration::from_secs(5), "never queued");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        lock_testkit::eventually(Duration::from_secs(5), "a waiter in line", || async {
+            (in_line(&server, &key) == 1).then_some(())
+        })
+        .await;
         // Subscribed by now: it subscribes before its second attempt.
         tokio::time::sleep(Duration::from_millis(50)).await;
         server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
@@ -885,15 +884,13 @@ async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
             .find(|pair| pair[0] != first.expose_owner())
             .map(|pair| (pair[0].to_owned(), pair[1].to_owned()))
     };
+    let (owner, offered) = lock_testkit::eventually(Duration::from_secs(5), "an offer", || async {
+        offer_of_waiter()
+    })
+    .await;
+    // Just after one of the waiter's attempts, so its timer is far off:
+    // polled faster than `eventually` does.
     let started = Instant::now();
-    let (owner, offered) = loop {
-        if let Some(offer) = offer_of_waiter() {
-            break offer;
-        }
-        assert!(started.elapsed() < Duration::from_secs(5), "never queued");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    };
-    // Just after one of the waiter's attempts, so its timer is far off.
     while offer_of_waiter().is_some_and(|(_, offer)| offer == offered) {
         assert!(
             started.elapsed() < Duration::from_secs(5),
