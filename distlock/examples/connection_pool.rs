@@ -56,10 +56,8 @@ async fn main() -> Result<(), distlock::LockError> {
         workers.push(tokio::spawn(async move {
             // Worker 0 runs a bulk job that counts for two connections.
             let weight = if worker == 0 { 2 } else { 1 };
-            let options = AcquireOptions::new()
-                .with_weight(weight)
-                .with_wait(Duration::from_secs(30));
-            let permit = pool.acquire_with(&options).await?;
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(30));
+            let permit = pool.acquire_many_with(weight, &options).await?;
             let slot = permit.permit_slot().expect("a permit has a slot");
             let token = permit.fencing_token().expect("a permit has a token");
             let opened = database.lock().expect("db").open(slot, weight, token);

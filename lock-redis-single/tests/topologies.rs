@@ -214,10 +214,8 @@ async fn semaphore_round(kind: ClientKind, endpoint: &Endpoint) {
     let waiter = {
         let pool = pool.clone();
         tokio::spawn(async move {
-            let both = lock_core::AcquireOptions::new()
-                .with_weight(2)
-                .with_wait(Duration::from_secs(8));
-            pool.acquire_with(&both).await
+            let wait = lock_core::AcquireOptions::new().with_wait(Duration::from_secs(8));
+            pool.acquire_many_with(2, &wait).await
         })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;

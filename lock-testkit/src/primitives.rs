@@ -59,10 +59,11 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
         tokio::spawn(async move {
             for round in 0..5u32 {
                 let weight = 1 + (task + round) % 2;
-                let options = AcquireOptions::new()
-                    .with_weight(weight)
-                    .with_wait(Duration::from_secs(10));
-                let permit = semaphore.acquire_with(&options).await.expect("a permit");
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+                let permit = semaphore
+                    .acquire_many_with(weight, &options)
+                    .await
+                    .expect("a permit");
                 let slot = permit.permit_slot().expect("a slot");
                 let token = permit.fencing_token().expect("a token").get();
                 {
@@ -108,8 +109,9 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     let ours = locks.semaphore("contract-crash", 2).expect("semaphore");
     let taken = Instant::now();
     let gone = theirs
-        .acquire_with(&AcquireOptions::new().with_weight(2).no_wait())
+        .try_acquire_many(2)
         .await
+        .expect("try")
         .expect("both permits");
     let permit = loop {
         let before = taken.elapsed();

@@ -249,7 +249,7 @@ async fn work(args: Args) -> Result<(), String> {
                 // Weights 1 and 2, so that one permit can take two slots' room.
                 (Some(semaphore), _) => {
                     let weight = rng.random_range(1..=semaphore.limit().min(2));
-                    semaphore.acquire_with(&options.with_weight(weight)).await
+                    semaphore.acquire_many_with(weight, &options).await
                 }
                 // Readers two times in three, so that reads overlap.
                 (None, Some(rw_lock)) if rng.random_range(0..3) < 2 => {

@@ -271,13 +271,6 @@ impl LockManager {
         name: &str,
         options: &AcquireOptions,
     ) -> Result<LeaseGuard, LockError> {
-        if options.weight.is_some_and(|weight| weight != 1) {
-            return Err(LockError::InvalidPermits {
-                reason: "a weight is for a semaphore's permits (LockManager::semaphore); a lock \
-                         is taken whole"
-                    .to_owned(),
-            });
-        }
         self.acquire_claim(name, options, Claim::Lock).await
     }
 

@@ -134,19 +134,13 @@ impl MultiLock {
     /// # Errors
     ///
     /// [`LockError::NotAcquired`] when some member stayed held for the
-    /// whole wait; [`LockError::InvalidPermits`] when `options` carry a
-    /// weight; otherwise as [`LockManager::acquire_with`].
+    /// whole wait; otherwise as [`LockManager::acquire_with`].
     ///
     /// # Cancel safety
     ///
     /// As [`LockManager::acquire_with`]: a hold granted to a dropped future
     /// is released in the background, every member of it.
     pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
-        if options.weight.is_some() {
-            return Err(LockError::InvalidPermits {
-                reason: "a weight is for a semaphore's permits, not a multi-key lock".to_owned(),
-            });
-        }
         self.manager
             .acquire_claim(self.first(), options, self.claim())
             .await

@@ -25,10 +25,6 @@ pub struct AcquireOptions {
     /// The lease's TTL, which the watchdog renews to. Default: the config's
     /// `ttl`.
     pub ttl: Option<Duration>,
-    /// For a semaphore's permit ([`Semaphore`](crate::Semaphore)): how many
-    /// of its permits this one counts for, from 1 to the limit. Default: 1.
-    /// A lock is taken whole: any other weight is refused there.
-    pub weight: Option<u32>,
 }
 
 impl AcquireOptions {
@@ -57,12 +53,6 @@ impl AcquireOptions {
     /// These options with a lease of `ttl`.
     pub fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
-        self
-    }
-
-    /// These options taking a semaphore permit of `weight`.
-    pub fn with_weight(mut self, weight: u32) -> Self {
-        self.weight = Some(weight);
         self
     }
 }

@@ -143,10 +143,9 @@ impl RwLock {
     /// # Errors
     ///
     /// [`LockError::NotAcquired`] when a writer held (or waited) for the
-    /// whole wait; [`LockError::InvalidPermits`] when `options` carry a
-    /// weight; [`LockError::Corrupted`] when one of its keys holds foreign
-    /// data (a lock or semaphore of the same name, for one); otherwise as
-    /// [`LockManager::acquire_with`].
+    /// whole wait; [`LockError::Corrupted`] when one of its keys holds
+    /// foreign data; otherwise as [`LockManager::acquire_with`]. A name
+    /// another kind holds (a lock, a semaphore) is held: the wait goes on.
     ///
     /// # Cancel safety
     ///
@@ -210,12 +209,6 @@ impl RwLock {
         access: Access,
         options: &AcquireOptions,
     ) -> Result<LeaseGuard, LockError> {
-        if options.weight.is_some() {
-            return Err(LockError::InvalidPermits {
-                reason: "a weight is for a semaphore's permits, not a read-write lock's holds"
-                    .to_owned(),
-            });
-        }
         self.manager
             .acquire_claim(self.name(), options, self.claim(access))
             .await

@@ -18,8 +18,8 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// [`LockManager::semaphore`]: at most `limit` weight of permits are live
 /// at once, across every process that uses the name.
 ///
-/// Each acquire takes **one permit** of a weight (1 unless
-/// [`AcquireOptions::with_weight`] says otherwise) with its own lease: the
+/// Each acquire takes **one permit** of a weight (1, or `n` with
+/// [`acquire_many`](Semaphore::acquire_many)) with its own lease: the
 /// same [`LeaseGuard`] as a lock, renewed by the watchdog, released by
 /// `release().await` or in the background on drop, its loss reported by
 /// `lost()`. A holder that crashes gives its weight back when its lease
@@ -137,9 +137,59 @@ impl Semaphore {
         self.acquire_with(&AcquireOptions::new()).await
     }
 
-    /// Takes a permit as `options` say: of their weight (default 1), as
-    /// their owner, waiting up to their wait, for a lease of their TTL; what
-    /// they leave unset comes from the config.
+    /// Takes a permit of weight 1 as `options` say: as their owner, waiting
+    /// up to their wait, for a lease of their TTL; what they leave unset
+    /// comes from the config.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many_with`](Self::acquire_many_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`]: a permit granted to a dropped
+    /// future is released in the background.
+    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+        self.acquire_many_with(1, options).await
+    }
+
+    /// Tries once for one permit of weight `n` (it counts for `n` of the
+    /// limit, as tokio's `Semaphore::try_acquire_many`): `Ok(None)` when it
+    /// does not fit beside the live permits.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many_with`](Self::acquire_many_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::try_acquire`].
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<LeaseGuard>, LockError> {
+        validate_weight(n, self.limit)?;
+        let settings = self.manager.settings();
+        self.manager
+            .try_once(None, self.name(), settings.ttl, self.claim(n))
+            .await
+    }
+
+    /// Waits up to the configured `wait_timeout` for one permit of weight
+    /// `n`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many_with`](Self::acquire_many_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::acquire_with`].
+    pub async fn acquire_many(&self, n: u32) -> Result<LeaseGuard, LockError> {
+        self.acquire_many_with(n, &AcquireOptions::new()).await
+    }
+
+    /// Takes one permit of weight `n` as `options` say: as their owner,
+    /// waiting up to their wait, for a lease of their TTL; what they leave
+    /// unset comes from the config. The permit is one hold, with one slot
+    /// and one token, renewed and released whole.
     ///
     /// # Errors
     ///
@@ -147,18 +197,22 @@ impl Semaphore {
     /// wait; [`LockError::InvalidPermits`] for a weight of 0 or above the
     /// limit; [`LockError::LimitMismatch`] when the semaphore is stored with
     /// another limit; [`LockError::Corrupted`] when one of its keys holds
-    /// foreign data (a lock of the same name, for one); otherwise as
-    /// [`LockManager::acquire_with`].
+    /// foreign data; otherwise as [`LockManager::acquire_with`]. A name
+    /// another kind holds (a lock, a read-write lock) is held: the wait
+    /// goes on.
     ///
     /// # Cancel safety
     ///
     /// As [`LockManager::acquire_with`]: a permit granted to a dropped
     /// future is released in the background.
-    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
-        let weight = options.weight.unwrap_or(1);
-        validate_weight(weight, self.limit)?;
+    pub async fn acquire_many_with(
+        &self,
+        n: u32,
+        options: &AcquireOptions,
+    ) -> Result<LeaseGuard, LockError> {
+        validate_weight(n, self.limit)?;
         self.manager
-            .acquire_claim(self.name(), options, self.claim(weight))
+            .acquire_claim(self.name(), options, self.claim(n))
             .await
     }
 

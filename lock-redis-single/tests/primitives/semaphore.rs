@@ -28,8 +28,8 @@ async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> Loc
     manager(kind, server, config).await
 }
 
-fn weight(n: u32) -> AcquireOptions {
-    AcquireOptions::new().with_weight(n).no_wait()
+fn no_wait() -> AcquireOptions {
+    AcquireOptions::new().no_wait()
 }
 
 async fn used(semaphore: &Semaphore) -> u64 {
@@ -49,10 +49,11 @@ async fn never_more_than_the_limit(kind: ClientKind) {
         tokio::spawn(async move {
             for round in 0..8u32 {
                 let w = 1 + (task + round) % 2;
-                let options = AcquireOptions::new()
-                    .with_weight(w)
-                    .with_wait(Duration::from_secs(10));
-                let permit = semaphore.acquire_with(&options).await.expect("acquire");
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+                let permit = semaphore
+                    .acquire_many_with(w, &options)
+                    .await
+                    .expect("acquire");
                 let slot = permit.permit_slot().expect("a slot");
                 assert!(slot < 3, "slot {slot} of a limit of 3");
                 {
@@ -84,18 +85,24 @@ async fn weights_slots_and_tokens(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let semaphore = locks.semaphore("weights", 5).expect("semaphore");
-    let three = semaphore.acquire_with(&weight(3)).await.expect("3 of 5");
+    let three = semaphore
+        .acquire_many_with(3, &no_wait())
+        .await
+        .expect("3 of 5");
     assert_eq!(three.permit_weight(), Some(3));
     assert_eq!(
         (three.permit_slot(), three.fencing_token().map(|t| t.get())),
         (Some(0), Some(1))
     );
-    let refused = semaphore.acquire_with(&weight(3)).await;
+    let refused = semaphore.acquire_many_with(3, &no_wait()).await;
     assert!(
         matches!(refused, Err(LockError::NotAcquired { .. })),
         "3 more of 5: {refused:?}"
     );
-    let two = semaphore.acquire_with(&weight(2)).await.expect("2 more");
+    let two = semaphore
+        .acquire_many_with(2, &no_wait())
+        .await
+        .expect("2 more");
     assert_eq!(two.permit_slot(), Some(1));
     assert!(semaphore.try_acquire().await.expect("try").is_none());
     let state = semaphore.state().await.expect("state");
@@ -126,7 +133,10 @@ async fn a_crashed_holders_weight_returns_after_its_ttl(kind: ClientKind) {
     let theirs = crashed.semaphore("crash", 2).expect("semaphore");
     let ours = locks.semaphore("crash", 2).expect("semaphore");
     let taken = Instant::now();
-    let lost = theirs.acquire_with(&weight(2)).await.expect("both permits");
+    let lost = theirs
+        .acquire_many_with(2, &no_wait())
+        .await
+        .expect("both permits");
     let mut refused = 0;
     let mut freed_after = None;
     while taken.elapsed() < Duration::from_secs(3) {
@@ -192,10 +202,8 @@ async fn a_heavy_waiter_is_woken_by_the_release_that_fits(kind: ClientKind) {
     let waiter = {
         let semaphore = semaphore.clone();
         tokio::spawn(async move {
-            let options = AcquireOptions::new()
-                .with_weight(3)
-                .with_wait(Duration::from_secs(20));
-            let permit = semaphore.acquire_with(&options).await;
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+            let permit = semaphore.acquire_many_with(3, &options).await;
             (Instant::now(), permit)
         })
     };
@@ -238,10 +246,11 @@ async fn a_light_waiter_behind_a_heavy_one_is_woken(kind: ClientKind) {
     let waiter = |w: u32| {
         let semaphore = semaphore.clone();
         tokio::spawn(async move {
-            let options = AcquireOptions::new()
-                .with_weight(w)
-                .with_wait(Duration::from_secs(20));
-            (semaphore.acquire_with(&options).await, Instant::now())
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+            (
+                semaphore.acquire_many_with(w, &options).await,
+                Instant::now(),
+            )
         })
     };
     let heavy = waiter(3);
@@ -351,7 +360,10 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let other = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let semaphore = locks.semaphore("handed", 3).expect("semaphore");
-    let first = semaphore.acquire_with(&weight(2)).await.expect("2 of 3");
+    let first = semaphore
+        .acquire_many_with(2, &no_wait())
+        .await
+        .expect("2 of 3");
     let (slot, token) = (first.permit_slot(), first.fencing_token());
     let handed = first.hand_off().expect("hand off");
     assert!(
@@ -458,16 +470,12 @@ async fn bad_input_is_refused(kind: ClientKind) {
     for w in [0, 3, u32::MAX] {
         assert!(
             matches!(
-                semaphore.acquire_with(&weight(w)).await,
+                semaphore.acquire_many_with(w, &no_wait()).await,
                 Err(LockError::InvalidPermits { .. })
             ),
             "weight {w}"
         );
     }
-    assert!(matches!(
-        locks.acquire_with("bad", &weight(2)).await,
-        Err(LockError::InvalidPermits { .. })
-    ));
     assert!(keys(&server).is_empty(), "{:?}", keys(&server));
     // A lock of the same name.
     let lock = locks
@@ -492,7 +500,7 @@ async fn bad_input_is_refused(kind: ClientKind) {
         .semaphore("large", MAX_SEMAPHORE_LIMIT)
         .expect("largest");
     let permit = large
-        .acquire_with(&weight(MAX_SEMAPHORE_LIMIT))
+        .acquire_many_with(MAX_SEMAPHORE_LIMIT, &no_wait())
         .await
         .expect("all of it");
     permit.release().await.expect("release");
@@ -518,10 +526,11 @@ async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
     let waiter = |w: u32| {
         let (semaphore, order) = (semaphore.clone(), Arc::clone(&order));
         tokio::spawn(async move {
-            let options = AcquireOptions::new()
-                .with_weight(w)
-                .with_wait(Duration::from_secs(20));
-            let permit = semaphore.acquire_with(&options).await.expect("a turn");
+            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+            let permit = semaphore
+                .acquire_many_with(w, &options)
+                .await
+                .expect("a turn");
             order.lock().expect("order").push(w);
             tokio::time::sleep(Duration::from_millis(100)).await;
             permit.release().await.expect("release");
@@ -698,10 +707,7 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
     let semaphore = locks.semaphore("relay", 3).expect("semaphore");
     let key = LockKey::new("lock:", "relay").expect("key");
     let lease = FAIR_WAITER_LEASE.as_millis() as i64;
-    let whole = semaphore
-        .acquire_with(&AcquireOptions::new().with_weight(3))
-        .await
-        .expect("all three");
+    let whole = semaphore.acquire_many(3).await.expect("all three");
     let two = queue_waiter(&locks, &key, 3, 2).await;
     let one = queue_waiter(&locks, &key, 3, 1).await;
     whole.release().await.expect("release");
@@ -748,10 +754,7 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
     for hold in [&two, &one] {
         locks.backend().release(&key, hold).await.expect("release");
     }
-    let stays = semaphore
-        .acquire_with(&AcquireOptions::new().with_weight(2))
-        .await
-        .expect("two of three");
+    let stays = semaphore.acquire_many(2).await.expect("two of three");
     let freed = semaphore.acquire().await.expect("the third");
     let heavy = queue_waiter(&locks, &key, 3, 3).await;
     let light = queue_waiter(&locks, &key, 3, 1).await;
@@ -858,10 +861,7 @@ async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
     let semaphore = locks.semaphore("passed", 5).expect("semaphore");
     let key = LockKey::new("lock:", "passed").expect("key");
     let offers = key.offers_key();
-    let two = semaphore
-        .acquire_with(&AcquireOptions::new().with_weight(2))
-        .await
-        .expect("two of five");
+    let two = semaphore.acquire_many(2).await.expect("two of five");
     let _one = semaphore.acquire().await.expect("a third");
     let first = queue_waiter(&locks, &key, 5, 3).await;
     let waiter = {

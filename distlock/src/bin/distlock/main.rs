@@ -1418,7 +1418,7 @@ impl Permits {
 
 /// Takes the lock, or a permit, as `what` says.
 async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockError> {
-    let mut options = match what.wait {
+    let options = match what.wait {
         Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
         None => distlock::AcquireOptions::new(),
     };
@@ -1435,9 +1435,8 @@ async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockEr
         }
         (None, None) => locks.acquire_with(what.key, &options).await,
         (Some(permits), None) => {
-            options = options.with_weight(permits.weight);
             let semaphore = locks.semaphore(what.key, permits.limit)?;
-            semaphore.acquire_with(&options).await
+            semaphore.acquire_many_with(permits.weight, &options).await
         }
     }
 }
