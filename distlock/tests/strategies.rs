@@ -106,7 +106,7 @@ fn a_primitive_a_strategy_lacks_is_refused_when_its_handle_is_made() {
             .collect();
         for client in ClientKind::compiled() {
             for (strategy, servers, has) in [
-                ("single", &three[..1], &Capability::ALL[..]),
+                ("single", &three[..1], Capability::ALL),
                 ("reentrant", &three[..1], &[][..]),
                 ("redlock", &three[..], &[Capability::MultiKeys][..]),
             ] {

@@ -102,9 +102,11 @@ impl fmt::Display for AclNeed {
 }
 
 /// What a backend may have beyond the plain lock. A manager reads it from
-/// [`LockBackend::capabilities`](crate::LockBackend::capabilities) when a handle is made (or, for fair mode,
-/// when the manager is), so a strategy without it is refused at once with
-/// [`LockError::Unsupported`], never at the first acquire.
+/// [`LockBackend::capabilities`](crate::LockBackend::capabilities): a
+/// primitive's handle is refused with [`LockError::Unsupported`] when it is
+/// made on a strategy without it, and a config with `fair = true` with
+/// [`LockError::InvalidConfig`] on `fair` when the manager is; never at the
+/// first acquire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
@@ -125,7 +127,7 @@ pub enum Capability {
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 5] = [
+    pub const ALL: &'static [Capability] = &[
         Capability::FairQueue,
         Capability::Semaphores,
         Capability::RwLocks,
@@ -189,9 +191,10 @@ pub enum LockError {
         /// What is wrong with the token.
         reason: String,
     },
-    /// The strategy has no such primitive (or mode): a semaphore, read-write
-    /// lock, multi-key lock or election asked of a strategy without it, when
-    /// its handle is made; fair mode, when the manager is.
+    /// The strategy has no such primitive: a semaphore, read-write lock,
+    /// multi-key lock or election asked of a strategy without it, when its
+    /// handle is made. (Fair mode on such a strategy is a config error on
+    /// `fair`, when the manager is made.)
     #[error("the {strategy} strategy has no {capability}; use the single-node strategy")]
     Unsupported {
         /// The strategy's name.

@@ -55,8 +55,14 @@ impl LockBackend for OneCommandEach {
         "single, one command per renewal"
     }
 
+    /// The inner backend's grant fields; none of the primitives, whose
+    /// methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities {
-        self.0.capabilities()
+        lock_core::Capability::ALL
+            .iter()
+            .fold(self.0.capabilities(), |has, &capability| {
+                has.without(capability)
+            })
     }
 
     async fn try_acquire(

@@ -114,8 +114,14 @@ impl LockBackend for SlowAcquires {
         self.inner.strategy()
     }
 
+    /// The inner backend's grant fields; none of the primitives, whose
+    /// methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities {
-        self.inner.capabilities()
+        lock_core::Capability::ALL
+            .iter()
+            .fold(self.inner.capabilities(), |has, &capability| {
+                has.without(capability)
+            })
     }
 
     async fn try_acquire(

@@ -285,8 +285,14 @@ impl LockBackend for Faulty {
         self.inner.strategy()
     }
 
+    /// The inner backend's grant fields; none of the primitives, whose
+    /// methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities {
-        self.inner.capabilities()
+        lock_core::Capability::ALL
+            .iter()
+            .fold(self.inner.capabilities(), |has, &capability| {
+                has.without(capability)
+            })
     }
 
     async fn try_acquire(

@@ -195,9 +195,11 @@ pub enum ReleaseOutcome {
 }
 
 /// What a backend was built to do with the config fields that reach its
-/// grants. [`LockManager::new`](crate::LockManager::new) refuses a config
-/// that says otherwise, so a manager's config and its backend cannot
-/// disagree in silence.
+/// grants, and what it has beyond the plain lock (a [`Capability`] each).
+/// [`LockManager::new`](crate::LockManager::new) refuses a config that says
+/// otherwise, and a primitive's handle is refused on a backend that does not
+/// declare it, so a manager's config and its backend cannot disagree in
+/// silence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Capabilities {
@@ -225,6 +227,14 @@ impl Capabilities {
     /// These capabilities with `capability` too.
     pub fn with(mut self, capability: Capability) -> Self {
         self.has |= capability.bit();
+        self
+    }
+
+    /// These capabilities without `capability`: what a backend that wraps
+    /// another declares for what it does not pass on (a wrapper that
+    /// forwards only the plain lock's methods drops every capability).
+    pub fn without(mut self, capability: Capability) -> Self {
+        self.has &= !capability.bit();
         self
     }
 
@@ -320,8 +330,15 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// A short name of the strategy, for logs: `"single"`, `"reentrant"`, ...
     fn strategy(&self) -> &'static str;
 
-    /// What this backend was built to do with the config's grant fields;
-    /// see [`Capabilities`]. The default claims nothing.
+    /// What this backend was built to do with the config's grant fields,
+    /// and which [`Capability`] it has; see [`Capabilities`]. The default
+    /// claims nothing and has none. The engine calls a primitive's methods
+    /// ([`try_acquire_permit`](Self::try_acquire_permit),
+    /// [`try_acquire_access`](Self::try_acquire_access),
+    /// [`try_acquire_multi`](Self::try_acquire_multi),
+    /// [`proclaim`](Self::proclaim), [`try_acquire_fair`](Self::try_acquire_fair),
+    /// ...) only where it is declared; a backend that wraps another declares
+    /// only what it passes on ([`Capabilities::without`]).
     fn capabilities(&self) -> Capabilities {
         Capabilities::unknown()
     }
@@ -669,5 +686,36 @@ fn no_elections(strategy: &'static str) -> LockError {
     LockError::Unsupported {
         strategy,
         capability: Capability::Elections,
+    }
+}
+
+#[cfg(test)]
+mod capability_tests {
+    use super::{Capabilities, Capability};
+    use crate::error::LockError;
+
+    #[test]
+    fn capabilities_are_added_and_dropped_one_at_a_time() {
+        let all = Capability::ALL
+            .iter()
+            .fold(Capabilities::unknown(), |has, &capability| {
+                has.with(capability)
+            });
+        for &capability in Capability::ALL {
+            assert!(all.has(capability), "{capability}");
+            let less = all.without(capability);
+            assert!(!less.has(capability), "{capability} dropped");
+            for &other in Capability::ALL.iter().filter(|&&other| other != capability) {
+                assert!(less.has(other), "{other} kept without {capability}");
+            }
+        }
+        match Capabilities::unknown().require("test", Capability::Semaphores) {
+            Err(LockError::Unsupported {
+                strategy: "test",
+                capability: Capability::Semaphores,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(all.require("test", Capability::Elections).is_ok());
     }
 }

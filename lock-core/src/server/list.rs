@@ -250,6 +250,11 @@ fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
 /// leader. A backend without them, or a read that fails,
 /// says nothing: the lock's own state is listed all the same.
 async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
+    let has = backend.capabilities();
+    if !has.has(Capability::Semaphores) && !has.has(Capability::RwLocks) {
+        // Elections are single-node locks too: nothing else to read.
+        return Kind::default();
+    }
     if let Ok(state) = backend.inspect_semaphore(key).await {
         if state.limit.is_some() {
             return Kind {

@@ -1405,8 +1405,8 @@ struct Permits {
 }
 
 impl Permits {
-    /// A semaphore when `--permits` is above 1 or `--weight` is given;
-    /// `--permits 1` alone is the lock.
+    /// A semaphore when `--permits` or `--weight` is above 1; `--permits 1`
+    /// (with or without `--weight 1`) is the lock.
     fn asked(permits: Option<u32>, weight: Option<u32>) -> Option<Self> {
         let limit = permits.unwrap_or(1);
         (limit > 1 || weight.is_some_and(|weight| weight > 1)).then(|| Permits {
