@@ -58,11 +58,7 @@ impl LockBackend for OneCommandEach {
     /// The inner backend's grant fields; none of the primitives, whose
     /// methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities {
-        lock_core::Capability::ALL
-            .iter()
-            .fold(self.0.capabilities(), |has, &capability| {
-                has.without(capability)
-            })
+        self.0.capabilities().plain_lock_only()
     }
 
     async fn try_acquire(

@@ -288,11 +288,7 @@ impl LockBackend for Faulty {
     /// The inner backend's grant fields; none of the primitives, whose
     /// methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities {
-        lock_core::Capability::ALL
-            .iter()
-            .fold(self.inner.capabilities(), |has, &capability| {
-                has.without(capability)
-            })
+        self.inner.capabilities().plain_lock_only()
     }
 
     async fn try_acquire(

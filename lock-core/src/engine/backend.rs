@@ -238,6 +238,13 @@ impl Capabilities {
         self
     }
 
+    /// These capabilities with the grant fields alone and no [`Capability`]:
+    /// what a backend that wraps another and passes on only the plain
+    /// lock's methods declares.
+    pub fn plain_lock_only(self) -> Self {
+        Capabilities { has: 0, ..self }
+    }
+
     /// Whether the backend has `capability`.
     pub fn has(&self, capability: Capability) -> bool {
         self.has & capability.bit() != 0
@@ -338,7 +345,8 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// [`try_acquire_multi`](Self::try_acquire_multi),
     /// [`proclaim`](Self::proclaim), [`try_acquire_fair`](Self::try_acquire_fair),
     /// ...) only where it is declared; a backend that wraps another declares
-    /// only what it passes on ([`Capabilities::without`]).
+    /// only what it passes on ([`Capabilities::without`],
+    /// [`Capabilities::plain_lock_only`]).
     fn capabilities(&self) -> Capabilities {
         Capabilities::unknown()
     }

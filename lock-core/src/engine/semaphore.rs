@@ -118,10 +118,7 @@ impl Semaphore {
     ///
     /// As [`LockManager::try_acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>, LockError> {
-        let settings = self.manager.settings();
-        self.manager
-            .try_once(None, self.name(), settings.ttl, self.claim(1))
-            .await
+        self.try_acquire_many(1).await
     }
 
     /// Waits up to the configured `wait_timeout` for a permit of weight 1.
@@ -134,7 +131,7 @@ impl Semaphore {
     ///
     /// As [`LockManager::acquire_with`].
     pub async fn acquire(&self) -> Result<LeaseGuard, LockError> {
-        self.acquire_with(&AcquireOptions::new()).await
+        self.acquire_many(1).await
     }
 
     /// Takes a permit of weight 1 as `options` say: as their owner, waiting

@@ -430,14 +430,13 @@ fn lost_master(err: &LockError) -> bool {
 impl RedisNode {
     /// Sends `commands` as one pipeline on the connection that serves `key`
     /// (on a cluster, the master of its slot) and returns every reply as it
-    /// came, errors included. On a cluster, a reply to `commands[first]`
+    /// came, errors included. On a cluster, a reply to the first command
     /// that proves it did not run (the slot moved) sends the whole pipeline
-    /// again: `first` is the first command with a key.
+    /// again.
     async fn send_pipeline(
         &self,
         key: &[u8],
         commands: &[(&'static str, &[&[u8]])],
-        first: usize,
     ) -> Result<Vec<redis::Value>, LockError> {
         let mut pipeline = redis::pipe();
         // Each reply on its own, errors included, instead of the first error.
@@ -484,12 +483,12 @@ impl RedisNode {
                             SingleNodeRoutingInfo::SpecificNode(route),
                         )
                         .await;
-                    // A first keyed command the server refused without
-                    // running it (the slot moved) is sent again, the whole
-                    // pipeline with it.
+                    // A first command the server refused without running it
+                    // (the slot moved) is sent again, the whole pipeline
+                    // with it.
                     let refused = match &sent {
                         Ok(values) => {
-                            matches!(values.get(first), Some(redis::Value::ServerError(error))
+                            matches!(values.first(), Some(redis::Value::ServerError(error))
                             if NOT_RUN.contains(&error.code()))
                         }
                         Err(err) => did_not_run(err),
@@ -575,7 +574,7 @@ impl NodeClient for RedisNode {
         key: &[u8],
         commands: &[(&'static str, &[&[u8]])],
     ) -> Result<Vec<Result<Reply, LockError>>, LockError> {
-        let values = self.send_pipeline(key, commands, 0).await?;
+        let values = self.send_pipeline(key, commands).await?;
         Ok(values
             .into_iter()
             .map(|value| convert(&self.address, value))
