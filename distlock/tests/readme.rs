@@ -1,7 +1,8 @@
-//! The README run as a reader copies it, against real servers: its first
-//! example with concurrent duplicate requests, and (with the command) its
-//! ACL rule with every verb and primitive of `distlock`. Each reads its text
-//! from README.md, so the README and what is tested cannot drift apart.
+//! The docs run as a reader copies them, against real servers: the README's
+//! first example with concurrent duplicate requests, and (with the command)
+//! the ACL rule of docs/OPERATIONS.md with every verb and primitive of
+//! `distlock`. Each reads its text from the file, so the docs and what is
+//! tested cannot drift apart.
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
@@ -13,13 +14,20 @@ fn readme() -> String {
     std::fs::read_to_string(path).expect("the workspace README")
 }
 
+/// The operator's guide, where the README sends readers for the ACL rule.
+#[cfg(feature = "cli")]
+fn operations() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/OPERATIONS.md");
+    std::fs::read_to_string(path).expect("docs/OPERATIONS.md")
+}
+
 /// The section of `markdown` under the heading `heading` (a whole line),
 /// up to the next heading of the same level or higher.
 fn section<'a>(markdown: &'a str, heading: &str) -> &'a str {
     let level = heading.chars().take_while(|c| *c == '#').count();
     let start = markdown
         .find(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("the README has no `{heading}` section"))
+        .unwrap_or_else(|| panic!("no `{heading}` section"))
         + heading.len()
         + 2;
     let rest = &markdown[start..];
@@ -143,11 +151,11 @@ mod usage {
     }
 }
 
-/// The code `usage` runs is the README's first Rust block under "Usage".
+/// The code `usage` runs is the README's first Rust block under "Quick start".
 #[test]
 fn usage_example_is_the_tested_file() {
     let readme = readme();
-    let block = first_block(section(&readme, "## Usage"), "rust");
+    let block = first_block(section(&readme, "## Quick start"), "rust");
     assert_eq!(
         block,
         include_str!("readme/charge_once.rs"),
@@ -156,8 +164,8 @@ fn usage_example_is_the_tested_file() {
     );
 }
 
-/// The README's "Redis users and ACLs" rule, created as it is written on
-/// real servers, then every verb of `distlock` and every primitive run as
+/// The "Redis users and ACLs" rule of docs/OPERATIONS.md, created as it is
+/// written on real servers, then every verb of `distlock` and every primitive run as
 /// that user through the real binary, for each strategy, fair mode and the
 /// options that read the server's clock.
 #[cfg(feature = "cli")]
@@ -174,14 +182,16 @@ mod acl {
 
     use crate::common::{clients, distlock, output, DISTLOCK};
 
-    /// The README's rule for a lock user: the words of its `ACL SETUSER` line.
+    /// The documented rule for a lock user: the words of its `ACL SETUSER`
+    /// line.
     fn readme_rule() -> Vec<String> {
-        let readme = crate::readme();
-        let block = crate::first_block(crate::section(&readme, "## Redis users and ACLs"), "text");
+        let operations = crate::operations();
+        let block =
+            crate::first_block(crate::section(&operations, "## Redis users and ACLs"), "text");
         let line = block
             .lines()
             .find(|line| line.starts_with("ACL SETUSER "))
-            .expect("an `ACL SETUSER` line in the README's ACL section");
+            .expect("an `ACL SETUSER` line in the ACL section of docs/OPERATIONS.md");
         line.split_whitespace().map(str::to_owned).collect()
     }
 
