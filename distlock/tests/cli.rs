@@ -746,7 +746,7 @@ fn acquire_refuses_a_held_lock_and_prints_json() {
         assert_eq!(code(&out), 0, "{out:?}");
         let printed = stdout(&out);
         for field in [
-            "\"owner\":\"dl2.1.2000.",
+            "\"owner\":\"dl1.lock.1.2000.",
             "\"fencing_token\":1",
             "\"ttl_ms\":2000",
         ] {
@@ -945,7 +945,7 @@ fn hand_over_verbs_on_bad_input() {
         assert!(!out.stderr.is_empty(), "{args:?} says why");
     }
     let long_name = "n".repeat(100_000);
-    let huge_token = format!("dl1.1.0123456789abcdef.{}", "o".repeat(100_000));
+    let huge_token = format!("dl1.lock.1.2000.0123456789abcdef.{}", "o".repeat(100_000));
     for (args, owner) in [
         (vec!["acquire", "--key", ""], token.as_str()),
         (vec!["acquire", "--key", long_name.as_str()], token.as_str()),

@@ -186,8 +186,10 @@ mod acl {
     /// line.
     fn readme_rule() -> Vec<String> {
         let operations = crate::operations();
-        let block =
-            crate::first_block(crate::section(&operations, "## Redis users and ACLs"), "text");
+        let block = crate::first_block(
+            crate::section(&operations, "## Redis users and ACLs"),
+            "text",
+        );
         let line = block
             .lines()
             .find(|line| line.starts_with("ACL SETUSER "))

@@ -110,8 +110,8 @@ impl fmt::Display for AclNeed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Capability {
-    /// Fair mode: locks, semaphores and writers served in arrival order
-    /// ([`LockBackend::try_acquire_fair`](crate::LockBackend::try_acquire_fair)).
+    /// Fair mode: locks and semaphores served in arrival order
+    /// ([`Claim::Lock`](crate::Claim::Lock) with a place).
     FairQueue,
     /// Semaphores ([`LockManager::semaphore`](crate::LockManager::semaphore)).
     Semaphores,
@@ -123,6 +123,11 @@ pub enum Capability {
     /// Leader elections ([`LockManager::election`](crate::LockManager::election)),
     /// whose terms are fencing tokens.
     Elections,
+    /// Hand-off: a held lease resumed by another process
+    /// ([`LockManager::resume`](crate::LockManager::resume)).
+    HandOff,
+    /// Listing the held locks ([`LockManager::list`](crate::LockManager::list)).
+    Listing,
 }
 
 impl Capability {
@@ -133,6 +138,8 @@ impl Capability {
         Capability::RwLocks,
         Capability::MultiKeys,
         Capability::Elections,
+        Capability::HandOff,
+        Capability::Listing,
     ];
 
     /// What it is called in messages: `"semaphores"`, `"read-write locks"`,
@@ -144,6 +151,8 @@ impl Capability {
             Capability::RwLocks => "read-write locks",
             Capability::MultiKeys => "multi-key locks",
             Capability::Elections => "elections",
+            Capability::HandOff => "hand-off",
+            Capability::Listing => "listing",
         }
     }
 
@@ -154,6 +163,8 @@ impl Capability {
             Capability::RwLocks => 4,
             Capability::MultiKeys => 8,
             Capability::Elections => 16,
+            Capability::HandOff => 32,
+            Capability::Listing => 64,
         }
     }
 }

@@ -60,14 +60,16 @@
 mod config;
 mod engine;
 mod error;
+mod hold;
 mod key;
 mod server;
 pub mod strategy;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
-    AccessRequest, AcquireOutcome, Capabilities, ExtendOutcome, FairPlace, LockBackend,
-    PermitRequest, ReleaseOutcome, Renewal,
+    AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend, ExtendOutcome,
+    FairPlace, HandOffBackend, ListBackend, LockBackend, PermitRequest, ReleaseOutcome, Renewal,
+    RwLockBackend, SemaphoreBackend,
 };
 pub use engine::background::settle_background_releases;
 pub use engine::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
@@ -86,10 +88,8 @@ pub use engine::status::LeaseStatus;
 pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::{Grant, Wakeups};
 pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};
-pub use key::{
-    Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken, Permit, MAX_KEY_LEN,
-    MAX_OWNER_LEN, MAX_PREFIX_LEN,
-};
+pub use hold::{Access, HandoffToken, HoldKind, HoldToken, Permit};
+pub use key::{FencingToken, LockKey, OwnerToken, MAX_KEY_LEN, MAX_OWNER_LEN, MAX_PREFIX_LEN};
 #[cfg(feature = "fred")]
 pub use server::client::FredNode;
 #[cfg(feature = "redis")]

@@ -41,9 +41,14 @@
 //!    nodes, keep a [`ReleaseNotifier`] per node and
 //!    [`merge`](ReleaseWatch::merge) their watches. Release scripts publish on
 //!    [`LockKey::release_channel`](crate::LockKey::release_channel).
-//! 6. **Name the nodes that hold your keys** in
-//!    [`LockBackend::list`](crate::LockBackend::list) through [`list_held`],
-//!    so `distlock list` can list your locks.
+//! 6. **Declare what you have** in
+//!    [`LockBackend::capabilities`](crate::LockBackend::capabilities): a
+//!    claim other than the plain lock reaches your
+//!    [`try_acquire`](crate::LockBackend::try_acquire) only when you declare
+//!    its capability, and a primitive's own operations are traits you opt
+//!    into ([`SemaphoreBackend`](crate::SemaphoreBackend), ...). Name the
+//!    nodes that hold your keys in a [`ListBackend`](crate::ListBackend)
+//!    through [`list_held`], so `distlock list` can list your locks.
 //!
 //! # Example
 //!
@@ -60,9 +65,9 @@
 //!     remaining_from_pttl, scripts, validate_ttl, MillisText, Reply, Script, ScriptedNode,
 //! };
 //! use lock_core::{
-//!     async_trait, AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken,
-//!     LockBackend, LockConfig, LockError, LockKey, LockManager, LockState, NodeUrl,
-//!     ReleaseOutcome, Wakeups,
+//!     async_trait, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions,
+//!     ExtendOutcome, HoldToken, LockBackend, LockConfig, LockError, LockKey, LockManager,
+//!     LockState, NodeUrl, ReleaseOutcome, Wakeups,
 //! };
 //!
 //! /// `SET NX PX`, or the holder's remaining TTL.
@@ -92,18 +97,28 @@
 //!         "plain"
 //!     }
 //!
+//!     /// It stores its hold's value alone, so a release of an attempt
+//!     /// whose reply was lost frees only what that attempt took.
+//!     fn capabilities(&self) -> Capabilities<'_> {
+//!         Capabilities::unknown().releasing_only_its_attempt()
+//!     }
+//!
+//!     /// The plain lock: the engine sends no other claim to a backend that
+//!     /// declares no other capability.
 //!     async fn try_acquire(
 //!         &self,
 //!         key: &LockKey,
 //!         hold: &HoldToken,
 //!         ttl: Duration,
+//!         _claim: &Claim,
+//!         _earlier: Option<&HoldToken>,
 //!     ) -> Result<AcquireOutcome, LockError> {
 //!         validate_ttl(ttl)?;
 //!         let ttl_ms = MillisText::of_ttl(ttl);
 //!         let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
 //!         let reply = self.node.run(&ACQUIRE, &[key.redis_key()], &args).await?;
 //!         match reply.as_array() {
-//!             Some([Reply::Int(1)]) => Ok(AcquireOutcome::Acquired { fencing_token: None }),
+//!             Some([Reply::Int(1)]) => Ok(Acquired::new(None, ttl).into()),
 //!             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
 //!                 remaining: remaining_from_pttl(*pttl),
 //!             }),
@@ -136,10 +151,6 @@
 //!             Reply::Int(0) => Ok(ReleaseOutcome::NotHeld),
 //!             other => Err(self.node.unexpected(release, &other)),
 //!         }
-//!     }
-//!
-//!     fn releases_only_its_attempt(&self) -> bool {
-//!         true
 //!     }
 //!
 //!     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {

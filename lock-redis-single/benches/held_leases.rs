@@ -55,10 +55,9 @@ impl LockBackend for OneCommandEach {
         "single, one command per renewal"
     }
 
-    /// The inner backend's grant fields; none of the primitives, whose
-    /// methods this wrapper does not pass on.
-    fn capabilities(&self) -> lock_core::Capabilities {
-        self.0.capabilities().plain_lock_only()
+    /// The inner backend's: every method but `extend_many` is passed on.
+    fn capabilities(&self) -> lock_core::Capabilities<'_> {
+        self.0.capabilities()
     }
 
     async fn try_acquire(
@@ -66,8 +65,10 @@ impl LockBackend for OneCommandEach {
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &lock_core::Claim,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
-        self.0.try_acquire(key, hold, ttl).await
+        self.0.try_acquire(key, hold, ttl, claim, earlier).await
     }
 
     async fn extend(
@@ -81,10 +82,6 @@ impl LockBackend for OneCommandEach {
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         self.0.release(key, hold).await
-    }
-
-    fn releases_only_its_attempt(&self) -> bool {
-        self.0.releases_only_its_attempt()
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
@@ -102,21 +99,13 @@ impl LockBackend for OneCommandEach {
         self.0.watch_releases(key).await
     }
 
-    async fn leave_fair_queue(
+    async fn leave_queue(
         &self,
         key: &LockKey,
         owner: &OwnerToken,
         offered: Option<&[lock_core::HoldToken]>,
     ) -> Result<(), LockError> {
-        self.0.leave_fair_queue(key, owner, offered).await
-    }
-
-    async fn list(
-        &self,
-        prefix: &str,
-        options: &lock_core::ListOptions,
-    ) -> Result<lock_core::LockListing, LockError> {
-        self.0.list(prefix, options).await
+        self.0.leave_queue(key, owner, offered).await
     }
 }
 

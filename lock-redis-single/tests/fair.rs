@@ -171,11 +171,13 @@ async fn queue_by_hand(fair: &Fair, key: &LockKey) -> HoldToken {
 async fn queue_again(fair: &Fair, key: &LockKey, hold: &HoldToken, lease: Duration) {
     let outcome = fair
         .backend
-        .try_acquire_fair(
+        .try_acquire(
             key,
             hold,
             Duration::from_secs(10),
-            FairPlace::new(lease, true),
+            &lock_core::Claim::Lock {
+                fair: Some(FairPlace::new(lease, true)),
+            },
             None,
         )
         .await
@@ -277,20 +279,24 @@ async fn release_hands_over_on_the_server(kind: ClientKind) {
         .in_line();
     let outcome = fair
         .backend
-        .try_acquire_fair(
+        .try_acquire(
             &key,
             &next,
             Duration::from_secs(10),
-            FairPlace::new(FAIR_WAITER_LEASE, true),
+            &lock_core::Claim::Lock {
+                fair: Some(FairPlace::new(FAIR_WAITER_LEASE, true)),
+            },
             Some(&waiter),
         )
         .await
         .expect("the next attempt");
     match outcome {
-        AcquireOutcome::GrantedEarlier {
+        AcquireOutcome::Acquired(lock_core::Acquired {
             fencing_token: Some(token),
             ttl,
-        } => {
+            earlier: true,
+            ..
+        }) => {
             assert_eq!(token.get(), first + 1);
             assert_eq!(ttl, Duration::from_secs(10));
         }
@@ -400,7 +406,7 @@ async fn leaving_gives_back_a_grant(kind: ClientKind) {
     holder.release().await.expect("release");
     assert!(stored(&fair, &key).is_some_and(|value| value.starts_with(leaving.attempt_value())));
     fair.backend
-        .leave_fair_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
+        .leave_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
         .await
         .expect("leave");
     assert_eq!(

@@ -370,13 +370,14 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
             let name = format!("claimed-{kind}");
             let edit = |handoff: &lock_core::HandoffToken, claim: &str| {
                 let text = handoff.expose();
-                let mut fields = text.splitn(3, '.');
-                let (format, _claim, rest) = (
+                let mut fields = text.splitn(4, '.');
+                let (format, kind, _claim, rest) = (
                     fields.next().expect("format"),
+                    fields.next().expect("kind"),
                     fields.next().expect("claim"),
                     fields.next().expect("rest"),
                 );
-                lock_core::HandoffToken::parse(&format!("{format}.{claim}.{rest}"))
+                lock_core::HandoffToken::parse(&format!("{format}.{kind}.{claim}.{rest}"))
                     .expect("an edited token still parses")
             };
             // An earlier holder had token `issued`.

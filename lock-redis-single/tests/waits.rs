@@ -116,7 +116,7 @@ impl LockBackend for SlowAcquires {
 
     /// The inner backend's grant fields; none of the primitives, whose
     /// methods this wrapper does not pass on.
-    fn capabilities(&self) -> lock_core::Capabilities {
+    fn capabilities(&self) -> lock_core::Capabilities<'_> {
         self.inner.capabilities().plain_lock_only()
     }
 
@@ -125,6 +125,8 @@ impl LockBackend for SlowAcquires {
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &lock_core::Claim,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         let slow = self
             .slow
@@ -133,7 +135,7 @@ impl LockBackend for SlowAcquires {
         if slow {
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        self.inner.try_acquire(key, hold, ttl).await
+        self.inner.try_acquire(key, hold, ttl, claim, earlier).await
     }
 
     async fn extend(

@@ -10,9 +10,10 @@ use lock_core::strategy::{
     Reply,
 };
 use lock_core::{
-    AcquireOutcome, Capabilities, Capability, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
-    FromConfig, HoldToken, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
-    LockState, NodeUrl, ReleaseOutcome, Topology, Wakeups,
+    AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,
+    ExtendOutcome, FromConfig, HoldKind, HoldToken, ListBackend, ListOptions, LockBackend,
+    LockConfig, LockError, LockKey, LockListing, LockState, NodeUrl, ReleaseOutcome, Topology,
+    Wakeups,
 };
 
 use crate::late_grants::{delete_late_grant, LateGrants};
@@ -96,12 +97,15 @@ impl FromConfig for RedlockBackend {
 /// A multi-key hold's member keys, as the node scripts take them; `None`
 /// for a hold of one key.
 fn member_keys(hold: &HoldToken) -> Option<Arc<[String]>> {
-    hold.members().map(|members| {
+    let HoldKind::Multi(members) = hold.kind() else {
+        return None;
+    };
+    Some(
         members
             .iter()
             .map(|key| key.redis_key().to_owned())
-            .collect()
-    })
+            .collect(),
+    )
 }
 
 /// Why no holder information: each node's grant is a bare `SET NX PX`, the
@@ -445,18 +449,36 @@ impl LockBackend for RedlockBackend {
     /// majority of independent nodes, more permits than the limit could
     /// each hold a majority, since no node sees them all (with a limit of 2
     /// over 3 nodes, permits on A+B, B+C and A+C leave every node at 2).
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::unknown()
             .with_holder_info(false)
-            .with(Capability::MultiKeys)
+            .releasing_only_its_attempt()
+            .with_multi_keys()
+            .with_listing(self)
     }
 
+    /// A lock, or every key of a multi-key lock: each node takes all the
+    /// keys in one script (`multi_set.lua`); the quorum, validity and
+    /// release rules are a lock's. No fencing token.
     async fn try_acquire(
         &self,
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &Claim,
+        _earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
+        match (claim, hold.kind()) {
+            (Claim::Lock { fair: None }, HoldKind::Lock) => {}
+            (Claim::Multi(keys), HoldKind::Multi(members))
+                if keys == members && keys.first() == Some(key) => {}
+            (Claim::Lock { fair: None } | Claim::Multi(_), _) => {
+                return Err(LockError::InvalidKey {
+                    reason: "a multi-key acquire names its keys in its hold's members".to_owned(),
+                })
+            }
+            _ => return Err(claim.unsupported(self.strategy())),
+        }
         validate_ttl(ttl)?;
         if self.options.node_timeout >= ttl {
             return Err(LockError::InvalidTtl {
@@ -567,9 +589,7 @@ impl LockBackend for RedlockBackend {
                     elapsed_us = elapsed.as_micros() as u64,
                     "redlock quorum reached"
                 );
-                return Ok(AcquireOutcome::Acquired {
-                    fencing_token: None,
-                });
+                return Ok(Acquired::new(None, ttl).into());
             }
         }
         // Release on every node that may hold this attempt's grant, including
@@ -719,28 +739,6 @@ impl LockBackend for RedlockBackend {
         }
     }
 
-    fn releases_only_its_attempt(&self) -> bool {
-        true
-    }
-
-    /// Every node takes all the keys in one script (`multi_set.lua`); the
-    /// quorum, validity and release rules are a lock's. No fencing token.
-    async fn try_acquire_multi(
-        &self,
-        keys: &[LockKey],
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<AcquireOutcome, LockError> {
-        match (keys.first(), hold.members()) {
-            (Some(first), Some(members)) if members == keys => {
-                self.try_acquire(first, hold, ttl).await
-            }
-            _ => Err(LockError::InvalidKey {
-                reason: "a multi-key acquire names its keys in its hold's members".to_owned(),
-            }),
-        }
-    }
-
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
         let needed = self.quorum();
         let proves_gone = self.nodes.len() - needed + 1;
@@ -834,16 +832,6 @@ impl LockBackend for RedlockBackend {
         Ok(merged.map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
-        list_held(
-            self,
-            self.nodes.iter().map(|node| node.client()).collect(),
-            prefix,
-            options,
-        )
-        .await
-    }
-
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
         let needed = self.quorum();
         let args = Texts::new([key.redis_key(), key.fence_key()]);
@@ -898,5 +886,18 @@ impl LockBackend for RedlockBackend {
         } else {
             Ok(LockState::Free { last_token: None })
         }
+    }
+}
+
+#[async_trait]
+impl ListBackend for RedlockBackend {
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            self.nodes.iter().map(|node| node.client()).collect(),
+            prefix,
+            options,
+        )
+        .await
     }
 }

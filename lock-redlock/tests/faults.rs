@@ -416,9 +416,15 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     let owner =
         lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("rng")).expect("rng");
     let key = lock_core::LockKey::new("lock:", "k").expect("key");
-    let result =
-        lock_core::LockBackend::try_acquire(&backend, &key, &owner, Duration::from_millis(20))
-            .await;
+    let result = lock_core::LockBackend::try_acquire(
+        &backend,
+        &key,
+        &owner,
+        Duration::from_millis(20),
+        &lock_core::Claim::LOCK,
+        None,
+    )
+    .await;
     assert!(
         matches!(result, Err(LockError::InvalidTtl { .. })),
         "a TTL below the node timeout: {result:?}"
@@ -443,8 +449,10 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
     let ttl = Duration::from_secs(10);
     let holder = hold();
     assert!(matches!(
-        backend.try_acquire(&key, &holder, ttl).await,
-        Ok(lock_core::AcquireOutcome::Acquired { .. })
+        backend
+            .try_acquire(&key, &holder, ttl, &lock_core::Claim::LOCK, None)
+            .await,
+        Ok(lock_core::AcquireOutcome::Acquired(_))
     ));
     // Let the grants still in flight land on every node.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -463,8 +471,10 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
     warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
     let holder = hold();
     assert!(matches!(
-        backend.try_acquire(&key, &holder, ttl).await,
-        Ok(lock_core::AcquireOutcome::Acquired { .. })
+        backend
+            .try_acquire(&key, &holder, ttl, &lock_core::Claim::LOCK, None)
+            .await,
+        Ok(lock_core::AcquireOutcome::Acquired(_))
     ));
     tokio::time::sleep(Duration::from_millis(100)).await;
     for node in &nodes[..2] {

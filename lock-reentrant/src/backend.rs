@@ -9,9 +9,10 @@ use lock_core::strategy::{
     list_held, remaining_from_pttl, MillisText, NodeClient, Reply, ScriptedNode,
 };
 use lock_core::{
-    AcquireOutcome, Capabilities, ClientKind, ConnectOptions, Endpoint, ExtendOutcome,
-    FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListOptions, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockState, ReleaseOutcome, Wakeups,
+    AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,
+    ExtendOutcome, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListBackend,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
+    ReleaseOutcome, Wakeups,
 };
 
 /// A reentrant lock backend over one Redis node.
@@ -127,16 +128,24 @@ impl LockBackend for ReentrantBackend {
     }
 
     /// Reentrant grants issue tokens whatever `fencing` says.
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::unknown().with_holder_info(self.grant.holder_info())
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::unknown()
+            .with_holder_info(self.grant.holder_info())
+            .with_listing(self)
     }
 
+    /// The lock alone: re-entry is by owner, which no other primitive has.
     async fn try_acquire(
         &self,
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &Claim,
+        _earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
+        if !matches!(claim, Claim::Lock { fair: None }) {
+            return Err(claim.unsupported(self.strategy()));
+        }
         self.node.validate_ttl(ttl)?;
         let ttl_ms = MillisText::of_ttl(ttl);
         let holder = key.holder_key();
@@ -169,7 +178,7 @@ impl LockBackend for ReentrantBackend {
                     }
                     return Err(err);
                 }
-                Ok(AcquireOutcome::Acquired { fencing_token })
+                Ok(Acquired::new(fencing_token, ttl).into())
             }
             Some([Reply::Int(0), Reply::Int(pttl)]) => Ok(AcquireOutcome::Held {
                 remaining: remaining_from_pttl(*pttl),
@@ -248,16 +257,6 @@ impl LockBackend for ReentrantBackend {
             .map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
-        list_held(
-            self,
-            vec![Ok(Arc::clone(self.node.client()))],
-            prefix,
-            options,
-        )
-        .await
-    }
-
     /// The hash slot of `key` on a cluster, so that a master that stalls
     /// holds up the renewals of its own slots only.
     fn renewal_group(&self, key: &LockKey) -> u32 {
@@ -295,5 +294,18 @@ impl LockBackend for ReentrantBackend {
                 detail: format!("expected one owner with a positive hold count, found {reply}"),
             }),
         }
+    }
+}
+
+#[async_trait]
+impl ListBackend for ReentrantBackend {
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            vec![Ok(Arc::clone(self.node.client()))],
+            prefix,
+            options,
+        )
+        .await
     }
 }

@@ -83,11 +83,13 @@ async fn nested_holds_count(factory: &Reentrant) {
     let mut tokens = Vec::new();
     for depth in 1..=4 {
         match backend
-            .try_acquire(&key, &holder, TTL)
+            .try_acquire(&key, &holder, TTL, &lock_core::Claim::LOCK, None)
             .await
             .expect("acquire")
         {
-            AcquireOutcome::Acquired { fencing_token } => tokens.push(fencing_token),
+            AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }) => {
+                tokens.push(fencing_token)
+            }
             held => panic!("depth {depth}: the holder was refused: {held:?}"),
         }
         assert_eq!(
@@ -104,7 +106,7 @@ async fn nested_holds_count(factory: &Reentrant) {
         assert!(
             matches!(
                 backend
-                    .try_acquire(&key, &other, TTL)
+                    .try_acquire(&key, &other, TTL, &lock_core::Claim::LOCK, None)
                     .await
                     .expect("acquire"),
                 AcquireOutcome::Held { .. }
@@ -133,11 +135,11 @@ async fn nested_holds_count(factory: &Reentrant) {
         );
     }
     match backend
-        .try_acquire(&key, &other, TTL)
+        .try_acquire(&key, &other, TTL, &lock_core::Claim::LOCK, None)
         .await
         .expect("acquire")
     {
-        AcquireOutcome::Acquired { fencing_token } => {
+        AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }) => {
             assert!(
                 fencing_token > tokens[0],
                 "the next outermost acquire gets a new token"
@@ -153,11 +155,11 @@ async fn wrong_owner_is_refused(factory: &Reentrant) {
     let backend = deployment.backend.as_ref();
     let (key, holder, intruder) = (key("guarded"), owner(), owner());
     backend
-        .try_acquire(&key, &holder, TTL)
+        .try_acquire(&key, &holder, TTL, &lock_core::Claim::LOCK, None)
         .await
         .expect("acquire");
     backend
-        .try_acquire(&key, &holder, TTL)
+        .try_acquire(&key, &holder, TTL, &lock_core::Claim::LOCK, None)
         .await
         .expect("re-enter");
     assert_eq!(
@@ -183,17 +185,17 @@ async fn expiry_with_holds_frees_the_key(factory: &Reentrant) {
     let short = Duration::from_millis(100);
     for _ in 0..3 {
         backend
-            .try_acquire(&key, &holder, short)
+            .try_acquire(&key, &holder, short, &lock_core::Claim::LOCK, None)
             .await
             .expect("acquire");
     }
     tokio::time::sleep(short + Duration::from_millis(50)).await;
     assert!(matches!(
         backend
-            .try_acquire(&key, &other, short)
+            .try_acquire(&key, &other, short, &lock_core::Claim::LOCK, None)
             .await
             .expect("acquire"),
-        AcquireOutcome::Acquired { .. }
+        AcquireOutcome::Acquired(_)
     ));
     assert_eq!(
         backend.release(&key, &holder).await.expect("release"),
@@ -239,7 +241,7 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
     deployment.admin_all(&["SET", bad_count.fence_key(), "7"]);
     for outcome in [
         backend
-            .try_acquire(&bad_count, &holder, TTL)
+            .try_acquire(&bad_count, &holder, TTL, &lock_core::Claim::LOCK, None)
             .await
             .map(|_| ()),
         backend.release(&bad_count, &holder).await.map(|_| ()),
@@ -268,10 +270,15 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
         deployment.admin_all(&["HSET", odd_counter.redis_key(), "worker-1", "1"]);
         deployment.admin_all(&["PEXPIRE", odd_counter.redis_key(), "10000"]);
         deployment.admin_all(&["SET", odd_counter.fence_key(), counter]);
-        let outcome = backend.try_acquire(&odd_counter, &holder, TTL).await;
+        let outcome = backend
+            .try_acquire(&odd_counter, &holder, TTL, &lock_core::Claim::LOCK, None)
+            .await;
         match (counter, &outcome) {
             // Exact above 2^53 as text, so a re-entry may take it.
-            ("9007199254740993", Ok(AcquireOutcome::Acquired { fencing_token })) => assert_eq!(
+            (
+                "9007199254740993",
+                Ok(AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. })),
+            ) => assert_eq!(
                 fencing_token.map(|token| token.get()),
                 Some(9_007_199_254_740_993),
                 "the token is the counter, not a rounded float"
@@ -293,7 +300,9 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
     // A string is how a plain lock holds the name: held for a reentrant
     // acquire, as any other kind's hold is; the hold's own commands find
     // no hash.
-    let outcome = backend.try_acquire(&string_key, &holder, TTL).await;
+    let outcome = backend
+        .try_acquire(&string_key, &holder, TTL, &lock_core::Claim::LOCK, None)
+        .await;
     assert!(
         matches!(outcome, Ok(AcquireOutcome::Held { .. })),
         "string where a hash belongs: {outcome:?}"

@@ -389,13 +389,13 @@ async fn acquire(
     ttl: Duration,
 ) -> AcquireOutcome {
     backend
-        .try_acquire(key, owner, ttl)
+        .try_acquire(key, owner, ttl, &lock_core::Claim::LOCK, None)
         .await
         .expect("try_acquire")
 }
 
 fn acquired(outcome: AcquireOutcome) -> bool {
-    matches!(outcome, AcquireOutcome::Acquired { .. })
+    matches!(outcome, AcquireOutcome::Acquired(_))
 }
 
 /// Many tasks contend for one lock; at most one is ever inside, and every one
@@ -566,7 +566,7 @@ pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
         let holder = owner();
         let ttl = Duration::from_millis(if round % 2 == 0 { 10_000 } else { 30 });
         let token = match acquire(backend, &key, &holder, ttl).await {
-            AcquireOutcome::Acquired { fencing_token } => fencing_token,
+            AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }) => fencing_token,
             other => panic!("round {round}: expected to acquire, got {other:?}"),
         };
         if !factory.capabilities().fencing {
@@ -838,7 +838,7 @@ pub async fn force_release_frees_the_key(factory: &dyn BackendFactory) {
     let (key, stuck, next) = (key("stuck"), owner(), owner());
     let ttl = Duration::from_secs(30);
     let first = match acquire(backend, &key, &stuck, ttl).await {
-        AcquireOutcome::Acquired { fencing_token } => fencing_token,
+        AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }) => fencing_token,
         other => panic!("expected to acquire, got {other:?}"),
     };
     // A multi-node acquire returns once a majority granted; the other grants
@@ -856,13 +856,15 @@ pub async fn force_release_frees_the_key(factory: &dyn BackendFactory) {
         "a majority still held the key after a forced release"
     );
     match acquire(backend, &key, &next, ttl).await {
-        AcquireOutcome::Acquired { fencing_token } if factory.capabilities().fencing => {
+        AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. })
+            if factory.capabilities().fencing =>
+        {
             assert!(
                 first.is_some() && fencing_token > first,
                 "the token after a forced release ({fencing_token:?}) must exceed {first:?}"
             )
         }
-        AcquireOutcome::Acquired { fencing_token } => assert_eq!(
+        AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }) => assert_eq!(
             (first, fencing_token),
             (None, None),
             "a strategy without fencing returned a token"
@@ -1035,7 +1037,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
         "a token exactly where the strategy fences: {token:?}"
     );
     let handle = guard.handle();
-    if !deployment.backend.releases_only_its_attempt() {
+    if !deployment.backend.capabilities().releases_only_its_attempt {
         match guard.hand_off() {
             Err(LockError::HandOffUnsupported { .. }) => {}
             other => panic!("hand_off of a shared hold: {other:?}"),
@@ -1131,7 +1133,7 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_secs(5);
     let locks = deployment.manager(fast_config(ttl));
-    if !deployment.backend.releases_only_its_attempt() {
+    if !deployment.backend.capabilities().releases_only_its_attempt {
         return; // no hand-off (see handed_off_lease_resumes_elsewhere)
     }
     let guard = locks
@@ -1191,13 +1193,13 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
             8
         }
     };
-    // `dl2.<fencing token>.<ttl>.<nonce>.<owner>`, with another token.
+    // `dl1.lock.<fencing token>.<ttl>.<nonce>.<owner>`, with another token.
     let forged = format!(
-        "dl2.{claimed}.{}",
+        "dl1.lock.{claimed}.{}",
         current
             .expose()
-            .splitn(3, '.')
-            .nth(2)
+            .splitn(4, '.')
+            .nth(3)
             .expect("ttl, nonce and owner")
     );
     let forged = HandoffToken::parse(&forged).expect("well-formed");
@@ -1220,7 +1222,7 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
 /// something else.
 pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
-    if !deployment.backend.releases_only_its_attempt() {
+    if !deployment.backend.capabilities().releases_only_its_attempt {
         return; // no hand-off (see handed_off_lease_resumes_elsewhere)
     }
     let ttl = Duration::from_millis(300);
@@ -1350,7 +1352,9 @@ pub async fn bad_input_is_rejected(factory: &dyn BackendFactory) {
     ] {
         assert!(
             matches!(
-                backend.try_acquire(&valid, &holder, ttl).await,
+                backend
+                    .try_acquire(&valid, &holder, ttl, &lock_core::Claim::LOCK, None)
+                    .await,
                 Err(LockError::InvalidTtl { .. })
             ),
             "try_acquire with TTL {ttl:?}"
@@ -1398,10 +1402,16 @@ pub async fn bad_input_is_rejected(factory: &dyn BackendFactory) {
         "extend of a list key: {outcome:?}"
     );
     let outcome = backend
-        .try_acquire(&wrong, &holder, Duration::from_secs(1))
+        .try_acquire(
+            &wrong,
+            &holder,
+            Duration::from_secs(1),
+            &lock_core::Claim::LOCK,
+            None,
+        )
         .await;
     assert!(
-        !matches!(outcome, Ok(AcquireOutcome::Acquired { .. })),
+        !matches!(outcome, Ok(AcquireOutcome::Acquired(_))),
         "a list key is never taken over: {outcome:?}"
     );
     for server in &deployment.servers {
@@ -1438,7 +1448,13 @@ pub async fn server_down_is_a_clear_error(factory: &dyn BackendFactory) {
     let started = Instant::now();
     let outcome = deployment
         .backend
-        .try_acquire(&key("dead"), &owner(), Duration::from_secs(1))
+        .try_acquire(
+            &key("dead"),
+            &owner(),
+            Duration::from_secs(1),
+            &lock_core::Claim::LOCK,
+            None,
+        )
         .await;
     assert!(outcome.is_err(), "acquire on a dead server: {outcome:?}");
     assert!(

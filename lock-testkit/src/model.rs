@@ -182,12 +182,18 @@ async fn run_scenario(
         match *op {
             Op::Acquire { owner, key } => {
                 let outcome = backend
-                    .try_acquire(&keys[key], &owners[owner], TTL)
+                    .try_acquire(
+                        &keys[key],
+                        &owners[owner],
+                        TTL,
+                        &lock_core::Claim::LOCK,
+                        None,
+                    )
                     .await
                     .map_err(|err| TestCaseError::fail(format!("step {step} {op:?}: {err}")))?;
                 let holder = model.holder.get(&key).copied();
                 match (holder, outcome) {
-                    (None, AcquireOutcome::Acquired { fencing_token }) => {
+                    (None, AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. })) => {
                         if fencing {
                             let token = fencing_token
                                 .ok_or_else(|| {
@@ -217,9 +223,10 @@ async fn run_scenario(
                         }
                         model.holder.insert(key, (owner, 1));
                     }
-                    (Some((holder, holds)), AcquireOutcome::Acquired { fencing_token })
-                        if capabilities.reentrant && holder == owner =>
-                    {
+                    (
+                        Some((holder, holds)),
+                        AcquireOutcome::Acquired(lock_core::Acquired { fencing_token, .. }),
+                    ) if capabilities.reentrant && holder == owner => {
                         if fencing {
                             prop_assert_eq!(
                                 fencing_token.map(|token| token.get()),

@@ -2,9 +2,11 @@
 //! model: random sequences of one-shot reads and writes (re-entries,
 //! downgrades and refused upgrades among them: each holder is one owner),
 //! extends, releases and expiries by several holders of one lock, run on a
-//! real server through [`LockBackend::try_acquire_access`] and compared
-//! step by step, with the server's own view
-//! ([`LockBackend::inspect_rw_lock`]) after each step.
+//! real server through [`LockBackend::try_acquire`] with a
+//! [`Claim::Access`](lock_core::Claim::Access) and compared step by step,
+//! with the server's own view
+//! ([`RwLockBackend::rw_lock_state`](lock_core::RwLockBackend::rw_lock_state))
+//! after each step.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -126,20 +128,21 @@ async fn run_scenario(
             Op::Take { holder, access } => {
                 let hold = HoldToken::new(owners[holder].clone())
                     .expect("os rng")
-                    .for_access(access);
+                    .with_kind(lock_core::HoldKind::Access(access));
                 // One-shot: a write never queues, so no writer waits.
                 let request = AccessRequest::new(access, FAIR_WAITER_LEASE, false);
                 let outcome = backend
-                    .try_acquire_access(key, &hold, TTL, request, None)
+                    .try_acquire(key, &hold, TTL, &lock_core::Claim::Access(request), None)
                     .await;
                 match (model.expect(holder, access), outcome) {
                     (Err(()), Err(LockError::UpgradeRefused { .. })) => {}
                     (Ok(None), Ok(AcquireOutcome::Held { .. })) => {}
                     (
                         Ok(Some(token)),
-                        Ok(AcquireOutcome::Acquired {
+                        Ok(AcquireOutcome::Acquired(lock_core::Acquired {
                             fencing_token: Some(granted),
-                        }),
+                            ..
+                        })),
                     ) => {
                         prop_assert_eq!(granted.get(), token, "step {} {:?}: token", step, op);
                         if access == Access::Exclusive {
@@ -224,7 +227,10 @@ async fn run_scenario(
             }
         }
         let state = backend
-            .inspect_rw_lock(key)
+            .capabilities()
+            .rw_locks()
+            .expect("read-write locks")
+            .rw_lock_state(key)
             .await
             .map_err(|err| fail(step, op, err))?;
         prop_assert_eq!(

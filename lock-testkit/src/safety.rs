@@ -287,7 +287,7 @@ impl LockBackend for Faulty {
 
     /// The inner backend's grant fields; none of the primitives, whose
     /// methods this wrapper does not pass on.
-    fn capabilities(&self) -> lock_core::Capabilities {
+    fn capabilities(&self) -> lock_core::Capabilities<'_> {
         self.inner.capabilities().plain_lock_only()
     }
 
@@ -296,9 +296,11 @@ impl LockBackend for Faulty {
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &lock_core::Claim,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
-        self.apply(0, self.acquire, self.inner.try_acquire(key, hold, ttl))
-            .await
+        let attempt = self.inner.try_acquire(key, hold, ttl, claim, earlier);
+        self.apply(0, self.acquire, attempt).await
     }
 
     async fn extend(
@@ -309,10 +311,6 @@ impl LockBackend for Faulty {
     ) -> Result<ExtendOutcome, LockError> {
         self.apply(1, self.extend, self.inner.extend(key, hold, ttl))
             .await
-    }
-
-    fn releases_only_its_attempt(&self) -> bool {
-        self.inner.releases_only_its_attempt()
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
@@ -638,7 +636,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     // `release()` dropped before its reply is sent again in the background
     // where a release names one attempt's grant; a reentrant one (which takes
     // one off a shared count) is left to the TTL, as the next check shows why.
-    let resent = deployment.backend.releases_only_its_attempt();
+    let resent = deployment.backend.capabilities().releases_only_its_attempt;
     let locks = manager(
         Faulty::new(
             &deployment.backend,

@@ -1,9 +1,11 @@
 //! Property tests of a strategy's semaphore against a reference model:
 //! random sequences of acquire (of weights 1 to 3), extend, release and
 //! expiry by several holders of one semaphore of 4, run on a real server
-//! through [`LockBackend::try_acquire_permit`] and compared step by step,
-//! with the server's own view ([`LockBackend::inspect_semaphore`]) after
-//! each step.
+//! through [`LockBackend::try_acquire`] with a
+//! [`Claim::Permit`](lock_core::Claim::Permit) and compared step by step,
+//! with the server's own view
+//! ([`SemaphoreBackend::semaphore_state`](lock_core::SemaphoreBackend::semaphore_state))
+//! after each step.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -78,7 +80,7 @@ pub fn check_semaphore_against_model(factory: &dyn BackendFactory, cases: u32) {
 fn attempt(weight: u32) -> HoldToken {
     HoldToken::new(OwnerToken::generate().expect("os rng"))
         .expect("os rng")
-        .for_permit(weight)
+        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(weight)))
 }
 
 fn fail(step: usize, op: Op, err: impl std::fmt::Display) -> TestCaseError {
@@ -102,20 +104,26 @@ async fn run_scenario(
                     .entry(holder)
                     .or_insert_with(|| attempt(weight))
                     .clone();
-                let request =
-                    PermitRequest::new(LIMIT, hold.permit().map_or(weight, |p| p.weight()));
+                let request = PermitRequest::new(
+                    LIMIT,
+                    match hold.kind() {
+                        lock_core::HoldKind::Permit(permit) => permit.weight(),
+                        _ => weight,
+                    },
+                );
                 let outcome = backend
-                    .try_acquire_permit(key, &hold, TTL, request, None)
+                    .try_acquire(key, &hold, TTL, &lock_core::Claim::Permit(request), None)
                     .await
                     .map_err(|err| fail(step, op, err))?;
                 match (model.held.get(&holder).copied(), outcome) {
                     // The same id again: its own permit, as a retried attempt.
                     (
                         Some(held),
-                        AcquireOutcome::PermitAcquired {
-                            slot,
-                            fencing_token,
-                        },
+                        AcquireOutcome::Acquired(lock_core::Acquired {
+                            slot: Some(slot),
+                            fencing_token: Some(fencing_token),
+                            ..
+                        }),
                     ) => {
                         prop_assert_eq!(
                             (slot, fencing_token.get()),
@@ -137,10 +145,11 @@ async fn run_scenario(
                     }
                     (
                         None,
-                        AcquireOutcome::PermitAcquired {
-                            slot,
-                            fencing_token,
-                        },
+                        AcquireOutcome::Acquired(lock_core::Acquired {
+                            slot: Some(slot),
+                            fencing_token: Some(fencing_token),
+                            ..
+                        }),
                     ) => {
                         let weight = request.weight;
                         prop_assert!(
@@ -251,7 +260,10 @@ async fn run_scenario(
             }
         }
         let state = backend
-            .inspect_semaphore(key)
+            .capabilities()
+            .semaphores()
+            .expect("semaphores")
+            .semaphore_state(key)
             .await
             .map_err(|err| fail(step, op, err))?;
         prop_assert_eq!(

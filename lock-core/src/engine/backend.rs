@@ -1,6 +1,7 @@
 //! The contract between the lock API and a locking strategy.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,57 +11,163 @@ use crate::engine::state::{
 };
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError};
-use crate::key::{Access, FencingToken, HoldToken, LockKey, OwnerToken};
+use crate::hold::{Access, HoldKind, HoldToken, Permit};
+use crate::key::{FencingToken, LockKey, OwnerToken};
+
+/// What one acquire attempt asks of a name: the engine's claim, as data.
+/// A backend answers every kind through
+/// [`LockBackend::try_acquire`], dispatching with one `match`, and the
+/// hold it is given has the same kind ([`Claim::hold_kind`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Claim {
+    /// The lock of the name; in fair mode, with the waiter's place in its
+    /// queue ([`Capability::FairQueue`]).
+    Lock {
+        /// The place in the queue, in fair mode: the lock is granted only
+        /// when the queue is empty or headed by the hold's owner, and
+        /// otherwise (if `join`) the owner is queued, or kept queued, for
+        /// `waiter_lease`. A backend that hands a fair lock over on the
+        /// server keeps the hold as the waiter's offer when it queues it: a
+        /// release of an [`in_line`](HoldToken::in_line) hold grants the
+        /// lock to the first live waiter's offer and tells it through
+        /// [`Wakeups::take_grant`].
+        fair: Option<FairPlace>,
+    },
+    /// A semaphore's permit ([`Capability::Semaphores`]).
+    Permit(PermitRequest),
+    /// A read-write lock's shared or exclusive hold
+    /// ([`Capability::RwLocks`]).
+    Access(AccessRequest),
+    /// Every key of the list (at least one, no two alike, in the order to
+    /// take them, the first being the lease's key) as one hold, all or
+    /// nothing ([`Capability::MultiKeys`]).
+    Multi(Arc<[LockKey]>),
+}
+
+impl Claim {
+    /// The plain lock of a name, outside fair mode.
+    pub const LOCK: Claim = Claim::Lock { fair: None };
+
+    /// What a hold granted for this claim takes.
+    pub fn hold_kind(&self) -> HoldKind {
+        match self {
+            Claim::Lock { .. } => HoldKind::Lock,
+            Claim::Permit(request) => HoldKind::Permit(Permit::new(request.weight)),
+            Claim::Access(request) => HoldKind::Access(request.access),
+            Claim::Multi(keys) => HoldKind::Multi(Arc::clone(keys)),
+        }
+    }
+
+    /// The capability a backend needs to answer this claim; `None` for the
+    /// plain lock every backend has.
+    pub fn capability(&self) -> Option<Capability> {
+        match self {
+            Claim::Lock { fair: None } => None,
+            Claim::Lock { fair: Some(_) } => Some(Capability::FairQueue),
+            Claim::Permit(_) => Some(Capability::Semaphores),
+            Claim::Access(_) => Some(Capability::RwLocks),
+            Claim::Multi(_) => Some(Capability::MultiKeys),
+        }
+    }
+
+    /// The error of `strategy`, which cannot take this claim: what a
+    /// backend answers for a claim it does not declare (the engine sends
+    /// none), [`LockError::Unsupported`].
+    pub fn unsupported(&self, strategy: &'static str) -> LockError {
+        match self.capability() {
+            Some(capability) => unsupported(strategy, capability),
+            None => LockError::InvalidConfig {
+                field: "strategy".to_owned(),
+                reason: format!("the {strategy} strategy cannot take {self:?}"),
+            },
+        }
+    }
+
+    /// The waiter's place in a queue this attempt keeps, if any: a fair
+    /// lock's or permit's, or a write's among the waiting writers.
+    pub fn place(&self) -> Option<FairPlace> {
+        match self {
+            Claim::Lock { fair } => *fair,
+            Claim::Permit(request) => request.fair,
+            Claim::Access(request) => {
+                (request.access == Access::Exclusive).then_some(request.waiter)
+            }
+            Claim::Multi(_) => None,
+        }
+    }
+}
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AcquireOutcome {
-    /// The lock is now held by the caller's hold for the requested TTL (or,
-    /// for a re-entry, at least that long).
-    Acquired {
-        /// The fencing token of this hold, if the strategy issues tokens.
-        fencing_token: Option<FencingToken>,
-    },
-    /// A semaphore's permit is now held by the caller's hold for the
-    /// requested TTL ([`LockBackend::try_acquire_permit`]).
-    PermitAcquired {
-        /// The slot the permit took, in `0..limit`: the lowest no live
-        /// permit had.
-        slot: u32,
-        /// The slot's next fencing token.
-        fencing_token: FencingToken,
-    },
-    /// A release already granted the lock, on the server, to the hold of
-    /// this waiter's earlier attempt (the `earlier` of
-    /// [`try_acquire_fair`](LockBackend::try_acquire_fair) or
-    /// [`try_acquire_access`](LockBackend::try_acquire_access)), and this attempt
-    /// renewed that grant: the earlier hold has the lock for `ttl`, counted
-    /// from when this attempt was sent.
-    GrantedEarlier {
-        /// The fencing token the release issued to it.
-        fencing_token: Option<FencingToken>,
-        /// The TTL the attempt set.
-        ttl: Duration,
-    },
-    /// As [`GrantedEarlier`](Self::GrantedEarlier), for a fair semaphore's
-    /// waiter ([`try_acquire_permit`](LockBackend::try_acquire_permit)):
-    /// the earlier attempt's permit has this slot and token, for `ttl`.
-    PermitGrantedEarlier {
-        /// The permit's slot.
-        slot: u32,
-        /// The slot's token the release issued to it.
-        fencing_token: FencingToken,
-        /// The TTL the attempt set.
-        ttl: Duration,
-    },
-    /// Someone else holds the lock (for a semaphore: the weight asked for
+    /// The claim is now held by the caller's hold (or, with
+    /// [`Acquired::earlier`], by its earlier attempt's).
+    Acquired(Acquired),
+    /// Someone else holds the name (for a semaphore: the weight asked for
     /// does not fit beside the live permits).
     Held {
         /// How long the holder's lease has left, if known; a waiter need not
         /// sleep past it.
         remaining: Option<Duration>,
     },
+}
+
+/// A grant: what [`AcquireOutcome::Acquired`] says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Acquired {
+    /// The hold's fencing token, if the strategy issues tokens: a lock's
+    /// or a write's next token, a read's epoch (the last write's token, 0
+    /// before any), a permit's slot's next token, a multi-key hold's token
+    /// greater than every earlier token of each member.
+    pub fencing_token: Option<FencingToken>,
+    /// A permit's slot, in `0..limit`: the lowest no live permit had.
+    /// `None` for every other claim.
+    pub slot: Option<u32>,
+    /// The TTL the attempt set, from when the server ran it: the one asked
+    /// for (or, for a re-entry, at least that long).
+    pub ttl: Duration,
+    /// A release already granted the claim, on the server, to the hold of
+    /// this waiter's earlier attempt (the `earlier` passed to
+    /// [`try_acquire`](LockBackend::try_acquire)), and this attempt renewed
+    /// that grant: the earlier hold has it for `ttl`, counted from when this
+    /// attempt was sent.
+    pub earlier: bool,
+}
+
+impl Acquired {
+    /// A grant to this attempt's hold with `fencing_token`, for `ttl`.
+    pub fn new(fencing_token: Option<FencingToken>, ttl: Duration) -> Self {
+        Acquired {
+            fencing_token,
+            slot: None,
+            ttl,
+            earlier: false,
+        }
+    }
+
+    /// A release's grant to the waiter's earlier attempt, with
+    /// `fencing_token`, renewed to `ttl` by this attempt.
+    pub fn earlier(fencing_token: FencingToken, ttl: Duration) -> Self {
+        Acquired {
+            earlier: true,
+            ..Acquired::new(Some(fencing_token), ttl)
+        }
+    }
+
+    /// This grant of a permit, in `slot`.
+    pub fn in_slot(mut self, slot: u32) -> Self {
+        self.slot = Some(slot);
+        self
+    }
+}
+
+impl From<Acquired> for AcquireOutcome {
+    fn from(acquired: Acquired) -> Self {
+        AcquireOutcome::Acquired(acquired)
+    }
 }
 
 /// What a semaphore acquire asks for: a permit of `weight` in a semaphore
@@ -76,8 +183,11 @@ pub struct PermitRequest {
     /// In fair mode, the waiter's place in the semaphore's queue: a permit
     /// is granted only when the queue is empty or headed by the hold's
     /// owner, and otherwise (if `join`) the owner is queued, or kept
-    /// queued, for `waiter_lease`, as
-    /// [`try_acquire_fair`](LockBackend::try_acquire_fair) does for a lock.
+    /// queued, for `waiter_lease`, as a fair lock's is ([`Claim::Lock`]).
+    /// A backend that hands permits over on the server keeps a queued
+    /// hold as its offer: a release grants permits to the offers at the
+    /// head of the line while their weights fit, and tells each through
+    /// [`Wakeups::take_grant`] (with the permit's slot).
     pub fair: Option<FairPlace>,
 }
 
@@ -100,8 +210,12 @@ impl PermitRequest {
     }
 }
 
-/// What a read-write lock acquire asks for
-/// ([`LockBackend::try_acquire_access`]).
+/// What a read-write lock acquire asks for ([`Claim::Access`]). An owner
+/// that has only shared holds and asks for the exclusive one gets
+/// [`LockError::UpgradeRefused`]. A backend that hands writes over on the
+/// server keeps a queued write's hold as its offer, as a fair lock's: the
+/// release that frees the lock grants the write to the first waiting
+/// writer's offer and tells it through [`Wakeups::take_grant`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AccessRequest {
@@ -195,14 +309,17 @@ pub enum ReleaseOutcome {
 }
 
 /// What a backend was built to do with the config fields that reach its
-/// grants, and what it has beyond the plain lock (a [`Capability`] each).
-/// [`LockManager::new`](crate::LockManager::new) refuses a config that says
-/// otherwise, and a primitive's handle is refused on a backend that does not
-/// declare it, so a manager's config and its backend cannot disagree in
-/// silence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// grants, and what it has beyond the plain lock (a [`Capability`] each),
+/// in one value: a capability with operations of its own is declared by
+/// handing over the backend as the trait that has them
+/// ([`with_semaphores`](Self::with_semaphores), ...), so a backend cannot
+/// declare what it does not implement, nor implement what it does not
+/// declare. [`LockManager::new`](crate::LockManager::new) refuses a config
+/// that says otherwise, and a primitive's handle is refused when it is made
+/// on a backend without it.
+#[derive(Clone, Copy, Default)]
 #[non_exhaustive]
-pub struct Capabilities {
+pub struct Capabilities<'a> {
     /// `Some(on)`: grants issue fencing tokens exactly when `on`, which the
     /// config's `fencing` must match. `None` (the default): the strategy
     /// decides whatever `fencing` says (Redlock issues none; the reentrant
@@ -212,29 +329,87 @@ pub struct Capabilities {
     /// the config's `holder_info` must match. `None` (the default): no
     /// claim.
     pub holder_info: Option<bool>,
-    /// What the backend has beyond the plain lock, one bit per
-    /// [`Capability`]; see [`has`](Self::has).
+    /// Whether [`LockBackend::release`] of a hold whose acquire was never
+    /// confirmed can only free what that very attempt took: true for
+    /// strategies that store [`HoldToken::value`]; false (the default) where
+    /// release is by owner, as with re-entry, since the owner may hold the
+    /// lock from before. The manager cleans up a lost acquire reply of a
+    /// caller's own owner only when this is true.
+    pub releases_only_its_attempt: bool,
+    /// The capabilities without operations of their own.
     has: u8,
+    semaphores: Option<&'a dyn SemaphoreBackend>,
+    rw_locks: Option<&'a dyn RwLockBackend>,
+    elections: Option<&'a dyn ElectionBackend>,
+    hand_off: Option<&'a dyn HandOffBackend>,
+    listing: Option<&'a dyn ListBackend>,
 }
 
-impl Capabilities {
+impl<'a> Capabilities<'a> {
     /// No claim on any field, and nothing beyond the plain lock: the default
     /// of a backend that says nothing.
     pub fn unknown() -> Self {
         Capabilities::default()
     }
 
-    /// These capabilities with `capability` too.
-    pub fn with(mut self, capability: Capability) -> Self {
-        self.has |= capability.bit();
+    /// These capabilities with fair mode ([`Capability::FairQueue`]):
+    /// [`Claim::Lock`] and [`Claim::Permit`] with a place, and
+    /// [`LockBackend::leave_queue`].
+    pub fn with_fair_queue(mut self) -> Self {
+        self.has |= Capability::FairQueue.bit();
+        self
+    }
+
+    /// These capabilities with multi-key locks ([`Claim::Multi`]).
+    pub fn with_multi_keys(mut self) -> Self {
+        self.has |= Capability::MultiKeys.bit();
+        self
+    }
+
+    /// These capabilities with semaphores ([`Claim::Permit`]), whose own
+    /// operations `backend` has.
+    pub fn with_semaphores(mut self, backend: &'a dyn SemaphoreBackend) -> Self {
+        self.semaphores = Some(backend);
+        self
+    }
+
+    /// These capabilities with read-write locks ([`Claim::Access`]), whose
+    /// own operations `backend` has.
+    pub fn with_rw_locks(mut self, backend: &'a dyn RwLockBackend) -> Self {
+        self.rw_locks = Some(backend);
+        self
+    }
+
+    /// These capabilities with elections, whose operations `backend` has.
+    pub fn with_elections(mut self, backend: &'a dyn ElectionBackend) -> Self {
+        self.elections = Some(backend);
+        self
+    }
+
+    /// These capabilities with hand-off ([`LockManager::resume`](crate::LockManager::resume)).
+    pub fn with_hand_off(mut self, backend: &'a dyn HandOffBackend) -> Self {
+        self.hand_off = Some(backend);
+        self
+    }
+
+    /// These capabilities with listing
+    /// ([`LockManager::list`](crate::LockManager::list)).
+    pub fn with_listing(mut self, backend: &'a dyn ListBackend) -> Self {
+        self.listing = Some(backend);
         self
     }
 
     /// These capabilities without `capability`: what a backend that wraps
-    /// another declares for what it does not pass on (a wrapper that
-    /// forwards only the plain lock's methods drops every capability).
+    /// another declares for what it does not pass on.
     pub fn without(mut self, capability: Capability) -> Self {
-        self.has &= !capability.bit();
+        match capability {
+            Capability::FairQueue | Capability::MultiKeys => self.has &= !capability.bit(),
+            Capability::Semaphores => self.semaphores = None,
+            Capability::RwLocks => self.rw_locks = None,
+            Capability::Elections => self.elections = None,
+            Capability::HandOff => self.hand_off = None,
+            Capability::Listing => self.listing = None,
+        }
         self
     }
 
@@ -242,12 +417,24 @@ impl Capabilities {
     /// what a backend that wraps another and passes on only the plain
     /// lock's methods declares.
     pub fn plain_lock_only(self) -> Self {
-        Capabilities { has: 0, ..self }
+        Capabilities {
+            fencing: self.fencing,
+            holder_info: self.holder_info,
+            releases_only_its_attempt: self.releases_only_its_attempt,
+            ..Capabilities::default()
+        }
     }
 
     /// Whether the backend has `capability`.
     pub fn has(&self, capability: Capability) -> bool {
-        self.has & capability.bit() != 0
+        match capability {
+            Capability::FairQueue | Capability::MultiKeys => self.has & capability.bit() != 0,
+            Capability::Semaphores => self.semaphores.is_some(),
+            Capability::RwLocks => self.rw_locks.is_some(),
+            Capability::Elections => self.elections.is_some(),
+            Capability::HandOff => self.hand_off.is_some(),
+            Capability::Listing => self.listing.is_some(),
+        }
     }
 
     /// `Ok(())` when the backend has `capability`; otherwise the error of
@@ -256,11 +443,34 @@ impl Capabilities {
         if self.has(capability) {
             Ok(())
         } else {
-            Err(LockError::Unsupported {
-                strategy,
-                capability,
-            })
+            Err(unsupported(strategy, capability))
         }
+    }
+
+    /// The semaphores' own operations, if the backend has semaphores.
+    pub fn semaphores(&self) -> Option<&'a dyn SemaphoreBackend> {
+        self.semaphores
+    }
+
+    /// The read-write locks' own operations, if the backend has them.
+    pub fn rw_locks(&self) -> Option<&'a dyn RwLockBackend> {
+        self.rw_locks
+    }
+
+    /// The elections' operations, if the backend has elections.
+    pub fn elections(&self) -> Option<&'a dyn ElectionBackend> {
+        self.elections
+    }
+
+    /// The hand-off operation, if the backend can replace a hold in one
+    /// step.
+    pub fn hand_off(&self) -> Option<&'a dyn HandOffBackend> {
+        self.hand_off
+    }
+
+    /// The listing operation, if the backend's locks can be listed.
+    pub fn listing(&self) -> Option<&'a dyn ListBackend> {
+        self.listing
     }
 
     /// These capabilities with fencing tokens issued exactly when `on`.
@@ -274,13 +484,51 @@ impl Capabilities {
         self.holder_info = Some(on);
         self
     }
+
+    /// These capabilities with [`releases_only_its_attempt`](Self::releases_only_its_attempt).
+    pub fn releasing_only_its_attempt(mut self) -> Self {
+        self.releases_only_its_attempt = true;
+        self
+    }
 }
 
-/// A locking strategy: how one key is taken, renewed, given back and inspected.
+impl fmt::Debug for Capabilities<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let has: Vec<&str> = Capability::ALL
+            .iter()
+            .filter(|capability| self.has(**capability))
+            .map(|capability| capability.as_str())
+            .collect();
+        f.debug_struct("Capabilities")
+            .field("fencing", &self.fencing)
+            .field("holder_info", &self.holder_info)
+            .field("releases_only_its_attempt", &self.releases_only_its_attempt)
+            .field("has", &has)
+            .finish()
+    }
+}
+
+impl PartialEq for Capabilities<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.fencing == other.fencing
+            && self.holder_info == other.holder_info
+            && self.releases_only_its_attempt == other.releases_only_its_attempt
+            && Capability::ALL
+                .iter()
+                .all(|capability| self.has(*capability) == other.has(*capability))
+    }
+}
+
+impl Eq for Capabilities<'_> {}
+
+/// A locking strategy: how a name is taken, renewed, given back and inspected.
 ///
 /// The high-level API ([`crate::LockManager`]) adds waiting, retries, the
-/// watchdog and guards on top of any backend; backends only implement these
-/// four single attempts.
+/// watchdog and guards on top of any backend; backends only implement
+/// single attempts. What only some primitives need lives on optional traits
+/// ([`SemaphoreBackend`], [`RwLockBackend`], [`ElectionBackend`],
+/// [`HandOffBackend`], [`ListBackend`]) that a backend opts into through its
+/// [`Capabilities`]; no method here exists only to refuse.
 ///
 /// # Contract
 ///
@@ -290,7 +538,9 @@ impl Capabilities {
 /// 1. **Mutual exclusion.** While a lease acquired with `hold` and `ttl` has not
 ///    expired and has not been released, `try_acquire` with any other owner
 ///    returns [`AcquireOutcome::Held`] (and, unless the strategy re-enters, so
-///    does any other hold of the same owner).
+///    does any other hold of the same owner). For the primitives with many
+///    holders, read "the name is held" as "more than `limit` weight of
+///    permits" or "a writer beside any other owner's hold" would be live.
 /// 2. **Expiry.** If the holder neither extends nor releases, the key is free
 ///    again at most `ttl` after the acquire was sent (plus the server's expiry
 ///    granularity), even if the holder vanished.
@@ -300,13 +550,14 @@ impl Capabilities {
 ///    nothing and return `NotHeld`. Only a hold whose acquire was never
 ///    confirmed (no fencing token) may be released by owner alone, and the
 ///    manager does that only for owners made for that attempt, or where
-///    [`LockBackend::releases_only_its_attempt`] says it is safe.
+///    [`Capabilities::releases_only_its_attempt`] says it is safe.
 /// 4. **Extend.** An `extend` that returns `Extended { ttl }` set the key's TTL
 ///    to `ttl` from the moment the server ran it; `ttl` is never more than
 ///    the key has.
 /// 5. **Fencing.** If the backend issues fencing tokens, each outermost
 ///    acquisition of a key returns a token greater than every token returned
-///    before for that key, as long as the server keeps its data.
+///    before for that key (for a permit, that slot), as long as the server
+///    keeps its data.
 /// 6. **One attempt.** Each method makes one attempt, bounded by the backend's
 ///    command timeout; it never waits for the lock to become free.
 /// 7. **Replies are checked.** A reply of the wrong shape is an error
@@ -318,8 +569,10 @@ impl Capabilities {
 ///
 /// - It may assume that the engine sends one extend at a time per lease, that
 ///   every `extend`, `release` and `take_over` names a hold this backend
-///   granted (or a hand-off token made from one), and that a TTL passed in
-///   has been checked by [`validate_ttl`](crate::strategy::validate_ttl).
+///   granted (or a hand-off token made from one), that a claim reaches it
+///   only when its [`Capabilities`] have [`Claim::capability`], and that a
+///   TTL passed in has been checked by
+///   [`validate_ttl`](crate::strategy::validate_ttl).
 /// - It may not assume that one resource has one holder: a key names a
 ///   *resource*, and a hold is one of possibly several on it (a reentrant
 ///   owner's re-entries, and the permits, shares or multi-key holds that
@@ -338,25 +591,43 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     fn strategy(&self) -> &'static str;
 
     /// What this backend was built to do with the config's grant fields,
-    /// and which [`Capability`] it has; see [`Capabilities`]. The default
-    /// claims nothing and has none. The engine calls a primitive's methods
-    /// ([`try_acquire_permit`](Self::try_acquire_permit),
-    /// [`try_acquire_access`](Self::try_acquire_access),
-    /// [`try_acquire_multi`](Self::try_acquire_multi),
-    /// [`proclaim`](Self::proclaim), [`try_acquire_fair`](Self::try_acquire_fair),
-    /// ...) only where it is declared; a backend that wraps another declares
-    /// only what it passes on ([`Capabilities::without`],
+    /// and which [`Capability`] it has, with the optional traits of those
+    /// that have operations; see [`Capabilities`]. The default claims
+    /// nothing and has none. A backend that wraps another declares only
+    /// what it passes on ([`Capabilities::without`],
     /// [`Capabilities::plain_lock_only`]).
-    fn capabilities(&self) -> Capabilities {
+    fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::unknown()
     }
 
-    /// Tries once to take `key` for `hold` for `ttl`.
+    /// Tries once to take `claim` of `key` for `hold` (whose
+    /// [`kind`](HoldToken::kind) is the claim's
+    /// [`hold_kind`](Claim::hold_kind)) for `ttl`: answers
+    /// [`AcquireOutcome::Acquired`] or `Held` with the time until the first
+    /// hold in the way ends. For [`Claim::Multi`], `key` is the first
+    /// member. A semaphore stored with another limit is
+    /// [`LockError::LimitMismatch`].
+    ///
+    /// From then on this backend's `extend`, `extend_many`, `release` and
+    /// `take_over` of `hold` act on what its kind took: a permit, a
+    /// read-write hold, every member of a multi-key hold (a renewal renews
+    /// every member or none; a release gives back every member the hold
+    /// still has).
+    ///
+    /// `earlier` is the hold of this waiter's previous attempt that was
+    /// answered `Held` and kept as its offer (a fair lock's or permit's, a
+    /// queued write's; see [`Claim::place`]): if a release granted it
+    /// meanwhile (a message the waiter missed), the attempt renews that
+    /// grant to `ttl` and answers it with [`Acquired::earlier`]. Such a
+    /// waiter leaving the queue passes its offered holds to
+    /// [`leave_queue`](Self::leave_queue).
     async fn try_acquire(
         &self,
         key: &LockKey,
         hold: &HoldToken,
         ttl: Duration,
+        claim: &Claim,
+        earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError>;
 
     /// Renews `hold`'s lease on `key` to run `ttl` from now.
@@ -397,192 +668,26 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         0
     }
 
-    /// Gives back `hold` on `key`.
+    /// Gives back `hold` on `key`. A fair lock's or permit's hold
+    /// ([`HoldToken::is_in_line`]) hands what it frees to the next waiters'
+    /// offers where the backend hands over on the server.
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError>;
 
-    /// Whether [`LockBackend::release`] of a hold whose acquire was never
-    /// confirmed can only free what that very attempt took. True for
-    /// strategies that store [`HoldToken::value`]; false (the default) where
-    /// release is by owner, as with re-entry, since the owner may hold the
-    /// lock from before. The manager cleans up a lost acquire reply of a
-    /// caller's own owner only when this is true.
-    fn releases_only_its_attempt(&self) -> bool {
-        false
-    }
-
-    /// Replaces `from`, the hold a hand-off token names, with `to` (the same
-    /// owner and fencing token, a new nonce) and renews it to `ttl`, in one
-    /// atomic step, for [`LockManager::resume`](crate::LockManager::resume):
-    /// from then on commands of the old hold still in flight, and other
-    /// copies of the token, act on nothing. `NotHeld` when `from` does not
-    /// have the lock, or claims a fencing token its grant did not issue
-    /// (where the strategy stores it).
-    ///
-    /// The default refuses with [`LockError::HandOffUnsupported`]: a
-    /// strategy must replace the hold on every node in one step to offer it.
-    async fn take_over(
+    /// Takes `owner` out of the queue of `key` (it stopped waiting). A fair
+    /// lock's or semaphore's waiter, and a read-write lock's waiting
+    /// writer, pass `offered`, the holds of their attempts a release may
+    /// have granted on the server (see [`try_acquire`](Self::try_acquire)):
+    /// a grant to one of them is given back (and handed on). A waiter that
+    /// sent no attempt passes `None`. The default does nothing: a backend
+    /// without queues has nothing to leave.
+    async fn leave_queue(
         &self,
         key: &LockKey,
-        from: &HoldToken,
-        to: &HoldToken,
-        ttl: Duration,
-    ) -> Result<ExtendOutcome, LockError> {
-        let _ = (key, from, to, ttl);
-        Err(LockError::HandOffUnsupported {
-            strategy: self.strategy(),
-            operation: "resume",
-        })
-    }
-
-    /// Tries once to take a permit of `request.weight` in the semaphore
-    /// `key` of `request.limit` permits, for `hold` (whose
-    /// [`permit`](HoldToken::permit) says its weight) for `ttl`: answers
-    /// [`AcquireOutcome::PermitAcquired`] or, when the weight does not fit,
-    /// `Held` with the time until the first live permit ends. A semaphore
-    /// stored with another limit is [`LockError::LimitMismatch`].
-    ///
-    /// From then on this backend's `extend`, `release` and `extend_many`
-    /// of a hold that is a permit act on the permit. The contract's rules
-    /// hold with "the lock is held" read as "more than `limit` weight would
-    /// be live": a permit's lease is its own, and a release credits only
-    /// its own weight, once.
-    ///
-    /// In fair mode, a backend that hands permits over on the server keeps
-    /// a queued `hold` as its offer, as
-    /// [`try_acquire_fair`](Self::try_acquire_fair) does: a release grants
-    /// permits to the offers at the head of the line while their weights
-    /// fit, for `waiter_lease`, and tells each through
-    /// [`Wakeups::take_grant`] (with the permit's slot). `earlier` is the
-    /// hold of this waiter's previous attempt answered
-    /// [`AcquireOutcome::Held`]; a grant to it found by this attempt is
-    /// renewed to `ttl` and answered
-    /// [`AcquireOutcome::PermitGrantedEarlier`].
-    ///
-    /// The default refuses with [`LockError::Unsupported`].
-    async fn try_acquire_permit(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        request: PermitRequest,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, request, earlier);
-        Err(no_semaphores(self.strategy()))
-    }
-
-    /// Reads the semaphore `key` without changing it. The default refuses
-    /// as [`try_acquire_permit`](Self::try_acquire_permit) does.
-    async fn inspect_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
-        let _ = key;
-        Err(no_semaphores(self.strategy()))
-    }
-
-    /// Stores `limit` as the semaphore `key`'s limit, whatever it was, and
-    /// wakes its waiters; returns the limit it had. Live permits keep their
-    /// weight: after a lower limit, acquires wait until the live weight
-    /// fits under it. The default refuses as
-    /// [`try_acquire_permit`](Self::try_acquire_permit) does.
-    async fn set_semaphore_limit(
-        &self,
-        key: &LockKey,
-        limit: u32,
-    ) -> Result<Option<u32>, LockError> {
-        let _ = (key, limit);
-        Err(no_semaphores(self.strategy()))
-    }
-
-    /// Tries once to take a hold of `request.access` on the read-write lock
-    /// `key` for `hold` (whose [`access`](HoldToken::access) says the same)
-    /// for `ttl`: answers [`AcquireOutcome::Acquired`] with a fencing
-    /// token (a write's next token; a read's epoch, the last write token,
-    /// 0 before any) or `Held` with the time until the first hold in the
-    /// way ends. An owner that has only shared holds and asks for the
-    /// exclusive one gets [`LockError::UpgradeRefused`].
-    ///
-    /// From then on this backend's `extend`, `release`, `extend_many` and
-    /// `take_over` of a hold with an access act on that hold alone. The
-    /// contract's rules hold with "the lock is held" read as "a writer
-    /// beside any other owner's hold would be live".
-    ///
-    /// A backend that hands writes over on the server keeps a queued
-    /// write's `hold` as its offer, as
-    /// [`try_acquire_fair`](Self::try_acquire_fair) does: the release that
-    /// frees the lock grants the write to the first waiting writer's offer
-    /// for `request.waiter.waiter_lease` and tells it through
-    /// [`Wakeups::take_grant`]. `earlier` is the hold of this writer's
-    /// previous attempt answered [`AcquireOutcome::Held`]: if a release
-    /// granted it meanwhile, the attempt renews that grant to `ttl` and the
-    /// reply is [`AcquireOutcome::GrantedEarlier`]. Such a writer leaving
-    /// the queue passes its offered holds to
-    /// [`leave_fair_queue`](Self::leave_fair_queue).
-    ///
-    /// The default refuses with [`LockError::Unsupported`].
-    async fn try_acquire_access(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        request: AccessRequest,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, request, earlier);
-        Err(no_rw_locks(self.strategy()))
-    }
-
-    /// Tries once to take every key of `keys` (at least one, no two alike,
-    /// in the order to take them) as one hold, `hold` (whose
-    /// [`members`](HoldToken::members) are the same keys), for `ttl`: all
-    /// or nothing. Answers [`AcquireOutcome::Acquired`] with one fencing
-    /// token greater than every earlier token of each member, or `Held`
-    /// with the time until the first member in the way may be free.
-    ///
-    /// From then on this backend's `extend`, `release` and `extend_many` of
-    /// a hold with members act on all of them: a renewal renews every
-    /// member or none (`NotHeld` when one is lost), and a release gives
-    /// back every member the hold still has.
-    ///
-    /// The default refuses with [`LockError::Unsupported`].
-    async fn try_acquire_multi(
-        &self,
-        keys: &[LockKey],
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<AcquireOutcome, LockError> {
-        let _ = (keys, hold, ttl);
-        Err(LockError::Unsupported {
-            strategy: self.strategy(),
-            capability: Capability::MultiKeys,
-        })
-    }
-
-    /// Reads the read-write lock `key` without changing it. The default
-    /// refuses as [`try_acquire_access`](Self::try_acquire_access) does.
-    async fn inspect_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
-        let _ = key;
-        Err(no_rw_locks(self.strategy()))
-    }
-
-    /// Binds `value` to the term of `hold`, which has the election `key`'s
-    /// lock (its fencing token is the term), and tells the election's
-    /// observers: `Ok(false)` when `hold` does not have the lock (nothing
-    /// written). The default refuses with [`LockError::Unsupported`].
-    async fn proclaim(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        value: &str,
-    ) -> Result<bool, LockError> {
-        let _ = (key, hold, value);
-        Err(no_elections(self.strategy()))
-    }
-
-    /// Reads the election `key`'s leader: the holder of its lock once it has
-    /// proclaimed a value for its term; `None` otherwise. The default refuses
-    /// as [`proclaim`](Self::proclaim) does.
-    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
-        let _ = key;
-        Err(no_elections(self.strategy()))
+        owner: &OwnerToken,
+        offered: Option<&[HoldToken]>,
+    ) -> Result<(), LockError> {
+        let _ = (key, owner, offered);
+        Ok(())
     }
 
     /// Reads the state of `key` without changing it.
@@ -601,122 +706,174 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         let _ = key;
         Ok(None)
     }
+}
 
-    /// Tries once in fair mode: takes the lock for `hold` only if it is free
-    /// and no earlier waiter is queued (or `hold`'s owner is the first).
-    /// Otherwise, if `join`, queues the owner (or keeps it queued) for
-    /// `waiter_lease`: a waiter that does not try again within it leaves the
-    /// queue. Backends without a fair mode answer [`LockError::InvalidConfig`].
-    ///
-    /// A backend that hands a fair lock over on the server keeps `hold` as
-    /// the waiter's offer when it queues it: a release of the lock
-    /// ([`release`](Self::release) of an [`in_line`](HoldToken::in_line)
-    /// hold) then grants it to the first live waiter's offer for
-    /// `waiter_lease` and tells it through [`Wakeups::take_grant`]. `earlier`
-    /// is the hold of this waiter's previous attempt that was answered
-    /// [`AcquireOutcome::Held`]: if a release granted the lock to it
-    /// meanwhile (a message the waiter missed), the attempt renews that
-    /// grant to `ttl` and the reply is [`AcquireOutcome::GrantedEarlier`].
-    async fn try_acquire_fair(
+/// A semaphore's own operations, beside [`Claim::Permit`]: what a backend
+/// with [`Capability::Semaphores`] has
+/// ([`Capabilities::with_semaphores`]).
+#[async_trait]
+pub trait SemaphoreBackend: Send + Sync {
+    /// Reads the semaphore `key` without changing it.
+    async fn semaphore_state(&self, key: &LockKey) -> Result<SemaphoreState, LockError>;
+
+    /// Stores `limit` as the semaphore `key`'s limit, whatever it was, and
+    /// wakes its waiters; returns the limit it had. Live permits keep their
+    /// weight: after a lower limit, acquires wait until the live weight
+    /// fits under it.
+    async fn set_semaphore_limit(
+        &self,
+        key: &LockKey,
+        limit: u32,
+    ) -> Result<Option<u32>, LockError>;
+}
+
+/// A read-write lock's own operations, beside [`Claim::Access`]: what a
+/// backend with [`Capability::RwLocks`] has
+/// ([`Capabilities::with_rw_locks`]).
+#[async_trait]
+pub trait RwLockBackend: Send + Sync {
+    /// Reads the read-write lock `key` without changing it.
+    async fn rw_lock_state(&self, key: &LockKey) -> Result<RwLockState, LockError>;
+}
+
+/// An election's operations: what a backend with
+/// [`Capability::Elections`] has ([`Capabilities::with_elections`]). A
+/// candidate campaigns with [`Claim::LOCK`]; its term is its fencing token.
+#[async_trait]
+pub trait ElectionBackend: Send + Sync {
+    /// Binds `value` to the term of `hold`, which has the election `key`'s
+    /// lock (its fencing token is the term), and tells the election's
+    /// observers: `Ok(false)` when `hold` does not have the lock (nothing
+    /// written).
+    async fn proclaim(
         &self,
         key: &LockKey,
         hold: &HoldToken,
-        ttl: Duration,
-        place: FairPlace,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let _ = (key, hold, ttl, place, earlier);
-        Err(LockError::InvalidConfig {
-            field: "fair".to_owned(),
-            reason: format!("the {} strategy has no fair mode", self.strategy()),
-        })
-    }
+        value: &str,
+    ) -> Result<bool, LockError>;
 
-    /// Takes `owner` out of the fair queue of `key` (it stopped waiting).
-    /// A fair lock's or semaphore's waiter, and a read-write lock's
-    /// waiting writer, pass `offered`, the holds of their attempts a
-    /// release may have granted on the server (see
-    /// [`try_acquire_fair`](Self::try_acquire_fair),
-    /// [`try_acquire_permit`](Self::try_acquire_permit) and
-    /// [`try_acquire_access`](Self::try_acquire_access)): a grant to one of
-    /// them is given back (and handed on). A waiter that sent no attempt
-    /// passes `None`.
-    async fn leave_fair_queue(
+    /// Reads the election `key`'s leader: the holder of its lock once it has
+    /// proclaimed a value for its term; `None` otherwise.
+    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError>;
+}
+
+/// Hand-off: what a backend with [`Capability::HandOff`] has
+/// ([`Capabilities::with_hand_off`]). A strategy must replace the hold on
+/// every node in one step to offer it.
+#[async_trait]
+pub trait HandOffBackend: Send + Sync {
+    /// Replaces `from`, the hold a hand-off token names, with `to` (the same
+    /// owner, kind and fencing token, a new nonce) and renews it to `ttl`,
+    /// in one atomic step, for [`LockManager::resume`](crate::LockManager::resume):
+    /// from then on commands of the old hold still in flight, and other
+    /// copies of the token, act on nothing. `NotHeld` when `from` does not
+    /// have the lock, or claims a fencing token its grant did not issue
+    /// (where the strategy stores it).
+    async fn take_over(
         &self,
         key: &LockKey,
-        owner: &OwnerToken,
-        offered: Option<&[HoldToken]>,
-    ) -> Result<(), LockError> {
-        let _ = (key, owner, offered);
-        Ok(())
-    }
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError>;
+}
 
+/// Listing: what a backend with [`Capability::Listing`] has
+/// ([`Capabilities::with_listing`]).
+#[async_trait]
+pub trait ListBackend: Send + Sync {
     /// Lists the locks held under `prefix` (the manager's `key_prefix`), for
     /// [`LockManager::list`](crate::LockManager::list) and `distlock list`:
     /// a bounded scan of the nodes that hold this backend's keys, each lock
-    /// found read with [`inspect`](Self::inspect). The Redis layer does the
-    /// scan ([`strategy::list_held`](crate::strategy::list_held)); a strategy names
-    /// its nodes.
-    ///
-    /// The default refuses with [`LockError::InvalidConfig`] on `strategy`:
-    /// this backend's locks cannot be listed.
-    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
-        let _ = (prefix, options);
-        Err(LockError::config(
-            "strategy",
-            format!(
-                "the {} strategy does not say which nodes hold its keys, so its locks \
-                 cannot be listed",
-                self.strategy()
-            ),
-        ))
-    }
+    /// found read with [`LockBackend::inspect`]. The Redis layer does the
+    /// scan ([`strategy::list_held`](crate::strategy::list_held)); a
+    /// strategy names its nodes.
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError>;
 }
 
-/// The error of a strategy without semaphores.
-fn no_semaphores(strategy: &'static str) -> LockError {
+/// The error of `strategy` without `capability`.
+pub(crate) fn unsupported(strategy: &'static str, capability: Capability) -> LockError {
     LockError::Unsupported {
         strategy,
-        capability: Capability::Semaphores,
-    }
-}
-
-/// The error of a strategy without read-write locks.
-fn no_rw_locks(strategy: &'static str) -> LockError {
-    LockError::Unsupported {
-        strategy,
-        capability: Capability::RwLocks,
-    }
-}
-
-/// The error of a strategy without elections.
-fn no_elections(strategy: &'static str) -> LockError {
-    LockError::Unsupported {
-        strategy,
-        capability: Capability::Elections,
+        capability,
     }
 }
 
 #[cfg(test)]
 mod capability_tests {
-    use super::{Capabilities, Capability};
-    use crate::error::LockError;
+    use super::*;
+
+    /// A backend of every capability, for the value's own rules.
+    struct Everything;
+
+    #[async_trait]
+    impl SemaphoreBackend for Everything {
+        async fn semaphore_state(&self, _: &LockKey) -> Result<SemaphoreState, LockError> {
+            unreachable!("never called")
+        }
+        async fn set_semaphore_limit(&self, _: &LockKey, _: u32) -> Result<Option<u32>, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
+    impl RwLockBackend for Everything {
+        async fn rw_lock_state(&self, _: &LockKey) -> Result<RwLockState, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
+    impl ElectionBackend for Everything {
+        async fn proclaim(&self, _: &LockKey, _: &HoldToken, _: &str) -> Result<bool, LockError> {
+            unreachable!("never called")
+        }
+        async fn read_leader(&self, _: &LockKey) -> Result<Option<Leader>, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
+    impl HandOffBackend for Everything {
+        async fn take_over(
+            &self,
+            _: &LockKey,
+            _: &HoldToken,
+            _: &HoldToken,
+            _: Duration,
+        ) -> Result<ExtendOutcome, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
+    impl ListBackend for Everything {
+        async fn list(&self, _: &str, _: &ListOptions) -> Result<LockListing, LockError> {
+            unreachable!("never called")
+        }
+    }
 
     #[test]
     fn capabilities_are_added_and_dropped_one_at_a_time() {
-        let all = Capability::ALL
-            .iter()
-            .fold(Capabilities::unknown(), |has, &capability| {
-                has.with(capability)
-            });
+        let backend = Everything;
+        let all = Capabilities::unknown()
+            .with_fair_queue()
+            .with_multi_keys()
+            .with_semaphores(&backend)
+            .with_rw_locks(&backend)
+            .with_elections(&backend)
+            .with_hand_off(&backend)
+            .with_listing(&backend);
         for &capability in Capability::ALL {
             assert!(all.has(capability), "{capability}");
+            assert!(!Capabilities::unknown().has(capability), "{capability}");
             let less = all.without(capability);
             assert!(!less.has(capability), "{capability} dropped");
             for &other in Capability::ALL.iter().filter(|&&other| other != capability) {
                 assert!(less.has(other), "{other} kept without {capability}");
             }
         }
+        assert_eq!(all.plain_lock_only(), Capabilities::unknown());
         match Capabilities::unknown().require("test", Capability::Semaphores) {
             Err(LockError::Unsupported {
                 strategy: "test",
@@ -725,5 +882,42 @@ mod capability_tests {
             other => panic!("{other:?}"),
         }
         assert!(all.require("test", Capability::Elections).is_ok());
+    }
+
+    #[test]
+    fn a_claim_names_the_capability_it_needs_and_its_hold_kind() {
+        let fair = FairPlace::new(Duration::from_secs(1), true);
+        let key = LockKey::new("", "a").expect("key");
+        let claims = [
+            (Claim::LOCK, None, HoldKind::Lock),
+            (
+                Claim::Lock { fair: Some(fair) },
+                Some(Capability::FairQueue),
+                HoldKind::Lock,
+            ),
+            (
+                Claim::Permit(PermitRequest::new(3, 2)),
+                Some(Capability::Semaphores),
+                HoldKind::Permit(Permit::new(2)),
+            ),
+            (
+                Claim::Access(AccessRequest::new(
+                    Access::Shared,
+                    Duration::from_secs(1),
+                    true,
+                )),
+                Some(Capability::RwLocks),
+                HoldKind::Access(Access::Shared),
+            ),
+            (
+                Claim::Multi(Arc::from(vec![key.clone()])),
+                Some(Capability::MultiKeys),
+                HoldKind::Multi(Arc::from(vec![key])),
+            ),
+        ];
+        for (claim, capability, kind) in claims {
+            assert_eq!(claim.capability(), capability, "{claim:?}");
+            assert_eq!(claim.hold_kind(), kind, "{claim:?}");
+        }
     }
 }

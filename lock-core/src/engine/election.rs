@@ -142,7 +142,7 @@ impl Election {
     /// for its term; `None` when there is none (or it has not proclaimed
     /// yet).
     pub async fn leader(&self) -> Result<Option<Leader>, LockError> {
-        self.manager.backend().read_leader(&self.key).await
+        self.manager.elections()?.read_leader(&self.key).await
     }
 
     /// Watches the leader: [`Observer::changed`] answers each new state (a
@@ -267,8 +267,10 @@ impl Leadership {
     /// proclaim again).
     pub async fn proclaim(&mut self, value: &str) -> Result<(), LockError> {
         validate_value(value)?;
-        let backend = self.election.manager.backend();
-        if !backend
+        if !self
+            .election
+            .manager
+            .elections()?
             .proclaim(&self.election.key, self.guard.hold(), value)
             .await?
         {

@@ -12,7 +12,8 @@ use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
 use crate::engine::timing::validate_ttl;
 use crate::error::{LockError, LossReason};
-use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::hold::{Access, HandoffToken, HoldKind, HoldToken};
+use crate::key::{FencingToken, LockKey, OwnerToken};
 
 /// A cheap, cloneable view of a lease: its key, fencing token, deadline and a
 /// signal for its loss. Code running under a lock receives one from
@@ -41,19 +42,28 @@ impl LeaseHandle {
     /// refuses a lower one for the same slot: one holder's slot is never
     /// another live holder's. `None` for a lock.
     pub fn permit_slot(&self) -> Option<u32> {
-        self.shared.hold.permit().and_then(|permit| permit.slot())
+        match self.shared.hold.kind() {
+            HoldKind::Permit(permit) => permit.slot(),
+            _ => None,
+        }
     }
 
     /// For a semaphore's permit, how many permits it counts for; `None` for
     /// a lock.
     pub fn permit_weight(&self) -> Option<u32> {
-        self.shared.hold.permit().map(|permit| permit.weight())
+        match self.shared.hold.kind() {
+            HoldKind::Permit(permit) => Some(permit.weight()),
+            _ => None,
+        }
     }
 
     /// For a read-write lock's hold, whether it is shared or exclusive;
     /// `None` for a lock or a permit.
     pub fn access(&self) -> Option<Access> {
-        self.shared.hold.access()
+        match self.shared.hold.kind() {
+            HoldKind::Access(access) => Some(*access),
+            _ => None,
+        }
     }
 
     /// The owner identity this lease was taken with. Pass it to nested code
@@ -322,7 +332,7 @@ impl LeaseGuard {
         // Dropped before the reply: the release may not have run, so it is
         // sent again in the background where that cannot end another hold.
         let in_flight = DropGuard::new(|| {
-            if shared.backend.releases_only_its_attempt() {
+            if shared.backend.capabilities().releases_only_its_attempt {
                 release_in_background(shared);
             }
         });
@@ -334,7 +344,7 @@ impl LeaseGuard {
         );
         let mut outcome = in_span(shared.backend.release(&shared.key, &shared.hold), &span).await;
         if let Err(first) = &outcome {
-            if first.is_retryable() && shared.backend.releases_only_its_attempt() {
+            if first.is_retryable() && shared.backend.capabilities().releases_only_its_attempt {
                 outcome = release_again(shared, first.clone(), &span).await;
             }
         }
@@ -377,19 +387,19 @@ impl LeaseGuard {
     /// semaphore's permit is handed off with its weight, slot and token.
     pub fn hand_off(self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
-        if !shared.backend.releases_only_its_attempt() {
+        if !shared.backend.capabilities().releases_only_its_attempt {
             return Err(LockError::HandOffUnsupported {
                 strategy: shared.backend.strategy(),
                 operation: "hand off",
             });
         }
         // A token names one key; a multi-key hold's members would be lost.
-        if shared.hold.members().is_some() {
+        let Some(token) = HandoffToken::new(shared.hold.clone(), shared.ttl()) else {
             return Err(LockError::HandOffUnsupported {
                 strategy: shared.backend.strategy(),
                 operation: "hand off a multi-key hold",
             });
-        }
+        };
         shared.stop_watchdog();
         // Marked released, so dropping `self` sends no release.
         match shared.mark_released() {
@@ -409,7 +419,7 @@ impl LeaseGuard {
             fencing_token = shared.fencing_token().map(FencingToken::get),
             "lease handed off"
         );
-        Ok(HandoffToken::new(shared.hold.clone(), shared.ttl()))
+        Ok(token)
     }
 }
 
@@ -498,7 +508,7 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
         // coming back (the fault that lost an acquire's reply, say) is
         // tried again a few times. A reentrant release is not: it takes
         // one off a count, and may have run.
-        let again = backend.releases_only_its_attempt();
+        let again = backend.capabilities().releases_only_its_attempt;
         let mut delay = Duration::from_millis(20);
         let mut tries = 1;
         let outcome = loop {

@@ -16,7 +16,8 @@ use crate::engine::status::{LeaseStatus, StatusCell};
 use crate::engine::telemetry::{self, Labels};
 use crate::engine::timing::lease_deadline;
 use crate::error::{LockError, LossReason};
-use crate::key::{FencingToken, HoldToken, LockKey};
+use crate::hold::HoldToken;
+use crate::key::{FencingToken, LockKey};
 
 /// The state shared by a guard, its handles and its watchdog.
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    AccessRequest, AcquireOutcome, ExtendOutcome, FairPlace, LockBackend, PermitRequest,
-    ReleaseOutcome,
+    unsupported, AcquireOutcome, Claim, ElectionBackend, ExtendOutcome, FairPlace, LockBackend,
+    ReleaseOutcome, RwLockBackend, SemaphoreBackend,
 };
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
@@ -22,7 +22,8 @@ use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::{lease_deadline, validate_ttl};
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError, LossReason};
-use crate::key::{Access, FencingToken, HandoffToken, HoldToken, LockKey, OwnerToken};
+use crate::hold::{Access, HandoffToken, HoldKind, HoldToken};
+use crate::key::{FencingToken, LockKey, OwnerToken};
 
 /// Takes and holds locks through one backend, with one config.
 ///
@@ -59,17 +60,7 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// keys with millisecond precision.
 const EXPIRY_SLACK: Duration = Duration::from_millis(1);
 
-/// What an acquire takes of its key: the lock, a semaphore's permit, a
-/// read-write lock's shared or exclusive hold, or several locks as one
-/// hold (the key being the first of them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Claim {
-    Lock,
-    Permit(PermitRequest),
-    Access(AccessRequest),
-    Multi(Arc<[LockKey]>),
-}
-
+/// How a wait for a claim behaves, by its kind and the manager's fair mode.
 impl Claim {
     /// Whether a wait for this claim keeps a place in a queue, by one owner
     /// for the whole wait: a lock's or a permit's in fair mode, and a
@@ -77,7 +68,7 @@ impl Claim {
     /// arrival order, and readers wait behind them).
     fn queues(&self, fair: bool) -> bool {
         match self {
-            Claim::Lock | Claim::Permit(_) => fair,
+            Claim::Lock { .. } | Claim::Permit(_) => fair,
             Claim::Access(request) => request.access == Access::Exclusive,
             Claim::Multi(_) => false,
         }
@@ -91,7 +82,7 @@ impl Claim {
     /// writer's release lets in every reader; one member's release may not
     /// free a multi-key hold's others).
     fn wakes_on_every_release(&self, fair: bool) -> bool {
-        fair || !matches!(self, Claim::Lock)
+        fair || !matches!(self, Claim::Lock { .. })
     }
 
     /// Whether a wait for this claim offers its attempts' holds for a
@@ -99,11 +90,33 @@ impl Claim {
     /// fair lock's or permit's, and a write's that does not prefer readers.
     fn offers(&self, fair: bool) -> bool {
         match self {
-            Claim::Lock | Claim::Permit(_) => fair,
+            Claim::Lock { .. } | Claim::Permit(_) => fair,
             Claim::Access(request) => {
                 request.access == Access::Exclusive && !request.prefer_readers
             }
             Claim::Multi(_) => false,
+        }
+    }
+
+    /// This claim as one attempt sends it: with the waiter's place in its
+    /// queue (joined when `join`) where the claim queues.
+    fn placed(&self, fair: bool, join: bool) -> Claim {
+        let place = FairPlace::new(FAIR_WAITER_LEASE, join);
+        match self {
+            Claim::Lock { .. } => Claim::Lock {
+                fair: fair.then_some(place),
+            },
+            Claim::Permit(request) => {
+                let mut request = *request;
+                request.fair = fair.then_some(place);
+                Claim::Permit(request)
+            }
+            Claim::Access(request) => {
+                let mut request = *request;
+                request.waiter = FairPlace::new(FAIR_WAITER_LEASE, join && self.queues(fair));
+                Claim::Access(request)
+            }
+            Claim::Multi(keys) => Claim::Multi(Arc::clone(keys)),
         }
     }
 }
@@ -170,12 +183,34 @@ impl LockManager {
             .require(self.backend.strategy(), capability)
     }
 
+    /// The backend's semaphore operations, or [`LockError::Unsupported`].
+    pub(crate) fn semaphores(&self) -> Result<&dyn SemaphoreBackend, LockError> {
+        let has = self.backend.capabilities();
+        has.semaphores()
+            .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Semaphores))
+    }
+
+    /// The backend's read-write lock operations, or
+    /// [`LockError::Unsupported`].
+    pub(crate) fn rw_locks(&self) -> Result<&dyn RwLockBackend, LockError> {
+        let has = self.backend.capabilities();
+        has.rw_locks()
+            .ok_or_else(|| unsupported(self.backend.strategy(), Capability::RwLocks))
+    }
+
+    /// The backend's election operations, or [`LockError::Unsupported`].
+    pub(crate) fn elections(&self) -> Result<&dyn ElectionBackend, LockError> {
+        let has = self.backend.capabilities();
+        has.elections()
+            .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Elections))
+    }
+
     /// Whether this manager's guards can be handed off
     /// ([`LeaseGuard::hand_off`]): `false` for the reentrant strategy, whose
     /// holds an owner's guards share. Ask before taking a lock that is to be
     /// handed off, so it is not taken only to be given back.
     pub fn can_hand_off(&self) -> bool {
-        self.backend.releases_only_its_attempt()
+        self.backend.capabilities().releases_only_its_attempt
     }
 
     /// The backend in use.
@@ -211,7 +246,7 @@ impl LockManager {
     /// Cancel safe: if the future is dropped after the attempt was sent, a
     /// hold it may have been granted is released in the background.
     pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(None, name, self.settings.ttl, Claim::Lock)
+        self.try_once(None, name, self.settings.ttl, Claim::LOCK)
             .await
     }
 
@@ -231,7 +266,7 @@ impl LockManager {
             name,
             self.settings.wait_timeout,
             self.settings.ttl,
-            Claim::Lock,
+            Claim::LOCK,
         )
         .await
     }
@@ -247,7 +282,7 @@ impl LockManager {
     /// With an owner that already holds the lock, the reentrant strategy
     /// enters it again. If the reply to an attempt is lost, the attempt's
     /// hold is released in the background where the backend can release
-    /// exactly that attempt ([`LockBackend::releases_only_its_attempt`]:
+    /// exactly that attempt ([`Capabilities::releases_only_its_attempt`](crate::Capabilities::releases_only_its_attempt):
     /// single node, Redlock); with the reentrant strategy and an explicit
     /// owner nothing is released, since the owner may already hold the lock:
     /// an extra hold that was granted unseen lasts until the TTL.
@@ -271,7 +306,7 @@ impl LockManager {
         name: &str,
         options: &AcquireOptions,
     ) -> Result<LeaseGuard, LockError> {
-        self.acquire_claim(name, options, Claim::Lock).await
+        self.acquire_claim(name, options, Claim::LOCK).await
     }
 
     /// [`acquire_with`](Self::acquire_with) of `claim`.
@@ -425,7 +460,7 @@ impl LockManager {
             DropGuard::new(|| {
                 // None before any attempt was sent: nothing was offered.
                 let offered = Some(offered.holds()).filter(|holds| offers && !holds.is_empty());
-                leave_fair_queue(&self.backend, key, owner, offered);
+                leave_queue(&self.backend, key, owner, offered);
             })
         });
         let mut wait = Wait::new(
@@ -535,11 +570,16 @@ impl LockManager {
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
         let key = self.key(name)?;
-        let ttl = token.ttl().unwrap_or(self.settings.ttl);
+        let ttl = token.ttl();
         let successor = self.in_line_if_fair(token.hold().successor()?);
+        let Some(hand_off) = self.backend.capabilities().hand_off() else {
+            return Err(LockError::HandOffUnsupported {
+                strategy: self.backend.strategy(),
+                operation: "resume",
+            });
+        };
         let sent_at = Instant::now();
-        match self
-            .backend
+        match hand_off
             .take_over(&key, token.hold(), &successor, ttl)
             .await?
         {
@@ -605,10 +645,19 @@ impl LockManager {
     /// hand-off token (a read-write lock's writers queue in every mode,
     /// and its release hands over by its own keys).
     fn in_line_if_fair(&self, hold: HoldToken) -> HoldToken {
-        if self.settings.fair && hold.access().is_none() && hold.members().is_none() {
+        if self.settings.fair {
             hold.in_line()
         } else {
             hold
+        }
+    }
+
+    /// The error of a grant whose reply does not add up.
+    fn unexpected_grant(&self, reply: &str) -> LockError {
+        LockError::UnexpectedReply {
+            node: self.backend.strategy().to_owned(),
+            script: "try_acquire",
+            reply: reply.to_owned(),
         }
     }
 
@@ -642,14 +691,24 @@ impl LockManager {
     /// the scan may be missing, and one released may be listed as held.
     ///
     /// Errors: [`LockError::InvalidConfig`] for a backend that cannot list
-    /// ([`LockBackend::list`](crate::LockBackend::list)) or a zero `batch`. A node that fails is
+    /// ([`ListBackend::list`](crate::ListBackend::list)) or a zero `batch`. A node that fails is
     /// reported in [`LockListing::failures`], not as an error, so the other
     /// nodes' locks are still listed.
     pub async fn list(&self, options: &ListOptions) -> Result<LockListing, LockError> {
         if options.batch == 0 {
             return Err(LockError::config("batch", "must be at least 1"));
         }
-        self.backend().list(self.key_prefix(), options).await
+        let Some(listing) = self.backend.capabilities().listing() else {
+            return Err(LockError::config(
+                "strategy",
+                format!(
+                    "the {} strategy does not say which nodes hold its keys, so its locks \
+                     cannot be listed",
+                    self.backend.strategy()
+                ),
+            ));
+        };
+        listing.list(self.key_prefix(), options).await
     }
 
     /// Reads the state of the lock named `name`.
@@ -675,177 +734,70 @@ impl LockManager {
         claim: &Claim,
         offered: Option<(&Offered, Option<&dyn Wakeups>)>,
     ) -> Result<Attempt, LockError> {
-        let (mut hold, fresh_owner) = match owner {
+        let (hold, fresh_owner) = match owner {
             Some(owner) => (HoldToken::new(owner.clone())?, false),
             None => (HoldToken::fresh()?, true),
         };
-        match claim {
-            Claim::Permit(request) => hold = hold.for_permit(request.weight),
-            Claim::Access(request) => hold = hold.for_access(request.access),
-            Claim::Multi(keys) => hold = hold.for_members(Arc::clone(keys)),
-            Claim::Lock => {}
-        }
-        let hold = self.in_line_if_fair(hold);
         let fair = self.settings.fair;
+        let hold = hold.with_kind(claim.hold_kind());
+        let hold = if fair { hold.in_line() } else { hold };
         let queues = claim.queues(fair);
+        let sent = claim.placed(fair, join_queue);
         let sent_at = Instant::now();
         // If this future is dropped mid-request, the acquire may have run: the
         // guard releases its hold in the background so no key stays held by a
         // hold nobody has.
         // A fair waiter keeps its owner across attempts (its place in the
         // queue), so only a per-attempt release is safe for it.
-        let undo_safe = (fresh_owner && !queues) || self.backend.releases_only_its_attempt();
+        let undo_safe =
+            (fresh_owner && !queues) || self.backend.capabilities().releases_only_its_attempt;
         let pending = DropGuard::new(|| {
             if undo_safe {
                 spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
             }
         });
-        let outcome = match claim {
-            Claim::Permit(request) => {
-                let mut request = *request;
-                if fair {
-                    request.fair = Some(FairPlace {
-                        waiter_lease: FAIR_WAITER_LEASE,
-                        join: join_queue,
-                    });
-                }
-                let earlier = offer_hold(offered, &hold);
-                self.backend
-                    .try_acquire_permit(key, &hold, ttl, request, earlier.as_ref())
-                    .await
-            }
-            Claim::Access(request) => {
-                let mut request = *request;
-                request.waiter.waiter_lease = FAIR_WAITER_LEASE;
-                request.waiter.join = join_queue && queues;
-                let earlier = offer_hold(offered, &hold);
-                self.backend
-                    .try_acquire_access(key, &hold, ttl, request, earlier.as_ref())
-                    .await
-            }
-            Claim::Multi(keys) => self.backend.try_acquire_multi(keys, &hold, ttl).await,
-            Claim::Lock if fair => {
-                let earlier = offer_hold(offered, &hold);
-                let place = FairPlace::new(FAIR_WAITER_LEASE, join_queue);
-                self.backend
-                    .try_acquire_fair(key, &hold, ttl, place, earlier.as_ref())
-                    .await
-            }
-            Claim::Lock => self.backend.try_acquire(key, &hold, ttl).await,
-        };
+        let earlier = offer_hold(offered, &hold);
+        let outcome = self
+            .backend
+            .try_acquire(key, &hold, ttl, &sent, earlier.as_ref())
+            .await;
         pending.disarm();
         match outcome {
-            Ok(AcquireOutcome::Acquired { fencing_token }) if hold.access().is_some() => {
-                // A read-write hold's id stays its value; its token is kept
-                // beside it, and it always has one (a read's epoch).
-                let Some(token) = fencing_token else {
-                    spawn_release(Arc::clone(&self.backend), key.clone(), hold);
-                    return Err(LockError::UnexpectedReply {
-                        node: self.backend.strategy().to_owned(),
-                        script: "try_acquire_access",
-                        reply: "a read-write hold granted without a fencing token".to_owned(),
-                    });
+            Ok(AcquireOutcome::Acquired(acquired)) => {
+                let (hold, ttl_set) = if acquired.earlier {
+                    let offer = offered.and_then(|(offered, _)| offered.take());
+                    let (Some(offer), Some(_)) = (offer, acquired.fencing_token) else {
+                        return Err(self.unexpected_grant(
+                            "a grant to an earlier attempt, where none was offered",
+                        ));
+                    };
+                    (offer.hold, acquired.ttl)
+                } else {
+                    (hold, ttl)
+                };
+                let hold = match grant_to(hold.clone(), acquired.fencing_token, acquired.slot) {
+                    Ok(hold) => hold,
+                    Err(reply) => {
+                        if !acquired.earlier {
+                            spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                        }
+                        return Err(self.unexpected_grant(reply));
+                    }
                 };
                 tracing::debug!(
                     key = key.name(),
-                    access = hold.access().map(Access::as_str),
-                    fencing_token = token.get(),
-                    elapsed_us = sent_at.elapsed().as_micros() as u64,
-                    "read-write hold acquired"
-                );
-                Ok(Attempt::Acquired(Granted {
-                    hold: hold.granted_access(token),
-                    sent_at,
-                    ttl,
-                    ttl_set: ttl,
-                }))
-            }
-            Ok(AcquireOutcome::Acquired { fencing_token }) => {
-                tracing::debug!(
-                    key = key.name(),
-                    fencing_token = fencing_token.map(FencingToken::get),
+                    kind = ?hold.kind(),
+                    fencing_token = hold.fencing_token().map(FencingToken::get),
+                    slot = acquired.slot,
+                    by_release = acquired.earlier,
                     strategy = self.backend.strategy(),
                     elapsed_us = sent_at.elapsed().as_micros() as u64,
-                    "lock acquired"
+                    "acquired"
                 );
+                // A grant to an earlier attempt was renewed to the TTL by
+                // this one: the lease counts from when it was sent.
                 Ok(Attempt::Acquired(Granted {
-                    hold: hold.granted(fencing_token),
-                    sent_at,
-                    ttl,
-                    ttl_set: ttl,
-                }))
-            }
-            Ok(AcquireOutcome::PermitAcquired {
-                slot,
-                fencing_token,
-            }) => {
-                tracing::debug!(
-                    key = key.name(),
-                    slot,
-                    fencing_token = fencing_token.get(),
-                    elapsed_us = sent_at.elapsed().as_micros() as u64,
-                    "permit acquired"
-                );
-                Ok(Attempt::Acquired(Granted {
-                    hold: hold.granted_permit(slot, fencing_token),
-                    sent_at,
-                    ttl,
-                    ttl_set: ttl,
-                }))
-            }
-            Ok(AcquireOutcome::GrantedEarlier {
-                fencing_token,
-                ttl: ttl_set,
-            }) => {
-                let offer = offered.and_then(|(offered, _)| offered.take());
-                let (Some(offer), Some(fencing_token)) = (offer, fencing_token) else {
-                    return Err(LockError::UnexpectedReply {
-                        node: self.backend.strategy().to_owned(),
-                        script: match hold.access() {
-                            Some(_) => "try_acquire_access",
-                            None => "try_acquire_fair",
-                        },
-                        reply: "a grant to an earlier attempt, where none was offered".to_owned(),
-                    });
-                };
-                tracing::debug!(
-                    key = key.name(),
-                    fencing_token = fencing_token.get(),
-                    "lock granted by a release to this waiter's offer"
-                );
-                // The attempt renewed the grant to the TTL: the lease
-                // counts from when it was sent.
-                Ok(Attempt::Acquired(Granted {
-                    // A lock's or a write's: never a permit (its own reply).
-                    hold: match offer.hold.access() {
-                        Some(_) => offer.hold.granted_access(fencing_token),
-                        None => offer.hold.granted(Some(fencing_token)),
-                    },
-                    sent_at,
-                    ttl,
-                    ttl_set,
-                }))
-            }
-            Ok(AcquireOutcome::PermitGrantedEarlier {
-                slot,
-                fencing_token,
-                ttl: ttl_set,
-            }) => {
-                let Some(offer) = offered.and_then(|(offered, _)| offered.take()) else {
-                    return Err(LockError::UnexpectedReply {
-                        node: self.backend.strategy().to_owned(),
-                        script: "try_acquire_permit",
-                        reply: "a grant to an earlier attempt, where none was offered".to_owned(),
-                    });
-                };
-                tracing::debug!(
-                    key = key.name(),
-                    slot,
-                    fencing_token = fencing_token.get(),
-                    "permit granted by a release to this waiter's earlier offer"
-                );
-                Ok(Attempt::Acquired(Granted {
-                    hold: offer.hold.granted_permit(slot, fencing_token),
+                    hold,
                     sent_at,
                     ttl,
                     ttl_set,
@@ -1203,7 +1155,7 @@ impl<'a, Q> Wait<'a, Q> {
             }
             _ => None,
         };
-        let Some(hold) = offer.hold.clone().granted_by_release(token, slot) else {
+        let Ok(hold) = grant_to(offer.hold.clone(), Some(token), slot) else {
             offered.answered(offer.hold, offer.sent_at);
             return None;
         };
@@ -1442,6 +1394,24 @@ const EXTEND_RETRY: Duration = Duration::from_millis(20);
 /// watch to expect a grant to it or the earlier one, and returns the hold
 /// of the previous attempt answered "held" (a release may have granted
 /// it meanwhile).
+/// `hold` as granted `token` (and, for a permit, `slot`); what is wrong
+/// with the grant otherwise.
+fn grant_to(
+    hold: HoldToken,
+    token: Option<FencingToken>,
+    slot: Option<u32>,
+) -> Result<HoldToken, &'static str> {
+    match (hold.kind(), token, slot) {
+        (HoldKind::Permit(_), Some(token), Some(slot)) => {
+            Ok(hold.granted(Some(token)).in_slot(slot))
+        }
+        (HoldKind::Permit(_), _, _) => Err("a permit granted without a slot or a fencing token"),
+        (HoldKind::Access(_), None, _) => Err("a read-write hold granted without a fencing token"),
+        (_, _, Some(_)) => Err("a hold that is not a permit granted a slot"),
+        (_, token, None) => Ok(hold.granted(token)),
+    }
+}
+
 fn offer_hold(
     offered: Option<(&Offered, Option<&dyn Wakeups>)>,
     hold: &HoldToken,
@@ -1456,7 +1426,7 @@ fn offer_hold(
     earlier
 }
 
-fn leave_fair_queue(
+fn leave_queue(
     backend: &Arc<dyn LockBackend>,
     key: &LockKey,
     owner: &OwnerToken,
@@ -1465,10 +1435,7 @@ fn leave_fair_queue(
     let (backend, key, owner) = (Arc::clone(backend), key.clone(), owner.clone());
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         crate::engine::background::spawn(&runtime, async move {
-            if let Err(err) = backend
-                .leave_fair_queue(&key, &owner, offered.as_deref())
-                .await
-            {
+            if let Err(err) = backend.leave_queue(&key, &owner, offered.as_deref()).await {
                 tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
             }
         });

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::engine::backend::Claim;
 use crate::engine::guard::LeaseGuard;
-use crate::engine::manager::{Claim, LockManager};
+use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::error::{Capability, LockError};
 use crate::key::LockKey;

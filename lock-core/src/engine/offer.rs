@@ -9,7 +9,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use crate::key::HoldToken;
+use crate::hold::HoldToken;
 
 /// The hold an answered attempt offered, and when that attempt was sent: a
 /// grant to it cannot predate that, so its lease counts from then.

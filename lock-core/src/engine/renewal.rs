@@ -40,7 +40,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::engine::backend::{ExtendOutcome, LockBackend, Renewal};
 use crate::engine::timing::MIN_TTL;
 use crate::error::{source_error, LockError};
-use crate::key::{HoldToken, LockKey};
+use crate::hold::HoldToken;
+use crate::key::LockKey;
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client

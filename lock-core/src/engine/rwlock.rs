@@ -3,12 +3,14 @@
 //! watchdog and waits as a lock.
 
 use crate::engine::backend::AccessRequest;
+use crate::engine::backend::Claim;
 use crate::engine::guard::LeaseGuard;
-use crate::engine::manager::{Claim, LockManager, FAIR_WAITER_LEASE};
+use crate::engine::manager::{LockManager, FAIR_WAITER_LEASE};
 use crate::engine::options::AcquireOptions;
 use crate::engine::state::RwLockState;
 use crate::error::{Capability, LockError};
-use crate::key::{Access, LockKey};
+use crate::hold::Access;
+use crate::key::LockKey;
 
 /// A named read-write lock, from [`LockManager::rw_lock`]: any number of
 /// shared (read) holds at once, or the exclusive (write) hold of one
@@ -97,7 +99,7 @@ impl LockManager {
     pub async fn rw_lock_state(&self, name: &str) -> Result<RwLockState, LockError> {
         self.require(Capability::RwLocks)?;
         let key = self.key(name)?;
-        self.backend().inspect_rw_lock(&key).await
+        self.rw_locks()?.rw_lock_state(&key).await
     }
 }
 
@@ -194,7 +196,7 @@ impl RwLock {
     /// Reads the lock: its write epoch, how many writers wait, and the live
     /// holds (with their leases and tokens, never their ids).
     pub async fn state(&self) -> Result<RwLockState, LockError> {
-        self.manager.backend().inspect_rw_lock(&self.key).await
+        self.manager.rw_locks()?.rw_lock_state(&self.key).await
     }
 
     async fn try_once(&self, access: Access) -> Result<Option<LeaseGuard>, LockError> {

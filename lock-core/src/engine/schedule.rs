@@ -622,11 +622,14 @@ impl Drop for PumpEnded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::backend::{AcquireOutcome, ExtendOutcome, LockBackend, ReleaseOutcome};
+    use crate::engine::backend::{
+        AcquireOutcome, Claim, ExtendOutcome, LockBackend, ReleaseOutcome,
+    };
     use crate::engine::state::LockState;
     use crate::engine::telemetry::Labels;
     use crate::error::{LockError, LossReason};
-    use crate::key::{HoldToken, LockKey, OwnerToken};
+    use crate::hold::HoldToken;
+    use crate::key::{LockKey, OwnerToken};
 
     /// Only there to build leases: these tests look at the bookkeeping of
     /// planned watchdogs, which never talks to a server, and fail if
@@ -645,6 +648,8 @@ mod tests {
             _: &LockKey,
             _: &HoldToken,
             _: Duration,
+            _: &Claim,
+            _: Option<&HoldToken>,
         ) -> Result<AcquireOutcome, LockError> {
             unreachable!("no server in these tests")
         }

@@ -2,9 +2,10 @@
 //! a weight with a lease of its own, held through the same guards,
 //! watchdog and waits as a lock.
 
+use crate::engine::backend::Claim;
 use crate::engine::backend::PermitRequest;
 use crate::engine::guard::LeaseGuard;
-use crate::engine::manager::{Claim, LockManager};
+use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::engine::state::SemaphoreState;
 use crate::error::{Capability, LockError};
@@ -92,7 +93,7 @@ impl LockManager {
     pub async fn semaphore_state(&self, name: &str) -> Result<SemaphoreState, LockError> {
         self.require(Capability::Semaphores)?;
         let key = self.key(name)?;
-        self.backend().inspect_semaphore(&key).await
+        self.semaphores()?.semaphore_state(&key).await
     }
 }
 
@@ -216,7 +217,7 @@ impl Semaphore {
     /// Reads the semaphore: its stored limit, the weight in use and the live
     /// permits (by slot, with their leases and tokens, never their ids).
     pub async fn state(&self) -> Result<SemaphoreState, LockError> {
-        self.manager.backend().inspect_semaphore(&self.key).await
+        self.manager.semaphores()?.semaphore_state(&self.key).await
     }
 
     /// Stores `limit` as the semaphore's limit for every process, and asks
@@ -237,7 +238,7 @@ impl Semaphore {
         validate_limit(limit)?;
         let previous = self
             .manager
-            .backend()
+            .semaphores()?
             .set_semaphore_limit(&self.key, limit)
             .await?;
         self.limit = limit;

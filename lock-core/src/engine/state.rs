@@ -6,7 +6,8 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::LockError;
-use crate::key::{Access, FencingToken};
+use crate::hold::Access;
+use crate::key::FencingToken;
 
 /// What [`LockManager::list`](crate::LockManager::list) looks for, and how much work it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +181,7 @@ pub struct PermitState {
 impl SemaphoreState {
     /// The state of a semaphore stored with `limit` whose live permits are
     /// `permits` (sorted here by slot); `used` is their weight. For a
-    /// strategy's [`inspect_semaphore`](crate::LockBackend::inspect_semaphore).
+    /// strategy's [`semaphore_state`](crate::SemaphoreBackend::semaphore_state).
     pub fn new(limit: Option<u32>, mut permits: Vec<PermitState>) -> Self {
         permits.sort_by_key(|permit| permit.slot);
         SemaphoreState {
@@ -234,7 +235,7 @@ pub struct RwHoldState {
 impl RwLockState {
     /// The state of a read-write lock at `epoch` with `waiting_writers` and
     /// the live `holds` (sorted here by lease left). For a strategy's
-    /// [`inspect_rw_lock`](crate::LockBackend::inspect_rw_lock).
+    /// [`rw_lock_state`](crate::RwLockBackend::rw_lock_state).
     pub fn new(epoch: FencingToken, waiting_writers: u64, mut holds: Vec<RwHoldState>) -> Self {
         holds.sort_by_key(|hold| hold.remaining);
         RwLockState {
@@ -295,7 +296,7 @@ pub struct Leader {
 impl Leader {
     /// The leader of `term` that proclaimed `value`, with `remaining` of
     /// its lease. For a strategy's
-    /// [`read_leader`](crate::LockBackend::read_leader).
+    /// [`read_leader`](crate::ElectionBackend::read_leader).
     pub fn new(term: FencingToken, value: String, remaining: Option<Duration>) -> Self {
         Leader {
             term,

@@ -5,7 +5,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-use crate::key::{FencingToken, HoldToken};
+use crate::hold::HoldToken;
+use crate::key::FencingToken;
 
 /// A waiter's subscription to the releases of one resource, from
 /// [`LockBackend::watch_releases`](crate::LockBackend::watch_releases).
@@ -36,14 +37,14 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     fn wake_on_every_release(&self);
 
     /// Names the holds this waiter has on offer for a grant on the server
-    /// (fair mode; see [`LockBackend::try_acquire_fair`]), in place of those
+    /// (fair mode; see [`Claim::Lock`]), in place of those
     /// named before: its answered attempt's, and the one about to be sent.
     /// A grant published for one of them is kept for
     /// [`take_grant`](Self::take_grant) and wakes this waiter alone; the
     /// engine takes up only a grant to its answered attempt. The default
     /// keeps nothing: grants are then found by the next attempt.
     ///
-    /// [`LockBackend::try_acquire_fair`]: crate::LockBackend::try_acquire_fair
+    /// [`Claim::Lock`]: crate::Claim::Lock
     fn expect_grants(&self, holds: &[&HoldToken]) {
         let _ = holds;
     }

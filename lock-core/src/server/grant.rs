@@ -117,7 +117,7 @@ impl GrantOptions {
     /// What a backend that grants with these options does with the
     /// config's `fencing` and `holder_info` (see
     /// [`LockBackend::capabilities`](crate::LockBackend::capabilities)).
-    pub fn capabilities(&self) -> Capabilities {
+    pub fn capabilities(&self) -> Capabilities<'static> {
         Capabilities::unknown()
             .with_fencing(self.fencing)
             .with_holder_info(self.holder_info())

@@ -22,7 +22,7 @@ const INSPECT_CONCURRENCY: usize = 16;
 /// Redlock node; or the error of one that is down): a `SCAN` of every master,
 /// bounded by `options.scan_limit`, then each name found read with
 /// `backend.inspect`, and fair-mode queues measured with `LLEN` on the first
-/// node. This is what a strategy's [`LockBackend::list`] calls.
+/// node. This is what a strategy's [`ListBackend::list`](crate::ListBackend::list) calls.
 ///
 /// Errors: [`LockError::InvalidConfig`] on a zero `batch`, an invalid
 /// `prefix` or no nodes. A node that fails
@@ -251,11 +251,10 @@ fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
 /// says nothing: the lock's own state is listed all the same.
 async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
     let has = backend.capabilities();
-    if !has.has(Capability::Semaphores) && !has.has(Capability::RwLocks) {
-        // Elections are single-node locks too: nothing else to read.
-        return Kind::default();
-    }
-    if let Ok(state) = backend.inspect_semaphore(key).await {
+    if let Some(Ok(state)) = match has.semaphores() {
+        Some(semaphores) => Some(semaphores.semaphore_state(key).await),
+        None => None,
+    } {
         if state.limit.is_some() {
             return Kind {
                 semaphore: Some(state),
@@ -265,7 +264,10 @@ async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
     }
     // A semaphore's permits have no read-write entries, and a lock's key is
     // no sorted set: each reads as foreign data to the other's script.
-    if let Ok(state) = backend.inspect_rw_lock(key).await {
+    if let Some(Ok(state)) = match has.rw_locks() {
+        Some(rw_locks) => Some(rw_locks.rw_lock_state(key).await),
+        None => None,
+    } {
         if state.is_held() {
             return Kind {
                 rw_lock: Some(state),
@@ -274,7 +276,10 @@ async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
         }
     }
     Kind {
-        leader: backend.read_leader(key).await.ok().flatten(),
+        leader: match has.elections() {
+            Some(elections) => elections.read_leader(key).await.ok().flatten(),
+            None => None,
+        },
         ..Kind::default()
     }
 }

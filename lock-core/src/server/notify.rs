@@ -40,7 +40,8 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::engine::wake::{Grant, Wakeups};
 use crate::error::LockError;
-use crate::key::{FencingToken, HoldToken};
+use crate::hold::HoldToken;
+use crate::key::FencingToken;
 use crate::server::client::{
     connect_subscriber, ClientKind, ConnectOptions, Delivery, MessageReceiver, SubscriberClient,
 };

@@ -62,13 +62,10 @@ impl SingleNodeBackend {
         if let Some(granted) = granted_earlier(&reply, earlier.is_some()) {
             let fencing_token =
                 granted.ok_or_else(|| self.node.unexpected(&single::FAIR_ACQUIRE, &reply))?;
-            return Ok(AcquireOutcome::GrantedEarlier {
-                fencing_token: Some(fencing_token),
-                ttl,
-            });
+            return Ok(Acquired::earlier(fencing_token, ttl).into());
         }
         // Fair mode issues tokens whatever `fencing` says.
-        let outcome = acquire_outcome(key, &reply, true)
+        let outcome = acquire_outcome(key, &reply, true, ttl)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::FAIR_ACQUIRE, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
             return Err(self.undo_unacknowledged(key, hold, err).await);
@@ -87,10 +84,18 @@ impl SingleNodeBackend {
         // A read-write lock's waiting writer, a fair semaphore's waiter and
         // a fair lock's: each gives back what a release granted its offers.
         let offered = offered.filter(|_| self.hands_over());
-        if let Some(offered) = offered.filter(|holds| holds.iter().any(|h| h.access().is_some())) {
+        if let Some(offered) = offered.filter(|holds| {
+            holds
+                .iter()
+                .any(|h| matches!(h.kind(), HoldKind::Access(_)))
+        }) {
             return self.leave_writers_queue(key, owner, offered).await;
         }
-        if let Some(offered) = offered.filter(|holds| holds.iter().any(|h| h.permit().is_some())) {
+        if let Some(offered) = offered.filter(|holds| {
+            holds
+                .iter()
+                .any(|h| matches!(h.kind(), HoldKind::Permit(_)))
+        }) {
             return self.leave_permit_queue(key, owner, offered).await;
         }
         if let Some(offered) = offered {

@@ -16,11 +16,12 @@ use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
 };
 use lock_core::{
-    Access, AccessRequest, AcquireOutcome, Capabilities, Capability, ClientKind, ConnectOptions,
-    Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig, GrantOptions, HoldToken,
-    HolderInfo, Leader, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
-    LockState, OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState,
-    RwLockState, SemaphoreState, Wakeups,
+    Access, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind,
+    ConnectOptions, ElectionBackend, Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig,
+    GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo, Leader, ListBackend,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken,
+    PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockBackend, RwLockState,
+    SemaphoreBackend, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `extend_many.lua` call carries: a script blocks the
@@ -51,9 +52,7 @@ fn unacknowledged_grant(
     acknowledged: Result<(), LockError>,
 ) -> Option<LockError> {
     match (outcome, acknowledged) {
-        (AcquireOutcome::Acquired { .. } | AcquireOutcome::PermitAcquired { .. }, Err(err)) => {
-            Some(err)
-        }
+        (AcquireOutcome::Acquired(_), Err(err)) => Some(err),
         _ => None,
     }
 }
@@ -273,6 +272,7 @@ impl SingleNodeBackend {
         &self,
         key: &LockKey,
         hold: &HoldToken,
+        ttl: Duration,
         ttl_ms: &MillisText,
     ) -> Result<AcquireOutcome, LockError> {
         let args: [&[u8]; 5] = [
@@ -288,9 +288,7 @@ impl SingleNodeBackend {
             .await?;
         let outcome = match reply {
             // `OK` arrives as a status or, through fred, as a string.
-            ref ok if ok.as_text() == Some("OK") => AcquireOutcome::Acquired {
-                fencing_token: None,
-            },
+            ref ok if ok.as_text() == Some("OK") => Acquired::new(None, ttl).into(),
             Reply::Nil => AcquireOutcome::Held {
                 remaining: self.holder_remaining(key).await?,
             },
@@ -320,13 +318,14 @@ impl SingleNodeBackend {
         &self,
         key: &LockKey,
         hold: &HoldToken,
+        ttl: Duration,
         ttl_ms: &MillisText,
     ) -> Result<AcquireOutcome, LockError> {
         let script = &single::ACQUIRE_TOKEN;
         let keys = [key.redis_key(), key.fence_key()];
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
         let reply = self.node.run(script, &keys, &args).await?;
-        acquire_outcome(key, &reply, true)
+        acquire_outcome(key, &reply, true, ttl)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))
     }
 
@@ -367,32 +366,11 @@ impl SingleNodeBackend {
         }
         err
     }
-}
 
-#[async_trait]
-impl LockBackend for SingleNodeBackend {
-    fn strategy(&self) -> &'static str {
-        "single"
-    }
-
-    /// Every primitive; elections only with fencing on (a term is a
-    /// fencing token).
-    fn capabilities(&self) -> Capabilities {
-        let all = self
-            .grant
-            .capabilities()
-            .with(Capability::FairQueue)
-            .with(Capability::Semaphores)
-            .with(Capability::RwLocks)
-            .with(Capability::MultiKeys);
-        if self.grant.fencing() {
-            all.with(Capability::Elections)
-        } else {
-            all
-        }
-    }
-
-    async fn try_acquire(
+    /// A plain lock's attempt: `SET NX PX` where the grant writes nothing
+    /// else, the counter-only script where it issues a token alone, and
+    /// `acquire.lua` otherwise.
+    async fn lock_attempt(
         &self,
         key: &LockKey,
         hold: &HoldToken,
@@ -402,10 +380,10 @@ impl LockBackend for SingleNodeBackend {
         let ttl_ms = MillisText::of_ttl(ttl);
         let fencing = self.grant.fencing();
         if !fencing && !self.grant.holder_info() {
-            return self.acquire_plain(key, hold, &ttl_ms).await;
+            return self.acquire_plain(key, hold, ttl, &ttl_ms).await;
         }
         if self.grant.token_only() && !self.node.awaits_replicas() {
-            return self.acquire_token_only(key, hold, &ttl_ms).await;
+            return self.acquire_token_only(key, hold, ttl, &ttl_ms).await;
         }
         let holder = key.holder_key();
         let keys = [key.redis_key(), key.fence_key(), &holder];
@@ -420,12 +398,59 @@ impl LockBackend for SingleNodeBackend {
             .node
             .run_acknowledged(&single::ACQUIRE, &keys, &args)
             .await?;
-        let outcome = acquire_outcome(key, &reply, fencing)
+        let outcome = acquire_outcome(key, &reply, fencing, ttl)
             .unwrap_or_else(|| Err(self.node.unexpected(&single::ACQUIRE, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
             return Err(self.undo_unacknowledged(key, hold, err).await);
         }
         Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl LockBackend for SingleNodeBackend {
+    fn strategy(&self) -> &'static str {
+        "single"
+    }
+
+    /// Every primitive; elections only with fencing on (a term is a
+    /// fencing token).
+    fn capabilities(&self) -> Capabilities<'_> {
+        let all = self
+            .grant
+            .capabilities()
+            .releasing_only_its_attempt()
+            .with_fair_queue()
+            .with_multi_keys()
+            .with_semaphores(self)
+            .with_rw_locks(self)
+            .with_hand_off(self)
+            .with_listing(self);
+        if self.grant.fencing() {
+            all.with_elections(self)
+        } else {
+            all
+        }
+    }
+
+    async fn try_acquire(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        ttl: Duration,
+        claim: &Claim,
+        earlier: Option<&HoldToken>,
+    ) -> Result<AcquireOutcome, LockError> {
+        match claim {
+            Claim::Lock { fair: None } => self.lock_attempt(key, hold, ttl).await,
+            Claim::Lock { fair: Some(place) } => {
+                self.fair_attempt(key, hold, ttl, *place, earlier).await
+            }
+            Claim::Permit(request) => self.permit_attempt(key, hold, ttl, *request, earlier).await,
+            Claim::Access(request) => self.access_attempt(key, hold, ttl, *request, earlier).await,
+            Claim::Multi(keys) => self.multi_attempt(keys, hold, ttl).await,
+            _ => Err(claim.unsupported(self.strategy())),
+        }
     }
 
     async fn extend(
@@ -435,18 +460,16 @@ impl LockBackend for SingleNodeBackend {
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
-        if hold.permit().is_some() {
-            return self.renew_permit(key, hold, ttl).await;
+        match hold.kind() {
+            HoldKind::Permit(_) => self.renew_permit(key, hold, ttl).await,
+            HoldKind::Access(_) => self.renew_access(key, hold, ttl).await,
+            HoldKind::Multi(members) => self.renew_members(members, hold, ttl).await,
+            _ => {
+                let ttl_ms = MillisText::of_ttl(ttl);
+                let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
+                self.renew_with(&single::EXTEND, key, &args, ttl).await
+            }
         }
-        if hold.access().is_some() {
-            return self.renew_access(key, hold, ttl).await;
-        }
-        if let Some(members) = hold.members() {
-            return self.renew_members(members, hold, ttl).await;
-        }
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [hold.value().as_bytes(), ttl_ms.as_bytes()];
-        self.renew_with(&single::EXTEND, key, &args, ttl).await
     }
 
     /// One script call per 512 renewals (`MAX_RENEWALS_PER_SCRIPT`; per hash
@@ -468,10 +491,7 @@ impl LockBackend for SingleNodeBackend {
                 outcomes[index] = Some(Err(err));
                 continue;
             }
-            let own_script = renewal.hold.permit().is_some()
-                || renewal.hold.access().is_some()
-                || renewal.hold.members().is_some();
-            if own_script {
+            if !matches!(renewal.hold.kind(), HoldKind::Lock) {
                 permits.push(index);
                 continue;
             }
@@ -529,45 +549,12 @@ impl LockBackend for SingleNodeBackend {
         self.node.renewal_group(key)
     }
 
-    async fn take_over(
-        &self,
-        key: &LockKey,
-        from: &HoldToken,
-        to: &HoldToken,
-        ttl: Duration,
-    ) -> Result<ExtendOutcome, LockError> {
-        self.node.validate_ttl(ttl)?;
-        if from.permit().is_some() {
-            return self.take_over_permit(key, from, to, ttl).await;
-        }
-        if from.access().is_some() {
-            return self.take_over_access(key, from, to, ttl).await;
-        }
-        // With fencing on, every grant of this strategy is taken to have a
-        // token: a hand-off token without one names no hold of it. Whether
-        // the claimed token is the hold's own, the key's value says: a grant
-        // stores it there (`<owner>:<nonce>#<token>`), and both values name it.
-        if from.fencing_token().is_none() && self.grant.fencing() {
-            return Ok(ExtendOutcome::NotHeld);
-        }
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [
-            from.value().as_bytes(),
-            to.value().as_bytes(),
-            ttl_ms.as_bytes(),
-        ];
-        self.renew_with(&single::TAKE_OVER, key, &args, ttl).await
-    }
-
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        if hold.permit().is_some() {
-            return self.release_permit(key, hold).await;
-        }
-        if hold.access().is_some() {
-            return self.release_access(key, hold).await;
-        }
-        if let Some(members) = hold.members() {
-            return self.release_members(members, hold).await;
+        match hold.kind() {
+            HoldKind::Permit(_) => return self.release_permit(key, hold).await,
+            HoldKind::Access(_) => return self.release_access(key, hold).await,
+            HoldKind::Multi(members) => return self.release_members(members, hold).await,
+            _ => {}
         }
         if hold.is_in_line() && self.hands_over() {
             return self.release_in_line(key, hold).await;
@@ -594,10 +581,6 @@ impl LockBackend for SingleNodeBackend {
         }
     }
 
-    fn releases_only_its_attempt(&self) -> bool {
-        true
-    }
-
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
         self.node.force_release(key).await
     }
@@ -610,94 +593,13 @@ impl LockBackend for SingleNodeBackend {
             .map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
-        list_held(
-            self,
-            vec![Ok(Arc::clone(self.node.client()))],
-            prefix,
-            options,
-        )
-        .await
-    }
-
-    async fn try_acquire_fair(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        place: FairPlace,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        self.fair_attempt(key, hold, ttl, place, earlier).await
-    }
-
-    async fn leave_fair_queue(
+    async fn leave_queue(
         &self,
         key: &LockKey,
         owner: &OwnerToken,
         offered: Option<&[HoldToken]>,
     ) -> Result<(), LockError> {
         self.leave_line(key, owner, offered).await
-    }
-
-    async fn try_acquire_permit(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        request: PermitRequest,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        self.permit_attempt(key, hold, ttl, request, earlier).await
-    }
-
-    async fn inspect_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
-        self.read_semaphore(key).await
-    }
-
-    async fn set_semaphore_limit(
-        &self,
-        key: &LockKey,
-        limit: u32,
-    ) -> Result<Option<u32>, LockError> {
-        self.write_semaphore_limit(key, limit).await
-    }
-
-    async fn try_acquire_multi(
-        &self,
-        keys: &[LockKey],
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<AcquireOutcome, LockError> {
-        self.multi_attempt(keys, hold, ttl).await
-    }
-
-    async fn try_acquire_access(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        request: AccessRequest,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        self.access_attempt(key, hold, ttl, request, earlier).await
-    }
-
-    async fn inspect_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
-        self.read_rw_lock(key).await
-    }
-
-    async fn proclaim(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        value: &str,
-    ) -> Result<bool, LockError> {
-        self.proclaim_value(key, hold, value).await
-    }
-
-    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
-        self.leader_of(key).await
     }
 
     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
@@ -734,6 +636,91 @@ impl LockBackend for SingleNodeBackend {
     }
 }
 
+#[async_trait]
+impl HandOffBackend for SingleNodeBackend {
+    async fn take_over(
+        &self,
+        key: &LockKey,
+        from: &HoldToken,
+        to: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        self.node.validate_ttl(ttl)?;
+        match from.kind() {
+            HoldKind::Permit(_) => return self.take_over_permit(key, from, to, ttl).await,
+            HoldKind::Access(_) => return self.take_over_access(key, from, to, ttl).await,
+            // A hand-off token never names one.
+            HoldKind::Multi(_) => return Ok(ExtendOutcome::NotHeld),
+            _ => {}
+        }
+        // With fencing on, every grant of this strategy is taken to have a
+        // token: a hand-off token without one names no hold of it. Whether
+        // the claimed token is the hold's own, the key's value says: a grant
+        // stores it there (`<owner>:<nonce>#<token>`), and both values name it.
+        if from.fencing_token().is_none() && self.grant.fencing() {
+            return Ok(ExtendOutcome::NotHeld);
+        }
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [
+            from.value().as_bytes(),
+            to.value().as_bytes(),
+            ttl_ms.as_bytes(),
+        ];
+        self.renew_with(&single::TAKE_OVER, key, &args, ttl).await
+    }
+}
+
+#[async_trait]
+impl ListBackend for SingleNodeBackend {
+    async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError> {
+        list_held(
+            self,
+            vec![Ok(Arc::clone(self.node.client()))],
+            prefix,
+            options,
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl SemaphoreBackend for SingleNodeBackend {
+    async fn semaphore_state(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
+        self.read_semaphore(key).await
+    }
+
+    async fn set_semaphore_limit(
+        &self,
+        key: &LockKey,
+        limit: u32,
+    ) -> Result<Option<u32>, LockError> {
+        self.write_semaphore_limit(key, limit).await
+    }
+}
+
+#[async_trait]
+impl RwLockBackend for SingleNodeBackend {
+    async fn rw_lock_state(&self, key: &LockKey) -> Result<RwLockState, LockError> {
+        self.read_rw_lock(key).await
+    }
+}
+
+#[async_trait]
+impl ElectionBackend for SingleNodeBackend {
+    async fn proclaim(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+        value: &str,
+    ) -> Result<bool, LockError> {
+        self.proclaim_value(key, hold, value).await
+    }
+
+    async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
+        self.leader_of(key).await
+    }
+}
+
 /// Whether a server error says that a script's keys are not all on the
 /// node it reached, so it did not run: `CROSSSLOT`, or `TRYAGAIN` and `ASK`
 /// while a slot migrates.
@@ -764,26 +751,25 @@ fn acquire_outcome(
     key: &LockKey,
     reply: &Reply,
     fenced: bool,
+    ttl: Duration,
 ) -> Option<Result<AcquireOutcome, LockError>> {
     match reply.as_array()? {
-        [Reply::Int(1), Reply::Int(0)] if !fenced => Some(Ok(AcquireOutcome::Acquired {
-            fencing_token: None,
-        })),
+        [Reply::Int(1), Reply::Int(0)] if !fenced => Some(Ok(Acquired::new(None, ttl).into())),
         [Reply::Int(1), _] if !fenced => None,
         // An integer below 2^53, the counter's text above (a Lua number
         // would round it).
-        [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(Ok(AcquireOutcome::Acquired {
-            fencing_token: Some(FencingToken::new(token.unsigned_abs())),
-        })),
+        [Reply::Int(1), Reply::Int(token)] if *token >= 1 => Some(Ok(Acquired::new(
+            Some(FencingToken::new(token.unsigned_abs())),
+            ttl,
+        )
+        .into())),
         [Reply::Int(1), token @ Reply::Data(_)] => {
             let token = token
                 .as_text()?
                 .parse::<u64>()
                 .ok()
                 .filter(|token| *token >= 1)?;
-            Some(Ok(AcquireOutcome::Acquired {
-                fencing_token: Some(FencingToken::new(token)),
-            }))
+            Some(Ok(Acquired::new(Some(FencingToken::new(token)), ttl).into()))
         }
         [Reply::Int(0), Reply::Int(pttl)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*pttl),

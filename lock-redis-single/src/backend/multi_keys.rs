@@ -67,9 +67,7 @@ impl SingleNodeBackend {
         let outcome = match reply.as_array() {
             Some([Reply::Int(1), token]) => {
                 match token.as_text().and_then(|text| text.parse().ok()) {
-                    Some(token) => AcquireOutcome::Acquired {
-                        fencing_token: Some(FencingToken::new(token)),
-                    },
+                    Some(token) => Acquired::new(Some(FencingToken::new(token)), ttl).into(),
                     None => return Err(self.node.unexpected(script, &reply)),
                 }
             }
@@ -254,9 +252,10 @@ impl SingleNodeBackend {
         for group in &groups {
             let floor = taken.last().map_or(0, |(_, token)| *token);
             match self.acquire_group(group, hold, ttl, floor).await {
-                Ok(AcquireOutcome::Acquired {
+                Ok(AcquireOutcome::Acquired(Acquired {
                     fencing_token: Some(token),
-                }) => taken.push((group, token.get())),
+                    ..
+                })) => taken.push((group, token.get())),
                 outcome => {
                     self.give_back(&taken, hold).await?;
                     return outcome;
@@ -282,9 +281,7 @@ impl SingleNodeBackend {
                 }
             }
         }
-        Ok(AcquireOutcome::Acquired {
-            fencing_token: Some(FencingToken::new(token)),
-        })
+        Ok(Acquired::new(Some(FencingToken::new(token)), ttl).into())
     }
 }
 

@@ -30,7 +30,7 @@ impl SingleNodeBackend {
         to: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let (Some(token), Some(access)) = (from.fencing_token(), from.access()) else {
+        let (Some(token), HoldKind::Access(access)) = (from.fencing_token(), from.kind()) else {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{}", access.letter(), token.get());
@@ -142,12 +142,9 @@ impl SingleNodeBackend {
         let (reply, acknowledged) = self.node.run_acknowledged(script, &keys, &args).await?;
         if let Some(granted) = granted_earlier(&reply, hands_over && earlier.is_some()) {
             let fencing_token = granted.ok_or_else(|| self.node.unexpected(script, &reply))?;
-            return Ok(AcquireOutcome::GrantedEarlier {
-                fencing_token: Some(fencing_token),
-                ttl,
-            });
+            return Ok(Acquired::earlier(fencing_token, ttl).into());
         }
-        let outcome = access_outcome(key, &reply)
+        let outcome = access_outcome(key, &reply, ttl)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
             return Err(self.undo_unacknowledged(key, hold, err).await);
@@ -187,6 +184,7 @@ pub(super) fn rw_problem(reply: &Reply) -> Option<LockError> {
 pub(super) fn access_outcome(
     key: &LockKey,
     reply: &Reply,
+    ttl: Duration,
 ) -> Option<Result<AcquireOutcome, LockError>> {
     if let Some(problem) = rw_problem(reply) {
         return Some(Err(problem));
@@ -194,9 +192,7 @@ pub(super) fn access_outcome(
     match reply.as_array()? {
         [Reply::Int(1), token] => {
             let token = token.as_text()?.parse::<u64>().ok()?;
-            Some(Ok(AcquireOutcome::Acquired {
-                fencing_token: Some(FencingToken::new(token)),
-            }))
+            Some(Ok(Acquired::new(Some(FencingToken::new(token)), ttl).into()))
         }
         [Reply::Int(0), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*wait_ms),

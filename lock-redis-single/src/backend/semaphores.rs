@@ -32,7 +32,7 @@ impl SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         // The whole entry the token claims: a token alone names only its
         // slot's counter, and another slot may be at the same number.
-        let (Some(token), Some(permit)) = (from.fencing_token(), from.permit()) else {
+        let (Some(token), HoldKind::Permit(permit)) = (from.fencing_token(), from.kind()) else {
             return Ok(ExtendOutcome::NotHeld);
         };
         let Some(slot) = permit.slot() else {
@@ -173,16 +173,14 @@ impl SingleNodeBackend {
             let token = token.as_text().and_then(|token| token.parse::<u64>().ok());
             return match (slot, token, hands_over && earlier.is_some()) {
                 (Some(slot), Some(token), true) if token >= 1 => {
-                    Ok(AcquireOutcome::PermitGrantedEarlier {
-                        slot,
-                        fencing_token: FencingToken::new(token),
-                        ttl,
-                    })
+                    Ok(Acquired::earlier(FencingToken::new(token), ttl)
+                        .in_slot(slot)
+                        .into())
                 }
                 _ => Err(self.node.unexpected(script, &reply)),
             };
         }
-        let outcome = permit_outcome(key, &reply, request)
+        let outcome = permit_outcome(key, &reply, request, ttl)
             .unwrap_or_else(|| Err(self.node.unexpected(script, &reply)))?;
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
             return Err(self.undo_unacknowledged(key, hold, err).await);
@@ -243,6 +241,7 @@ pub(super) fn permit_outcome(
     key: &LockKey,
     reply: &Reply,
     request: PermitRequest,
+    ttl: Duration,
 ) -> Option<Result<AcquireOutcome, LockError>> {
     if let Some(problem) = semaphore_problem(reply) {
         return Some(Err(problem));
@@ -257,10 +256,9 @@ pub(super) fn permit_outcome(
                 .parse::<u64>()
                 .ok()
                 .filter(|token| *token >= 1)?;
-            Some(Ok(AcquireOutcome::PermitAcquired {
-                slot,
-                fencing_token: FencingToken::new(token),
-            }))
+            Some(Ok(Acquired::new(Some(FencingToken::new(token)), ttl)
+                .in_slot(slot)
+                .into()))
         }
         [Reply::Int(0), Reply::Int(_used), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*wait_ms),

@@ -243,16 +243,28 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
     let members: std::sync::Arc<[lock_core::LockKey]> = keys.clone().into();
     let hold = lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("owner"))
         .expect("hold")
-        .for_members(members);
+        .with_kind(lock_core::HoldKind::Multi(members.clone()));
+    let claim = lock_core::Claim::Multi(members);
     let ttl = Duration::from_secs(30);
     let token = |outcome| match outcome {
-        Ok(lock_core::AcquireOutcome::Acquired {
+        Ok(lock_core::AcquireOutcome::Acquired(lock_core::Acquired {
             fencing_token: Some(token),
-        }) => token.get(),
+            ..
+        })) => token.get(),
         other => panic!("not granted: {other:?}"),
     };
-    let first = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
-    let same = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
+    let first = token(
+        locks
+            .backend()
+            .try_acquire(&keys[0], &hold, ttl, &claim, None)
+            .await,
+    );
+    let same = token(
+        locks
+            .backend()
+            .try_acquire(&keys[0], &hold, ttl, &claim, None)
+            .await,
+    );
     assert_eq!(same, first, "a retried attempt keeps its token");
     // The second member deleted, and taken and released by someone else.
     server.admin(&["DEL", keys[1].redis_key()]).expect("DEL");
@@ -263,7 +275,12 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
         .expect("free");
     let between = other.fencing_token().expect("a token").get();
     other.release().await.expect("release");
-    let afresh = token(locks.backend().try_acquire_multi(&keys, &hold, ttl).await);
+    let afresh = token(
+        locks
+            .backend()
+            .try_acquire(&keys[0], &hold, ttl, &claim, None)
+            .await,
+    );
     assert!(afresh > between, "{afresh} after {between}");
     for name in pair.names() {
         assert!(

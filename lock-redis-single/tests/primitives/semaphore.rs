@@ -367,7 +367,7 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     let (slot, token) = (first.permit_slot(), first.fencing_token());
     let handed = first.hand_off().expect("hand off");
     assert!(
-        handed.expose().starts_with("dl3."),
+        handed.expose().starts_with("dl1.permit-2-"),
         "a permit's token format"
     );
     let text = handed.expose().to_owned();
@@ -375,8 +375,8 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     // may be at the same number): it resumes nothing.
     let slot_number = slot.expect("a slot");
     let forged = text.replacen(
-        &format!(".2:{slot_number}."),
-        &format!(".2:{}.", slot_number + 1),
+        &format!(".permit-2-{slot_number}."),
+        &format!(".permit-2-{}.", slot_number + 1),
         1,
     );
     assert_ne!(forged, text);
@@ -588,7 +588,7 @@ async fn fair_manager(kind: ClientKind, server: &RedisServer) -> LockManager {
 async fn queue_waiter(locks: &LockManager, key: &LockKey, limit: u32, weight: u32) -> HoldToken {
     let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
         .expect("hold")
-        .for_permit(weight)
+        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(weight)))
         .in_line();
     queue_again(locks, key, limit, &hold, FAIR_WAITER_LEASE).await;
     hold
@@ -603,12 +603,21 @@ async fn queue_again(
     hold: &HoldToken,
     lease: Duration,
 ) {
-    let weight = hold.permit().expect("a permit's hold").weight();
+    let lock_core::HoldKind::Permit(permit) = hold.kind() else {
+        panic!("a permit's hold");
+    };
+    let weight = permit.weight();
     let mut request = PermitRequest::new(limit, weight);
     request.fair = Some(FairPlace::new(lease, true));
     let outcome = locks
         .backend()
-        .try_acquire_permit(key, hold, Duration::from_secs(30), request, None)
+        .try_acquire(
+            key,
+            hold,
+            Duration::from_secs(30),
+            &lock_core::Claim::Permit(request),
+            None,
+        )
         .await
         .expect("queue the waiter");
     assert!(
@@ -628,7 +637,7 @@ async fn an_expired_place_rejoins_at_the_back(kind: ClientKind) {
     let head = queue_waiter(&locks, &key, 1, 1).await;
     let lapsed = HoldToken::new(OwnerToken::generate().expect("owner"))
         .expect("hold")
-        .for_permit(1)
+        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(1)))
         .in_line();
     let owner_of = |hold: &HoldToken| {
         let value = hold.attempt_value();
@@ -725,20 +734,28 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
     assert_eq!(in_line(&server, &key), 0, "both left the line");
     let next = HoldToken::new(two.owner().clone())
         .expect("hold")
-        .for_permit(2);
+        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(2)));
     let mut request = PermitRequest::new(3, 2);
     request.fair = Some(FairPlace::new(FAIR_WAITER_LEASE, true));
     let outcome = locks
         .backend()
-        .try_acquire_permit(&key, &next, Duration::from_secs(30), request, Some(&two))
+        .try_acquire(
+            &key,
+            &next,
+            Duration::from_secs(30),
+            &lock_core::Claim::Permit(request),
+            Some(&two),
+        )
         .await
         .expect("the next attempt");
     match outcome {
-        AcquireOutcome::PermitGrantedEarlier {
-            slot: granted_slot,
-            fencing_token,
+        AcquireOutcome::Acquired(lock_core::Acquired {
+            slot: Some(granted_slot),
+            fencing_token: Some(fencing_token),
             ttl,
-        } => {
+            earlier: true,
+            ..
+        }) => {
             assert_eq!(
                 format!("2:{granted_slot}:{}", fencing_token.get()),
                 two_entry
@@ -963,7 +980,7 @@ async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
     assert!(permit_entry(&server, &key, &leaving).is_some(), "granted");
     locks
         .backend()
-        .leave_fair_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
+        .leave_queue(&key, leaving.owner(), Some(std::slice::from_ref(&leaving)))
         .await
         .expect("leave");
     assert_eq!(

@@ -1043,7 +1043,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Ok(locks) => locks,
                 Err(code) => return code,
             };
-            extend(&locks, lock.get(), &token, ttl, config.lock.ttl).await
+            extend(&locks, lock.get(), &token, ttl).await
         }
         Task::Release {
             lock,
@@ -1081,30 +1081,26 @@ async fn perform(command: Task, mut config: Config) -> u8 {
 }
 
 /// `extend`: renews to `--ttl`, else to the TTL the token says the lock was
-/// taken with, else (a token without one) to the config's; says when that
-/// is shorter than what the lock was taken with.
+/// taken with; says when that is shorter than what the lock was taken with.
 async fn extend(
     locks: &LockManager,
     key: &str,
     token: &HandoffToken,
     asked: Option<Duration>,
-    config_ttl: Duration,
 ) -> u8 {
-    let ttl = asked.or(token.ttl()).unwrap_or(config_ttl);
+    let taken = token.ttl();
+    let ttl = asked.unwrap_or(taken);
     match locks.extend_by_token(key, token, ttl).await {
         Ok(left) => {
             let left = humantime::format_duration(left);
-            match token.ttl() {
-                Some(taken) if ttl < taken => println!(
+            if ttl < taken {
+                println!(
                     "{key}: shortened to a {} TTL (it was taken with {}), {left} left",
                     humantime::format_duration(ttl),
                     humantime::format_duration(taken)
-                ),
-                Some(_) => println!("{key}: extended, {left} left"),
-                None => println!(
-                    "{key}: extended, {left} left (the config's ttl: the token does not say \
-                     what the lock was taken with)"
-                ),
+                );
+            } else {
+                println!("{key}: extended, {left} left");
             }
             0
         }
