@@ -90,10 +90,12 @@ pub use lock_core::{
 pub use lock_core::strategy;
 // Limits, secrets, and the trait's outcomes.
 pub use lock_core::{
-    async_trait, AccessRequest, AcquireOutcome, ConnectOptions, ExtendOutcome, FairPlace, Grant,
-    PermitRequest, ReleaseOutcome, Renewal, Secret, SourceError, Wakeups, FAIR_WAITER_LEASE,
-    MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES,
-    MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
+    async_trait, AccessRequest, AcquireOutcome, Acquired, Claim, ConnectOptions, ElectionBackend,
+    ExtendOutcome, FairPlace, Grant, HandOffBackend, HoldKind, ListBackend, PermitRequest,
+    ReleaseOutcome, Renewal, RwLockBackend, Secret, SemaphoreBackend, SourceError, Wakeups,
+    FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN,
+    MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT,
+    MAX_TTL, MIN_TTL,
 };
 // A connection the application already has, wrapped for a backend.
 #[cfg(feature = "fred")]
