@@ -26,12 +26,13 @@
 //! # Features
 //!
 //! `redis` (the default) and `fred` choose the client, and both may be on;
-//! `tls` adds `rediss://` nodes; `cli` (a default) builds the `distlock`
-//! command, which runs a command under a lock:
-//! `distlock run -n nightly-report -- ./report.sh`. A library
-//! that wants only the client writes `default-features = false, features =
-//! ["redis"]` (or `["fred"]`); with no client at all the build stops with a
-//! message that says which feature to enable.
+//! `tls` adds `rediss://` nodes. A library that wants only `fred` writes
+//! `default-features = false, features = ["fred"]`; with no client at all the
+//! build stops with a message that says which feature to enable.
+//!
+//! The `distlock` command, which runs a command under a lock
+//! (`distlock run -n nightly-report -- ./report.sh`), is a package of its
+//! own: `cargo install distlock-cli`.
 //!
 //! # Bringing your own client
 //!

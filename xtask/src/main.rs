@@ -41,8 +41,8 @@ const USAGE: &str =
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   package  `cargo package` of the published crates (no upload), then a scratch crate
-         with the README's examples and the packaged `distlock` command built and
-         run against them (part of `test`)
+         with the README's examples built against them, and the packaged
+         `distlock-cli` installed and its `distlock` command run (part of `test`)
   doc    the API docs, warnings denied, and no intra-doc link left as text (part of `test`)
   layers lock-core's lease engine names no Redis layer, and no modules import each
          other in a circle (part of `test`)";
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("chaos") => chaos(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some("package") => programs::redis_server()
-            .and_then(|redis_server| publish::package_and_use(&PUBLISHED, &redis_server)),
+            .and_then(|redis_server| publish::package_and_use(&PUBLISHED, CLI, &redis_server)),
         Some("help" | "--help" | "-h") => {
             println!("{USAGE}");
             Ok(())
@@ -82,25 +82,30 @@ fn lock_core_src() -> std::path::PathBuf {
 }
 
 /// The crates whose tests and benchmarks take a client feature.
-const STRATEGY_CRATES: [&str; 4] = [
+const STRATEGY_CRATES: [&str; 5] = [
     "lock-redis-single",
     "lock-reentrant",
     "lock-redlock",
     "distlock",
+    "distlock-cli",
 ];
 
 /// The strategy crates, which refuse to build without a client feature.
 const NEEDS_A_CLIENT: [&str; 3] = ["lock-redis-single", "lock-reentrant", "lock-redlock"];
 
 /// The crates published to the registry, in dependency order.
-const PUBLISHED: [&str; 6] = [
+const PUBLISHED: [&str; 7] = [
     "lock-core",
     "lock-testkit",
     "lock-redis-single",
     "lock-reentrant",
     "lock-redlock",
     "distlock",
+    CLI,
 ];
+
+/// The published package of the `distlock` command: installed, not depended on.
+const CLI: &str = "distlock-cli";
 
 /// Crates that must not appear in two major versions in one build: two
 /// copies of a client would mean two connection pools and types that do not
@@ -122,13 +127,13 @@ fn client_features(clients: &[&str]) -> String {
 /// The clients every target is also linted with alone.
 const SINGLE_CLIENTS: [&str; 2] = ["redis", "fred"];
 
-/// The features of the full test pass: both clients, TLS, metrics, the CLI
-/// (so its end-to-end tests run), and the safety harness's binaries. `chaos` builds
+/// The features of the full test pass: both clients, TLS (the CLI's tests
+/// over TLS too), metrics, and the safety harness's binaries. `chaos` builds
 /// with exactly these, so after `test` it reuses every artifact instead of
 /// building the workspace again.
 fn both_clients_features() -> String {
     format!(
-        "{},distlock/cli,distlock/tls,distlock/metrics,lock-chaos/redis,lock-chaos/fred",
+        "{},distlock/tls,distlock/metrics,distlock-cli/tls,lock-chaos/redis,lock-chaos/fred",
         client_features(&["redis", "fred"])
     )
 }
@@ -224,7 +229,7 @@ fn test() -> Result<(), String> {
         &redis_server,
         "doc tests (and the README's examples) with both clients failed",
     )?;
-    publish::package_and_use(&PUBLISHED, &redis_server)?;
+    publish::package_and_use(&PUBLISHED, CLI, &redis_server)?;
     println!("xtask: the safety scenarios, briefly");
     // Each scenario has its own servers and workers, and they mostly wait
     // on TTLs and pauses: three side by side.

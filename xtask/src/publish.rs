@@ -275,10 +275,15 @@ pub(crate) fn doc() -> Result<(), String> {
 /// Packages `crates` together (no upload), unpacks the `.crate` files, and
 /// uses them as a stranger would: a scratch crate that depends on `distlock`
 /// by version, with the README's examples verbatim and the testkit as a
-/// dev-dependency, compiles against them; and the packaged `distlock`
-/// installs with `cargo install` (default features, no dev-dependencies) and
-/// runs a command under a lock on a real redis-server.
-pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<(), String> {
+/// dev-dependency, compiles against the libraries; and `cli`, the package of
+/// the `distlock` command, installs with `cargo install` (default features,
+/// no dev-dependencies) and runs a command under a lock on a real
+/// redis-server.
+pub(crate) fn package_and_use(
+    crates: &[&str],
+    cli: &str,
+    redis_server: &Path,
+) -> Result<(), String> {
     let cargo_command = || Command::new(cargo_bin());
     let version = workspace_package_field("version")?;
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
@@ -322,10 +327,16 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
             return Err(format!("cannot unpack {}", file.display()));
         }
     }
-    write_scratch(&check, crates, &version)?;
+    // What a stranger depends on; the command is installed, not depended on.
+    let libraries: Vec<&str> = crates
+        .iter()
+        .copied()
+        .filter(|krate| *krate != cli)
+        .collect();
+    write_scratch(&check, &libraries, &version)?;
     // The dependencies, as a stranger's build resolves them: registry
     // versions, here patched to the unpacked packages.
-    let patches: Vec<String> = crates
+    let patches: Vec<String> = libraries
         .iter()
         .map(|krate| {
             format!(
@@ -354,10 +365,10 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         &["check", "--quiet", "--tests"],
         "the README's examples and the packaged lock-testkit, against the packaged crates",
     )?;
-    // What `cargo install distlock` will do: the packaged crate alone, its
-    // dev-dependencies ignored, default features.
+    // What `cargo install distlock-cli` will do: the packaged crate alone,
+    // its dev-dependencies ignored, default features.
     let root = check.join("install");
-    let package = unpacked.join(format!("distlock-{version}"));
+    let package = unpacked.join(format!("{cli}-{version}"));
     let mut install = vec![
         "install".to_owned(),
         "--quiet".to_owned(),
@@ -374,7 +385,7 @@ pub(crate) fn package_and_use(crates: &[&str], redis_server: &Path) -> Result<()
         install.extend(["--config".to_owned(), patch.clone()]);
     }
     let install: Vec<&str> = install.iter().map(String::as_str).collect();
-    in_scratch(&install, "cargo install of the packaged distlock")?;
+    in_scratch(&install, &format!("cargo install of the packaged {cli}"))?;
     run_packaged_cli(&root.join("bin").join("distlock"), redis_server)
 }
 

@@ -1,7 +1,5 @@
 //! What the `distlock` tests share: a config for each way a lock is taken,
-//! read from `DISTLOCK_*` variables as the command reads them, and the
-//! command itself with a clean environment. Each test file uses part of it.
-#![allow(dead_code)]
+//! read from `DISTLOCK_*` variables as the command reads them.
 
 use distlock::{ClientKind, Config};
 use lock_testkit::RedisServer;
@@ -31,48 +29,4 @@ pub fn config<'a>(
         vars.push(((*name).to_owned(), (*value).to_owned()));
     }
     Config::from_vars(vars).expect("a valid config")
-}
-
-/// The `distlock` command cargo built for these tests.
-#[cfg(feature = "cli")]
-pub const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
-
-/// `distlock args...` with nothing in its environment but `PATH`, a 2 s
-/// connect timeout and `vars` (which may set it otherwise), and no stdin.
-#[cfg(feature = "cli")]
-pub fn distlock<V: AsRef<std::ffi::OsStr>>(
-    vars: &[(&str, V)],
-    args: &[&str],
-) -> std::process::Command {
-    let mut command = std::process::Command::new(DISTLOCK);
-    command
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("DISTLOCK_CONNECT_TIMEOUT", "2s")
-        .stdin(std::process::Stdio::null());
-    for (name, value) in vars {
-        command.env(name, value);
-    }
-    command
-}
-
-/// Runs `command` to its end.
-#[cfg(feature = "cli")]
-pub fn output(
-    mut command: impl std::borrow::BorrowMut<std::process::Command>,
-) -> std::process::Output {
-    command.borrow_mut().output().expect("run distlock")
-}
-
-/// The clients compiled in, by the names `DISTLOCK_CLIENT` takes.
-pub fn clients() -> Vec<&'static str> {
-    let mut clients = Vec::new();
-    if cfg!(feature = "redis") {
-        clients.push("redis");
-    }
-    if cfg!(feature = "fred") {
-        clients.push("fred");
-    }
-    clients
 }

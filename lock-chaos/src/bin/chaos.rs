@@ -768,7 +768,7 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             let distlock = worker_binary.with_file_name("distlock");
             if !distlock.exists() {
                 return Err(format!(
-                    "{} is missing: build it with `cargo build -p distlock --features cli,redis,fred`",
+                    "{} is missing: build it with `cargo build -p distlock-cli --features redis,fred`",
                     distlock.display()
                 ));
             }

@@ -15,7 +15,6 @@ fn readme() -> String {
 }
 
 /// The operator's guide, where the README sends readers for the ACL rule.
-#[cfg(feature = "cli")]
 fn operations() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/OPERATIONS.md");
     std::fs::read_to_string(path).expect("docs/OPERATIONS.md")
@@ -159,7 +158,7 @@ fn usage_example_is_the_tested_file() {
     assert_eq!(
         block,
         include_str!("readme/charge_once.rs"),
-        "the README's first example and distlock/tests/readme/charge_once.rs \
+        "the README's first example and distlock-cli/tests/readme/charge_once.rs \
          must be the same text: edit both"
     );
 }
@@ -168,7 +167,6 @@ fn usage_example_is_the_tested_file() {
 /// written on real servers, then every verb of `distlock` and every primitive run as
 /// that user through the real binary, for each strategy, fair mode and the
 /// options that read the server's clock.
-#[cfg(feature = "cli")]
 mod acl {
     use std::cell::RefCell;
     use std::collections::BTreeSet;

@@ -5,7 +5,7 @@
 //! the command answers itself, status and forced release, and the
 //! environment it reads.
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+#![cfg(any(feature = "redis", feature = "fred"))]
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

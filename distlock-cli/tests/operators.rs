@@ -7,7 +7,7 @@
 //! user's missing rule, a port that is not Redis, a misspelt TOML field, a
 //! TTL too short.
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+#![cfg(any(feature = "redis", feature = "fred"))]
 
 use std::io::{Read as _, Write as _};
 use std::process::{Child, Output, Stdio};

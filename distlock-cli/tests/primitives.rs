@@ -3,7 +3,7 @@
 //! one test binary (each binary links the whole stack, so fewer of them
 //! keep the suite within its time).
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+#![cfg(any(feature = "redis", feature = "fred"))]
 
 mod common;
 

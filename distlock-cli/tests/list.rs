@@ -3,7 +3,7 @@
 //! holds, queue and holder; `--prefix`, `--json`, `--limit` and its note;
 //! names with `}`, spaces and non-ASCII letters; exit codes.
 
-#![cfg(all(feature = "cli", any(feature = "redis", feature = "fred")))]
+#![cfg(any(feature = "redis", feature = "fred"))]
 
 use std::process::Output;
 
@@ -293,7 +293,7 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
         // The names land on every master.
         let mut masters = std::collections::BTreeSet::new();
         for name in &held {
-            let key = lock_core::LockKey::new("lock:", name).expect("a valid name");
+            let key = distlock::LockKey::new("lock:", name).expect("a valid name");
             let slot = cluster.key_slot(key.redis_key()).expect("a slot");
             masters.insert(cluster.master_of_slot(slot).expect("a master").port());
         }

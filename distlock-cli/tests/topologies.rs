@@ -6,7 +6,7 @@
 //! These start clusters and sentinel groups, so they run in the build with
 //! both clients and TLS, which `cargo xtask test` runs.
 
-#![cfg(all(feature = "cli", feature = "redis", feature = "fred", feature = "tls"))]
+#![cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
 
 use std::sync::Arc;
 

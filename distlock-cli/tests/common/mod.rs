@@ -1,0 +1,76 @@
+//! What the `distlock` command's tests share: the command itself with a
+//! clean environment, the clients compiled in, and a config for each way a
+//! lock is taken, read from `DISTLOCK_*` variables as the command reads them.
+//! Each test file uses part of it.
+#![allow(dead_code)]
+
+use distlock::{ClientKind, Config};
+use lock_testkit::RedisServer;
+
+/// A config for `mode` (`single`, `reentrant`, `redlock`, or `fair`: single
+/// node in fair mode) on `servers` through `client`, with a 5 s TTL; `extra`
+/// variables come last and win.
+pub fn config<'a>(
+    mode: &str,
+    servers: impl IntoIterator<Item = &'a RedisServer>,
+    client: ClientKind,
+    extra: &[(&str, &str)],
+) -> Config {
+    let strategy = if mode == "fair" { "single" } else { mode };
+    let nodes: Vec<String> = servers
+        .into_iter()
+        .map(|server| server.url().expose().to_owned())
+        .collect();
+    let mut vars = vec![
+        ("DISTLOCK_STRATEGY".to_owned(), strategy.to_owned()),
+        ("DISTLOCK_NODES".to_owned(), nodes.join(",")),
+        ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
+        ("DISTLOCK_TTL".to_owned(), "5s".to_owned()),
+        ("DISTLOCK_FAIR".to_owned(), (mode == "fair").to_string()),
+    ];
+    for (name, value) in extra {
+        vars.push(((*name).to_owned(), (*value).to_owned()));
+    }
+    Config::from_vars(vars).expect("a valid config")
+}
+
+/// The `distlock` command cargo built for these tests.
+pub const DISTLOCK: &str = env!("CARGO_BIN_EXE_distlock");
+
+/// `distlock args...` with nothing in its environment but `PATH`, a 2 s
+/// connect timeout and `vars` (which may set it otherwise), and no stdin.
+pub fn distlock<V: AsRef<std::ffi::OsStr>>(
+    vars: &[(&str, V)],
+    args: &[&str],
+) -> std::process::Command {
+    let mut command = std::process::Command::new(DISTLOCK);
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("DISTLOCK_CONNECT_TIMEOUT", "2s")
+        .stdin(std::process::Stdio::null());
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    command
+}
+
+/// Runs `command` to its end.
+pub fn output(
+    mut command: impl std::borrow::BorrowMut<std::process::Command>,
+) -> std::process::Output {
+    command.borrow_mut().output().expect("run distlock")
+}
+
+/// The clients compiled in, by the names `DISTLOCK_CLIENT` takes.
+pub fn clients() -> Vec<&'static str> {
+    let mut clients = Vec::new();
+    if cfg!(feature = "redis") {
+        clients.push("redis");
+    }
+    if cfg!(feature = "fred") {
+        clients.push("fred");
+    }
+    clients
+}
