@@ -41,8 +41,9 @@ const USAGE: &str =
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   package  `cargo package` of the published crates (no upload), then a scratch crate
-         with the README's examples built against them, and the packaged
-         `distlock-cli` installed and its `distlock` command run (part of `test`)
+         with the README's examples and a program that takes a lock, built and run
+         against them without the command's crates, and the packaged `distlock-cli`
+         installed and its `distlock` command run (part of `test`)
   doc    the API docs, warnings denied, and no intra-doc link left as text (part of `test`)
   layers lock-core's lease engine names no Redis layer, and no modules import each
          other in a circle (part of `test`)";

@@ -273,12 +273,13 @@ pub(crate) fn doc() -> Result<(), String> {
 }
 
 /// Packages `crates` together (no upload), unpacks the `.crate` files, and
-/// uses them as a stranger would: a scratch crate that depends on `distlock`
-/// by version, with the README's examples verbatim and the testkit as a
-/// dev-dependency, compiles against the libraries; and `cli`, the package of
-/// the `distlock` command, installs with `cargo install` (default features,
-/// no dev-dependencies) and runs a command under a lock on a real
-/// redis-server.
+/// uses them as a stranger would, on a real redis-server: a scratch crate
+/// that depends on `distlock` by version with its default features, with the
+/// README's examples verbatim and the testkit as a dev-dependency, compiles
+/// against the libraries, brings in none of the command's crates, and runs a
+/// program that takes a lock; and `cli`, the package of the `distlock`
+/// command, installs with `cargo install` (default features, no
+/// dev-dependencies) and runs a command under a lock.
 pub(crate) fn package_and_use(
     crates: &[&str],
     cli: &str,
@@ -345,13 +346,14 @@ pub(crate) fn package_and_use(
             )
         })
         .collect();
-    let in_scratch = |args: &[&str], what: &str| -> Result<(), String> {
+    let in_scratch = |args: &[&str], env: &[(&str, &str)], what: &str| -> Result<(), String> {
         println!("xtask: {what}");
         let status = cargo_command()
             .args(args)
             .current_dir(&check)
             // Share the build directory: the dependencies are the same crates.
             .env("CARGO_TARGET_DIR", &target)
+            .envs(env.iter().copied())
             .status()
             .map_err(|err| format!("could not run cargo: {err}"))?;
         status
@@ -359,11 +361,28 @@ pub(crate) fn package_and_use(
             .then_some(())
             .ok_or_else(|| format!("{what}: failed"))
     };
-    // Checked, not built: the doc tests have run the examples, and what can
-    // differ here is what the packages hold.
+    // The tests are checked, not built: the testkit is there to see that its
+    // package compiles for a stranger's tests.
     in_scratch(
         &["check", "--quiet", "--tests"],
+        &[],
         "the README's examples and the packaged lock-testkit, against the packaged crates",
+    )?;
+    builds_no_command_crate(&check)?;
+    let server = start_server(redis_server)?;
+    let nodes = format!("redis://127.0.0.1:{}", server.port);
+    in_scratch(
+        &[
+            "run",
+            "--quiet",
+            // A build to see that it builds: no debug information to write.
+            "--config",
+            "profile.dev.debug=false",
+            "--bin",
+            "scratch",
+        ],
+        &[("DISTLOCK_NODES", &nodes)],
+        &format!("a program on the packaged distlock, on {nodes}"),
     )?;
     // What `cargo install distlock-cli` will do: the packaged crate alone,
     // its dev-dependencies ignored, default features.
@@ -385,12 +404,56 @@ pub(crate) fn package_and_use(
         install.extend(["--config".to_owned(), patch.clone()]);
     }
     let install: Vec<&str> = install.iter().map(String::as_str).collect();
-    in_scratch(&install, &format!("cargo install of the packaged {cli}"))?;
-    run_packaged_cli(&root.join("bin").join("distlock"), redis_server)
+    in_scratch(
+        &install,
+        &[],
+        &format!("cargo install of the packaged {cli}"),
+    )?;
+    run_packaged_cli(&root.join("bin").join("distlock"), &nodes)
+}
+
+/// What the command needs and a library user must not build: the argument
+/// parser, signals, JSON output and the log subscriber.
+const COMMAND_ONLY: [&str; 4] = ["clap", "nix", "serde_json", "tracing-subscriber"];
+
+/// The scratch crate's own build (not its tests'), with `distlock`'s default
+/// features, has none of [`COMMAND_ONLY`]: they are `distlock-cli`'s.
+fn builds_no_command_crate(check: &Path) -> Result<(), String> {
+    let output = Command::new(cargo_bin())
+        .args([
+            "tree", "--edges", "normal", "--prefix", "none", "--format", "{p}",
+        ])
+        .current_dir(check)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|err| format!("could not run cargo tree: {err}"))?;
+    if !output.status.success() {
+        return Err("cargo tree of the scratch crate failed".to_owned());
+    }
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let mut found: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| COMMAND_ONLY.contains(name))
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    if !found.is_empty() {
+        return Err(format!(
+            "`distlock` with its default features brings the command's {}",
+            found.join(", ")
+        ));
+    }
+    println!(
+        "xtask: `distlock` with its default features brings none of {}",
+        COMMAND_ONLY.join(", ")
+    );
+    Ok(())
 }
 
 /// The scratch workspace: a crate whose library is the README's Rust
-/// examples, verbatim, with `distlock` (and `tokio`) as its dependencies and
+/// examples, verbatim, and whose binary takes and releases a lock on
+/// `DISTLOCK_NODES`, with `distlock` (and `tokio`) as its dependencies and
 /// the testkit as a dev-dependency, each registry dependency on one of ours
 /// patched to its unpacked package.
 fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), String> {
@@ -437,6 +500,7 @@ fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), Str
     write(check.join("Cargo.toml"), &root_manifest)?;
     write(check.join("scratch/Cargo.toml"), &scratch_manifest)?;
     write(check.join("scratch/src/lib.rs"), &lib)?;
+    write(check.join("scratch/src/main.rs"), SCRATCH_MAIN)?;
     // The workspace's own lock file, so the scratch build uses the versions
     // the tests ran with; cargo adds what it lacks.
     fs::copy(
@@ -446,6 +510,21 @@ fn write_scratch(check: &Path, crates: &[&str], version: &str) -> Result<(), Str
     .map_err(|err| format!("cannot copy Cargo.lock: {err}"))?;
     Ok(())
 }
+
+/// A stranger's first program on `distlock`: a lock taken and released, with
+/// a fencing token, on the node the environment names.
+const SCRATCH_MAIN: &str = r#"//! A lock taken and released on `DISTLOCK_NODES`.
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let locks = distlock::connect(&distlock::Config::from_env()?).await?;
+    let lease = locks.acquire("package-check-library").await?;
+    let token = lease.fencing_token().ok_or("the lease has no fencing token")?;
+    println!("package-check-library held under fencing token {}", token.get());
+    lease.release().await?;
+    Ok(())
+}
+"#;
 
 /// The bodies of the ```` ```rust ```` blocks of a markdown text.
 fn rust_blocks(markdown: &str) -> Vec<String> {
@@ -503,11 +582,9 @@ fn start_server(redis_server: &Path) -> Result<Server, String> {
 }
 
 /// The packaged `distlock` runs a shell command with a child of its own
-/// under a lock, hands it the fencing token, and reports the lock free
-/// afterwards with that one grant counted.
-fn run_packaged_cli(distlock: &Path, redis_server: &Path) -> Result<(), String> {
-    let server = start_server(redis_server)?;
-    let nodes = format!("redis://127.0.0.1:{}", server.port);
+/// under a lock on `nodes`, hands it the fencing token, and reports the lock
+/// free afterwards with that one grant counted.
+fn run_packaged_cli(distlock: &Path, nodes: &str) -> Result<(), String> {
     println!("xtask: the packaged distlock command, on {nodes}");
     let run = Command::new(distlock)
         .args(["run", "--key", "package-check", "--wait", "5s", "--"])
@@ -516,7 +593,7 @@ fn run_packaged_cli(distlock: &Path, redis_server: &Path) -> Result<(), String> 
             "-c",
             "sleep 0.1 & wait; test -n \"$DISTLOCK_FENCING_TOKEN\"",
         ])
-        .env("DISTLOCK_NODES", &nodes)
+        .env("DISTLOCK_NODES", nodes)
         .status()
         .map_err(|err| format!("could not run {}: {err}", distlock.display()))?;
     if !run.success() {
@@ -524,7 +601,7 @@ fn run_packaged_cli(distlock: &Path, redis_server: &Path) -> Result<(), String> 
     }
     let status = Command::new(distlock)
         .args(["status", "package-check", "--json"])
-        .env("DISTLOCK_NODES", &nodes)
+        .env("DISTLOCK_NODES", nodes)
         .output()
         .map_err(|err| format!("could not run {}: {err}", distlock.display()))?;
     let printed = String::from_utf8_lossy(&status.stdout);
