@@ -293,8 +293,8 @@ impl HoldToken {
     /// backend can ([`is_in_line`](Self::is_in_line)). A hold outside fair
     /// mode is not: its release sends no queue keys, which costs the
     /// server less, and waiters in line (of another process's fair mode)
-    /// take their turn from its message. No change to a read-write or a
-    /// multi-key hold, whose writers queue by their own keys.
+    /// take their turn from its message. A read-write or a multi-key hold
+    /// is never in line: writers queue by their own keys.
     pub fn in_line(mut self) -> Self {
         self.in_line = matches!(self.kind, HoldKind::Lock | HoldKind::Permit(_));
         self

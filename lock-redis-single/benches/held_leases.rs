@@ -55,9 +55,13 @@ impl LockBackend for OneCommandEach {
         "single, one command per renewal"
     }
 
-    /// The inner backend's: every method but `extend_many` is passed on.
+    /// The inner backend's grant fields and listing; none of the
+    /// primitives, whose claims this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities<'_> {
-        self.0.capabilities()
+        self.0
+            .capabilities()
+            .plain_lock_only()
+            .with_listing(&self.0)
     }
 
     async fn try_acquire(

@@ -48,7 +48,9 @@ impl SingleNode {
 
 impl BackendFactory for SingleNode {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(self.fencing, false).with_primitives()
+        Capabilities::new(self.fencing, false)
+            .with_primitives()
+            .with_hand_off()
     }
 
     fn connect<'a>(

@@ -109,6 +109,9 @@ pub struct Capabilities {
     /// Whether the strategy takes several keys as one hold (every strategy
     /// with the primitives, and Redlock, whose nodes each take them all).
     pub multi_keys: bool,
+    /// Whether a held lease can be resumed from a hand-off token
+    /// ([`LockManager::resume`](lock_core::LockManager::resume)).
+    pub hand_off: bool,
 }
 
 impl Capabilities {
@@ -120,6 +123,7 @@ impl Capabilities {
             reentrant,
             primitives: false,
             multi_keys: false,
+            hand_off: false,
         }
     }
 
@@ -134,6 +138,12 @@ impl Capabilities {
     /// These capabilities with multi-key locks alone.
     pub fn with_multi_keys(mut self) -> Self {
         self.multi_keys = true;
+        self
+    }
+
+    /// These capabilities with hand-off.
+    pub fn with_hand_off(mut self) -> Self {
+        self.hand_off = true;
         self
     }
 }
@@ -970,10 +980,12 @@ pub async fn capabilities_are_declared(factory: &dyn BackendFactory) {
         (Capability::Semaphores, expected.primitives),
         (Capability::RwLocks, expected.primitives),
         (Capability::MultiKeys, expected.multi_keys),
-        (
-            Capability::Elections,
-            expected.primitives && expected.fencing,
-        ),
+        // Declared whatever `fencing` says, so listing shows leaders; the
+        // manager refuses an election's handle without fencing.
+        (Capability::Elections, expected.primitives),
+        (Capability::HandOff, expected.hand_off),
+        // Every built-in strategy names the nodes that hold its keys.
+        (Capability::Listing, true),
     ] {
         assert_eq!(declared.has(capability), has, "{capability}");
     }

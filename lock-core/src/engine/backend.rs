@@ -127,7 +127,8 @@ pub struct Acquired {
     /// `None` for every other claim.
     pub slot: Option<u32>,
     /// The TTL the attempt set, from when the server ran it: the one asked
-    /// for (or, for a re-entry, at least that long).
+    /// for. The engine counts an earlier attempt's grant, which this
+    /// attempt renewed, by it.
     pub ttl: Duration,
     /// A release already granted the claim, on the server, to the hold of
     /// this waiter's earlier attempt (the `earlier` passed to

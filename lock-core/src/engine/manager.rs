@@ -545,9 +545,8 @@ impl LockManager {
     /// process or another: checks that the hold `token` names still has the
     /// lock `name` (with the fencing token it claims), replaces it with a new
     /// hold of the same lease and renews it to the TTL it was handed off
-    /// with ([`HandoffToken::ttl`]; the configured TTL for a token that
-    /// carries none), in one atomic step, and returns a guard whose watchdog keeps it, as if this
-    /// process had acquired it. Its fencing token is the hold's.
+    /// with ([`HandoffToken::ttl`]), in one atomic step, and returns a guard
+    /// whose watchdog keeps it, as if this process had acquired it. Its fencing token is the hold's.
     /// `watchdog.max_hold` counts from here.
     ///
     /// The token is spent: a second `resume` with it, an
@@ -765,23 +764,33 @@ impl LockManager {
         match outcome {
             Ok(AcquireOutcome::Acquired(acquired)) => {
                 let (hold, ttl_set) = if acquired.earlier {
-                    let offer = offered.and_then(|(offered, _)| offered.take());
-                    let (Some(offer), Some(_)) = (offer, acquired.fencing_token) else {
-                        return Err(self.unexpected_grant(
-                            "a grant to an earlier attempt, where none was offered",
-                        ));
+                    let none_offered = "a grant to an earlier attempt, where none was offered";
+                    let Some((offered, _)) = offered else {
+                        return Err(self.unexpected_grant(none_offered));
                     };
-                    (offer.hold, acquired.ttl)
-                } else {
-                    (hold, ttl)
-                };
-                let hold = match grant_to(hold.clone(), acquired.fencing_token, acquired.slot) {
-                    Ok(hold) => hold,
-                    Err(reply) => {
-                        if !acquired.earlier {
-                            spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                    let Some(offer) = offered.take() else {
+                        return Err(self.unexpected_grant(none_offered));
+                    };
+                    let granted = match acquired.fencing_token {
+                        Some(token) => grant_to(offer.hold.clone(), Some(token), acquired.slot),
+                        None => Err("a grant to an earlier attempt without a fencing token"),
+                    };
+                    match granted {
+                        Ok(granted) => (granted, acquired.ttl),
+                        Err(reply) => {
+                            // Kept on offer: leaving the queue gives back
+                            // what the release granted it.
+                            offered.answered(offer.hold, offer.sent_at);
+                            return Err(self.unexpected_grant(reply));
                         }
-                        return Err(self.unexpected_grant(reply));
+                    }
+                } else {
+                    match grant_to(hold.clone(), acquired.fencing_token, acquired.slot) {
+                        Ok(granted) => (granted, ttl),
+                        Err(reply) => {
+                            spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                            return Err(self.unexpected_grant(reply));
+                        }
                     }
                 };
                 tracing::debug!(
@@ -1132,7 +1141,7 @@ impl<'a, Q> Wait<'a, Q> {
         let drift = self.manager.settings.clock_drift_factor;
         // Found late (an attempt in flight kept this waiter from looking),
         // with little of the grant left: the next attempt, at once, takes
-        // it up for the TTL instead (`AcquireOutcome::GrantedEarlier`).
+        // it up for the TTL instead (`Acquired::earlier`).
         let left = lease_deadline(offer.sent_at, ttl_set, drift).map_or(Duration::ZERO, |end| {
             end.saturating_duration_since(Instant::now())
         });
@@ -1387,13 +1396,6 @@ fn extend_at_once(shared: &Arc<LeaseShared>) {
 /// How soon [`extend_at_once`] tries again after a failure.
 const EXTEND_RETRY: Duration = Duration::from_millis(20);
 
-/// Takes a fair-mode waiter's place out of the queue, in the background: on
-/// any way out of its wait but success.
-/// For an attempt of a waiter that offers its holds (`offered`), about to
-/// be sent with `hold`: records that hold as on offer, tells the release
-/// watch to expect a grant to it or the earlier one, and returns the hold
-/// of the previous attempt answered "held" (a release may have granted
-/// it meanwhile).
 /// `hold` as granted `token` (and, for a permit, `slot`); what is wrong
 /// with the grant otherwise.
 fn grant_to(
@@ -1412,6 +1414,11 @@ fn grant_to(
     }
 }
 
+/// For an attempt of a waiter that offers its holds (`offered`), about to
+/// be sent with `hold`: records that hold as on offer, tells the release
+/// watch to expect a grant to it or the earlier one, and returns the hold
+/// of the previous attempt answered "held" (a release may have granted
+/// it meanwhile).
 fn offer_hold(
     offered: Option<(&Offered, Option<&dyn Wakeups>)>,
     hold: &HoldToken,
@@ -1426,6 +1433,8 @@ fn offer_hold(
     earlier
 }
 
+/// Takes a waiter's place out of its queue, in the background: on any way
+/// out of its wait but success.
 fn leave_queue(
     backend: &Arc<dyn LockBackend>,
     key: &LockKey,

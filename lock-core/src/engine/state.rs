@@ -1,6 +1,6 @@
 //! What a backend reports of a resource: its state, who holds it, and the
 //! listing of held locks ([`LockManager::list`](crate::LockManager::list),
-//! which a backend's [`LockBackend::list`](crate::LockBackend::list) fills
+//! which a backend's [`ListBackend::list`](crate::ListBackend::list) fills
 //! in).
 
 use std::time::{Duration, SystemTime};

@@ -4,7 +4,7 @@
 use super::*;
 
 impl SingleNodeBackend {
-    /// [`LockBackend::proclaim`] on one node.
+    /// [`ElectionBackend::proclaim`] on one node.
     pub(super) async fn proclaim_value(
         &self,
         key: &LockKey,
@@ -31,7 +31,7 @@ impl SingleNodeBackend {
         }
     }
 
-    /// [`LockBackend::read_leader`] on one node.
+    /// [`ElectionBackend::read_leader`] on one node.
     pub(super) async fn leader_of(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
         let record = key.leader_key();
         let script = &election::LEADER;

@@ -26,7 +26,7 @@ impl SingleNodeBackend {
         }
     }
 
-    /// [`LockBackend::try_acquire_fair`] on one node.
+    /// A fair lock claim of [`LockBackend::try_acquire`] on one node.
     pub(super) async fn fair_attempt(
         &self,
         key: &LockKey,
@@ -73,7 +73,7 @@ impl SingleNodeBackend {
         Ok(outcome)
     }
 
-    /// [`LockBackend::leave_fair_queue`] on one node.
+    /// [`LockBackend::leave_queue`] on one node.
     pub(super) async fn leave_line(
         &self,
         key: &LockKey,

@@ -413,11 +413,11 @@ impl LockBackend for SingleNodeBackend {
         "single"
     }
 
-    /// Every primitive; elections only with fencing on (a term is a
-    /// fencing token).
+    /// Every primitive. Elections are declared with fencing off too, so
+    /// `list` shows their leaders; a manager refuses an election's handle
+    /// without fencing (a term is a fencing token).
     fn capabilities(&self) -> Capabilities<'_> {
-        let all = self
-            .grant
+        self.grant
             .capabilities()
             .releasing_only_its_attempt()
             .with_fair_queue()
@@ -425,12 +425,8 @@ impl LockBackend for SingleNodeBackend {
             .with_semaphores(self)
             .with_rw_locks(self)
             .with_hand_off(self)
-            .with_listing(self);
-        if self.grant.fencing() {
-            all.with_elections(self)
-        } else {
-            all
-        }
+            .with_listing(self)
+            .with_elections(self)
     }
 
     async fn try_acquire(

@@ -231,7 +231,7 @@ impl SingleNodeBackend {
     /// with some of them (what it took is released when a later slot is
     /// held), and raised to one token at the end.
     ///
-    /// [`LockBackend::try_acquire_multi`] on one node.
+    /// A multi-key claim of [`LockBackend::try_acquire`] on one node.
     pub(super) async fn multi_attempt(
         &self,
         keys: &[LockKey],

@@ -104,7 +104,7 @@ impl SingleNodeBackend {
         }
     }
 
-    /// [`LockBackend::try_acquire_access`] on one node.
+    /// A read-write claim of [`LockBackend::try_acquire`] on one node.
     pub(super) async fn access_attempt(
         &self,
         key: &LockKey,
@@ -152,7 +152,7 @@ impl SingleNodeBackend {
         Ok(outcome)
     }
 
-    /// [`LockBackend::inspect_rw_lock`] on one node.
+    /// [`RwLockBackend::rw_lock_state`] on one node.
     pub(super) async fn read_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
         let (modes, waiters) = (key.modes_key(), key.waiters_key());
         let script = &rw::INSPECT;

@@ -117,7 +117,7 @@ impl SingleNodeBackend {
         }
     }
 
-    /// [`LockBackend::try_acquire_permit`] on one node.
+    /// A permit claim of [`LockBackend::try_acquire`] on one node.
     pub(super) async fn permit_attempt(
         &self,
         key: &LockKey,
@@ -188,7 +188,7 @@ impl SingleNodeBackend {
         Ok(outcome)
     }
 
-    /// [`LockBackend::inspect_semaphore`] on one node.
+    /// [`SemaphoreBackend::semaphore_state`] on one node.
     pub(super) async fn read_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
         let (held, limit_key) = (key.permits_held_key(), key.limit_key());
         let script = &semaphore::INSPECT;
@@ -202,7 +202,7 @@ impl SingleNodeBackend {
         semaphore_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
     }
 
-    /// [`LockBackend::set_semaphore_limit`] on one node.
+    /// [`SemaphoreBackend::set_semaphore_limit`] on one node.
     pub(super) async fn write_semaphore_limit(
         &self,
         key: &LockKey,
