@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use distlock::{Election, Leader, Leadership, LockError, LockManager};
+use distlock::state::Leader;
+use distlock::{Election, Leadership, LockError, LockManager};
 use nix::unistd::Pid;
 
 use crate::{

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use distlock::{HolderInfo, ListOptions, ListedLock, LockListing, LockManager, LockState};
+use distlock::state::{HolderInfo, ListOptions, ListedLock, LockListing};
+use distlock::{LockManager, LockState};
 
 use crate::{fail, holder_json, holder_text, EXIT_UNAVAILABLE};
 

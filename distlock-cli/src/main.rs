@@ -184,9 +184,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use distlock::{
-    AclNeed, Config, HandoffToken, HolderInfo, LeaseGuard, LockError, LockManager, LockState,
-};
+use distlock::state::HolderInfo;
+use distlock::{AclNeed, Config, HandoffToken, LeaseGuard, LockError, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -1267,10 +1266,10 @@ fn wait_time(text: &str) -> Result<Duration, String> {
 }
 
 /// A `--permits` or `--weight`: a whole number from 1 to
-/// [`MAX_SEMAPHORE_LIMIT`](distlock::MAX_SEMAPHORE_LIMIT), a semaphore's
+/// [`MAX_SEMAPHORE_LIMIT`](distlock::limits::MAX_SEMAPHORE_LIMIT), a semaphore's
 /// real range, whichever side a number misses it on.
 fn permit_count(text: &str) -> Result<u32, String> {
-    let max = distlock::MAX_SEMAPHORE_LIMIT;
+    let max = distlock::limits::MAX_SEMAPHORE_LIMIT;
     let out_of_range = || format!("must be a whole number from 1 to {max}");
     let count: u64 = text.trim().parse().map_err(|_| {
         if text.trim().starts_with('-') || text.trim().bytes().all(|b| b.is_ascii_digit()) {
@@ -1702,7 +1701,7 @@ fn print_status(
     name: &str,
     strategy: &str,
     state: &LockState,
-    leader: Option<&distlock::Leader>,
+    leader: Option<&distlock::state::Leader>,
     json: bool,
 ) {
     let (held, remaining, token, holds, holder) = match state {
@@ -1764,7 +1763,7 @@ fn print_status(
 
 /// `status` of a semaphore: its limit, the weight in use and each live
 /// permit (slot, weight, lease left, token), as text or JSON.
-fn print_semaphore(name: &str, state: &distlock::SemaphoreState, json: bool) {
+fn print_semaphore(name: &str, state: &distlock::state::SemaphoreState, json: bool) {
     let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
     if json {
         let permits: Vec<serde_json::Value> = state
@@ -1811,7 +1810,7 @@ fn print_semaphore(name: &str, state: &distlock::SemaphoreState, json: bool) {
 
 /// `status` of a read-write lock: its epoch, waiting writers and each live
 /// hold (mode, lease left, token), as text or JSON.
-fn print_rw_lock(name: &str, state: &distlock::RwLockState, json: bool) {
+fn print_rw_lock(name: &str, state: &distlock::state::RwLockState, json: bool) {
     let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
     if json {
         let holds: Vec<serde_json::Value> = state

@@ -293,7 +293,7 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
         // The names land on every master.
         let mut masters = std::collections::BTreeSet::new();
         for name in &held {
-            let key = distlock::LockKey::new("lock:", name).expect("a valid name");
+            let key = distlock::backend::LockKey::new("lock:", name).expect("a valid name");
             let slot = cluster.key_slot(key.redis_key()).expect("a slot");
             masters.insert(cluster.master_of_slot(slot).expect("a master").port());
         }

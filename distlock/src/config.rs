@@ -9,8 +9,8 @@ use std::str::FromStr;
 use lock_core::{LockConfig, LockError, Topology};
 use serde::Deserialize;
 
-/// The prefix of the environment variables read by [`Config::from_env`].
-pub const ENV_PREFIX: &str = "DISTLOCK_";
+/// [`Config::ENV_PREFIX`], for short.
+const ENV_PREFIX: &str = Config::ENV_PREFIX;
 
 /// The fields a `DISTLOCK_*` variable can set, dotted where nested
 /// (`retry.max_delay` is `DISTLOCK_RETRY__MAX_DELAY`). A unit test checks the
@@ -157,6 +157,10 @@ pub struct Config {
 }
 
 impl Config {
+    /// The prefix of the environment variables read by
+    /// [`from_env`](Self::from_env): `DISTLOCK_`.
+    pub const ENV_PREFIX: &'static str = "DISTLOCK_";
+
     /// A config with these lock settings and the default strategy.
     ///
     /// ```

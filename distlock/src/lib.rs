@@ -38,10 +38,11 @@
 //!
 //! An application that already has a connection hands it over instead of a
 //! URL: wrap a `redis` [`ConnectionManager`](https://docs.rs/redis/latest/redis/aio/struct.ConnectionManager.html)
-//! with [`RedisNode::from_manager`] (a cluster connection with
-//! `RedisNode::from_cluster`) or a `fred` client with `FredNode::from_client`,
-//! and build a strategy's backend on it. Waiters on such a backend poll
-//! rather than subscribe (see [`SingleNodeBackend::from_node`]).
+//! with [`RedisNode::from_manager`](topology::RedisNode::from_manager) (a
+//! cluster connection with `RedisNode::from_cluster`) or a `fred` client
+//! with `FredNode::from_client`, and build a strategy's backend on it.
+//! Waiters on such a backend poll rather than subscribe (see
+//! [`SingleNodeBackend::from_node`](backend::SingleNodeBackend::from_node)).
 //!
 //! ```no_run
 //! # #[cfg(feature = "redis")]
@@ -49,7 +50,9 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use distlock::{LockConfig, LockManager, RedisNode, SingleNodeBackend};
+//! use distlock::backend::SingleNodeBackend;
+//! use distlock::topology::RedisNode;
+//! use distlock::{LockConfig, LockManager};
 //!
 //! // The connection the application already has.
 //! let client = redis::Client::open("redis://127.0.0.1:6379")?;
@@ -72,40 +75,69 @@
 mod build;
 mod config;
 
-pub use build::{backend, connect};
-pub use config::{Config, ConfigWarning, Strategy, ENV_PREFIX};
+pub use build::connect;
+pub use config::{Config, ConfigWarning, Strategy};
 
-pub use lock_core::settle_background_releases;
+// What a user of the locks needs: the manager, its config, the handles and
+// guards, tokens and errors. The rest is in modules by reader.
 pub use lock_core::{
-    Access, AclNeed, AcquireOptions, Capabilities, Capability, ClientKind, Election, Endpoint,
-    FencingToken, FromConfig, GrantOptions, HandoffToken, HoldToken, HolderInfo, Leader,
-    Leadership, LeaseGuard, LeaseHandle, LeaseStatus, ListOptions, ListedLock, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockManager, LockState, LossReason, MultiLock,
-    NodeUrl, Observer, OwnerToken, Permit, PermitState, ReplicasConfig, RetryPolicy, RwHoldState,
-    RwLock, RwLockState, Semaphore, SemaphoreState, SentinelAuth, TlsConfig, Topology, WaitMode,
-    WatchdogConfig,
+    settle_background_releases, Access, AclNeed, AcquireOptions, Capability, ClientKind, Election,
+    FencingToken, HandoffToken, Leadership, LeaseGuard, LeaseHandle, LeaseStatus, LockConfig,
+    LockError, LockManager, LockState, LossReason, MultiLock, Observer, OwnerToken, RetryPolicy,
+    RwLock, Semaphore, SourceError, WaitMode, WatchdogConfig,
 };
-// What a backend of your own implements (`strategy` stays lock-core's page: its
-// examples are written for backend authors, who depend on lock-core).
-#[doc(no_inline)]
-pub use lock_core::strategy;
-// Limits, secrets, and the trait's outcomes.
-pub use lock_core::{
-    async_trait, AccessRequest, AcquireOutcome, Acquired, Claim, ConnectOptions, ElectionBackend,
-    ExtendOutcome, FairPlace, Grant, HandOffBackend, HoldKind, ListBackend, PermitRequest,
-    ReleaseOutcome, Renewal, RwLockBackend, Secret, SemaphoreBackend, SourceError, Wakeups,
-    FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN,
-    MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT,
-    MAX_TTL, MIN_TTL,
-};
-// A connection the application already has, wrapped for a backend.
-#[cfg(feature = "fred")]
-pub use lock_core::FredNode;
-#[cfg(feature = "redis")]
-pub use lock_core::RedisNode;
-pub use lock_redis_single::SingleNodeBackend;
-pub use lock_redlock::{RedlockBackend, RedlockOptions, ReleaseReport};
-pub use lock_reentrant::ReentrantBackend;
+
+pub mod state {
+    //! What a name's state reads as: a semaphore's permits, a read-write
+    //! lock's holds, an election's leader, holder information, and the
+    //! listing of held locks ([`LockManager::list`](crate::LockManager::list)).
+    pub use lock_core::{
+        HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
+        RwHoldState, RwLockState, SemaphoreState,
+    };
+}
+
+pub mod topology {
+    //! Where the servers are and how to reach them: the node URLs, Cluster
+    //! and Sentinel deployments, TLS, replicas to await, and connections an
+    //! application already has, wrapped for a backend.
+    #[cfg(feature = "fred")]
+    pub use lock_core::FredNode;
+    #[cfg(feature = "redis")]
+    pub use lock_core::RedisNode;
+    pub use lock_core::{
+        ConnectOptions, Endpoint, GrantOptions, NodeUrl, ReplicasConfig, Secret, SentinelAuth,
+        TlsConfig, Topology,
+    };
+}
+
+pub mod limits {
+    //! The bounds the library checks its input against, and the fair
+    //! waiter's lease.
+    pub use lock_core::{
+        FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN,
+        MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT,
+        MAX_TTL, MIN_TTL,
+    };
+}
+
+pub mod backend {
+    //! For authors of a backend, and for applications that build one by
+    //! hand: the [`LockBackend`] trait with its claims and outcomes, the
+    //! optional traits of the primitives, holds, the built-in strategies,
+    //! and [`strategy`], the building blocks a new strategy is made of.
+    pub use crate::build::backend as from_config;
+    pub use lock_core::strategy;
+    pub use lock_core::{
+        async_trait, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend,
+        ExtendOutcome, FairPlace, FromConfig, Grant, HandOffBackend, HoldKind, HoldToken,
+        ListBackend, LockBackend, LockKey, Permit, PermitRequest, ReleaseOutcome, Renewal,
+        RwLockBackend, SemaphoreBackend, Wakeups,
+    };
+    pub use lock_redis_single::SingleNodeBackend;
+    pub use lock_redlock::{RedlockBackend, RedlockOptions, ReleaseReport};
+    pub use lock_reentrant::ReentrantBackend;
+}
 
 // The README's Rust examples compile (`cargo test --doc`), with `distlock::`
 // paths only: what a user copies from it must build.

@@ -386,7 +386,7 @@ fn topology_fields_parse_from_toml_and_the_environment() {
             Strategy::Single,
             "a sentinel group is one deployment"
         );
-        assert_eq!(lock.topology, distlock::Topology::Sentinel);
+        assert_eq!(lock.topology, distlock::topology::Topology::Sentinel);
         assert_eq!(lock.sentinel_service.as_deref(), Some("mymaster"));
         assert_eq!(lock.replicas.count, 1);
         assert_eq!(lock.replicas.timeout, Duration::from_millis(40));

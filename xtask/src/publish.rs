@@ -95,12 +95,23 @@ pub(crate) fn check_reexports() -> Result<(), String> {
         fs::read_to_string(root.join(path)).map_err(|err| format!("reading {path}: {err}"))
     };
     let core = reexported(&read("lock-core/src/lib.rs")?);
-    let front = reexported(&read("distlock/src/lib.rs")?);
+    let front_source = read("distlock/src/lib.rs")?;
+    let front = reexported(&front_source);
     let missing: Vec<&str> = core.difference(&front).map(String::as_str).collect();
+    let root = root_names(&front_source);
+    if root.len() > MAX_ROOT_NAMES {
+        return Err(format!(
+            "distlock's root has {} names (at most {MAX_ROOT_NAMES}: what users of the locks \
+             need; the rest goes in a module): {}",
+            root.len(),
+            root.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
     if missing.is_empty() {
         println!(
-            "xtask: distlock re-exports all {} names of lock-core's root",
-            core.len()
+            "xtask: distlock re-exports all {} names of lock-core's root, {} at its own root",
+            core.len(),
+            root.len()
         );
         Ok(())
     } else {
@@ -109,6 +120,54 @@ pub(crate) fn check_reexports() -> Result<(), String> {
             missing.join(", ")
         ))
     }
+}
+
+/// How many names distlock's root may have: what users of the locks need.
+const MAX_ROOT_NAMES: usize = 35;
+
+/// The names at the root of a `lib.rs`: what its `pub use`s outside inline
+/// `pub mod name { .. }` bodies name, and the modules, functions, types and
+/// constants it declares `pub` itself.
+fn root_names(source: &str) -> BTreeSet<String> {
+    let mut outside = String::new();
+    let mut depth = 0usize;
+    let mut names = BTreeSet::new();
+    for line in source.lines() {
+        let trimmed = line.trim_start();
+        if depth == 0 {
+            for item in [
+                "pub mod ",
+                "pub fn ",
+                "pub async fn ",
+                "pub struct ",
+                "pub enum ",
+                "pub const ",
+                "pub type ",
+            ] {
+                if let Some(rest) = trimmed.strip_prefix(item) {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.insert(name);
+                }
+            }
+        }
+        let opens = line.matches('{').count();
+        let closes = line.matches('}').count();
+        if depth == 0 && trimmed.starts_with("pub mod ") && opens > closes {
+            depth = opens - closes;
+            continue;
+        }
+        if depth > 0 {
+            depth = (depth + opens).saturating_sub(closes);
+            continue;
+        }
+        outside.push_str(line);
+        outside.push('\n');
+    }
+    names.extend(reexported(&outside));
+    names
 }
 
 /// The names a `lib.rs` re-exports with `pub use` outside comments: each
@@ -620,13 +679,22 @@ fn run_packaged_cli(distlock: &Path, nodes: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod reexport_tests {
-    use super::{check_reexports, reexported};
+    use super::{check_reexports, reexported, root_names};
 
     #[test]
     fn distlock_reexports_every_name_of_lock_core() {
         if let Err(missing) = check_reexports() {
             panic!("{missing}");
         }
+    }
+
+    #[test]
+    fn a_root_counts_its_own_names_not_its_modules_contents() {
+        let source = "pub use a::{B, C};\n\
+            pub mod state {\n    //! Docs.\n    pub use a::{D, E};\n}\n\
+            pub fn connect() {}\n";
+        let names: Vec<String> = root_names(source).into_iter().collect();
+        assert_eq!(names, ["B", "C", "connect", "state"]);
     }
 
     #[test]
