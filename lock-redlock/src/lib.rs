@@ -81,6 +81,7 @@ compile_error!(
 mod backend;
 mod late_grants;
 mod node;
+mod options;
 mod round;
 
 pub use backend::{validate_config, RedlockBackend, RedlockOptions, ReleaseReport};

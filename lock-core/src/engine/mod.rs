@@ -8,6 +8,7 @@
 
 pub(crate) mod backend;
 pub(crate) mod background;
+pub(crate) mod capabilities;
 pub(crate) mod drop_guard;
 pub(crate) mod election;
 pub(crate) mod guard;
@@ -25,5 +26,6 @@ pub(crate) mod state;
 pub(crate) mod status;
 pub(crate) mod telemetry;
 pub(crate) mod timing;
+pub(crate) mod wait;
 pub(crate) mod wake;
 pub(crate) mod watchdog;
