@@ -124,7 +124,7 @@ impl LockKey {
     /// The hash of waiters' offers (owner to `<grant ms> <place deadline>
     /// <owner>:<nonce>`, `w` in front for a writer's, `p<weight> ` for a
     /// fair semaphore's), the holds a release may grant on the server:
-    /// `<prefix>{<name>}:offers` (see `lua/queue.lua`).
+    /// `<prefix>{<name>}:offers` (see `lua/shared/queue.lua`).
     pub fn offers_key(&self) -> String {
         format!("{}:offers", self.redis_key())
     }

@@ -4,13 +4,13 @@
 //!
 //! - **floor**: a raw `SET key val NX PX 30000` and the release script
 //!   (compare-and-delete) per cycle, the least a lock can cost.
-//! - **acquire.lua**: the fenced acquire script a lock with `holder_info`
+//! - **lock/acquire.lua**: the fenced acquire script a lock with `holder_info`
 //!   or `fencing_counter_ttl` sends (here with the default options, as every
 //!   fenced acquire sent it before), and a raw `DEL`, to price it alone.
-//! - **acquire_token.lua**: the default fenced acquire (fencing on, no
+//! - **lock/acquire_token.lua**: the default fenced acquire (fencing on, no
 //!   options), and a raw `DEL`.
 //! - **ours, fenced**: `LockManager::try_acquire` + `release` with the
-//!   defaults (fencing on: `acquire_token.lua`, whose `EVALSHA` calls mix
+//!   defaults (fencing on: `lock/acquire_token.lua`, whose `EVALSHA` calls mix
 //!   with the release script's here; see that row for the grant alone).
 //! - **ours, fencing off**: the same with `fencing = false`.
 //!
@@ -42,8 +42,8 @@ use common::{admin, floor, grant_by_script, main_thread_cpu, managers};
 /// The columns, in the order of the table.
 const COLUMNS: [&str; 5] = [
     "floor",
-    "acquire.lua",
-    "acquire_token.lua",
+    "lock/acquire.lua",
+    "lock/acquire_token.lua",
     "ours, fenced",
     "ours, fencing off",
 ];
@@ -90,7 +90,7 @@ async fn main() {
                 let grant = match index {
                     0 | 4 => per_call(&stats, &["set"], "set"),
                     1 | 2 => per_call(&stats, &["evalsha"], "evalsha"),
-                    // Our grant is `acquire_token.lua`, whose EVALSHA calls
+                    // Our grant is `lock/acquire_token.lua`, whose EVALSHA calls
                     // mix with the release's: see that row.
                     _ => f64::NAN,
                 };
@@ -123,8 +123,8 @@ async fn main() {
     }
 }
 
-/// A fenced acquire script (`acquire.lua` with the default options, as a
-/// lock with options sends it, or `acquire_token.lua`), then a raw `DEL`
+/// A fenced acquire script (`lock/acquire.lua` with the default options, as a
+/// lock with options sends it, or `lock/acquire_token.lua`), then a raw `DEL`
 /// of the key, per second.
 async fn script_grants(
     node: Arc<dyn NodeClient>,

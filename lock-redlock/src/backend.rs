@@ -356,7 +356,7 @@ impl LockBackend for RedlockBackend {
     }
 
     /// A lock, or every key of a multi-key lock: each node takes all the
-    /// keys in one script (`multi_set.lua`); the quorum, validity and
+    /// keys in one script (`multi/set.lua`); the quorum, validity and
     /// release rules are a lock's. No fencing token.
     async fn try_acquire(
         &self,

@@ -124,7 +124,7 @@ impl GrantOptions {
     }
 
     /// The five ARGV the built-in acquire scripts take after their own (see
-    /// `lua/grant.lua`): the counter's TTL in milliseconds (`0` for none),
+    /// `lua/shared/grant.lua`): the counter's TTL in milliseconds (`0` for none),
     /// `1` to store holder information (else `0`), the host name, the
     /// process id and the label (`""` for none).
     pub fn script_args(&self) -> [String; 5] {
@@ -192,7 +192,7 @@ fn host_name() -> String {
 
 impl HolderInfo {
     /// The holder information in an inspect script's reply: the fields of
-    /// its holder hash as `field, value, ...` (`lua/inspect.lua`). `Ok(None)`
+    /// its holder hash as `field, value, ...` (`lua/lock/inspect.lua`). `Ok(None)`
     /// for none (an empty array); `Err` for a reply of another shape, or a
     /// hash without a host, a process id or a time.
     pub fn from_reply(reply: &Reply) -> Result<Option<HolderInfo>, String> {

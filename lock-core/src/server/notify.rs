@@ -277,9 +277,9 @@ struct GrantMessage<'a> {
     slot: Option<u32>,
 }
 
-/// A grant message of the server-side hand-off (handoff.lua, rw.lua):
+/// A grant message of the server-side hand-off (shared/handoff.lua, rw/common.lua):
 /// `g<SHA-1 of the hold>:<token>`, and `:<slot>` behind it for a
-/// semaphore's permit (semaphore.lua); `None` for a release's `1`, a
+/// semaphore's permit (semaphore/common.lua); `None` for a release's `1`, a
 /// semaphore's freed weight or a leaver's `0`.
 fn grant_message(payload: &str) -> Option<GrantMessage<'_>> {
     let (digest, rest) = payload.strip_prefix('g')?.split_once(':')?;

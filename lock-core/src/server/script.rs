@@ -256,201 +256,205 @@ impl Script {
 pub mod single {
     use super::Script;
 
-    /// `SET NX PX` plus the next fencing token: `lua/acquire.lua`, after
-    /// `lua/fencing_counter.lua` and `lua/grant.lua`.
+    /// `SET NX PX` plus the next fencing token: `lua/lock/acquire.lua`, after
+    /// `lua/shared/fencing_counter.lua` and `lua/shared/grant.lua`.
     pub static ACQUIRE: Script = Script::new(
         "acquire",
         concat!(
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/grant.lua"),
-            include_str!("../../lua/acquire.lua")
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/grant.lua"),
+            include_str!("../../lua/lock/acquire.lua")
         ),
     );
     /// The default fenced acquire (no options) alone:
-    /// `lua/acquire_token.lua`.
-    pub static ACQUIRE_TOKEN: Script =
-        Script::new("acquire_token", include_str!("../../lua/acquire_token.lua"));
-    /// Compare-and-extend: `lua/extend.lua`, after `lua/renew.lua`.
+    /// `lua/lock/acquire_token.lua`.
+    pub static ACQUIRE_TOKEN: Script = Script::new(
+        "acquire_token",
+        include_str!("../../lua/lock/acquire_token.lua"),
+    );
+    /// Compare-and-extend: `lua/lock/extend.lua`, after `lua/shared/renew.lua`.
     pub static EXTEND: Script = Script::new(
         "extend",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/extend.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/lock/extend.lua")
         ),
     );
     /// Compare-and-extend of many holds in one call, for batched renewal:
-    /// `lua/extend_many.lua`, after `lua/renew.lua`.
+    /// `lua/lock/extend_many.lua`, after `lua/shared/renew.lua`.
     pub static EXTEND_MANY: Script = Script::new(
         "extend_many",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/extend_many.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/lock/extend_many.lua")
         ),
     );
-    /// Compare-and-delete: `lua/release.lua`, after `lua/renew.lua` (for
+    /// Compare-and-delete: `lua/lock/release.lua`, after `lua/shared/renew.lua` (for
     /// its `holds`).
     pub static RELEASE: Script = Script::new(
         "release",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/release.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/lock/release.lua")
         ),
     );
     /// Compare-and-replace with a new hold, for a resumed hand-off:
-    /// `lua/take_over.lua`.
+    /// `lua/lock/take_over.lua`.
     pub static TAKE_OVER: Script =
-        Script::new("take_over", include_str!("../../lua/take_over.lua"));
-    /// Remaining TTL and last fencing token: `lua/inspect.lua`.
-    pub static INSPECT: Script = Script::new("inspect", include_str!("../../lua/inspect.lua"));
-    /// Acquire in arrival order, queueing the caller: `lua/fair_acquire.lua`.
+        Script::new("take_over", include_str!("../../lua/lock/take_over.lua"));
+    /// Remaining TTL and last fencing token: `lua/lock/inspect.lua`.
+    pub static INSPECT: Script = Script::new("inspect", include_str!("../../lua/lock/inspect.lua"));
+    /// Acquire in arrival order, queueing the caller: `lua/fair/acquire.lua`.
     pub static FAIR_ACQUIRE: Script = Script::new(
         "fair_acquire",
         concat!(
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/grant.lua"),
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/fair_acquire.lua")
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/grant.lua"),
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/fair/acquire.lua")
         ),
     );
-    /// Leave the fair queue: `lua/fair_leave.lua`.
+    /// Leave the fair queue: `lua/fair/leave.lua`.
     pub static FAIR_LEAVE: Script =
-        Script::new("fair_leave", include_str!("../../lua/fair_leave.lua"));
+        Script::new("fair_leave", include_str!("../../lua/fair/leave.lua"));
     /// Release a fair lock and hand it to the next waiter's offer:
-    /// `lua/fair_release.lua`.
+    /// `lua/fair/release.lua`.
     pub static FAIR_RELEASE: Script = Script::new(
         "fair_release",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/handoff.lua"),
-            include_str!("../../lua/fair_release.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/shared/handoff.lua"),
+            include_str!("../../lua/fair/release.lua")
         ),
     );
     /// Leave a fair lock's line, giving back a grant made to the waiter's
-    /// offer: `lua/fair_give_up.lua`.
+    /// offer: `lua/fair/give_up.lua`.
     pub static FAIR_GIVE_UP: Script = Script::new(
         "fair_give_up",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/handoff.lua"),
-            include_str!("../../lua/fair_give_up.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/shared/handoff.lua"),
+            include_str!("../../lua/fair/give_up.lua")
         ),
     );
 }
 
 /// Deletes a lock whoever holds it and publishes the release:
-/// `lua/force_release.lua`. Shared by every strategy.
-pub static FORCE_RELEASE: Script =
-    Script::new("force_release", include_str!("../../lua/force_release.lua"));
+/// `lua/shared/force_release.lua`. Shared by every strategy.
+pub static FORCE_RELEASE: Script = Script::new(
+    "force_release",
+    include_str!("../../lua/shared/force_release.lua"),
+);
 
 /// The reentrant scripts: a hash per lock, field = owner, value = hold count.
 pub mod reentrant {
     use super::Script;
 
-    /// First hold or re-entry, with the fencing token: `lua/reentrant_acquire.lua`.
+    /// First hold or re-entry, with the fencing token: `lua/reentrant/acquire.lua`.
     pub static ACQUIRE: Script = Script::new(
         "reentrant_acquire",
         concat!(
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/grant.lua"),
-            include_str!("../../lua/reentrant_acquire.lua")
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/grant.lua"),
+            include_str!("../../lua/reentrant/acquire.lua")
         ),
     );
-    /// Renewal by the holder: `lua/reentrant_extend.lua`.
+    /// Renewal by the holder: `lua/reentrant/extend.lua`.
     pub static EXTEND: Script = Script::new(
         "reentrant_extend",
-        include_str!("../../lua/reentrant_extend.lua"),
+        include_str!("../../lua/reentrant/extend.lua"),
     );
-    /// One hold given back: `lua/reentrant_release.lua`.
+    /// One hold given back: `lua/reentrant/release.lua`.
     pub static RELEASE: Script = Script::new(
         "reentrant_release",
-        include_str!("../../lua/reentrant_release.lua"),
+        include_str!("../../lua/reentrant/release.lua"),
     );
-    /// TTL, token and hold count: `lua/reentrant_inspect.lua`.
+    /// TTL, token and hold count: `lua/reentrant/inspect.lua`.
     pub static INSPECT: Script = Script::new(
         "reentrant_inspect",
-        include_str!("../../lua/reentrant_inspect.lua"),
+        include_str!("../../lua/reentrant/inspect.lua"),
     );
 }
 
 /// The semaphore scripts: permits with their own leases in a sorted set
 /// scored by the server's clock, a stored limit, and a fencing counter per
-/// slot. Each is loaded after `lua/queue.lua` (the fair mode's line) and
-/// `lua/semaphore.lua`, whose header describes the keys, and every one
+/// slot. Each is loaded after `lua/shared/queue.lua` (the fair mode's line) and
+/// `lua/semaphore/common.lua`, whose header describes the keys, and every one
 /// drops expired permits first.
 pub mod semaphore {
     use super::Script;
 
-    /// One permit of a weight, if it fits: `lua/semaphore_acquire.lua`.
+    /// One permit of a weight, if it fits: `lua/semaphore/acquire.lua`.
     pub static ACQUIRE: Script = Script::new(
         "semaphore_acquire",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_acquire.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/acquire.lua")
         ),
     );
     /// Renewal of a live permit, never of an ended one:
-    /// `lua/semaphore_renew.lua`.
+    /// `lua/semaphore/renew.lua`.
     pub static RENEW: Script = Script::new(
         "semaphore_renew",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_renew.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/renew.lua")
         ),
     );
     /// A permit given back, once, publishing the free weight:
-    /// `lua/semaphore_release.lua`.
+    /// `lua/semaphore/release.lua`.
     pub static RELEASE: Script = Script::new(
         "semaphore_release",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_release.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/release.lua")
         ),
     );
     /// A live permit taken over for a new id (a resumed hand-off):
-    /// `lua/semaphore_take_over.lua`.
+    /// `lua/semaphore/take_over.lua`.
     pub static TAKE_OVER: Script = Script::new(
         "semaphore_take_over",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_take_over.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/take_over.lua")
         ),
     );
     /// A fair waiter's departure, giving back a permit granted to its
-    /// offer: `lua/semaphore_give_up.lua`.
+    /// offer: `lua/semaphore/give_up.lua`.
     pub static GIVE_UP: Script = Script::new(
         "semaphore_give_up",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_give_up.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/give_up.lua")
         ),
     );
     /// The stored limit and the live permits, read only:
-    /// `lua/semaphore_inspect.lua`.
+    /// `lua/semaphore/inspect.lua`.
     pub static INSPECT: Script = Script::new(
         "semaphore_inspect",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_inspect.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/inspect.lua")
         ),
     );
     /// An explicit change of the stored limit, waking waiters:
-    /// `lua/semaphore_set_limit.lua`.
+    /// `lua/semaphore/set_limit.lua`.
     pub static SET_LIMIT: Script = Script::new(
         "semaphore_set_limit",
         concat!(
-            include_str!("../../lua/queue.lua"),
-            include_str!("../../lua/semaphore.lua"),
-            include_str!("../../lua/semaphore_set_limit.lua")
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/set_limit.lua")
         ),
     );
 }
@@ -458,46 +462,46 @@ pub mod semaphore {
 /// The read-write lock scripts: shared and exclusive holds with their own
 /// leases in a sorted set scored by the server's clock, a write counter, and
 /// the fair lock's queue keys for the waiting writers. Each is loaded after
-/// `lua/queue.lua`, `lua/semaphore.lua`, the grant helpers (`lua/fencing_counter.lua`,
-/// `lua/grant.lua`: write tokens are issued as a lock's are) and
-/// `lua/rw.lua` (whose header describes the keys), and every one that
-/// writes drops expired holds first.
+/// `lua/shared/queue.lua`, `lua/semaphore/common.lua`, the grant helpers
+/// (`lua/shared/fencing_counter.lua`, `lua/shared/grant.lua`: write tokens
+/// are issued as a lock's are) and `lua/rw/common.lua` (whose header
+/// describes the keys), and every one that writes drops expired holds first.
 pub mod rw {
     use super::Script;
 
     macro_rules! rw_script {
-        ($name:literal) => {
+        ($name:literal, $file:literal) => {
             Script::new(
                 $name,
                 concat!(
-                    include_str!("../../lua/queue.lua"),
-                    include_str!("../../lua/semaphore.lua"),
-                    include_str!("../../lua/fencing_counter.lua"),
-                    include_str!("../../lua/grant.lua"),
-                    include_str!("../../lua/rw.lua"),
-                    include_str!(concat!("../../lua/", $name, ".lua"))
+                    include_str!("../../lua/shared/queue.lua"),
+                    include_str!("../../lua/semaphore/common.lua"),
+                    include_str!("../../lua/shared/fencing_counter.lua"),
+                    include_str!("../../lua/shared/grant.lua"),
+                    include_str!("../../lua/rw/common.lua"),
+                    include_str!(concat!("../../lua/rw/", $file, ".lua"))
                 ),
             )
         };
     }
 
     /// A shared or exclusive hold, when nothing is in its way:
-    /// `lua/rw_acquire.lua`.
-    pub static ACQUIRE: Script = rw_script!("rw_acquire");
-    /// Renewal of a live hold, never of an ended one: `lua/rw_renew.lua`.
-    pub static RENEW: Script = rw_script!("rw_renew");
+    /// `lua/rw/acquire.lua`.
+    pub static ACQUIRE: Script = rw_script!("rw_acquire", "acquire");
+    /// Renewal of a live hold, never of an ended one: `lua/rw/renew.lua`.
+    pub static RENEW: Script = rw_script!("rw_renew", "renew");
     /// A hold given back, once, waking who it may let in:
-    /// `lua/rw_release.lua`.
-    pub static RELEASE: Script = rw_script!("rw_release");
+    /// `lua/rw/release.lua`.
+    pub static RELEASE: Script = rw_script!("rw_release", "release");
     /// A live hold taken over for a new id (a resumed hand-off):
-    /// `lua/rw_take_over.lua`.
-    pub static TAKE_OVER: Script = rw_script!("rw_take_over");
+    /// `lua/rw/take_over.lua`.
+    pub static TAKE_OVER: Script = rw_script!("rw_take_over", "take_over");
     /// A waiting writer's departure, giving back a write granted to its
-    /// offer: `lua/rw_give_up.lua`.
-    pub static GIVE_UP: Script = rw_script!("rw_give_up");
+    /// offer: `lua/rw/give_up.lua`.
+    pub static GIVE_UP: Script = rw_script!("rw_give_up", "give_up");
     /// The epoch, the waiting writers and the live holds, read only:
-    /// `lua/rw_inspect.lua`.
-    pub static INSPECT: Script = rw_script!("rw_inspect");
+    /// `lua/rw/inspect.lua`.
+    pub static INSPECT: Script = rw_script!("rw_inspect", "inspect");
 }
 
 /// The multi-key scripts: several lock keys taken, renewed and released as
@@ -507,46 +511,46 @@ pub mod multi {
     use super::Script;
 
     /// Every member, or none, with one token above each member's counter:
-    /// `lua/multi_acquire.lua`.
+    /// `lua/multi/acquire.lua`.
     pub static ACQUIRE: Script = Script::new(
         "multi_acquire",
         concat!(
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/multi_acquire.lua")
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/multi/acquire.lua")
         ),
     );
     /// The members of one slot raised to a greater token (a hold taken slot
-    /// by slot on a cluster): `lua/multi_raise.lua`.
+    /// by slot on a cluster): `lua/multi/raise.lua`.
     pub static RAISE: Script = Script::new(
         "multi_raise",
         concat!(
-            include_str!("../../lua/fencing_counter.lua"),
-            include_str!("../../lua/multi_raise.lua")
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/multi/raise.lua")
         ),
     );
     /// Whether a slot's members are held by someone else, read only (what
     /// a hold taken slot by slot asks every slot first):
-    /// `lua/multi_probe.lua`.
+    /// `lua/multi/probe.lua`.
     pub static PROBE: Script =
-        Script::new("multi_probe", include_str!("../../lua/multi_probe.lua"));
+        Script::new("multi_probe", include_str!("../../lua/multi/probe.lua"));
     /// Every member set on one node, or none, without a token (each Redlock
-    /// node's grant): `lua/multi_set.lua`.
-    pub static SET_ALL: Script = Script::new("multi_set", include_str!("../../lua/multi_set.lua"));
-    /// Every member renewed, or none: `lua/multi_renew.lua`.
+    /// node's grant): `lua/multi/set.lua`.
+    pub static SET_ALL: Script = Script::new("multi_set", include_str!("../../lua/multi/set.lua"));
+    /// Every member renewed, or none: `lua/multi/renew.lua`.
     pub static RENEW: Script = Script::new(
         "multi_renew",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/multi_renew.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/multi/renew.lua")
         ),
     );
     /// Every member the hold still has, deleted and published:
-    /// `lua/multi_release.lua`.
+    /// `lua/multi/release.lua`.
     pub static RELEASE: Script = Script::new(
         "multi_release",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/multi_release.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/multi/release.lua")
         ),
     );
 }
@@ -557,18 +561,18 @@ pub mod multi {
 pub mod election {
     use super::Script;
 
-    /// A leader's value, bound to its term: `lua/election_proclaim.lua`.
+    /// A leader's value, bound to its term: `lua/election/proclaim.lua`.
     pub static PROCLAIM: Script = Script::new(
         "election_proclaim",
         concat!(
-            include_str!("../../lua/renew.lua"),
-            include_str!("../../lua/election_proclaim.lua")
+            include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/election/proclaim.lua")
         ),
     );
-    /// The leader's term and value, read only: `lua/election_leader.lua`.
+    /// The leader's term and value, read only: `lua/election/leader.lua`.
     pub static LEADER: Script = Script::new(
         "election_leader",
-        include_str!("../../lua/election_leader.lua"),
+        include_str!("../../lua/election/leader.lua"),
     );
 }
 
@@ -623,7 +627,7 @@ mod tests {
                 single::ACQUIRE.sha1()
             ),
         };
-        // Line 56 of grant.lua, after the 21 lines of fencing_counter.lua.
+        // Line 56 of shared/grant.lua, after the 21 lines of shared/fencing_counter.lua.
         let time_line = single::ACQUIRE
             .source()
             .lines()
@@ -681,81 +685,87 @@ mod tests {
     #[test]
     fn every_script_documents_keys_argv_and_reply() {
         // The files, not the loaded sources: the acquire scripts are loaded
-        // after `fencing_counter.lua`, whose header is about its function.
+        // after `shared/fencing_counter.lua`, whose header is about its function.
         for (name, source) in [
-            ("acquire", include_str!("../../lua/acquire.lua")),
-            ("acquire_token", include_str!("../../lua/acquire_token.lua")),
-            ("extend", include_str!("../../lua/extend.lua")),
-            ("release", include_str!("../../lua/release.lua")),
-            ("inspect", include_str!("../../lua/inspect.lua")),
+            ("acquire", include_str!("../../lua/lock/acquire.lua")),
+            (
+                "acquire_token",
+                include_str!("../../lua/lock/acquire_token.lua"),
+            ),
+            ("extend", include_str!("../../lua/lock/extend.lua")),
+            ("release", include_str!("../../lua/lock/release.lua")),
+            ("inspect", include_str!("../../lua/lock/inspect.lua")),
             (
                 "reentrant_acquire",
-                include_str!("../../lua/reentrant_acquire.lua"),
+                include_str!("../../lua/reentrant/acquire.lua"),
             ),
             (
                 "reentrant_extend",
-                include_str!("../../lua/reentrant_extend.lua"),
+                include_str!("../../lua/reentrant/extend.lua"),
             ),
             (
                 "reentrant_release",
-                include_str!("../../lua/reentrant_release.lua"),
+                include_str!("../../lua/reentrant/release.lua"),
             ),
             (
                 "reentrant_inspect",
-                include_str!("../../lua/reentrant_inspect.lua"),
+                include_str!("../../lua/reentrant/inspect.lua"),
             ),
-            ("force_release", include_str!("../../lua/force_release.lua")),
-            ("fair_acquire", include_str!("../../lua/fair_acquire.lua")),
-            ("fair_leave", include_str!("../../lua/fair_leave.lua")),
-            ("fair_release", include_str!("../../lua/fair_release.lua")),
-            ("fair_give_up", include_str!("../../lua/fair_give_up.lua")),
+            (
+                "force_release",
+                include_str!("../../lua/shared/force_release.lua"),
+            ),
+            ("fair_acquire", include_str!("../../lua/fair/acquire.lua")),
+            ("fair_leave", include_str!("../../lua/fair/leave.lua")),
+            ("fair_release", include_str!("../../lua/fair/release.lua")),
+            ("fair_give_up", include_str!("../../lua/fair/give_up.lua")),
             (
                 "semaphore_acquire",
-                include_str!("../../lua/semaphore_acquire.lua"),
+                include_str!("../../lua/semaphore/acquire.lua"),
             ),
             (
                 "semaphore_renew",
-                include_str!("../../lua/semaphore_renew.lua"),
+                include_str!("../../lua/semaphore/renew.lua"),
             ),
             (
                 "semaphore_release",
-                include_str!("../../lua/semaphore_release.lua"),
+                include_str!("../../lua/semaphore/release.lua"),
             ),
             (
                 "semaphore_inspect",
-                include_str!("../../lua/semaphore_inspect.lua"),
+                include_str!("../../lua/semaphore/inspect.lua"),
             ),
             (
                 "semaphore_take_over",
-                include_str!("../../lua/semaphore_take_over.lua"),
+                include_str!("../../lua/semaphore/take_over.lua"),
             ),
             (
                 "semaphore_set_limit",
-                include_str!("../../lua/semaphore_set_limit.lua"),
+                include_str!("../../lua/semaphore/set_limit.lua"),
             ),
-            ("rw_acquire", include_str!("../../lua/rw_acquire.lua")),
-            ("rw_renew", include_str!("../../lua/rw_renew.lua")),
-            ("rw_release", include_str!("../../lua/rw_release.lua")),
-            ("rw_take_over", include_str!("../../lua/rw_take_over.lua")),
-            ("rw_inspect", include_str!("../../lua/rw_inspect.lua")),
-            ("rw_give_up", include_str!("../../lua/rw_give_up.lua")),
+            ("rw_acquire", include_str!("../../lua/rw/acquire.lua")),
+            ("rw_renew", include_str!("../../lua/rw/renew.lua")),
+            ("rw_release", include_str!("../../lua/rw/release.lua")),
+            ("rw_take_over", include_str!("../../lua/rw/take_over.lua")),
+            ("rw_inspect", include_str!("../../lua/rw/inspect.lua")),
+            ("rw_give_up", include_str!("../../lua/rw/give_up.lua")),
             (
                 "semaphore_give_up",
-                include_str!("../../lua/semaphore_give_up.lua"),
+                include_str!("../../lua/semaphore/give_up.lua"),
             ),
-            ("multi_acquire", include_str!("../../lua/multi_acquire.lua")),
-            ("multi_renew", include_str!("../../lua/multi_renew.lua")),
-            ("multi_release", include_str!("../../lua/multi_release.lua")),
-            ("multi_set", include_str!("../../lua/multi_set.lua")),
-            ("multi_raise", include_str!("../../lua/multi_raise.lua")),
-            ("multi_probe", include_str!("../../lua/multi_probe.lua")),
+            ("multi_acquire", include_str!("../../lua/multi/acquire.lua")),
+            ("multi_renew", include_str!("../../lua/multi/renew.lua")),
+            ("multi_release", include_str!("../../lua/multi/release.lua")),
+            ("multi_set", include_str!("../../lua/multi/set.lua")),
+            ("multi_raise", include_str!("../../lua/multi/raise.lua")),
+            ("multi_probe", include_str!("../../lua/multi/probe.lua")),
             (
                 "election_proclaim",
-                include_str!("../../lua/election_proclaim.lua"),
+                include_str!("../../lua/election/proclaim.lua"),
             ),
             (
                 "election_leader",
-                include_str!("../../lua/election_leader.lua"),
+                include_str!("../../lua/election/leader.lua"),
             ),
         ] {
             let header = source
@@ -766,9 +776,9 @@ mod tests {
             assert!(header.contains("KEYS[1]"), "{name} lacks KEYS docs");
             assert!(header.contains("Reply"), "{name} lacks reply docs");
         }
-        let counter = include_str!("../../lua/fencing_counter.lua");
+        let counter = include_str!("../../lua/shared/fencing_counter.lua");
         assert!(counter.starts_with("--") && counter.contains("counter_problem(counter)"));
-        let grant = include_str!("../../lua/grant.lua");
+        let grant = include_str!("../../lua/shared/grant.lua");
         assert!(grant.starts_with("--") && grant.contains("next_token(fence, counter"));
         let prelude = format!("{counter}{grant}");
         for script in [&single::ACQUIRE, &single::FAIR_ACQUIRE, &reentrant::ACQUIRE] {

@@ -34,9 +34,9 @@ pub async fn managers(
     (manager(true).await, manager(false).await)
 }
 
-/// One uncontended grant of `key` by `script` (`acquire.lua` with the
+/// One uncontended grant of `key` by `script` (`lock/acquire.lua` with the
 /// default options, its holder key and five grant arguments included, or
-/// `acquire_token.lua`), raw, storing [`FLOOR_VALUE`].
+/// `lock/acquire_token.lua`), raw, storing [`FLOOR_VALUE`].
 pub async fn grant_by_script(node: &dyn NodeClient, script: &Script, key: &str) {
     let (fence, holder) = (format!("{key}:fence"), format!("{key}:holder"));
     let mut args: Vec<&[u8]> = vec![FLOOR_VALUE, b"30000"];

@@ -1,12 +1,12 @@
 //! Fair mode on one node: a lock taken in arrival order, a release that
 //! hands it to the next waiter's offer, and a waiter leaving the line
-//! (`lua/fair_*.lua`, `lua/handoff.lua`).
+//! (`lua/fair_*.lua`, `lua/shared/handoff.lua`).
 
 use super::*;
 
 impl SingleNodeBackend {
     /// Releases a fair lock's hold and hands the lock to the next waiter
-    /// in line (`fair_release.lua`).
+    /// in line (`fair/release.lua`).
     pub(super) async fn release_in_line(
         &self,
         key: &LockKey,

@@ -24,7 +24,7 @@ use lock_core::{
     SemaphoreBackend, SemaphoreState, Wakeups,
 };
 
-/// The most renewals one `extend_many.lua` call carries: a script blocks the
+/// The most renewals one `lock/extend_many.lua` call carries: a script blocks the
 /// server while it runs, and this many keys take well under a millisecond.
 const MAX_RENEWALS_PER_SCRIPT: usize = 512;
 
@@ -66,7 +66,7 @@ impl SingleNodeBackend {
         self.grant.counter_only() && !self.node.awaits_replicas()
     }
 
-    /// Runs a script that renews a hold (`extend.lua`, `take_over.lua`):
+    /// Runs a script that renews a hold (`lock/extend.lua`, `lock/take_over.lua`):
     /// KEYS are the lock, the counter (always: a counter given a TTL by a
     /// process with `fencing_counter_ttl` must outlive a lease this process
     /// renews, whatever its own options) and, with `holder_info`, the holder
@@ -98,7 +98,7 @@ impl SingleNodeBackend {
         }
     }
 
-    /// Renews `renewals` with one `extend_many.lua` call (their keys must
+    /// Renews `renewals` with one `lock/extend_many.lua` call (their keys must
     /// share a slot on a cluster): one outcome each, in order. An error of
     /// the call as a whole is every renewal's.
     async fn renew_in_one_script(
@@ -168,7 +168,7 @@ impl SingleNodeBackend {
     }
 
     /// Runs a script that renews a hold with a deadline of its own (a
-    /// permit's, a read-write hold's: `semaphore_renew.lua`, `rw_renew.lua`
+    /// permit's, a read-write hold's: `semaphore/renew.lua`, `rw/renew.lua`
     /// and their take-overs) on `keys` (the sorted set, its entries hash,
     /// ...), as [`renew_with`](Self::renew_with) does for a lock: 1
     /// renewed, 0 not this hold's, `problem` of any other reply, and an
@@ -308,7 +308,7 @@ impl SingleNodeBackend {
 
     /// The default fenced acquire (fencing on, a counter that never
     /// expires, no holder information, no replicas awaited) as one short
-    /// script (`acquire_token.lua`). It checks the key before it issues a
+    /// script (`lock/acquire_token.lua`). It checks the key before it issues a
     /// token: an attempt that finds the lock held leaves the counter as it
     /// was, so the counter is always the last token granted, which the
     /// reentrant scripts, a read's epoch and `status` rely on. (A
@@ -369,7 +369,7 @@ impl SingleNodeBackend {
 
     /// A plain lock's attempt: `SET NX PX` where the grant writes nothing
     /// else, the counter-only script where it issues a token alone, and
-    /// `acquire.lua` otherwise.
+    /// `lock/acquire.lua` otherwise.
     async fn lock_attempt(
         &self,
         key: &LockKey,
@@ -558,7 +558,7 @@ impl LockBackend for SingleNodeBackend {
         // The holder key is deleted with the lock with `holder_info` only:
         // every command of the default cycle counts, and holder information
         // another process left (one that handed the lease over) is bound to
-        // its hold, shown with no other (inspect.lua), and expires with its
+        // its hold, shown with no other (lock/inspect.lua), and expires with its
         // TTL. On a cluster a script whose keys a slot migration splits (an
         // absent one included) gets TRYAGAIN, one more reason to leave it.
         let holder = self.grant.holder_info().then(|| key.holder_key());
@@ -728,7 +728,7 @@ fn spans_nodes(message: &str) -> bool {
 /// The `{1, token}` / `{0, pttl}` / `{-1, detail}` reply of the acquire
 /// scripts, where `fenced` says whether a token was asked for (without one,
 /// an acquire replies `{1, 0}`); `None` for any other shape.
-/// The `{3, token}` reply of `fair_acquire.lua`: a release granted the
+/// The `{3, token}` reply of `fair/acquire.lua`: a release granted the
 /// lock to the waiter's earlier attempt. `None` for any other reply;
 /// `Some(None)` for one that is malformed, or that names no earlier
 /// attempt the call passed.

@@ -5,7 +5,7 @@ use super::*;
 
 impl SingleNodeBackend {
     /// Renews every member of a multi-key hold, or none
-    /// (`multi_renew.lua`, once per slot on a cluster), acknowledged as a
+    /// (`multi/renew.lua`, once per slot on a cluster), acknowledged as a
     /// lock's renewal is: `NotHeld` when a slot's members are not all held.
     pub(super) async fn renew_members(
         &self,
@@ -37,7 +37,7 @@ impl SingleNodeBackend {
         })
     }
 
-    /// Takes one slot's members of a multi-key hold (`multi_acquire.lua`),
+    /// Takes one slot's members of a multi-key hold (`multi/acquire.lua`),
     /// with a token of at least `floor`, acknowledged by the replicas asked
     /// for (or undone: every member is then released).
     pub(super) async fn acquire_group(
@@ -89,7 +89,7 @@ impl SingleNodeBackend {
     }
 
     /// The shortest time a member held by someone else has left, if any is
-    /// (`multi_probe.lua` on every slot, at once): `Some(None)` for one
+    /// (`multi/probe.lua` on every slot, at once): `Some(None)` for one
     /// without expiry.
     pub(super) async fn held_in_some_slot(
         &self,
@@ -131,7 +131,7 @@ impl SingleNodeBackend {
     }
 
     /// Raises one slot's members from token `from` to `to`
-    /// (`multi_raise.lua`), acknowledged by the replicas asked for:
+    /// (`multi/raise.lua`), acknowledged by the replicas asked for:
     /// `false` when they no longer all hold `from`.
     pub(super) async fn raise_group(
         &self,
@@ -199,7 +199,7 @@ impl SingleNodeBackend {
     }
 
     /// Gives back every member a multi-key hold still has
-    /// (`multi_release.lua`): `Released` only when it had them all.
+    /// (`multi/release.lua`): `Released` only when it had them all.
     pub(super) async fn release_members(
         &self,
         members: &[LockKey],

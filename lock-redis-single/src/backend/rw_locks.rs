@@ -4,7 +4,7 @@
 use super::*;
 
 impl SingleNodeBackend {
-    /// Renews a read-write lock's hold (`rw_renew.lua`), acknowledged as a
+    /// Renews a read-write lock's hold (`rw/renew.lua`), acknowledged as a
     /// permit's renewal is.
     pub(super) async fn renew_access(
         &self,
@@ -21,7 +21,7 @@ impl SingleNodeBackend {
     }
 
     /// Takes over the read-write hold `from` names for `to`
-    /// (`rw_take_over.lua`): only while it is live with the mode and token
+    /// (`rw/take_over.lua`): only while it is live with the mode and token
     /// `from` claims.
     pub(super) async fn take_over_access(
         &self,
@@ -47,7 +47,7 @@ impl SingleNodeBackend {
             .await
     }
 
-    /// Gives back a read-write lock's hold (`rw_release.lua`), which
+    /// Gives back a read-write lock's hold (`rw/release.lua`), which
     /// publishes what may let a waiter in.
     pub(super) async fn release_access(
         &self,
@@ -70,7 +70,7 @@ impl SingleNodeBackend {
     }
 
     /// Takes a waiting writer out of the queue, giving back a write a
-    /// release granted to one of `offered` (`rw_give_up.lua`).
+    /// release granted to one of `offered` (`rw/give_up.lua`).
     pub(super) async fn leave_writers_queue(
         &self,
         key: &LockKey,
@@ -180,7 +180,7 @@ pub(super) fn rw_problem(reply: &Reply) -> Option<LockError> {
     )
 }
 
-/// The reply of `rw_acquire.lua`; `None` for a shape it never gives.
+/// The reply of `rw/acquire.lua`; `None` for a shape it never gives.
 pub(super) fn access_outcome(
     key: &LockKey,
     reply: &Reply,
@@ -204,7 +204,7 @@ pub(super) fn access_outcome(
     }
 }
 
-/// The reply of `rw_inspect.lua`; `None` for a shape it never gives.
+/// The reply of `rw/inspect.lua`; `None` for a shape it never gives.
 pub(super) fn rw_state(reply: &Reply) -> Option<RwLockState> {
     let [epoch, Reply::Int(waiting), holds @ ..] = reply.as_array()? else {
         return None;

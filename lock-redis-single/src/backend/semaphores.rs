@@ -4,7 +4,7 @@
 use super::*;
 
 impl SingleNodeBackend {
-    /// Renews a semaphore permit (`semaphore_renew.lua`), acknowledged by
+    /// Renews a semaphore permit (`semaphore/renew.lua`), acknowledged by
     /// the replicas asked for, as [`renew_with`](Self::renew_with) renews a
     /// lock.
     pub(super) async fn renew_permit(
@@ -21,7 +21,7 @@ impl SingleNodeBackend {
             .await
     }
 
-    /// Takes over the permit `from` names for `to` (`semaphore_take_over.lua`):
+    /// Takes over the permit `from` names for `to` (`semaphore/take_over.lua`):
     /// only while it is live with the weight, slot and token `from` claims.
     pub(super) async fn take_over_permit(
         &self,
@@ -52,7 +52,7 @@ impl SingleNodeBackend {
             .await
     }
 
-    /// Gives back a semaphore permit (`semaphore_release.lua`), which
+    /// Gives back a semaphore permit (`semaphore/release.lua`), which
     /// publishes the weight it freed.
     pub(super) async fn release_permit(
         &self,
@@ -85,7 +85,7 @@ impl SingleNodeBackend {
 
     /// Takes a fair semaphore's waiter out of the line, giving back a
     /// permit a release granted to one of `offered`
-    /// (`semaphore_give_up.lua`).
+    /// (`semaphore/give_up.lua`).
     pub(super) async fn leave_permit_queue(
         &self,
         key: &LockKey,
@@ -235,7 +235,7 @@ pub(super) fn semaphore_problem(reply: &Reply) -> Option<LockError> {
     foreign_data(reply, "this semaphore's data (a lock of the same name?)")
 }
 
-/// The reply of `semaphore_acquire.lua` for `request`; `None` for a shape
+/// The reply of `semaphore/acquire.lua` for `request`; `None` for a shape
 /// it never gives.
 pub(super) fn permit_outcome(
     key: &LockKey,
@@ -278,7 +278,7 @@ pub(super) fn permit_outcome(
     }
 }
 
-/// The reply of `semaphore_inspect.lua`; `None` for a shape it never gives.
+/// The reply of `semaphore/inspect.lua`; `None` for a shape it never gives.
 pub(super) fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
     let (limit, permits) = reply.as_array()?.split_first()?;
     let Reply::Int(limit) = limit else {

@@ -1,0 +1,20 @@
+-- Renews a single-node (or one Redlock node's) lock for the hold that took it
+-- (compare-and-extend); `renew` comes from shared/renew.lua, loaded in front of it.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  (optional: single node) the fencing counter: if it has a TTL, it
+--          gets at least the new TTL, so it never expires under the lease it
+--          fences
+-- KEYS[3]  (optional: single node with `holder_info`) the holder information,
+--          which gets the new TTL
+-- Keys are passed only when needed: in a cluster, a slot migration that
+-- splits a script's keys answers TRYAGAIN.
+-- ARGV[1]  the hold's value, `<owner>:<nonce>`, with `#<token>` behind it
+--          once granted with one (shared/renew.lua's `holds`)
+-- ARGV[2]  the new TTL in milliseconds, counted from now; it replaces the old
+--          one, shorter or longer, and the holder's deadline follows it
+--
+-- Reply: 1 when extended, 0 when the key is gone or holds another value (a
+-- later hold of the same owner included).
+-- A key of another type (not a string) makes GET fail with WRONGTYPE.
+return renew(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])
