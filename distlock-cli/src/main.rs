@@ -184,8 +184,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use distlock::error::AclNeed;
 use distlock::state::HolderInfo;
-use distlock::{AclNeed, Config, HandoffToken, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{Config, HandoffToken, LockError, LockGuard, LockManager, LockState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -834,15 +835,15 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             // missing it is the plain lock: the only kind of hold such a
             // strategy has, exclusive against all.
             let access = if shared {
-                Some(distlock::Access::Shared)
+                Some(distlock::state::Access::Shared)
             } else if names.len() == 1
                 && permits.is_none()
                 && locks
                     .backend()
                     .capabilities()
-                    .has(distlock::Capability::RwLocks)
+                    .has(distlock::error::Capability::RwLocks)
             {
-                Some(distlock::Access::Exclusive)
+                Some(distlock::state::Access::Exclusive)
             } else {
                 None
             };
@@ -1017,7 +1018,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             };
             let taken = take_unless_interrupted(&locks, &what, &mut interrupts).await;
             let guard = match taken {
-                Ok(Ok(guard)) => guard,
+                Ok(Ok((guard, _))) => guard,
                 Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
                 Err(code) => return code,
             };
@@ -1386,7 +1387,7 @@ struct Take<'a> {
     wait: Option<Duration>,
     permits: Option<Permits>,
     /// `-s` or `-x`: a hold of the read-write lock `key`.
-    access: Option<distlock::Access>,
+    access: Option<distlock::state::Access>,
     /// Several `--key`s: one hold of them all (`key` is their names,
     /// joined by commas, for messages and DISTLOCK_KEY).
     members: Option<&'a [&'a str]>,
@@ -1411,27 +1412,34 @@ impl Permits {
     }
 }
 
-/// Takes the lock, or a permit, as `what` says.
-async fn take(locks: &LockManager, what: &Take<'_>) -> Result<LeaseGuard, LockError> {
+/// Takes the lock, or a permit, as `what` says: its lease, and a permit's
+/// slot.
+async fn take(locks: &LockManager, what: &Take<'_>) -> Result<(LockGuard, Option<u32>), LockError> {
     let options = match what.wait {
         Some(wait) => distlock::AcquireOptions::new().with_wait(wait),
         None => distlock::AcquireOptions::new(),
     };
     if let Some(members) = what.members {
-        return locks.multi_lock(members)?.acquire_with(&options).await;
+        let guard = locks.multi_lock(members)?.acquire_with(&options).await?;
+        return Ok((guard, None));
     }
     match (what.permits, what.access) {
         (_, Some(access)) => {
             let lock = locks.rw_lock(what.key)?;
-            match access {
-                distlock::Access::Shared => lock.read_with(&options).await,
-                distlock::Access::Exclusive => lock.write_with(&options).await,
-            }
+            let guard = match access {
+                distlock::state::Access::Shared => lock.read_with(&options).await?.into(),
+                distlock::state::Access::Exclusive => lock.write_with(&options).await?.into(),
+            };
+            Ok((guard, None))
         }
-        (None, None) => locks.acquire_with(what.key, &options).await,
+        (None, None) => Ok((locks.acquire_with(what.key, &options).await?, None)),
         (Some(permits), None) => {
             let semaphore = locks.semaphore(what.key, permits.limit)?;
-            semaphore.acquire_many_with(permits.weight, &options).await
+            let permit = semaphore
+                .acquire_many_with(permits.weight, &options)
+                .await?;
+            let slot = permit.slot();
+            Ok((permit.into(), Some(slot)))
         }
     }
 }
@@ -1444,7 +1452,7 @@ async fn take_unless_interrupted(
     locks: &LockManager,
     what: &Take<'_>,
     interrupts: &mut Interrupts,
-) -> Result<Result<LeaseGuard, LockError>, u8> {
+) -> Result<Result<(LockGuard, Option<u32>), LockError>, u8> {
     let key = what.key;
     tokio::select! {
         taken = take(locks, what) => Ok(taken),
@@ -1473,8 +1481,8 @@ async fn run(
             return EXIT_UNAVAILABLE;
         }
     };
-    let guard = match take_unless_interrupted(locks, what, &mut interrupts).await {
-        Ok(Ok(guard)) => guard,
+    let (guard, slot) = match take_unless_interrupted(locks, what, &mut interrupts).await {
+        Ok(Ok(taken)) => taken,
         Ok(Err(err)) => return fail_to_take(&err, wait.conflict()),
         Err(code) => return code,
     };
@@ -1486,7 +1494,7 @@ async fn run(
     if let Some(token) = guard.fencing_token() {
         child.env("DISTLOCK_FENCING_TOKEN", token.to_string());
     }
-    if let Some(slot) = guard.permit_slot() {
+    if let Some(slot) = slot {
         child.env("DISTLOCK_PERMIT_SLOT", slot.to_string());
     }
     let mut child = match child.spawn() {
@@ -1541,7 +1549,7 @@ fn report_release(released: Result<(), LockError>) {
 }
 
 /// The command ended: release, and exit with its code unless the lease ended early.
-async fn finish(guard: LeaseGuard, status: std::io::Result<std::process::ExitStatus>) -> u8 {
+async fn finish(guard: LockGuard, status: std::io::Result<std::process::ExitStatus>) -> u8 {
     let released = guard.release().await;
     let code = match status {
         Ok(status) => exit_code_of(status),

@@ -58,7 +58,7 @@ async fn main() -> Result<(), distlock::LockError> {
             let weight = if worker == 0 { 2 } else { 1 };
             let options = AcquireOptions::new().with_wait(Duration::from_secs(30));
             let permit = pool.acquire_many_with(weight, &options).await?;
-            let slot = permit.permit_slot().expect("a permit has a slot");
+            let slot = permit.slot();
             let token = permit.fencing_token().expect("a permit has a token");
             let opened = database.lock().expect("db").open(slot, weight, token);
             if let Err(refused) = opened {

@@ -1,12 +1,15 @@
 //! The front door's config: a strategy plus a [`LockConfig`], from a TOML file
-//! and from `DISTLOCK_*` environment variables (which win).
+//! and from `DISTLOCK_*` environment variables (which win); what reading it
+//! warns of, and the settings of waiting, retries and the watchdog.
+//! [`Config`] and [`LockConfig`] are also at the crate's root.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use lock_core::{LockConfig, LockError, Topology};
+pub use lock_core::{LockConfig, RetryPolicy, WaitMode, WatchdogConfig};
+use lock_core::{LockError, Topology};
 use serde::Deserialize;
 
 /// [`Config::ENV_PREFIX`], for short.
@@ -145,7 +148,7 @@ impl fmt::Display for ConfigWarning {
 ///     [watchdog]
 ///     interval = "2s"
 /// "#).unwrap();
-/// assert_eq!(config.strategy(), distlock::Strategy::Redlock);
+/// assert_eq!(config.strategy(), distlock::config::Strategy::Redlock);
 /// ```
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
@@ -166,7 +169,8 @@ impl Config {
     /// ```
     /// use std::time::Duration;
     ///
-    /// use distlock::{Config, LockConfig, Strategy};
+    /// use distlock::config::Strategy;
+    /// use distlock::{Config, LockConfig};
     ///
     /// let config = Config::new(
     ///     LockConfig::with_nodes(["redis://127.0.0.1:6379"]).with_ttl(Duration::from_secs(10)),
@@ -267,7 +271,8 @@ impl Config {
     /// `DISTLOCK_` name), but the caller should say so.
     ///
     /// ```
-    /// use distlock::{Config, ConfigWarning};
+    /// use distlock::config::ConfigWarning;
+    /// use distlock::Config;
     ///
     /// let (config, warnings) = Config::from_vars_with_warnings([("DISTLOCK_TLL", "5s")])?;
     /// assert_eq!(config.lock.ttl, std::time::Duration::from_secs(30));

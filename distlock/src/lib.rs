@@ -73,26 +73,33 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod build;
-mod config;
+pub mod config;
 
 pub use build::connect;
-pub use config::{Config, ConfigWarning, Strategy};
+pub use config::Config;
 
 // What a user of the locks needs: the manager, its config, the handles and
 // guards, tokens and errors. The rest is in modules by reader.
 pub use lock_core::{
-    settle_background_releases, Access, AclNeed, AcquireOptions, Capability, ClientKind, Election,
-    FencingToken, HandoffToken, Leadership, LeaseGuard, LeaseHandle, LeaseStatus, LockConfig,
-    LockError, LockManager, LockState, LossReason, MultiLock, Observer, OwnerToken, RetryPolicy,
-    RwLock, Semaphore, SourceError, WaitMode, WatchdogConfig,
+    settle_background_releases, AcquireOptions, ClientKind, Election, FencingToken, HandoffToken,
+    Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig, LockError, LockGuard,
+    LockManager, LockState, LossReason, MultiLock, Observer, OwnerToken, PermitGuard, ReadGuard,
+    RwLock, Semaphore, WriteGuard,
 };
+
+pub mod error {
+    //! What an error says beyond its kind: the capability a strategy lacks,
+    //! the ACL rule a user needs, the source of a connection error.
+    //! [`LockError`] and [`LossReason`] are also at the crate's root.
+    pub use lock_core::{AclNeed, Capability, LockError, LossReason, SourceError};
+}
 
 pub mod state {
     //! What a name's state reads as: a semaphore's permits, a read-write
     //! lock's holds, an election's leader, holder information, and the
     //! listing of held locks ([`LockManager::list`](crate::LockManager::list)).
     pub use lock_core::{
-        HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
+        Access, HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
         RwHoldState, RwLockState, SemaphoreState,
     };
 }
@@ -170,4 +177,8 @@ mod lock_core_examples {
     struct Election;
     #[doc = include_str!("../../lock-core/src/doc/rw_lock.md")]
     struct RwLock;
+    #[doc = include_str!("../../lock-core/src/doc/lock.md")]
+    struct Lock;
+    #[doc = include_str!("../../lock-core/src/doc/lease_guard.md")]
+    struct LockGuard;
 }

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use distlock::{ClientKind, Config, ConfigWarning, LockError, Strategy};
+use distlock::config::{ConfigWarning, Strategy};
+use distlock::{ClientKind, Config, LockError};
 
 fn field_of(result: Result<Config, LockError>) -> String {
     match result {
@@ -48,7 +49,7 @@ fn every_field_parses_from_toml() {
     assert_eq!(lock.ttl, Duration::from_secs(12));
     assert_eq!(lock.key_prefix, "jobs:");
     assert_eq!(lock.wait_timeout, Duration::from_secs(3));
-    assert_eq!(lock.wait_mode, distlock::WaitMode::Poll);
+    assert_eq!(lock.wait_mode, distlock::config::WaitMode::Poll);
     assert!(lock.fair);
     assert!(!lock.fencing);
     assert_eq!(lock.connect_timeout, Duration::from_secs(1));
@@ -172,7 +173,7 @@ fn every_field_parses_from_the_environment() {
     assert_eq!(config.lock.client, ClientKind::Fred);
     assert_eq!(config.lock.ttl, Duration::from_secs(9));
     assert_eq!(config.lock.key_prefix, "123");
-    assert_eq!(config.lock.wait_mode, distlock::WaitMode::Poll);
+    assert_eq!(config.lock.wait_mode, distlock::config::WaitMode::Poll);
     assert!(!config.lock.fencing);
     assert_eq!(config.lock.node_timeout, Duration::from_millis(30));
     assert_eq!(config.lock.clock_drift_factor, 0.05);

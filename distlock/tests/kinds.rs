@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use distlock::{ClientKind, LeaseGuard, LockError, LockManager, LockState};
+use distlock::{ClientKind, LockError, LockGuard, LockManager, LockState};
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -62,14 +62,24 @@ impl Managers {
     }
 
     /// One attempt of `kind` on `name`, without waiting.
-    async fn try_take(&self, kind: Kind, name: &str) -> Result<Option<LeaseGuard>, LockError> {
+    async fn try_take(&self, kind: Kind, name: &str) -> Result<Option<LockGuard>, LockError> {
         match kind {
             Kind::Lock => self.single.try_acquire(name).await,
             Kind::Fair => self.fair.try_acquire(name).await,
             Kind::Reentrant => self.reentrant.try_acquire(name).await,
-            Kind::Read => self.single.rw_lock(name)?.try_read().await,
-            Kind::Write => self.single.rw_lock(name)?.try_write().await,
-            Kind::Permit => self.single.semaphore(name, 3)?.try_acquire().await,
+            Kind::Read => Ok(self.single.rw_lock(name)?.try_read().await?.map(Into::into)),
+            Kind::Write => Ok(self
+                .single
+                .rw_lock(name)?
+                .try_write()
+                .await?
+                .map(Into::into)),
+            Kind::Permit => Ok(self
+                .single
+                .semaphore(name, 3)?
+                .try_acquire()
+                .await?
+                .map(Into::into)),
             Kind::Multi => {
                 self.single
                     .multi_lock([name.to_owned(), format!("{name}-other")])?
@@ -80,14 +90,14 @@ impl Managers {
     }
 
     /// `kind` on `name`, waiting up to the config's wait timeout.
-    async fn take(&self, kind: Kind, name: &str) -> Result<LeaseGuard, LockError> {
+    async fn take(&self, kind: Kind, name: &str) -> Result<LockGuard, LockError> {
         match kind {
             Kind::Lock => self.single.acquire(name).await,
             Kind::Fair => self.fair.acquire(name).await,
             Kind::Reentrant => self.reentrant.acquire(name).await,
-            Kind::Read => self.single.rw_lock(name)?.read().await,
-            Kind::Write => self.single.rw_lock(name)?.write().await,
-            Kind::Permit => self.single.semaphore(name, 3)?.acquire().await,
+            Kind::Read => Ok(self.single.rw_lock(name)?.read().await?.into()),
+            Kind::Write => Ok(self.single.rw_lock(name)?.write().await?.into()),
+            Kind::Permit => Ok(self.single.semaphore(name, 3)?.acquire().await?.into()),
             Kind::Multi => {
                 self.single
                     .multi_lock([name.to_owned(), format!("{name}-other")])?

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use distlock::{Capability, ClientKind, Config, LockError, Strategy};
+use distlock::config::Strategy;
+use distlock::error::Capability;
+use distlock::{ClientKind, Config, LockError};
+use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 
 mod common;
@@ -13,11 +16,7 @@ mod common;
 /// knows which strategy is behind it.
 async fn body(config: Config) {
     let locks = distlock::connect(&config).await.expect("connect");
-    let guard = locks
-        .try_acquire("front-door")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(&locks, "front-door").await;
     assert!(
         locks
             .try_acquire("front-door")

@@ -103,7 +103,7 @@ impl Access {
 }
 
 /// What a hold of a semaphore takes: its weight and, once granted, its
-/// slot (see [`LeaseGuard::permit_slot`](crate::LeaseGuard::permit_slot)).
+/// slot (see [`PermitGuard::slot`](crate::PermitGuard::slot)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Permit {
     weight: u32,
@@ -321,7 +321,7 @@ impl fmt::Debug for HoldToken {
 /// kind, owner, nonce, fencing token and the TTL it was renewed with, as
 /// one line of text.
 ///
-/// [`LeaseGuard::hand_off`](crate::LeaseGuard::hand_off) stops renewing a lease
+/// [`LockGuard::hand_off`](crate::LockGuard::hand_off) stops renewing a lease
 /// without releasing it and returns one; [`LockManager::resume`](crate::LockManager::resume)
 /// in another process (or the `distlock extend` and `distlock release`
 /// commands) acts on the lease again, and only while that hold still has it.

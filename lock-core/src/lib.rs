@@ -1,6 +1,6 @@
 //! The core of a distributed lock toolkit on Redis: the [`LockBackend`] contract
 //! that every strategy implements, the [`LockManager`] that waits, renews and
-//! hands out [`LeaseGuard`]s over any backend, fencing tokens, errors, config,
+//! hands out [`LockGuard`]s over any backend, fencing tokens, errors, config,
 //! the Lua scripts, and the one module that talks to a Redis client.
 //!
 //! The crate root is what applications need: the manager and its guards,
@@ -15,7 +15,7 @@
 //! process that pauses (GC, swap, SIGSTOP) can still act after its deadline;
 //! only a resource that checks the [`FencingToken`] is safe against that. The
 //! watchdog renews held leases and reports a loss through
-//! [`LeaseGuard::lost`]; it cannot prevent one.
+//! [`LockGuard::lost`]; it cannot prevent one.
 //!
 //! # Clients
 //!
@@ -73,10 +73,12 @@ pub use engine::backend::{
 };
 pub use engine::background::settle_background_releases;
 pub use engine::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
-pub use engine::guard::{LeaseGuard, LeaseHandle};
+pub use engine::guard::{LeaseHandle, LockGuard};
+pub use engine::lock::Lock;
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::multi::{MultiLock, MAX_MULTI_KEYS};
 pub use engine::options::AcquireOptions;
+pub use engine::roles::{LeaseGuard, PermitGuard, ReadGuard, WriteGuard};
 pub use engine::rwlock::RwLock;
 pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::stream::{self, StreamExt};
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LeaseGuard, LockBackend,
-    LockConfig, LockError, LockKey, LockManager, LockState, LossReason, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LockBackend, LockConfig,
+    LockError, LockGuard, LockKey, LockManager, LockState, LossReason, OwnerToken, ReleaseOutcome,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{chosen, env_number};
@@ -152,9 +152,9 @@ fn config(ttl: Duration) -> LockConfig {
     config
 }
 
-async fn acquire_all(locks: &LockManager, leases: usize, prefix: &str) -> Vec<LeaseGuard> {
+async fn acquire_all(locks: &LockManager, leases: usize, prefix: &str) -> Vec<LockGuard> {
     let failed = AtomicUsize::new(0);
-    let guards: Vec<LeaseGuard> = stream::iter(0..leases)
+    let guards: Vec<LockGuard> = stream::iter(0..leases)
         .map(|index| {
             let name = format!("{prefix}-{index}");
             async move { locks.try_acquire(&name).await }
@@ -180,9 +180,9 @@ async fn acquire_all(locks: &LockManager, leases: usize, prefix: &str) -> Vec<Le
 }
 
 /// Releases every guard; returns (lost before the release, other errors).
-async fn release_all(guards: Vec<LeaseGuard>) -> (usize, usize) {
+async fn release_all(guards: Vec<LockGuard>) -> (usize, usize) {
     let outcomes: Vec<Result<(), LockError>> = stream::iter(guards)
-        .map(LeaseGuard::release)
+        .map(LockGuard::release)
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
@@ -195,7 +195,7 @@ async fn release_all(guards: Vec<LeaseGuard>) -> (usize, usize) {
 }
 
 /// Leases lost so far, by reason.
-fn lost_by_reason(guards: &[LeaseGuard]) -> (usize, usize) {
+fn lost_by_reason(guards: &[LockGuard]) -> (usize, usize) {
     let (mut expired, mut not_held) = (0, 0);
     for guard in guards {
         match guard.status() {

@@ -438,7 +438,7 @@ async fn acknowledging_manager(kind: ClientKind, group: &SentinelGroup) -> Arc<L
 
 /// `acquire` until it succeeds: a freshly synced replica can miss its
 /// first acknowledgements.
-async fn patient_acquire(locks: &LockManager, name: &str) -> lock_core::LeaseGuard {
+async fn patient_acquire(locks: &LockManager, name: &str) -> lock_core::LockGuard {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match locks.try_acquire(name).await {

@@ -61,7 +61,7 @@
 //! commands to a connection in another order than they were sent); the
 //! backend then sees the release find nothing there and the `SET` grant
 //! after it, and deletes that grant by its hold's value. A lease handed off
-//! to another process ([`LeaseGuard::hand_off`](lock_core::LeaseGuard::hand_off))
+//! to another process ([`LockGuard::hand_off`](lock_core::LockGuard::hand_off))
 //! at once after its acquire is not watched that way: if its release by
 //! token reaches a node before the first process's `SET` does, that node
 //! keeps the key until its TTL (a minority of nodes at most, so no second

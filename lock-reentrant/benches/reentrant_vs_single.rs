@@ -1,6 +1,6 @@
 //! Reentrant acquire+release cycles per second against single-node
 //! acquire+release, measured in the same run on the same server and client:
-//! both through `LockManager::try_acquire` + `LeaseGuard::release`, each task
+//! both through `LockManager::try_acquire` + `LockGuard::release`, each task
 //! on its own key, nothing contended.
 //!
 //! Run with `cargo xtask bench`. `BENCH_SECONDS` sets the length of one

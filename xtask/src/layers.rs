@@ -319,11 +319,11 @@ mod tests {
             ("engine", ""),
             (
                 "engine::manager",
-                "use crate::engine::guard::LeaseGuard;\nuse crate::NodeClient;\n",
+                "use crate::engine::guard::LockGuard;\nuse crate::NodeClient;\n",
             ),
             ("engine::guard", ""),
             ("server", ""),
-            ("server::client", "use crate::engine::guard::LeaseGuard;\n"),
+            ("server::client", "use crate::engine::guard::LockGuard;\n"),
         ]));
         assert_eq!(
             found,

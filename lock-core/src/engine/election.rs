@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::engine::guard::{LeaseGuard, LeaseHandle};
+use crate::engine::guard::{LeaseHandle, LockGuard};
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::engine::settings::WaitMode;
@@ -186,7 +186,7 @@ impl Election {
     /// retryable (retryable ones, and a lease lost before its value was
     /// proclaimed, are retried after a second); [`LockError::LeaseLost`]
     /// when `work` returned but the leadership had ended before it did, as
-    /// [`LeaseGuard::run`] answers, since the work may have overlapped the
+    /// [`LockGuard::run`] answers, since the work may have overlapped the
     /// next leader's.
     pub async fn run_while_leader<F, Fut, T>(
         &self,
@@ -238,7 +238,7 @@ impl Election {
 /// like any lock's, renewed until [`resign`](Self::resign) or a drop.
 #[derive(Debug)]
 pub struct Leadership {
-    guard: LeaseGuard,
+    guard: LockGuard,
     term: FencingToken,
     value: String,
     election: Election,
@@ -282,7 +282,7 @@ impl Leadership {
         Ok(())
     }
 
-    /// Completes when the leadership is lost (see [`LeaseGuard::lost`]);
+    /// Completes when the leadership is lost (see [`LockGuard::lost`]);
     /// `None` when it was resigned.
     pub async fn lost(&self) -> Option<LossReason> {
         self.guard.lost().await
@@ -301,10 +301,20 @@ impl Leadership {
     /// Gives the leadership up: the lock is released (only if it is still
     /// this term's), and observers see no leader until the next one.
     ///
-    /// Errors as [`LeaseGuard::release`]: [`LockError::LeaseLost`] when the
+    /// Errors as [`LockGuard::release`]: [`LockError::LeaseLost`] when the
     /// leadership had already ended.
     pub async fn resign(self) -> Result<(), LockError> {
         self.guard.release().await
+    }
+
+    /// The lease this leadership is.
+    pub(crate) fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// This leadership as its lease, to release or hand off.
+    pub(crate) fn into_guard(self) -> LockGuard {
+        self.guard
     }
 }
 

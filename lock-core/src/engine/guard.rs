@@ -12,13 +12,13 @@ use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
 use crate::engine::timing::validate_ttl;
 use crate::error::{LockError, LossReason};
-use crate::hold::{Access, HandoffToken, HoldKind, HoldToken};
+use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
 
 /// A cheap, cloneable view of a lease: its key, fencing token, deadline and a
 /// signal for its loss. Code running under a lock receives one from
 /// [`crate::LockManager::with_lock`]; a guard hands them out with
-/// [`LeaseGuard::handle`].
+/// [`LockGuard::handle`].
 #[derive(Debug, Clone)]
 pub struct LeaseHandle {
     shared: Arc<LeaseShared>,
@@ -34,36 +34,6 @@ impl LeaseHandle {
     /// every resource you write under the lock.
     pub fn fencing_token(&self) -> Option<FencingToken> {
         self.shared.fencing_token()
-    }
-
-    /// For a semaphore's permit, its slot, in `0..limit`: the fencing token
-    /// ([`fencing_token`](Self::fencing_token)) is that slot's. A resource
-    /// that fences permits keeps the highest token it has seen per slot and
-    /// refuses a lower one for the same slot: one holder's slot is never
-    /// another live holder's. `None` for a lock.
-    pub fn permit_slot(&self) -> Option<u32> {
-        match self.shared.hold.kind() {
-            HoldKind::Permit(permit) => permit.slot(),
-            _ => None,
-        }
-    }
-
-    /// For a semaphore's permit, how many permits it counts for; `None` for
-    /// a lock.
-    pub fn permit_weight(&self) -> Option<u32> {
-        match self.shared.hold.kind() {
-            HoldKind::Permit(permit) => Some(permit.weight()),
-            _ => None,
-        }
-    }
-
-    /// For a read-write lock's hold, whether it is shared or exclusive;
-    /// `None` for a lock or a permit.
-    pub fn access(&self) -> Option<Access> {
-        match self.shared.hold.kind() {
-            HoldKind::Access(access) => Some(*access),
-            _ => None,
-        }
     }
 
     /// The owner identity this lease was taken with. Pass it to nested code
@@ -124,32 +94,36 @@ impl LeaseHandle {
     }
 }
 
-/// A held lock. Release it with [`LeaseGuard::release`] to learn the outcome;
-/// dropping it releases in a background task instead (never blocking).
+/// A held lock (or several names held as one, [`MultiLock`](crate::MultiLock)),
+/// and the lease under every other guard: [`PermitGuard`](crate::PermitGuard),
+/// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
+/// [`Leadership`](crate::Leadership) are each one with what their role adds.
+/// Release it with [`LockGuard::release`] to learn the outcome; dropping it
+/// releases in a background task instead (never blocking).
 ///
 /// While the guard lives, the watchdog (if enabled) renews the lease every
-/// renewal interval, and [`LeaseGuard::lost`] completes if renewal finds the key
+/// renewal interval, and [`LockGuard::lost`] completes if renewal finds the key
 /// gone or taken or the deadline passes unrenewed.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct LeaseGuard {
+pub struct LockGuard {
     handle: LeaseHandle,
-    /// Set once [`LeaseGuard::release`] has stopped the watchdog and marked
+    /// Set once [`LockGuard::release`] has stopped the watchdog and marked
     /// the lease released: dropping the guard then has nothing left to do.
     released: bool,
 }
 
-impl LeaseGuard {
+impl LockGuard {
     /// The guard of `shared`, whose watchdog is planned (or off).
     pub(crate) fn new(shared: Arc<LeaseShared>) -> Self {
-        LeaseGuard {
+        LockGuard {
             handle: LeaseHandle { shared },
             released: false,
         }
     }
 
-    /// The hold this guard's lease is, for the primitives built on a guard
-    /// (an election proclaims with it).
+    /// The hold this guard's lease is, for the guards built on this one (an
+    /// election proclaims with it; a permit reads its slot).
     pub(crate) fn hold(&self) -> &HoldToken {
         &self.handle.shared.hold
     }
@@ -217,21 +191,6 @@ impl LeaseGuard {
     /// See [`LeaseHandle::owner`].
     pub fn owner(&self) -> &OwnerToken {
         self.handle.owner()
-    }
-
-    /// See [`LeaseHandle::permit_slot`].
-    pub fn permit_slot(&self) -> Option<u32> {
-        self.handle.permit_slot()
-    }
-
-    /// See [`LeaseHandle::permit_weight`].
-    pub fn permit_weight(&self) -> Option<u32> {
-        self.handle.permit_weight()
-    }
-
-    /// See [`LeaseHandle::access`].
-    pub fn access(&self) -> Option<Access> {
-        self.handle.access()
     }
 
     /// Where the lease stands now.
@@ -423,7 +382,7 @@ impl LeaseGuard {
     }
 }
 
-impl Drop for LeaseGuard {
+impl Drop for LockGuard {
     fn drop(&mut self) {
         if self.released {
             return;

@@ -10,7 +10,7 @@ use crate::engine::backend::{
     ReleaseOutcome, RwLockBackend, SemaphoreBackend,
 };
 use crate::engine::drop_guard::DropGuard;
-use crate::engine::guard::{spawn_release, LeaseGuard, LeaseHandle};
+use crate::engine::guard::{spawn_release, LeaseHandle, LockGuard};
 use crate::engine::lease::LeaseShared;
 use crate::engine::offer::Offered;
 use crate::engine::options::AcquireOptions;
@@ -138,7 +138,7 @@ impl LockManager {
     }
 
     /// Whether this manager's guards can be handed off
-    /// ([`LeaseGuard::hand_off`]): `false` for the reentrant strategy, whose
+    /// ([`LockGuard::hand_off`]): `false` for the reentrant strategy, whose
     /// holds an owner's guards share. Ask before taking a lock that is to be
     /// handed off, so it is not taken only to be given back.
     pub fn can_hand_off(&self) -> bool {
@@ -177,7 +177,7 @@ impl LockManager {
     ///
     /// Cancel safe: if the future is dropped after the attempt was sent, a
     /// hold it may have been granted is released in the background.
-    pub async fn try_acquire(&self, name: &str) -> Result<Option<LeaseGuard>, LockError> {
+    pub async fn try_acquire(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         self.try_once(None, name, self.settings.ttl, Claim::LOCK)
             .await
     }
@@ -192,7 +192,7 @@ impl LockManager {
     /// # Cancel safety
     ///
     /// As [`acquire_with`](Self::acquire_with).
-    pub async fn acquire(&self, name: &str) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire(&self, name: &str) -> Result<LockGuard, LockError> {
         self.wait_for(
             None,
             name,
@@ -237,7 +237,7 @@ impl LockManager {
         &self,
         name: &str,
         options: &AcquireOptions,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<LockGuard, LockError> {
         self.acquire_claim(name, options, Claim::LOCK).await
     }
 
@@ -247,7 +247,7 @@ impl LockManager {
         name: &str,
         options: &AcquireOptions,
         claim: Claim,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<LockGuard, LockError> {
         let ttl = options.ttl.unwrap_or(self.settings.ttl);
         validate_ttl(ttl)?;
         if lease_deadline(Instant::now(), ttl, self.settings.clock_drift_factor).is_none() {
@@ -283,7 +283,7 @@ impl LockManager {
         name: &str,
         ttl: Duration,
         claim: Claim,
-    ) -> Result<Option<LeaseGuard>, LockError> {
+    ) -> Result<Option<LockGuard>, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
@@ -343,7 +343,7 @@ impl LockManager {
         wait: Duration,
         ttl: Duration,
         claim: Claim,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<LockGuard, LockError> {
         let key = self.key(name)?;
         let started = Instant::now();
         let span = acquire_span(name, self.backend.strategy());
@@ -364,7 +364,7 @@ impl LockManager {
 
     /// Runs `work` while holding the lock named `name` (waiting up to the
     /// configured `wait_timeout` for it), then releases it: the short form
-    /// of [`acquire_with`](Self::acquire_with) and [`LeaseGuard::run`].
+    /// of [`acquire_with`](Self::acquire_with) and [`LockGuard::run`].
     ///
     /// `work` receives a [`LeaseHandle`] to read the fencing token and to notice
     /// a loss while it runs. Returns `work`'s output only if the lease held until
@@ -391,7 +391,7 @@ impl LockManager {
         self.acquire(name).await?.run(work).await
     }
 
-    /// Takes over a lease handed off with [`LeaseGuard::hand_off`], in this
+    /// Takes over a lease handed off with [`LockGuard::hand_off`], in this
     /// process or another: checks that the hold `token` names still has the
     /// lock `name` (with the fencing token it claims), replaces it with a new
     /// hold of the same lease and renews it to the TTL it was handed off
@@ -417,7 +417,7 @@ impl LockManager {
     /// the lease runs out at its TTL); connection errors,
     /// after which the lease is as it was or taken over by a hold nobody
     /// has (it then expires at its TTL).
-    pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LeaseGuard, LockError> {
+    pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LockGuard, LockError> {
         let key = self.key(name)?;
         let ttl = token.ttl();
         let successor = self.in_line_if_fair(token.hold().successor()?);
@@ -684,7 +684,7 @@ impl LockManager {
     }
 
     /// A guard for a granted hold on `key`, with its watchdog planned.
-    pub(super) fn keep(&self, key: LockKey, granted: Granted) -> LeaseGuard {
+    pub(super) fn keep(&self, key: LockKey, granted: Granted) -> LockGuard {
         let Granted {
             hold,
             sent_at,
@@ -710,7 +710,7 @@ impl LockManager {
         if ttl_set < ttl {
             extend_at_once(&shared);
         }
-        LeaseGuard::new(shared)
+        LockGuard::new(shared)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::backend::Claim;
-use crate::engine::guard::LeaseGuard;
+use crate::engine::guard::LockGuard;
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::error::{Capability, LockError};
@@ -20,8 +20,8 @@ pub const MAX_MULTI_KEYS: usize = 64;
 /// An acquire takes **every name or none**, in one atomic step: there is
 /// no moment where a holder has some of them, so two holders asking for
 /// the same names in opposite orders never deadlock. The hold is one
-/// [`LeaseGuard`]: one lease renewed by one watchdog, one
-/// [`lost()`](LeaseGuard::lost) that completes when any member is lost (a
+/// [`LockGuard`]: one lease renewed by one watchdog, one
+/// [`lost()`](LockGuard::lost) that completes when any member is lost (a
 /// renewal renews every member or none), released together.
 ///
 /// Each member is stored as a plain lock of its name is, so a plain lock
@@ -111,7 +111,7 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`acquire_with`](Self::acquire_with).
-    pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>, LockError> {
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
         let ttl = self.manager.settings().ttl;
         self.manager
             .try_once(None, self.first(), ttl, self.claim())
@@ -123,13 +123,13 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`acquire_with`](Self::acquire_with).
-    pub async fn acquire(&self) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire(&self) -> Result<LockGuard, LockError> {
         self.acquire_with(&AcquireOptions::new()).await
     }
 
     /// Takes every name as `options` say: as their owner, waiting up to
     /// their wait (woken by a release of any member), for a lease of their
-    /// TTL. The guard's [`fencing_token`](LeaseGuard::fencing_token) is the
+    /// TTL. The guard's [`fencing_token`](LockGuard::fencing_token) is the
     /// hold's one token.
     ///
     /// # Errors
@@ -141,7 +141,7 @@ impl MultiLock {
     ///
     /// As [`LockManager::acquire_with`]: a hold granted to a dropped future
     /// is released in the background, every member of it.
-    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LockGuard, LockError> {
         self.manager
             .acquire_claim(self.first(), options, self.claim())
             .await

@@ -4,9 +4,10 @@
 
 use crate::engine::backend::AccessRequest;
 use crate::engine::backend::Claim;
-use crate::engine::guard::LeaseGuard;
+use crate::engine::guard::LockGuard;
 use crate::engine::manager::{LockManager, FAIR_WAITER_LEASE};
 use crate::engine::options::AcquireOptions;
+use crate::engine::roles::{ReadGuard, WriteGuard};
 use crate::engine::state::RwLockState;
 use crate::error::{Capability, LockError};
 use crate::hold::Access;
@@ -17,7 +18,7 @@ use crate::key::LockKey;
 /// owner, across every process that uses the name.
 ///
 /// Each acquire takes **one hold** with its own lease: the same
-/// [`LeaseGuard`] as a lock, renewed by the watchdog, released by
+/// [`LockGuard`] as a lock, renewed by the watchdog, released by
 /// `release().await` or in the background on drop, its loss reported by
 /// `lost()`. A reader that crashes frees its share when its own lease runs
 /// out, however many other readers renew theirs: every hold has its own
@@ -41,7 +42,7 @@ use crate::key::LockKey;
 /// only reads) is refused with [`LockError::UpgradeRefused`]: it would
 /// wait for its own reads, and two such owners for each other. Nested code
 /// that reads again while holding a read must pass the holder's owner
-/// ([`LeaseGuard::owner`]): without it, the nested read is a stranger's and
+/// ([`LockGuard::owner`]): without it, the nested read is a stranger's and
 /// waits behind any waiting writer, which waits for the outer read.
 ///
 /// **Fencing**: a write gets the next token of the lock's counter, issued
@@ -124,8 +125,8 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read_with`](Self::read_with).
-    pub async fn try_read(&self) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(Access::Shared).await
+    pub async fn try_read(&self) -> Result<Option<ReadGuard>, LockError> {
+        Ok(self.try_once(Access::Shared).await?.map(ReadGuard::new))
     }
 
     /// Waits up to the configured `wait_timeout` for a shared hold.
@@ -133,14 +134,14 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read_with`](Self::read_with).
-    pub async fn read(&self) -> Result<LeaseGuard, LockError> {
+    pub async fn read(&self) -> Result<ReadGuard, LockError> {
         self.read_with(&AcquireOptions::new()).await
     }
 
     /// Takes a shared hold as `options` say: as their owner, waiting up to
     /// their wait, for a lease of their TTL; what they leave unset comes
-    /// from the config. Its [`fencing_token`](LeaseGuard::fencing_token)
-    /// is the write epoch.
+    /// from the config. Its [`epoch`](ReadGuard::epoch), also its fencing
+    /// token, is the last write's token.
     ///
     /// # Errors
     ///
@@ -153,8 +154,10 @@ impl RwLock {
     ///
     /// As [`LockManager::acquire_with`]: a hold granted to a dropped
     /// future is released in the background.
-    pub async fn read_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
-        self.acquire_with(Access::Shared, options).await
+    pub async fn read_with(&self, options: &AcquireOptions) -> Result<ReadGuard, LockError> {
+        Ok(ReadGuard::new(
+            self.acquire_with(Access::Shared, options).await?,
+        ))
     }
 
     /// Tries once for the exclusive hold, without queueing: `Ok(None)` when
@@ -163,8 +166,8 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`write_with`](Self::write_with).
-    pub async fn try_write(&self) -> Result<Option<LeaseGuard>, LockError> {
-        self.try_once(Access::Exclusive).await
+    pub async fn try_write(&self) -> Result<Option<WriteGuard>, LockError> {
+        Ok(self.try_once(Access::Exclusive).await?.map(WriteGuard::new))
     }
 
     /// Waits up to the configured `wait_timeout` for the exclusive hold.
@@ -172,12 +175,12 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`write_with`](Self::write_with).
-    pub async fn write(&self) -> Result<LeaseGuard, LockError> {
+    pub async fn write(&self) -> Result<WriteGuard, LockError> {
         self.write_with(&AcquireOptions::new()).await
     }
 
     /// Takes the exclusive hold as `options` say, waiting in the writers'
-    /// queue; its [`fencing_token`](LeaseGuard::fencing_token) is the
+    /// queue; its [`fencing_token`](WriteGuard::fencing_token) is the
     /// lock's next write token (a re-entry's is its owner's write's).
     ///
     /// # Errors
@@ -189,8 +192,10 @@ impl RwLock {
     ///
     /// As [`read_with`](Self::read_with); a dropped wait also leaves the
     /// writers' queue in the background.
-    pub async fn write_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
-        self.acquire_with(Access::Exclusive, options).await
+    pub async fn write_with(&self, options: &AcquireOptions) -> Result<WriteGuard, LockError> {
+        Ok(WriteGuard::new(
+            self.acquire_with(Access::Exclusive, options).await?,
+        ))
     }
 
     /// Reads the lock: its write epoch, how many writers wait, and the live
@@ -199,7 +204,7 @@ impl RwLock {
         self.manager.rw_locks()?.rw_lock_state(&self.key).await
     }
 
-    async fn try_once(&self, access: Access) -> Result<Option<LeaseGuard>, LockError> {
+    async fn try_once(&self, access: Access) -> Result<Option<LockGuard>, LockError> {
         let ttl = self.manager.settings().ttl;
         self.manager
             .try_once(None, self.name(), ttl, self.claim(access))
@@ -210,7 +215,7 @@ impl RwLock {
         &self,
         access: Access,
         options: &AcquireOptions,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<LockGuard, LockError> {
         self.manager
             .acquire_claim(self.name(), options, self.claim(access))
             .await

@@ -4,9 +4,9 @@
 
 use crate::engine::backend::Claim;
 use crate::engine::backend::PermitRequest;
-use crate::engine::guard::LeaseGuard;
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
+use crate::engine::roles::PermitGuard;
 use crate::engine::state::SemaphoreState;
 use crate::error::{Capability, LockError};
 use crate::key::LockKey;
@@ -20,8 +20,9 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// at once, across every process that uses the name.
 ///
 /// Each acquire takes **one permit** of a weight (1, or `n` with
-/// [`acquire_many`](Semaphore::acquire_many)) with its own lease: the
-/// same [`LeaseGuard`] as a lock, renewed by the watchdog, released by
+/// [`acquire_many`](Semaphore::acquire_many)) with its own lease: a
+/// [`PermitGuard`], a lock's lease with a slot and a weight, renewed by the
+/// watchdog, released by
 /// `release().await` or in the background on drop, its loss reported by
 /// `lost()`. A holder that crashes gives its weight back when its lease
 /// runs out, never earlier: every deadline is the server's clock, and every
@@ -33,9 +34,9 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// that asks for another one gets [`LockError::LimitMismatch`], naming
 /// both. Change it on purpose with [`set_limit`](Self::set_limit).
 ///
-/// **Fencing**: a permit's [`permit_slot`](LeaseGuard::permit_slot) is in
-/// `0..limit`, and no two live permits share one; its
-/// [`fencing_token`](LeaseGuard::fencing_token) comes from that slot's own
+/// **Fencing**: a permit's [`slot`](PermitGuard::slot) is in `0..limit`,
+/// and no two live permits share one; its
+/// [`fencing_token`](PermitGuard::fencing_token) comes from that slot's own
 /// counter. A resource keeps the highest token it has accepted per slot
 /// and refuses a lower one for the same slot: a holder that paused past
 /// its lease is refused once its slot's next holder has written.
@@ -118,7 +119,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`LockManager::try_acquire`].
-    pub async fn try_acquire(&self) -> Result<Option<LeaseGuard>, LockError> {
+    pub async fn try_acquire(&self) -> Result<Option<PermitGuard>, LockError> {
         self.try_acquire_many(1).await
     }
 
@@ -131,7 +132,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`LockManager::acquire_with`].
-    pub async fn acquire(&self) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire(&self) -> Result<PermitGuard, LockError> {
         self.acquire_many(1).await
     }
 
@@ -147,7 +148,7 @@ impl Semaphore {
     ///
     /// As [`LockManager::acquire_with`]: a permit granted to a dropped
     /// future is released in the background.
-    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire_with(&self, options: &AcquireOptions) -> Result<PermitGuard, LockError> {
         self.acquire_many_with(1, options).await
     }
 
@@ -162,12 +163,14 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`LockManager::try_acquire`].
-    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<LeaseGuard>, LockError> {
+    pub async fn try_acquire_many(&self, n: u32) -> Result<Option<PermitGuard>, LockError> {
         validate_weight(n, self.limit)?;
         let settings = self.manager.settings();
-        self.manager
+        let guard = self
+            .manager
             .try_once(None, self.name(), settings.ttl, self.claim(n))
-            .await
+            .await?;
+        Ok(guard.map(PermitGuard::new))
     }
 
     /// Waits up to the configured `wait_timeout` for one permit of weight
@@ -180,7 +183,7 @@ impl Semaphore {
     /// # Cancel safety
     ///
     /// As [`LockManager::acquire_with`].
-    pub async fn acquire_many(&self, n: u32) -> Result<LeaseGuard, LockError> {
+    pub async fn acquire_many(&self, n: u32) -> Result<PermitGuard, LockError> {
         self.acquire_many_with(n, &AcquireOptions::new()).await
     }
 
@@ -207,11 +210,13 @@ impl Semaphore {
         &self,
         n: u32,
         options: &AcquireOptions,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<PermitGuard, LockError> {
         validate_weight(n, self.limit)?;
-        self.manager
+        let guard = self
+            .manager
             .acquire_claim(self.name(), options, self.claim(n))
-            .await
+            .await?;
+        Ok(PermitGuard::new(guard))
     }
 
     /// Reads the semaphore: its stored limit, the weight in use and the live

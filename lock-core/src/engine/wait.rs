@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::engine::backend::{Claim, FairPlace, LockBackend};
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::spawn_release;
-use crate::engine::guard::LeaseGuard;
+use crate::engine::guard::LockGuard;
 use crate::engine::manager::{Attempt, Granted, LockManager, FAIR_WAITER_LEASE};
 use crate::engine::offer::Offered;
 use crate::engine::settings::WaitMode;
@@ -99,7 +99,7 @@ impl LockManager {
         ttl: Duration,
         claim: Claim,
         attempts: &mut u32,
-    ) -> Result<LeaseGuard, LockError> {
+    ) -> Result<LockGuard, LockError> {
         // A fair waiter keeps one owner for the whole wait: it is its place in
         // the queue. Without fair mode, an owner made for this wait is made
         // anew for each attempt (`None`), so even a release by owner alone
