@@ -12,7 +12,6 @@ use serde::Deserialize;
 use crate::engine::backend::LockBackend;
 use crate::engine::manager::LockManager;
 use crate::engine::settings::{renew_interval, RetryPolicy, Settings, WaitMode, WatchdogConfig};
-use crate::engine::timing::validate_ttl;
 use crate::error::LockError;
 use crate::key::validate_prefix;
 use crate::server::client::{
@@ -22,6 +21,7 @@ use crate::server::grant::{validate_holder_label, GrantOptions};
 use crate::server::scripted::ScriptedNode;
 use crate::server::topology::{Endpoint, ReplicasConfig, SentinelAuth, TlsConfig, Topology};
 use crate::server::url::NodeUrl;
+use crate::ttl::validate_ttl;
 
 /// How a lock is taken, kept and waited for. Durations are written for humans in
 /// config files: `"30s"`, `"250ms"`, `"1m 30s"`.
@@ -596,7 +596,7 @@ fn validate_timeout(field: &str, value: Duration) -> Result<(), LockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::timing::MIN_TTL;
+    use crate::ttl::MIN_TTL;
 
     #[test]
     fn defaults_validate() {
@@ -643,7 +643,7 @@ mod tests {
         config.validate().expect("ten 30 s leases");
         config.ttl = Duration::from_secs(31);
         assert_eq!(field_of(&config), "fencing_counter_ttl");
-        config.ttl = crate::engine::timing::MAX_TTL;
+        config.ttl = crate::ttl::MAX_TTL;
         config.fencing_counter_ttl = Some(MAX_FENCING_COUNTER_TTL);
         config.validate().expect("the longest TTL and counter");
     }

@@ -428,7 +428,7 @@ impl HandoffToken {
         }
         let ttl = number(ttl)
             .map(Duration::from_millis)
-            .filter(|ttl| crate::engine::timing::validate_ttl(*ttl).is_ok())
+            .filter(|ttl| crate::ttl::validate_ttl(*ttl).is_ok())
             .ok_or_else(|| malformed("the TTL is out of range"))?;
         if nonce.len() != 16 || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(malformed("the nonce is not 16 hex digits"));

@@ -64,6 +64,7 @@ mod hold;
 mod key;
 mod server;
 pub mod strategy;
+mod ttl;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
@@ -87,7 +88,6 @@ pub use engine::state::{
     RwLockState, SemaphoreState,
 };
 pub use engine::status::LeaseStatus;
-pub use engine::timing::{MAX_TTL, MIN_TTL};
 pub use engine::wake::{Grant, Wakeups};
 pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};
 pub use hold::{Access, HandoffToken, HoldKind, HoldToken, Permit};
@@ -100,6 +100,7 @@ pub use server::client::{ClientKind, ConnectOptions};
 pub use server::grant::{GrantOptions, MAX_HOLDER_LABEL_LEN};
 pub use server::topology::{Endpoint, ReplicasConfig, Secret, SentinelAuth, TlsConfig, Topology};
 pub use server::url::NodeUrl;
+pub use ttl::{MAX_TTL, MIN_TTL};
 
 /// Re-exported so backends and users name the same `async_trait`.
 pub use async_trait::async_trait;

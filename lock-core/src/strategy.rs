@@ -187,14 +187,14 @@
 //! # }
 //! ```
 
-pub use crate::engine::timing::{
-    clock_drift, remaining_from_pttl, ttl_millis, validate_ttl, validity, MillisText,
-};
+pub use crate::engine::timing::{clock_drift, validity};
 pub use crate::server::client::{connect, NodeClient, Reply};
 pub use crate::server::list::list_held;
+pub use crate::server::millis::{remaining_from_pttl, MillisText};
 pub use crate::server::notify::{ReleaseNotifier, ReleaseWatch};
 pub use crate::server::script::Script;
 pub use crate::server::scripted::ScriptedNode;
+pub use crate::ttl::{ttl_millis, validate_ttl};
 
 pub mod scripts {
     //! The Lua scripts of the built-in strategies.

@@ -10,10 +10,10 @@ use crate::engine::drop_guard::DropGuard;
 use crate::engine::lease::{lease_lost, LeaseShared};
 use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
-use crate::engine::timing::validate_ttl;
 use crate::error::{LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::ttl::validate_ttl;
 
 /// A cheap, cloneable view of a lease: its key, fencing token, deadline and a
 /// signal for its loss. Code running under a lock receives one from

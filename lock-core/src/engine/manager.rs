@@ -19,12 +19,13 @@ use crate::engine::schedule::WatchdogSchedule;
 use crate::engine::settings::Settings;
 use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
-use crate::engine::timing::{lease_deadline, validate_ttl};
+use crate::engine::timing::lease_deadline;
 use crate::engine::wait::{grant_to, offer_hold};
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
+use crate::ttl::validate_ttl;
 
 /// Takes and holds locks through one backend, with one config.
 ///

@@ -38,10 +38,10 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, Renewal};
-use crate::engine::timing::MIN_TTL;
 use crate::error::{source_error, LockError};
 use crate::hold::HoldToken;
 use crate::key::LockKey;
+use crate::ttl::MIN_TTL;
 
 /// The most renewals in one batch: one script over this many keys runs for
 /// well under a millisecond on the server, so it holds up no other client

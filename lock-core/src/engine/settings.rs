@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::engine::timing::MIN_TTL;
 use crate::error::LockError;
+use crate::ttl::MIN_TTL;
 
 /// How a waiting acquire learns that the lock may be free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

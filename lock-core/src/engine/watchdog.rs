@@ -30,9 +30,10 @@ use crate::engine::lease::{extend_outcome, extend_span, LeaseShared};
 use crate::engine::renewal::{Renewable, RenewalDriver};
 use crate::engine::status::LeaseStatus;
 use crate::engine::telemetry;
-use crate::engine::timing::{max_renew_interval, MIN_TTL};
+use crate::engine::timing::max_renew_interval;
 use crate::error::{LockError, LossReason};
 use crate::key::FencingToken;
+use crate::ttl::MIN_TTL;
 
 /// How soon to try again after a renewal failed: a third of the interval, but
 /// at least 5 ms so a dead node is not hammered.

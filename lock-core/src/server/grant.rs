@@ -5,9 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::engine::backend::Capabilities;
 use crate::engine::state::HolderInfo;
-use crate::engine::timing::ttl_millis;
 use crate::error::LockError;
 use crate::server::client::Reply;
+use crate::ttl::ttl_millis;
 
 /// The longest `holder_label`, in bytes.
 pub const MAX_HOLDER_LABEL_LEN: usize = 128;

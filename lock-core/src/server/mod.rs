@@ -9,6 +9,7 @@
 pub(crate) mod client;
 pub(crate) mod grant;
 pub(crate) mod list;
+pub(crate) mod millis;
 pub(crate) mod notify;
 pub(crate) mod script;
 pub(crate) mod scripted;

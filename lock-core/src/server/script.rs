@@ -586,9 +586,17 @@ mod tests {
         // other way would stay classic and reach no sharded subscriber.
         let lua = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
         let mut publishing = 0;
-        for entry in std::fs::read_dir(&lua).expect("the lua folder") {
+        let mut scripts = 0;
+        // A folder per primitive, each of scripts.
+        let folders = std::fs::read_dir(&lua).expect("the lua folder");
+        let files = folders.flat_map(|folder| {
+            let folder = folder.expect("a lua folder").path();
+            std::fs::read_dir(&folder).expect("a primitive's folder")
+        });
+        for entry in files {
             let path = entry.expect("a lua file").path();
             let source = std::fs::read_to_string(&path).expect("a readable script");
+            scripts += 1;
             for (number, line) in source.lines().enumerate() {
                 let code = line.split("--").next().unwrap_or("");
                 if code.to_ascii_lowercase().contains("publish") {
@@ -602,6 +610,7 @@ mod tests {
                 }
             }
         }
+        assert!(scripts >= 44, "found {scripts} scripts");
         assert!(publishing >= 10, "found {publishing} publishes");
         let release = single::RELEASE.source();
         let sharded = sharded_source(release);

@@ -63,7 +63,7 @@ impl ScriptedNode {
     /// awaited, above their timeout, or the lease could run out while they
     /// are. Errors with [`LockError::InvalidTtl`].
     pub fn validate_ttl(&self, ttl: Duration) -> Result<(), LockError> {
-        crate::engine::timing::validate_ttl(ttl)?;
+        crate::ttl::validate_ttl(ttl)?;
         if self.replicas.is_on() && self.replicas.timeout >= ttl {
             return Err(LockError::InvalidTtl {
                 ttl,
@@ -140,7 +140,7 @@ impl ScriptedNode {
     /// `WAIT`'s arguments: the replica count and the timeout in ms.
     fn wait_args(&self) -> (String, String) {
         // WAIT with 0 ms would block the connection until a replica answers.
-        let millis = crate::engine::timing::ttl_millis(self.replicas.timeout).max(1);
+        let millis = crate::ttl::ttl_millis(self.replicas.timeout).max(1);
         (self.replicas.count.to_string(), millis.to_string())
     }
 
