@@ -460,3 +460,86 @@ fn a_mismatched_limit_is_refused_behind_another_kind() {
         }
     });
 }
+
+/// A role comes back from a lease guard only for a hold of its kind (a
+/// resumed lease is a plain `LockGuard`): a mismatched `try_from` hands the
+/// lease back still held, and the matching one keeps it whole.
+#[test]
+fn a_role_guard_comes_back_only_for_its_kind() {
+    lock_testkit::run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for client in ClientKind::compiled() {
+            let managers = Managers::connect(&server, client, &[]).await;
+            let locks = &managers.single;
+            let name = format!("roles-{client}");
+            let write: LockGuard = locks
+                .rw_lock(&name)
+                .expect("rw lock")
+                .write()
+                .await
+                .expect("write")
+                .into();
+            let write = match distlock::PermitGuard::try_from(write) {
+                Err(back) => back,
+                Ok(_) => panic!("{client}: a write came back as a permit"),
+            };
+            let write = match distlock::ReadGuard::try_from(write) {
+                Err(back) => back,
+                Ok(_) => panic!("{client}: a write came back as a read"),
+            };
+            let write = distlock::WriteGuard::try_from(write).expect("a write's guard");
+            assert!(write.is_valid(), "{client}: still held");
+            let state = locks.rw_lock(&name).expect("rw lock").state().await;
+            assert!(
+                state.expect("state").is_held(),
+                "{client}: held on the server"
+            );
+            write.release().await.expect("release");
+
+            let lock = locks
+                .lock(&name)
+                .expect("lock")
+                .acquire()
+                .await
+                .expect("lock");
+            let lock = match distlock::PermitGuard::try_from(lock) {
+                Err(back) => back,
+                Ok(_) => panic!("{client}: a lock came back as a permit"),
+            };
+            assert!(lock.is_valid(), "{client}: the lock is still held");
+            lock.release().await.expect("release");
+
+            let permit = locks
+                .semaphore(&format!("{name}-permits"), 2)
+                .expect("semaphore")
+                .acquire_many(2)
+                .await
+                .expect("permit");
+            let slot = permit.slot();
+            let back = distlock::PermitGuard::try_from(LockGuard::from(permit)).expect("a permit");
+            assert_eq!((back.slot(), back.weight()), (slot, 2), "{client}");
+            back.release().await.expect("release");
+
+            // A leadership handed off would come back a plain lock that
+            // cannot proclaim: refused, and resigned.
+            let election = locks.election(&format!("{name}-leader")).expect("election");
+            let leadership = election.campaign("me").await.expect("campaign");
+            match distlock::LeaseGuard::hand_off(leadership) {
+                Err(LockError::HandOffUnsupported { .. }) => {}
+                other => panic!("{client}: a leadership handed off: {other:?}"),
+            }
+            lock_testkit::eventually(Duration::from_secs(5), "the leadership resigned", || {
+                let election = election.clone();
+                async move {
+                    election
+                        .leader()
+                        .await
+                        .expect("leader")
+                        .is_none()
+                        .then_some(())
+                }
+            })
+            .await;
+        }
+    });
+}

@@ -122,6 +122,11 @@ impl LockGuard {
         }
     }
 
+    /// The strategy this guard's lease was granted by, for errors.
+    pub(crate) fn strategy(&self) -> &'static str {
+        self.handle.shared.backend.strategy()
+    }
+
     /// The hold this guard's lease is, for the guards built on this one (an
     /// election proclaims with it; a permit reads its slot).
     pub(crate) fn hold(&self) -> &HoldToken {

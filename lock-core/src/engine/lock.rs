@@ -13,7 +13,7 @@ use crate::key::LockKey;
 /// [`Semaphore`](crate::Semaphore), [`RwLock`](crate::RwLock),
 /// [`MultiLock`](crate::MultiLock) and [`Election`](crate::Election) are
 /// for theirs. Its methods are the manager's for this name
-/// ([`LockManager::acquire`] and the rest), with the name checked once.
+/// ([`LockManager::acquire`] and the rest).
 ///
 /// Cheap to clone: clones share the manager.
 ///

@@ -15,98 +15,108 @@ use crate::key::{FencingToken, OwnerToken};
 mod sealed {
     use crate::engine::guard::LockGuard;
 
+    /// A proof of being this crate: no other can make one, so the methods
+    /// below, though reachable through a bound, cannot be called outside.
+    pub struct Private(pub(super) ());
+
     /// The lease under a guard: only this crate's guards have one.
     pub trait Sealed {
         /// The lease guard this guard is over.
-        fn lease(&self) -> &LockGuard;
+        fn lease(&self, _: Private) -> &LockGuard;
 
         /// This guard as its lease guard, to release or hand off.
-        fn into_lease(self) -> LockGuard
+        fn into_lease(self, _: Private) -> LockGuard
         where
             Self: Sized;
     }
 }
+
+use sealed::Private;
 
 /// What every guard is: a lease on a name, with its fencing token, its
 /// deadline, a signal for its loss, and the ways it ends. Implemented by
 /// [`LockGuard`], [`PermitGuard`], [`ReadGuard`], [`WriteGuard`] and
 /// [`Leadership`]; sealed, so that code written against it (`fn
 /// supervise(guard: impl LeaseGuard)`) sees every guard the library hands
-/// out, and no other. Each guard also has these as methods of its own, so
-/// calling them needs no import.
+/// out, and no other. The lock, permit, read and write guards also have
+/// these as methods of their own, so calling them needs no import;
+/// [`Leadership`] has its own words for some (`term`, `resign`) and the
+/// rest through this trait. A leadership cannot be handed off: its
+/// [`hand_off`](LeaseGuard::hand_off) resigns and answers
+/// [`LockError::HandOffUnsupported`].
 ///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/lease_guard.md"))]
 pub trait LeaseGuard: sealed::Sealed + Send + Sync + Sized {
     /// A cloneable view of this lease ([`LockGuard::handle`]).
     fn handle(&self) -> LeaseHandle {
-        self.lease().handle()
+        self.lease(Private(())).handle()
     }
 
     /// The name ([`LockGuard::key`]).
     fn key(&self) -> &str {
-        self.lease().key()
+        self.lease(Private(())).key()
     }
 
     /// The fencing token of this hold ([`LockGuard::fencing_token`]).
     fn fencing_token(&self) -> Option<FencingToken> {
-        self.lease().fencing_token()
+        self.lease(Private(())).fencing_token()
     }
 
     /// The owner this lease was taken with ([`LockGuard::owner`]).
     fn owner(&self) -> &OwnerToken {
-        self.lease().owner()
+        self.lease(Private(())).owner()
     }
 
     /// Where the lease stands now ([`LockGuard::status`]).
     fn status(&self) -> LeaseStatus {
-        self.lease().status()
+        self.lease(Private(())).status()
     }
 
     /// Until when the lease is known valid ([`LockGuard::valid_until`]).
     fn valid_until(&self) -> Option<Instant> {
-        self.lease().valid_until()
+        self.lease(Private(())).valid_until()
     }
 
     /// Whether the lease is held and unexpired ([`LockGuard::is_valid`]).
     fn is_valid(&self) -> bool {
-        self.lease().is_valid()
+        self.lease(Private(())).is_valid()
     }
 
     /// How long the lease is still known valid ([`LockGuard::remaining`]).
     fn remaining(&self) -> Duration {
-        self.lease().remaining()
+        self.lease(Private(())).remaining()
     }
 
     /// Completes when the lease ends: `Some(reason)` if lost
     /// ([`LockGuard::lost`]).
     fn lost(&self) -> impl Future<Output = Option<LossReason>> + Send {
-        self.lease().lost()
+        self.lease(Private(())).lost()
     }
 
     /// Renews the lease to run `ttl` from now ([`LockGuard::extend`]).
     fn extend(&self, ttl: Duration) -> impl Future<Output = Result<(), LockError>> + Send {
-        self.lease().extend(ttl)
+        self.lease(Private(())).extend(ttl)
     }
 
     /// Gives the hold back and says how the lease ended
     /// ([`LockGuard::release`]).
     fn release(self) -> impl Future<Output = Result<(), LockError>> + Send {
-        self.into_lease().release()
+        self.into_lease(Private(())).release()
     }
 
     /// Stops renewing without releasing, for another process to resume
     /// ([`LockGuard::hand_off`]).
     fn hand_off(self) -> Result<HandoffToken, LockError> {
-        self.into_lease().hand_off()
+        self.into_lease(Private(())).hand_off()
     }
 }
 
 impl sealed::Sealed for LockGuard {
-    fn lease(&self) -> &LockGuard {
+    fn lease(&self, _: Private) -> &LockGuard {
         self
     }
 
-    fn into_lease(self) -> LockGuard {
+    fn into_lease(self, _: Private) -> LockGuard {
         self
     }
 }
@@ -114,16 +124,29 @@ impl sealed::Sealed for LockGuard {
 impl LeaseGuard for LockGuard {}
 
 impl sealed::Sealed for Leadership {
-    fn lease(&self) -> &LockGuard {
+    fn lease(&self, _: Private) -> &LockGuard {
         self.guard()
     }
 
-    fn into_lease(self) -> LockGuard {
+    fn into_lease(self, _: Private) -> LockGuard {
         self.into_guard()
     }
 }
 
-impl LeaseGuard for Leadership {}
+/// A handed-off leadership would come back as a plain lock that can no
+/// longer proclaim: refused, and resigned as any refused hand-off is
+/// released.
+impl LeaseGuard for Leadership {
+    fn hand_off(self) -> Result<HandoffToken, LockError> {
+        let guard = self.into_guard();
+        let strategy = guard.strategy();
+        drop(guard);
+        Err(LockError::HandOffUnsupported {
+            strategy,
+            operation: "hand off a leadership",
+        })
+    }
+}
 
 /// A guard of one role: a lease guard whose hold has the kind `matches`
 /// says, with [`LeaseGuard`]'s methods as its own.
@@ -137,11 +160,11 @@ macro_rules! role_guard {
         }
 
         impl sealed::Sealed for $name {
-            fn lease(&self) -> &LockGuard {
+            fn lease(&self, _: Private) -> &LockGuard {
                 &self.lease
             }
 
-            fn into_lease(self) -> LockGuard {
+            fn into_lease(self, _: Private) -> LockGuard {
                 self.lease
             }
         }

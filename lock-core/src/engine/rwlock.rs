@@ -17,8 +17,9 @@ use crate::key::LockKey;
 /// shared (read) holds at once, or the exclusive (write) hold of one
 /// owner, across every process that uses the name.
 ///
-/// Each acquire takes **one hold** with its own lease: the same
-/// [`LockGuard`] as a lock, renewed by the watchdog, released by
+/// Each acquire takes **one hold** with its own lease: a [`ReadGuard`] or a
+/// [`WriteGuard`], a lock's lease in its role, renewed by the watchdog,
+/// released by
 /// `release().await` or in the background on drop, its loss reported by
 /// `lost()`. A reader that crashes frees its share when its own lease runs
 /// out, however many other readers renew theirs: every hold has its own

@@ -1,5 +1,5 @@
 //! Elections on one node: a leader's value bound to its term, and the
-//! leader read back (`lua/election_*.lua`).
+//! leader read back (`lua/election/`).
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! Fair mode on one node: a lock taken in arrival order, a release that
 //! hands it to the next waiter's offer, and a waiter leaving the line
-//! (`lua/fair_*.lua`, `lua/shared/handoff.lua`).
+//! (`lua/fair/`, `lua/shared/handoff.lua`).
 
 use super::*;
 

@@ -1,5 +1,5 @@
 //! Multi-key locks on one node: every name in one script, or on a cluster
-//! slot by slot in one canonical order (`lua/multi_*.lua`).
+//! slot by slot in one canonical order (`lua/multi/`).
 
 use super::*;
 

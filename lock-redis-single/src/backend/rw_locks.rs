@@ -1,5 +1,5 @@
 //! Read-write locks on one node: a hold's acquire, renewal, take-over,
-//! release and a writer leaving the line, and their replies (`lua/rw_*.lua`).
+//! release and a writer leaving the line, and their replies (`lua/rw/`).
 
 use super::*;
 

@@ -1,5 +1,5 @@
 //! Semaphores on one node: a permit's acquire, renewal, take-over, release and
-//! leaving the line, the limit, and their replies (`lua/semaphore_*.lua`).
+//! leaving the line, the limit, and their replies (`lua/semaphore/`).
 
 use super::*;
 
