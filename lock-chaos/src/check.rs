@@ -68,10 +68,8 @@ pub fn check(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
 
     // Overlaps: sweep the sections by start; one overlaps if it starts before
     // an earlier one has ended.
-    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
-    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
     let mut latest_end = 0;
-    for acquisition in &by_start {
+    for acquisition in by_start(acquisitions) {
         if acquisition.start_ns < latest_end {
             findings.overlaps += 1;
         }
@@ -104,12 +102,7 @@ pub fn check(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
         }
     }
 
-    findings.max_overrun_ms = acquisitions
-        .iter()
-        .map(Acquisition::overrun_ns)
-        .max()
-        .unwrap_or(0)
-        / 1_000_000;
+    findings.max_overrun_ms = max_overrun_ms(acquisitions);
     findings
 }
 
@@ -129,10 +122,8 @@ pub fn check_permits(
         ..Findings::default()
     };
     // Capacity: sweep by start, keeping the live sections' ends and weights.
-    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
-    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
     let mut live: Vec<(u64, u32)> = Vec::new();
-    for acquisition in &by_start {
+    for acquisition in by_start(acquisitions) {
         live.retain(|(end, _)| *end > acquisition.start_ns);
         let used: u64 = live.iter().map(|(_, weight)| u64::from(*weight)).sum();
         if used + u64::from(acquisition.weight) > u64::from(limit) {
@@ -142,23 +133,14 @@ pub fn check_permits(
     }
     // Each slot is a lock of its own: overlaps, stale writes and refusals.
     for (slot, slot_writes) in writes {
-        let holders: Vec<Acquisition> = acquisitions
-            .iter()
-            .filter(|acquisition| acquisition.slot == Some(*slot))
-            .cloned()
-            .collect();
+        let holders = only(acquisitions, |acquisition| acquisition.slot == Some(*slot));
         let per_slot = check(&holders, slot_writes);
         findings.overlaps += per_slot.overlaps;
         findings.stale_accepted += per_slot.stale_accepted;
         findings.stale_refused += per_slot.stale_refused;
         findings.fresh_refused += per_slot.fresh_refused;
     }
-    findings.max_overrun_ms = acquisitions
-        .iter()
-        .map(Acquisition::overrun_ns)
-        .max()
-        .unwrap_or(0)
-        / 1_000_000;
+    findings.max_overrun_ms = max_overrun_ms(acquisitions);
     findings
 }
 
@@ -167,14 +149,12 @@ pub fn check_permits(
 /// during a write; readers write nothing, and the writers' writes are
 /// checked as a lock's are.
 pub fn check_rw(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Findings {
-    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
-    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
     let is_write =
         |acquisition: &Acquisition| acquisition.access != Some(lock_core::Access::Shared);
     // The live sections' ends, and whether each is a write.
     let mut live: Vec<(u64, bool)> = Vec::new();
     let mut overlaps = 0;
-    for acquisition in &by_start {
+    for acquisition in by_start(acquisitions) {
         live.retain(|(end, _)| *end > acquisition.start_ns);
         let writing = is_write(acquisition);
         if (writing && !live.is_empty()) || live.iter().any(|(_, write)| *write) {
@@ -182,21 +162,39 @@ pub fn check_rw(acquisitions: &[Acquisition], writes: &[LoggedWrite]) -> Finding
         }
         live.push((acquisition.end_ns, writing));
     }
-    let writers: Vec<Acquisition> = acquisitions
-        .iter()
-        .filter(|acquisition| is_write(acquisition))
-        .cloned()
-        .collect();
-    let mut findings = check(&writers, writes);
+    let mut findings = check(&only(acquisitions, is_write), writes);
     findings.acquisitions = acquisitions.len();
     findings.overlaps = overlaps;
-    findings.max_overrun_ms = acquisitions
+    findings.max_overrun_ms = max_overrun_ms(acquisitions);
+    findings
+}
+
+/// `acquisitions` in the order they began (those that began together, in
+/// the order they ended): the order of every sweep.
+fn by_start(acquisitions: &[Acquisition]) -> Vec<&Acquisition> {
+    let mut by_start: Vec<&Acquisition> = acquisitions.iter().collect();
+    by_start.sort_by_key(|acquisition| (acquisition.start_ns, acquisition.end_ns));
+    by_start
+}
+
+/// The longest any holder of `acquisitions` went on working after its lease
+/// ended, in ms.
+fn max_overrun_ms(acquisitions: &[Acquisition]) -> u64 {
+    acquisitions
         .iter()
         .map(Acquisition::overrun_ns)
         .max()
         .unwrap_or(0)
-        / 1_000_000;
-    findings
+        / 1_000_000
+}
+
+/// The acquisitions that `keep` picks, as a log of their own.
+fn only(acquisitions: &[Acquisition], keep: impl Fn(&Acquisition) -> bool) -> Vec<Acquisition> {
+    acquisitions
+        .iter()
+        .filter(|acquisition| keep(acquisition))
+        .cloned()
+        .collect()
 }
 
 /// Whether an acquisition's write reached the resource.
@@ -213,19 +211,17 @@ mod tests {
     use crate::record::Outcome;
 
     fn section(worker: u32, start: u64, end: u64, token: u64) -> Acquisition {
-        Acquisition {
-            worker,
-            index: 0,
-            start_ns: start,
-            end_ns: end,
-            token,
-            write: Write::Skipped,
-            lease_end_ns: 0,
-            outcome: Outcome::Released,
-            slot: None,
-            weight: 1,
-            access: None,
-        }
+        Acquisition::new(worker, 0, start, end, token, Write::Skipped)
+    }
+
+    /// The overlaps `check` counts among sections of workers 1, 2... over
+    /// `spans` (start, end), each with its worker's number as its token.
+    fn overlaps(spans: &[(u64, u64)]) -> usize {
+        let sections: Vec<Acquisition> = (1..)
+            .zip(spans)
+            .map(|(worker, &(start, end))| section(worker, start, end, u64::from(worker)))
+            .collect();
+        check(&sections, &[]).overlaps
     }
 
     fn permit(worker: u32, start: u64, end: u64, slot: u32, weight: u32) -> Acquisition {
@@ -316,23 +312,13 @@ mod tests {
 
     #[test]
     fn back_to_back_sections_do_not_overlap() {
-        let sections = [
-            section(1, 0, 10, 1),
-            section(2, 10, 20, 2),
-            section(3, 25, 30, 3),
-        ];
-        assert_eq!(check(&sections, &[]).overlaps, 0);
+        assert_eq!(overlaps(&[(0, 10), (10, 20), (25, 30)]), 0);
     }
 
     #[test]
     fn a_section_inside_a_long_one_overlaps() {
         // Worker 1 was paused from 5 to 100; 2 and 3 came and went meanwhile.
-        let sections = [
-            section(1, 0, 100, 1),
-            section(2, 20, 30, 2),
-            section(3, 40, 50, 3),
-        ];
-        assert_eq!(check(&sections, &[]).overlaps, 2);
+        assert_eq!(overlaps(&[(0, 100), (20, 30), (40, 50)]), 2);
     }
 
     #[test]

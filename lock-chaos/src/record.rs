@@ -86,6 +86,33 @@ pub struct Acquisition {
 }
 
 impl Acquisition {
+    /// Section `index` of `worker` from `start_ns` to `end_ns`, with its
+    /// token and its write's fate: a hold of a lock or an election (no slot,
+    /// weight 1, no access), released with no lease end seen. What else a
+    /// section has is set with struct update syntax.
+    pub fn new(
+        worker: u32,
+        index: u32,
+        start_ns: u64,
+        end_ns: u64,
+        token: u64,
+        write: Write,
+    ) -> Self {
+        Acquisition {
+            worker,
+            index,
+            start_ns,
+            end_ns,
+            token,
+            write,
+            lease_end_ns: 0,
+            outcome: Outcome::Released,
+            slot: None,
+            weight: 1,
+            access: None,
+        }
+    }
+
     /// `<worker>:<index>`, as the resource logs the writer.
     pub fn id(&self) -> String {
         format!("{}:{}", self.worker, self.index)

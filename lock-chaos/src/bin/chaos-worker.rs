@@ -24,11 +24,13 @@
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
 
+use std::future::Future;
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
+use distlock::{ClientKind, Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
 use lock_chaos::{monotonic_ns, procs, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
 use lock_core::strategy::{NodeClient, Reply};
 use lock_core::{ConnectOptions, NodeUrl};
@@ -83,20 +85,16 @@ fn parse_args() -> Result<Args, String> {
         multi: false,
     };
     while let Some(flag) = args.next() {
-        if flag == "--nested" {
-            parsed.nested = true;
-            continue;
-        }
-        if flag == "--elect" {
-            parsed.elect = true;
-            continue;
-        }
-        if flag == "--rw" {
-            parsed.rw = true;
-            continue;
-        }
-        if flag == "--multi" {
-            parsed.multi = true;
+        // The flags that take no value.
+        let switch = match flag.as_str() {
+            "--nested" => Some(&mut parsed.nested),
+            "--elect" => Some(&mut parsed.elect),
+            "--rw" => Some(&mut parsed.rw),
+            "--multi" => Some(&mut parsed.multi),
+            _ => None,
+        };
+        if let Some(switch) = switch {
+            *switch = true;
             continue;
         }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -188,13 +186,7 @@ async fn work(args: Args) -> Result<(), String> {
             Err(err) => return Err(format!("connect: {err}")),
         }
     };
-    let resource = lock_core::strategy::connect(
-        client,
-        &NodeUrl::new(args.resource.clone()),
-        ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
-    )
-    .await
-    .map_err(|err| format!("resource: {err}"))?;
+    let resource = connect_resource(client, &args.resource).await?;
     let mut log = std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     // A fixed owner per worker, as services name theirs: it also lets the
@@ -259,20 +251,13 @@ async fn work(args: Args) -> Result<(), String> {
                 (None, None) => locks.acquire_with(&args.key, &options).await,
             },
         };
-        let guard = match taken {
-            Ok(guard) => guard,
-            Err(LockError::NotAcquired { .. }) => continue,
-            Err(err) => {
-                eprintln!("chaos-worker {}: acquire: {err}", args.worker);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
+        let Some(guard) = granted(taken, args.worker, "acquire").await else {
+            continue;
         };
         let hold = hold_time(&mut rng, &args.hold_ms);
         let acquisition =
             critical_section(&locks, guard, &args, index, hold, resource.as_ref()).await;
-        writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
-        log.flush().map_err(|err| format!("log: {err}"))?;
+        log_acquisition(&mut log, &acquisition)?;
         index += 1;
     }
     Ok(())
@@ -302,10 +287,7 @@ async fn critical_section(
     } else {
         None
     };
-    let lost = tokio::select! {
-        () = tokio::time::sleep(hold) => false,
-        _ = guard.lost() => true,
-    };
+    let lost = lost_within(hold, guard.lost()).await;
     let slot = guard.permit_slot();
     let weight = guard.permit_weight().unwrap_or(1);
     let access = guard.access();
@@ -327,17 +309,12 @@ async fn critical_section(
         outcome = outcome_of(&err);
     }
     Acquisition {
-        worker: args.worker,
-        index,
-        start_ns,
-        end_ns,
-        token,
-        write,
         lease_end_ns,
         outcome,
         slot,
         weight,
         access,
+        ..Acquisition::new(args.worker, index, start_ns, end_ns, token, write)
     }
 }
 
@@ -360,25 +337,16 @@ async fn lead_in_turns(
         let options = lock_core::AcquireOptions::new()
             .with_owner(owner.clone())
             .with_wait(wait);
-        let leadership = match election
+        let campaign = election
             .campaign_with(&format!("worker-{}", args.worker), &options)
-            .await
-        {
-            Ok(leadership) => leadership,
-            Err(LockError::NotAcquired { .. }) => continue,
-            Err(err) => {
-                eprintln!("chaos-worker {}: campaign: {err}", args.worker);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
+            .await;
+        let Some(leadership) = granted(campaign, args.worker, "campaign").await else {
+            continue;
         };
         let start_ns = monotonic_ns();
         let term = leadership.term().get();
         let hold = hold_time(rng, &args.hold_ms);
-        let lost = tokio::select! {
-            () = tokio::time::sleep(hold) => false,
-            _ = leadership.lost() => true,
-        };
+        let lost = lost_within(hold, leadership.lost()).await;
         let write = if lost {
             Write::Skipped
         } else {
@@ -391,23 +359,55 @@ async fn lead_in_turns(
             Err(err) => outcome_of(&err),
         };
         let acquisition = Acquisition {
-            worker: args.worker,
-            index,
-            start_ns,
-            end_ns,
-            token: term,
-            write,
             lease_end_ns,
             outcome,
-            slot: None,
-            weight: 1,
-            access: None,
+            ..Acquisition::new(args.worker, index, start_ns, end_ns, term, write)
         };
-        writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
-        log.flush().map_err(|err| format!("log: {err}"))?;
+        log_acquisition(log, &acquisition)?;
         index += 1;
     }
     Ok(())
+}
+
+/// The hold an acquire or a campaign (`what`) returned, or `None` for the
+/// loop to try again: when it was not granted within the wait, or when it
+/// failed, which is said on stderr and followed by a short pause.
+async fn granted<T>(result: Result<T, LockError>, worker: u32, what: &str) -> Option<T> {
+    match result {
+        Ok(hold) => Some(hold),
+        Err(LockError::NotAcquired { .. }) => None,
+        Err(err) => {
+            eprintln!("chaos-worker {worker}: {what}: {err}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            None
+        }
+    }
+}
+
+/// Holds for `hold` while watching for the loss that `lost` reports:
+/// whether the loss came first.
+async fn lost_within(hold: Duration, lost: impl Future) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(hold) => false,
+        _ = lost => true,
+    }
+}
+
+/// A connection to the fenced resource at `url` through `client`.
+async fn connect_resource(client: ClientKind, url: &str) -> Result<Arc<dyn NodeClient>, String> {
+    lock_core::strategy::connect(
+        client,
+        &NodeUrl::new(url.to_owned()),
+        ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
+    )
+    .await
+    .map_err(|err| format!("resource: {err}"))
+}
+
+/// Writes `acquisition`'s line to the worker's `log`.
+fn log_acquisition(log: &mut std::fs::File, acquisition: &Acquisition) -> Result<(), String> {
+    writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))?;
+    log.flush().map_err(|err| format!("log: {err}"))
 }
 
 /// A hold time: a range drawn from `ranges`, then a time in it.
@@ -612,17 +612,8 @@ fn log_unfinished_job(args: &Args) -> Result<(), String> {
     let id = format!("{}\t{index}\t", args.worker);
     if !logged.lines().any(|line| line.starts_with(&id)) {
         let acquisition = Acquisition {
-            worker: args.worker,
-            index,
-            start_ns,
-            end_ns,
-            token,
-            write: Write::Unknown,
-            lease_end_ns: 0,
             outcome: Outcome::Killed,
-            slot: None,
-            weight: 1,
-            access: None,
+            ..Acquisition::new(args.worker, index, start_ns, end_ns, token, Write::Unknown)
         };
         append_to_log(&args.log, &acquisition)?;
     }
@@ -634,7 +625,7 @@ fn append_to_log(log: &str, acquisition: &Acquisition) -> Result<(), String> {
         .append(true)
         .open(log)
         .map_err(|err| format!("log: {err}"))?;
-    writeln!(log, "{acquisition}").map_err(|err| format!("log: {err}"))
+    log_acquisition(&mut log, acquisition)
 }
 
 /// One critical section as the job of `distlock run`: the lock is held by
@@ -650,13 +641,7 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         .map_err(|err| format!("{}: {err}", marker.display()))?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     tokio::time::sleep(hold_time(&mut rng, &args.hold_ms)).await;
-    let resource = lock_core::strategy::connect(
-        distlock::ClientKind::Redis,
-        &NodeUrl::new(args.resource.clone()),
-        ConnectOptions::new(Duration::from_secs(2), Duration::from_secs(2)),
-    )
-    .await
-    .map_err(|err| format!("resource: {err}"))?;
+    let resource = connect_resource(ClientKind::Redis, &args.resource).await?;
     let write = fenced_write(
         resource.as_ref(),
         token,
@@ -664,19 +649,7 @@ async fn job(args: &Args, index: u32) -> Result<(), String> {
         None,
     )
     .await;
-    let acquisition = Acquisition {
-        worker: args.worker,
-        index,
-        start_ns,
-        end_ns: monotonic_ns(),
-        token,
-        write,
-        lease_end_ns: 0,
-        outcome: Outcome::Released,
-        slot: None,
-        weight: 1,
-        access: None,
-    };
+    let acquisition = Acquisition::new(args.worker, index, start_ns, monotonic_ns(), token, write);
     append_to_log(&args.log, &acquisition)?;
     std::fs::remove_file(&marker).map_err(|err| format!("{}: {err}", marker.display()))
 }

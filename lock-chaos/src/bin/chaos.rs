@@ -895,79 +895,77 @@ async fn inject(
     match scenario.fault {
         Fault::None => {}
         Fault::PauseWorker => {
-            // The holder, when one can be seen: a pause of a waiting worker
-            // tests nothing. (Which one holds is timing, not the seed: a
-            // replay pauses at the same moments, perhaps another worker.)
-            let worker = holder(nodes, key)
-                .filter(|worker| *worker < workers.len())
-                .unwrap_or_else(|| rng.random_range(0..workers.len()));
-            eprintln!(
-                "chaos: t={at_ms}ms {}: SIGSTOP worker {worker} for {long:?}",
-                label
+            let worker = holder_or_any(nodes, key, workers.len(), rng);
+            say(
+                at_ms,
+                label,
+                format_args!("SIGSTOP worker {worker} for {long:?}"),
             );
             let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
             drop(stopped);
         }
         Fault::PauseServer => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: SIGSTOP node {node} for {long:?}",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("SIGSTOP node {node} for {long:?}"),
             );
             nodes[node].pause().map_err(io)?;
             tokio::time::sleep(long).await;
             nodes[node].resume().map_err(io)?;
         }
         Fault::KillRestart => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: kill -9 node {node}, restart at once",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 node {node}, restart at once"),
             );
             nodes[node].restart().map_err(io)?;
         }
         Fault::KillDelayedRestart => {
             let down = TTL + Duration::from_millis(200);
-            eprintln!(
-                "chaos: t={at_ms}ms {}: kill -9 node {node}, restart after {down:?}",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 node {node}, restart after {down:?}"),
             );
             nodes[node].kill().map_err(io)?;
             tokio::time::sleep(down).await;
             nodes[node].restart().map_err(io)?;
         }
         Fault::ScriptFlush => {
-            eprintln!("chaos: t={at_ms}ms {}: SCRIPT FLUSH on every node", label);
+            say(at_ms, label, format_args!("SCRIPT FLUSH on every node"));
             for node in nodes.iter() {
                 node.admin(&["SCRIPT", "FLUSH"]).map_err(io)?;
             }
         }
         Fault::DeleteKey => {
-            eprintln!("chaos: t={at_ms}ms {}: DEL {key} on node {node}", label);
+            say(at_ms, label, format_args!("DEL {key} on node {node}"));
             nodes[node].admin(&["DEL", key]).map_err(io)?;
         }
         Fault::DropCounter => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: DEL {key}:fence on node {node}",
-                label
-            );
+            say(at_ms, label, format_args!("DEL {key}:fence on node {node}"));
             nodes[node]
                 .admin(&["DEL", &format!("{key}:fence")])
                 .map_err(io)?;
         }
         Fault::KillMinority => {
             let minority = nodes.len() / 2;
-            eprintln!(
-                "chaos: t={at_ms}ms {}: kill -9 nodes 0..{minority} for good",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 nodes 0..{minority} for good"),
             );
             for node in nodes.iter_mut().take(minority) {
                 node.kill().map_err(io)?;
             }
         }
         Fault::OverwriteKey => {
-            eprintln!(
-                "chaos: t={at_ms}ms {}: SET {key} intruder on node {node}",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("SET {key} intruder on node {node}"),
             );
             nodes[node]
                 .admin(&["SET", key, "intruder", "PX", &TTL.as_millis().to_string()])
@@ -977,52 +975,46 @@ async fn inject(
             let Some(proxy) = proxy else {
                 return Err("a partition needs node 0 behind a proxy".to_owned());
             };
-            eprintln!(
-                "chaos: t={at_ms}ms {}: partition node 0 for {long:?}",
-                label
-            );
+            say(at_ms, label, format_args!("partition node 0 for {long:?}"));
             proxy.set_blackhole(true);
             tokio::time::sleep(long).await;
             proxy.set_blackhole(false);
         }
         Fault::LoseMajority => {
             let majority = nodes.len() / 2 + 1;
-            eprintln!(
-                "chaos: t={at_ms}ms {}: kill -9 nodes 0..{majority}, restart at once",
-                label
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 nodes 0..{majority}, restart at once"),
             );
             for node in nodes.iter_mut().take(majority) {
                 node.restart().map_err(io)?;
             }
         }
         Fault::FlushAll => {
-            eprintln!("chaos: t={at_ms}ms {}: FLUSHALL on node {node}", label);
+            say(at_ms, label, format_args!("FLUSHALL on node {node}"));
             nodes[node].admin(&["FLUSHALL"]).map_err(io)?;
         }
         Fault::PauseCli => {
             let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
-                eprintln!(
-                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing paused",
-                    label
+                say(
+                    at_ms,
+                    label,
+                    format_args!("no `distlock run` ran a job; nothing paused"),
                 );
                 return Ok(false);
             };
-            eprintln!(
-                "chaos: t={}ms {}: SIGSTOP worker {}'s distlock (pid {}) as its job starts, for {long:?}; the job runs on",
-                at_ms + waited.as_millis(),
-                label,
-                holder.worker,
-                holder.distlock
-            );
+            say(at_ms + waited.as_millis(), label, format_args!("SIGSTOP worker {}'s distlock (pid {}) as its job starts, for {long:?}; the job runs on", holder.worker, holder.distlock));
             let stopped = Stopped::new(holder.distlock)?;
             tokio::time::sleep(long).await;
             drop(stopped);
         }
         Fault::KillCli => {
             let Some((holder, waited)) = cli_holder_as_job_starts(workers, long).await else {
-                eprintln!(
-                    "chaos: t={at_ms}ms {}: no `distlock run` ran a job; nothing killed",
-                    label
+                say(
+                    at_ms,
+                    label,
+                    format_args!("no `distlock run` ran a job; nothing killed"),
                 );
                 return Ok(false);
             };
@@ -1044,28 +1036,29 @@ async fn inject(
             } else {
                 format!("its job still ran {long:?} later")
             };
-            eprintln!(
-                "chaos: t={}ms {}: kill -9 worker {}'s distlock (pid {}) as its job starts: {fate}",
+            say(
                 at_ms + waited.as_millis(),
                 label,
-                holder.worker,
-                holder.distlock
+                format_args!(
+                    "kill -9 worker {}'s distlock (pid {}) as its job starts: {fate}",
+                    holder.worker, holder.distlock
+                ),
             );
         }
         Fault::StarveWorker => {
-            let worker = holder(nodes, key)
-                .filter(|worker| *worker < workers.len())
-                .unwrap_or_else(|| rng.random_range(0..workers.len()));
+            let worker = holder_or_any(nodes, key, workers.len(), rng);
             let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
-            eprintln!(
-                "chaos: t={at_ms}ms {}: worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}",
-                label, starved.cpu
-            );
+            say(at_ms, label, format_args!("worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}", starved.cpu));
             tokio::time::sleep(long).await;
             drop(starved);
         }
     }
     Ok(true)
+}
+
+/// Says on stderr what a fault did, `at_ms` into the run `label`.
+fn say(at_ms: u128, label: &str, what: std::fmt::Arguments<'_>) {
+    eprintln!("chaos: t={at_ms}ms {label}: {what}");
 }
 
 /// The worker processes of one run. Dropped on the way out of the run,
@@ -1272,6 +1265,21 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
             _ => None,
         })?;
     owner.strip_prefix("chaos-worker-")?.parse().ok()
+}
+
+/// The worker that holds `key`, when one can be seen, else one of the
+/// `workers` at random: a fault on a waiting worker tests nothing. (Which one
+/// holds is timing, not the seed: a replay hits at the same moments, perhaps
+/// another worker.)
+fn holder_or_any(
+    nodes: &[RedisServer],
+    key: &str,
+    workers: usize,
+    rng: &mut rand::rngs::StdRng,
+) -> usize {
+    holder(nodes, key)
+        .filter(|worker| *worker < workers)
+        .unwrap_or_else(|| rng.random_range(0..workers))
 }
 
 /// The log of the fenced resource `key`, in the order it saw the writes.
