@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use distlock::{ClientKind, Config, LeaseGuard, LeaseStatus, LockError, LockManager, OwnerToken};
+use distlock::{ClientKind, Config, LeaseStatus, LockError, LockGuard, LockManager, OwnerToken};
 use lock_chaos::{monotonic_ns, procs, Acquisition, Outcome, Write, FENCED_WRITE, RESOURCE_KEY};
 use lock_core::strategy::{NodeClient, Reply};
 use lock_core::{ConnectOptions, NodeUrl};
@@ -233,39 +233,91 @@ async fn work(args: Args) -> Result<(), String> {
     while Instant::now() < ends_at {
         let options = lock_core::AcquireOptions::new().with_owner(owner.clone());
         let choice = rng.random_range(0..3usize);
+        let plain = Role::default();
         let taken = match (&semaphore, &rw_lock, &pairs) {
             // Both names as one hold, either order, two times in three.
-            (None, None, Some(pairs)) if choice < 2 => pairs[choice].acquire_with(&options).await,
-            (None, None, Some(_)) => locks.acquire_with(&args.key, &options).await,
+            (None, None, Some(pairs)) if choice < 2 => pairs[choice]
+                .acquire_with(&options)
+                .await
+                .map(|guard| (guard, plain)),
+            (None, None, Some(_)) => locks
+                .acquire_with(&args.key, &options)
+                .await
+                .map(|guard| (guard, plain)),
             _ => match (&semaphore, &rw_lock) {
                 // Weights 1 and 2, so that one permit can take two slots' room.
                 (Some(semaphore), _) => {
                     let weight = rng.random_range(1..=semaphore.limit().min(2));
-                    semaphore.acquire_many_with(weight, &options).await
+                    semaphore
+                        .acquire_many_with(weight, &options)
+                        .await
+                        .map(|permit| {
+                            let role = Role {
+                                slot: Some(permit.slot()),
+                                weight: permit.weight(),
+                                access: None,
+                            };
+                            (permit.into(), role)
+                        })
                 }
                 // Readers two times in three, so that reads overlap.
                 (None, Some(rw_lock)) if rng.random_range(0..3) < 2 => {
-                    rw_lock.read_with(&options).await
+                    rw_lock.read_with(&options).await.map(|read| {
+                        let role = Role {
+                            access: Some(lock_core::Access::Shared),
+                            ..plain
+                        };
+                        (read.into(), role)
+                    })
                 }
-                (None, Some(rw_lock)) => rw_lock.write_with(&options).await,
-                (None, None) => locks.acquire_with(&args.key, &options).await,
+                (None, Some(rw_lock)) => rw_lock.write_with(&options).await.map(|write| {
+                    let role = Role {
+                        access: Some(lock_core::Access::Exclusive),
+                        ..plain
+                    };
+                    (write.into(), role)
+                }),
+                (None, None) => locks
+                    .acquire_with(&args.key, &options)
+                    .await
+                    .map(|guard| (guard, plain)),
             },
         };
-        let Some(guard) = granted(taken, args.worker, "acquire").await else {
+        let Some((guard, role)) = granted(taken, args.worker, "acquire").await else {
             continue;
         };
         let hold = hold_time(&mut rng, &args.hold_ms);
         let acquisition =
-            critical_section(&locks, guard, &args, index, hold, resource.as_ref()).await;
+            critical_section(&locks, guard, role, &args, index, hold, resource.as_ref()).await;
         log_acquisition(&mut log, &acquisition)?;
         index += 1;
     }
     Ok(())
 }
 
+/// What a hold is beyond its lease: a permit's slot and weight, or a
+/// read-write lock's access.
+#[derive(Clone, Copy)]
+struct Role {
+    slot: Option<u32>,
+    weight: u32,
+    access: Option<lock_core::Access>,
+}
+
+impl Default for Role {
+    fn default() -> Self {
+        Role {
+            slot: None,
+            weight: 1,
+            access: None,
+        }
+    }
+}
+
 async fn critical_section(
     locks: &LockManager,
-    guard: LeaseGuard,
+    guard: LockGuard,
+    role: Role,
     args: &Args,
     index: u32,
     hold: Duration,
@@ -288,9 +340,11 @@ async fn critical_section(
         None
     };
     let lost = lost_within(hold, guard.lost()).await;
-    let slot = guard.permit_slot();
-    let weight = guard.permit_weight().unwrap_or(1);
-    let access = guard.access();
+    let Role {
+        slot,
+        weight,
+        access,
+    } = role;
     // A reader writes nothing: only its section is checked.
     let write = if lost || access == Some(lock_core::Access::Shared) {
         Write::Skipped
@@ -437,7 +491,7 @@ fn outcome_of(err: &LockError) -> Outcome {
 
 /// When the lease ended by the holder's clock, on `CLOCK_MONOTONIC`, if it
 /// ended before `end_ns`; else 0.
-fn lease_end(guard: &LeaseGuard, end_ns: u64) -> u64 {
+fn lease_end(guard: &LockGuard, end_ns: u64) -> u64 {
     handle_lease_end(&guard.handle(), end_ns)
 }
 
