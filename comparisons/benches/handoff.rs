@@ -350,11 +350,9 @@ async fn hog(contenders: Vec<Contender>, length: Duration) -> (f64, f64) {
     )
 }
 
-async fn ours(kind: ClientKind, server: &RedisServer, wait_mode: WaitMode) -> LockManager {
-    ours_with(kind, server, wait_mode, false).await
-}
-
-async fn ours_with(
+/// Our single-node manager on `server` as the source documents configure
+/// it (100 ms between polls), waiting by `wait_mode`, in fair mode if `fair`.
+async fn ours(
     kind: ClientKind,
     server: &RedisServer,
     wait_mode: WaitMode,
@@ -402,36 +400,22 @@ async fn main() {
     let python = python_peers();
     for kind in ClientKind::compiled() {
         let ping = Floors::of(kind, &server).await;
-        let notify = ours(kind, &server, WaitMode::Notify).await;
-        measure(
-            &format!("(a) ours, notify, {kind}"),
-            Contender::Ours(notify),
-            &server,
-            &ours_commands,
-            length,
-            ping,
-        )
-        .await;
-        let fair = ours_with(kind, &server, WaitMode::Notify, true).await;
-        measure(
-            &format!("(a') ours, fair, {kind}"),
-            Contender::Ours(fair),
-            &server,
-            &ours_commands,
-            length,
-            ping,
-        )
-        .await;
-        let poll = ours(kind, &server, WaitMode::Poll).await;
-        measure(
-            &format!("(b) ours, poll 100 ms, {kind}"),
-            Contender::Ours(poll),
-            &server,
-            &ours_commands,
-            length,
-            ping,
-        )
-        .await;
+        for (label, wait_mode, fair) in [
+            ("(a) ours, notify", WaitMode::Notify, false),
+            ("(a') ours, fair", WaitMode::Notify, true),
+            ("(b) ours, poll 100 ms", WaitMode::Poll, false),
+        ] {
+            let locks = ours(kind, &server, wait_mode, fair).await;
+            measure(
+                &format!("{label}, {kind}"),
+                Contender::Ours(locks),
+                &server,
+                &ours_commands,
+                length,
+                ping,
+            )
+            .await;
+        }
     }
     let peer = rslock::LockManager::new(vec![server.url().expose().to_owned()]);
     measure(
@@ -460,9 +444,7 @@ async fn main() {
     ] {
         let mut contenders = Vec::new();
         for _ in 0..TASKS {
-            contenders.push(Contender::Ours(
-                ours_with(kind, &server, wait_mode, fair).await,
-            ));
+            contenders.push(Contender::Ours(ours(kind, &server, wait_mode, fair).await));
         }
         let (ratio, rate) = hog(contenders, length).await;
         println!("| {label}, {kind} | {ratio:.2} | {rate:.1} |");

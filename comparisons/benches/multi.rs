@@ -15,51 +15,35 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_comparisons::single_node_manager;
+use lock_comparisons::{hold_ids, single_node_manager, try_take_cycles, Bench};
 use lock_core::strategy::scripts::multi::{ACQUIRE, RELEASE};
-use lock_core::strategy::{self, NodeClient};
-use lock_core::{ClientKind, ConnectOptions, LockManager, MultiLock};
-use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
-use lock_testkit::RedisServer;
+use lock_core::strategy::NodeClient;
+use lock_core::{ClientKind, LockManager, MultiLock};
+use lock_testkit::bench::{cycles_per_second, lock_floor};
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(measure());
-}
-
-async fn measure() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
-    let server = RedisServer::start().expect("start redis-server");
-    let url = server.url();
-    println!(
-        "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
-        server.port()
-    );
-    println!();
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let bench = Bench::start();
+    let length = bench.length;
     println!(
         "| client | names | tasks | floor (cycles/s) | scripts (cycles/s) | multi-key (cycles/s) | one by one (cycles/s) | multi-key / floor | multi-key / one by one |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let raw = strategy::connect(kind, &url, ConnectOptions::default())
-            .await
-            .expect("connect");
-        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
+        let raw = &bench.raw(kind).await;
+        let locks = &single_node_manager(kind, &bench.server, Duration::from_secs(30)).await;
         for names in [2usize, 8] {
             for tasks in [1usize, 32] {
-                let mut columns: [Vec<f64>; 4] = Default::default();
-                for _ in 0..rounds {
-                    columns[0].push(lock_floor(Arc::clone(&raw), tasks, length).await);
-                    columns[1].push(scripts(Arc::clone(&raw), names, tasks, length).await);
-                    columns[2].push(multi(&locks, names, tasks, length).await);
-                    columns[3].push(one_by_one(&locks, names, tasks, length).await);
-                }
-                let [floor, scripts, multi, one_by_one] = columns.map(median);
+                let [floor, scripts, multi, one_by_one] = bench
+                    .medians(|| async move {
+                        [
+                            lock_floor(Arc::clone(raw), tasks, length).await,
+                            scripts(Arc::clone(raw), names, tasks, length).await,
+                            multi(locks, names, tasks, length).await,
+                            one_by_one(locks, names, tasks, length).await,
+                        ]
+                    })
+                    .await;
                 println!(
                     "| {kind} | {names} | {tasks} | {floor:.0} | {scripts:.0} | {multi:.0} | {one_by_one:.0} | {:.2} | {:.2} |",
                     multi / floor,
@@ -91,9 +75,7 @@ async fn scripts(node: Arc<dyn NodeClient>, names: usize, tasks: usize, length: 
                 .collect()
         })
         .collect();
-    let values: Arc<[String]> = (0..tasks)
-        .map(|task| format!("0123456789abcdef0123456789abcdef:{task:016x}"))
-        .collect();
+    let values = hold_ids(tasks);
     cycles_per_second(tasks, length, move |task| {
         let (node, keys, values) = (Arc::clone(&node), Arc::clone(&keys), Arc::clone(&values));
         async move {
@@ -126,16 +108,9 @@ async fn multi(locks: &LockManager, names: usize, tasks: usize, length: Duration
     let holds: Arc<[MultiLock]> = (0..tasks)
         .map(|task| locks.multi_lock(names_of(task, names)).expect("multi lock"))
         .collect();
-    cycles_per_second(tasks, length, move |task| {
+    try_take_cycles(tasks, length, "its own names", move |task| {
         let holds = Arc::clone(&holds);
-        async move {
-            let held = holds[task]
-                .try_acquire()
-                .await
-                .expect("try_acquire")
-                .expect("its own names");
-            held.release().await.expect("release");
-        }
+        async move { holds[task].try_acquire().await }
     })
     .await
 }

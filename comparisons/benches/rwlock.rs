@@ -16,54 +16,39 @@
 //! of one measurement, each throughput figure the median of `BENCH_ROUNDS`
 //! (default 3).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_comparisons::{print_gaps, single_node_manager};
+use lock_comparisons::{
+    handoff_gaps, print_gaps, script_cycles, single_node_manager, try_take_cycles, Bench,
+};
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
-use lock_core::strategy::{self, NodeClient};
-use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockManager};
-use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
-use lock_testkit::RedisServer;
-use rand::Rng;
+use lock_core::strategy::NodeClient;
+use lock_core::{ClientKind, LockGuard, LockManager};
+use lock_testkit::bench::lock_floor;
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(measure());
-}
-
-async fn measure() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
-    let server = RedisServer::start().expect("start redis-server");
-    let url = server.url();
-    println!(
-        "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
-        server.port()
-    );
-    println!();
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let bench = Bench::start();
+    let length = bench.length;
     println!(
         "| client | tasks | floor (cycles/s) | scripts (cycles/s) | reads (cycles/s) | plain lock (cycles/s) | reads / floor | reads / plain lock |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let raw = strategy::connect(kind, &url, ConnectOptions::default())
-            .await
-            .expect("connect");
-        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
+        let raw = &bench.raw(kind).await;
+        let locks = &single_node_manager(kind, &bench.server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
-            let mut columns: [Vec<f64>; 4] = Default::default();
-            for _ in 0..rounds {
-                columns[0].push(lock_floor(Arc::clone(&raw), tasks, length).await);
-                columns[1].push(scripts(Arc::clone(&raw), tasks, length).await);
-                columns[2].push(reads(&locks, tasks, length).await);
-                columns[3].push(plain(&locks, tasks, length).await);
-            }
-            let [floor, scripts, reads, plain] = columns.map(median);
+            let [floor, scripts, reads, plain] = bench
+                .medians(|| async move {
+                    [
+                        lock_floor(Arc::clone(raw), tasks, length).await,
+                        scripts(Arc::clone(raw), tasks, length).await,
+                        reads(locks, tasks, length).await,
+                        plain(locks, tasks, length).await,
+                    ]
+                })
+                .await;
             println!(
                 "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {reads:.0} | {plain:.0} | {:.2} | {:.2} |",
                 reads / floor,
@@ -75,18 +60,16 @@ async fn measure() {
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let raw = strategy::connect(kind, &url, ConnectOptions::default())
-            .await
-            .expect("connect");
+        let raw = bench.raw(kind).await;
         print_gaps(
             &format!("PING round trip, {kind}"),
             pings(raw.as_ref()).await,
         );
-        let locks = single_node_manager(kind, &server, Duration::from_secs(10)).await;
+        let locks = single_node_manager(kind, &bench.server, Duration::from_secs(10)).await;
         let span = length.max(Duration::from_secs(3));
-        let writes = handoff_gaps(&locks, span, Hold::Write).await;
+        let writes = handoffs(&locks, span, Hold::Write).await;
         print_gaps(&format!("read-write lock, writers, {kind}"), writes);
-        let plain = handoff_gaps(&locks, span, Hold::Plain).await;
+        let plain = handoffs(&locks, span, Hold::Plain).await;
         print_gaps(&format!("plain lock, {kind}"), plain);
     }
 }
@@ -94,58 +77,25 @@ async fn measure() {
 /// The read-write lock's acquire and release scripts sent raw, each task
 /// with its own hold id, all on one lock.
 async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let base = "lock:{raw-rw}".to_owned();
-    let keys: Arc<[String; 5]> = Arc::new([
-        base.clone(),
+    let base = "lock:{raw-rw}";
+    let keys = [
+        base.to_owned(),
         format!("{base}:modes"),
         format!("{base}:fence"),
         format!("{base}:queue"),
         format!("{base}:waiters"),
-    ]);
-    let ids: Arc<[String]> = (0..tasks)
-        .map(|task| format!("0123456789abcdef0123456789abcdef:{task:016x}"))
-        .collect();
-    cycles_per_second(tasks, length, move |task| {
-        let (node, keys, ids) = (Arc::clone(&node), Arc::clone(&keys), Arc::clone(&ids));
-        async move {
-            let id = ids[task].as_bytes();
-            let all: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let granted = ACQUIRE
-                .run(
-                    node.as_ref(),
-                    &all,
-                    &[id, b"r", b"30000", b"2000", b"0", b"w", b"0"],
-                )
-                .await
-                .expect("EVALSHA acquire");
-            assert_eq!(
-                granted.as_array().and_then(|reply| reply[0].as_int()),
-                Some(1)
-            );
-            let released = RELEASE
-                .run(node.as_ref(), &all[..2], &[id])
-                .await
-                .expect("EVALSHA release");
-            assert_eq!(released.as_int(), Some(1));
-        }
-    })
-    .await
+    ];
+    let argv = ["r", "30000", "2000", "0", "w", "0"];
+    script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }
 
 /// `RwLock::try_read` + `release` through the engine, every task on one
 /// lock.
 async fn reads(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
     let lock = locks.rw_lock("config").expect("rw lock");
-    cycles_per_second(tasks, length, move |_| {
+    try_take_cycles(tasks, length, "readers share", move |_| {
         let lock = lock.clone();
-        async move {
-            let read = lock
-                .try_read()
-                .await
-                .expect("try_read")
-                .expect("readers share");
-            read.release().await.expect("release");
-        }
+        async move { lock.try_read().await }
     })
     .await
 }
@@ -154,16 +104,9 @@ async fn reads(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
 async fn plain(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
     let names: Arc<[String]> = (0..tasks).map(|task| format!("plain-{task}")).collect();
     let locks = locks.clone();
-    cycles_per_second(tasks, length, move |task| {
+    try_take_cycles(tasks, length, "its own lock", move |task| {
         let (locks, names) = (locks.clone(), Arc::clone(&names));
-        async move {
-            let guard = locks
-                .try_acquire(&names[task])
-                .await
-                .expect("try_acquire")
-                .expect("its own lock");
-            guard.release().await.expect("release");
-        }
+        async move { locks.try_acquire(&names[task]).await }
     })
     .await
 }
@@ -189,41 +132,21 @@ enum Hold {
 
 /// Six holders of 20 to 60 ms each: the gaps, in ms, from the start of a
 /// release to the next grant.
-async fn handoff_gaps(locks: &LockManager, length: Duration, hold: Hold) -> Vec<f64> {
+async fn handoffs(locks: &LockManager, length: Duration, hold: Hold) -> Vec<f64> {
     let name = match hold {
         Hold::Write => "handoff-rw",
         Hold::Plain => "handoff-plain",
     };
     let lock = locks.rw_lock(name).expect("rw lock");
-    let released: Arc<Mutex<(Option<Instant>, Vec<f64>)>> = Arc::default();
-    let end = Instant::now() + length;
-    let holders = (0..6).map(|_| {
-        let (locks, lock, released) = (locks.clone(), lock.clone(), Arc::clone(&released));
-        tokio::spawn(async move {
-            while Instant::now() < end {
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
-                let guard = match hold {
-                    Hold::Write => lock.write_with(&options).await,
-                    Hold::Plain => locks.acquire_with(name, &options).await,
-                }
-                .expect("a hold");
-                {
-                    let mut released = released.lock().expect("gaps");
-                    if let Some(started) = released.0.take() {
-                        released.1.push(started.elapsed().as_secs_f64() * 1000.0);
-                    }
-                }
-                let held = rand::rng().random_range(20..=60);
-                tokio::time::sleep(Duration::from_millis(held)).await;
-                released.lock().expect("gaps").0 = Some(Instant::now());
-                guard.release().await.expect("release");
-                tokio::time::sleep(Duration::from_millis(1)).await;
+    let locks = locks.clone();
+    handoff_gaps(length, move |options| {
+        let (locks, lock) = (locks.clone(), lock.clone());
+        async move {
+            match hold {
+                Hold::Write => lock.write_with(&options).await.map(LockGuard::from),
+                Hold::Plain => locks.acquire_with(name, &options).await,
             }
-        })
-    });
-    for holder in futures::future::join_all(holders).await {
-        holder.expect("holder");
-    }
-    let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
-    gaps
+        }
+    })
+    .await
 }

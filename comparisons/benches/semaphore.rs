@@ -23,15 +23,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_comparisons::{fair_single_node_manager, print_gaps, single_node_manager};
+use lock_comparisons::{
+    fair_single_node_manager, handoff_gaps, print_gaps, script_cycles, single_node_manager,
+    single_node_manager_at, try_take_cycles, Bench,
+};
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
-use lock_core::strategy::{self, NodeClient};
-use lock_core::{AcquireOptions, ClientKind, ConnectOptions, LockConfig, LockManager};
-use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{cycles_per_second, env_number, lock_floor, median};
+use lock_core::strategy::NodeClient;
+use lock_core::{ClientKind, LockManager, NodeUrl};
+use lock_testkit::bench::lock_floor;
 use lock_testkit::RedisServer;
 use rand::Rng;
 
@@ -50,36 +52,31 @@ fn main() {
 }
 
 async fn measure() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
-    let server = RedisServer::start().expect("start redis-server");
-    let url = server.url();
-    let node = node_script();
-    println!(
-        "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
-        server.port()
-    );
-    println!();
+    let bench = Bench::start();
+    let (server, length) = (&bench.server, bench.length);
+    let node = &node_script();
     println!(
         "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | redis-semaphore (cycles/s) | ours / floor | redis-semaphore / floor | ours / redis-semaphore |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let raw = strategy::connect(kind, &url, ConnectOptions::default())
-            .await
-            .expect("connect");
-        let locks = single_node_manager(kind, &server, Duration::from_secs(30)).await;
+        let raw = &bench.raw(kind).await;
+        let locks = &single_node_manager(kind, server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
-            let mut columns: [Vec<f64>; 4] = Default::default();
-            for _ in 0..rounds {
-                columns[0].push(lock_floor(Arc::clone(&raw), tasks, length).await);
-                columns[1].push(scripts(Arc::clone(&raw), tasks, length).await);
-                columns[2].push(ours(&locks, tasks, length).await);
-                if let Some(node) = &node {
-                    columns[3].push(peer(node, &server, tasks, length).await);
-                }
-            }
-            let [floor, scripts, ours, peer] = columns.map(median);
+            // Without node, the peer's column is 0 and printed as `-`.
+            let [floor, scripts, ours, peer] = bench
+                .medians(|| async move {
+                    [
+                        lock_floor(Arc::clone(raw), tasks, length).await,
+                        scripts(Arc::clone(raw), tasks, length).await,
+                        ours(locks, tasks, length).await,
+                        match node {
+                            Some(node) => peer(node, server, tasks, length).await,
+                            None => 0.0,
+                        },
+                    ]
+                })
+                .await;
             let peer_text = |value: f64| {
                 if node.is_some() {
                     format!("{value:.2}")
@@ -100,80 +97,46 @@ async fn measure() {
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        let locks = single_node_manager(kind, &server, Duration::from_secs(10)).await;
-        let gaps = handoff_gaps(&locks, length.max(Duration::from_secs(3))).await;
+        let locks = single_node_manager(kind, server, Duration::from_secs(10)).await;
+        let gaps = permit_handoffs(&locks, length.max(Duration::from_secs(3))).await;
         print_gaps(&format!("ours, {kind}"), gaps);
-        let fair = fair_single_node_manager(kind, &server, Duration::from_secs(10)).await;
-        let gaps = handoff_gaps(&fair, length.max(Duration::from_secs(3))).await;
+        let fair = fair_single_node_manager(kind, server, Duration::from_secs(10)).await;
+        let gaps = permit_handoffs(&fair, length.max(Duration::from_secs(3))).await;
         print_gaps(&format!("ours, fair (granted on the server), {kind}"), gaps);
     }
-    if let Some(node) = &node {
-        let gaps = peer_handoff_gaps(node, &server, length.max(Duration::from_secs(3))).await;
+    if let Some(node) = node {
+        let gaps = peer_handoff_gaps(node, server, length.max(Duration::from_secs(3))).await;
         print_gaps("redis-semaphore 5.8.0 (polls every 10 ms)", gaps);
     }
     println!();
     println!("| client | TTL | kills | failover min | median | max | median / TTL |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        failover(kind, &server).await;
+        failover(kind, server).await;
     }
 }
 
 /// Our semaphore's acquire and release scripts sent raw, each task with its
 /// own permit id, all on one semaphore.
 async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let base = "lock:{raw-pool}".to_owned();
-    let keys: Arc<[String; 4]> = Arc::new([
-        base.clone(),
+    let base = "lock:{raw-pool}";
+    let keys = [
+        base.to_owned(),
         format!("{base}:held"),
         format!("{base}:limit"),
         format!("{base}:slot-fences"),
-    ]);
-    let ids: Arc<[String]> = (0..tasks)
-        .map(|task| format!("0123456789abcdef0123456789abcdef:{task:016x}"))
-        .collect();
+    ];
     let limit = LIMIT.to_string();
-    cycles_per_second(tasks, length, move |task| {
-        let (node, keys, ids, limit) = (
-            Arc::clone(&node),
-            Arc::clone(&keys),
-            Arc::clone(&ids),
-            limit.clone(),
-        );
-        async move {
-            let id = ids[task].as_bytes();
-            let all: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let granted = ACQUIRE
-                .run(node.as_ref(), &all, &[id, b"1", limit.as_bytes(), b"30000"])
-                .await
-                .expect("EVALSHA acquire");
-            assert_eq!(
-                granted.as_array().and_then(|reply| reply[0].as_int()),
-                Some(1)
-            );
-            let released = RELEASE
-                .run(node.as_ref(), &all[..2], &[id])
-                .await
-                .expect("EVALSHA release");
-            assert_eq!(released.as_int(), Some(1));
-        }
-    })
-    .await
+    let argv = ["1", &limit, "30000"];
+    script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }
 
 /// `Semaphore::try_acquire` + `release` through the engine.
 async fn ours(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
     let semaphore = locks.semaphore("pool", LIMIT).expect("semaphore");
-    cycles_per_second(tasks, length, move |_| {
+    try_take_cycles(tasks, length, "never full", move |_| {
         let semaphore = semaphore.clone();
-        async move {
-            let permit = semaphore
-                .try_acquire()
-                .await
-                .expect("try_acquire")
-                .expect("never full");
-            permit.release().await.expect("release");
-        }
+        async move { semaphore.try_acquire().await }
     })
     .await
 }
@@ -241,35 +204,13 @@ async fn peer_handoff_gaps(script: &Path, server: &RedisServer, length: Duration
 
 /// Six holders of 20 to 60 ms each on a semaphore of 2: the gaps, in ms,
 /// from the start of a release to the next acquire.
-async fn handoff_gaps(locks: &LockManager, length: Duration) -> Vec<f64> {
+async fn permit_handoffs(locks: &LockManager, length: Duration) -> Vec<f64> {
     let semaphore = locks.semaphore("handoff", 2).expect("semaphore");
-    let released: Arc<Mutex<(Option<Instant>, Vec<f64>)>> = Arc::default();
-    let end = Instant::now() + length;
-    let holders = (0..6).map(|_| {
-        let (semaphore, released) = (semaphore.clone(), Arc::clone(&released));
-        tokio::spawn(async move {
-            while Instant::now() < end {
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
-                let permit = semaphore.acquire_with(&options).await.expect("a permit");
-                {
-                    let mut released = released.lock().expect("gaps");
-                    if let Some(started) = released.0.take() {
-                        released.1.push(started.elapsed().as_secs_f64() * 1000.0);
-                    }
-                }
-                let hold = rand::rng().random_range(20..=60);
-                tokio::time::sleep(Duration::from_millis(hold)).await;
-                released.lock().expect("gaps").0 = Some(Instant::now());
-                permit.release().await.expect("release");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        })
-    });
-    for holder in futures::future::join_all(holders).await {
-        holder.expect("holder");
-    }
-    let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
-    gaps
+    handoff_gaps(length, move |options| {
+        let semaphore = semaphore.clone();
+        async move { semaphore.acquire_with(&options).await }
+    })
+    .await
 }
 
 const FAILOVER_TTL: Duration = Duration::from_secs(1);
@@ -294,14 +235,10 @@ async fn failover(kind: ClientKind, server: &RedisServer) {
             .spawn()
             .expect("start a leader");
         // Until it leads.
-        let started = Instant::now();
-        while election.leader().await.expect("leader").is_none() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "the leader never led"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        lock_testkit::eventually(Duration::from_secs(10), "the leader leading", || async {
+            election.leader().await.expect("leader")
+        })
+        .await;
         let campaign = {
             let election = election.clone();
             tokio::spawn(async move {
@@ -345,17 +282,7 @@ fn leader() {
             .expect("BENCH_CLIENT")
             .parse()
             .expect("a client");
-        let backend = SingleNodeBackend::connect(
-            kind,
-            &lock_core::NodeUrl::new(url.clone()),
-            ConnectOptions::default(),
-        )
-        .await
-        .expect("connect");
-        let config = LockConfig::with_nodes([url])
-            .with_ttl(FAILOVER_TTL)
-            .with_client(kind);
-        let locks = LockManager::new(Arc::new(backend), config).expect("config");
+        let locks = single_node_manager_at(kind, &NodeUrl::new(url), FAILOVER_TTL, false).await;
         let election = locks
             .election(&std::env::var("BENCH_ELECTION").expect("BENCH_ELECTION"))
             .expect("election");

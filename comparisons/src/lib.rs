@@ -1,12 +1,78 @@
-//! What the comparison benchmarks (`benches/`) share: the manager they
-//! measure and how they print a handoff row. See `docs/BENCHMARKS.md`.
+//! What the comparison benchmarks (`benches/`) share: the server and the
+//! managers they measure, the loops that measure a primitive's scripts, its
+//! cycles and its handoffs, and how they print a handoff row. See
+//! `docs/BENCHMARKS.md`.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager};
+use lock_core::strategy::{NodeClient, Script};
+use lock_core::{
+    AcquireOptions, ClientKind, ConnectOptions, LeaseGuard, LockConfig, LockError, LockManager,
+    NodeUrl,
+};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::bench::{cycles_per_second, env_number, median};
 use lock_testkit::RedisServer;
+use rand::Rng;
+
+/// One local redis-server and how long to measure on it: `BENCH_SECONDS`
+/// (default 2) per measurement, each throughput figure the median of
+/// `BENCH_ROUNDS` (default 3) rounds.
+pub struct Bench {
+    /// The server every figure is measured on.
+    pub server: RedisServer,
+    /// The length of one measurement.
+    pub length: Duration,
+    /// How many rounds each throughput figure is the median of.
+    pub rounds: u64,
+}
+
+impl Bench {
+    /// Starts the server and prints the output's first line (and a blank
+    /// one) saying what is measured.
+    pub fn start() -> Self {
+        let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
+        let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+        let server = RedisServer::start().expect("start redis-server");
+        println!(
+            "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
+            server.port()
+        );
+        println!();
+        Bench {
+            server,
+            length,
+            rounds,
+        }
+    }
+
+    /// A raw connection to the server through `kind`, for the floors and
+    /// the scripts sent raw.
+    pub async fn raw(&self, kind: ClientKind) -> Arc<dyn NodeClient> {
+        lock_core::strategy::connect(kind, &self.server.url(), ConnectOptions::default())
+            .await
+            .expect("connect")
+    }
+
+    /// The median of each of `N` columns: `round()` measures every column
+    /// once, and is called `rounds` times, so that the columns take turns
+    /// and a drift of the machine's speed touches them alike.
+    pub async fn medians<const N: usize, F, Fut>(&self, mut round: F) -> [f64; N]
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = [f64; N]>,
+    {
+        let mut columns: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
+        for _ in 0..self.rounds {
+            for (column, figure) in columns.iter_mut().zip(round().await) {
+                column.push(figure);
+            }
+        }
+        columns.map(median)
+    }
+}
 
 /// A single-node manager on `server` through `kind`, with leases of `ttl`.
 pub async fn single_node_manager(
@@ -14,7 +80,7 @@ pub async fn single_node_manager(
     server: &RedisServer,
     ttl: Duration,
 ) -> LockManager {
-    manager_with(kind, server, ttl, false).await
+    single_node_manager_at(kind, &server.url(), ttl, false).await
 }
 
 /// As [`single_node_manager`], in fair mode.
@@ -23,23 +89,144 @@ pub async fn fair_single_node_manager(
     server: &RedisServer,
     ttl: Duration,
 ) -> LockManager {
-    manager_with(kind, server, ttl, true).await
+    single_node_manager_at(kind, &server.url(), ttl, true).await
 }
 
-async fn manager_with(
+/// A single-node manager on the server at `url` through `kind`, with leases
+/// of `ttl`, in fair mode if `fair`.
+pub async fn single_node_manager_at(
     kind: ClientKind,
-    server: &RedisServer,
+    url: &NodeUrl,
     ttl: Duration,
     fair: bool,
 ) -> LockManager {
-    let backend = SingleNodeBackend::connect(kind, &server.url(), ConnectOptions::default())
+    let backend = SingleNodeBackend::connect(kind, url, ConnectOptions::default())
         .await
         .expect("connect");
-    let config = LockConfig::with_nodes([server.url().expose().to_owned()])
+    let config = LockConfig::with_nodes([url.expose().to_owned()])
         .with_ttl(ttl)
         .with_client(kind)
         .with_fair(fair);
     LockManager::new(Arc::new(backend), config).expect("config")
+}
+
+/// Each task's hold id (an owner's 32 hex digits, `:`, the task as a
+/// 16-digit nonce), for the scripts sent raw: as long as a hold's, and made
+/// before the measurement.
+pub fn hold_ids(tasks: usize) -> Arc<[String]> {
+    (0..tasks)
+        .map(|task| format!("0123456789abcdef0123456789abcdef:{task:016x}"))
+        .collect()
+}
+
+/// A primitive's acquire and release scripts sent raw, cycles per second:
+/// every task takes a hold of its own id ([`hold_ids`]) on the one primitive
+/// whose keys are `keys`, with `acquire` (ARGV: the id, then `argv`), and
+/// gives it back with `release` (the first two keys; ARGV: the id). Both
+/// must reply that they did (1).
+pub async fn script_cycles(
+    node: Arc<dyn NodeClient>,
+    tasks: usize,
+    length: Duration,
+    keys: &[String],
+    (acquire, argv): (&'static Script, &[&str]),
+    release: &'static Script,
+) -> f64 {
+    let keys: Arc<[String]> = keys.into();
+    let argv: Arc<[String]> = argv.iter().map(|arg| (*arg).to_owned()).collect();
+    let ids = hold_ids(tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, keys, argv, ids) = (
+            Arc::clone(&node),
+            Arc::clone(&keys),
+            Arc::clone(&argv),
+            Arc::clone(&ids),
+        );
+        async move {
+            let id = ids[task].as_bytes();
+            let all: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&[u8]> = std::iter::once(id)
+                .chain(argv.iter().map(String::as_bytes))
+                .collect();
+            let granted = acquire
+                .run(node.as_ref(), &all, &args)
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(
+                granted.as_array().and_then(|reply| reply[0].as_int()),
+                Some(1)
+            );
+            let released = release
+                .run(node.as_ref(), &all[..2], &[id])
+                .await
+                .expect("EVALSHA release");
+            assert_eq!(released.as_int(), Some(1));
+        }
+    })
+    .await
+}
+
+/// Cycles per second of a hold of any role that is free at once (`free`
+/// says why it must be), taken through the engine with `try_take(task)`,
+/// then released.
+pub async fn try_take_cycles<F, Fut, G>(
+    tasks: usize,
+    length: Duration,
+    free: &'static str,
+    try_take: F,
+) -> f64
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Option<G>, LockError>> + Send + 'static,
+    G: LeaseGuard + 'static,
+{
+    cycles_per_second(tasks, length, move |task| {
+        let taken = try_take(task);
+        async move {
+            let guard = taken.await.expect("try_acquire").expect(free);
+            guard.release().await.expect("release");
+        }
+    })
+    .await
+}
+
+/// Six holders for `length`, each looping: take a hold of any role with
+/// `take` (waiting up to 10 s), keep it 20 to 60 ms, release it. Returns
+/// the gaps, in ms, from the start of a release to the next grant.
+pub async fn handoff_gaps<F, Fut, G>(length: Duration, take: F) -> Vec<f64>
+where
+    F: Fn(AcquireOptions) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<G, LockError>> + Send,
+    G: LeaseGuard + 'static,
+{
+    let take = Arc::new(take);
+    let released: Arc<Mutex<(Option<Instant>, Vec<f64>)>> = Arc::default();
+    let end = Instant::now() + length;
+    let holders = (0..6).map(|_| {
+        let (take, released) = (Arc::clone(&take), Arc::clone(&released));
+        tokio::spawn(async move {
+            while Instant::now() < end {
+                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+                let guard = take(options).await.expect("a hold");
+                {
+                    let mut released = released.lock().expect("gaps");
+                    if let Some(started) = released.0.take() {
+                        released.1.push(started.elapsed().as_secs_f64() * 1000.0);
+                    }
+                }
+                let held = rand::rng().random_range(20..=60);
+                tokio::time::sleep(Duration::from_millis(held)).await;
+                released.lock().expect("gaps").0 = Some(Instant::now());
+                guard.release().await.expect("release");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    });
+    for holder in futures::future::join_all(holders).await {
+        holder.expect("holder");
+    }
+    let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
+    gaps
 }
 
 /// One row of a handoff table: `label`, the p50 and p99 of `gaps` (ms)
