@@ -104,69 +104,6 @@ impl LockKey {
     pub fn hash_slot(&self) -> u16 {
         hash_slot(self.redis_key().as_bytes())
     }
-
-    /// The hash of holder information (`holder_info = true`):
-    /// `<prefix>{<name>}:holder`.
-    pub fn holder_key(&self) -> String {
-        format!("{}:holder", self.redis_key())
-    }
-
-    /// The list that queues waiters in fair mode: `<prefix>{<name>}:queue`.
-    pub fn queue_key(&self) -> String {
-        format!("{}:queue", self.redis_key())
-    }
-
-    /// The zset of fair-mode waiters' deadlines: `<prefix>{<name>}:waiters`.
-    pub fn waiters_key(&self) -> String {
-        format!("{}:waiters", self.redis_key())
-    }
-
-    /// The hash of waiters' offers (owner to `<grant ms> <place deadline>
-    /// <owner>:<nonce>`, `w` in front for a writer's, `p<weight> ` for a
-    /// fair semaphore's), the holds a release may grant on the server:
-    /// `<prefix>{<name>}:offers` (see `lua/shared/queue.lua`).
-    pub fn offers_key(&self) -> String {
-        format!("{}:offers", self.redis_key())
-    }
-
-    /// The pub/sub channel on which releases of this lock are published:
-    /// `<prefix>{<name>}:released`.
-    pub fn release_channel(&self) -> String {
-        format!("{}:released", self.redis_key())
-    }
-
-    /// A semaphore's hash of live permits (permit id to
-    /// `<weight>:<slot>:<token>`): `<prefix>{<name>}:held`. Its sorted set of
-    /// the permits' deadlines is [`redis_key`](Self::redis_key).
-    pub fn permits_held_key(&self) -> String {
-        format!("{}:held", self.redis_key())
-    }
-
-    /// A semaphore's stored limit: `<prefix>{<name>}:limit`.
-    pub fn limit_key(&self) -> String {
-        format!("{}:limit", self.redis_key())
-    }
-
-    /// A semaphore's fencing counters, one per slot:
-    /// `<prefix>{<name>}:slot-fences`.
-    pub fn slot_fences_key(&self) -> String {
-        format!("{}:slot-fences", self.redis_key())
-    }
-
-    /// A read-write lock's hash of live holds (hold id to `r:<epoch>` or
-    /// `w:<token>`): `<prefix>{<name>}:modes`. Its sorted set of the holds'
-    /// deadlines is [`redis_key`](Self::redis_key), its write counter
-    /// [`fence_key`](Self::fence_key), its waiting writers the fair queue's
-    /// [`queue_key`](Self::queue_key) and [`waiters_key`](Self::waiters_key).
-    pub fn modes_key(&self) -> String {
-        format!("{}:modes", self.redis_key())
-    }
-
-    /// An election's leader record (`<term>:<value>`):
-    /// `<prefix>{<name>}:leader`.
-    pub fn leader_key(&self) -> String {
-        format!("{}:leader", self.redis_key())
-    }
 }
 
 impl fmt::Debug for LockKey {
@@ -399,6 +336,7 @@ fn crc16_xmodem(bytes: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::keys::KeyNames;
 
     #[test]
     fn hex_is_what_format_writes() {

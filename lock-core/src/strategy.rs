@@ -40,7 +40,7 @@
 //!    [`ScriptedNode::watch_releases`] does it for one deployment; over several
 //!    nodes, keep a [`ReleaseNotifier`] per node and
 //!    [`merge`](ReleaseWatch::merge) their watches. Release scripts publish on
-//!    [`LockKey::release_channel`](crate::LockKey::release_channel).
+//!    [`KeyNames::release_channel`].
 //! 6. **Declare what you have** in
 //!    [`LockBackend::capabilities`](crate::LockBackend::capabilities): a
 //!    claim other than the plain lock reaches your
@@ -189,6 +189,7 @@
 
 pub use crate::engine::timing::{clock_drift, validity};
 pub use crate::server::client::{connect, NodeClient, Reply};
+pub use crate::server::keys::KeyNames;
 pub use crate::server::list::list_held;
 pub use crate::server::millis::{remaining_from_pttl, MillisText};
 pub use crate::server::notify::{ReleaseNotifier, ReleaseWatch};

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use lock_core::strategy::{self, NodeClient};
+use lock_core::strategy::{self, KeyNames, NodeClient};
 use lock_core::{ClientKind, ConnectOptions, LockKey};
 use lock_testkit::bench::{env_number, median};
 use lock_testkit::{RedisCluster, RedisServer};

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use lock_core::strategy::scripts::{multi, single, FORCE_RELEASE};
 use lock_core::strategy::{
-    clock_drift, list_held, remaining_from_pttl, validate_ttl, validity, MillisText, ReleaseWatch,
-    Reply,
+    clock_drift, list_held, remaining_from_pttl, validate_ttl, validity, KeyNames, MillisText,
+    ReleaseWatch, Reply,
 };
 use lock_core::{
     AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::strategy::scripts::reentrant;
 use lock_core::strategy::{
-    list_held, remaining_from_pttl, MillisText, NodeClient, Reply, ScriptedNode,
+    list_held, remaining_from_pttl, KeyNames, MillisText, NodeClient, Reply, ScriptedNode,
 };
 use lock_core::{
     AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,

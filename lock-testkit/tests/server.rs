@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use lock_core::strategy::KeyNames as _;
 use lock_testkit::{AdminReply, RedisServer};
 
 fn ping(server: &RedisServer) -> bool {

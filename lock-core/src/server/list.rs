@@ -13,6 +13,7 @@ use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::{Capability, LockError};
 use crate::key::{validate_prefix, LockKey};
 use crate::server::client::{NodeClient, Reply};
+use crate::server::keys::KeyNames;
 
 /// How many locks are inspected at once.
 const INSPECT_CONCURRENCY: usize = 16;

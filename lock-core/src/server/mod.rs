@@ -8,6 +8,7 @@
 
 pub(crate) mod client;
 pub(crate) mod grant;
+pub(crate) mod keys;
 pub(crate) mod list;
 pub(crate) mod millis;
 pub(crate) mod notify;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::error::LockError;
 use crate::key::LockKey;
 use crate::server::client::{self, ClientKind, ConnectOptions, NodeClient, Reply};
+use crate::server::keys::KeyNames;
 use crate::server::notify::{ReleaseNotifier, ReleaseWatch};
 use crate::server::script::{Script, FORCE_RELEASE};
 use crate::server::topology::{Endpoint, ReplicasConfig};

@@ -13,7 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lock_core::strategy::scripts::{election, multi, rw, semaphore, single};
 use lock_core::strategy::{
-    list_held, remaining_from_pttl, ttl_millis, MillisText, NodeClient, Reply, Script, ScriptedNode,
+    list_held, remaining_from_pttl, ttl_millis, KeyNames, MillisText, NodeClient, Reply, Script,
+    ScriptedNode,
 };
 use lock_core::{
     Access, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind,

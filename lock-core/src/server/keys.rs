@@ -1,0 +1,97 @@
+//! The Redis keys of a name beside its lock key and counter: the holder
+//! information, the fair queue, the release channel, a semaphore's and a
+//! read-write lock's companions, an election's leader record. The Redis
+//! layer's, not the name's: [`LockKey`] names the lock key and counter only.
+
+use crate::key::LockKey;
+
+/// The Redis keys and channel of every primitive on a name, all under the
+/// name's hash tag `{<name>}` (so one script on a Redis Cluster can touch
+/// them all). Implemented for [`LockKey`]; import it where a strategy
+/// builds a script's keys.
+pub trait KeyNames {
+    /// The hash of holder information (`holder_info = true`):
+    /// `<prefix>{<name>}:holder`.
+    fn holder_key(&self) -> String;
+
+    /// The list that queues waiters in fair mode: `<prefix>{<name>}:queue`.
+    fn queue_key(&self) -> String;
+
+    /// The zset of fair-mode waiters' deadlines: `<prefix>{<name>}:waiters`.
+    fn waiters_key(&self) -> String;
+
+    /// The hash of waiters' offers (owner to `<grant ms> <place deadline>
+    /// <owner>:<nonce>`, `w` in front for a writer's, `p<weight> ` for a
+    /// fair semaphore's), the holds a release may grant on the server:
+    /// `<prefix>{<name>}:offers` (see `lua/shared/queue.lua`).
+    fn offers_key(&self) -> String;
+
+    /// The pub/sub channel on which releases of this lock are published:
+    /// `<prefix>{<name>}:released`.
+    fn release_channel(&self) -> String;
+
+    /// A semaphore's hash of live permits (permit id to
+    /// `<weight>:<slot>:<token>`): `<prefix>{<name>}:held`. Its sorted set of
+    /// the permits' deadlines is [`redis_key`](LockKey::redis_key).
+    fn permits_held_key(&self) -> String;
+
+    /// A semaphore's stored limit: `<prefix>{<name>}:limit`.
+    fn limit_key(&self) -> String;
+
+    /// A semaphore's fencing counters, one per slot:
+    /// `<prefix>{<name>}:slot-fences`.
+    fn slot_fences_key(&self) -> String;
+
+    /// A read-write lock's hash of live holds (hold id to `r:<epoch>` or
+    /// `w:<token>`): `<prefix>{<name>}:modes`. Its sorted set of the holds'
+    /// deadlines is [`redis_key`](LockKey::redis_key), its write counter
+    /// [`fence_key`](LockKey::fence_key), its waiting writers the fair queue's
+    /// [`queue_key`](Self::queue_key) and [`waiters_key`](Self::waiters_key).
+    fn modes_key(&self) -> String;
+
+    /// An election's leader record (`<term>:<value>`):
+    /// `<prefix>{<name>}:leader`.
+    fn leader_key(&self) -> String;
+}
+
+impl KeyNames for LockKey {
+    fn holder_key(&self) -> String {
+        format!("{}:holder", self.redis_key())
+    }
+
+    fn queue_key(&self) -> String {
+        format!("{}:queue", self.redis_key())
+    }
+
+    fn waiters_key(&self) -> String {
+        format!("{}:waiters", self.redis_key())
+    }
+
+    fn offers_key(&self) -> String {
+        format!("{}:offers", self.redis_key())
+    }
+
+    fn release_channel(&self) -> String {
+        format!("{}:released", self.redis_key())
+    }
+
+    fn permits_held_key(&self) -> String {
+        format!("{}:held", self.redis_key())
+    }
+
+    fn limit_key(&self) -> String {
+        format!("{}:limit", self.redis_key())
+    }
+
+    fn slot_fences_key(&self) -> String {
+        format!("{}:slot-fences", self.redis_key())
+    }
+
+    fn modes_key(&self) -> String {
+        format!("{}:modes", self.redis_key())
+    }
+
+    fn leader_key(&self) -> String {
+        format!("{}:leader", self.redis_key())
+    }
+}
