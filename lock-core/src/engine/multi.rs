@@ -31,8 +31,9 @@ pub const MAX_MULTI_KEYS: usize = 64;
 /// member's counter is raised to it): a resource that fences any one
 /// member stays correct.
 ///
-/// Names are de-duplicated, and taken in one canonical order (by Redis
-/// Cluster slot, then name), whatever order they were given in.
+/// Names are de-duplicated, and taken in one canonical order (by the
+/// backend's renewal group, on a Redis Cluster the slot, then name),
+/// whatever order they were given in.
 ///
 /// **Where**: the single-node strategy, on a standalone server or behind
 /// Sentinel, in one script; on a Redis Cluster in one script when every
@@ -78,7 +79,10 @@ impl LockManager {
             .into_iter()
             .map(|name| self.key(name.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
-        keys.sort_by(|a, b| (a.hash_slot(), a.name()).cmp(&(b.hash_slot(), b.name())));
+        // The backend's groups are what one script can take together (a
+        // Redis Cluster's slots): one group's names end up side by side.
+        let backend = self.backend();
+        keys.sort_by_cached_key(|key| (backend.renewal_group(key), key.name().to_owned()));
         keys.dedup_by(|a, b| a.name() == b.name());
         if keys.is_empty() {
             return Err(LockError::InvalidKey {
