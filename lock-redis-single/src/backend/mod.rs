@@ -168,6 +168,46 @@ impl SingleNodeBackend {
             .collect()
     }
 
+    /// Renews the hold `hold` names by its id, `<id> <ttl ms>`, with a
+    /// primitive of many holders' renewal script ([`renew_hold_with`](Self::renew_hold_with)).
+    async fn renew_id_with(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        problem: fn(&Reply) -> Option<LockError>,
+        hold: &HoldToken,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
+        self.renew_hold_with(script, keys, problem, &args, ttl)
+            .await
+    }
+
+    /// Takes `owner` out of a primitive's line with its give-up script
+    /// (`semaphore/give_up.lua`, `rw/give_up.lua`), giving back what a
+    /// release granted to one of `offered`: `{left, gave back}`, each 0
+    /// or 1; `problem` of any other reply.
+    async fn give_up_with(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        problem: fn(&Reply) -> Option<LockError>,
+        owner: &OwnerToken,
+        offered: &[HoldToken],
+    ) -> Result<(), LockError> {
+        let mut args = vec![owner.expose().as_bytes()];
+        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
+        let reply = self.node.run(script, keys, &args).await?;
+        if let Some(problem) = problem(&reply) {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
     /// Runs a script that renews a hold with a deadline of its own (a
     /// permit's, a read-write hold's: `semaphore/renew.lua`, `rw/renew.lua`
     /// and their take-overs) on `keys` (the sorted set, its entries hash,

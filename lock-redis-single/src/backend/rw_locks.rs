@@ -12,11 +12,9 @@ impl SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
         let modes = key.modes_key();
         let keys = [key.redis_key(), &modes, key.fence_key()];
-        self.renew_hold_with(&rw::RENEW, &keys, rw_problem, &args, ttl)
+        self.renew_id_with(&rw::RENEW, &keys, rw_problem, hold, ttl)
             .await
     }
 
@@ -91,17 +89,8 @@ impl SingleNodeBackend {
             &waiters,
             &offers,
         ];
-        let mut args = vec![owner.expose().as_bytes()];
-        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
-        let script = &rw::GIVE_UP;
-        let reply = self.node.run(script, &keys, &args).await?;
-        if let Some(problem) = rw_problem(&reply) {
-            return Err(problem);
-        }
-        match reply.as_array() {
-            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
-            _ => Err(self.node.unexpected(script, &reply)),
-        }
+        self.give_up_with(&rw::GIVE_UP, &keys, rw_problem, owner, offered)
+            .await
     }
 
     /// A read-write claim of [`LockBackend::try_acquire`] on one node.

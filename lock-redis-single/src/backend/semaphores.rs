@@ -13,11 +13,9 @@ impl SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
         let held = key.permits_held_key();
         let keys = [key.redis_key(), &held];
-        self.renew_hold_with(&semaphore::RENEW, &keys, semaphore_problem, &args, ttl)
+        self.renew_id_with(&semaphore::RENEW, &keys, semaphore_problem, hold, ttl)
             .await
     }
 
@@ -104,17 +102,14 @@ impl SingleNodeBackend {
             &waiters,
             &offers,
         ];
-        let mut args = vec![owner.expose().as_bytes()];
-        args.extend(offered.iter().map(|hold| hold.attempt_value().as_bytes()));
-        let script = &semaphore::GIVE_UP;
-        let reply = self.node.run(script, &keys, &args).await?;
-        if let Some(problem) = semaphore_problem(&reply) {
-            return Err(problem);
-        }
-        match reply.as_array() {
-            Some([Reply::Int(0 | 1), Reply::Int(0 | 1)]) => Ok(()),
-            _ => Err(self.node.unexpected(script, &reply)),
-        }
+        self.give_up_with(
+            &semaphore::GIVE_UP,
+            &keys,
+            semaphore_problem,
+            owner,
+            offered,
+        )
+        .await
     }
 
     /// A permit claim of [`LockBackend::try_acquire`] on one node.
