@@ -7,7 +7,7 @@
 
 use std::process::Output;
 
-use distlock::{ClientKind, Config, LeaseGuard, LockManager, OwnerToken};
+use distlock::{ClientKind, Config, LockGuard, LockManager, OwnerToken};
 use lock_testkit::{RedisCluster, RedisServer};
 
 mod common;
@@ -50,15 +50,13 @@ fn names(rows: &[serde_json::Value]) -> Vec<String> {
 /// and letters outside ASCII.
 const ODD: [&str; 3] = ["}odd name", "a}b c", "ключ 🔒"];
 
-fn vars_to_config(vars: &[(&str, &str)]) -> Config {
-    Config::from_vars(
-        vars.iter()
-            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned())),
-    )
-    .expect("a valid config")
+/// A manager with the config `vars` say, as the command reads them.
+async fn connect(vars: &[(&str, &str)]) -> LockManager {
+    let config = Config::from_vars(lock_testkit::env::vars(vars)).expect("a valid config");
+    distlock::connect(&config).await.expect("connect")
 }
 
-async fn take(locks: &LockManager, names: &[&str]) -> Vec<LeaseGuard> {
+async fn take(locks: &LockManager, names: &[&str]) -> Vec<LockGuard> {
     let mut guards = Vec::new();
     for name in names {
         guards.push(
@@ -70,6 +68,12 @@ async fn take(locks: &LockManager, names: &[&str]) -> Vec<LeaseGuard> {
         );
     }
     guards
+}
+
+async fn release(guards: Vec<LockGuard>) {
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
 }
 
 /// Checks what every deployment's listing must show: the names, and
@@ -146,9 +150,7 @@ fn lists_held_locks_on_a_standalone_server() {
                 ("DISTLOCK_HOLDER_INFO", "true"),
                 ("DISTLOCK_HOLDER_LABEL", "list test"),
             ];
-            let locks = distlock::connect(&vars_to_config(&vars))
-                .await
-                .expect("connect");
+            let locks = connect(&vars).await;
             let held = held_names();
             let held_refs: Vec<&str> = held.iter().map(String::as_str).collect();
             let guards = take(&locks, &held_refs).await;
@@ -203,9 +205,7 @@ fn lists_held_locks_on_a_standalone_server() {
             );
             the_limit_is_reported(&vars, &client);
 
-            for guard in guards {
-                guard.release().await.expect("release");
-            }
+            release(guards).await;
             let out = distlock(&vars, &["list"]);
             assert_eq!(stdout(&out).trim(), "no held locks found", "{client}");
             assert_eq!(
@@ -231,9 +231,7 @@ fn lists_holds_of_the_reentrant_strategy() {
                 ("DISTLOCK_CLIENT", client.as_str()),
                 ("DISTLOCK_TTL", "30s"),
             ];
-            let locks = distlock::connect(&vars_to_config(&vars))
-                .await
-                .expect("connect");
+            let locks = connect(&vars).await;
             let owner = OwnerToken::generate().expect("owner");
             let outer = locks
                 .acquire_with(
@@ -283,12 +281,7 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
             .await
             .expect("task")
             .expect("start a cluster");
-        let seeds: Vec<String> = cluster
-            .seed_urls()
-            .iter()
-            .map(|url| url.expose().to_owned())
-            .collect();
-        let seeds = seeds.join(",");
+        let seeds = lock_testkit::env::url_list(cluster.seed_urls());
         let held = held_names();
         // The names land on every master.
         let mut masters = std::collections::BTreeSet::new();
@@ -306,17 +299,13 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
                 ("DISTLOCK_CLIENT", client.as_str()),
                 ("DISTLOCK_TTL", "30s"),
             ];
-            let locks = distlock::connect(&vars_to_config(&vars))
-                .await
-                .expect("connect");
+            let locks = connect(&vars).await;
             let held_refs: Vec<&str> = held.iter().map(String::as_str).collect();
             let guards = take(&locks, &held_refs).await;
             let context = format!("cluster, {client}");
             lists_the_names(&vars, &held, &context);
             the_limit_is_reported(&vars, &context);
-            for guard in guards {
-                guard.release().await.expect("release");
-            }
+            release(guards).await;
             assert!(list_json(&vars, &[]).is_empty(), "{context}");
         }
     });
@@ -325,14 +314,8 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
 #[test]
 fn lists_locks_a_redlock_majority_holds() {
     lock_testkit::run(async {
-        let servers: Vec<RedisServer> = (0..3)
-            .map(|_| RedisServer::start().expect("start"))
-            .collect();
-        let nodes: Vec<String> = servers
-            .iter()
-            .map(|server| server.url().expose().to_owned())
-            .collect();
-        let nodes = nodes.join(",");
+        let servers = RedisServer::start_many(3).expect("start");
+        let nodes = lock_testkit::env::node_list(&servers);
         for client in ClientKind::compiled() {
             let client = client.to_string();
             let vars = [
@@ -341,9 +324,7 @@ fn lists_locks_a_redlock_majority_holds() {
                 ("DISTLOCK_CLIENT", client.as_str()),
                 ("DISTLOCK_TTL", "30s"),
             ];
-            let locks = distlock::connect(&vars_to_config(&vars))
-                .await
-                .expect("connect");
+            let locks = connect(&vars).await;
             let guards = take(&locks, &["report", "}odd name"]).await;
             // On one node only: no majority holds it.
             servers[0]
@@ -355,9 +336,7 @@ fn lists_locks_a_redlock_majority_holds() {
                 rows.iter().all(|row| row["fencing_token"].is_null()),
                 "{client}"
             );
-            for guard in guards {
-                guard.release().await.expect("release");
-            }
+            release(guards).await;
             servers[0].admin(&["DEL", "lock:{minority}"]).expect("DEL");
         }
     });

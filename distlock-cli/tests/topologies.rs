@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use lock_testkit::env::url_list;
 use lock_testkit::{RedisCluster, RedisServer, SentinelGroup, TlsFiles};
 
 mod common;
@@ -63,16 +64,11 @@ fn runs_a_job(label: &str, vars: &[(&str, String)]) {
 #[test]
 fn the_command_runs_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0).expect("cluster");
-    let seeds: Vec<String> = cluster
-        .seed_urls()
-        .iter()
-        .map(|url| url.expose().to_owned())
-        .collect();
     runs_a_job(
         "cluster",
         &[
             ("DISTLOCK_TOPOLOGY", "cluster".to_owned()),
-            ("DISTLOCK_NODES", seeds.join(",")),
+            ("DISTLOCK_NODES", url_list(cluster.seed_urls())),
         ],
     );
 }
@@ -80,16 +76,12 @@ fn the_command_runs_on_a_cluster() {
 #[test]
 fn the_command_runs_behind_sentinel() {
     let group = SentinelGroup::start("jobs", 0, 1).expect("sentinel group");
-    let sentinels: Vec<String> = group
-        .sentinel_urls()
-        .iter()
-        .map(|url| url.expose().to_owned())
-        .collect();
+    let sentinels = url_list(group.sentinel_urls());
     runs_a_job(
         "sentinel",
         &[
             ("DISTLOCK_TOPOLOGY", "sentinel".to_owned()),
-            ("DISTLOCK_NODES", sentinels.join(",")),
+            ("DISTLOCK_NODES", sentinels.clone()),
             ("DISTLOCK_SENTINEL_SERVICE", "jobs".to_owned()),
         ],
     );
@@ -99,7 +91,7 @@ fn the_command_runs_behind_sentinel() {
             &[
                 ("DISTLOCK_CLIENT", client.to_owned()),
                 ("DISTLOCK_TOPOLOGY", "sentinel".to_owned()),
-                ("DISTLOCK_NODES", sentinels.join(",")),
+                ("DISTLOCK_NODES", sentinels.clone()),
                 ("DISTLOCK_SENTINEL_SERVICE", "no-such-master".to_owned()),
             ],
             &["status", "nightly"],

@@ -9,6 +9,7 @@
 use std::time::{Duration, SystemTime};
 
 use distlock::{ClientKind, Config, LockError, LockManager, LockState, OwnerToken};
+use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -209,11 +210,7 @@ fn holder_information_follows_the_lock() {
                 guard.release().await.expect("release");
                 assert_no_holder(&server, "invoice", &format!("{context}, released"));
 
-                let guard = locks
-                    .try_acquire("invoice")
-                    .await
-                    .expect("try")
-                    .expect("free");
+                let guard = taken(&locks, "invoice").await;
                 assert!(!holder_fields(&server, "invoice").is_empty(), "{context}");
                 let key = locks.key("invoice").expect("key");
                 assert_eq!(locks.backend().force_release(&key).await.expect("force"), 1);
@@ -221,11 +218,7 @@ fn holder_information_follows_the_lock() {
                 drop(guard);
 
                 let off = connect(&common::config(mode, [&server], client, &[])).await;
-                let guard = off
-                    .try_acquire("invoice")
-                    .await
-                    .expect("try")
-                    .expect("free");
+                let guard = taken(&off, "invoice").await;
                 assert_no_holder(&server, "invoice", &format!("{context}, option off"));
                 assert!(
                     matches!(
@@ -255,13 +248,13 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                 let context = format!("{client} {mode}");
                 let on = connect(&common::config(mode, [&server], client, &ON[..1])).await;
                 let off = connect(&common::config(mode, [&server], client, &[])).await;
-                let guard = on.try_acquire("stale").await.expect("try").expect("free");
+                let guard = taken(&on, "stale").await;
                 server.admin(&["DEL", "lock:{stale}"]).expect("DEL");
                 drop(guard);
                 server
                     .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
                     .expect("HSET");
-                let guard = on.try_acquire("stale").await.expect("try").expect("free");
+                let guard = taken(&on, "stale").await;
                 let fields = holder_fields(&server, "stale");
                 assert_eq!(field(&fields, "label"), None, "{context}: {fields:?}");
                 assert!(field(&fields, "host").is_some(), "{context}: {fields:?}");
@@ -281,7 +274,7 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                         "the old holder",
                     ])
                     .expect("HSET");
-                let guard = off.try_acquire("stale").await.expect("try").expect("free");
+                let guard = taken(&off, "stale").await;
                 if mode == "single" {
                     match off.inspect("stale").await.expect("inspect") {
                         LockState::Held { holder, .. } => {
@@ -424,12 +417,8 @@ fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
             long.lock.ttl = Duration::from_secs(120);
             // A counter TTL of 20 min covers 10 of these leases; what the
             // resume must do is keep it no shorter than the lease.
-            let token = connect(&long)
+            let token = taken(&connect(&long).await, &name)
                 .await
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free")
                 .hand_off()
                 .expect("hand off");
             // A counter close to its end, as after a long hold.
@@ -529,11 +518,7 @@ fn no_stale_holder_information() {
                         left > 0,
                         "{context}: the holder information lives {left} ms"
                     );
-                    let next = other
-                        .try_acquire("handed")
-                        .await
-                        .expect("try_acquire")
-                        .expect("free");
+                    let next = taken(&other, "handed").await;
                     match other.inspect("handed").await.expect("inspect") {
                         LockState::Held { holder, .. } => {
                             assert_eq!(holder, None, "{context}: an earlier holder is shown")
@@ -556,17 +541,9 @@ fn no_stale_holder_information() {
                 &[("DISTLOCK_FENCING", "false")],
             ))
             .await;
-            let lost = writer
-                .try_acquire("deleted")
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let lost = taken(&writer, "deleted").await;
             server.admin(&["DEL", "lock:{deleted}"]).expect("DEL");
-            let taken = plain
-                .try_acquire("deleted")
-                .await
-                .expect("try_acquire")
-                .expect("free after the DEL");
+            let taken = taken(&plain, "deleted").await;
             match plain.inspect("deleted").await.expect("inspect") {
                 LockState::Held { holder, .. } => {
                     assert_eq!(holder, None, "{context}: an earlier holder is shown")

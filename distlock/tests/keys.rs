@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use distlock::{ClientKind, Config, LockError, LockManager, LockState};
+use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -54,11 +55,7 @@ fn flush(server: &RedisServer) {
 async fn lock_names(locks: &LockManager, count: usize) {
     for index in 0..count {
         let name = format!("order:{index}");
-        let guard = locks
-            .try_acquire(&name)
-            .await
-            .expect("try_acquire")
-            .expect("a fresh name is free");
+        let guard = taken(locks, &name).await;
         guard.release().await.expect("release");
     }
 }
@@ -96,11 +93,7 @@ fn without_a_counter_ttl_a_name_leaves_only_its_counter() {
                 let token = |locks: &LockManager| {
                     let locks = locks.clone();
                     async move {
-                        let guard = locks
-                            .try_acquire("order:0")
-                            .await
-                            .expect("try")
-                            .expect("free");
+                        let guard = taken(&locks, "order:0").await;
                         let token = guard.fencing_token().map(|token| token.get());
                         guard.release().await.expect("release");
                         token
@@ -127,7 +120,7 @@ fn with_a_counter_ttl_every_key_expires() {
                 ];
                 let locks = connect(&common::config(mode, [&server], client, &on)).await;
                 let before = server_micros(&server);
-                let guard = locks.try_acquire("held").await.expect("try").expect("free");
+                let guard = taken(&locks, "held").await;
                 let token = guard.fencing_token().expect("a token").get();
                 assert!(
                     token >= before && token < 1 << 53,
@@ -175,11 +168,7 @@ fn server_micros(server: &RedisServer) -> u64 {
 }
 
 async fn token_of(locks: &LockManager, name: &str) -> u64 {
-    let guard = locks
-        .try_acquire(name)
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(locks, name).await;
     let token = guard.fencing_token().expect("a token").get();
     guard.release().await.expect("release");
     token
@@ -267,7 +256,7 @@ fn a_counter_outlives_the_lease_it_fences() {
                     ("DISTLOCK_FENCING_COUNTER_TTL", "10s"),
                 ];
                 let locks = connect(&common::config(mode, [&server], client, &settings)).await;
-                let guard = locks.try_acquire("long").await.expect("try").expect("free");
+                let guard = taken(&locks, "long").await;
                 let token = guard.fencing_token();
                 let lease_left = server
                     .admin(&["PTTL", "lock:{long}"])
@@ -450,11 +439,7 @@ fn a_counter_ahead_of_the_clock_never_expires() {
             ])
             .expect("config");
             let locks = distlock::connect(&config).await.expect("connect");
-            let guard = locks
-                .try_acquire("ahead")
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let guard = taken(&locks, "ahead").await;
             assert_eq!(
                 guard.fencing_token().map(|token| token.get()),
                 Some(5_000_000_000_000_001),
@@ -518,7 +503,7 @@ fn a_refused_clock_writes_nothing() {
                     match locks.try_acquire("clockless").await {
                         Err(distlock::LockError::PermissionDenied { needs, .. }) => assert_eq!(
                             needs,
-                            distlock::AclNeed::Command("time".to_owned()),
+                            distlock::error::AclNeed::Command("time".to_owned()),
                             "{context}"
                         ),
                         other => panic!("{context}: TIME is refused, got {other:?}"),

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use distlock::{ClientKind, LockError, LossReason};
+use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
@@ -136,11 +137,7 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
         labels
     };
 
-    let first = locks
-        .try_acquire("first")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let first = taken(&locks, "first").await;
     assert!(locks
         .try_acquire("first")
         .await
@@ -199,11 +196,7 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
 
     first.release().await.expect("release");
     // Past the one-name limit: labelled `other`.
-    let second = locks
-        .try_acquire("second")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let second = taken(&locks, "second").await;
     let key = locks.key("second").expect("key");
     for server in servers {
         server.admin(&["DEL", key.redis_key()]).expect("DEL");

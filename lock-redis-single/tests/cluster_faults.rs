@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::strategy::NodeClient;
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LeaseGuard, LockManager, RetryPolicy};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockGuard, LockManager, RetryPolicy};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, RedisCluster, RedisServer};
 
 async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> LockManager {
@@ -100,11 +101,7 @@ fn failover_that_loses_the_key_is_reported_and_the_lock_works_after() {
                 .expect("master")
                 .admin(&["CLIENT", "KILL", "TYPE", "replica"])
                 .expect("drop the replication link");
-            let guard = holder
-                .try_acquire("failover")
-                .await
-                .expect("acquire")
-                .expect("a free lock");
+            let guard = taken(&holder, "failover").await;
             cluster.kill_master_of_slot(slot).expect("kill the master");
             cluster.nodes_mut()[replica]
                 .resume()
@@ -233,11 +230,7 @@ fn a_stalled_master_does_not_delay_renewals_on_the_others() {
             let locks = manager(kind, &cluster, Duration::from_millis(1500)).await;
             let mut guards = Vec::with_capacity(LEASES);
             for index in 0..LEASES {
-                let guard = locks
-                    .try_acquire(&format!("stall-{index}"))
-                    .await
-                    .expect("acquire")
-                    .expect("free");
+                let guard = taken(&locks, &format!("stall-{index}")).await;
                 let port = cluster
                     .master_of_key(&format!("lock:{{stall-{index}}}"))
                     .expect("master")
@@ -250,7 +243,7 @@ fn a_stalled_master_does_not_delay_renewals_on_the_others() {
                 .iter()
                 .position(|node| node.port() == stalled_port)
                 .expect("node");
-            let others: Vec<&LeaseGuard> = guards
+            let others: Vec<&LockGuard> = guards
                 .iter()
                 .filter(|(_, port)| *port != stalled_port)
                 .map(|(guard, _)| guard)
@@ -337,13 +330,7 @@ fn renewals_spanning_slots_fall_back_to_one_script_each() {
             .expect("config");
             let mut guards = Vec::with_capacity(LEASES);
             for index in 0..LEASES {
-                guards.push(
-                    locks
-                        .try_acquire(&format!("spanning-{index}"))
-                        .await
-                        .expect("acquire")
-                        .expect("free"),
-                );
+                guards.push(taken(&locks, &format!("spanning-{index}")).await);
             }
             // Three renewal intervals (300 ms each).
             tokio::time::sleep(Duration::from_millis(1000)).await;
@@ -427,11 +414,7 @@ fn a_release_after_a_slot_move_frees_the_key() {
             let key = locks.key(&name).expect("key");
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
             let target = another_master(&cluster, slot).port();
-            let guard = locks
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("a free key");
+            let guard = taken(&locks, &name).await;
             move_slot(&cluster, slot, target);
             let released = guard.release().await;
             assert!(
@@ -468,7 +451,7 @@ fn classic_bus_messages(cluster: &RedisCluster) -> i64 {
 /// A task waiting for a lock that another holds.
 struct Waiter {
     kind: ClientKind,
-    taken: tokio::sync::oneshot::Receiver<(Instant, LeaseGuard)>,
+    taken: tokio::sync::oneshot::Receiver<(Instant, LockGuard)>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -487,7 +470,7 @@ impl Waiter {
 
     /// Releases `holder` and asserts that this waiter took the lock within
     /// `prompt`; returns the waiter's guard.
-    async fn hand_over(self, holder: LeaseGuard, prompt: Duration, phase: &str) -> LeaseGuard {
+    async fn hand_over(self, holder: LockGuard, prompt: Duration, phase: &str) -> LockGuard {
         let kind = self.kind;
         let released = Instant::now();
         if let Err(err) = holder.release().await {
@@ -549,11 +532,7 @@ fn sharded_release_notices_follow_the_slot() {
             let slot = cluster.key_slot(key.redis_key()).expect("slot");
             let target = another_master(&cluster, slot).port();
             // A release is heard, and crosses no node but its own.
-            let first = locks
-                .try_acquire("sharded")
-                .await
-                .expect("try_acquire")
-                .expect("free key");
+            let first = taken(&locks, "sharded").await;
             let waiter = Waiter::behind(&locks, "sharded", kind).await;
             let bus_before = classic_bus_messages(&cluster);
             let second = waiter.hand_over(first, PROMPT, "before the move").await;
@@ -609,11 +588,7 @@ fn sharded_release_notices_follow_the_slot() {
                 config,
             )
             .expect("config");
-            let held = classic
-                .try_acquire("sharded")
-                .await
-                .expect("try_acquire")
-                .expect("free key");
+            let held = taken(&classic, "sharded").await;
             let waiter = Waiter::behind(&locks, "sharded", kind).await;
             let bus_before = classic_bus_messages(&cluster);
             let fifth = waiter

@@ -5,9 +5,7 @@
 
 use std::sync::Arc;
 
-use lock_core::{
-    ClientKind, ConnectOptions, Endpoint, GrantOptions, LockBackend, LockError, NodeUrl,
-};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, GrantOptions, LockBackend, LockError};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -53,14 +51,6 @@ impl BackendFactory for SingleNode {
             .with_hand_off()
     }
 
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [NodeUrl],
-        options: ConnectOptions,
-    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        Box::pin(self.backend(&urls[0], options))
-    }
-
     fn connect_endpoints<'a>(
         &'a self,
         endpoints: &'a [Endpoint],
@@ -89,82 +79,55 @@ mod sites {
     );
 }
 
-#[cfg(feature = "redis")]
-mod on_redis {
-    use super::*;
+/// The contract and the reference models with one client: the fenced
+/// strategy against every model, fencing off against the lock's.
+macro_rules! on_client {
+    ($client:ident, $fenced:ident, $fencing_off:ident) => {
+        mod $fenced {
+            use super::*;
 
-    lock_testkit::contract_suite!(SingleNode::fenced(ClientKind::Redis));
+            lock_testkit::contract_suite!(SingleNode::fenced(ClientKind::$client));
 
-    #[test]
-    fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Redis), 24);
-    }
+            #[test]
+            fn matches_the_model() {
+                lock_testkit::model::check_against_model(
+                    &SingleNode::fenced(ClientKind::$client),
+                    24,
+                );
+            }
 
-    #[test]
-    fn semaphore_matches_the_model() {
-        lock_testkit::semaphore_model::check_semaphore_against_model(
-            &SingleNode::fenced(ClientKind::Redis),
-            24,
-        );
-    }
+            #[test]
+            fn semaphore_matches_the_model() {
+                lock_testkit::semaphore_model::check_semaphore_against_model(
+                    &SingleNode::fenced(ClientKind::$client),
+                    24,
+                );
+            }
 
-    #[test]
-    fn rw_lock_matches_the_model() {
-        lock_testkit::rw_model::check_rw_lock_against_model(
-            &SingleNode::fenced(ClientKind::Redis),
-            24,
-        );
-    }
-}
+            #[test]
+            fn rw_lock_matches_the_model() {
+                lock_testkit::rw_model::check_rw_lock_against_model(
+                    &SingleNode::fenced(ClientKind::$client),
+                    24,
+                );
+            }
+        }
 
-#[cfg(feature = "fred")]
-mod on_fred {
-    use super::*;
+        mod $fencing_off {
+            use super::*;
 
-    lock_testkit::contract_suite!(SingleNode::fenced(ClientKind::Fred));
+            lock_testkit::contract_suite!(SingleNode::fencing_off(ClientKind::$client));
 
-    #[test]
-    fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode::fenced(ClientKind::Fred), 24);
-    }
-
-    #[test]
-    fn semaphore_matches_the_model() {
-        lock_testkit::semaphore_model::check_semaphore_against_model(
-            &SingleNode::fenced(ClientKind::Fred),
-            24,
-        );
-    }
-
-    #[test]
-    fn rw_lock_matches_the_model() {
-        lock_testkit::rw_model::check_rw_lock_against_model(
-            &SingleNode::fenced(ClientKind::Fred),
-            24,
-        );
-    }
+            #[test]
+            fn matches_the_model() {
+                let factory = SingleNode::fencing_off(ClientKind::$client);
+                lock_testkit::model::check_against_model(&factory, 24);
+            }
+        }
+    };
 }
 
 #[cfg(feature = "redis")]
-mod fencing_off_on_redis {
-    use super::*;
-
-    lock_testkit::contract_suite!(SingleNode::fencing_off(ClientKind::Redis));
-
-    #[test]
-    fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode::fencing_off(ClientKind::Redis), 24);
-    }
-}
-
+on_client!(Redis, on_redis, fencing_off_on_redis);
 #[cfg(feature = "fred")]
-mod fencing_off_on_fred {
-    use super::*;
-
-    lock_testkit::contract_suite!(SingleNode::fencing_off(ClientKind::Fred));
-
-    #[test]
-    fn matches_the_model() {
-        lock_testkit::model::check_against_model(&SingleNode::fencing_off(ClientKind::Fred), 24);
-    }
-}
+on_client!(Fred, on_fred, fencing_off_on_fred);

@@ -6,12 +6,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_core::strategy::KeyNames as _;
 use lock_core::{
-    AcquireOutcome, ClientKind, FairPlace, HandoffToken, HoldToken, LockBackend, LockError,
-    LockKey, LockManager, OwnerToken, ReleaseOutcome, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
+    Claim, ClientKind, FairPlace, HandoffToken, HoldKind, HoldToken, LockBackend, LockError,
+    LockKey, LockManager, ReleaseOutcome, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::peek::{int, queue_length};
+use lock_testkit::waiters::{hand_over, new_hold, take_up_by_hand, until_queued};
 use lock_testkit::RedisServer;
 
 struct Fair {
@@ -56,21 +60,20 @@ async fn process(
     (backend, locks)
 }
 
+/// The length of `name`'s line.
 fn queued(fair: &Fair, name: &str) -> i64 {
-    let key = LockKey::new("lock:", name).expect("key");
-    fair.server
-        .admin(&["LLEN", &key.queue_key()])
-        .expect("LLEN")
-        .as_int()
-        .expect("a length")
+    queue_length(&fair.server, &fair.key(name))
 }
 
-async fn until_queued(fair: &Fair, name: &str, length: i64) {
-    let what = format!("a queue of {length}");
-    lock_testkit::eventually(Duration::from_secs(5), &what, || async {
-        (queued(fair, name) == length).then_some(())
-    })
-    .await;
+impl Fair {
+    fn key(&self, name: &str) -> LockKey {
+        self.locks.key(name).expect("key")
+    }
+
+    /// Waits until `name`'s line is `length` long.
+    async fn until_queued(&self, name: &str, length: i64) {
+        until_queued(&self.server, &self.key(name), length).await;
+    }
 }
 
 /// Waiters in different processes (each with its own connections and
@@ -88,12 +91,7 @@ async fn arrival_order_holds_when_polling(kind: ClientKind) {
 
 async fn served_in_arrival_order(kind: ClientKind, wait_mode: WaitMode, hold_for: Duration) {
     let fair = fair(kind).await;
-    let holder = fair
-        .locks
-        .try_acquire("ordered")
-        .await
-        .expect("try")
-        .expect("free");
+    let holder = taken(&fair.locks, "ordered").await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut waiters = Vec::new();
     for index in 0..5 {
@@ -105,7 +103,7 @@ async fn served_in_arrival_order(kind: ClientKind, wait_mode: WaitMode, hold_for
             tokio::time::sleep(Duration::from_millis(5)).await;
             guard.release().await.expect("release");
         }));
-        until_queued(&fair, "ordered", index + 1).await;
+        fair.until_queued("ordered", index + 1).await;
     }
     tokio::time::sleep(hold_for).await;
     holder.release().await.expect("release");
@@ -124,24 +122,19 @@ async fn served_in_arrival_order(kind: ClientKind, wait_mode: WaitMode, hold_for
 /// does not stall the waiter behind it.
 async fn abandoned_waiter_leaves_the_queue(kind: ClientKind) {
     let fair = fair(kind).await;
-    let holder = fair
-        .locks
-        .try_acquire("abandoned")
-        .await
-        .expect("try")
-        .expect("free");
+    let holder = taken(&fair.locks, "abandoned").await;
     let quitter = {
         let locks = fair.locks.clone();
         tokio::spawn(async move { locks.acquire("abandoned").await.map(|_| ()) })
     };
-    until_queued(&fair, "abandoned", 1).await;
+    fair.until_queued("abandoned", 1).await;
     let patient = {
         let locks = fair.locks.clone();
         tokio::spawn(async move { locks.acquire("abandoned").await })
     };
-    until_queued(&fair, "abandoned", 2).await;
+    fair.until_queued("abandoned", 2).await;
     quitter.abort();
-    until_queued(&fair, "abandoned", 1).await;
+    fair.until_queued("abandoned", 1).await;
     let released_at = Instant::now();
     holder.release().await.expect("release");
     let guard = patient
@@ -156,86 +149,35 @@ async fn abandoned_waiter_leaves_the_queue(kind: ClientKind) {
     guard.release().await.expect("release");
 }
 
+/// The claim of a waiter in line.
+fn in_line() -> Claim {
+    Claim::Lock {
+        fair: Some(FairPlace::new(FAIR_WAITER_LEASE, true)),
+    }
+}
+
 /// A waiter queued by hand through the backend, as a waiter whose process
 /// then died would be: its hold is its offer.
 async fn queue_by_hand(fair: &Fair, key: &LockKey) -> HoldToken {
-    let hold = HoldToken::new(OwnerToken::generate().expect("rng"))
-        .expect("rng")
-        .in_line();
-    queue_again(fair, key, &hold, FAIR_WAITER_LEASE).await;
+    let hold = new_hold(HoldKind::Lock).in_line();
+    lock_testkit::waiters::queue_by_hand(fair.backend.as_ref(), key, &hold, &in_line()).await;
     hold
-}
-
-/// One more attempt of the waiter `hold`, queued by hand, its place
-/// lasting `lease`.
-async fn queue_again(fair: &Fair, key: &LockKey, hold: &HoldToken, lease: Duration) {
-    let outcome = fair
-        .backend
-        .try_acquire(
-            key,
-            hold,
-            Duration::from_secs(10),
-            &lock_core::Claim::Lock {
-                fair: Some(FairPlace::new(lease, true)),
-            },
-            None,
-        )
-        .await
-        .expect("queue the waiter");
-    assert!(
-        matches!(outcome, AcquireOutcome::Held { .. }),
-        "{outcome:?}"
-    );
-}
-
-/// The owners in line for `key`, first first.
-fn line(fair: &Fair, key: &LockKey) -> Vec<String> {
-    let reply = fair
-        .server
-        .admin(&["LRANGE", &key.queue_key(), "0", "-1"])
-        .expect("LRANGE");
-    let lock_testkit::AdminReply::Array(Some(items)) = reply else {
-        panic!("the line: {reply:?}");
-    };
-    items
-        .iter()
-        .map(|item| item.as_text().expect("an owner").to_owned())
-        .collect()
-}
-
-/// The owner part of a hold's value, as the line keeps it.
-fn owner_of(hold: &HoldToken) -> String {
-    let value = hold.attempt_value();
-    value[..value.len() - 17].to_owned()
 }
 
 /// A waiter whose place ran out while others were ahead of it joins at the
 /// back when it returns: whoever joined meanwhile stays ahead of it.
 async fn an_expired_place_rejoins_at_the_back(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "rejoin").expect("key");
-    let holder = fair
-        .locks
-        .try_acquire("rejoin")
-        .await
-        .expect("try")
-        .expect("free");
-    let head = queue_by_hand(&fair, &key).await;
-    let lapsed = HoldToken::new(OwnerToken::generate().expect("rng"))
-        .expect("rng")
-        .in_line();
-    queue_again(&fair, &key, &lapsed, FAIR_WAITER_LEASE).await;
-    // Its place runs out (a deadline in the past by the server's clock).
-    fair.server
-        .admin(&["ZADD", &key.waiters_key(), "1", &owner_of(&lapsed)])
-        .expect("ZADD");
-    let later = queue_by_hand(&fair, &key).await;
-    queue_again(&fair, &key, &lapsed, FAIR_WAITER_LEASE).await;
-    assert_eq!(
-        line(&fair, &key),
-        [owner_of(&head), owner_of(&later), owner_of(&lapsed)],
-        "the lapsed waiter took its old place back"
-    );
+    let key = fair.key("rejoin");
+    let holder = taken(&fair.locks, "rejoin").await;
+    lock_testkit::waiters::an_expired_place_rejoins_at_the_back(
+        &fair.server,
+        fair.backend.as_ref(),
+        &key,
+        HoldKind::Lock,
+        &in_line(),
+    )
+    .await;
     holder.release().await.expect("release");
 }
 
@@ -248,11 +190,7 @@ fn stored(fair: &Fair, key: &LockKey) -> Option<String> {
 }
 
 fn pttl(fair: &Fair, key: &LockKey) -> i64 {
-    fair.server
-        .admin(&["PTTL", key.redis_key()])
-        .expect("PTTL")
-        .as_int()
-        .expect("a TTL")
+    int(&fair.server, &["PTTL", key.redis_key()])
 }
 
 /// A release grants the lock to the first waiter's offer in its own step:
@@ -261,7 +199,7 @@ fn pttl(fair: &Fair, key: &LockKey) -> i64 {
 /// message it missed) finds the grant and writes nothing.
 async fn release_hands_over_on_the_server(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "handover").expect("key");
+    let key = fair.key("handover");
     let holder = fair.locks.acquire("handover").await.expect("holder");
     let first = holder.fencing_token().expect("a token").get();
     let waiter = queue_by_hand(&fair, &key).await;
@@ -277,31 +215,12 @@ async fn release_hands_over_on_the_server(kind: ClientKind) {
     let next = HoldToken::new(waiter.owner().clone())
         .expect("rng")
         .in_line();
-    let outcome = fair
-        .backend
-        .try_acquire(
-            &key,
-            &next,
-            Duration::from_secs(10),
-            &lock_core::Claim::Lock {
-                fair: Some(FairPlace::new(FAIR_WAITER_LEASE, true)),
-            },
-            Some(&waiter),
-        )
-        .await
-        .expect("the next attempt");
-    match outcome {
-        AcquireOutcome::Acquired(lock_core::Acquired {
-            fencing_token: Some(token),
-            ttl,
-            earlier: true,
-            ..
-        }) => {
-            assert_eq!(token.get(), first + 1);
-            assert_eq!(ttl, Duration::from_secs(10));
-        }
-        other => panic!("expected the earlier grant, got {other:?}"),
-    }
+    let backend = fair.backend.as_ref();
+    let grant = take_up_by_hand(backend, &key, &next, &in_line(), &waiter).await;
+    assert_eq!(
+        grant.fencing_token.map(|token| token.get()),
+        Some(first + 1)
+    );
     assert_eq!(stored(&fair, &key), Some(granted), "the grant stands");
     assert!(
         pttl(&fair, &key) > FAIR_WAITER_LEASE.as_millis() as i64,
@@ -317,41 +236,24 @@ async fn release_hands_over_on_the_server(kind: ClientKind) {
 /// later: each of five hand-offs takes well under that.
 async fn waiter_takes_up_a_grant_and_extends_it(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "taken-up").expect("key");
+    fair.server.log_every_command().expect("the slow log");
+    let key = fair.key("taken-up");
     let (_backend, other) = process(kind, &fair.server, WaitMode::Notify).await;
     for _ in 0..5 {
         let holder = fair.locks.acquire("taken-up").await.expect("holder");
         let first = holder.fencing_token().expect("a token").get();
-        let waiter = {
-            let other = other.clone();
-            tokio::spawn(async move {
-                let guard = other.acquire("taken-up").await;
-                (Instant::now(), guard)
-            })
-        };
-        until_queued(&fair, "taken-up", 1).await;
-        // Subscribed by now: it subscribes before its second attempt.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let released_at = Instant::now();
-        holder.release().await.expect("release");
-        let (acquired_at, guard) = waiter.await.expect("task");
-        let guard = guard.expect("the waiter acquires");
-        let gap = acquired_at.saturating_duration_since(released_at);
-        assert!(gap < FAIR_WAITER_LEASE / 8, "handed over in {gap:?}");
+        let theirs = other.clone();
+        let waiter = async move { theirs.acquire("taken-up").await };
+        let guard = hand_over(&fair.server, &key, holder, waiter).await;
         assert_eq!(
             guard.fencing_token().map(|token| token.get()),
             Some(first + 1)
         );
-        let started = Instant::now();
-        while pttl(&fair, &key) <= FAIR_WAITER_LEASE.as_millis() as i64
-            || guard.remaining() <= FAIR_WAITER_LEASE
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "the grant was never extended to the TTL"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let left = pttl(&fair, &key);
+        assert!(
+            left > FAIR_WAITER_LEASE.as_millis() as i64,
+            "the grant extended to {left} ms on the server"
+        );
         guard.release().await.expect("release");
     }
 }
@@ -361,13 +263,8 @@ async fn waiter_takes_up_a_grant_and_extends_it(kind: ClientKind) {
 /// attempt, not from the release.
 async fn dead_waiter_is_dropped_within_its_lease(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "dead").expect("key");
-    let holder = fair
-        .locks
-        .try_acquire("dead")
-        .await
-        .expect("try")
-        .expect("free");
+    let key = fair.key("dead");
+    let holder = taken(&fair.locks, "dead").await;
     let dead = queue_by_hand(&fair, &key).await;
     let died_at = Instant::now();
     tokio::time::sleep(FAIR_WAITER_LEASE / 2).await;
@@ -398,7 +295,7 @@ async fn dead_waiter_is_dropped_within_its_lease(kind: ClientKind) {
 /// which goes to the next in line at once.
 async fn leaving_gives_back_a_grant(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "given-back").expect("key");
+    let key = fair.key("given-back");
     let holder = fair.locks.acquire("given-back").await.expect("holder");
     let first = holder.fencing_token().expect("a token").get();
     let leaving = queue_by_hand(&fair, &key).await;
@@ -422,7 +319,7 @@ async fn leaving_gives_back_a_grant(kind: ClientKind) {
 /// takes its own turn, and its stale offer is never granted.
 async fn a_stale_offer_is_never_granted(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "stale").expect("key");
+    let key = fair.key("stale");
     let holder = fair.locks.acquire("stale").await.expect("holder");
     let waiter = queue_by_hand(&fair, &key).await;
     let later = fair
@@ -451,7 +348,7 @@ async fn a_stale_offer_is_never_granted(kind: ClientKind) {
 /// the lock to a hold nobody will take up, and the waiter keeps its place.
 async fn no_grant_to_a_lost_attempt(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "lost").expect("key");
+    let key = fair.key("lost");
     let holder = fair.locks.acquire("lost").await.expect("holder");
     let lost = queue_by_hand(&fair, &key).await;
     let outcome = fair.backend.release(&key, &lost).await.expect("release");
@@ -466,7 +363,7 @@ async fn no_grant_to_a_lost_attempt(kind: ClientKind) {
 /// granted (the release frees the lock and the waiter takes its turn).
 async fn foreign_offers_are_refused(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "foreign").expect("key");
+    let key = fair.key("foreign");
     fair.server
         .admin(&["SET", &key.offers_key(), "not a hash"])
         .expect("SET");
@@ -495,7 +392,7 @@ async fn foreign_offers_are_refused(kind: ClientKind) {
 /// next attempt took the grant up first proves nothing and is run again.
 async fn dropped_waiter_gives_back_its_grant(kind: ClientKind) {
     let fair = fair(kind).await;
-    let key = LockKey::new("lock:", "dropped").expect("key");
+    let key = fair.key("dropped");
     let (_backend, other) = process(kind, &fair.server, WaitMode::Poll).await;
     for _ in 0..5 {
         let holder = fair.locks.acquire("dropped").await.expect("holder");
@@ -503,7 +400,7 @@ async fn dropped_waiter_gives_back_its_grant(kind: ClientKind) {
             let other = other.clone();
             tokio::spawn(async move { other.acquire("dropped").await })
         };
-        until_queued(&fair, "dropped", 1).await;
+        fair.until_queued("dropped", 1).await;
         holder.release().await.expect("release");
         assert!(stored(&fair, &key).is_some(), "granted to the waiter");
         if waiter.is_finished() {
@@ -536,7 +433,7 @@ async fn dropped_waiter_gives_back_its_grant(kind: ClientKind) {
 async fn a_resumed_hold_hands_over_on_the_server(kind: ClientKind) {
     let fair = fair(kind).await;
     let (_, resumer) = process(kind, &fair.server, WaitMode::Notify).await;
-    let key = LockKey::new("lock:", "resumed").expect("key");
+    let key = fair.key("resumed");
     let holder = fair.locks.acquire("resumed").await.expect("holder");
     let first = holder.fencing_token().expect("a token").get();
     // Sent to the other process as text, as `distlock` passes it.
@@ -564,80 +461,18 @@ async fn a_resumed_hold_hands_over_on_the_server(kind: ClientKind) {
     );
 }
 
-macro_rules! fair_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[test]
-            fn arrival_order_holds() {
-                lock_testkit::run(super::arrival_order_holds($kind));
-            }
-
-            #[test]
-            fn arrival_order_holds_when_polling() {
-                lock_testkit::run(super::arrival_order_holds_when_polling($kind));
-            }
-
-            #[test]
-            fn abandoned_waiter_leaves_the_queue() {
-                lock_testkit::run(super::abandoned_waiter_leaves_the_queue($kind));
-            }
-
-            #[test]
-            fn release_hands_over_on_the_server() {
-                lock_testkit::run(super::release_hands_over_on_the_server($kind));
-            }
-
-            #[test]
-            fn no_grant_to_a_lost_attempt() {
-                lock_testkit::run(super::no_grant_to_a_lost_attempt($kind));
-            }
-
-            #[test]
-            fn a_resumed_hold_hands_over_on_the_server() {
-                lock_testkit::run(super::a_resumed_hold_hands_over_on_the_server($kind));
-            }
-
-            #[test]
-            fn waiter_takes_up_a_grant_and_extends_it() {
-                lock_testkit::run(super::waiter_takes_up_a_grant_and_extends_it($kind));
-            }
-
-            #[test]
-            fn leaving_gives_back_a_grant() {
-                lock_testkit::run(super::leaving_gives_back_a_grant($kind));
-            }
-
-            #[test]
-            fn a_stale_offer_is_never_granted() {
-                lock_testkit::run(super::a_stale_offer_is_never_granted($kind));
-            }
-
-            #[test]
-            fn foreign_offers_are_refused() {
-                lock_testkit::run(super::foreign_offers_are_refused($kind));
-            }
-
-            #[test]
-            fn dropped_waiter_gives_back_its_grant() {
-                lock_testkit::run(super::dropped_waiter_gives_back_its_grant($kind));
-            }
-
-            #[test]
-            fn an_expired_place_rejoins_at_the_back() {
-                lock_testkit::run(super::an_expired_place_rejoins_at_the_back($kind));
-            }
-
-            #[test]
-            fn dead_waiter_is_dropped_within_its_lease() {
-                lock_testkit::run(super::dead_waiter_is_dropped_within_its_lease($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-fair_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-fair_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    arrival_order_holds,
+    arrival_order_holds_when_polling,
+    abandoned_waiter_leaves_the_queue,
+    release_hands_over_on_the_server,
+    no_grant_to_a_lost_attempt,
+    a_resumed_hold_hands_over_on_the_server,
+    waiter_takes_up_a_grant_and_extends_it,
+    leaving_gives_back_a_grant,
+    a_stale_offer_is_never_granted,
+    foreign_offers_are_refused,
+    dropped_waiter_gives_back_its_grant,
+    an_expired_place_rejoins_at_the_back,
+    dead_waiter_is_dropped_within_its_lease,
+);

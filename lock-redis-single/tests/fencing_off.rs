@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
+use lock_core::strategy::KeyNames as _;
 use lock_core::{ClientKind, LockConfig, LockError, LockManager, LockState};
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 
 /// A config for `server` through `kind`, with fencing on or off.
@@ -68,11 +70,7 @@ fn a_fencing_off_acquire_is_one_plain_set() {
             let name = format!("plain-{kind}");
             let key = locks.key(&name).expect("key");
             reset_stats(&server);
-            let guard = locks
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("a free lock");
+            let guard = taken(&locks, &name).await;
             assert_eq!(
                 guard.fencing_token(),
                 None,
@@ -142,11 +140,7 @@ fn a_fencing_off_waiter_sleeps_until_the_holder_expires() {
             crashed.watchdog.enabled = false;
             let crashed = manager(crashed).await;
             let name = format!("crashed-{kind}");
-            let held = crashed
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let held = taken(&crashed, &name).await;
             let started = std::time::Instant::now();
             // A holder that stops renewing and never releases.
             let _abandoned = held.hand_off().expect("hand off");
@@ -181,11 +175,7 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
             let fenced = manager(config(&server, kind, true)).await;
             let plain = manager(config(&server, kind, false)).await;
             let name = format!("shared-{kind}");
-            let first = fenced
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let first = taken(&fenced, &name).await;
             let token = first.fencing_token().expect("a fenced grant has a token");
             assert!(
                 plain
@@ -209,11 +199,7 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
                     .and_then(|text| text.parse::<u64>().ok())
             };
             let issued = counter();
-            let second = plain
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free after the release");
+            let second = taken(&plain, &name).await;
             assert_eq!(second.fencing_token(), None, "{kind}");
             assert_eq!(
                 counter(),
@@ -287,11 +273,7 @@ fn holder_info_without_fencing_stores_the_holder_and_no_token() {
                 .admin(&["SET", key.fence_key(), "not-a-number"])
                 .expect("SET");
             reset_stats(&server);
-            let guard = locks
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let guard = taken(&locks, &name).await;
             assert_eq!(guard.fencing_token(), None, "{kind}");
             // Commands a script runs count in `INFO commandstats` too.
             assert_eq!(
@@ -344,11 +326,7 @@ fn fair_mode_keeps_its_tokens() {
             let mut config = config(&server, kind, false);
             config.fair = true;
             let locks = manager(config).await;
-            let guard = locks
-                .try_acquire(&format!("fair-{kind}"))
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let guard = taken(&locks, &format!("fair-{kind}")).await;
             assert!(guard.fencing_token().is_some(), "{kind}");
             guard.release().await.expect("release");
         }
@@ -381,20 +359,12 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
                     .expect("an edited token still parses")
             };
             // An earlier holder had token `issued`.
-            let earlier = fenced
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let earlier = taken(&fenced, &name).await;
             let issued = earlier.fencing_token().expect("a token");
             earlier.release().await.expect("release");
 
             // A fencing-off hold, its token edited to claim `issued`.
-            let plain_hold = plain
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let plain_hold = taken(&plain, &name).await;
             let forged = edit(
                 &plain_hold.hand_off().expect("hand off"),
                 &issued.to_string(),
@@ -415,11 +385,7 @@ fn a_hand_off_token_cannot_claim_another_fencing_token() {
 
             // A fenced hold, its token edited to 99999 (above the counter)
             // or to none, with the counter deleted and then back.
-            let fenced_hold = fenced
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .expect("free");
+            let fenced_hold = taken(&fenced, &name).await;
             let token = fenced_hold.fencing_token().expect("a token");
             let handoff = fenced_hold.hand_off().expect("hand off");
             let fence = format!("lock:{{{name}}}:fence");
@@ -535,11 +501,7 @@ fn a_config_the_backend_would_ignore_is_refused() {
                 "{kind}: the config the backend was built for"
             );
             let locks = manager(holder_info).await;
-            let guard = locks
-                .try_acquire("built-from-config")
-                .await
-                .expect("try_acquire")
-                .expect("a free lock");
+            let guard = taken(&locks, "built-from-config").await;
             let LockState::Held { holder, .. } =
                 locks.inspect("built-from-config").await.expect("inspect")
             else {

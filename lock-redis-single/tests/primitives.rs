@@ -15,34 +15,57 @@ mod rwlock;
 mod semaphore;
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use lock_core::{ClientKind, LockBackend, LockConfig, LockManager};
+use lock_core::{AcquireOptions, ClientKind, GrantOptions, LockBackend, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::contract::fast_options;
-use lock_testkit::{AdminReply, RedisServer};
+use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::RedisServer;
 
-/// A manager over a single-node backend on `server` through `kind`.
-async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
+/// A manager over a single-node backend on `server` through `kind`, its
+/// grants made with `grants`.
+async fn manager_with(
+    kind: ClientKind,
+    server: &RedisServer,
+    config: LockConfig,
+    grants: GrantOptions,
+) -> LockManager {
     let backend: Arc<dyn LockBackend> = Arc::new(
         SingleNodeBackend::connect(kind, &server.url(), fast_options())
             .await
-            .expect("connect"),
+            .expect("connect")
+            .with_grant_options(grants),
     );
     LockManager::new(backend, config).expect("config")
 }
 
-/// Every key the server has, with its type, to compare before and after.
-fn keys(server: &RedisServer) -> Vec<String> {
-    let script = "local out = {} \
-        for _, key in ipairs(redis.call('keys', '*')) do \
-          out[#out + 1] = key .. ' ' .. redis.call('type', key)['ok'] \
-        end \
-        table.sort(out) return out";
-    match server.admin(&["EVAL", script, "0"]).expect("EVAL") {
-        AdminReply::Array(Some(items)) => items
-            .iter()
-            .map(|item| item.as_text().expect("text").to_owned())
-            .collect(),
-        other => panic!("{other:?}"),
-    }
+/// A manager over a single-node backend on `server` through `kind`.
+async fn manager(kind: ClientKind, server: &RedisServer, config: LockConfig) -> LockManager {
+    manager_with(kind, server, config, GrantOptions::default()).await
+}
+
+/// A manager whose leases nobody renews: a holder that stops, as one that
+/// crashed does.
+async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
+    let mut config = fast_config(ttl);
+    config.watchdog.enabled = false;
+    manager(kind, server, config).await
+}
+
+/// A manager whose grants give the fencing counter a TTL of `counter_ttl`.
+async fn with_counter_ttl(
+    kind: ClientKind,
+    server: &RedisServer,
+    ttl: Duration,
+    counter_ttl: Duration,
+) -> LockManager {
+    let mut config = fast_config(ttl);
+    config.fencing_counter_ttl = Some(counter_ttl);
+    let grants = GrantOptions::default().with_fencing_counter_ttl(Some(counter_ttl));
+    manager_with(kind, server, config, grants).await
+}
+
+/// A wait of up to `seconds`.
+fn waiting(seconds: u64) -> AcquireOptions {
+    AcquireOptions::new().with_wait(Duration::from_secs(seconds))
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use lock_core::{ClientKind, ConnectOptions, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
 
 /// The release's command reaches the server and runs, and its reply is
@@ -40,17 +41,9 @@ fn a_release_whose_reply_was_lost_reports_the_fault() {
             let locks = LockManager::new(Arc::new(backend), config).expect("config");
             // The release script loaded first: its first call would meet
             // NOSCRIPT and take a second round trip.
-            let warm = locks
-                .try_acquire("warm")
-                .await
-                .expect("try_acquire")
-                .expect("a free key");
+            let warm = taken(&locks, "warm").await;
             warm.release().await.expect("release");
-            let guard = locks
-                .try_acquire("lost-reply")
-                .await
-                .expect("try_acquire")
-                .expect("a free key");
+            let guard = taken(&locks, "lost-reply").await;
             let key = locks.key("lost-reply").expect("key").redis_key().to_owned();
             let release = tokio::spawn(guard.release());
             // The command reaches the server at about 200 ms, its reply the

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use lock_core::strategy::clock_drift;
 use lock_core::{
-    AcquireOptions, ClientKind, LeaseGuard, LeaseStatus, LockConfig, LockError, LockManager,
+    AcquireOptions, ClientKind, LeaseStatus, LockConfig, LockError, LockGuard, LockManager,
     LossReason,
 };
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{DelayProxy, RedisServer};
 
@@ -42,14 +43,10 @@ async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockM
     .expect("config")
 }
 
-async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<LeaseGuard> {
+async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<LockGuard> {
     let mut guards = Vec::with_capacity(count);
     for index in 0..count {
-        let guard = locks
-            .try_acquire(&format!("{prefix}-{index}"))
-            .await
-            .expect("acquire")
-            .expect("free");
+        let guard = taken(locks, &format!("{prefix}-{index}")).await;
         guards.push(guard);
     }
     guards
@@ -118,7 +115,7 @@ async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
     let locks = LockManager::new(Arc::new(backend), config).expect("config");
     let names: Vec<String> = (0..LEASES).map(|index| format!("sent-{index}")).collect();
     let guards = futures::future::join_all(names.iter().map(|name| locks.try_acquire(name))).await;
-    let guards: Vec<LeaseGuard> = guards
+    let guards: Vec<LockGuard> = guards
         .into_iter()
         .map(|guard| guard.expect("acquire").expect("free"))
         .collect();
@@ -185,7 +182,7 @@ on_every_client!(
 
 /// `valid_until - (ttl - drift)`: when the command that set the deadline
 /// was sent.
-fn deadline_base(guard: &LeaseGuard, ttl: Duration) -> Instant {
+fn deadline_base(guard: &LockGuard, ttl: Duration) -> Instant {
     let valid_until = guard.valid_until().expect("held");
     valid_until - (ttl - clock_drift(ttl, LockConfig::default().clock_drift_factor))
 }
@@ -284,11 +281,8 @@ on_every_client!(
 /// manager's own background tasks, which a count of live tasks must not
 /// take for a lease's.
 async fn warm_up(locks: &LockManager) {
-    locks
-        .try_acquire("warm-up")
+    taken(locks, "warm-up")
         .await
-        .expect("acquire")
-        .expect("free")
         .release()
         .await
         .expect("release");
@@ -463,13 +457,7 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
         block_on_a_runtime_of_its_own(async {
             let mut guards = Vec::new();
             for (locks, name) in [(&first, "other-runtime-1"), (&second, "other-runtime-2")] {
-                guards.push(
-                    locks
-                        .try_acquire(name)
-                        .await
-                        .expect("acquire")
-                        .expect("free"),
-                );
+                guards.push(taken(locks, name).await);
             }
             // The last step: nothing runs on this runtime after the drops
             // (the background tasks they start are never polled).
@@ -478,16 +466,8 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
     })
     .join()
     .expect("the other runtime");
-    let kept = locks
-        .try_acquire("kept")
-        .await
-        .expect("acquire")
-        .expect("free");
-    let expiring = unwatched
-        .try_acquire("expiring")
-        .await
-        .expect("acquire")
-        .expect("free");
+    let kept = taken(&locks, "kept").await;
+    let expiring = taken(&unwatched, "expiring").await;
     let reason = tokio::time::timeout(Duration::from_secs(2), expiring.lost())
         .await
         .unwrap_or_else(|_| panic!("{kind:?}: no loss reported for a lease without renewal"));
@@ -527,11 +507,7 @@ async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
         let (locks, held_up) = (Arc::clone(&locks), Arc::clone(&held_up));
         std::thread::spawn(move || {
             block_on_a_runtime_of_its_own(async {
-                let guard = locks
-                    .try_acquire("shortened")
-                    .await
-                    .expect("acquire")
-                    .expect("free");
+                let guard = taken(&locks, "shortened").await;
                 sender.send(guard).expect("send the guard");
                 // Nothing runs on this runtime until the extend is answered.
                 held_up.wait();
@@ -642,11 +618,7 @@ fn status_agrees_with_is_valid_past_the_deadline() {
             let mut config = fast_config(Duration::from_secs(1)).with_wait_timeout(Duration::ZERO);
             config.clock_drift_factor = 0.4;
             let locks = LockManager::new(Arc::new(backend), config).expect("config");
-            let guard = locks
-                .try_acquire("paused")
-                .await
-                .expect("acquire")
-                .expect("free");
+            let guard = taken(&locks, "paused").await;
             assert!(matches!(guard.status(), LeaseStatus::Held { .. }));
             let valid_until = guard.valid_until().expect("a deadline");
             std::thread::sleep(Duration::from_millis(700));

@@ -20,6 +20,7 @@ use lock_core::{
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, DelayProxy, RedisCluster, RedisServer};
 
 fn options() -> ConnectOptions {
@@ -97,11 +98,7 @@ fn acknowledged_grants_are_on_the_replica() {
                 let mut missing = 0;
                 for round in 0..ROUNDS {
                     let name = format!("{kind}-{}-{fencing}-{round}", replicas.count);
-                    let guard = locks
-                        .try_acquire(&name)
-                        .await
-                        .expect("acquire")
-                        .expect("a free lock");
+                    let guard = taken(&locks, &name).await;
                     let key = locks.key(&name).expect("key");
                     if !exists(&replica, key.redis_key()) {
                         missing += 1;
@@ -272,11 +269,7 @@ fn cluster_waits_on_the_slots_master() {
                 fencing,
             )
             .await;
-            let guard = locks
-                .try_acquire("routed")
-                .await
-                .expect("acquire")
-                .expect("a free lock");
+            let guard = taken(&locks, "routed").await;
             guard.release().await.expect("release");
             let key = locks.key("routed").expect("key");
             let master = cluster

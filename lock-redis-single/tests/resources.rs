@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{ClientKind, LockBackend, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{AdminReply, RedisServer};
 
@@ -32,7 +33,7 @@ async fn connections_close_when_the_backend_is_dropped(kind: ClientKind) {
             fast_config(Duration::from_secs(5)),
         )
         .expect("config");
-        let holder = locks.try_acquire("k").await.expect("try").expect("free");
+        let holder = taken(&locks, "k").await;
         // A waiter that gives up has subscribed to releases on the way.
         let waited = locks
             .acquire_with(

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use lock_core::strategy::KeyNames as _;
 use lock_core::{
     ClientKind, ConnectOptions, Endpoint, LockError, LockManager, ReplicasConfig, RetryPolicy,
 };

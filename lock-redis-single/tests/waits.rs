@@ -5,17 +5,15 @@
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::strategy::{ReleaseNotifier, ScriptedNode};
-use lock_core::{
-    AcquireOutcome, ClientKind, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
-    LockManager, LockState, ReleaseOutcome, Wakeups as _,
-};
+use lock_core::{ClientKind, LockBackend, LockError, LockManager, Wakeups as _};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::faulty::{Fault, Faulty};
 use lock_testkit::{AdminReply, RedisServer};
 
 fn pubsub_clients(server: &RedisServer) -> usize {
@@ -36,7 +34,7 @@ async fn a_zero_wait_is_one_attempt(kind: ClientKind) {
     );
     let locks = LockManager::new(Arc::clone(&backend), fast_config(Duration::from_secs(5)))
         .expect("config");
-    let holder = locks.try_acquire("busy").await.expect("try").expect("free");
+    let holder = taken(&locks, "busy").await;
     let waited = locks
         .acquire_with(
             "busy",
@@ -78,7 +76,7 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
         .with_notifier(Arc::new(ReleaseNotifier::new(kind, silent_url, options)));
     let backend: Arc<dyn LockBackend> = Arc::new(SingleNodeBackend::from_scripted(node));
     let locks = LockManager::new(backend, fast_config(Duration::from_secs(5))).expect("config");
-    let holder = locks.try_acquire("busy").await.expect("try").expect("free");
+    let holder = taken(&locks, "busy").await;
     let started = Instant::now();
     let waited = locks
         .acquire_with(
@@ -100,73 +98,6 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
     holder.release().await.expect("release");
 }
 
-/// A backend whose next `slow` acquire attempts wait 500 ms before they
-/// are sent: a woken waiter that is still on its way to Redis.
-#[derive(Debug)]
-struct SlowAcquires {
-    inner: Arc<dyn LockBackend>,
-    slow: AtomicUsize,
-}
-
-#[lock_core::async_trait]
-impl LockBackend for SlowAcquires {
-    fn strategy(&self) -> &'static str {
-        self.inner.strategy()
-    }
-
-    /// The inner backend's grant fields; none of the primitives, whose
-    /// methods this wrapper does not pass on.
-    fn capabilities(&self) -> lock_core::Capabilities<'_> {
-        self.inner.capabilities().plain_lock_only()
-    }
-
-    async fn try_acquire(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        claim: &lock_core::Claim,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let slow = self
-            .slow
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if slow {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        self.inner.try_acquire(key, hold, ttl, claim, earlier).await
-    }
-
-    async fn extend(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<ExtendOutcome, LockError> {
-        self.inner.extend(key, hold, ttl).await
-    }
-
-    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        self.inner.release(key, hold).await
-    }
-
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        self.inner.inspect(key).await
-    }
-
-    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        self.inner.force_release(key).await
-    }
-
-    async fn watch_releases(
-        &self,
-        key: &LockKey,
-    ) -> Result<Option<Box<dyn lock_core::Wakeups>>, LockError> {
-        self.inner.watch_releases(key).await
-    }
-}
-
 /// Two waiters in one process; a release wakes the first, whose future is
 /// dropped before its attempt reached Redis (a caller's `timeout` or
 /// `select!`). The second must take the lock at once, not when the old
@@ -178,32 +109,39 @@ async fn a_dropped_waiter_passes_its_wake_up_on(kind: ClientKind) {
             .await
             .expect("connect"),
     );
-    let backend = Arc::new(SlowAcquires {
-        inner,
-        slow: AtomicUsize::new(0),
-    });
+    let backend = Faulty::passing(&inner);
+    // Asleep: the first waiter attempts, watches for releases and attempts
+    // again; the second, behind it, attempts and watches.
+    let until_asleep = |watches: usize, attempts: usize, what: &'static str| {
+        let backend = Arc::clone(&backend);
+        lock_testkit::eventually(Duration::from_secs(5), what, move || {
+            let asleep = backend.watches() >= watches && backend.acquires() >= attempts;
+            async move { asleep.then_some(()) }
+        })
+    };
     let locks = Arc::new(
         LockManager::new(backend.clone(), fast_config(Duration::from_secs(10))).expect("config"),
     );
-    let holder = locks
-        .try_acquire("handed")
-        .await
-        .expect("try")
-        .expect("free");
+    let holder = taken(&locks, "handed").await;
     let waiter = |locks: &Arc<LockManager>| {
         let locks = Arc::clone(locks);
         tokio::spawn(async move { locks.acquire("handed").await })
     };
+    // The holder's attempt, then the waiters'.
     let first = waiter(&locks);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_asleep(1, 3, "the first waiter asleep").await;
     let second = waiter(&locks);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_asleep(2, 4, "the second waiter asleep").await;
     // The next attempt, the woken first waiter's, dawdles; it is dropped
     // on its way.
-    backend.slow.store(1, Ordering::SeqCst);
+    backend.next_acquire(Fault::Late(Duration::from_millis(500)));
     holder.release().await.expect("release");
     let released = Instant::now();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    lock_testkit::eventually(Duration::from_secs(5), "the woken waiter's attempt", || {
+        let pending = backend.acquire_fault_pending();
+        async move { (!pending).then_some(()) }
+    })
+    .await;
     first.abort();
     let took = tokio::time::timeout(Duration::from_secs(5), second)
         .await
@@ -236,37 +174,9 @@ async fn every_release_watchers_are_not_ahead(kind: ClientKind) {
     assert!(behind.joined_behind_others(), "behind a plain waiter");
 }
 
-macro_rules! wait_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[test]
-            fn every_release_watchers_are_not_ahead() {
-                lock_testkit::run(super::every_release_watchers_are_not_ahead($kind));
-            }
-
-            #[test]
-            fn a_zero_wait_is_one_attempt() {
-                lock_testkit::run(super::a_zero_wait_is_one_attempt($kind));
-            }
-
-            #[test]
-            fn a_dropped_waiter_passes_its_wake_up_on() {
-                lock_testkit::run(super::a_dropped_waiter_passes_its_wake_up_on($kind));
-            }
-
-            #[test]
-            fn an_unreachable_subscription_is_bounded_by_the_wait() {
-                lock_testkit::run(super::an_unreachable_subscription_is_bounded_by_the_wait(
-                    $kind,
-                ));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-wait_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-wait_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    every_release_watchers_are_not_ahead,
+    a_zero_wait_is_one_attempt,
+    a_dropped_waiter_passes_its_wake_up_on,
+    an_unreachable_subscription_is_bounded_by_the_wait,
+);

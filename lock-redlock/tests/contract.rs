@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError, NodeUrl};
+use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError};
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -22,18 +22,6 @@ impl BackendFactory for Redlock {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::new(false, false).with_multi_keys()
-    }
-
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [NodeUrl],
-        options: ConnectOptions,
-    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        Box::pin(async move {
-            let redlock = RedlockOptions::new(Duration::from_millis(50), 0.01);
-            let backend = RedlockBackend::connect(self.kind, urls, options, redlock).await?;
-            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
-        })
     }
 
     fn connect_endpoints<'a>(
@@ -94,38 +82,25 @@ fn locks_over_tls_nodes() {
     });
 }
 
-#[cfg(feature = "redis")]
-mod three_nodes_on_redis {
-    use super::*;
-    lock_testkit::contract_suite!(Redlock {
-        kind: ClientKind::Redis,
-        nodes: 3
-    });
+/// The contract suite in a module per client and node count.
+macro_rules! redlock_suites {
+    ($($module:ident $client:ident $feature:literal $nodes:literal),+ $(,)?) => {
+        $(
+            #[cfg(feature = $feature)]
+            mod $module {
+                use super::*;
+                lock_testkit::contract_suite!(Redlock {
+                    kind: ClientKind::$client,
+                    nodes: $nodes
+                });
+            }
+        )+
+    };
 }
 
-#[cfg(feature = "redis")]
-mod five_nodes_on_redis {
-    use super::*;
-    lock_testkit::contract_suite!(Redlock {
-        kind: ClientKind::Redis,
-        nodes: 5
-    });
-}
-
-#[cfg(feature = "fred")]
-mod three_nodes_on_fred {
-    use super::*;
-    lock_testkit::contract_suite!(Redlock {
-        kind: ClientKind::Fred,
-        nodes: 3
-    });
-}
-
-#[cfg(feature = "fred")]
-mod five_nodes_on_fred {
-    use super::*;
-    lock_testkit::contract_suite!(Redlock {
-        kind: ClientKind::Fred,
-        nodes: 5
-    });
-}
+redlock_suites!(
+    three_nodes_on_redis Redis "redis" 3,
+    five_nodes_on_redis Redis "redis" 5,
+    three_nodes_on_fred Fred "fred" 3,
+    five_nodes_on_fred Fred "fred" 5,
+);

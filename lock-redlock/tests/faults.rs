@@ -11,15 +11,14 @@ use std::time::{Duration, Instant};
 use lock_core::ConnectOptions;
 use lock_core::{ClientKind, LockConfig, LockError, LockManager, NodeUrl};
 use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{DelayProxy, RedisServer};
 
 const NODE_TIMEOUT: Duration = Duration::from_millis(50);
 
 fn servers(count: usize) -> Vec<RedisServer> {
-    (0..count)
-        .map(|_| RedisServer::start().expect("start redis-server"))
-        .collect()
+    RedisServer::start_many(count).expect("start redis-server")
 }
 
 fn urls(servers: &[RedisServer]) -> Vec<NodeUrl> {
@@ -43,17 +42,25 @@ fn manager(backend: RedlockBackend, ttl: Duration) -> LockManager {
 /// One acquire and release, so every node has its scripts loaded and its
 /// connection in use before a fault is injected.
 async fn warm_up(locks: &LockManager) {
-    let guard = locks
-        .try_acquire("warm-up")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(locks, "warm-up").await;
     guard.release().await.expect("release");
 }
 
 fn key_exists(server: &RedisServer, name: &str) -> bool {
     let key = format!("lock:{{{name}}}");
     server.admin(&["EXISTS", &key]).expect("EXISTS").as_int() == Some(1)
+}
+
+/// Waits until every node of `nodes` holds `name`: the grants a quorum
+/// did not wait for have landed.
+async fn until_granted_everywhere(nodes: &[RedisServer], name: &str) {
+    lock_testkit::eventually(Duration::from_secs(2), "a grant on every node", || async {
+        nodes
+            .iter()
+            .all(|node| key_exists(node, name))
+            .then_some(())
+    })
+    .await;
 }
 
 /// One node of three is down when the backend is built: it still works.
@@ -187,11 +194,7 @@ async fn paused_node_late_grant_is_released(kind: ClientKind) {
     let locks = manager(backend, Duration::from_secs(30));
     warm_up(&locks).await;
     nodes[2].pause().expect("SIGSTOP");
-    let guard = locks
-        .try_acquire("frozen-node")
-        .await
-        .expect("try_acquire")
-        .expect("2 of 3 nodes grant");
+    let guard = taken(&locks, "frozen-node").await;
     assert!(guard.is_valid());
     tokio::time::sleep(NODE_TIMEOUT * 2).await;
     let released = guard.release().await;
@@ -262,11 +265,7 @@ async fn slow_node_is_not_waited_for(kind: ClientKind) {
 
     // A round trip to the slow node takes at least twice DELAY.
     let started = Instant::now();
-    let guard = locks
-        .try_acquire("slow-node")
-        .await
-        .expect("try_acquire")
-        .expect("the two fast nodes grant");
+    let guard = taken(&locks, "slow-node").await;
     let took = started.elapsed();
     assert!(
         took < DELAY * 2,
@@ -325,11 +324,7 @@ async fn wrong_password_node_counts_as_failed(kind: ClientKind) {
         .await
         .expect("2 of 3 nodes authenticate");
     let locks = manager(backend, Duration::from_secs(5));
-    let guard = locks
-        .try_acquire("auth")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let guard = taken(&locks, "auth").await;
     guard.release().await.expect("release");
 
     urls[2] = nodes[2].url_with_password("wrong");
@@ -454,8 +449,8 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
             .await,
         Ok(lock_core::AcquireOutcome::Acquired(_))
     ));
-    // Let the grants still in flight land on every node.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The grants still in flight landed on every node.
+    until_granted_everywhere(&nodes, "undecided").await;
     nodes[0].admin(&["DEL", key.redis_key()]).expect("DEL");
     nodes[1].kill().expect("kill -9");
     nodes[2].pause().expect("SIGSTOP");
@@ -476,7 +471,7 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
             .await,
         Ok(lock_core::AcquireOutcome::Acquired(_))
     ));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until_granted_everywhere(&nodes, "undecided").await;
     for node in &nodes[..2] {
         node.admin(&["DEL", key.redis_key()]).expect("DEL");
     }
@@ -583,65 +578,15 @@ async fn leaves_no_grant_behind(kind: ClientKind, multi: bool) {
     }
 }
 
-macro_rules! fault_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[test]
-            fn a_release_leaves_no_grant_behind() {
-                lock_testkit::run(super::a_release_leaves_no_grant_behind($kind));
-            }
-
-            #[test]
-            fn a_multi_key_release_leaves_no_grant_behind() {
-                lock_testkit::run(super::a_multi_key_release_leaves_no_grant_behind($kind));
-            }
-
-            #[test]
-            fn undecided_nodes_are_not_a_loss() {
-                lock_testkit::run(super::undecided_nodes_are_not_a_loss($kind));
-            }
-
-            #[test]
-            fn one_node_down_from_the_start() {
-                lock_testkit::run(super::one_node_down_from_the_start($kind));
-            }
-
-            #[test]
-            fn two_of_five_killed_under_contention() {
-                lock_testkit::run(super::two_of_five_killed_under_contention($kind));
-            }
-
-            #[test]
-            fn majority_down_is_quorum_not_reached() {
-                lock_testkit::run(super::majority_down_is_quorum_not_reached($kind));
-            }
-
-            #[test]
-            fn paused_node_late_grant_is_released() {
-                lock_testkit::run(super::paused_node_late_grant_is_released($kind));
-            }
-
-            #[test]
-            fn slow_node_is_not_waited_for() {
-                lock_testkit::run(super::slow_node_is_not_waited_for($kind));
-            }
-
-            #[test]
-            fn wrong_password_node_counts_as_failed() {
-                lock_testkit::run(super::wrong_password_node_counts_as_failed($kind));
-            }
-
-            #[test]
-            fn config_errors_name_the_field() {
-                lock_testkit::run(super::config_errors_name_the_field($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-fault_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-fault_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    a_release_leaves_no_grant_behind,
+    a_multi_key_release_leaves_no_grant_behind,
+    undecided_nodes_are_not_a_loss,
+    one_node_down_from_the_start,
+    two_of_five_killed_under_contention,
+    majority_down_is_quorum_not_reached,
+    paused_node_late_grant_is_released,
+    slow_node_is_not_waited_for,
+    wrong_password_node_counts_as_failed,
+    config_errors_name_the_field,
+);

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, Endpoint, HoldToken, LockBackend, LockError,
-    LockKey, LockState, NodeUrl, OwnerToken, ReleaseOutcome,
+    LockKey, LockState, OwnerToken, ReleaseOutcome,
 };
 use lock_reentrant::ReentrantBackend;
+use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, Deployment};
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -20,17 +21,6 @@ struct Reentrant(ClientKind);
 impl BackendFactory for Reentrant {
     fn capabilities(&self) -> Capabilities {
         Capabilities::new(true, true)
-    }
-
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [NodeUrl],
-        options: ConnectOptions,
-    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        Box::pin(async move {
-            let backend = ReentrantBackend::connect(self.0, &urls[0], options).await?;
-            Ok(Arc::new(backend) as Arc<dyn LockBackend>)
-        })
     }
 
     fn connect_endpoints<'a>(
@@ -208,11 +198,7 @@ async fn watchdog_renews_while_holds_remain(factory: &Reentrant) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
-    let outer = locks
-        .try_acquire("kept")
-        .await
-        .expect("acquire")
-        .expect("free");
+    let outer = taken(&locks, "kept").await;
     let inner = locks
         .acquire_with(
             "kept",
@@ -337,47 +323,39 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
     ));
 }
 
+/// The contract suite, the reentrant model and `checks`, in a module per
+/// client compiled in.
 macro_rules! reentrant_tests {
-    ($module:ident, $kind:expr) => {
+    ($($check:ident),+ $(,)?) => {
+        reentrant_tests!(@client on_redis Redis "redis"; $($check),+);
+        reentrant_tests!(@client on_fred Fred "fred"; $($check),+);
+    };
+    (@client $module:ident $client:ident $feature:literal; $($check:ident),+) => {
+        #[cfg(feature = $feature)]
         mod $module {
             use super::*;
 
-            lock_testkit::contract_suite!(Reentrant($kind));
+            lock_testkit::contract_suite!(Reentrant(ClientKind::$client));
 
             #[test]
             fn matches_the_reentrant_model() {
-                lock_testkit::model::check_against_model(&Reentrant($kind), 24);
+                lock_testkit::model::check_against_model(&Reentrant(ClientKind::$client), 24);
             }
 
-            #[test]
-            fn nested_holds_count() {
-                lock_testkit::run(super::nested_holds_count(&Reentrant($kind)));
-            }
-
-            #[test]
-            fn wrong_owner_is_refused() {
-                lock_testkit::run(super::wrong_owner_is_refused(&Reentrant($kind)));
-            }
-
-            #[test]
-            fn expiry_with_holds_frees_the_key() {
-                lock_testkit::run(super::expiry_with_holds_frees_the_key(&Reentrant($kind)));
-            }
-
-            #[test]
-            fn watchdog_renews_while_holds_remain() {
-                lock_testkit::run(super::watchdog_renews_while_holds_remain(&Reentrant($kind)));
-            }
-
-            #[test]
-            fn corrupted_locks_are_reported() {
-                lock_testkit::run(super::corrupted_locks_are_reported(&Reentrant($kind)));
-            }
+            $(
+                #[test]
+                fn $check() {
+                    lock_testkit::run(super::$check(&Reentrant(ClientKind::$client)));
+                }
+            )+
         }
     };
 }
 
-#[cfg(feature = "redis")]
-reentrant_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-reentrant_tests!(on_fred, ClientKind::Fred);
+reentrant_tests!(
+    nested_holds_count,
+    wrong_owner_is_refused,
+    expiry_with_holds_frees_the_key,
+    watchdog_renews_while_holds_remain,
+    corrupted_locks_are_reported,
+);

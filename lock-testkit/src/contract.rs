@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use lock_core::{
     AcquireOutcome, Capability, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken,
-    LeaseStatus, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockManager, LockState,
-    LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
+    LeaseStatus, ListOptions, LockBackend, LockConfig, LockError, LockGuard, LockKey, LockManager,
+    LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig,
+    MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
+use crate::faulty::Faulty;
 use crate::sentinel::SentinelGroup;
 use crate::server::{free_port, AdminReply, RedisServer};
 use crate::tls::TlsFiles;
@@ -76,14 +78,6 @@ impl<F: BackendFactory> BackendFactory for OnSite<F> {
 
     fn site(&self) -> Site {
         self.site
-    }
-
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [NodeUrl],
-        options: ConnectOptions,
-    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
-        self.factory.connect(urls, options)
     }
 
     fn connect_endpoints<'a>(
@@ -158,32 +152,29 @@ pub trait BackendFactory: Send + Sync {
     /// What the strategy supports.
     fn capabilities(&self) -> Capabilities;
 
-    /// Connects a backend to the nodes at `urls` (one per server).
-    fn connect<'a>(
-        &'a self,
-        urls: &'a [NodeUrl],
-        options: ConnectOptions,
-    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>>;
-
     /// Where the checks start their servers. Default: standalone.
     fn site(&self) -> Site {
         Site::Standalone
     }
 
-    /// Connects a backend to `endpoints`: one per node, or one cluster. The
-    /// default passes the endpoints' URLs to [`connect`](Self::connect), so
-    /// a factory that runs on TLS or a cluster overrides it.
+    /// Connects a backend to `endpoints`: one per node, or one cluster,
+    /// each with its TLS settings.
     fn connect_endpoints<'a>(
         &'a self,
         endpoints: &'a [Endpoint],
         options: ConnectOptions,
+    ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>>;
+
+    /// Connects a backend to the standalone nodes at `urls` (one per
+    /// server), through [`connect_endpoints`](Self::connect_endpoints).
+    fn connect<'a>(
+        &'a self,
+        urls: &'a [NodeUrl],
+        options: ConnectOptions,
     ) -> BoxFuture<'a, Result<Arc<dyn LockBackend>, LockError>> {
         Box::pin(async move {
-            let urls: Vec<NodeUrl> = endpoints
-                .iter()
-                .flat_map(|endpoint| endpoint.nodes.iter().cloned())
-                .collect();
-            self.connect(&urls, options).await
+            let endpoints: Vec<Endpoint> = urls.iter().map(Endpoint::from).collect();
+            self.connect_endpoints(&endpoints, options).await
         })
     }
 }
@@ -357,6 +348,15 @@ pub fn fast_config(ttl: Duration) -> LockConfig {
             Duration::from_millis(20),
         ))
         .with_timeouts(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+/// Takes the lock `name`, which must be free, at once.
+pub async fn taken(locks: &LockManager, name: &str) -> LockGuard {
+    match locks.try_acquire(name).await {
+        Ok(Some(guard)) => guard,
+        Ok(None) => panic!("{name} is held"),
+        Err(err) => panic!("try_acquire {name}: {err}"),
+    }
 }
 
 /// Whether `err` says the node (or, for multi-node strategies, too many nodes)
@@ -612,11 +612,7 @@ pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
-    let guard = locks
-        .try_acquire("kept")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "kept").await;
     let until = Instant::now() + ttl * 4;
     while Instant::now() < until {
         assert!(guard.is_valid(), "the lease lapsed while the watchdog ran");
@@ -642,11 +638,7 @@ pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
 async fn assert_loss_reported(deployment: &Deployment, name: &str, sabotage: &[&str]) {
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
-    let guard = locks
-        .try_acquire(name)
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, name).await;
     let lost_key = locks.key(name).expect("key");
     let args: Vec<&str> = sabotage
         .iter()
@@ -693,11 +685,7 @@ pub async fn loss_at_deadline_without_watchdog(factory: &dyn BackendFactory) {
     let mut config = fast_config(Duration::from_millis(100));
     config.watchdog.enabled = false;
     let locks = deployment.manager(config);
-    let guard = locks
-        .try_acquire("unwatched")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "unwatched").await;
     let started = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(1), guard.lost())
         .await
@@ -742,11 +730,7 @@ pub async fn recovers_after_script_flush(factory: &dyn BackendFactory) {
 pub async fn dropped_guard_releases(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(30)));
-    let guard = locks
-        .try_acquire("dropped")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "dropped").await;
     let handle = guard.handle();
     drop(guard);
     assert_eq!(
@@ -773,11 +757,7 @@ pub async fn abandoned_acquire_leaves_no_holder(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(ttl));
     // Load the scripts first: otherwise the frozen EVALSHA would answer
     // NOSCRIPT on resume and the check would pass without testing anything.
-    let warm_up = locks
-        .try_acquire("warm-up")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let warm_up = taken(&locks, "warm-up").await;
     warm_up.release().await.expect("release");
     for server in &mut deployment.servers {
         server.pause().expect("SIGSTOP");
@@ -902,19 +882,9 @@ pub async fn list_finds_held_locks(factory: &dyn BackendFactory) {
     ];
     let mut guards = Vec::new();
     for name in names {
-        guards.push(
-            locks
-                .try_acquire(name)
-                .await
-                .expect("try_acquire")
-                .expect("a fresh name is free"),
-        );
+        guards.push(taken(&locks, name).await);
     }
-    let released = locks
-        .try_acquire("released")
-        .await
-        .expect("try")
-        .expect("free");
+    let released = taken(&locks, "released").await;
     released.release().await.expect("release");
     let listing = locks.list(&ListOptions::default()).await.expect("list");
     assert!(
@@ -1037,11 +1007,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
     let ttl = Duration::from_millis(600);
     let locks = deployment.manager(fast_config(ttl));
     let elsewhere = deployment.manager(fast_config(ttl));
-    let guard = locks
-        .try_acquire("handed")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "handed").await;
     let token = guard.fencing_token();
     assert_eq!(
         token.is_some(),
@@ -1129,11 +1095,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
         Err(LockError::NotHeld { key }) => assert_eq!(key, "handed"),
         other => panic!("release by token after the release: {other:?}"),
     }
-    let next = locks
-        .try_acquire("handed")
-        .await
-        .expect("try_acquire")
-        .expect("free after the release");
+    let next = taken(&locks, "handed").await;
     next.release().await.expect("release");
 }
 
@@ -1148,11 +1110,7 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
     if !deployment.backend.capabilities().releases_only_its_attempt {
         return; // no hand-off (see handed_off_lease_resumes_elsewhere)
     }
-    let guard = locks
-        .try_acquire("spent")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "spent").await;
     let handoff = guard.hand_off().expect("hand off");
     let resumed = match locks.resume("spent", &handoff).await {
         Ok(resumed) => resumed,
@@ -1241,15 +1199,7 @@ pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) 
     let locks = deployment.manager(fast_config(ttl));
     let hand_off = |name: &'static str| {
         let locks = locks.clone();
-        async move {
-            locks
-                .try_acquire(name)
-                .await
-                .expect("try_acquire")
-                .expect("free key")
-                .hand_off()
-                .expect("hand off")
-        }
+        async move { taken(&locks, name).await.hand_off().expect("hand off") }
     };
     // Extend by token works wherever hand-off does; resume only where the
     // strategy can take a hold over.
@@ -1271,11 +1221,7 @@ pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) 
         }
     };
     // Another lock's token, on a lock someone else holds.
-    let holder = locks
-        .try_acquire("claimed")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let holder = taken(&locks, "claimed").await;
     match act("claimed", hand_off("elsewhere").await).await {
         Err(LockError::NotOwner { key }) => assert_eq!(key, "claimed"),
         other => panic!("another hold's token: {other:?}"),
@@ -1321,11 +1267,7 @@ pub async fn max_hold_ends_renewal(factory: &dyn BackendFactory) {
     config.watchdog.max_hold = Some(max_hold);
     let locks = deployment.manager(config);
     let started = Instant::now();
-    let guard = locks
-        .try_acquire("capped")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "capped").await;
     let reason = tokio::time::timeout(max_hold + ttl * 2, guard.lost())
         .await
         .expect("the lease ends within a TTL of the cap");
@@ -1488,11 +1430,7 @@ pub async fn reconnects_after_restart(factory: &dyn BackendFactory) {
     let mut config = fast_config(Duration::from_millis(400));
     config.wait_timeout = Duration::from_secs(8);
     let locks = deployment.manager(config);
-    let guard = locks
-        .try_acquire("restarted")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let guard = taken(&locks, "restarted").await;
     for server in &mut deployment.servers {
         server.restart().expect("restart redis-server");
     }
@@ -1517,11 +1455,7 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let capabilities = factory.capabilities();
     let locks = deployment.manager(fast_config(Duration::from_secs(10)));
-    let outer = locks
-        .try_acquire("nested")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let outer = taken(&locks, "nested").await;
     let again = lock_core::AcquireOptions::new()
         .with_owner(outer.owner().clone())
         .no_wait();
@@ -1606,12 +1540,10 @@ fn slow_polling_config(ttl: Duration) -> LockConfig {
 pub async fn waiters_wake_on_release(factory: &dyn BackendFactory) {
     const WAITERS: usize = 6;
     let deployment = Deployment::start(factory).await;
-    let locks = deployment.manager(slow_polling_config(Duration::from_secs(10)));
-    let holder = locks
-        .try_acquire("handover")
-        .await
-        .expect("try_acquire")
-        .expect("free key");
+    let counted = Faulty::passing(&deployment.backend);
+    let config = slow_polling_config(Duration::from_secs(10));
+    let locks = manager_over(Arc::clone(&counted) as Arc<dyn LockBackend>, config);
+    let holder = taken(&locks, "handover").await;
     let inside = Arc::new(AtomicUsize::new(0));
     let mut waiters = Vec::new();
     for _ in 0..WAITERS {
@@ -1631,8 +1563,12 @@ pub async fn waiters_wake_on_release(factory: &dyn BackendFactory) {
             guard.release().await.expect("release");
         }));
     }
-    // Let every waiter fail once and start waiting.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every waiter failed once and watches for releases.
+    crate::eventually(Duration::from_secs(10), "every waiter watching", || {
+        let watching = counted.watches();
+        async move { (watching >= WAITERS).then_some(()) }
+    })
+    .await;
     let released_at = Instant::now();
     holder.release().await.expect("release the first hold");
     for waiter in waiters {
@@ -1679,11 +1615,7 @@ pub async fn polling_mode_hands_over(factory: &dyn BackendFactory) {
     let mut config = fast_config(Duration::from_secs(10));
     config.wait_mode = lock_core::WaitMode::Poll;
     let locks = deployment.manager(config);
-    let holder = locks
-        .try_acquire("polled")
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let holder = taken(&locks, "polled").await;
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move { locks.acquire("polled").await })

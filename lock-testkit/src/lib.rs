@@ -24,6 +24,13 @@
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
+//! - [`env`] writes the `DISTLOCK_*` variables of a config over started
+//!   servers, for the front door's and the command's tests.
+//! - [`faulty::Faulty`] wraps a backend to delay or lose a call's reply.
+//! - [`peek`] reads what a server holds beside the client under test, and
+//!   [`waiters`] runs waiters and waits for them to get into position;
+//!   [`client_tests!`] turns a strategy's own checks into one test per
+//!   client.
 
 // docs.rs builds with `--cfg docsrs` (see Cargo.toml) on nightly, where this
 // marks each item that needs a cargo feature with that feature.
@@ -32,7 +39,10 @@
 pub mod bench;
 mod cluster;
 pub mod contract;
+pub mod env;
+pub mod faulty;
 pub mod model;
+pub mod peek;
 pub mod primitives;
 mod proxy;
 pub mod rw_model;
@@ -43,6 +53,7 @@ mod server;
 mod standin;
 mod support;
 mod tls;
+pub mod waiters;
 
 pub use cluster::{RedisCluster, RedisClusterBuilder, SlotMigration, CLUSTER_SLOTS};
 pub use contract::{BackendFactory, Capabilities, Deployment, OnSite, Site};
@@ -236,6 +247,39 @@ macro_rules! contract_suite {
                 $crate::run(async move { $crate::contract::$check(&factory).await });
             }
         )+
+    };
+}
+
+/// Expands to one `#[test]` per check and client: `mod on_redis` and
+/// `mod on_fred`, each under the calling crate's cargo feature of that
+/// name, with a test per check that runs `check(ClientKind::…)` (an async
+/// fn of the module the macro stands in) through [`run`].
+///
+/// ```text
+/// async fn a_waiter_is_served(kind: ClientKind) { ... }
+/// async fn bad_input_is_refused(kind: ClientKind) { ... }
+///
+/// lock_testkit::client_tests!(a_waiter_is_served, bad_input_is_refused);
+/// ```
+#[macro_export]
+macro_rules! client_tests {
+    (@client $client:ident; $($check:ident),+) => {
+        $(
+            #[test]
+            fn $check() {
+                $crate::run(super::$check(lock_core::ClientKind::$client));
+            }
+        )+
+    };
+    ($($check:ident),+ $(,)?) => {
+        #[cfg(feature = "redis")]
+        mod on_redis {
+            $crate::client_tests!(@client Redis; $($check),+);
+        }
+        #[cfg(feature = "fred")]
+        mod on_fred {
+            $crate::client_tests!(@client Fred; $($check),+);
+        }
     };
 }
 

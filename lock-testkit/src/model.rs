@@ -167,6 +167,102 @@ impl ModelRun {
     }
 }
 
+/// One step of a holder of a primitive in a generated scenario (the
+/// [`semaphore_model`](crate::semaphore_model) and
+/// [`rw_model`](crate::rw_model)): take what `T` says, or renew, release or
+/// let expire its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step<T> {
+    Take { holder: usize, what: T },
+    Extend { holder: usize },
+    Release { holder: usize },
+    Expire { holder: usize },
+}
+
+/// Steps of one of `holders` holders: takes of what `what` draws
+/// (`take_weight` in 11 of them against renewals, releases and expiries),
+/// renewals, releases and expiries.
+pub(crate) fn step_strategy<T: std::fmt::Debug + Clone + 'static>(
+    holders: usize,
+    take_weight: u32,
+    what: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Step<T>> {
+    let holder = 0..holders;
+    prop_oneof![
+        take_weight => (holder.clone(), what).prop_map(|(holder, what)| Step::Take { holder, what }),
+        2 => holder.clone().prop_map(|holder| Step::Extend { holder }),
+        3 => holder.clone().prop_map(|holder| Step::Release { holder }),
+        1 => holder.prop_map(|holder| Step::Expire { holder }),
+    ]
+}
+
+/// A failed call at `step` (`op`) of a scenario.
+pub(crate) fn fail(
+    step: usize,
+    op: impl std::fmt::Debug,
+    err: impl std::fmt::Display,
+) -> TestCaseError {
+    TestCaseError::fail(format!("step {step} {op:?}: {err}"))
+}
+
+/// One step of a scenario on `key` through `backend`: `step` is its
+/// number and `op` what it does, for the failures.
+pub(crate) struct At<'a, O> {
+    backend: &'a dyn LockBackend,
+    key: &'a LockKey,
+    step: usize,
+    op: O,
+}
+
+impl<'a, O: std::fmt::Debug> At<'a, O> {
+    pub(crate) fn new(backend: &'a dyn LockBackend, key: &'a LockKey, step: usize, op: O) -> Self {
+        At {
+            backend,
+            key,
+            step,
+            op,
+        }
+    }
+
+    /// Renews `hold`, which must be extended if and only if `live`.
+    pub(crate) async fn extend(&self, hold: &HoldToken, live: bool) -> Result<(), TestCaseError> {
+        let (step, op) = (self.step, &self.op);
+        let outcome = self
+            .backend
+            .extend(self.key, hold, TTL)
+            .await
+            .map_err(|err| fail(step, op, err))?;
+        let extended = matches!(outcome, ExtendOutcome::Extended { .. });
+        prop_assert_eq!(extended, live, "step {} {:?}: {:?}", step, op, outcome);
+        Ok(())
+    }
+
+    /// Releases `hold`, which must be released if and only if `live`; and
+    /// again, which must credit nothing.
+    pub(crate) async fn release(&self, hold: &HoldToken, live: bool) -> Result<(), TestCaseError> {
+        let (step, op) = (self.step, &self.op);
+        let first = match live {
+            true => ReleaseOutcome::Released,
+            false => ReleaseOutcome::NotHeld,
+        };
+        for (expected, twice) in [(first, ""), (ReleaseOutcome::NotHeld, ": released twice")] {
+            let outcome = self
+                .backend
+                .release(self.key, hold)
+                .await
+                .map_err(|err| fail(step, op, err))?;
+            prop_assert_eq!(outcome, expected, "step {} {:?}{}", step, op, twice);
+        }
+        Ok(())
+    }
+}
+
+/// Puts `hold`'s deadline on `key` in the past on every node: the next
+/// script drops it, as if its TTL had run out.
+pub(crate) fn expire_hold(deployment: &Deployment, key: &LockKey, hold: &HoldToken) {
+    deployment.admin_all(&["ZADD", key.redis_key(), "XX", "1", hold.attempt_value()]);
+}
+
 async fn run_scenario(
     deployment: &Deployment,
     owners: &[HoldToken],

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, Capability, LockError};
+use lock_core::{AcquireOptions, Capability, LeaseGuard, LockError};
 
-use crate::contract::{fast_config, BackendFactory, Deployment};
+use crate::contract::{fast_config, taken, BackendFactory, Deployment};
 
 /// The refusal of a strategy without the primitive, when its handle is
 /// made: [`LockError::Unsupported`] naming it (or a config error on
@@ -40,8 +40,9 @@ fn assert_refused<T: std::fmt::Debug>(
 }
 
 /// Six tasks taking permits of weight 1 and 2 of a semaphore of 3 never
-/// hold more than 3 weight at once, never share a slot while live, and each
-/// slot's tokens grow with every holder.
+/// hold more than 3 weight at once, by their own count and by the
+/// server's, never share a slot while live, and each slot's tokens grow
+/// with every holder.
 pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
@@ -64,7 +65,7 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
                     .acquire_many_with(weight, &options)
                     .await
                     .expect("a permit");
-                let slot = permit.permit_slot().expect("a slot");
+                let slot = permit.slot();
                 let token = permit.fencing_token().expect("a token").get();
                 {
                     let mut books = books.lock().expect("books");
@@ -75,6 +76,8 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
                     let last = books.2.insert(slot, token).unwrap_or(0);
                     assert!(token > last, "slot {slot}: token {token} after {last}");
                 }
+                let used = semaphore.state().await.expect("state").used;
+                assert!(used <= 3, "the server counts {used} weight live of 3");
                 tokio::time::sleep(Duration::from_millis(3)).await;
                 {
                     let mut books = books.lock().expect("books");
@@ -92,7 +95,8 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
 }
 
 /// A holder that stops renewing keeps its weight until its TTL has run
-/// out, then it is back; the ended permit's release credits nothing.
+/// out, then it is back; the ended permit's extend does not revive it,
+/// and its release credits nothing.
 pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let ttl = Duration::from_millis(500);
@@ -128,6 +132,12 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    // Held by the live one now: a revived ended permit would make 3 of 2.
+    assert!(
+        gone.extend(ttl).await.is_err(),
+        "an ended permit was renewed"
+    );
+    assert_eq!(ours.state().await.expect("state").used, 1, "revived");
     assert!(
         gone.release().await.is_err(),
         "an ended permit was released"
@@ -136,10 +146,47 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     permit.release().await.expect("release");
 }
 
+/// Live readers, live writers, and the last write's token, by the holders'
+/// own count.
+type RwBooks = Mutex<(u32, u32, u64)>;
+
+/// Holds `guard`, a write if `writing` and a read if not, for a moment:
+/// a write beside no other hold with a token above every earlier write's,
+/// a read beside no write with the last write's token as its epoch.
+async fn hold_briefly(guard: impl LeaseGuard, books: &RwBooks, writing: bool) {
+    let token = guard.fencing_token().expect("a token").get();
+    {
+        let mut books = books.lock().expect("books");
+        if writing {
+            assert_eq!((books.0, books.1), (0, 0), "a writer beside others");
+            assert!(token > books.2, "write token {token} after {}", books.2);
+            books.1 += 1;
+            books.2 = token;
+        } else {
+            assert_eq!(books.1, 0, "a reader beside a writer");
+            assert_eq!(token, books.2, "a read's epoch");
+            books.0 += 1;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    {
+        let mut books = books.lock().expect("books");
+        if writing {
+            books.1 -= 1;
+        } else {
+            books.0 -= 1;
+        }
+    }
+    guard.release().await.expect("release");
+}
+
 /// Readers and writers over and over never put a writer beside another
-/// holder; write tokens grow, and each read's epoch is the last write's
-/// token. Then a reader that stops renewing leaves at its own deadline
-/// while another renews, and the writer gets in once the live one is done.
+/// holder; write tokens grow, each read's epoch is the last write's token,
+/// and the lock's epoch is the last write's once all are done. Then a
+/// reader that stops renewing leaves at its own deadline while another
+/// renews through several of its TTLs; the dead one's late extend and
+/// release act on nothing, and the writer gets in once the live one is
+/// done.
 pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
@@ -149,49 +196,37 @@ pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn Backe
         return;
     }
     let lock = locks.rw_lock("contract-rw").expect("rw lock");
-    // Live readers, live writers, the last write token.
-    let books: Arc<Mutex<(u32, u32, u64)>> = Arc::default();
+    let books: Arc<RwBooks> = Arc::default();
     let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
     let tasks = (0..5u32).map(|task| {
         let (lock, books, wait) = (lock.clone(), Arc::clone(&books), wait.clone());
         tokio::spawn(async move {
             for round in 0..5u32 {
                 let writing = (task + round) % 3 == 0;
-                let guard = match writing {
-                    true => lock.write_with(&wait).await,
-                    false => lock.read_with(&wait).await,
-                }
-                .expect("a hold");
-                let token = guard.fencing_token().expect("a token").get();
-                {
-                    let mut books = books.lock().expect("books");
-                    if writing {
-                        assert_eq!((books.0, books.1), (0, 0), "a writer beside others");
-                        assert!(token > books.2, "write token {token} after {}", books.2);
-                        books.1 += 1;
-                        books.2 = token;
-                    } else {
-                        assert_eq!(books.1, 0, "a reader beside a writer");
-                        assert_eq!(token, books.2, "a read's epoch");
-                        books.0 += 1;
+                match writing {
+                    true => {
+                        let write = lock.write_with(&wait).await.expect("a write");
+                        hold_briefly(write, &books, true).await;
+                    }
+                    false => {
+                        let read = lock.read_with(&wait).await.expect("a read");
+                        hold_briefly(read, &books, false).await;
                     }
                 }
-                tokio::time::sleep(Duration::from_millis(3)).await;
-                {
-                    let mut books = books.lock().expect("books");
-                    if writing {
-                        books.1 -= 1;
-                    } else {
-                        books.0 -= 1;
-                    }
-                }
-                guard.release().await.expect("release");
             }
         })
     });
     for task in futures::future::join_all(tasks).await {
         task.expect("a task panicked");
     }
+    let state = lock.state().await.expect("state");
+    assert!(!state.is_held(), "{state:?}");
+    let last_write = books.lock().expect("books").2;
+    assert_eq!(
+        state.epoch.get(),
+        last_write,
+        "the epoch after the last write"
+    );
     let ttl = Duration::from_millis(500);
     let mut unrenewed = fast_config(ttl);
     unrenewed.watchdog.enabled = false;
@@ -207,9 +242,11 @@ pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn Backe
         .expect("free");
     let ours = renewing.rw_lock("contract-rw").expect("rw lock");
     let live = ours.try_read().await.expect("try").expect("readers share");
+    let readers = || async { ours.state().await.expect("state").readers().count() };
+    assert_eq!(readers().await, 2);
     loop {
         let before = taken.elapsed();
-        if ours.state().await.expect("state").readers().count() == 1 {
+        if readers().await == 1 {
             assert!(
                 before + Duration::from_millis(25) >= ttl,
                 "a reader gone after {before:?} of a {ttl:?} lease"
@@ -222,8 +259,11 @@ pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn Backe
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(dead.extend(ttl).await.is_err(), "an ended read was renewed");
     assert!(dead.release().await.is_err(), "an ended read was released");
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(readers().await, 1, "the dead reader's late calls");
+    // The live reader renews through several of its TTLs.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
         live.is_valid(),
         "the renewing reader lost: {:?}",
@@ -251,11 +291,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
         return;
     }
     let pair = locks.multi_lock(names).expect("multi lock");
-    let plain = locks
-        .try_acquire(names[1])
-        .await
-        .expect("try")
-        .expect("free");
+    let plain = taken(&locks, names[1]).await;
     let earlier = plain.fencing_token().map_or(0, |token| token.get());
     assert!(
         pair.try_acquire().await.expect("try").is_none(),
@@ -288,7 +324,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
         let lock = locks.multi_lock(order).expect("multi lock");
         let holding = Arc::clone(&holding);
         tokio::spawn(async move {
-            for _ in 0..5 {
+            for _ in 0..10 {
                 let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
                 let guard = lock.acquire_with(&wait).await.expect("acquire");
                 {
@@ -316,10 +352,10 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     // The last name's counter ahead of the others': on a cluster, the
     // slots taken first are raised to its token.
     for _ in 0..3 {
-        let plain = locks.try_acquire(last).await.expect("try").expect("free");
+        let plain = taken(&locks, last).await;
         plain.release().await.expect("release");
     }
-    let plain = locks.try_acquire(last).await.expect("try").expect("free");
+    let plain = taken(&locks, last).await;
     let earlier = plain.fencing_token().map_or(0, |token| token.get());
     assert!(
         spread.try_acquire().await.expect("try").is_none(),

@@ -12,36 +12,24 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use lock_core::{
-    Access, AccessRequest, AcquireOutcome, ExtendOutcome, HoldToken, LockBackend, LockError,
-    LockKey, OwnerToken, ReleaseOutcome, FAIR_WAITER_LEASE,
+    Access, AccessRequest, AcquireOutcome, HoldToken, LockBackend, LockError, LockKey, OwnerToken,
+    FAIR_WAITER_LEASE,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use crate::contract::{BackendFactory, Deployment};
-use crate::model::ModelRun;
+use crate::model::{expire_hold, fail, step_strategy, At, ModelRun, Step};
 
 const HOLDERS: usize = 3;
 const TTL: Duration = Duration::from_secs(60);
 
-/// One step of a generated scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Take { holder: usize, access: Access },
-    Extend { holder: usize },
-    Release { holder: usize },
-    Expire { holder: usize },
-}
+/// One step of a generated scenario: a take is a read or a write.
+type Op = Step<Access>;
 
 fn op_strategy() -> impl Strategy<Value = Op> {
-    let holder = 0..HOLDERS;
     let access = prop_oneof![Just(Access::Shared), Just(Access::Exclusive)];
-    prop_oneof![
-        5 => (holder.clone(), access).prop_map(|(holder, access)| Op::Take { holder, access }),
-        2 => holder.clone().prop_map(|holder| Op::Extend { holder }),
-        3 => holder.clone().prop_map(|holder| Op::Release { holder }),
-        1 => holder.prop_map(|holder| Op::Expire { holder }),
-    ]
+    step_strategy(HOLDERS, 5, access)
 }
 
 /// One hold of the model: its server hold, mode and token, and whether it
@@ -111,10 +99,6 @@ pub fn check_rw_lock_against_model(factory: &dyn BackendFactory, cases: u32) {
     });
 }
 
-fn fail(step: usize, op: Op, err: impl std::fmt::Display) -> TestCaseError {
-    TestCaseError::fail(format!("step {step} {op:?}: {err}"))
-}
-
 async fn run_scenario(
     deployment: &Deployment,
     key: &LockKey,
@@ -122,10 +106,15 @@ async fn run_scenario(
     scenario: &[Op],
 ) -> Result<(), TestCaseError> {
     let backend: &dyn LockBackend = deployment.backend.as_ref();
+    let rw_locks = backend.capabilities().rw_locks().expect("read-write locks");
+    let at = |step, op| At::new(backend, key, step, op);
     let mut model = Model::default();
     for (step, op) in scenario.iter().copied().enumerate() {
         match op {
-            Op::Take { holder, access } => {
+            Op::Take {
+                holder,
+                what: access,
+            } => {
                 let hold = HoldToken::new(owners[holder].clone())
                     .expect("os rng")
                     .with_kind(lock_core::HoldKind::Access(access));
@@ -169,43 +158,13 @@ async fn run_scenario(
                 let Some(held) = model.holds.get(&holder).and_then(|holds| holds.last()) else {
                     continue;
                 };
-                let outcome = backend
-                    .extend(key, &held.hold, TTL)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
-                prop_assert_eq!(
-                    matches!(outcome, ExtendOutcome::Extended { .. }),
-                    held.live,
-                    "step {} {:?}: {:?}",
-                    step,
-                    op,
-                    outcome
-                );
+                at(step, op).extend(&held.hold, held.live).await?;
             }
             Op::Release { holder } => {
                 let Some(held) = model.holds.get_mut(&holder).and_then(Vec::pop) else {
                     continue;
                 };
-                let outcome = backend
-                    .release(key, &held.hold)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
-                let expected = match held.live {
-                    true => ReleaseOutcome::Released,
-                    false => ReleaseOutcome::NotHeld,
-                };
-                prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
-                let again = backend
-                    .release(key, &held.hold)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
-                prop_assert_eq!(
-                    again,
-                    ReleaseOutcome::NotHeld,
-                    "step {} {:?}: released twice",
-                    step,
-                    op
-                );
+                at(step, op).release(&held.hold, held.live).await?;
             }
             Op::Expire { holder } => {
                 let Some(held) = model
@@ -215,21 +174,11 @@ async fn run_scenario(
                 else {
                     continue;
                 };
-                // Its deadline in the past: the next script drops it.
-                deployment.admin_all(&[
-                    "ZADD",
-                    key.redis_key(),
-                    "XX",
-                    "1",
-                    held.hold.attempt_value(),
-                ]);
+                expire_hold(deployment, key, &held.hold);
                 held.live = false;
             }
         }
-        let state = backend
-            .capabilities()
-            .rw_locks()
-            .expect("read-write locks")
+        let state = rw_locks
             .rw_lock_state(key)
             .await
             .map_err(|err| fail(step, op, err))?;

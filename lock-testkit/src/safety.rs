@@ -4,30 +4,18 @@
 //! the retry, acquire scripts that write before they fail). They run in the
 //! contract suite, on every strategy and client.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lock_core::{
-    AcquireOutcome, ExtendOutcome, HoldToken, LeaseGuard, LockBackend, LockError, LockKey,
-    LockManager, LockState, OwnerToken, ReleaseOutcome,
-};
+use lock_core::{LockBackend, LockError, LockGuard, LockManager, LockState, OwnerToken};
 
-use crate::contract::{fast_config, BackendFactory, Deployment};
-
-/// Takes the free lock `name` at once.
-async fn taken(locks: &LockManager, name: &str) -> LeaseGuard {
-    locks
-        .try_acquire(name)
-        .await
-        .expect("try_acquire")
-        .expect("the lock is free")
-}
+use crate::contract::{fast_config, taken, BackendFactory, Deployment};
+use crate::faulty::{Fault, Faulty};
 
 /// Asserts that `guard` trusts its lease no longer than the key lives: the
 /// key's remaining TTL is read first, then the guard's, so a correct guard can
 /// only come out shorter.
-async fn assert_deadline_within_key(locks: &LockManager, guard: &LeaseGuard, context: &str) {
+async fn assert_deadline_within_key(locks: &LockManager, guard: &LockGuard, context: &str) {
     let state = locks.inspect(guard.key()).await.expect("inspect");
     let trusted = guard.remaining();
     match state {
@@ -204,136 +192,6 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
     }
 }
 
-/// What happens to the first call of one kind through [`Faulty`].
-#[derive(Debug, Clone, Copy)]
-enum First {
-    /// Passed through.
-    Pass,
-    /// Its reply is lost (a time-out): it ran on Redis first if `lands`.
-    Lost { lands: bool },
-    /// Sent to Redis only after this delay (a slow path, or a script reload).
-    Late(Duration),
-    /// Sent late, and answered late too: `(before, after)`.
-    Slow(Duration, Duration),
-}
-
-/// A backend over a real one that delays or loses the reply of the first
-/// acquire, extend and release on purpose. Every later call passes through.
-#[derive(Debug)]
-struct Faulty {
-    inner: Arc<dyn LockBackend>,
-    acquire: First,
-    extend: First,
-    release: First,
-    calls: [AtomicUsize; 3],
-}
-
-impl Faulty {
-    fn new(
-        inner: &Arc<dyn LockBackend>,
-        acquire: First,
-        extend: First,
-        release: First,
-    ) -> Arc<Self> {
-        Arc::new(Faulty {
-            inner: Arc::clone(inner),
-            acquire,
-            extend,
-            release,
-            calls: Default::default(),
-        })
-    }
-
-    /// Runs `call` as the fault for call kind `kind` says.
-    async fn apply<T>(
-        &self,
-        kind: usize,
-        fault: First,
-        call: impl std::future::Future<Output = Result<T, LockError>>,
-    ) -> Result<T, LockError> {
-        if self.calls[kind].fetch_add(1, Ordering::SeqCst) > 0 {
-            return call.await;
-        }
-        match fault {
-            First::Pass => call.await,
-            First::Lost { lands } => {
-                if lands {
-                    call.await?;
-                }
-                Err(LockError::Timeout {
-                    node: "lost-reply".to_owned(),
-                    after: Duration::from_millis(1),
-                })
-            }
-            First::Late(delay) => {
-                tokio::time::sleep(delay).await;
-                call.await
-            }
-            First::Slow(before, after) => {
-                tokio::time::sleep(before).await;
-                let result = call.await;
-                tokio::time::sleep(after).await;
-                result
-            }
-        }
-    }
-}
-
-#[lock_core::async_trait]
-impl LockBackend for Faulty {
-    fn strategy(&self) -> &'static str {
-        self.inner.strategy()
-    }
-
-    /// The inner backend's grant fields; none of the primitives, whose
-    /// methods this wrapper does not pass on.
-    fn capabilities(&self) -> lock_core::Capabilities<'_> {
-        self.inner.capabilities().plain_lock_only()
-    }
-
-    async fn try_acquire(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        claim: &lock_core::Claim,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let attempt = self.inner.try_acquire(key, hold, ttl, claim, earlier);
-        self.apply(0, self.acquire, attempt).await
-    }
-
-    async fn extend(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<ExtendOutcome, LockError> {
-        self.apply(1, self.extend, self.inner.extend(key, hold, ttl))
-            .await
-    }
-
-    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        self.apply(2, self.release, self.inner.release(key, hold))
-            .await
-    }
-
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        self.inner.inspect(key).await
-    }
-
-    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        self.inner.force_release(key).await
-    }
-
-    async fn watch_releases(
-        &self,
-        key: &LockKey,
-    ) -> Result<Option<Box<dyn lock_core::Wakeups>>, LockError> {
-        self.inner.watch_releases(key).await
-    }
-}
-
 /// Polls until `name` is free, failing after `within`.
 async fn until_free(locks: &LockManager, name: &str, within: Duration, context: &str) {
     let started = Instant::now();
@@ -358,9 +216,9 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
         let name = format!("late-cleanup-{as_caller}");
         let faulty = Faulty::new(
             &deployment.backend,
-            First::Lost { lands: false },
-            First::Pass,
-            First::Late(Duration::from_millis(300)),
+            Fault::Lost { lands: false },
+            Fault::Pass,
+            Fault::Late(Duration::from_millis(300)),
         );
         let locks = crate::contract::manager_over(faulty, fast_config(ttl));
         let guard = if as_caller {
@@ -390,9 +248,9 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
 
     let faulty = Faulty::new(
         &deployment.backend,
-        First::Lost { lands: true },
-        First::Pass,
-        First::Lost { lands: false },
+        Fault::Lost { lands: true },
+        Fault::Pass,
+        Fault::Lost { lands: false },
     );
     let locks = crate::contract::manager_over(faulty, fast_config(ttl));
     let started = Instant::now();
@@ -499,11 +357,7 @@ pub async fn foreign_counter_writes_nothing(factory: &dyn BackendFactory) {
     }
     deployment.admin_all(&["DEL", key.fence_key()]);
     deployment.admin_all(&["SET", key.fence_key(), "41"]);
-    let guard = locks
-        .try_acquire("counted")
-        .await
-        .expect("a sound counter")
-        .expect("free");
+    let guard = taken(&locks, "counted").await;
     assert_eq!(guard.fencing_token().map(|token| token.get()), Some(42));
     guard.release().await.expect("release");
 }
@@ -550,11 +404,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         .await
         .expect("the lock user connects");
     let locks = crate::contract::manager_over(backend, fast_config(Duration::from_secs(5)));
-    let guard = locks
-        .try_acquire("acl")
-        .await
-        .expect("the lock user acquires")
-        .expect("free key");
+    let guard = taken(&locks, "acl").await;
     guard
         .extend(Duration::from_secs(5))
         .await
@@ -617,9 +467,9 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     let locks = manager(
         Faulty::new(
             &deployment.backend,
-            First::Lost { lands: true },
-            First::Pass,
-            First::Late(Duration::from_secs(3)),
+            Fault::Lost { lands: true },
+            Fault::Pass,
+            Fault::Late(Duration::from_secs(3)),
         ),
         fast_config(ttl),
     );
@@ -640,9 +490,9 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     let locks = manager(
         Faulty::new(
             &deployment.backend,
-            First::Pass,
-            First::Pass,
-            First::Late(Duration::from_secs(3)),
+            Fault::Pass,
+            Fault::Pass,
+            Fault::Late(Duration::from_secs(3)),
         ),
         fast_config(ttl),
     );
@@ -667,9 +517,9 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         let locks = manager(
             Faulty::new(
                 &deployment.backend,
-                First::Pass,
-                First::Pass,
-                First::Slow(Duration::ZERO, Duration::from_millis(300)),
+                Fault::Pass,
+                Fault::Pass,
+                Fault::Slow(Duration::ZERO, Duration::from_millis(300)),
             ),
             fast_config(ttl),
         );
@@ -704,9 +554,9 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     let locks = manager(
         Faulty::new(
             &deployment.backend,
-            First::Pass,
-            First::Lost { lands: true },
-            First::Pass,
+            Fault::Pass,
+            Fault::Lost { lands: true },
+            Fault::Pass,
         ),
         unrenewed,
     );
@@ -739,9 +589,9 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
     let locks = manager(
         Faulty::new(
             &deployment.backend,
-            First::Pass,
-            First::Slow(Duration::from_millis(400), Duration::from_millis(600)),
-            First::Pass,
+            Fault::Pass,
+            Fault::Slow(Duration::from_millis(400), Duration::from_millis(600)),
+            Fault::Pass,
         ),
         fast_config(Duration::from_secs(2)),
     );

@@ -10,37 +10,22 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOutcome, ExtendOutcome, HoldToken, LockBackend, LockKey, OwnerToken, PermitRequest,
-    ReleaseOutcome,
-};
+use lock_core::{AcquireOutcome, HoldToken, LockBackend, LockKey, OwnerToken, PermitRequest};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use crate::contract::{BackendFactory, Deployment};
-use crate::model::ModelRun;
+use crate::model::{expire_hold, fail, step_strategy, At, ModelRun, Step};
 
 const HOLDERS: usize = 4;
 const LIMIT: u32 = 4;
 const TTL: Duration = Duration::from_secs(60);
 
-/// One step of a generated scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Acquire { holder: usize, weight: u32 },
-    Extend { holder: usize },
-    Release { holder: usize },
-    Expire { holder: usize },
-}
+/// One step of a generated scenario: a take is an acquire of a weight.
+type Op = Step<u32>;
 
 fn op_strategy() -> impl Strategy<Value = Op> {
-    let holder = 0..HOLDERS;
-    prop_oneof![
-        4 => (holder.clone(), 1..=3u32).prop_map(|(holder, weight)| Op::Acquire { holder, weight }),
-        2 => holder.clone().prop_map(|holder| Op::Extend { holder }),
-        3 => holder.clone().prop_map(|holder| Op::Release { holder }),
-        1 => holder.prop_map(|holder| Op::Expire { holder }),
-    ]
+    step_strategy(HOLDERS, 4, 1..=3u32)
 }
 
 /// A holder's live permit in the model: its slot, weight and token.
@@ -83,23 +68,24 @@ fn attempt(weight: u32) -> HoldToken {
         .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(weight)))
 }
 
-fn fail(step: usize, op: Op, err: impl std::fmt::Display) -> TestCaseError {
-    TestCaseError::fail(format!("step {step} {op:?}: {err}"))
-}
-
 async fn run_scenario(
     deployment: &Deployment,
     key: &LockKey,
     scenario: &[Op],
 ) -> Result<(), TestCaseError> {
     let backend: &dyn LockBackend = deployment.backend.as_ref();
+    let semaphores = backend.capabilities().semaphores().expect("semaphores");
+    let at = |step, op| At::new(backend, key, step, op);
     let mut model = Model::default();
     // Each holder's current hold: kept while its permit lives, a new one
     // (a new id) for the next acquire once it ended.
     let mut holds: HashMap<usize, HoldToken> = HashMap::new();
     for (step, op) in scenario.iter().copied().enumerate() {
         match op {
-            Op::Acquire { holder, weight } => {
+            Op::Take {
+                holder,
+                what: weight,
+            } => {
                 let hold = holds
                     .entry(holder)
                     .or_insert_with(|| attempt(weight))
@@ -209,60 +195,25 @@ async fn run_scenario(
                 let Some(hold) = holds.get(&holder) else {
                     continue;
                 };
-                let outcome = backend
-                    .extend(key, hold, TTL)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
                 let live = model.held.contains_key(&holder);
-                prop_assert_eq!(
-                    matches!(outcome, ExtendOutcome::Extended { .. }),
-                    live,
-                    "step {} {:?}: {:?}",
-                    step,
-                    op,
-                    outcome
-                );
+                at(step, op).extend(hold, live).await?;
             }
             Op::Release { holder } => {
                 let Some(hold) = holds.remove(&holder) else {
                     continue;
                 };
-                let outcome = backend
-                    .release(key, &hold)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
-                let expected = if model.held.remove(&holder).is_some() {
-                    ReleaseOutcome::Released
-                } else {
-                    ReleaseOutcome::NotHeld
-                };
-                prop_assert_eq!(outcome, expected, "step {} {:?}", step, op);
-                // A second release credits nothing.
-                let again = backend
-                    .release(key, &hold)
-                    .await
-                    .map_err(|err| fail(step, op, err))?;
-                prop_assert_eq!(
-                    again,
-                    ReleaseOutcome::NotHeld,
-                    "step {} {:?}: released twice",
-                    step,
-                    op
-                );
+                let live = model.held.remove(&holder).is_some();
+                at(step, op).release(&hold, live).await?;
             }
             Op::Expire { holder } => {
                 let Some(hold) = holds.get(&holder) else {
                     continue;
                 };
-                // Its deadline in the past: the next script drops it.
-                deployment.admin_all(&["ZADD", key.redis_key(), "XX", "1", hold.attempt_value()]);
+                expire_hold(deployment, key, hold);
                 model.held.remove(&holder);
             }
         }
-        let state = backend
-            .capabilities()
-            .semaphores()
-            .expect("semaphores")
+        let state = semaphores
             .semaphore_state(key)
             .await
             .map_err(|err| fail(step, op, err))?;

@@ -184,6 +184,12 @@ impl RedisServer {
         Self::builder().start()
     }
 
+    /// Starts `count` servers with default options: the independent nodes
+    /// of a Redlock, say.
+    pub fn start_many(count: usize) -> io::Result<Vec<Self>> {
+        (0..count).map(|_| Self::start()).collect()
+    }
+
     /// Options for a server.
     pub fn builder() -> RedisServerBuilder {
         RedisServerBuilder::default()
@@ -675,6 +681,18 @@ impl AdminReply {
         match self {
             AdminReply::Bulk(Some(bytes)) => std::str::from_utf8(bytes).ok(),
             AdminReply::Status(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The texts of an array whose every item is text (`LRANGE`, `KEYS`,
+    /// `HGETALL`), in order; `None` for anything else.
+    pub fn as_texts(&self) -> Option<Vec<String>> {
+        match self {
+            AdminReply::Array(Some(items)) => items
+                .iter()
+                .map(|item| item.as_text().map(str::to_owned))
+                .collect(),
             _ => None,
         }
     }

@@ -4,18 +4,16 @@
 //! without persistence learns it through `lost()` and observers see it go;
 //! `run_while_leader` campaigns again after a loss; bad input is refused.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOptions, ClientKind, Election, Leader, LockError, LockManager, LossReason, Observer,
+    AcquireOptions, ClientKind, Election, GrantOptions, Leader, LockError, LossReason, Observer,
     MAX_LEADER_VALUE_LEN,
 };
-use lock_redis_single::SingleNodeBackend;
-use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::contract::fast_config;
 use lock_testkit::RedisServer;
 
-use super::manager;
+use super::{manager, manager_with, unrenewed, with_counter_ttl};
 
 /// The observer's next state, within `within`.
 async fn next(observer: &mut Observer, within: Duration) -> Option<Leader> {
@@ -91,9 +89,7 @@ async fn campaign_proclaim_resign_observe(kind: ClientKind) {
 /// out, and the next leader's term is greater.
 async fn a_leader_that_stops_renewing_is_deposed(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let mut paused = fast_config(Duration::from_millis(400));
-    paused.watchdog.enabled = false;
-    let stopped = manager(kind, &server, paused).await;
+    let stopped = unrenewed(kind, &server, Duration::from_millis(400)).await;
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let election = locks.election("paused").expect("election");
     let mut observer = election.observe().await.expect("observe");
@@ -127,16 +123,8 @@ async fn a_leader_that_stops_renewing_is_deposed(kind: ClientKind) {
 /// the server's clock).
 async fn a_restart_without_persistence_deposes_the_leader(kind: ClientKind) {
     let mut server = RedisServer::start().expect("start");
-    let counter_ttl = Some(Duration::from_secs(60));
-    let mut config = fast_config(Duration::from_millis(600));
-    config.fencing_counter_ttl = counter_ttl;
-    let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
-        .await
-        .expect("connect")
-        .with_grant_options(
-            lock_core::GrantOptions::default().with_fencing_counter_ttl(counter_ttl),
-        );
-    let locks = LockManager::new(Arc::new(backend), config).expect("config");
+    let counter_ttl = Duration::from_secs(60);
+    let locks = with_counter_ttl(kind, &server, Duration::from_millis(600), counter_ttl).await;
     let election = locks.election("restart").expect("election");
     let leader = election.campaign("before").await.expect("campaign");
     let mut observer = election.observe().await.expect("observe");
@@ -274,15 +262,13 @@ async fn bad_input_is_refused(kind: ClientKind) {
         Err(LockError::InvalidConfig { field, .. }) if field == "value"
     ));
     assert!(locks.election("").is_err());
-    let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
-        .await
-        .expect("connect")
-        .with_grant_options(lock_core::GrantOptions::default().with_fencing(false));
-    let unfenced = LockManager::new(
-        Arc::new(backend),
+    let unfenced = manager_with(
+        kind,
+        &server,
         fast_config(Duration::from_secs(5)).with_fencing(false),
+        GrantOptions::default().with_fencing(false),
     )
-    .expect("config");
+    .await;
     assert!(matches!(
         unfenced.election("bad"),
         Err(LockError::InvalidConfig { field, .. }) if field == "fencing"
@@ -308,52 +294,12 @@ fn _election_is_send(election: Election) -> impl Send {
     election
 }
 
-macro_rules! election_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[test]
-            fn campaign_proclaim_resign_observe() {
-                lock_testkit::run(super::campaign_proclaim_resign_observe($kind));
-            }
-
-            #[test]
-            fn a_leader_that_stops_renewing_is_deposed() {
-                lock_testkit::run(super::a_leader_that_stops_renewing_is_deposed($kind));
-            }
-
-            #[test]
-            fn a_restart_without_persistence_deposes_the_leader() {
-                lock_testkit::run(super::a_restart_without_persistence_deposes_the_leader(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn run_while_leader_campaigns_again_after_a_loss() {
-                lock_testkit::run(super::run_while_leader_campaigns_again_after_a_loss($kind));
-            }
-
-            #[test]
-            fn a_refused_proclaim_ends_the_leadership() {
-                lock_testkit::run(super::a_refused_proclaim_ends_the_leadership($kind));
-            }
-
-            #[test]
-            fn an_observer_stream_ends_after_an_error() {
-                lock_testkit::run(super::an_observer_stream_ends_after_an_error($kind));
-            }
-
-            #[test]
-            fn bad_input_is_refused() {
-                lock_testkit::run(super::bad_input_is_refused($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-election_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-election_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    campaign_proclaim_resign_observe,
+    a_leader_that_stops_renewing_is_deposed,
+    a_restart_without_persistence_deposes_the_leader,
+    run_while_leader_campaigns_again_after_a_loss,
+    a_refused_proclaim_ends_the_leadership,
+    an_observer_stream_ends_after_an_error,
+    bad_input_is_refused,
+);

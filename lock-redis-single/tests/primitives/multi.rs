@@ -1,16 +1,21 @@
 //! Multi-key locks on the single-node strategy, through the engine, on both
-//! clients: all or nothing, opposite orders that never deadlock, one token
-//! above every member's, one member lost losing the hold, a waiter woken
-//! by any member's release, and bad input refused with typed errors.
+//! clients, beyond the contract's check
+//! (`lock_testkit::primitives::multi_lock_is_all_or_nothing`, which also
+//! runs requests in opposite orders): nothing written by a refused
+//! acquire, one token above every member's, one member lost losing the
+//! hold, a waiter woken by any member's release, a replayed attempt, and
+//! bad input refused with typed errors.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, ClientKind, LockError, MAX_MULTI_KEYS};
+use lock_core::{ClientKind, LockError, MAX_MULTI_KEYS};
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::taken;
+use lock_testkit::peek::keys;
+use lock_testkit::waiters::{served_promptly, spawn_timed, until_subscribed};
 use lock_testkit::RedisServer;
 
-use super::{keys, manager};
+use super::{manager, waiting};
 
 /// A held member keeps the hold from being taken, and nothing of it is
 /// written; once free, every member is held, against plain locks too, and
@@ -18,11 +23,7 @@ use super::{keys, manager};
 async fn all_or_nothing(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
-    let plain = locks
-        .try_acquire("stock-2")
-        .await
-        .expect("try")
-        .expect("free");
+    let plain = taken(&locks, "stock-2").await;
     let before = keys(&server);
     let order = locks
         .multi_lock(["stock-1", "stock-2", "stock-3"])
@@ -46,52 +47,9 @@ async fn all_or_nothing(kind: ClientKind) {
     }
     held.release().await.expect("release");
     for name in ["stock-1", "stock-2", "stock-3"] {
-        let again = locks
-            .try_acquire(name)
-            .await
-            .expect("try")
-            .expect("released");
+        let again = taken(&locks, name).await;
         again.release().await.expect("release");
     }
-}
-
-/// Tasks asking for the same names in opposite orders all finish, and no
-/// two of them ever hold at once.
-async fn opposite_orders_never_deadlock(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
-    let holding = Arc::new(Mutex::new(0u32));
-    let started = Instant::now();
-    let tasks = (0..4u32).map(|task| {
-        let names = if task % 2 == 0 {
-            ["from", "to"]
-        } else {
-            ["to", "from"]
-        };
-        let lock = locks.multi_lock(names).expect("multi lock");
-        let holding = Arc::clone(&holding);
-        tokio::spawn(async move {
-            for _ in 0..10 {
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
-                let guard = lock.acquire_with(&options).await.expect("acquire");
-                {
-                    let mut holding = holding.lock().expect("count");
-                    *holding += 1;
-                    assert_eq!(*holding, 1, "two holders at once");
-                }
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                *holding.lock().expect("count") -= 1;
-                guard.release().await.expect("release");
-            }
-        })
-    });
-    let finished = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(tasks))
-        .await
-        .expect("the tasks never finished");
-    for task in finished {
-        task.expect("task");
-    }
-    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 /// The hold's one token is above every earlier token of each member, and
@@ -101,7 +59,7 @@ async fn one_token_above_every_members(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let mut last = 0;
     for name in ["left", "right", "right", "right"] {
-        let guard = locks.try_acquire(name).await.expect("try").expect("free");
+        let guard = taken(&locks, name).await;
         last = guard.fencing_token().expect("a token").get();
         guard.release().await.expect("release");
     }
@@ -111,7 +69,7 @@ async fn one_token_above_every_members(kind: ClientKind) {
     assert!(token > last, "{token} after {last}");
     held.release().await.expect("release");
     for name in ["left", "right"] {
-        let guard = locks.try_acquire(name).await.expect("try").expect("free");
+        let guard = taken(&locks, name).await;
         assert!(
             guard.fencing_token().expect("a token").get() > token,
             "{name}"
@@ -155,33 +113,17 @@ async fn a_waiter_is_woken_by_any_members_release(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let pair = locks.multi_lock(["first", "second"]).expect("multi lock");
     let taken_second = pair.names().nth(1).expect("two names").to_owned();
-    let second = locks
-        .try_acquire(&taken_second)
-        .await
-        .expect("try")
-        .expect("free");
+    let second = taken(&locks, &taken_second).await;
     let waiter = {
         let pair = pair.clone();
-        tokio::spawn(async move {
-            let held = pair
-                .acquire_with(&AcquireOptions::new().with_wait(Duration::from_secs(20)))
-                .await;
-            (Instant::now(), held)
-        })
+        spawn_timed(async move { pair.acquire_with(&waiting(20)).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let key = locks.key(&taken_second).expect("key");
+    until_subscribed(&server, &key, 1).await;
     assert!(!waiter.is_finished(), "taken beside a held member");
     second.release().await.expect("release");
     let released = Instant::now();
-    let (served, held) = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the waiter was never served")
-        .expect("task");
-    let gap = served.saturating_duration_since(released);
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the release"
-    );
+    let held = served_promptly(waiter, released, "the waiter").await;
     held.expect("acquire").release().await.expect("release");
 }
 
@@ -268,11 +210,7 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
     assert_eq!(same, first, "a retried attempt keeps its token");
     // The second member deleted, and taken and released by someone else.
     server.admin(&["DEL", keys[1].redis_key()]).expect("DEL");
-    let other = locks
-        .try_acquire(keys[1].name())
-        .await
-        .expect("try")
-        .expect("free");
+    let other = taken(&locks, keys[1].name()).await;
     let between = other.fencing_token().expect("a token").get();
     other.release().await.expect("release");
     let afresh = token(
@@ -301,50 +239,11 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
     );
 }
 
-macro_rules! multi_lock_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use lock_core::ClientKind;
-
-            #[test]
-            fn all_or_nothing() {
-                lock_testkit::run(super::all_or_nothing($kind));
-            }
-
-            #[test]
-            fn opposite_orders_never_deadlock() {
-                lock_testkit::run(super::opposite_orders_never_deadlock($kind));
-            }
-
-            #[test]
-            fn one_token_above_every_members() {
-                lock_testkit::run(super::one_token_above_every_members($kind));
-            }
-
-            #[test]
-            fn losing_one_member_loses_the_hold() {
-                lock_testkit::run(super::losing_one_member_loses_the_hold($kind));
-            }
-
-            #[test]
-            fn a_waiter_is_woken_by_any_members_release() {
-                lock_testkit::run(super::a_waiter_is_woken_by_any_members_release($kind));
-            }
-
-            #[test]
-            fn a_replayed_attempt_takes_every_member() {
-                lock_testkit::run(super::a_replayed_attempt_takes_every_member($kind));
-            }
-
-            #[test]
-            fn bad_input_is_refused() {
-                lock_testkit::run(super::bad_input_is_refused($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-multi_lock_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-multi_lock_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    all_or_nothing,
+    one_token_above_every_members,
+    losing_one_member_loses_the_hold,
+    a_waiter_is_woken_by_any_members_release,
+    a_replayed_attempt_takes_every_member,
+    bad_input_is_refused,
+);

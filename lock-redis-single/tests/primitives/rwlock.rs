@@ -1,110 +1,51 @@
 //! Read-write locks on the single-node strategy, through the engine, on
-//! both clients: a writer never beside another holder, write tokens that
-//! only grow and reads that carry the last one, a dead reader's share
-//! freed at its own deadline among renewing readers, waiting writers that
-//! keep new readers out (or not, preferring readers), wake-ups by the
-//! releases that let waiters in, re-entry, downgrade and a refused
-//! upgrade, hand-off, and bad input refused with nothing written.
+//! both clients, beyond the contract's check
+//! (`lock_testkit::primitives::rw_lock_excludes_writers_and_frees_dead_readers`:
+//! a writer never beside another holder, a dead reader's share freed at its
+//! own deadline): waiting writers that keep new readers out (or not,
+//! preferring readers), wake-ups by the releases that let waiters in,
+//! re-entry, downgrade and a refused upgrade, hand-off, writes handed over
+//! on the server, and bad input refused with nothing written.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_core::strategy::KeyNames as _;
 use lock_core::{
-    Access, AccessRequest, AcquireOptions, ClientKind, HandoffToken, HoldToken, LockError, LockKey,
-    LockManager, OwnerToken, FAIR_WAITER_LEASE,
+    Access, AccessRequest, AcquireOptions, ClientKind, HandoffToken, HoldKind, HoldToken,
+    LockError, LockKey, LockManager, ReadGuard, RwLock, WriteGuard, FAIR_WAITER_LEASE,
 };
 use lock_testkit::contract::fast_config;
-use lock_testkit::{AdminReply, RedisServer};
+use lock_testkit::contract::taken;
+use lock_testkit::peek::{entry, keys, queue_length};
+use lock_testkit::waiters::{
+    hand_over, new_hold, queue_by_hand, served_promptly, served_within, spawn_timed,
+    take_up_by_hand, until_attempts, until_subscribed, Timed,
+};
+use lock_testkit::{LoggedScript, RedisServer};
 
-use super::{keys, manager};
+use super::{manager, waiting, with_counter_ttl};
 
-/// A manager whose leases nobody renews: a holder that stops, as one that
-/// crashed does.
-async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
-    let mut config = fast_config(ttl);
-    config.watchdog.enabled = false;
-    manager(kind, server, config).await
+/// A writer of `lock` that waits up to 20 s, on a task of its own.
+fn spawn_writer(lock: &RwLock) -> Timed<Result<WriteGuard, LockError>> {
+    let lock = lock.clone();
+    spawn_timed(async move { lock.write_with(&waiting(20)).await })
 }
 
-fn waiting(seconds: u64) -> AcquireOptions {
-    AcquireOptions::new().with_wait(Duration::from_secs(seconds))
+/// A reader of `lock` that waits up to 20 s, on a task of its own.
+fn spawn_reader(lock: &RwLock) -> Timed<Result<ReadGuard, LockError>> {
+    let lock = lock.clone();
+    spawn_timed(async move { lock.read_with(&waiting(20)).await })
 }
 
-/// What the holders of one lock count, by their own bookkeeping.
-#[derive(Default)]
-struct Seen {
-    readers: u32,
-    writers: u32,
-    /// The token of the last write that started.
-    last_write: u64,
-    writes: u32,
-    reads: u32,
+/// Whether a logged script is a read attempt: an acquire sends the id,
+/// then the mode; a release sends no mode.
+fn is_read(script: &LoggedScript) -> bool {
+    script.args.get(1).is_some_and(|mode| mode == "r")
 }
 
-/// Readers and writers over and over: a writer never beside another
-/// holder, each write's token greater than every earlier one, and each
-/// read's epoch the token of the last write before it.
-async fn a_writer_is_never_beside_another_holder(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
-    let lock = locks.rw_lock("shared").expect("rw lock");
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let tasks = (0..6u32).map(|task| {
-        let (lock, seen) = (lock.clone(), Arc::clone(&seen));
-        tokio::spawn(async move {
-            for round in 0..8u32 {
-                if (task + round) % 3 == 0 {
-                    let write = lock.write_with(&waiting(20)).await.expect("write");
-                    assert_eq!(write.access(), Some(Access::Exclusive));
-                    let token = write.fencing_token().expect("a token").get();
-                    {
-                        let mut seen = seen.lock().expect("seen");
-                        assert_eq!(
-                            (seen.readers, seen.writers),
-                            (0, 0),
-                            "a writer beside others"
-                        );
-                        assert!(
-                            token > seen.last_write,
-                            "token {token} after {}",
-                            seen.last_write
-                        );
-                        seen.writers += 1;
-                        seen.last_write = token;
-                        seen.writes += 1;
-                    }
-                    tokio::time::sleep(Duration::from_millis(3)).await;
-                    seen.lock().expect("seen").writers -= 1;
-                    write.release().await.expect("release");
-                } else {
-                    let read = lock.read_with(&waiting(20)).await.expect("read");
-                    assert_eq!(read.access(), Some(Access::Shared));
-                    let epoch = read.fencing_token().expect("an epoch").get();
-                    {
-                        let mut seen = seen.lock().expect("seen");
-                        assert_eq!(seen.writers, 0, "a reader beside a writer");
-                        assert_eq!(epoch, seen.last_write, "a read's epoch");
-                        seen.readers += 1;
-                        seen.reads += 1;
-                    }
-                    tokio::time::sleep(Duration::from_millis(3)).await;
-                    seen.lock().expect("seen").readers -= 1;
-                    read.release().await.expect("release");
-                }
-            }
-        })
-    });
-    for task in futures::future::join_all(tasks).await {
-        task.expect("task");
-    }
-    let (writes, reads, last_write) = {
-        let seen = seen.lock().expect("seen");
-        (seen.writes, seen.reads, seen.last_write)
-    };
-    assert_eq!((writes, reads), (16, 32));
-    let state = lock.state().await.expect("state");
-    assert!(!state.is_held(), "{state:?}");
-    assert_eq!(state.epoch.get(), last_write);
+/// Whether a logged script is an attempt of either mode.
+fn is_attempt(script: &LoggedScript) -> bool {
+    matches!(script.args.get(1).map(String::as_str), Some("r" | "w"))
 }
 
 /// Readers share; a waiting writer keeps new readers out, is served when
@@ -115,6 +56,7 @@ async fn a_waiting_writer_keeps_new_readers_out(kind: ClientKind) {
     // Long TTLs: a waiter left to its timer would wait for one to run out.
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("doc").expect("rw lock");
+    let key = locks.key("doc").expect("key");
     let first = lock.try_read().await.expect("try").expect("free");
     let second = lock.try_read().await.expect("try").expect("readers share");
     assert_eq!(
@@ -128,14 +70,8 @@ async fn a_waiting_writer_keeps_new_readers_out(kind: ClientKind) {
         0,
         "a one-shot try queued"
     );
-    let writer = {
-        let lock = lock.clone();
-        tokio::spawn(async move {
-            let write = lock.write_with(&waiting(20)).await;
-            (Instant::now(), write)
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writer = spawn_writer(&lock);
+    until_subscribed(&server, &key, 1).await;
     assert_eq!(lock.state().await.expect("state").waiting_writers, 1);
     assert!(
         lock.try_read().await.expect("try").is_none(),
@@ -146,16 +82,9 @@ async fn a_waiting_writer_keeps_new_readers_out(kind: ClientKind) {
     assert!(!writer.is_finished(), "served beside a reader");
     second.release().await.expect("release");
     let released = Instant::now();
-    let (served, write) = tokio::time::timeout(Duration::from_secs(10), writer)
+    let write = served_promptly(writer, released, "the writer after the last read")
         .await
-        .expect("the writer was never served")
-        .expect("task");
-    let write = write.expect("write");
-    let gap = served.saturating_duration_since(released);
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the last read"
-    );
+        .expect("write");
     let token = write.fencing_token().expect("a token");
     assert_eq!(token.get(), 1);
     assert!(
@@ -181,64 +110,19 @@ async fn preferring_readers_lets_reads_pass_a_waiting_writer(kind: ClientKind) {
         .rw_lock("cache")
         .expect("rw lock")
         .preferring_readers();
+    let key = locks.key("cache").expect("key");
     let read = lock.try_read().await.expect("try").expect("free");
-    let writer = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writer = spawn_writer(&lock);
+    until_subscribed(&server, &key, 1).await;
     let passing = lock.try_read().await.expect("try").expect("a read passes");
     read.release().await.expect("release");
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(!writer.is_finished(), "served beside a reader");
     passing.release().await.expect("release");
-    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+    let released = Instant::now();
+    let write = served_promptly(writer, released, "the writer after the reads")
         .await
-        .expect("the writer was never served")
-        .expect("task")
         .expect("write");
-    write.release().await.expect("release");
-}
-
-/// A reader that stops renewing frees its share at its own deadline while
-/// another reader renews past it; its late extend revives nothing, its late
-/// release takes nothing of the live reader's; and the writer is served
-/// when the live reader lets go.
-async fn a_dead_reader_frees_its_share_at_its_own_deadline(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let ttl = Duration::from_millis(400);
-    let crashed = unrenewed(kind, &server, ttl).await;
-    let locks = manager(kind, &server, fast_config(Duration::from_millis(300))).await;
-    let theirs = crashed.rw_lock("feed").expect("rw lock");
-    let ours = locks.rw_lock("feed").expect("rw lock");
-    let taken = Instant::now();
-    let dead = theirs.try_read().await.expect("try").expect("free");
-    let live = ours.try_read().await.expect("try").expect("readers share");
-    let readers = |state: lock_core::RwLockState| state.readers().count();
-    assert_eq!(readers(ours.state().await.expect("state")), 2);
-    let mut gone_after = None;
-    while taken.elapsed() < Duration::from_secs(3) {
-        let before = taken.elapsed();
-        if readers(ours.state().await.expect("state")) == 1 {
-            gone_after = Some(before);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let gone_after = gone_after.expect("the dead reader never left");
-    assert!(
-        gone_after + Duration::from_millis(25) >= ttl,
-        "gone after {gone_after:?} of a {ttl:?} TTL"
-    );
-    assert!(dead.extend(ttl).await.is_err(), "an ended read was renewed");
-    assert!(dead.release().await.is_err(), "an ended read was released");
-    assert_eq!(readers(ours.state().await.expect("state")), 1);
-    // The live reader renews through several of its TTLs.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(live.is_valid(), "lost: {:?}", live.status());
-    assert!(ours.try_write().await.expect("try").is_none());
-    live.release().await.expect("release");
-    let write = ours.try_write().await.expect("try").expect("free");
     write.release().await.expect("release");
 }
 
@@ -248,40 +132,25 @@ async fn a_dead_reader_frees_its_share_at_its_own_deadline(kind: ClientKind) {
 /// at most.
 async fn a_writer_that_gives_up_holds_readers_back_briefly(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("gate").expect("rw lock");
+    let key = locks.key("gate").expect("key");
     let read = lock.try_read().await.expect("try").expect("free");
-    let writer = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writer = spawn_writer(&lock);
+    until_subscribed(&server, &key, 1).await;
     assert!(
         lock.try_read().await.expect("try").is_none(),
         "passed the writer"
     );
-    let reader = {
-        let lock = lock.clone();
-        tokio::spawn(async move {
-            let read = lock.read_with(&waiting(20)).await;
-            (Instant::now(), read)
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let reader = spawn_reader(&lock);
+    until_attempts(&server, 2, "the reader asleep", is_read).await;
     writer.abort();
     let aborted = Instant::now();
-    let (served, second) = tokio::time::timeout(Duration::from_secs(10), reader)
-        .await
-        .expect("the reader was never served")
-        .expect("task");
-    let gap = served.saturating_duration_since(aborted);
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the writer left"
-    );
+    let second = served_promptly(reader, aborted, "the reader after the writer left").await;
     second.expect("read").release().await.expect("release");
     // A writer that queued once and was never heard of again.
-    let key = LockKey::new("lock:", "gate").expect("key");
     let queued = Instant::now();
     queue_writer(&locks, &key).await;
     let later = lock.read_with(&waiting(20)).await.expect("read");
@@ -297,32 +166,18 @@ async fn a_writer_that_gives_up_holds_readers_back_briefly(kind: ClientKind) {
 /// Readers waiting on a writer all start at its release, woken by it.
 async fn a_writers_release_wakes_every_reader(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("board").expect("rw lock");
     let write = lock.try_write().await.expect("try").expect("free");
-    let readers: Vec<_> = (0..3)
-        .map(|_| {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let read = lock.read_with(&waiting(20)).await;
-                (Instant::now(), read)
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let readers: Vec<_> = (0..3).map(|_| spawn_reader(&lock)).collect();
+    until_attempts(&server, 6, "three readers asleep", is_read).await;
     write.release().await.expect("release");
     let released = Instant::now();
     let mut reads = Vec::new();
     for reader in readers {
-        let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
-            .await
-            .expect("a reader was never served")
-            .expect("task");
-        let gap = served.saturating_duration_since(released);
-        assert!(
-            gap < Duration::from_millis(500),
-            "served {gap:?} after the write"
-        );
+        let read = served_promptly(reader, released, "a reader after the write").await;
         reads.push(read.expect("read"));
     }
     assert_eq!(lock.state().await.expect("state").readers().count(), 3);
@@ -378,13 +233,17 @@ async fn holds_hand_off_and_resume(kind: ClientKind) {
     let other = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let lock = locks.rw_lock("handed").expect("rw lock");
     for access in [Access::Exclusive, Access::Shared] {
-        let guard = match access {
-            Access::Exclusive => lock.write().await,
-            Access::Shared => lock.read().await,
-        }
-        .expect("acquire");
-        let token = guard.fencing_token();
-        let text = guard.hand_off().expect("hand off").expose().to_owned();
+        let (token, handed) = match access {
+            Access::Exclusive => {
+                let write = lock.write().await.expect("write");
+                (write.fencing_token(), write.hand_off())
+            }
+            Access::Shared => {
+                let read = lock.read().await.expect("read");
+                (read.fencing_token(), read.hand_off())
+            }
+        };
+        let text = handed.expect("hand off").expose().to_owned();
         let (from, to) = match access {
             Access::Exclusive => ("dl1.write.", "dl1.read."),
             Access::Shared => ("dl1.read.", "dl1.write."),
@@ -397,17 +256,29 @@ async fn holds_hand_off_and_resume(kind: ClientKind) {
         );
         let parsed = HandoffToken::parse(&text).expect("parse");
         let resumed = other.resume("handed", &parsed).await.expect("resume");
-        assert_eq!(
-            (resumed.access(), resumed.fencing_token()),
-            (Some(access), token)
-        );
+        assert_eq!(resumed.fencing_token(), token);
         let state = lock.state().await.expect("state");
         assert_eq!(state.holds.len(), 1, "counted once: {state:?}");
         assert!(matches!(
             other.resume("handed", &parsed).await,
             Err(LockError::NotOwner { .. })
         ));
-        resumed.release().await.expect("release");
+        // Resumed in its mode.
+        match access {
+            Access::Exclusive => {
+                WriteGuard::try_from(resumed)
+                    .expect("a write")
+                    .release()
+                    .await
+            }
+            Access::Shared => {
+                ReadGuard::try_from(resumed)
+                    .expect("a read")
+                    .release()
+                    .await
+            }
+        }
+        .expect("release");
         assert!(!lock.state().await.expect("state").is_held());
     }
 }
@@ -424,9 +295,10 @@ async fn bad_input_is_refused(kind: ClientKind) {
     let permit = permits.try_acquire().await.expect("try").expect("room");
     let before = keys(&server);
     let lock = locks.rw_lock("counted").expect("rw lock");
-    for result in [lock.try_read().await, lock.try_write().await] {
-        assert!(matches!(result, Ok(None)), "{result:?}");
-    }
+    let read = lock.try_read().await;
+    assert!(matches!(read, Ok(None)), "{read:?}");
+    let write = lock.try_write().await;
+    assert!(matches!(write, Ok(None)), "{write:?}");
     assert!(matches!(
         lock.state().await,
         Err(LockError::Corrupted { .. })
@@ -482,11 +354,8 @@ async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("mixed").expect("rw lock");
-    let plain = locks
-        .try_acquire("mixed")
-        .await
-        .expect("try")
-        .expect("free");
+    let key = locks.key("mixed").expect("key");
+    let plain = taken(&locks, "mixed").await;
     let before = keys(&server);
     assert!(
         lock.try_read().await.expect("try").is_none(),
@@ -497,27 +366,14 @@ async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
         "a write beside a lock"
     );
     assert_eq!(keys(&server), before, "something was written");
-    let reader = {
-        let lock = lock.clone();
-        tokio::spawn(async move {
-            let read = lock.read_with(&waiting(20)).await;
-            (Instant::now(), read)
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reader = spawn_reader(&lock);
+    until_subscribed(&server, &key, 1).await;
     let plain_token = plain.fencing_token().expect("a token");
     plain.release().await.expect("release");
     let released = Instant::now();
-    let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
+    let read = served_promptly(reader, released, "the reader after the lock")
         .await
-        .expect("the reader was never served")
-        .expect("task");
-    let gap = served.saturating_duration_since(released);
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the lock"
-    );
-    let read = read.expect("read");
+        .expect("read");
     assert_eq!(read.fencing_token(), Some(plain_token), "the epoch");
     assert!(
         locks.try_acquire("mixed").await.expect("try").is_none(),
@@ -527,28 +383,6 @@ async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
     let write = lock.try_write().await.expect("try").expect("free");
     assert!(write.fencing_token().expect("a token") > plain_token);
     write.release().await.expect("release");
-}
-
-/// A manager whose grants give the fencing counter a TTL of `counter_ttl`.
-async fn with_counter_ttl(
-    kind: ClientKind,
-    server: &RedisServer,
-    ttl: Duration,
-    counter_ttl: Duration,
-) -> LockManager {
-    let mut config = fast_config(ttl);
-    config.fencing_counter_ttl = Some(counter_ttl);
-    let backend = lock_redis_single::SingleNodeBackend::connect(
-        kind,
-        &server.url(),
-        lock_testkit::contract::fast_options(),
-    )
-    .await
-    .expect("connect")
-    .with_grant_options(
-        lock_core::GrantOptions::default().with_fencing_counter_ttl(Some(counter_ttl)),
-    );
-    LockManager::new(Arc::new(backend), config).expect("config")
 }
 
 /// Write tokens keep growing where a counter expires: beside a plain lock
@@ -561,11 +395,7 @@ async fn write_tokens_grow_where_counters_expire(kind: ClientKind) {
     let expiring = with_counter_ttl(kind, &server, Duration::from_millis(100), counter_ttl).await;
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let lock = locks.rw_lock("versions").expect("rw lock");
-    let plain = expiring
-        .try_acquire("versions")
-        .await
-        .expect("try")
-        .expect("free");
+    let plain = taken(&expiring, "versions").await;
     let first = plain.fencing_token().expect("a token");
     plain.release().await.expect("release");
     let write = lock.try_write().await.expect("try").expect("free");
@@ -613,16 +443,17 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
         .expect("SET");
     let odd = locks.rw_lock("odd").expect("rw lock");
     let before = keys(&server);
-    for result in [odd.try_read().await, odd.try_write().await] {
-        assert!(
-            matches!(result, Err(LockError::Corrupted { .. })),
-            "{result:?}"
-        );
-    }
+    let read = odd.try_read().await;
+    assert!(matches!(read, Err(LockError::Corrupted { .. })), "{read:?}");
+    let write = odd.try_write().await;
+    assert!(
+        matches!(write, Err(LockError::Corrupted { .. })),
+        "{write:?}"
+    );
     assert_eq!(keys(&server), before, "something was written");
     // One id in both modes.
     let key = LockKey::new("lock:", "modes").expect("key");
-    let hold = HoldToken::new(OwnerToken::generate().expect("owner")).expect("hold");
+    let hold = new_hold(HoldKind::Lock);
     let ask = |access| {
         let (backend, key, hold) = (
             locks.backend(),
@@ -651,16 +482,9 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
         "{twice:?}"
     );
     // A writer behind a plain lock for longer than its waiter lease.
-    let plain = locks
-        .try_acquire("behind")
-        .await
-        .expect("try")
-        .expect("free");
+    let plain = taken(&locks, "behind").await;
     let lock = locks.rw_lock("behind").expect("rw lock");
-    let writer = {
-        let lock = lock.clone();
-        tokio::spawn(async move { lock.write_with(&waiting(20)).await })
-    };
+    let writer = spawn_writer(&lock);
     tokio::time::sleep(FAIR_WAITER_LEASE + Duration::from_millis(700)).await;
     let waiting_writers = lock.state().await;
     // The plain lock's key is a string: the state reads as foreign data, so
@@ -671,10 +495,9 @@ async fn foreign_counters_modes_and_places(kind: ClientKind) {
         .expect("ZCOUNT");
     assert_eq!(queued.as_int(), Some(1), "the writer lost its place");
     plain.release().await.expect("release");
-    let write = tokio::time::timeout(Duration::from_secs(10), writer)
+    let released = Instant::now();
+    let write = served_promptly(writer, released, "the writer after the lock")
         .await
-        .expect("the writer was never served")
-        .expect("task")
         .expect("write");
     write.release().await.expect("release");
 }
@@ -687,9 +510,7 @@ async fn write_by_hand(
     ttl: Duration,
     request: AccessRequest,
 ) -> (HoldToken, lock_core::AcquireOutcome) {
-    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .with_kind(lock_core::HoldKind::Access(Access::Exclusive));
+    let hold = new_hold(HoldKind::Access(Access::Exclusive));
     let outcome = locks
         .backend()
         .try_acquire(key, &hold, ttl, &lock_core::Claim::Access(request), None)
@@ -706,54 +527,32 @@ async fn queue_writer_with(
     key: &LockKey,
     request: AccessRequest,
 ) -> HoldToken {
-    let (hold, outcome) = write_by_hand(locks, key, Duration::from_secs(30), request).await;
-    assert!(
-        matches!(outcome, lock_core::AcquireOutcome::Held { .. }),
-        "{outcome:?}"
-    );
+    let hold = new_hold(HoldKind::Access(Access::Exclusive));
+    let claim = lock_core::Claim::Access(request);
+    queue_by_hand(locks.backend().as_ref(), key, &hold, &claim).await;
     hold
+}
+
+/// The claim of a writer that waits in line, preferring writers.
+fn in_line() -> lock_core::Claim {
+    lock_core::Claim::Access(AccessRequest::new(
+        Access::Exclusive,
+        FAIR_WAITER_LEASE,
+        true,
+    ))
 }
 
 /// A writer queued by hand, preferring writers.
 async fn queue_writer(locks: &LockManager, key: &LockKey) -> HoldToken {
-    let request = AccessRequest::new(Access::Exclusive, FAIR_WAITER_LEASE, true);
-    queue_writer_with(locks, key, request).await
+    let hold = new_hold(HoldKind::Access(Access::Exclusive));
+    queue_by_hand(locks.backend().as_ref(), key, &hold, &in_line()).await;
+    hold
 }
 
 /// The mode entry and milliseconds left of `hold` on `key`, by the
 /// server's clock; `None` when it has no live entry.
 fn write_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
-    let script = "local score = redis.call('zscore', KEYS[1], ARGV[1]) \
-        if not score then return false end \
-        local time = redis.call('time') \
-        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) \
-        return {redis.call('hget', KEYS[2], ARGV[1]), tonumber(score) - now}";
-    let modes = key.modes_key();
-    let reply = server
-        .admin(&[
-            "EVAL",
-            script,
-            "2",
-            key.redis_key(),
-            &modes,
-            hold.attempt_value(),
-        ])
-        .expect("EVAL");
-    match reply {
-        AdminReply::Array(Some(items)) => Some((
-            items[0].as_text().expect("an entry").to_owned(),
-            items[1].as_int().expect("ms left"),
-        )),
-        _ => None,
-    }
-}
-
-fn writers_queued(server: &RedisServer, key: &LockKey) -> i64 {
-    server
-        .admin(&["LLEN", &key.queue_key()])
-        .expect("LLEN")
-        .as_int()
-        .expect("a length")
+    entry(server, key, &key.modes_key(), hold)
 }
 
 /// Foreign data where the writers' offers live: a write refuses it with a
@@ -784,11 +583,7 @@ async fn foreign_offers_are_refused(kind: ClientKind) {
         None,
         "granted a malformed offer"
     );
-    assert_eq!(
-        writers_queued(&server, &key),
-        1,
-        "the writer keeps its place"
-    );
+    assert_eq!(queue_length(&server, &key), 1, "the writer keeps its place");
 }
 
 /// The release that frees a read-write lock (a write's, or the last
@@ -809,41 +604,20 @@ async fn a_release_hands_the_write_over_on_the_server(kind: ClientKind) {
     let (entry, left) = write_entry(&server, &key, &waiter).expect("granted to the offer");
     assert_eq!(entry, format!("w:{}", first + 1));
     assert!(left > 0 && left <= lease, "granted for {left} ms");
-    assert_eq!(writers_queued(&server, &key), 0, "the writer left the line");
+    assert_eq!(queue_length(&server, &key), 0, "the writer left the line");
     let next = HoldToken::new(waiter.owner().clone())
         .expect("hold")
-        .with_kind(lock_core::HoldKind::Access(Access::Exclusive));
-    let outcome = locks
-        .backend()
-        .try_acquire(
-            &key,
-            &next,
-            Duration::from_secs(30),
-            &lock_core::Claim::Access(AccessRequest::new(
-                Access::Exclusive,
-                FAIR_WAITER_LEASE,
-                true,
-            )),
-            Some(&waiter),
-        )
-        .await
-        .expect("the next attempt");
-    match outcome {
-        lock_core::AcquireOutcome::Acquired(lock_core::Acquired {
-            fencing_token: Some(token),
-            ttl,
-            earlier: true,
-            ..
-        }) => {
-            assert_eq!(token.get(), first + 1);
-            assert_eq!(ttl, Duration::from_secs(30));
-        }
-        other => panic!("expected the earlier grant, got {other:?}"),
-    }
+        .with_kind(HoldKind::Access(Access::Exclusive));
+    let backend = locks.backend();
+    let grant = take_up_by_hand(backend.as_ref(), &key, &next, &in_line(), &waiter).await;
+    assert_eq!(
+        grant.fencing_token.map(|token| token.get()),
+        Some(first + 1)
+    );
     let (_, left) = write_entry(&server, &key, &waiter).expect("the grant stands");
     assert!(left > lease, "taken up for the TTL: {left} ms");
     assert_eq!(write_entry(&server, &key, &next), None, "a second hold");
-    assert_eq!(writers_queued(&server, &key), 0, "the attempt queued");
+    assert_eq!(queue_length(&server, &key), 0, "the attempt queued");
     // The last reader's release hands over too; one with readers left
     // does not.
     locks
@@ -864,18 +638,6 @@ async fn a_release_hands_the_write_over_on_the_server(kind: ClientKind) {
     assert_eq!(entry, format!("w:{}", first + 2));
 }
 
-/// How many read-write acquires the server ran since the slow log was
-/// last reset (it logs every command: see the test below).
-fn acquires_logged(server: &RedisServer) -> usize {
-    server
-        .scripts_logged()
-        .expect("SLOWLOG")
-        .iter()
-        // An acquire sends the id, then the mode; a release sends no mode.
-        .filter(|script| matches!(script.args.get(1).map(String::as_str), Some("r" | "w")))
-        .count()
-}
-
 /// A writer in another process learns from the release's message that it
 /// holds the write, with the next token, and extends the grant (made for
 /// the waiter lease) to its TTL at once: it sends no acquire after the
@@ -889,50 +651,33 @@ async fn a_waiting_writer_takes_up_a_grant_and_extends_it(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let other = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("baton").expect("rw lock");
-    let key = LockKey::new("lock:", "baton").expect("key");
+    let key = locks.key("baton").expect("key");
     for round in 0..5 {
+        let theirs = other.rw_lock("baton").expect("rw lock");
+        let waiter = async move { theirs.write_with(&waiting(20)).await };
+        let epoch = || async { lock.state().await.expect("state").epoch.get() };
         // Freed by a write's release, then by the last read's.
-        let holder = match round % 2 {
-            0 => lock.write().await.expect("write"),
-            _ => lock.read().await.expect("read"),
+        let (last, write) = if round % 2 == 0 {
+            let holder = lock.write().await.expect("write");
+            (
+                epoch().await,
+                hand_over(&server, &key, holder, waiter).await,
+            )
+        } else {
+            let holder = lock.read().await.expect("read");
+            (
+                epoch().await,
+                hand_over(&server, &key, holder, waiter).await,
+            )
         };
-        let last = lock.state().await.expect("state").epoch.get();
-        let waiter = {
-            let lock = other.rw_lock("baton").expect("rw lock");
-            tokio::spawn(async move {
-                let write = lock.write_with(&waiting(20)).await;
-                (Instant::now(), write)
-            })
-        };
-        lock_testkit::eventually(Duration::from_secs(5), "a queued writer", || async {
-            (writers_queued(&server, &key) == 1).then_some(())
-        })
-        .await;
-        // Subscribed by now: it subscribes before its second attempt.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
-        let released_at = Instant::now();
-        holder.release().await.expect("release");
-        let (acquired_at, write) = waiter.await.expect("task");
-        let write = write.expect("the writer acquires");
-        let gap = acquired_at.saturating_duration_since(released_at);
-        assert!(gap < FAIR_WAITER_LEASE / 8, "handed over in {gap:?}");
-        if acquires_logged(&server) > 0 {
+        let logged = server.scripts_logged().expect("the slow log");
+        if logged.iter().any(is_attempt) {
             acquired_by_attempt += 1;
         }
-        assert_eq!(write.access(), Some(Access::Exclusive));
         assert_eq!(
             write.fencing_token().map(|token| token.get()),
             Some(last + 1)
         );
-        let started = Instant::now();
-        while write.remaining() <= FAIR_WAITER_LEASE {
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "the grant was never extended to the TTL"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
         let state = lock.state().await.expect("state");
         assert_eq!(state.writers().count(), 1, "{state:?}");
         assert!(
@@ -976,7 +721,7 @@ async fn a_leaving_writer_gives_its_grant_back(kind: ClientKind) {
         left <= FAIR_WAITER_LEASE.as_millis() as i64,
         "granted for {left} ms, past the dead writer's place"
     );
-    assert_eq!(writers_queued(&server, &key), 0);
+    assert_eq!(queue_length(&server, &key), 0);
     let read = lock.read_with(&waiting(20)).await.expect("read");
     let blocked = died_at.elapsed();
     assert!(
@@ -1004,15 +749,8 @@ async fn readers_wait_no_longer_than_a_dead_writers_grant(kind: ClientKind) {
         }
         let key = LockKey::new("lock:", name).expect("key");
         let write = lock.write().await.expect("write");
-        let reader = {
-            let lock = lock.clone();
-            tokio::spawn(async move {
-                let read = lock.read_with(&waiting(20)).await;
-                (Instant::now(), read)
-            })
-        };
-        // Subscribed by now: it subscribes before its second attempt.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let reader = spawn_reader(&lock);
+        until_subscribed(&server, &key, 1).await;
         let dead = queue_writer(&locks, &key).await;
         write.release().await.expect("release");
         let released = Instant::now();
@@ -1020,15 +758,9 @@ async fn readers_wait_no_longer_than_a_dead_writers_grant(kind: ClientKind) {
             write_entry(&server, &key, &dead).is_some(),
             "granted to the dead writer"
         );
-        let (served, read) = tokio::time::timeout(Duration::from_secs(10), reader)
-            .await
-            .expect("the reader was never served")
-            .expect("task");
-        let gap = served.saturating_duration_since(released);
-        assert!(
-            gap < FAIR_WAITER_LEASE + Duration::from_millis(700),
-            "served {gap:?} after the release (prefer readers: {prefer_readers})"
-        );
+        let what = format!("the reader (prefer readers: {prefer_readers})");
+        let within = FAIR_WAITER_LEASE + Duration::from_millis(700);
+        let read = served_within(reader, released, within, &what).await;
         read.expect("read").release().await.expect("release");
     }
 }
@@ -1095,117 +827,21 @@ async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) 
     read.release().await.expect("release");
 }
 
-macro_rules! rw_lock_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use lock_core::ClientKind;
-
-            #[test]
-            fn a_writer_is_never_beside_another_holder() {
-                lock_testkit::run(super::a_writer_is_never_beside_another_holder($kind));
-            }
-
-            #[test]
-            fn a_waiting_writer_keeps_new_readers_out() {
-                lock_testkit::run(super::a_waiting_writer_keeps_new_readers_out($kind));
-            }
-
-            #[test]
-            fn preferring_readers_lets_reads_pass_a_waiting_writer() {
-                lock_testkit::run(super::preferring_readers_lets_reads_pass_a_waiting_writer(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn a_dead_reader_frees_its_share_at_its_own_deadline() {
-                lock_testkit::run(super::a_dead_reader_frees_its_share_at_its_own_deadline(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn a_writer_that_gives_up_holds_readers_back_briefly() {
-                lock_testkit::run(super::a_writer_that_gives_up_holds_readers_back_briefly(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn a_writers_release_wakes_every_reader() {
-                lock_testkit::run(super::a_writers_release_wakes_every_reader($kind));
-            }
-
-            #[test]
-            fn reentry_downgrade_and_a_refused_upgrade() {
-                lock_testkit::run(super::reentry_downgrade_and_a_refused_upgrade($kind));
-            }
-
-            #[test]
-            fn holds_hand_off_and_resume() {
-                lock_testkit::run(super::holds_hand_off_and_resume($kind));
-            }
-
-            #[test]
-            fn a_plain_lock_of_the_name_is_exclusive() {
-                lock_testkit::run(super::a_plain_lock_of_the_name_is_exclusive($kind));
-            }
-
-            #[test]
-            fn write_tokens_grow_where_counters_expire() {
-                lock_testkit::run(super::write_tokens_grow_where_counters_expire($kind));
-            }
-
-            #[test]
-            fn foreign_counters_modes_and_places() {
-                lock_testkit::run(super::foreign_counters_modes_and_places($kind));
-            }
-
-            #[test]
-            fn foreign_offers_are_refused() {
-                lock_testkit::run(super::foreign_offers_are_refused($kind));
-            }
-
-            #[test]
-            fn a_release_hands_the_write_over_on_the_server() {
-                lock_testkit::run(super::a_release_hands_the_write_over_on_the_server($kind));
-            }
-
-            #[test]
-            fn a_waiting_writer_takes_up_a_grant_and_extends_it() {
-                lock_testkit::run(super::a_waiting_writer_takes_up_a_grant_and_extends_it(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn a_leaving_writer_gives_its_grant_back() {
-                lock_testkit::run(super::a_leaving_writer_gives_its_grant_back($kind));
-            }
-
-            #[test]
-            fn readers_wait_no_longer_than_a_dead_writers_grant() {
-                lock_testkit::run(super::readers_wait_no_longer_than_a_dead_writers_grant(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn no_grant_to_a_lost_attempt_or_past_preferred_readers() {
-                lock_testkit::run(super::no_grant_to_a_lost_attempt_or_past_preferred_readers(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn bad_input_is_refused() {
-                lock_testkit::run(super::bad_input_is_refused($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-rw_lock_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-rw_lock_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    a_waiting_writer_keeps_new_readers_out,
+    preferring_readers_lets_reads_pass_a_waiting_writer,
+    a_writer_that_gives_up_holds_readers_back_briefly,
+    a_writers_release_wakes_every_reader,
+    reentry_downgrade_and_a_refused_upgrade,
+    holds_hand_off_and_resume,
+    a_plain_lock_of_the_name_is_exclusive,
+    write_tokens_grow_where_counters_expire,
+    foreign_counters_modes_and_places,
+    foreign_offers_are_refused,
+    a_release_hands_the_write_over_on_the_server,
+    a_waiting_writer_takes_up_a_grant_and_extends_it,
+    a_leaving_writer_gives_its_grant_back,
+    readers_wait_no_longer_than_a_dead_writers_grant,
+    no_grant_to_a_lost_attempt_or_past_preferred_readers,
+    bad_input_is_refused,
+);

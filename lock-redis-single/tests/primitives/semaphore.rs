@@ -1,32 +1,32 @@
 //! Semaphores on the single-node strategy, through the engine, on both
-//! clients: never more than the limit's weight live, every live permit in a
-//! slot of its own, a crashed holder's weight back after its TTL and not
-//! before, an ended permit never revived nor credited twice, weighted
-//! waiters woken by the release that lets them fit, the stored limit
-//! refusing another, fair mode in arrival order, and bad input refused with
-//! nothing written.
+//! clients, beyond the contract's checks (`lock_testkit::primitives`:
+//! never more than the limit's weight live, a slot of its own per live
+//! permit, a crashed holder's weight back after its TTL and not before):
+//! weights, slots and tokens, weighted waiters woken by the release that
+//! lets them fit, the stored limit refusing another, hand-off, fair mode in
+//! arrival order with permits handed over on the server, and bad input
+//! refused with nothing written.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_core::strategy::KeyNames as _;
 use lock_core::{
-    AcquireOptions, AcquireOutcome, ClientKind, FairPlace, HoldToken, LockError, LockKey,
-    LockManager, OwnerToken, PermitRequest, ReleaseOutcome, Semaphore, FAIR_WAITER_LEASE,
+    AcquireOptions, Claim, ClientKind, FairPlace, HoldKind, HoldToken, LockError, LockKey,
+    LockManager, Permit, PermitGuard, PermitRequest, ReleaseOutcome, Semaphore, FAIR_WAITER_LEASE,
     MAX_SEMAPHORE_LIMIT,
 };
 use lock_testkit::contract::fast_config;
-use lock_testkit::{AdminReply, RedisServer};
+use lock_testkit::contract::taken;
+use lock_testkit::peek::{entry, keys, queue_length};
+use lock_testkit::waiters::{
+    an_expired_place_rejoins_at_the_back as rejoins_at_the_back, hand_over, new_hold,
+    queue_by_hand, served_promptly, served_within, spawn_timed, take_up_by_hand, until_attempts,
+    until_queued, until_subscribed, Timed,
+};
+use lock_testkit::{AdminReply, LoggedScript, RedisServer};
 
-use super::{keys, manager};
-
-/// A manager whose leases nobody renews: a holder that stops, as one that
-/// crashed does.
-async fn unrenewed(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
-    let mut config = fast_config(ttl);
-    config.watchdog.enabled = false;
-    manager(kind, server, config).await
-}
+use super::{manager, waiting};
 
 fn no_wait() -> AcquireOptions {
     AcquireOptions::new().no_wait()
@@ -36,47 +36,17 @@ async fn used(semaphore: &Semaphore) -> u64 {
     semaphore.state().await.expect("state").used
 }
 
-/// Tasks taking permits of weight 1 and 2 over and over never hold more
-/// than the limit's weight at once, by their own count and by the
-/// server's, and no two live permits share a slot.
-async fn never_more_than_the_limit(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
-    let semaphore = locks.semaphore("pool", 3).expect("semaphore");
-    let live = Arc::new(Mutex::new((0u32, BTreeSet::new())));
-    let tasks = (0..6u32).map(|task| {
-        let (semaphore, live) = (semaphore.clone(), Arc::clone(&live));
-        tokio::spawn(async move {
-            for round in 0..8u32 {
-                let w = 1 + (task + round) % 2;
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
-                let permit = semaphore
-                    .acquire_many_with(w, &options)
-                    .await
-                    .expect("acquire");
-                let slot = permit.permit_slot().expect("a slot");
-                assert!(slot < 3, "slot {slot} of a limit of 3");
-                {
-                    let mut live = live.lock().expect("the count");
-                    live.0 += w;
-                    assert!(live.0 <= 3, "{} weight live", live.0);
-                    assert!(live.1.insert(slot), "slot {slot} twice");
-                }
-                assert!(used(&semaphore).await <= 3);
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                {
-                    let mut live = live.lock().expect("the count");
-                    live.0 -= w;
-                    live.1.remove(&slot);
-                }
-                permit.release().await.expect("release");
-            }
-        })
-    });
-    for task in futures::future::join_all(tasks).await {
-        task.expect("task");
-    }
-    assert_eq!(used(&semaphore).await, 0);
+/// A waiter for `weight` of `semaphore` that waits up to 20 s, on a task
+/// of its own.
+fn spawn_waiter(semaphore: &Semaphore, weight: u32) -> Timed<Result<PermitGuard, LockError>> {
+    let semaphore = semaphore.clone();
+    spawn_timed(async move { semaphore.acquire_many_with(weight, &waiting(20)).await })
+}
+
+/// Whether a logged script is a semaphore's acquire: it sends at least
+/// four arguments (id, weight, limit, TTL); a release one, a renewal two.
+fn is_acquire(script: &LoggedScript) -> bool {
+    script.args.len() >= 4
 }
 
 /// A weight fits beside the live permits or not at all; each permit gets
@@ -89,10 +59,10 @@ async fn weights_slots_and_tokens(kind: ClientKind) {
         .acquire_many_with(3, &no_wait())
         .await
         .expect("3 of 5");
-    assert_eq!(three.permit_weight(), Some(3));
+    assert_eq!(three.weight(), 3);
     assert_eq!(
-        (three.permit_slot(), three.fencing_token().map(|t| t.get())),
-        (Some(0), Some(1))
+        (three.slot(), three.fencing_token().map(|t| t.get())),
+        (0, Some(1))
     );
     let refused = semaphore.acquire_many_with(3, &no_wait()).await;
     assert!(
@@ -103,7 +73,7 @@ async fn weights_slots_and_tokens(kind: ClientKind) {
         .acquire_many_with(2, &no_wait())
         .await
         .expect("2 more");
-    assert_eq!(two.permit_slot(), Some(1));
+    assert_eq!(two.slot(), 1);
     assert!(semaphore.try_acquire().await.expect("try").is_none());
     let state = semaphore.state().await.expect("state");
     assert_eq!((state.limit, state.used), (Some(5), 5));
@@ -113,64 +83,12 @@ async fn weights_slots_and_tokens(kind: ClientKind) {
     // Slot 0 again, with its own next token.
     let again = semaphore.try_acquire().await.expect("try").expect("room");
     assert_eq!(
-        (again.permit_slot(), again.fencing_token().map(|t| t.get())),
-        (Some(0), Some(2))
+        (again.slot(), again.fencing_token().map(|t| t.get())),
+        (0, Some(2))
     );
     again.release().await.expect("release");
     two.release().await.expect("release");
     assert_eq!(used(&semaphore).await, 0);
-}
-
-/// A holder that stops renewing keeps its weight until its TTL has run
-/// out by the server's clock, and not a moment less; then the weight is
-/// back. Its late release credits nothing, and its late extend does not
-/// revive it.
-async fn a_crashed_holders_weight_returns_after_its_ttl(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let ttl = Duration::from_millis(400);
-    let crashed = unrenewed(kind, &server, ttl).await;
-    let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
-    let theirs = crashed.semaphore("crash", 2).expect("semaphore");
-    let ours = locks.semaphore("crash", 2).expect("semaphore");
-    let taken = Instant::now();
-    let lost = theirs
-        .acquire_many_with(2, &no_wait())
-        .await
-        .expect("both permits");
-    let mut refused = 0;
-    let mut freed_after = None;
-    while taken.elapsed() < Duration::from_secs(3) {
-        let before = taken.elapsed();
-        match ours.try_acquire().await.expect("try") {
-            Some(permit) => {
-                freed_after = Some(before);
-                // Held by the live one now: a revived crashed permit would
-                // make 3 of 2.
-                assert!(
-                    lost.extend(ttl).await.is_err(),
-                    "an ended permit was renewed"
-                );
-                assert_eq!(used(&ours).await, 1, "the ended permit counts again");
-                assert!(
-                    lost.release().await.is_err(),
-                    "an ended permit was released"
-                );
-                assert_eq!(used(&ours).await, 1, "a late release credited something");
-                permit.release().await.expect("release");
-                break;
-            }
-            None => refused += 1,
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let freed_after = freed_after.expect("the weight never came back");
-    assert!(refused > 0, "the weight was free at once");
-    // The attempt that found it free was sent after the TTL, less the
-    // server's expiry resolution.
-    assert!(
-        freed_after + Duration::from_millis(25) >= ttl,
-        "free after {freed_after:?} of a {ttl:?} TTL"
-    );
 }
 
 /// The watchdog keeps a permit past many TTLs; released, its weight is
@@ -195,20 +113,13 @@ async fn a_heavy_waiter_is_woken_by_the_release_that_fits(kind: ClientKind) {
     // Long TTLs: a waiter left to its timer would wait for one to run out.
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let semaphore = locks.semaphore("heavy", 3).expect("semaphore");
+    let key = locks.key("heavy").expect("key");
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(semaphore.try_acquire().await.expect("try").expect("room"));
     }
-    let waiter = {
-        let semaphore = semaphore.clone();
-        tokio::spawn(async move {
-            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
-            let permit = semaphore.acquire_many_with(3, &options).await;
-            (Instant::now(), permit)
-        })
-    };
-    // Let it subscribe and sleep.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = spawn_waiter(&semaphore, 3);
+    until_subscribed(&server, &key, 1).await;
     for permit in held.drain(..2) {
         permit.release().await.expect("release");
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -217,19 +128,10 @@ async fn a_heavy_waiter_is_woken_by_the_release_that_fits(kind: ClientKind) {
     let last = held.pop().expect("the third");
     last.release().await.expect("release");
     let released = Instant::now();
-    let (served, permit) = tokio::time::timeout(Duration::from_secs(10), waiter)
+    let permit = served_promptly(waiter, released, "the heavy waiter")
         .await
-        .expect("the waiter was never served")
-        .expect("task");
-    let permit = permit.expect("acquired");
-    let gap = served.saturating_duration_since(released);
-    // Milliseconds here; a loaded host gets room, a missed wake-up (30 s)
-    // none.
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the release"
-    );
-    assert_eq!(permit.permit_weight(), Some(3));
+        .expect("acquired");
+    assert_eq!(permit.weight(), 3);
     permit.release().await.expect("release");
 }
 
@@ -237,38 +139,23 @@ async fn a_heavy_waiter_is_woken_by_the_release_that_fits(kind: ClientKind) {
 /// same process has waited longer and still does not fit.
 async fn a_light_waiter_behind_a_heavy_one_is_woken(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let semaphore = locks.semaphore("mixed", 3).expect("semaphore");
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(semaphore.try_acquire().await.expect("try").expect("room"));
     }
-    let waiter = |w: u32| {
-        let semaphore = semaphore.clone();
-        tokio::spawn(async move {
-            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
-            (
-                semaphore.acquire_many_with(w, &options).await,
-                Instant::now(),
-            )
-        })
-    };
-    let heavy = waiter(3);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let light = waiter(1);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let heavy = spawn_waiter(&semaphore, 3);
+    until_attempts(&server, 2, "the heavy waiter asleep", is_acquire).await;
+    let light = spawn_waiter(&semaphore, 1);
+    until_attempts(&server, 4, "the light waiter asleep", is_acquire).await;
     held.pop().expect("one").release().await.expect("release");
     let released = Instant::now();
-    let (permit, at) = tokio::time::timeout(Duration::from_secs(10), light)
+    let permit = served_promptly(light, released, "the light waiter")
         .await
-        .expect("the light waiter was never served")
-        .expect("task");
-    let permit = permit.expect("acquired");
-    let gap = at.saturating_duration_since(released);
-    assert!(
-        gap < Duration::from_millis(500),
-        "served {gap:?} after the release"
-    );
+        .expect("acquired");
     assert!(!heavy.is_finished(), "3 of 3 with 3 held");
     heavy.abort();
     permit.release().await.expect("release");
@@ -318,22 +205,14 @@ async fn a_changed_limit_wakes_waiters(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let mut semaphore = locks.semaphore("raise", 1).expect("semaphore");
+    let key = locks.key("raise").expect("key");
     let held = semaphore.try_acquire().await.expect("try").expect("room");
-    let waiter = {
-        let semaphore = semaphore.clone();
-        tokio::spawn(async move {
-            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
-            (semaphore.acquire_with(&options).await, Instant::now())
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let waiter = spawn_waiter(&semaphore, 1);
+    until_subscribed(&server, &key, 1).await;
     assert_eq!(semaphore.set_limit(2).await.expect("raise"), Some(1));
     let raised = Instant::now();
     // The waiter asks for 1 and is refused as a mismatch, at once.
-    let (outcome, at) = tokio::time::timeout(Duration::from_secs(10), waiter)
-        .await
-        .expect("the waiter slept through the change")
-        .expect("task");
+    let outcome = served_promptly(waiter, raised, "the waiter after the change").await;
     assert!(
         matches!(
             outcome,
@@ -345,7 +224,6 @@ async fn a_changed_limit_wakes_waiters(kind: ClientKind) {
         ),
         "{outcome:?}"
     );
-    assert!(at.saturating_duration_since(raised) < Duration::from_millis(500));
     // A handle asking for 2 gets in beside the holder.
     let second = semaphore.try_acquire().await.expect("try").expect("room");
     held.release().await.expect("release");
@@ -364,7 +242,7 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
         .acquire_many_with(2, &no_wait())
         .await
         .expect("2 of 3");
-    let (slot, token) = (first.permit_slot(), first.fencing_token());
+    let (slot, token) = (first.slot(), first.fencing_token());
     let handed = first.hand_off().expect("hand off");
     assert!(
         handed.expose().starts_with("dl1.permit-2-"),
@@ -373,7 +251,7 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     let text = handed.expose().to_owned();
     // A token whose slot was edited claims another slot's counter (which
     // may be at the same number): it resumes nothing.
-    let slot_number = slot.expect("a slot");
+    let slot_number = slot;
     let forged = text.replacen(
         &format!(".permit-2-{slot_number}."),
         &format!(".permit-2-{}.", slot_number + 1),
@@ -387,13 +265,10 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     );
     let parsed = lock_core::HandoffToken::parse(&text).expect("parse");
     let resumed = other.resume("handed", &parsed).await.expect("resume");
+    let resumed = PermitGuard::try_from(resumed).expect("a permit resumed");
     assert_eq!(
-        (
-            resumed.permit_slot(),
-            resumed.fencing_token(),
-            resumed.permit_weight()
-        ),
-        (slot, token, Some(2))
+        (resumed.slot(), resumed.fencing_token(), resumed.weight()),
+        (slot, token, 2)
     );
     assert_eq!(
         semaphore.state().await.expect("state").used,
@@ -439,14 +314,11 @@ async fn max_hold_ends_a_permit(kind: ClientKind) {
         .await
         .expect("never lost");
     assert_eq!(reason, Some(lock_core::LossReason::MaxHoldReached));
-    let started = Instant::now();
-    while semaphore.try_acquire().await.expect("try").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "the weight never came back"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let back = lock_testkit::eventually(Duration::from_secs(2), "the weight back", || async {
+        semaphore.try_acquire().await.expect("try")
+    })
+    .await;
+    back.release().await.expect("release");
 }
 
 /// Limits and weights out of range are typed errors before anything is
@@ -478,11 +350,7 @@ async fn bad_input_is_refused(kind: ClientKind) {
     }
     assert!(keys(&server).is_empty(), "{:?}", keys(&server));
     // A lock of the same name.
-    let lock = locks
-        .try_acquire("taken")
-        .await
-        .expect("try")
-        .expect("free");
+    let lock = taken(&locks, "taken").await;
     let before = keys(&server);
     let semaphore = locks.semaphore("taken", 2).expect("semaphore");
     match semaphore.try_acquire().await {
@@ -518,6 +386,7 @@ async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
     )
     .await;
     let semaphore = fair.semaphore("line", 3).expect("semaphore");
+    let key = fair.key("line").expect("key");
     let held = [
         semaphore.try_acquire().await.expect("try").expect("room"),
         semaphore.try_acquire().await.expect("try").expect("room"),
@@ -537,9 +406,9 @@ async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
         })
     };
     let heavy = waiter(3);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_queued(&server, &key, 1).await;
     let light = waiter(1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_queued(&server, &key, 2).await;
     assert!(
         order.lock().expect("order").is_empty(),
         "the light one jumped the line"
@@ -582,48 +451,21 @@ async fn fair_manager(kind: ClientKind, server: &RedisServer) -> LockManager {
     .await
 }
 
+/// The claim of a fair waiter for `weight` of a semaphore of `limit`.
+fn fair_claim(limit: u32, weight: u32) -> Claim {
+    let mut request = PermitRequest::new(limit, weight);
+    request.fair = Some(FairPlace::new(FAIR_WAITER_LEASE, true));
+    Claim::Permit(request)
+}
+
 /// A fair waiter of `weight` queued by hand in the semaphore `key` of
 /// `limit`, as a waiter whose process then died would be: its permit id
 /// is its offer.
 async fn queue_waiter(locks: &LockManager, key: &LockKey, limit: u32, weight: u32) -> HoldToken {
-    let hold = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(weight)))
-        .in_line();
-    queue_again(locks, key, limit, &hold, FAIR_WAITER_LEASE).await;
+    let hold = new_hold(HoldKind::Permit(Permit::new(weight))).in_line();
+    let claim = fair_claim(limit, weight);
+    queue_by_hand(locks.backend().as_ref(), key, &hold, &claim).await;
     hold
-}
-
-/// One more attempt of the fair waiter `hold`, queued by hand, its place
-/// lasting `lease`.
-async fn queue_again(
-    locks: &LockManager,
-    key: &LockKey,
-    limit: u32,
-    hold: &HoldToken,
-    lease: Duration,
-) {
-    let lock_core::HoldKind::Permit(permit) = hold.kind() else {
-        panic!("a permit's hold");
-    };
-    let weight = permit.weight();
-    let mut request = PermitRequest::new(limit, weight);
-    request.fair = Some(FairPlace::new(lease, true));
-    let outcome = locks
-        .backend()
-        .try_acquire(
-            key,
-            hold,
-            Duration::from_secs(30),
-            &lock_core::Claim::Permit(request),
-            None,
-        )
-        .await
-        .expect("queue the waiter");
-    assert!(
-        matches!(outcome, AcquireOutcome::Held { .. }),
-        "{outcome:?}"
-    );
 }
 
 /// A fair waiter whose place ran out while others were ahead of it joins
@@ -634,74 +476,16 @@ async fn an_expired_place_rejoins_at_the_back(kind: ClientKind) {
     let semaphore = locks.semaphore("rejoin", 1).expect("semaphore");
     let key = locks.key("rejoin").expect("key");
     let held = semaphore.try_acquire().await.expect("try").expect("room");
-    let head = queue_waiter(&locks, &key, 1, 1).await;
-    let lapsed = HoldToken::new(OwnerToken::generate().expect("owner"))
-        .expect("hold")
-        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(1)))
-        .in_line();
-    let owner_of = |hold: &HoldToken| {
-        let value = hold.attempt_value();
-        value[..value.len() - 17].to_owned()
-    };
-    queue_again(&locks, &key, 1, &lapsed, FAIR_WAITER_LEASE).await;
-    // Its place runs out (a deadline in the past by the server's clock).
-    server
-        .admin(&["ZADD", &key.waiters_key(), "1", &owner_of(&lapsed)])
-        .expect("ZADD");
-    let later = queue_waiter(&locks, &key, 1, 1).await;
-    queue_again(&locks, &key, 1, &lapsed, FAIR_WAITER_LEASE).await;
-    let reply = server
-        .admin(&["LRANGE", &key.queue_key(), "0", "-1"])
-        .expect("LRANGE");
-    let AdminReply::Array(Some(items)) = reply else {
-        panic!("the line: {reply:?}");
-    };
-    let line: Vec<String> = items
-        .iter()
-        .map(|item| item.as_text().expect("an owner").to_owned())
-        .collect();
-    assert_eq!(
-        line,
-        [owner_of(&head), owner_of(&later), owner_of(&lapsed)],
-        "the lapsed waiter took its old place back"
-    );
+    let backend = locks.backend();
+    let waiter = HoldKind::Permit(Permit::new(1));
+    rejoins_at_the_back(&server, backend.as_ref(), &key, waiter, &fair_claim(1, 1)).await;
     held.release().await.expect("release");
 }
 
 /// The entry (`<weight>:<slot>:<token>`) and milliseconds left of the
 /// permit `hold` in `key`, by the server's clock; `None` when not live.
 fn permit_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
-    let script = "local score = redis.call('zscore', KEYS[1], ARGV[1]) \
-        if not score then return false end \
-        local time = redis.call('time') \
-        local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) \
-        return {redis.call('hget', KEYS[2], ARGV[1]), tonumber(score) - now}";
-    let held = key.permits_held_key();
-    let reply = server
-        .admin(&[
-            "EVAL",
-            script,
-            "2",
-            key.redis_key(),
-            &held,
-            hold.attempt_value(),
-        ])
-        .expect("EVAL");
-    match reply {
-        AdminReply::Array(Some(items)) => Some((
-            items[0].as_text().expect("an entry").to_owned(),
-            items[1].as_int().expect("ms left"),
-        )),
-        _ => None,
-    }
-}
-
-fn in_line(server: &RedisServer, key: &LockKey) -> i64 {
-    server
-        .admin(&["LLEN", &key.queue_key()])
-        .expect("LLEN")
-        .as_int()
-        .expect("a length")
+    entry(server, key, &key.permits_held_key(), hold)
 }
 
 /// In fair mode a release grants permits to the waiters at the head of
@@ -731,39 +515,17 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
         slot(&one_entry),
         "two permits in one slot"
     );
-    assert_eq!(in_line(&server, &key), 0, "both left the line");
+    assert_eq!(queue_length(&server, &key), 0, "both left the line");
     let next = HoldToken::new(two.owner().clone())
         .expect("hold")
-        .with_kind(lock_core::HoldKind::Permit(lock_core::Permit::new(2)));
-    let mut request = PermitRequest::new(3, 2);
-    request.fair = Some(FairPlace::new(FAIR_WAITER_LEASE, true));
-    let outcome = locks
-        .backend()
-        .try_acquire(
-            &key,
-            &next,
-            Duration::from_secs(30),
-            &lock_core::Claim::Permit(request),
-            Some(&two),
-        )
-        .await
-        .expect("the next attempt");
-    match outcome {
-        AcquireOutcome::Acquired(lock_core::Acquired {
-            slot: Some(granted_slot),
-            fencing_token: Some(fencing_token),
-            ttl,
-            earlier: true,
-            ..
-        }) => {
-            assert_eq!(
-                format!("2:{granted_slot}:{}", fencing_token.get()),
-                two_entry
-            );
-            assert_eq!(ttl, Duration::from_secs(30));
-        }
-        other => panic!("expected the earlier grant, got {other:?}"),
-    }
+        .with_kind(HoldKind::Permit(Permit::new(2)));
+    let backend = locks.backend();
+    let grant = take_up_by_hand(backend.as_ref(), &key, &next, &fair_claim(3, 2), &two).await;
+    let (slot, token) = (
+        grant.slot.expect("a slot"),
+        grant.fencing_token.expect("a token"),
+    );
+    assert_eq!(format!("2:{slot}:{}", token.get()), two_entry);
     let (_, left) = permit_entry(&server, &key, &two).expect("the grant stands");
     assert!(left > lease, "taken up for the TTL: {left} ms");
     assert_eq!(permit_entry(&server, &key, &next), None, "a second permit");
@@ -782,7 +544,7 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
         "more than the limit"
     );
     assert_eq!(permit_entry(&server, &key, &light), None, "jumped the line");
-    assert_eq!(in_line(&server, &key), 2);
+    assert_eq!(queue_length(&server, &key), 2);
     stays.release().await.expect("release");
     assert!(
         permit_entry(&server, &key, &heavy).is_some(),
@@ -793,19 +555,6 @@ async fn a_release_hands_permits_over_on_the_server(kind: ClientKind) {
         None,
         "beside a full semaphore"
     );
-}
-
-/// How many semaphore acquires the server ran since the slow log was
-/// last reset (it logs every command: see the test below).
-fn acquires_logged(server: &RedisServer) -> usize {
-    server
-        .scripts_logged()
-        .expect("SLOWLOG")
-        .iter()
-        // An acquire sends at least four arguments (id, weight, limit,
-        // TTL); a release one, a renewal two.
-        .filter(|script| script.args.len() >= 4)
-        .count()
 }
 
 /// A fair waiter in another process learns from the release's message
@@ -819,43 +568,18 @@ async fn a_fair_waiter_takes_up_a_granted_permit(kind: ClientKind) {
     let locks = fair_manager(kind, &server).await;
     let other = fair_manager(kind, &server).await;
     let semaphore = locks.semaphore("baton", 1).expect("semaphore");
-    let key = LockKey::new("lock:", "baton").expect("key");
+    let key = locks.key("baton").expect("key");
     let mut acquired_by_attempt = 0;
     for _ in 0..5 {
         let holder = semaphore.acquire().await.expect("holder");
-        let waiter = {
-            let semaphore = other.semaphore("baton", 1).expect("semaphore");
-            tokio::spawn(async move {
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
-                let permit = semaphore.acquire_with(&options).await;
-                (Instant::now(), permit)
-            })
-        };
-        lock_testkit::eventually(Duration::from_secs(5), "a waiter in line", || async {
-            (in_line(&server, &key) == 1).then_some(())
-        })
-        .await;
-        // Subscribed by now: it subscribes before its second attempt.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
-        let released_at = Instant::now();
-        holder.release().await.expect("release");
-        let (acquired_at, permit) = waiter.await.expect("task");
-        let permit = permit.expect("the waiter acquires");
-        let gap = acquired_at.saturating_duration_since(released_at);
-        assert!(gap < FAIR_WAITER_LEASE / 8, "handed over in {gap:?}");
-        if acquires_logged(&server) > 0 {
+        let theirs = other.semaphore("baton", 1).expect("semaphore");
+        let waiter = async move { theirs.acquire_with(&waiting(20)).await };
+        let permit = hand_over(&server, &key, holder, waiter).await;
+        let logged = server.scripts_logged().expect("the slow log");
+        if logged.iter().any(is_acquire) {
             acquired_by_attempt += 1;
         }
-        assert_eq!(permit.permit_slot(), Some(0));
-        let started = Instant::now();
-        while permit.remaining() <= FAIR_WAITER_LEASE {
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "the grant was never extended to the TTL"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        assert_eq!(permit.slot(), 0);
         let state = semaphore.state().await.expect("state");
         assert_eq!(state.used, 1, "{state:?}");
         permit.release().await.expect("release");
@@ -881,15 +605,7 @@ async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
     let two = semaphore.acquire_many(2).await.expect("two of five");
     let _one = semaphore.acquire().await.expect("a third");
     let first = queue_waiter(&locks, &key, 5, 3).await;
-    let waiter = {
-        let semaphore = other.semaphore("passed", 5).expect("semaphore");
-        tokio::spawn(async move {
-            let permit = semaphore
-                .acquire_with(&AcquireOptions::new().with_wait(Duration::from_secs(20)))
-                .await;
-            (Instant::now(), permit)
-        })
-    };
+    let waiter = spawn_waiter(&other.semaphore("passed", 5).expect("semaphore"), 1);
     let offer_of_waiter = || {
         let AdminReply::Array(Some(fields)) = server.admin(&["HGETALL", &offers]).expect("HGETALL")
         else {
@@ -922,13 +638,10 @@ async fn a_waiter_the_hand_off_passes_over_is_woken(kind: ClientKind) {
         permit_entry(&server, &key, &first).is_some(),
         "the first in line was not granted"
     );
-    let (acquired_at, permit) = waiter.await.expect("task");
-    let permit = permit.expect("the waiter acquires");
-    let gap = acquired_at.saturating_duration_since(released_at);
-    assert!(
-        gap < FAIR_WAITER_LEASE / 8,
-        "the waiter passed over slept for {gap:?}"
-    );
+    let within = FAIR_WAITER_LEASE / 8;
+    let permit = served_within(waiter, released_at, within, "the waiter passed over")
+        .await
+        .expect("the waiter acquires");
     assert_eq!(semaphore.state().await.expect("state").used, 5);
     permit.release().await.expect("release");
 }
@@ -961,7 +674,7 @@ async fn foreign_offers_are_refused(kind: ClientKind) {
         None,
         "granted a malformed offer"
     );
-    assert_eq!(in_line(&server, &key), 1, "the waiter keeps its place");
+    assert_eq!(queue_length(&server, &key), 1, "the waiter keeps its place");
 }
 
 /// A waiter that gives up gives back a permit a release granted to its
@@ -992,7 +705,7 @@ async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
         permit_entry(&server, &key, &next).is_some(),
         "not handed on"
     );
-    assert_eq!(in_line(&server, &key), 0);
+    assert_eq!(queue_length(&server, &key), 0);
     locks.backend().release(&key, &next).await.expect("release");
     // A lost attempt's release.
     let holder = semaphore.acquire().await.expect("holder");
@@ -1005,110 +718,24 @@ async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
         None,
         "granted to the lost attempt"
     );
-    assert_eq!(in_line(&server, &key), 1, "the waiter keeps its place");
+    assert_eq!(queue_length(&server, &key), 1, "the waiter keeps its place");
 }
 
-macro_rules! semaphore_tests {
-    ($module:ident, $kind:expr) => {
-        mod $module {
-            use super::*;
-
-            #[test]
-            fn never_more_than_the_limit() {
-                lock_testkit::run(super::never_more_than_the_limit($kind));
-            }
-
-            #[test]
-            fn weights_slots_and_tokens() {
-                lock_testkit::run(super::weights_slots_and_tokens($kind));
-            }
-
-            #[test]
-            fn a_crashed_holders_weight_returns_after_its_ttl() {
-                lock_testkit::run(super::a_crashed_holders_weight_returns_after_its_ttl($kind));
-            }
-
-            #[test]
-            fn the_watchdog_keeps_a_permit() {
-                lock_testkit::run(super::the_watchdog_keeps_a_permit($kind));
-            }
-
-            #[test]
-            fn a_heavy_waiter_is_woken_by_the_release_that_fits() {
-                lock_testkit::run(super::a_heavy_waiter_is_woken_by_the_release_that_fits(
-                    $kind,
-                ));
-            }
-
-            #[test]
-            fn a_light_waiter_behind_a_heavy_one_is_woken() {
-                lock_testkit::run(super::a_light_waiter_behind_a_heavy_one_is_woken($kind));
-            }
-
-            #[test]
-            fn the_stored_limit_refuses_another() {
-                lock_testkit::run(super::the_stored_limit_refuses_another($kind));
-            }
-
-            #[test]
-            fn a_changed_limit_wakes_waiters() {
-                lock_testkit::run(super::a_changed_limit_wakes_waiters($kind));
-            }
-
-            #[test]
-            fn a_permit_hands_off_and_resumes() {
-                lock_testkit::run(super::a_permit_hands_off_and_resumes($kind));
-            }
-
-            #[test]
-            fn an_expired_place_rejoins_at_the_back() {
-                lock_testkit::run(super::an_expired_place_rejoins_at_the_back($kind));
-            }
-
-            #[test]
-            fn max_hold_ends_a_permit() {
-                lock_testkit::run(super::max_hold_ends_a_permit($kind));
-            }
-
-            #[test]
-            fn bad_input_is_refused() {
-                lock_testkit::run(super::bad_input_is_refused($kind));
-            }
-
-            #[test]
-            fn a_release_hands_permits_over_on_the_server() {
-                lock_testkit::run(super::a_release_hands_permits_over_on_the_server($kind));
-            }
-
-            #[test]
-            fn a_fair_waiter_takes_up_a_granted_permit() {
-                lock_testkit::run(super::a_fair_waiter_takes_up_a_granted_permit($kind));
-            }
-
-            #[test]
-            fn a_waiter_the_hand_off_passes_over_is_woken() {
-                lock_testkit::run(super::a_waiter_the_hand_off_passes_over_is_woken($kind));
-            }
-
-            #[test]
-            fn foreign_offers_are_refused() {
-                lock_testkit::run(super::foreign_offers_are_refused($kind));
-            }
-
-            #[test]
-            fn a_leaving_waiter_gives_its_permit_back() {
-                lock_testkit::run(super::a_leaving_waiter_gives_its_permit_back($kind));
-            }
-
-            #[test]
-            fn fair_mode_serves_in_arrival_order() {
-                lock_testkit::run(super::fair_mode_serves_in_arrival_order($kind));
-            }
-        }
-    };
-}
-
-#[cfg(feature = "redis")]
-semaphore_tests!(on_redis, ClientKind::Redis);
-#[cfg(feature = "fred")]
-semaphore_tests!(on_fred, ClientKind::Fred);
+lock_testkit::client_tests!(
+    weights_slots_and_tokens,
+    the_watchdog_keeps_a_permit,
+    a_heavy_waiter_is_woken_by_the_release_that_fits,
+    a_light_waiter_behind_a_heavy_one_is_woken,
+    the_stored_limit_refuses_another,
+    a_changed_limit_wakes_waiters,
+    a_permit_hands_off_and_resumes,
+    an_expired_place_rejoins_at_the_back,
+    max_hold_ends_a_permit,
+    bad_input_is_refused,
+    a_release_hands_permits_over_on_the_server,
+    a_fair_waiter_takes_up_a_granted_permit,
+    a_waiter_the_hand_off_passes_over_is_woken,
+    foreign_offers_are_refused,
+    a_leaving_waiter_gives_its_permit_back,
+    fair_mode_serves_in_arrival_order,
+);
