@@ -179,6 +179,8 @@ mod lock_core_examples {
     struct RwLock;
     #[doc = include_str!("../../lock-core/src/doc/lock.md")]
     struct Lock;
+    #[doc = include_str!("../../lock-core/src/doc/multi_lock.md")]
+    struct MultiLock;
     #[doc = include_str!("../../lock-core/src/doc/lease_guard.md")]
     struct LockGuard;
 }

@@ -35,14 +35,19 @@ const OBSERVE_RECHECK: Duration = Duration::from_secs(1);
 /// the TTL, a partition, a Redis restart without persistence). A leader
 /// never keeps believing it leads past its lease.
 ///
-/// Pass the term with every write the leader makes, and have the resource
-/// refuse a lower one than it has seen, as with any fencing token: that is
-/// what stops a deposed leader that has not noticed yet.
+/// # Fencing
+///
+/// A leader's term ([`Leadership::term`]) is its fencing token. Pass the
+/// term with every write the leader makes, and have the resource refuse a
+/// lower one than it has seen, as with any fencing token: that is what
+/// stops a deposed leader that has not noticed yet.
 ///
 /// Elections need fencing tokens: the single-node strategy with `fencing`
 /// on (the default). On a server without persistence, set
 /// `fencing_counter_ttl` so terms keep growing after a restart (tokens are
 /// then at least the server's time in µs).
+///
+/// # Examples
 ///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/election.md"))]
 #[derive(Debug, Clone)]
@@ -55,7 +60,9 @@ impl LockManager {
     /// The election `name`, through this manager's backend and config.
     /// Nothing is sent until a campaign or a read.
     ///
-    /// Errors: [`LockError::InvalidKey`] for a bad name;
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name;
     /// [`LockError::InvalidConfig`] on `fencing` for a backend built without
     /// fencing tokens (a term is one); [`LockError::Unsupported`] on a
     /// strategy without elections (reentrant, Redlock), before anything is
@@ -86,6 +93,10 @@ impl Election {
     /// proclaims `value` for the new term.
     ///
     /// # Errors
+    ///
+    /// As [`campaign_with`](Self::campaign_with).
+    ///
+    /// # Cancel safety
     ///
     /// As [`campaign_with`](Self::campaign_with).
     pub async fn campaign(&self, value: &str) -> Result<Leadership, LockError> {
@@ -179,15 +190,22 @@ impl Election {
     /// runs `work(handle)` with a handle of the leadership (its fencing
     /// token is the term), and if the lease is lost first, drops `work`'s
     /// future, logs, and campaigns again. Once `work` returns, resigns and
-    /// returns its output. Drop the future to stop (the leadership is given
-    /// back in the background).
+    /// returns its output.
     ///
-    /// Errors: those of [`campaign`](Self::campaign) that are not
-    /// retryable (retryable ones, and a lease lost before its value was
-    /// proclaimed, are retried after a second); [`LockError::LeaseLost`]
-    /// when `work` returned but the leadership had ended before it did, as
+    /// # Errors
+    ///
+    /// Those of [`campaign`](Self::campaign) that are not retryable
+    /// (retryable ones, and a lease lost before its value was proclaimed,
+    /// are retried after a second); [`LockError::LeaseLost`] when `work`
+    /// returned but the leadership had ended before it did, as
     /// [`LockGuard::run`] answers, since the work may have overlapped the
     /// next leader's.
+    ///
+    /// # Cancel safety
+    ///
+    /// Drop the future to stop: a campaign in progress is given up as
+    /// [`campaign`](Self::campaign)'s is, and a leadership is given back in
+    /// the background.
     pub async fn run_while_leader<F, Fut, T>(
         &self,
         value: &str,
@@ -236,6 +254,12 @@ impl Election {
 
 /// This process's leadership of an [`Election`], for one term: a lease
 /// like any lock's, renewed until [`resign`](Self::resign) or a drop.
+///
+/// # Fencing
+///
+/// The [`term`](Self::term) is this leadership's fencing token, what
+/// [`LeaseGuard::fencing_token`](crate::LeaseGuard::fencing_token) answers
+/// for it: send it with every write the leader makes.
 #[derive(Debug)]
 pub struct Leadership {
     guard: LockGuard,
@@ -258,13 +282,21 @@ impl Leadership {
 
     /// Proclaims a new value for this term, without a new election.
     ///
-    /// Errors: [`LockError::LeaseLost`] when this leadership no longer
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] when this leadership no longer
     /// holds the lock (nothing written; the leadership is lost from then
     /// on, and [`lost`](Self::lost) completes); [`LockError::InvalidConfig`]
     /// on `value` for a value over [`MAX_LEADER_VALUE_LEN`] bytes;
     /// [`LockError::ReplicasNotAcknowledged`] when `replicas` are asked for
     /// and too few acknowledged the value (it may not survive a failover;
     /// proclaim again).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the value may have been
+    /// proclaimed while [`value`](Self::value) still answers the old one.
+    /// Proclaim again to be sure.
     pub async fn proclaim(&mut self, value: &str) -> Result<(), LockError> {
         validate_value(value)?;
         if !self
@@ -301,8 +333,14 @@ impl Leadership {
     /// Gives the leadership up: the lock is released (only if it is still
     /// this term's), and observers see no leader until the next one.
     ///
-    /// Errors as [`LockGuard::release`]: [`LockError::LeaseLost`] when the
+    /// # Errors
+    ///
+    /// As [`LockGuard::release`]: [`LockError::LeaseLost`] when the
     /// leadership had already ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockGuard::release`].
     pub async fn resign(self) -> Result<(), LockError> {
         self.guard.release().await
     }

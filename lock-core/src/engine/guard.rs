@@ -104,6 +104,14 @@ impl LeaseHandle {
 /// While the guard lives, the watchdog (if enabled) renews the lease every
 /// renewal interval, and [`LockGuard::lost`] completes if renewal finds the key
 /// gone or taken or the deadline passes unrenewed.
+///
+/// # Fencing
+///
+/// [`fencing_token`](Self::fencing_token) is the hold's token, `None` where
+/// the strategy issues none (see [`Lock`](crate::Lock)): a lock's, a
+/// multi-key hold's one token, or under a role guard a permit's slot token,
+/// a read's epoch, a write's token or a leader's term. Send it with every
+/// write made under the hold.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
@@ -231,10 +239,18 @@ impl LockGuard {
     /// reentrant strategy never shortens a hold that re-entries share: there
     /// the key, and the deadline, keep the longer TTL.
     ///
-    /// Errors: [`LockError::InvalidTtl`]; [`LockError::LeaseLost`] if the lease was
+    /// # Errors
+    ///
+    /// [`LockError::InvalidTtl`]; [`LockError::LeaseLost`] if the lease was
     /// already lost or the key is gone or taken (the lease is then marked lost);
     /// connection errors, after which the deadline is the earlier of the old
     /// one and the one this extend would have set (it may have run).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropped after it was sent, the deadline is the earlier of
+    /// the old one and the one this extend would have set, as after a
+    /// connection error.
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         validate_ttl(ttl)?;
         let shared = &self.handle.shared;
@@ -263,27 +279,36 @@ impl LockGuard {
         }
     }
 
-    /// Gives the lock back and says how the lease ended.
+    /// Gives the lock back and says how the lease ended: `Ok(())` means the
+    /// lease was valid until this release removed it.
     ///
-    /// `Ok(())` means the lease was valid until this release removed it. An
-    /// [`LockError::LeaseLost`] means it ended earlier (lost, expired, or the key
-    /// was gone or taken when the release arrived): whatever ran under it may
-    /// have overlapped with another holder. A lease found gone sends nothing;
-    /// one past its deadline still sends its release, which names this hold
-    /// alone, so a renewal that ran unanswered does not keep the key. A
-    /// release that names one attempt's grant (single node, Redlock) and fails
-    /// with a retryable error goes on. After a connection error a single-node
-    /// release is sent again at once (a cluster client may refuse the first
-    /// command to a slot that moved), and `Ok(())` if that one removes the
-    /// key; else the error is returned (also when the second send finds the
-    /// key gone, since the first may have run unanswered). After any other
-    /// retryable error, or a second one, the error is returned and the
-    /// release is sent again in the background; else the key expires by its
-    /// TTL. If this future is dropped before the release was answered, it is
-    /// sent again in the background where a release names one attempt's
-    /// grant. A reentrant release, which takes one off a count the hold's
-    /// guards share, is never repeated (it may have run): the key then
-    /// expires by its TTL.
+    /// A lease found gone sends nothing; one past its deadline still sends
+    /// its release, which names this hold alone, so a renewal that ran
+    /// unanswered does not keep the key.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] when the lease ended earlier (lost, expired,
+    /// or the key was gone or taken when the release arrived): whatever ran
+    /// under it may have overlapped with another holder.
+    ///
+    /// A release that names one attempt's grant (single node, Redlock) and
+    /// fails with a retryable error goes on. After a connection error a
+    /// single-node release is sent again at once (a cluster client may refuse
+    /// the first command to a slot that moved), and `Ok(())` if that one
+    /// removes the key; else the error is returned (also when the second send
+    /// finds the key gone, since the first may have run unanswered). After
+    /// any other retryable error, or a second one, the error is returned and
+    /// the release is sent again in the background; else the key expires by
+    /// its TTL.
+    ///
+    /// # Cancel safety
+    ///
+    /// If this future is dropped before the release was answered, it is sent
+    /// again in the background where a release names one attempt's grant. A
+    /// reentrant release, which takes one off a count the hold's guards
+    /// share, is never repeated (it may have run): the key then expires by
+    /// its TTL.
     pub async fn release(mut self) -> Result<(), LockError> {
         let shared = &self.handle.shared;
         shared.stop_watchdog();
@@ -341,14 +366,17 @@ impl LockGuard {
     /// ([`LockManager::extend_by_token`](crate::LockManager::extend_by_token),
     /// `distlock extend`, `distlock release`). The lease stays held until its
     /// TTL runs out unless someone renews it. Handles of this lease see it as
-    /// released.
+    /// released. A semaphore's permit is handed off with its weight, slot and
+    /// token.
     ///
-    /// Errors: [`LockError::LeaseLost`] if the lease had already ended (its
-    /// hold-scoped release is sent in the background, as on drop);
-    /// [`LockError::HandOffUnsupported`] for the reentrant strategy, whose
-    /// holds an owner's guards share (the guard is then released, as if
-    /// dropped; hand over the owner instead, and re-enter with it). A
-    /// semaphore's permit is handed off with its weight, slot and token.
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] if the lease had already ended (its
+    /// hold-scoped release is sent in the background, as on drop, unless the
+    /// key was found gone or taken); [`LockError::HandOffUnsupported`] for
+    /// the reentrant strategy, whose holds an owner's guards share (hand over
+    /// the owner instead, and re-enter with it), and for a multi-key hold (a
+    /// token names one key): the guard is then released, as if dropped.
     pub fn hand_off(self) -> Result<HandoffToken, LockError> {
         let shared = Arc::clone(&self.handle.shared);
         if !shared.backend.capabilities().releases_only_its_attempt {

@@ -17,6 +17,20 @@ use crate::key::LockKey;
 ///
 /// Cheap to clone: clones share the manager.
 ///
+/// # Fencing
+///
+/// Each grant of the name takes the next token of the name's counter
+/// ([`LockGuard::fencing_token`]), so a new holder's token is greater than
+/// every earlier one while the server keeps its data. A resource that keeps
+/// the highest token it has accepted, and refuses a lower one, turns away a
+/// holder that paused past its lease once the next holder has written
+/// ([`FencingToken`](crate::FencingToken) shows how). The single-node
+/// strategy issues tokens with `fencing` on (the default) and always in
+/// fair mode; the reentrant strategy always, a re-entry getting its hold's
+/// token; Redlock never (`None`).
+///
+/// # Examples
+///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/lock.md"))]
 #[derive(Debug, Clone)]
 pub struct Lock {
@@ -28,7 +42,9 @@ impl LockManager {
     /// The lock `name`, through this manager's backend and config.
     /// Nothing is sent until an acquire or a read.
     ///
-    /// Errors: [`LockError::InvalidKey`] for a bad name.
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name.
     pub fn lock(&self, name: &str) -> Result<Lock, LockError> {
         Ok(Lock {
             key: self.key(name)?,
@@ -106,6 +122,10 @@ impl Lock {
     /// # Errors
     ///
     /// As [`LockManager::inspect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only reads.
     pub async fn state(&self) -> Result<LockState, LockError> {
         self.manager.inspect(self.name()).await
     }

@@ -26,10 +26,8 @@ pub const MAX_MULTI_KEYS: usize = 64;
 ///
 /// Each member is stored as a plain lock of its name is, so a plain lock
 /// of a member name and the multi-key hold exclude each other, and a
-/// release wakes the waiters of every member. The hold has **one fencing
-/// token**, greater than every earlier token of each member name (every
-/// member's counter is raised to it): a resource that fences any one
-/// member stays correct.
+/// release wakes the waiters of every member. The hold stores no holder
+/// information.
 ///
 /// Names are de-duplicated, and taken in one canonical order (by the
 /// backend's renewal group, on a Redis Cluster the slot, then name),
@@ -51,10 +49,19 @@ pub const MAX_MULTI_KEYS: usize = 64;
 /// ([`LockError::HandOffUnsupported`]: a token names one key), and, as for
 /// any refused hand-off, the hold is then released.
 ///
-/// A multi-key hold always has a token on the single-node strategy, also
-/// with `fencing = false`, and stores no holder information. A member
-/// whose counter is at or above 2^53 (only a seeded counter gets there) is
-/// refused as [`LockError::Corrupted`]: the script's numbers are doubles.
+/// # Fencing
+///
+/// The hold has **one fencing token** ([`LockGuard::fencing_token`]),
+/// greater than every earlier token of each member name (every member's
+/// counter is raised to it): a resource that fences any one member stays
+/// correct. The single-node strategy always issues it, also with
+/// `fencing = false`; Redlock never (`None`). A member whose counter is at
+/// or above 2^53 (only a seeded counter gets there) is refused as
+/// [`LockError::Corrupted`]: the script's numbers are doubles.
+///
+/// # Examples
+///
+#[cfg_attr(not(doctest), doc = include_str!("../doc/multi_lock.md"))]
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     manager: LockManager,
@@ -65,7 +72,9 @@ impl LockManager {
     /// The names of `names` as one multi-key lock, through this manager's
     /// backend, config and watchdog. Nothing is sent until an acquire.
     ///
-    /// Errors: [`LockError::InvalidKey`] for no names, more than
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for no names, more than
     /// [`MAX_MULTI_KEYS`] distinct ones, or a bad name;
     /// [`LockError::Unsupported`] on a strategy without multi-key locks
     /// (reentrant), before anything is sent.
@@ -115,6 +124,10 @@ impl MultiLock {
     /// # Errors
     ///
     /// As [`acquire_with`](Self::acquire_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
         let ttl = self.manager.settings().ttl;
         self.manager
@@ -125,6 +138,10 @@ impl MultiLock {
     /// Waits up to the configured `wait_timeout` for every name.
     ///
     /// # Errors
+    ///
+    /// As [`acquire_with`](Self::acquire_with).
+    ///
+    /// # Cancel safety
     ///
     /// As [`acquire_with`](Self::acquire_with).
     pub async fn acquire(&self) -> Result<LockGuard, LockError> {

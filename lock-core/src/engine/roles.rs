@@ -45,6 +45,8 @@ use sealed::Private;
 /// [`hand_off`](LeaseGuard::hand_off) resigns and answers
 /// [`LockError::HandOffUnsupported`].
 ///
+/// # Examples
+///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/lease_guard.md"))]
 pub trait LeaseGuard: sealed::Sealed + Send + Sync + Sized {
     /// A cloneable view of this lease ([`LockGuard::handle`]).
@@ -270,9 +272,14 @@ macro_rules! role_guard {
 
 role_guard!(
     /// A held permit of a [`Semaphore`](crate::Semaphore): its lease, its
-    /// slot and its weight. Its fencing token is its slot's: a resource that
-    /// fences permits keeps the highest token it has seen per slot. Dropping
-    /// it gives the permit back in the background.
+    /// slot and its weight. Dropping it gives the permit back in the
+    /// background.
+    ///
+    /// # Fencing
+    ///
+    /// Its [`fencing_token`](Self::fencing_token) is its
+    /// [`slot`](Self::slot)'s: a resource that fences permits keeps the
+    /// highest token it has seen per slot.
     PermitGuard,
     "a permit",
     HoldKind::Permit(_)
@@ -282,6 +289,12 @@ role_guard!(
     /// A held read (shared) hold of an [`RwLock`](crate::RwLock): its
     /// lease and its epoch. Dropping it gives the hold back in the
     /// background.
+    ///
+    /// # Fencing
+    ///
+    /// Its [`epoch`](Self::epoch) (also its
+    /// [`fencing_token`](Self::fencing_token)) is the last write's token: its
+    /// view is current exactly when the resource's highest token equals it.
     ReadGuard,
     "a read hold",
     HoldKind::Access(Access::Shared)
@@ -289,8 +302,14 @@ role_guard!(
 
 role_guard!(
     /// The held write (exclusive) hold of an [`RwLock`](crate::RwLock): its
-    /// lease, whose fencing token is the next write's. Dropping it gives
-    /// the hold back in the background.
+    /// lease. Dropping it gives the hold back in the background.
+    ///
+    /// # Fencing
+    ///
+    /// Its [`fencing_token`](Self::fencing_token) is the lock's next write
+    /// token (a re-entry's is its owner's write's): write tokens only grow,
+    /// and reads taken until the next write get it as their
+    /// [`epoch`](ReadGuard::epoch).
     WriteGuard,
     "a write hold",
     HoldKind::Access(Access::Exclusive)

@@ -46,15 +46,6 @@ use crate::key::LockKey;
 /// ([`LockGuard::owner`]): without it, the nested read is a stranger's and
 /// waits behind any waiting writer, which waits for the outer read.
 ///
-/// **Fencing**: a write gets the next token of the lock's counter, issued
-/// as a lock's grant issues it (with `fencing_counter_ttl`, from the
-/// server's clock), so write tokens only grow; a read gets the **write epoch**, the last write token
-/// (0 before the first write). A resource that keeps the highest token it
-/// has seen accepts a write whose token is at least that, and knows a
-/// reader's data is current exactly when its epoch equals it: a reader
-/// that paused past its lease while a writer came and went sees a newer
-/// epoch and knows its view is stale.
-///
 /// Wake-ups: a release that may let someone in (a write's, the last
 /// read's, a waiting writer giving up) is published, and every waiter of
 /// the name in this process tries again; a waiter also tries again when
@@ -67,6 +58,20 @@ use crate::key::LockKey;
 /// (made for [`FAIR_WAITER_LEASE`]) to its TTL at once; a writer that died
 /// in line blocks the lock for that long at most.
 ///
+/// # Fencing
+///
+/// A write's token and a read's epoch come from one counter. A write
+/// ([`WriteGuard::fencing_token`]) gets the counter's next token, issued as
+/// a lock's grant issues it (with `fencing_counter_ttl`, from the server's
+/// clock), so write tokens only grow; a read ([`ReadGuard::epoch`]) gets
+/// the **write epoch**, the last write token (0 before the first write). A
+/// resource that keeps the highest token it has seen accepts a write whose
+/// token is at least that, and knows a reader's data is current exactly
+/// when its epoch equals it: a reader that paused past its lease while a
+/// writer came and went sees a newer epoch and knows its view is stale.
+///
+/// # Examples
+///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/rw_lock.md"))]
 #[derive(Debug, Clone)]
 pub struct RwLock {
@@ -77,13 +82,15 @@ pub struct RwLock {
 
 impl LockManager {
     /// The read-write lock `name`, through this manager's backend, config
-    /// and watchdog. Nothing is sent until an acquire.
-    ///
-    /// Errors: [`LockError::InvalidKey`] for a bad name;
-    /// [`LockError::Unsupported`] on a strategy without read-write locks
-    /// (reentrant, Redlock), before anything is sent. The config's `fair`
+    /// and watchdog. Nothing is sent until an acquire. The config's `fair`
     /// does not apply: writers are always granted in arrival order, readers
     /// never queue.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name;
+    /// [`LockError::Unsupported`] on a strategy without read-write locks
+    /// (reentrant, Redlock), before anything is sent.
     pub fn rw_lock(&self, name: &str) -> Result<RwLock, LockError> {
         self.require(Capability::RwLocks)?;
         Ok(RwLock {
@@ -126,6 +133,10 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`read_with`](Self::read_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::try_acquire`].
     pub async fn try_read(&self) -> Result<Option<ReadGuard>, LockError> {
         Ok(self.try_once(Access::Shared).await?.map(ReadGuard::new))
     }
@@ -133,6 +144,10 @@ impl RwLock {
     /// Waits up to the configured `wait_timeout` for a shared hold.
     ///
     /// # Errors
+    ///
+    /// As [`read_with`](Self::read_with).
+    ///
+    /// # Cancel safety
     ///
     /// As [`read_with`](Self::read_with).
     pub async fn read(&self) -> Result<ReadGuard, LockError> {
@@ -167,6 +182,10 @@ impl RwLock {
     /// # Errors
     ///
     /// As [`write_with`](Self::write_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockManager::try_acquire`].
     pub async fn try_write(&self) -> Result<Option<WriteGuard>, LockError> {
         Ok(self.try_once(Access::Exclusive).await?.map(WriteGuard::new))
     }
@@ -174,6 +193,10 @@ impl RwLock {
     /// Waits up to the configured `wait_timeout` for the exclusive hold.
     ///
     /// # Errors
+    ///
+    /// As [`write_with`](Self::write_with).
+    ///
+    /// # Cancel safety
     ///
     /// As [`write_with`](Self::write_with).
     pub async fn write(&self) -> Result<WriteGuard, LockError> {

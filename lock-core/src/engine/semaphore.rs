@@ -34,13 +34,6 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// that asks for another one gets [`LockError::LimitMismatch`], naming
 /// both. Change it on purpose with [`set_limit`](Self::set_limit).
 ///
-/// **Fencing**: a permit's [`slot`](PermitGuard::slot) is in `0..limit`,
-/// and no two live permits share one; its
-/// [`fencing_token`](PermitGuard::fencing_token) comes from that slot's own
-/// counter. A resource keeps the highest token it has accepted per slot
-/// and refuses a lower one for the same slot: a holder that paused past
-/// its lease is refused once its slot's next holder has written.
-///
 /// Waiting is as for a lock: a release publishes the weight it freed, and
 /// every waiter of the semaphore in this process tries again; a waiter
 /// whose weight still does not fit sleeps until the next release or until
@@ -58,6 +51,18 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// ([`AcquireOptions::with_owner`]) share a place, so give each fair wait
 /// its own owner (the default).
 ///
+/// # Fencing
+///
+/// A permit's token is per slot: its [`slot`](PermitGuard::slot) is in
+/// `0..limit`, no two live permits share one, and its
+/// [`fencing_token`](PermitGuard::fencing_token) comes from that slot's own
+/// counter. A resource keeps the highest token it has accepted per slot
+/// and refuses a lower one for the same slot: a holder that paused past
+/// its lease is refused once its slot's next holder has written. Send the
+/// slot along with the token.
+///
+/// # Examples
+///
 #[cfg_attr(not(doctest), doc = include_str!("../doc/semaphore.md"))]
 #[derive(Debug, Clone)]
 pub struct Semaphore {
@@ -70,8 +75,10 @@ impl LockManager {
     /// The semaphore `name` with `limit` permits, through this manager's
     /// backend, config and watchdog. Nothing is sent until an acquire.
     ///
-    /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
-    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name.
+    /// # Errors
+    ///
+    /// [`LockError::InvalidPermits`] for a limit of 0 or above
+    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::InvalidKey`] for a bad name;
     /// [`LockError::Unsupported`] on a strategy without semaphores
     /// (reentrant, Redlock), before anything is sent.
     pub fn semaphore(&self, name: &str, limit: u32) -> Result<Semaphore, LockError> {
@@ -236,9 +243,16 @@ impl Semaphore {
     /// once rather than at their timers. Change the limit where every
     /// process reads it (their config) first, as with `consul lock -n`.
     ///
-    /// Errors: [`LockError::InvalidPermits`] for a limit of 0 or above
-    /// [`MAX_SEMAPHORE_LIMIT`]; [`LockError::Corrupted`] when the limit's
-    /// key holds foreign data.
+    /// # Errors
+    ///
+    /// [`LockError::InvalidPermits`] for a limit of 0 or above
+    /// [`MAX_SEMAPHORE_LIMIT`], before anything is sent;
+    /// [`LockError::Corrupted`] when the limit's key holds foreign data.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped after it was sent, the limit may have been
+    /// stored while this handle still asks for the old one.
     pub async fn set_limit(&mut self, limit: u32) -> Result<Option<u32>, LockError> {
         validate_limit(limit)?;
         let previous = self
