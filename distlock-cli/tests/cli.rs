@@ -140,6 +140,59 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// A `distlock run` spawned over a shell that wrote a pid into a file:
+/// both are killed when this drops, if they still run.
+struct Running {
+    run: std::process::Child,
+    /// The pid the shell wrote.
+    pid: String,
+    _kill: [KillOnDrop; 2],
+    _scratch: Scratch,
+}
+
+/// Spawns `distlock run --key <key> <options>... -- sh -c <script>` on
+/// `server`, where `script(pid_file)` writes a pid into `pid_file`, and
+/// waits for that pid.
+fn spawn_run(
+    server: &RedisServer,
+    key: &str,
+    options: &[&str],
+    script: impl Fn(&str) -> String,
+) -> Running {
+    let scratch = Scratch::new(key);
+    let pid_file = scratch.file("command.pid");
+    let script = script(&pid_file.display().to_string());
+    let mut args = vec!["run", "--key", key];
+    args.extend_from_slice(options);
+    args.extend(["--", "sh", "-c", &script]);
+    let run = distlock(&on(server), &args)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let distlock = KillOnDrop(run.id().to_string());
+    let pid = read_pid(&pid_file);
+    Running {
+        run,
+        _kill: [distlock, KillOnDrop(pid.clone())],
+        pid,
+        _scratch: scratch,
+    }
+}
+
+/// A shell script that starts `sleep 60` in the background, writes its
+/// pid into `pid_file` and waits for it.
+fn background_sleep(pid_file: &str) -> String {
+    format!("sleep 60 & echo $! > '{pid_file}'; wait")
+}
+
+/// Asserts that nobody holds `name` on `server`; `what` says what a holder
+/// would mean.
+fn assert_unheld(server: &RedisServer, name: &str, what: &str) {
+    let key = format!("lock:{{{name}}}");
+    let exists = lock_testkit::peek::int(server, &["EXISTS", &key]);
+    assert_eq!(exists, 0, "{name}: {what}");
+}
+
 fn code(output: &Output) -> i32 {
     output.status.code().expect("an exit code")
 }
@@ -274,46 +327,21 @@ fn try_once_skips_a_held_lock() {
 #[test]
 fn a_lost_lock_terminates_the_command() {
     let server = RedisServer::start().expect("start");
-    let dir = std::env::temp_dir().join(format!("distlock-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pid_file = dir.join("child.pid");
-    let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
-    let mut run = distlock(
-        &on(&server),
-        &[
-            "run", "--key", "long", "--grace", "1s", "--", "sh", "-c", &script,
-        ],
-    )
-    .stdin(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn");
-    let started = Instant::now();
-    while !pid_file.exists()
-        || std::fs::read_to_string(&pid_file).map_or(true, |text| text.trim().is_empty())
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let child_pid = std::fs::read_to_string(&pid_file)
-        .expect("pid")
-        .trim()
-        .to_owned();
+    let script = |pid_file: &str| format!("echo $$ > '{pid_file}'; exec sleep 30");
+    let mut running = spawn_run(&server, "long", &["--grace", "1s"], script);
     server
         .admin(&["DEL", "lock:{long}"])
         .expect("delete the lock behind its back");
-    let status = wait_for_exit(&mut run, "distlock did not stop after losing the lock");
+    let status = wait_for_exit(
+        &mut running.run,
+        "distlock did not stop after losing the lock",
+    );
     assert_eq!(status.code(), Some(76));
-    let alive = Command::new("kill")
-        .args(["-0", &child_pid])
-        .stderr(Stdio::null())
-        .status()
-        .expect("kill -0");
-    assert!(!alive.success(), "the command (pid {child_pid}) still runs");
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        has_ended(&running.pid),
+        "the command (pid {}) still runs",
+        running.pid
+    );
 }
 
 #[test]
@@ -448,28 +476,17 @@ fn a_variable_that_is_not_unicode_breaks_nothing() {
 #[test]
 fn a_lost_lock_stops_the_whole_process_group() {
     let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new("lost-group");
-    let pid_file = scratch.file("background.pid");
-    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
-    let mut run = distlock(
-        &on(&server),
-        &[
-            "run", "--key", "group", "--grace", "2s", "--", "sh", "-c", &script,
-        ],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
-    let _distlock = KillOnDrop(run.id().to_string());
-    let background = read_pid(&pid_file);
-    let _background = KillOnDrop(background.clone());
+    let mut running = spawn_run(&server, "group", &["--grace", "2s"], background_sleep);
     // Another owner takes the key: the next renewal finds it gone.
     server
         .admin(&["SET", "lock:{group}", "someone-else", "PX", "60000"])
         .expect("take the lock behind its back");
-    let status = wait_for_exit(&mut run, "distlock did not stop after losing the lock");
+    let status = wait_for_exit(
+        &mut running.run,
+        "distlock did not stop after losing the lock",
+    );
     assert_eq!(status.code(), Some(76));
-    assert_ends(&background, "the command's background process");
+    assert_ends(&running.pid, "the command's background process");
     let holder = server.admin(&["GET", "lock:{group}"]).expect("GET");
     assert_eq!(
         holder.as_text(),
@@ -483,22 +500,10 @@ fn a_lost_lock_stops_the_whole_process_group() {
 /// process with that pid ends too; `what` names it in the failure.
 fn a_killed_distlock_ends(name: &str, script: impl Fn(&str) -> String, what: &str) {
     let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new(name);
-    let pid_file = scratch.file("watched.pid");
-    let script = script(&pid_file.display().to_string());
-    let mut run = distlock(
-        &on(&server),
-        &["run", "--key", name, "--", "sh", "-c", &script],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
-    let _distlock = KillOnDrop(run.id().to_string());
-    let watched = read_pid(&pid_file);
-    let _watched = KillOnDrop(watched.clone());
-    run.kill().expect("kill -9 distlock");
-    let _ = wait_for_exit(&mut run, "distlock survived SIGKILL");
-    assert_ends(&watched, what);
+    let mut running = spawn_run(&server, name, &[], script);
+    running.run.kill().expect("kill -9 distlock");
+    let _ = wait_for_exit(&mut running.run, "distlock survived SIGKILL");
+    assert_ends(&running.pid, what);
 }
 
 #[test]
@@ -514,7 +519,7 @@ fn a_killed_distlock_takes_its_command_with_it() {
 fn a_killed_distlock_takes_the_whole_group_with_it() {
     a_killed_distlock_ends(
         "pdeathsig-group",
-        |pid_file| format!("sleep 60 & echo $! > '{pid_file}'; wait"),
+        background_sleep,
         "the background process of a distlock killed with SIGKILL",
     );
 }
@@ -545,22 +550,10 @@ fn a_command_killed_by_a_signal_exits_with_128_plus_its_number() {
 #[test]
 fn a_signal_to_the_group_is_for_the_command_to_answer() {
     let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new("group-signal");
-    let pid_file = scratch.file("command.pid");
-    let script = format!(
-        "trap 'exit 7' TERM; echo $$ > '{}'; sleep 60 & wait",
-        pid_file.display()
-    );
-    let mut run = distlock(
-        &on(&server),
-        &["run", "--key", "trapped", "--", "sh", "-c", &script],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
-    let _distlock = KillOnDrop(run.id().to_string());
-    let command = read_pid(&pid_file);
-    let _command = KillOnDrop(command.clone());
+    let script =
+        |pid_file: &str| format!("trap 'exit 7' TERM; echo $$ > '{pid_file}'; sleep 60 & wait");
+    let mut running = spawn_run(&server, "trapped", &[], script);
+    let command = running.pid.clone();
     let group = group_of(&command);
     assert_ne!(
         group,
@@ -571,43 +564,27 @@ fn a_signal_to_the_group_is_for_the_command_to_answer() {
         .args(["-TERM", "--", &format!("-{group}")])
         .status()
         .expect("kill -TERM the group");
-    let status = wait_for_exit(&mut run, "distlock did not end with its command");
+    let status = wait_for_exit(&mut running.run, "distlock did not end with its command");
     assert_eq!(
         status.code(),
         Some(7),
         "the command's trap decides the exit code: {status:?}"
     );
-    let exists = server.admin(&["EXISTS", "lock:{trapped}"]).expect("EXISTS");
-    assert_eq!(exists.as_int(), Some(0), "the lock was released");
+    assert_unheld(&server, "trapped", "the lock was not released");
 }
 
 #[test]
 fn sighup_stops_the_command_and_releases_the_lock() {
     let server = RedisServer::start().expect("start");
-    let scratch = Scratch::new("sighup");
-    let pid_file = scratch.file("background.pid");
-    let script = format!("sleep 60 & echo $! > '{}'; wait", pid_file.display());
-    let mut run = distlock(
-        &on(&server),
-        &[
-            "run", "--key", "hup", "--grace", "3s", "--", "sh", "-c", &script,
-        ],
-    )
-    .stdin(Stdio::null())
-    .spawn()
-    .expect("spawn");
-    let _distlock = KillOnDrop(run.id().to_string());
-    let background = read_pid(&pid_file);
-    let _background = KillOnDrop(background.clone());
+    let mut running = spawn_run(&server, "hup", &["--grace", "3s"], background_sleep);
     Command::new("kill")
-        .args(["-HUP", &run.id().to_string()])
+        .args(["-HUP", &running.run.id().to_string()])
         .status()
         .expect("kill -HUP");
-    let status = wait_for_exit(&mut run, "distlock ignored SIGHUP");
+    let status = wait_for_exit(&mut running.run, "distlock ignored SIGHUP");
     assert_eq!(status.code(), Some(130), "{status:?}");
-    assert_ends(&background, "the command's background process");
-    let exists = server.admin(&["EXISTS", "lock:{hup}"]).expect("EXISTS");
-    assert_eq!(exists.as_int(), Some(0), "the lock was released");
+    assert_ends(&running.pid, "the command's background process");
+    assert_unheld(&server, "hup", "the lock was not released");
 }
 
 /// A least-privilege Redis user (the lock prefix's keys, no pub/sub
@@ -662,14 +639,7 @@ fn a_least_privilege_user_runs_jobs() {
         waited < Duration::from_millis(1500),
         "the waiter took {waited:?}; the holder's TTL is 2 s"
     );
-    assert_eq!(
-        server
-            .admin(&["EXISTS", "lock:{acl}"])
-            .expect("EXISTS")
-            .as_int(),
-        Some(0),
-        "the lock was released"
-    );
+    assert_unheld(&server, "acl", "the lock was not released");
 }
 
 /// `distlock` with the given client.
@@ -1105,14 +1075,7 @@ fn acquire_refuses_before_taking_what_it_cannot_hand_off() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(code(&out), 78, "{client}: {stderr}");
         assert!(stderr.contains("hand off"), "{client}: {stderr}");
-        assert_eq!(
-            server
-                .admin(&["EXISTS", "lock:{nested}"])
-                .expect("EXISTS")
-                .as_int(),
-            Some(0),
-            "{client}: the lock was taken"
-        );
+        assert_unheld(&server, "nested", &format!("{client}: the lock was taken"));
     }
 }
 
@@ -1215,14 +1178,8 @@ fn a_lost_acquire_reply_leaves_no_lock_behind() {
             !armed.load(Ordering::SeqCst),
             "{client}: the grant's reply was cut"
         );
-        assert_eq!(
-            server
-                .admin(&["EXISTS", "lock:{cut}"])
-                .expect("EXISTS")
-                .as_int(),
-            Some(0),
-            "{client}: the lock whose reply was lost is still held: {stderr}"
-        );
+        let what = format!("{client}: the lock whose reply was lost is still held: {stderr}");
+        assert_unheld(&server, "cut", &what);
     }
 }
 

@@ -8,6 +8,7 @@
 use std::process::Output;
 
 use distlock::{ClientKind, Config, LockGuard, LockManager, OwnerToken};
+use lock_testkit::contract::taken_as;
 use lock_testkit::{RedisCluster, RedisServer};
 
 mod common;
@@ -233,24 +234,8 @@ fn lists_holds_of_the_reentrant_strategy() {
             ];
             let locks = connect(&vars).await;
             let owner = OwnerToken::generate().expect("owner");
-            let outer = locks
-                .acquire_with(
-                    "nested",
-                    &distlock::AcquireOptions::new()
-                        .with_owner(owner.clone())
-                        .no_wait(),
-                )
-                .await
-                .expect("free");
-            let inner = locks
-                .acquire_with(
-                    "nested",
-                    &distlock::AcquireOptions::new()
-                        .with_owner(owner.clone())
-                        .no_wait(),
-                )
-                .await
-                .expect("held by us");
+            let outer = taken_as(&locks, "nested", &owner).await;
+            let inner = taken_as(&locks, "nested", &owner).await;
             let rows = list_json(&vars, &[]);
             assert_eq!(names(&rows), ["nested"], "{client}");
             assert_eq!(rows[0]["hold_count"], 2, "{client}: {:?}", rows[0]);

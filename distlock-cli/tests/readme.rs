@@ -110,7 +110,8 @@ mod usage {
         let ledger = Arc::new(Ledger::default());
         let mut pods = Vec::new();
         for _ in 0..DUPLICATES {
-            let config = crate::common::config("single", [&server], client, &[]);
+            let vars = lock_testkit::env::config_vars("single", [&server], client, &[]);
+            let config = distlock::Config::from_vars(vars).expect("a valid config");
             pods.push(distlock::connect(&config).await.expect("connect"));
         }
         // Every request is connected before any starts, so they overlap.

@@ -10,6 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use distlock::{ClientKind, Config, LockError, LockManager, LockState, OwnerToken};
 use lock_testkit::contract::taken;
+use lock_testkit::contract::taken_as;
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -59,26 +60,29 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, value)| value.as_str())
 }
 
-/// `PTTL` of the lock key and of its holder key, read in one step.
-fn ttls(server: &RedisServer, name: &str) -> (i64, i64) {
-    let lock = format!("lock:{{{name}}}");
-    let holder = format!("{lock}:holder");
+/// `PTTL` of two keys, read in one step (read one after the other, the
+/// later one would be a millisecond lower).
+fn pttls(server: &RedisServer, first: &str, second: &str) -> (i64, i64) {
     let reply = server
         .admin(&[
             "EVAL",
             "return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}",
             "2",
-            &lock,
-            &holder,
+            first,
+            second,
         ])
         .expect("EVAL");
     let AdminReply::Array(Some(items)) = reply else {
         panic!("PTTLs: {reply:?}");
     };
-    (
-        items[0].as_int().expect("a TTL"),
-        items[1].as_int().expect("a TTL"),
-    )
+    let ttl = |item: &AdminReply| item.as_int().expect("a TTL");
+    (ttl(&items[0]), ttl(&items[1]))
+}
+
+/// `PTTL` of the lock key and of its holder key, read in one step.
+fn ttls(server: &RedisServer, name: &str) -> (i64, i64) {
+    let lock = format!("lock:{{{name}}}");
+    pttls(server, &lock, &format!("{lock}:holder"))
 }
 
 fn assert_same_ttl(server: &RedisServer, name: &str, context: &str) {
@@ -122,15 +126,7 @@ fn holder_information_follows_the_lock() {
                 let context = format!("{client} {mode}");
                 let locks = connect(&common::config(mode, [&server], client, &ON)).await;
                 let before = server_seconds(&server);
-                let guard = locks
-                    .acquire_with(
-                        "invoice",
-                        &distlock::AcquireOptions::new()
-                            .with_owner(owner.clone())
-                            .no_wait(),
-                    )
-                    .await
-                    .expect("free");
+                let guard = taken_as(&locks, "invoice", &owner).await;
                 let fields = holder_fields(&server, "invoice");
                 assert_eq!(
                     field(&fields, "host"),
@@ -185,15 +181,7 @@ fn holder_information_follows_the_lock() {
                 let (lock_ttl, _) = ttls(&server, "invoice");
                 assert!(lock_ttl > 10_000, "{context}: {lock_ttl}");
                 if mode == "reentrant" {
-                    let inner = locks
-                        .acquire_with(
-                            "invoice",
-                            &distlock::AcquireOptions::new()
-                                .with_owner(owner.clone())
-                                .no_wait(),
-                        )
-                        .await
-                        .expect("re-entered");
+                    let inner = taken_as(&locks, "invoice", &owner).await;
                     assert_eq!(
                         holder_fields(&server, "invoice"),
                         fields,
@@ -241,83 +229,80 @@ fn holder_information_follows_the_lock() {
 /// anything.
 #[test]
 fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            for mode in MODES {
-                let context = format!("{client} {mode}");
-                let on = connect(&common::config(mode, [&server], client, &ON[..1])).await;
-                let off = connect(&common::config(mode, [&server], client, &[])).await;
-                let guard = taken(&on, "stale").await;
-                server.admin(&["DEL", "lock:{stale}"]).expect("DEL");
-                drop(guard);
-                server
-                    .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
-                    .expect("HSET");
-                let guard = taken(&on, "stale").await;
-                let fields = holder_fields(&server, "stale");
-                assert_eq!(field(&fields, "label"), None, "{context}: {fields:?}");
-                assert!(field(&fields, "host").is_some(), "{context}: {fields:?}");
-                guard.release().await.expect("release");
-                // Whole holder information, bound to no hold.
-                server
-                    .admin(&[
-                        "HSET",
-                        "lock:{stale}:holder",
-                        "host",
-                        "elsewhere",
-                        "pid",
-                        "7",
-                        "acquired_at_us",
-                        "1700000000000000",
-                        "label",
-                        "the old holder",
-                    ])
-                    .expect("HSET");
-                let guard = taken(&off, "stale").await;
-                if mode == "single" {
-                    match off.inspect("stale").await.expect("inspect") {
-                        LockState::Held { holder, .. } => {
-                            assert_eq!(holder, None, "{context}: an unbound holder is shown")
-                        }
-                        other => panic!("{context}: {other:?}"),
+    lock_testkit::on_every_client(async |server, client| {
+        for mode in MODES {
+            let context = format!("{client} {mode}");
+            let on = connect(&common::config(mode, [server], client, &ON[..1])).await;
+            let off = connect(&common::config(mode, [server], client, &[])).await;
+            let guard = taken(&on, "stale").await;
+            server.admin(&["DEL", "lock:{stale}"]).expect("DEL");
+            drop(guard);
+            server
+                .admin(&["HSET", "lock:{stale}:holder", "label", "the old holder"])
+                .expect("HSET");
+            let guard = taken(&on, "stale").await;
+            let fields = holder_fields(server, "stale");
+            assert_eq!(field(&fields, "label"), None, "{context}: {fields:?}");
+            assert!(field(&fields, "host").is_some(), "{context}: {fields:?}");
+            guard.release().await.expect("release");
+            // Whole holder information, bound to no hold.
+            server
+                .admin(&[
+                    "HSET",
+                    "lock:{stale}:holder",
+                    "host",
+                    "elsewhere",
+                    "pid",
+                    "7",
+                    "acquired_at_us",
+                    "1700000000000000",
+                    "label",
+                    "the old holder",
+                ])
+                .expect("HSET");
+            let guard = taken(&off, "stale").await;
+            if mode == "single" {
+                match off.inspect("stale").await.expect("inspect") {
+                    LockState::Held { holder, .. } => {
+                        assert_eq!(holder, None, "{context}: an unbound holder is shown")
                     }
-                    assert!(
-                        !holder_fields(&server, "stale").is_empty(),
-                        "{context}: a grant without the option deleted the holder key"
-                    );
-                } else {
-                    assert_no_holder(&server, "stale", &format!("{context}, option off"));
+                    other => panic!("{context}: {other:?}"),
                 }
-                guard.release().await.expect("release");
-
-                server
-                    .admin(&["SET", "lock:{stale}:holder", "foreign"])
-                    .expect("SET");
-                // A single-node grant without the option reads no holder key.
-                let readers = if mode == "single" {
-                    vec![&on]
-                } else {
-                    vec![&on, &off]
-                };
-                for locks in readers {
-                    let result = locks.try_acquire("stale").await;
-                    assert!(
-                        matches!(result, Err(LockError::Corrupted { .. })),
-                        "{context}: {:?}",
-                        result.map(|guard| guard.is_some())
-                    );
-                    assert_eq!(
-                        server
-                            .admin(&["EXISTS", "lock:{stale}"])
-                            .expect("EXISTS")
-                            .as_int(),
-                        Some(0),
-                        "{context}: the lock was written"
-                    );
-                }
-                server.admin(&["DEL", "lock:{stale}:holder"]).expect("DEL");
+                assert!(
+                    !holder_fields(server, "stale").is_empty(),
+                    "{context}: a grant without the option deleted the holder key"
+                );
+            } else {
+                assert_no_holder(server, "stale", &format!("{context}, option off"));
             }
+            guard.release().await.expect("release");
+
+            server
+                .admin(&["SET", "lock:{stale}:holder", "foreign"])
+                .expect("SET");
+            // A single-node grant without the option reads no holder key.
+            let readers = if mode == "single" {
+                vec![&on]
+            } else {
+                vec![&on, &off]
+            };
+            for locks in readers {
+                let result = locks.try_acquire("stale").await;
+                assert!(
+                    matches!(result, Err(LockError::Corrupted { .. })),
+                    "{context}: {:?}",
+                    result.map(|guard| guard.is_some())
+                );
+                assert_eq!(
+                    server
+                        .admin(&["EXISTS", "lock:{stale}"])
+                        .expect("EXISTS")
+                        .as_int(),
+                    Some(0),
+                    "{context}: the lock was written"
+                );
+            }
+            server.admin(&["DEL", "lock:{stale}:holder"]).expect("DEL");
         }
     });
 }
@@ -406,63 +391,42 @@ fn host_name() -> String {
 /// lock's, and a counter with a TTL gets at least the lease's.
 #[test]
 fn a_resumed_lease_moves_the_holder_and_counter_expiry() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            let name = format!("resumed-{client}");
-            let mut extra = ON.to_vec();
-            extra.push(("DISTLOCK_FENCING_COUNTER_TTL", "1200s"));
-            let short = common::config("single", [&server], client, &extra);
-            let mut long = short.clone();
-            long.lock.ttl = Duration::from_secs(120);
-            // A counter TTL of 20 min covers 10 of these leases; what the
-            // resume must do is keep it no shorter than the lease.
-            let token = taken(&connect(&long).await, &name)
-                .await
-                .hand_off()
-                .expect("hand off");
-            // A counter close to its end, as after a long hold.
-            server
-                .admin(&["PEXPIRE", &format!("lock:{{{name}}}:fence"), "1000"])
-                .expect("PEXPIRE");
-            // The resumer's config says 5 s; the lease keeps its own 120 s.
-            let resumed = connect(&short)
-                .await
-                .resume(&name, &token)
-                .await
-                .expect("resume");
-            assert_same_ttl(&server, &name, "after the resume");
-            // Both read at one instant (one script): read one after the
-            // other, the later one is a millisecond lower.
-            let lock_key = format!("lock:{{{name}}}");
-            let fence_key = format!("{lock_key}:fence");
-            let reply = server
-                .admin(&[
-                    "EVAL",
-                    "return {redis.call('pttl', KEYS[1]), redis.call('pttl', KEYS[2])}",
-                    "2",
-                    &lock_key,
-                    &fence_key,
-                ])
-                .expect("EVAL");
-            let AdminReply::Array(Some(items)) = reply else {
-                panic!("PTTLs: {reply:?}");
-            };
-            let (lock, counter) = (
-                items[0].as_int().expect("a TTL"),
-                items[1].as_int().expect("a TTL"),
-            );
-            assert!(
-                lock > 60_000,
-                "{client}: renewed to the 120 s it was handed off with: {lock}"
-            );
-            assert!(
-                counter >= lock,
-                "{client}: counter {counter} ms, lease {lock} ms"
-            );
-            resumed.release().await.expect("release");
-            assert_no_holder(&server, &name, "after the release");
-        }
+    lock_testkit::on_every_client(async |server, client| {
+        let name = format!("resumed-{client}");
+        let mut extra = ON.to_vec();
+        extra.push(("DISTLOCK_FENCING_COUNTER_TTL", "1200s"));
+        let short = common::config("single", [server], client, &extra);
+        let mut long = short.clone();
+        long.lock.ttl = Duration::from_secs(120);
+        // A counter TTL of 20 min covers 10 of these leases; what the
+        // resume must do is keep it no shorter than the lease.
+        let token = taken(&connect(&long).await, &name)
+            .await
+            .hand_off()
+            .expect("hand off");
+        // A counter close to its end, as after a long hold.
+        server
+            .admin(&["PEXPIRE", &format!("lock:{{{name}}}:fence"), "1000"])
+            .expect("PEXPIRE");
+        // The resumer's config says 5 s; the lease keeps its own 120 s.
+        let resumed = connect(&short)
+            .await
+            .resume(&name, &token)
+            .await
+            .expect("resume");
+        assert_same_ttl(server, &name, "after the resume");
+        let lock_key = format!("lock:{{{name}}}");
+        let (lock, counter) = pttls(server, &lock_key, &format!("{lock_key}:fence"));
+        assert!(
+            lock > 60_000,
+            "{client}: renewed to the 120 s it was handed off with: {lock}"
+        );
+        assert!(
+            counter >= lock,
+            "{client}: counter {counter} ms, lease {lock} ms"
+        );
+        resumed.release().await.expect("release");
+        assert_no_holder(server, &name, "after the release");
     });
 }
 
@@ -483,15 +447,7 @@ fn no_stale_holder_information() {
                 let context = format!("{client} {mode}");
                 let writer = connect(&common::config(mode, [&server], client, &ON)).await;
                 let other = connect(&common::config(mode, [&server], client, &[])).await;
-                let guard = writer
-                    .acquire_with(
-                        "handed",
-                        &distlock::AcquireOptions::new()
-                            .with_owner(owner.clone())
-                            .no_wait(),
-                    )
-                    .await
-                    .expect("free");
+                let guard = taken_as(&writer, "handed", &owner).await;
                 assert!(!holder_fields(&server, "handed").is_empty(), "{context}");
                 if mode == "single" {
                     let token = guard.hand_off().expect("hand off");
@@ -500,15 +456,7 @@ fn no_stale_holder_information() {
                         .await
                         .expect("release");
                 } else {
-                    let inner = other
-                        .acquire_with(
-                            "handed",
-                            &distlock::AcquireOptions::new()
-                                .with_owner(owner.clone())
-                                .no_wait(),
-                        )
-                        .await
-                        .expect("the owner re-enters");
+                    let inner = taken_as(&other, "handed", &owner).await;
                     guard.release().await.expect("release");
                     inner.release().await.expect("the last release");
                 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use distlock::{ClientKind, Config, LockError, LockManager, LockState};
 use lock_testkit::contract::taken;
+use lock_testkit::contract::taken_as;
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -25,26 +26,10 @@ async fn connect(config: &Config) -> LockManager {
 
 /// Every key on `server` with its `PTTL`, sorted by key.
 fn keys_and_ttls(server: &RedisServer) -> Vec<(String, i64)> {
-    let script = "local out = {} \
-        for _, key in ipairs(redis.call('keys', '*')) do \
-          out[#out + 1] = key; out[#out + 1] = redis.call('pttl', key) \
-        end \
-        return out";
-    let reply = server.admin(&["EVAL", script, "0"]).expect("EVAL");
-    let AdminReply::Array(Some(items)) = reply else {
-        panic!("keys and TTLs: {reply:?}");
-    };
-    let mut pairs: Vec<(String, i64)> = items
-        .chunks(2)
-        .map(|pair| {
-            (
-                pair[0].as_text().expect("a key").to_owned(),
-                pair[1].as_int().expect("a TTL"),
-            )
-        })
-        .collect();
-    pairs.sort();
-    pairs
+    lock_testkit::peek::keys_with(server, "redis.call('pttl', key)")
+        .into_iter()
+        .map(|(key, ttl)| (key, ttl.as_int().expect("a TTL")))
+        .collect()
 }
 
 fn flush(server: &RedisServer) {
@@ -64,44 +49,41 @@ const NAMES: usize = 1000;
 
 #[test]
 fn without_a_counter_ttl_a_name_leaves_only_its_counter() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            for (mode, holder_info) in MODES
-                .iter()
-                .flat_map(|mode| [(*mode, "false"), (*mode, "true")])
-            {
-                flush(&server);
-                let holder = [("DISTLOCK_HOLDER_INFO", holder_info)];
-                let locks = connect(&common::config(mode, [&server], client, &holder)).await;
-                lock_names(&locks, NAMES).await;
-                let keys = keys_and_ttls(&server);
-                assert_eq!(
-                    keys.len(),
-                    NAMES,
-                    "{client} {mode} {holder_info}: {:?}",
-                    &keys[..5]
+    lock_testkit::on_every_client(async |server, client| {
+        for (mode, holder_info) in MODES
+            .iter()
+            .flat_map(|mode| [(*mode, "false"), (*mode, "true")])
+        {
+            flush(server);
+            let holder = [("DISTLOCK_HOLDER_INFO", holder_info)];
+            let locks = connect(&common::config(mode, [server], client, &holder)).await;
+            lock_names(&locks, NAMES).await;
+            let keys = keys_and_ttls(server);
+            assert_eq!(
+                keys.len(),
+                NAMES,
+                "{client} {mode} {holder_info}: {:?}",
+                &keys[..5]
+            );
+            for (key, ttl) in &keys {
+                assert!(
+                    key.starts_with("lock:{order:") && key.ends_with("}:fence"),
+                    "{client} {mode}: {key} is not a fencing counter"
                 );
-                for (key, ttl) in &keys {
-                    assert!(
-                        key.starts_with("lock:{order:") && key.ends_with("}:fence"),
-                        "{client} {mode}: {key} is not a fencing counter"
-                    );
-                    assert_eq!(*ttl, -1, "{client} {mode}: {key} expires");
-                }
-                // The tokens are what they always were: 1, 2, 3, ...
-                let token = |locks: &LockManager| {
-                    let locks = locks.clone();
-                    async move {
-                        let guard = taken(&locks, "order:0").await;
-                        let token = guard.fencing_token().map(|token| token.get());
-                        guard.release().await.expect("release");
-                        token
-                    }
-                };
-                assert_eq!(token(&locks).await, Some(2), "{client} {mode}");
-                assert_eq!(token(&locks).await, Some(3), "{client} {mode}");
+                assert_eq!(*ttl, -1, "{client} {mode}: {key} expires");
             }
+            // The tokens are what they always were: 1, 2, 3, ...
+            let token = |locks: &LockManager| {
+                let locks = locks.clone();
+                async move {
+                    let guard = taken(&locks, "order:0").await;
+                    let token = guard.fencing_token().map(|token| token.get());
+                    guard.release().await.expect("release");
+                    token
+                }
+            };
+            assert_eq!(token(&locks).await, Some(2), "{client} {mode}");
+            assert_eq!(token(&locks).await, Some(3), "{client} {mode}");
         }
     });
 }
@@ -196,42 +178,39 @@ async fn until_expired(server: &RedisServer, name: &str) {
 
 #[test]
 fn tokens_grow_across_an_expired_counter() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            for mode in MODES {
-                flush(&server);
-                let short = [
-                    ("DISTLOCK_TTL", "50ms"),
-                    ("DISTLOCK_NODE_TIMEOUT", "10ms"),
-                    ("DISTLOCK_FENCING_COUNTER_TTL", "500ms"),
-                ];
-                let off = connect(&common::config(mode, [&server], client, &short[..2])).await;
-                let on = connect(&common::config(mode, [&server], client, &short)).await;
-                // Off: 1, 2; turned on, the next token is the server's time.
-                assert_eq!(token_of(&off, "job").await, 1, "{client} {mode}");
-                assert_eq!(token_of(&off, "job").await, 2, "{client} {mode}");
-                let mut last = token_of(&on, "job").await;
-                assert!(last > 1_000_000_000_000_000, "{client} {mode}: {last}");
-                // While the counter lives, tokens count up from it.
-                let next = token_of(&on, "job").await;
-                assert!(next > last, "{client} {mode}: {next} after {last}");
-                last = next;
-                let ttl = counter_ttl(&server, "job");
-                assert!(ttl > 0 && ttl <= 500, "{client} {mode}: counter TTL {ttl}");
-                // Expired, the counter starts again at the server's time.
-                until_expired(&server, "job").await;
-                let next = token_of(&on, "job").await;
-                assert!(
-                    next > last,
-                    "{client} {mode}: {next} after {last}, across expiry"
-                );
-                last = next;
-                // Turned off while the counter lives: it counts on, and no
-                // longer expires.
-                assert_eq!(token_of(&off, "job").await, last + 1, "{client} {mode}");
-                assert_eq!(counter_ttl(&server, "job"), -1, "{client} {mode}");
-            }
+    lock_testkit::on_every_client(async |server, client| {
+        for mode in MODES {
+            flush(server);
+            let short = [
+                ("DISTLOCK_TTL", "50ms"),
+                ("DISTLOCK_NODE_TIMEOUT", "10ms"),
+                ("DISTLOCK_FENCING_COUNTER_TTL", "500ms"),
+            ];
+            let off = connect(&common::config(mode, [server], client, &short[..2])).await;
+            let on = connect(&common::config(mode, [server], client, &short)).await;
+            // Off: 1, 2; turned on, the next token is the server's time.
+            assert_eq!(token_of(&off, "job").await, 1, "{client} {mode}");
+            assert_eq!(token_of(&off, "job").await, 2, "{client} {mode}");
+            let mut last = token_of(&on, "job").await;
+            assert!(last > 1_000_000_000_000_000, "{client} {mode}: {last}");
+            // While the counter lives, tokens count up from it.
+            let next = token_of(&on, "job").await;
+            assert!(next > last, "{client} {mode}: {next} after {last}");
+            last = next;
+            let ttl = counter_ttl(server, "job");
+            assert!(ttl > 0 && ttl <= 500, "{client} {mode}: counter TTL {ttl}");
+            // Expired, the counter starts again at the server's time.
+            until_expired(server, "job").await;
+            let next = token_of(&on, "job").await;
+            assert!(
+                next > last,
+                "{client} {mode}: {next} after {last}, across expiry"
+            );
+            last = next;
+            // Turned off while the counter lives: it counts on, and no
+            // longer expires.
+            assert_eq!(token_of(&off, "job").await, last + 1, "{client} {mode}");
+            assert_eq!(counter_ttl(server, "job"), -1, "{client} {mode}");
         }
     });
 }
@@ -246,65 +225,54 @@ fn tokens_grow_across_an_expired_counter() {
 /// host's stalls, where a 150 ms one renewed every 50 ms did not.
 #[test]
 fn a_counter_outlives_the_lease_it_fences() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            for mode in MODES {
-                flush(&server);
-                let settings = [
-                    ("DISTLOCK_TTL", "1s"),
-                    ("DISTLOCK_FENCING_COUNTER_TTL", "10s"),
-                ];
-                let locks = connect(&common::config(mode, [&server], client, &settings)).await;
-                let guard = taken(&locks, "long").await;
-                let token = guard.fencing_token();
-                let lease_left = server
-                    .admin(&["PTTL", "lock:{long}"])
-                    .expect("PTTL")
-                    .as_int()
-                    .expect("a TTL");
-                assert!(
-                    lease_left > 0,
-                    "{client} {mode}: the lease's PTTL {lease_left}"
-                );
-                let counter_left = (lease_left + 50).to_string();
-                server
-                    .admin(&["PEXPIRE", "lock:{long}:fence", &counter_left])
-                    .expect("PEXPIRE");
-                // Renewed every third of a second, well past the counter's
-                // old end.
-                tokio::time::sleep(Duration::from_millis(1500)).await;
-                assert!(
-                    counter_ttl(&server, "long") > 0,
-                    "{client} {mode}: the counter expired under its lease"
-                );
-                assert!(guard.is_valid(), "{client} {mode}: the lease was lost");
-                match locks.inspect("long").await.expect("inspect") {
-                    LockState::Held { token: held, .. } => {
-                        assert_eq!(held, token, "{client} {mode}: the holder's token")
-                    }
-                    other => panic!("{client} {mode}: {other:?}"),
+    lock_testkit::on_every_client(async |server, client| {
+        for mode in MODES {
+            flush(server);
+            let settings = [
+                ("DISTLOCK_TTL", "1s"),
+                ("DISTLOCK_FENCING_COUNTER_TTL", "10s"),
+            ];
+            let locks = connect(&common::config(mode, [server], client, &settings)).await;
+            let guard = taken(&locks, "long").await;
+            let token = guard.fencing_token();
+            let lease_left = server
+                .admin(&["PTTL", "lock:{long}"])
+                .expect("PTTL")
+                .as_int()
+                .expect("a TTL");
+            assert!(
+                lease_left > 0,
+                "{client} {mode}: the lease's PTTL {lease_left}"
+            );
+            let counter_left = (lease_left + 50).to_string();
+            server
+                .admin(&["PEXPIRE", "lock:{long}:fence", &counter_left])
+                .expect("PEXPIRE");
+            // Renewed every third of a second, well past the counter's
+            // old end.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            assert!(
+                counter_ttl(server, "long") > 0,
+                "{client} {mode}: the counter expired under its lease"
+            );
+            assert!(guard.is_valid(), "{client} {mode}: the lease was lost");
+            match locks.inspect("long").await.expect("inspect") {
+                LockState::Held { token: held, .. } => {
+                    assert_eq!(held, token, "{client} {mode}: the holder's token")
                 }
-                if mode == "reentrant" {
-                    let inner = locks
-                        .acquire_with(
-                            "long",
-                            &distlock::AcquireOptions::new()
-                                .with_owner(guard.owner().clone())
-                                .no_wait(),
-                        )
-                        .await
-                        .expect("re-entered");
-                    assert_eq!(inner.fencing_token(), token, "{client} {mode}");
-                    inner.release().await.expect("release the inner hold");
-                }
-                guard.release().await.expect("release");
-                let next = token_of(&locks, "long").await;
-                assert!(
-                    Some(next) > token.map(|token| token.get()),
-                    "{client} {mode}: {next} after {token:?}"
-                );
+                other => panic!("{client} {mode}: {other:?}"),
             }
+            if mode == "reentrant" {
+                let inner = taken_as(&locks, "long", guard.owner()).await;
+                assert_eq!(inner.fencing_token(), token, "{client} {mode}");
+                inner.release().await.expect("release the inner hold");
+            }
+            guard.release().await.expect("release");
+            let next = token_of(&locks, "long").await;
+            assert!(
+                Some(next) > token.map(|token| token.get()),
+                "{client} {mode}: {next} after {token:?}"
+            );
         }
     });
 }
@@ -314,61 +282,58 @@ fn a_counter_outlives_the_lease_it_fences() {
 /// before anything is written.
 #[test]
 fn large_counters_stay_exact() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            for (mode, counter_ttl) in MODES
-                .iter()
-                .flat_map(|mode| [(*mode, None), (*mode, Some("10m"))])
-            {
-                let on = [(
-                    "DISTLOCK_FENCING_COUNTER_TTL",
-                    counter_ttl.unwrap_or_default(),
-                )];
-                let vars = if counter_ttl.is_some() { &on[..] } else { &[] };
-                let locks = connect(&common::config(mode, [&server], client, vars)).await;
-                for (counter, next) in [
-                    ("9007199254740990", 9_007_199_254_740_991_u64),
-                    ("9007199254740991", 9_007_199_254_740_992),
-                    ("9007199254740992", 9_007_199_254_740_993),
-                    ("9007199254740993", 9_007_199_254_740_994),
-                    ("9223372036854775806", 9_223_372_036_854_775_807),
-                ] {
-                    flush(&server);
-                    server
-                        .admin(&["SET", "lock:{big}:fence", counter])
-                        .expect("SET");
-                    let context = format!("{client} {mode} {counter_ttl:?} after {counter}");
-                    assert_eq!(token_of(&locks, "big").await, next, "{context}");
-                    let stored = server.admin(&["GET", "lock:{big}:fence"]).expect("GET");
-                    assert_eq!(
-                        stored.as_text(),
-                        Some(next.to_string().as_str()),
-                        "{context}"
-                    );
-                    // Ahead of any time in µs: with a counter TTL it would
-                    // expire, and the time would then issue a lower token.
-                    // It is kept without one, whatever the option.
-                    let ttl = self::counter_ttl(&server, "big");
-                    assert_eq!(ttl, -1, "{context}");
-                }
-                for foreign in ["9223372036854775807", "not-a-number", "-5", "1.5"] {
-                    flush(&server);
-                    server
-                        .admin(&["SET", "lock:{big}:fence", foreign])
-                        .expect("SET");
-                    let result = locks.try_acquire("big").await;
-                    assert!(
-                        matches!(result, Err(LockError::Corrupted { .. })),
-                        "{client} {mode} {counter_ttl:?} {foreign}: {:?}",
-                        result.map(|guard| guard.map(|guard| guard.fencing_token()))
-                    );
-                    assert_eq!(
-                        keys_and_ttls(&server),
-                        vec![("lock:{big}:fence".to_owned(), -1)],
-                        "{client} {mode} {foreign}: nothing was written"
-                    );
-                }
+    lock_testkit::on_every_client(async |server, client| {
+        for (mode, counter_ttl) in MODES
+            .iter()
+            .flat_map(|mode| [(*mode, None), (*mode, Some("10m"))])
+        {
+            let on = [(
+                "DISTLOCK_FENCING_COUNTER_TTL",
+                counter_ttl.unwrap_or_default(),
+            )];
+            let vars = if counter_ttl.is_some() { &on[..] } else { &[] };
+            let locks = connect(&common::config(mode, [server], client, vars)).await;
+            for (counter, next) in [
+                ("9007199254740990", 9_007_199_254_740_991_u64),
+                ("9007199254740991", 9_007_199_254_740_992),
+                ("9007199254740992", 9_007_199_254_740_993),
+                ("9007199254740993", 9_007_199_254_740_994),
+                ("9223372036854775806", 9_223_372_036_854_775_807),
+            ] {
+                flush(server);
+                server
+                    .admin(&["SET", "lock:{big}:fence", counter])
+                    .expect("SET");
+                let context = format!("{client} {mode} {counter_ttl:?} after {counter}");
+                assert_eq!(token_of(&locks, "big").await, next, "{context}");
+                let stored = server.admin(&["GET", "lock:{big}:fence"]).expect("GET");
+                assert_eq!(
+                    stored.as_text(),
+                    Some(next.to_string().as_str()),
+                    "{context}"
+                );
+                // Ahead of any time in µs: with a counter TTL it would
+                // expire, and the time would then issue a lower token.
+                // It is kept without one, whatever the option.
+                let ttl = self::counter_ttl(server, "big");
+                assert_eq!(ttl, -1, "{context}");
+            }
+            for foreign in ["9223372036854775807", "not-a-number", "-5", "1.5"] {
+                flush(server);
+                server
+                    .admin(&["SET", "lock:{big}:fence", foreign])
+                    .expect("SET");
+                let result = locks.try_acquire("big").await;
+                assert!(
+                    matches!(result, Err(LockError::Corrupted { .. })),
+                    "{client} {mode} {counter_ttl:?} {foreign}: {:?}",
+                    result.map(|guard| guard.map(|guard| guard.fencing_token()))
+                );
+                assert_eq!(
+                    keys_and_ttls(server),
+                    vec![("lock:{big}:fence".to_owned(), -1)],
+                    "{client} {mode} {foreign}: nothing was written"
+                );
             }
         }
     });
@@ -420,38 +385,35 @@ fn a_counter_ttl_must_cover_ten_leases() {
 /// gives it the TTL again.
 #[test]
 fn a_counter_ahead_of_the_clock_never_expires() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        for client in ClientKind::compiled() {
-            flush(&server);
-            let ahead = "5000000000000000"; // the year 2128, in µs
-            server
-                .admin(&["SET", "lock:{ahead}:fence", ahead])
-                .expect("SET");
-            let config = Config::from_vars([
-                (
-                    "DISTLOCK_NODES".to_owned(),
-                    server.url().expose().to_owned(),
-                ),
-                ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
-                ("DISTLOCK_TTL".to_owned(), "1s".to_owned()),
-                ("DISTLOCK_FENCING_COUNTER_TTL".to_owned(), "10s".to_owned()),
-            ])
-            .expect("config");
-            let locks = distlock::connect(&config).await.expect("connect");
-            let guard = taken(&locks, "ahead").await;
-            assert_eq!(
-                guard.fencing_token().map(|token| token.get()),
-                Some(5_000_000_000_000_001),
-                "{client}"
-            );
-            guard.release().await.expect("release");
-            assert_eq!(
-                counter_ttl(&server, "ahead"),
-                -1,
-                "{client}: kept without a TTL"
-            );
-        }
+    lock_testkit::on_every_client(async |server, client| {
+        flush(server);
+        let ahead = "5000000000000000"; // the year 2128, in µs
+        server
+            .admin(&["SET", "lock:{ahead}:fence", ahead])
+            .expect("SET");
+        let config = Config::from_vars([
+            (
+                "DISTLOCK_NODES".to_owned(),
+                server.url().expose().to_owned(),
+            ),
+            ("DISTLOCK_CLIENT".to_owned(), client.to_string()),
+            ("DISTLOCK_TTL".to_owned(), "1s".to_owned()),
+            ("DISTLOCK_FENCING_COUNTER_TTL".to_owned(), "10s".to_owned()),
+        ])
+        .expect("config");
+        let locks = distlock::connect(&config).await.expect("connect");
+        let guard = taken(&locks, "ahead").await;
+        assert_eq!(
+            guard.fencing_token().map(|token| token.get()),
+            Some(5_000_000_000_000_001),
+            "{client}"
+        );
+        guard.release().await.expect("release");
+        assert_eq!(
+            counter_ttl(server, "ahead"),
+            -1,
+            "{client}: kept without a TTL"
+        );
     });
 }
 

@@ -8,14 +8,17 @@ use std::time::{Duration, Instant};
 
 use lock_core::strategy::KeyNames as _;
 use lock_core::{
-    Claim, ClientKind, FairPlace, HandoffToken, HoldKind, HoldToken, LockBackend, LockError,
+    Claim, ClientKind, FairPlace, HandoffToken, HoldKind, HoldToken, LockBackend, LockGuard,
     LockKey, LockManager, ReleaseOutcome, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::peek::{int, queue_length};
-use lock_testkit::waiters::{hand_over, new_hold, take_up_by_hand, until_queued};
+use lock_testkit::waiters::{
+    garble_offer, grants_nothing, hand_over, new_hold, refuses_foreign_offers, take_up_by_hand,
+    until_queued,
+};
 use lock_testkit::RedisServer;
 
 struct Fair {
@@ -68,6 +71,19 @@ fn queued(fair: &Fair, name: &str) -> i64 {
 impl Fair {
     fn key(&self, name: &str) -> LockKey {
         self.locks.key(name).expect("key")
+    }
+
+    /// Releases `holder`: `waiter`'s offer (`which`) is not granted, and
+    /// it keeps its place.
+    async fn grants_nothing(
+        &self,
+        key: &LockKey,
+        holder: LockGuard,
+        waiter: &HoldToken,
+        which: &str,
+    ) {
+        let granted = |_: &HoldToken| stored(self, key).is_some();
+        grants_nothing(&self.server, key, holder, waiter, granted, which).await;
     }
 
     /// Waits until `name`'s line is `length` long.
@@ -327,9 +343,8 @@ async fn a_stale_offer_is_never_granted(kind: ClientKind) {
         .admin(&["ZINCRBY", &key.waiters_key(), "1", waiter.expose_owner()])
         .expect("ZINCRBY");
     assert!(later.as_text().is_some(), "{later:?}");
-    holder.release().await.expect("release");
-    assert_eq!(stored(&fair, &key), None, "granted a stale offer");
-    assert_eq!(queued(&fair, "stale"), 1, "the waiter keeps its place");
+    fair.grants_nothing(&key, holder, &waiter, "a stale offer")
+        .await;
     // Free, but a live waiter is first: a try-once caller does not jump it,
     // nor join the line.
     assert!(
@@ -353,9 +368,8 @@ async fn no_grant_to_a_lost_attempt(kind: ClientKind) {
     let lost = queue_by_hand(&fair, &key).await;
     let outcome = fair.backend.release(&key, &lost).await.expect("release");
     assert!(matches!(outcome, ReleaseOutcome::NotHeld), "{outcome:?}");
-    holder.release().await.expect("release");
-    assert_eq!(stored(&fair, &key), None, "granted to the lost attempt");
-    assert_eq!(queued(&fair, "lost"), 1, "the waiter keeps its place");
+    fair.grants_nothing(&key, holder, &lost, "the lost attempt")
+        .await;
 }
 
 /// Foreign data where the waiters' offers live: a fair acquire refuses it
@@ -364,26 +378,14 @@ async fn no_grant_to_a_lost_attempt(kind: ClientKind) {
 async fn foreign_offers_are_refused(kind: ClientKind) {
     let fair = fair(kind).await;
     let key = fair.key("foreign");
-    fair.server
-        .admin(&["SET", &key.offers_key(), "not a hash"])
-        .expect("SET");
-    match fair.locks.try_acquire("foreign").await {
-        Err(LockError::Corrupted { detail, .. }) => {
-            assert!(detail.contains("offers"), "{detail}");
-        }
-        other => panic!("expected Corrupted, got {other:?}"),
-    }
-    assert_eq!(stored(&fair, &key), None, "nothing was written");
-    assert_eq!(queued(&fair, "foreign"), 0);
-    fair.server.admin(&["DEL", &key.offers_key()]).expect("DEL");
+    let attempt = fair.locks.try_acquire("foreign");
+    let (_, detail) = refuses_foreign_offers(&fair.server, &key, attempt).await;
+    assert!(detail.contains("offers"), "{detail}");
     let holder = fair.locks.acquire("foreign").await.expect("holder");
     let waiter = queue_by_hand(&fair, &key).await;
-    fair.server
-        .admin(&["HSET", &key.offers_key(), waiter.expose_owner(), "garbage"])
-        .expect("HSET");
-    holder.release().await.expect("release");
-    assert_eq!(stored(&fair, &key), None, "granted a malformed offer");
-    assert_eq!(queued(&fair, "foreign"), 1, "the waiter keeps its place");
+    garble_offer(&fair.server, &key, &waiter);
+    fair.grants_nothing(&key, holder, &waiter, "a malformed offer")
+        .await;
 }
 
 /// A waiter whose future is dropped after a release granted its offer

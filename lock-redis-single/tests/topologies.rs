@@ -45,20 +45,17 @@ fn tls_config(files: &TlsFiles) -> TlsConfig {
 
 #[test]
 fn cluster_config_on_a_standalone_server_is_a_clear_error() {
-    lock_testkit::run(async {
-        let server = RedisServer::start().expect("redis-server");
-        for kind in ClientKind::compiled() {
-            let endpoint = Endpoint::cluster([server.url()]);
-            match connect(kind, &endpoint).await {
-                Err(LockError::InvalidConfig { field, reason }) => {
-                    assert_eq!(field, "topology", "{kind}: {reason}");
-                    assert!(
-                        reason.contains(&format!("127.0.0.1:{}", server.port())),
-                        "{kind}: the error names the node: {reason}"
-                    );
-                }
-                other => panic!("{kind}: a standalone server is no cluster: {other:?}"),
+    lock_testkit::on_every_client(async |server, kind| {
+        let endpoint = Endpoint::cluster([server.url()]);
+        match connect(kind, &endpoint).await {
+            Err(LockError::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "topology", "{kind}: {reason}");
+                assert!(
+                    reason.contains(&format!("127.0.0.1:{}", server.port())),
+                    "{kind}: the error names the node: {reason}"
+                );
             }
+            other => panic!("{kind}: a standalone server is no cluster: {other:?}"),
         }
     });
 }

@@ -12,6 +12,7 @@ use lock_core::{
 };
 use lock_reentrant::ReentrantBackend;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::taken_as;
 use lock_testkit::contract::{fast_config, Deployment};
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -199,15 +200,7 @@ async fn watchdog_renews_while_holds_remain(factory: &Reentrant) {
     let ttl = Duration::from_millis(300);
     let locks = deployment.manager(fast_config(ttl));
     let outer = taken(&locks, "kept").await;
-    let inner = locks
-        .acquire_with(
-            "kept",
-            &lock_core::AcquireOptions::new()
-                .with_owner(outer.owner().clone())
-                .no_wait(),
-        )
-        .await
-        .expect("re-enter");
+    let inner = taken_as(&locks, "kept", outer.owner()).await;
     outer.release().await.expect("release the outer hold first");
     tokio::time::sleep(ttl * 3).await;
     assert!(inner.is_valid(), "the remaining hold was renewed");

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use lock_core::{
-    AcquireOutcome, Capability, ConnectOptions, Endpoint, ExtendOutcome, HandoffToken, HoldToken,
-    LeaseStatus, ListOptions, LockBackend, LockConfig, LockError, LockGuard, LockKey, LockManager,
-    LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome, RetryPolicy, TlsConfig,
-    MAX_KEY_LEN, MAX_TTL,
+    AcquireOptions, AcquireOutcome, Capability, ConnectOptions, Endpoint, ExtendOutcome,
+    HandoffToken, HoldToken, LeaseStatus, ListOptions, LockBackend, LockConfig, LockError,
+    LockGuard, LockKey, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome,
+    RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
@@ -348,6 +348,16 @@ pub fn fast_config(ttl: Duration) -> LockConfig {
             Duration::from_millis(20),
         ))
         .with_timeouts(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+/// Takes the lock `name` at once as `owner`: it must be free, or held by
+/// `owner` on a strategy that re-enters.
+pub async fn taken_as(locks: &LockManager, name: &str, owner: &OwnerToken) -> LockGuard {
+    let options = AcquireOptions::new().with_owner(owner.clone()).no_wait();
+    match locks.acquire_with(name, &options).await {
+        Ok(guard) => guard,
+        Err(err) => panic!("acquire {name} as its owner: {err}"),
+    }
 }
 
 /// Takes the lock `name`, which must be free, at once.

@@ -71,6 +71,8 @@ pub use tls::TlsFiles;
 use std::future::Future;
 use std::time::Duration;
 
+use lock_core::ClientKind;
+
 /// The longest any single check may run before it is failed.
 pub const CHECK_TIME_LIMIT: Duration = Duration::from_secs(60);
 
@@ -89,6 +91,18 @@ pub fn run<F: Future<Output = ()>>(check: F) {
     runtime.block_on(async {
         if tokio::time::timeout(CHECK_TIME_LIMIT, check).await.is_err() {
             panic!("the check ran past {CHECK_TIME_LIMIT:?}");
+        }
+    });
+}
+
+/// Runs `check` once per client compiled in, on one `redis-server` started
+/// for them, through [`run`]: a check that runs the same steps on each
+/// client, each with its own names on the server.
+pub fn on_every_client(check: impl AsyncFn(&RedisServer, ClientKind)) {
+    run(async {
+        let server = RedisServer::start().expect("start redis-server");
+        for kind in ClientKind::compiled() {
+            check(&server, kind).await;
         }
     });
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{LockBackend, LockError, LockGuard, LockManager, LockState, OwnerToken};
 
-use crate::contract::{fast_config, taken, BackendFactory, Deployment};
+use crate::contract::{fast_config, taken, taken_as, BackendFactory, Deployment};
 use crate::faulty::{Fault, Faulty};
 
 /// Asserts that `guard` trusts its lease no longer than the key lives: the
@@ -103,15 +103,7 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
 
     if factory.capabilities().reentrant {
         let outer = taken(&locks, "nested").await;
-        let inner = short
-            .acquire_with(
-                "nested",
-                &lock_core::AcquireOptions::new()
-                    .with_owner(outer.owner().clone())
-                    .no_wait(),
-            )
-            .await
-            .expect("the owner re-enters");
+        let inner = taken_as(&short, "nested", outer.owner()).await;
         assert_deadline_within_key(&locks, &outer, "outer, after a short re-entry").await;
         inner
             .extend(Duration::from_millis(300))
@@ -132,29 +124,13 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
     let owner = OwnerToken::from_string("worker-7").expect("owner");
     let key = locks.key("reused").expect("key");
     for ending in ["release", "extend", "drop"] {
-        let stale = locks
-            .acquire_with(
-                "reused",
-                &lock_core::AcquireOptions::new()
-                    .with_owner(owner.clone())
-                    .no_wait(),
-            )
-            .await
-            .expect("free key");
+        let stale = taken_as(&locks, "reused", &owner).await;
         locks
             .backend()
             .force_release(&key)
             .await
             .expect("force_release");
-        let fresh = locks
-            .acquire_with(
-                "reused",
-                &lock_core::AcquireOptions::new()
-                    .with_owner(owner.clone())
-                    .no_wait(),
-            )
-            .await
-            .expect("the key was cleared");
+        let fresh = taken_as(&locks, "reused", &owner).await;
         match ending {
             "release" => assert!(
                 matches!(stale.release().await, Err(LockError::LeaseLost { .. })),
@@ -524,15 +500,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
             fast_config(ttl),
         );
         let outer = taken(&locks, "nested-release").await;
-        let inner = locks
-            .acquire_with(
-                "nested-release",
-                &lock_core::AcquireOptions::new()
-                    .with_owner(outer.owner().clone())
-                    .no_wait(),
-            )
-            .await
-            .expect("the owner re-enters");
+        let inner = taken_as(&locks, "nested-release", outer.owner()).await;
         let cut = tokio::time::timeout(Duration::from_millis(100), inner.release()).await;
         assert!(cut.is_err(), "the inner release was cut short: {cut:?}");
         tokio::time::sleep(Duration::from_millis(400)).await;

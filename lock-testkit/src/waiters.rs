@@ -18,7 +18,7 @@ use lock_core::{
 };
 use tokio::task::JoinHandle;
 
-use crate::peek::{line, queue_length, subscribers};
+use crate::peek::{keys, line, queue_length, subscribers};
 use crate::server::{LoggedScript, RedisServer};
 
 /// A waiter on a task of its own: when it was served, and what it got.
@@ -237,4 +237,49 @@ pub async fn an_expired_place_rejoins_at_the_back(
         ],
         "the lapsed waiter took its old place back"
     );
+}
+
+/// Foreign data where `key`'s waiters' offers live: `attempt`, a fair
+/// acquire of the name (created beforehand: it runs when awaited), must
+/// refuse it with [`LockError::Corrupted`] and write nothing. Returns the
+/// key and detail the error names, and leaves the offers deleted.
+pub async fn refuses_foreign_offers<T: std::fmt::Debug>(
+    server: &RedisServer,
+    key: &LockKey,
+    attempt: impl Future<Output = Result<T, LockError>>,
+) -> (String, String) {
+    let offers = key.offers_key();
+    server.admin(&["SET", &offers, "not a hash"]).expect("SET");
+    let before = keys(server);
+    let named = match attempt.await {
+        Err(LockError::Corrupted { key, detail }) => (key, detail),
+        other => panic!("foreign offers: expected Corrupted, got {other:?}"),
+    };
+    assert_eq!(keys(server), before, "an attempt over foreign offers wrote");
+    server.admin(&["DEL", &offers]).expect("DEL");
+    named
+}
+
+/// Makes `hold`'s offer on `key` malformed: a release must never grant it.
+pub fn garble_offer(server: &RedisServer, key: &LockKey, hold: &HoldToken) {
+    server
+        .admin(&["HSET", &key.offers_key(), hold.expose_owner(), "garbage"])
+        .expect("HSET");
+}
+
+/// Releases `holder`, behind which `waiter` waits in `key`'s line with an
+/// offer no release may grant (`which` names it: "a malformed offer", "the
+/// lost attempt"): the offer is not granted (`granted` says whether a hold
+/// has the name) and the waiter keeps its place.
+pub async fn grants_nothing(
+    server: &RedisServer,
+    key: &LockKey,
+    holder: impl LeaseGuard,
+    waiter: &HoldToken,
+    granted: impl Fn(&HoldToken) -> bool,
+    which: &str,
+) {
+    holder.release().await.expect("release");
+    assert!(!granted(waiter), "granted {which}");
+    assert_eq!(queue_length(server, key), 1, "the waiter keeps its place");
 }

@@ -18,8 +18,9 @@ use lock_testkit::contract::fast_config;
 use lock_testkit::contract::taken;
 use lock_testkit::peek::{entry, keys, queue_length};
 use lock_testkit::waiters::{
-    hand_over, new_hold, queue_by_hand, served_promptly, served_within, spawn_timed,
-    take_up_by_hand, until_attempts, until_subscribed, Timed,
+    garble_offer, grants_nothing, hand_over, new_hold, queue_by_hand, refuses_foreign_offers,
+    served_promptly, served_within, spawn_timed, take_up_by_hand, until_attempts, until_subscribed,
+    Timed,
 };
 use lock_testkit::{LoggedScript, RedisServer};
 
@@ -564,26 +565,13 @@ async fn foreign_offers_are_refused(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let lock = locks.rw_lock("foreign").expect("rw lock");
     let key = LockKey::new("lock:", "foreign").expect("key");
-    let offers = key.offers_key();
-    server.admin(&["SET", &offers, "not a hash"]).expect("SET");
-    match lock.try_write().await {
-        Err(LockError::Corrupted { key: named, .. }) => assert_eq!(named, offers),
-        other => panic!("expected Corrupted, got {other:?}"),
-    }
-    assert_eq!(lock.state().await.expect("state").holds.len(), 0, "written");
-    server.admin(&["DEL", &offers]).expect("DEL");
+    let (named, _) = refuses_foreign_offers(&server, &key, lock.try_write()).await;
+    assert_eq!(named, key.offers_key());
     let reader = lock.read().await.expect("read");
     let writer = queue_writer(&locks, &key).await;
-    server
-        .admin(&["HSET", &offers, writer.expose_owner(), "garbage"])
-        .expect("HSET");
-    reader.release().await.expect("release");
-    assert_eq!(
-        write_entry(&server, &key, &writer),
-        None,
-        "granted a malformed offer"
-    );
-    assert_eq!(queue_length(&server, &key), 1, "the writer keeps its place");
+    garble_offer(&server, &key, &writer);
+    let granted = |hold: &HoldToken| write_entry(&server, &key, hold).is_some();
+    grants_nothing(&server, &key, reader, &writer, granted, "a malformed offer").await;
 }
 
 /// The release that frees a read-write lock (a write's, or the last

@@ -20,9 +20,9 @@ use lock_testkit::contract::fast_config;
 use lock_testkit::contract::taken;
 use lock_testkit::peek::{entry, keys, queue_length};
 use lock_testkit::waiters::{
-    an_expired_place_rejoins_at_the_back as rejoins_at_the_back, hand_over, new_hold,
-    queue_by_hand, served_promptly, served_within, spawn_timed, take_up_by_hand, until_attempts,
-    until_queued, until_subscribed, Timed,
+    an_expired_place_rejoins_at_the_back as rejoins_at_the_back, garble_offer, grants_nothing,
+    hand_over, new_hold, queue_by_hand, refuses_foreign_offers, served_promptly, served_within,
+    spawn_timed, take_up_by_hand, until_attempts, until_queued, until_subscribed, Timed,
 };
 use lock_testkit::{AdminReply, LoggedScript, RedisServer};
 
@@ -655,26 +655,13 @@ async fn foreign_offers_are_refused(kind: ClientKind) {
     let locks = fair_manager(kind, &server).await;
     let semaphore = locks.semaphore("foreign", 1).expect("semaphore");
     let key = LockKey::new("lock:", "foreign").expect("key");
-    let offers = key.offers_key();
-    server.admin(&["SET", &offers, "not a hash"]).expect("SET");
-    match semaphore.try_acquire().await {
-        Err(LockError::Corrupted { key: named, .. }) => assert_eq!(named, offers),
-        other => panic!("expected Corrupted, got {other:?}"),
-    }
-    assert_eq!(semaphore.state().await.expect("state").used, 0, "written");
-    server.admin(&["DEL", &offers]).expect("DEL");
+    let (named, _) = refuses_foreign_offers(&server, &key, semaphore.try_acquire()).await;
+    assert_eq!(named, key.offers_key());
     let holder = semaphore.acquire().await.expect("holder");
     let waiter = queue_waiter(&locks, &key, 1, 1).await;
-    server
-        .admin(&["HSET", &offers, waiter.expose_owner(), "garbage"])
-        .expect("HSET");
-    holder.release().await.expect("release");
-    assert_eq!(
-        permit_entry(&server, &key, &waiter),
-        None,
-        "granted a malformed offer"
-    );
-    assert_eq!(queue_length(&server, &key), 1, "the waiter keeps its place");
+    garble_offer(&server, &key, &waiter);
+    let granted = |hold: &HoldToken| permit_entry(&server, &key, hold).is_some();
+    grants_nothing(&server, &key, holder, &waiter, granted, "a malformed offer").await;
 }
 
 /// A waiter that gives up gives back a permit a release granted to its
@@ -712,13 +699,8 @@ async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
     let lost = queue_waiter(&locks, &key, 1, 1).await;
     let outcome = locks.backend().release(&key, &lost).await.expect("release");
     assert!(matches!(outcome, ReleaseOutcome::NotHeld), "{outcome:?}");
-    holder.release().await.expect("release");
-    assert_eq!(
-        permit_entry(&server, &key, &lost),
-        None,
-        "granted to the lost attempt"
-    );
-    assert_eq!(queue_length(&server, &key), 1, "the waiter keeps its place");
+    let granted = |hold: &HoldToken| permit_entry(&server, &key, hold).is_some();
+    grants_nothing(&server, &key, holder, &lost, granted, "the lost attempt").await;
 }
 
 lock_testkit::client_tests!(
