@@ -122,11 +122,7 @@ fn the_limit_is_reported(vars: &[(&str, &str)], context: &str) {
         rows.as_array().is_some_and(|rows| rows.len() < 33),
         "{context}: {rows}"
     );
-    assert!(
-        stderr(&out).contains("the scan stopped"),
-        "{context}: {}",
-        stderr(&out)
-    );
+    common::assert_stderr_says(&out, "the scan stopped", context);
     let out = distlock(vars, &["list", "--limit", "0"]);
     assert_eq!(out.status.code(), Some(78), "{context}: {}", stderr(&out));
 }

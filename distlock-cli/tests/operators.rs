@@ -124,11 +124,7 @@ fn a_cron_style_skip_prints_nothing_and_exits_as_told() {
         &["run", "--nonblock", "--key", "nightly", "-c", &job],
     ));
     assert_eq!(code(&loud), 75);
-    assert!(
-        stderr(&loud).contains("held by someone else"),
-        "{}",
-        stderr(&loud)
-    );
+    common::assert_stderr_says(&loud, "held by someone else", "");
     let told = output(on(
         &server,
         &[
@@ -166,7 +162,7 @@ fn a_cron_style_skip_prints_nothing_and_exits_as_told() {
         &["run", "-n", "-q", "-E", "0", "nightly", "-c", &job],
     ));
     assert_eq!(code(&down), 69);
-    assert!(stderr(&down).contains("127.0.0.1:1"), "{}", stderr(&down));
+    common::assert_stderr_says(&down, "127.0.0.1:1", "");
 }
 
 /// `-w` takes bare seconds as flock does (`0.4`), and `forever` waits until
@@ -398,11 +394,7 @@ fn several_nodes_never_choose_redlock_by_themselves() {
     ));
     assert_eq!(code(&two), 78, "{}", stderr(&two));
     for named in ["`strategy`", "redlock", "cluster", "sentinel"] {
-        assert!(
-            stderr(&two).contains(named),
-            "names {named}: {}",
-            stderr(&two)
-        );
+        common::assert_stderr_says(&two, named, &format!("names {named}"));
     }
     assert!(!std::path::Path::new(ran.path()).exists(), "the job ran");
     let redlock_two = output(distlock(
@@ -413,11 +405,7 @@ fn several_nodes_never_choose_redlock_by_themselves() {
         &["run", "ha", "-c", &job],
     ));
     assert_eq!(code(&redlock_two), 78, "{}", stderr(&redlock_two));
-    assert!(
-        stderr(&redlock_two).contains("`nodes`"),
-        "{}",
-        stderr(&redlock_two)
-    );
+    common::assert_stderr_says(&redlock_two, "`nodes`", "");
     let four = output(distlock(
         &[
             ("DISTLOCK_NODES", urls(4)),
@@ -433,7 +421,7 @@ fn several_nodes_never_choose_redlock_by_themselves() {
         "said once: {}",
         stderr(&four)
     );
-    assert!(stderr(&four).contains("as 3 nodes do"), "{}", stderr(&four));
+    common::assert_stderr_says(&four, "as 3 nodes do", "");
 }
 
 /// An ACL user refused a rule the operation needs is told which rule, on
@@ -490,11 +478,7 @@ fn a_refused_acl_rule_is_named() {
             &["run", "acl", "-c", "echo ran"],
         ));
         assert_eq!(code(&out), 69, "{client}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("`~jobs:*`"),
-            "{client}: {}",
-            stderr(&out)
-        );
+        common::assert_stderr_says(&out, "`~jobs:*`", client);
     }
 }
 
@@ -533,11 +517,7 @@ fn a_port_that_is_not_redis_is_named() {
             &["status", "web"],
         ));
         assert_eq!(code(&out), 69, "{client}: {}", stderr(&out));
-        assert!(
-            stderr(&out).contains("did not answer as Redis"),
-            "{client}: {}",
-            stderr(&out)
-        );
+        common::assert_stderr_says(&out, "did not answer as Redis", client);
     }
     drop(http);
 }
@@ -558,7 +538,7 @@ fn config_errors_name_the_field_the_user_set() {
         "{}",
         stderr(&short)
     );
-    assert!(stderr(&short).contains("TTL"), "{}", stderr(&short));
+    common::assert_stderr_says(&short, "TTL", "");
     // Three nodes: Redlock refuses one. The config is refused before any
     // node is reached.
     let redlock = output(distlock(
@@ -575,11 +555,7 @@ fn config_errors_name_the_field_the_user_set() {
         &["run", "tiny", "--ttl", "20ms", "-c", "echo ran"],
     ));
     assert_eq!(code(&redlock), 78, "{}", stderr(&redlock));
-    assert!(
-        stderr(&redlock).contains("field `ttl`"),
-        "{}",
-        stderr(&redlock)
-    );
+    common::assert_stderr_says(&redlock, "field `ttl`", "");
     let file = Scratch::new("toml");
     std::fs::write(
         &file.0,
@@ -591,11 +567,7 @@ fn config_errors_name_the_field_the_user_set() {
         &["--config", file.path(), "status", "x"],
     ));
     assert_eq!(code(&misspelt), 78, "{}", stderr(&misspelt));
-    assert!(
-        stderr(&misspelt).contains("did you mean `ttl`?"),
-        "{}",
-        stderr(&misspelt)
-    );
+    common::assert_stderr_says(&misspelt, "did you mean `ttl`?", "");
 }
 
 /// `--help` lists the flock-style flags with their defaults, and the exit
@@ -807,10 +779,10 @@ fn duration_flags_take_seconds_and_refuse_negatives() {
                 "{flag} {value}: no tip to use `--`: {}",
                 stderr(&out)
             );
-            assert!(
-                stderr(&out).contains("negative"),
-                "{flag} {value}: says what is wrong: {}",
-                stderr(&out)
+            common::assert_stderr_says(
+                &out,
+                "negative",
+                &format!("{flag} {value}: says what is wrong"),
             );
             assert!(
                 !std::path::Path::new(touched.path()).exists(),
@@ -820,7 +792,7 @@ fn duration_flags_take_seconds_and_refuse_negatives() {
     }
     let out = output(on(&server, &["acquire", "secs", "--ttl", "-5s"]));
     assert_eq!(code(&out), 78, "{}", stderr(&out));
-    assert!(stderr(&out).contains("negative"), "{}", stderr(&out));
+    common::assert_stderr_says(&out, "negative", "");
 }
 
 /// A semaphore whose limit differs from `--permits` is refused (78) with
@@ -851,10 +823,10 @@ fn a_mismatched_limit_names_the_distlock_limit_verb() {
         &["run", "--permits", "2", "exports", "-c", "true"],
     ));
     assert_eq!(code(&mismatched), 78, "{}", stderr(&mismatched));
-    assert!(
-        stderr(&mismatched).contains("distlock limit exports --permits 2"),
-        "names the verb: {}",
-        stderr(&mismatched)
+    common::assert_stderr_says(
+        &mismatched,
+        "distlock limit exports --permits 2",
+        "names the verb",
     );
     assert!(
         !stderr(&mismatched).contains("set_limit"),
@@ -900,10 +872,10 @@ fn permits_out_of_range_report_the_real_range() {
         ] {
             let out = output(on(&server, args));
             assert_eq!(code(&out), 78, "{args:?}: {}", stderr(&out));
-            assert!(
-                stderr(&out).contains("1 to 999999999"),
-                "{args:?}: the real range: {}",
-                stderr(&out)
+            common::assert_stderr_says(
+                &out,
+                "1 to 999999999",
+                &format!("{args:?}: the real range"),
             );
             assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
         }
@@ -979,8 +951,8 @@ fn redlock_over_one_node_is_refused() {
         &["run", "solo", "-c", &format!("echo ran > {}", ran.path())],
     ));
     assert_eq!(code(&out), 78, "{}", stderr(&out));
-    assert!(stderr(&out).contains("`nodes`"), "{}", stderr(&out));
-    assert!(stderr(&out).contains("single"), "{}", stderr(&out));
+    common::assert_stderr_says(&out, "`nodes`", "");
+    common::assert_stderr_says(&out, "single", "");
     assert!(!std::path::Path::new(ran.path()).exists(), "the job ran");
 }
 

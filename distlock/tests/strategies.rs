@@ -7,6 +7,7 @@ use std::time::Duration;
 use distlock::config::Strategy;
 use distlock::error::Capability;
 use distlock::{ClientKind, Config, LockError};
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 
@@ -17,14 +18,7 @@ mod common;
 async fn body(config: Config) {
     let locks = distlock::connect(&config).await.expect("connect");
     let guard = taken(&locks, "front-door").await;
-    assert!(
-        locks
-            .try_acquire("front-door")
-            .await
-            .expect("try_acquire")
-            .is_none(),
-        "exclusive"
-    );
+    assert!(held_by_another(&locks, "front-door").await, "exclusive");
     let waited = locks
         .acquire_with(
             "front-door",

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use distlock::{ClientKind, LockError, LossReason};
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
@@ -138,11 +139,7 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
     };
 
     let first = taken(&locks, "first").await;
-    assert!(locks
-        .try_acquire("first")
-        .await
-        .expect("try_acquire")
-        .is_none());
+    assert!(held_by_another(&locks, "first").await);
     assert!(matches!(
         locks
             .acquire_with(

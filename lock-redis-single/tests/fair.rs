@@ -12,6 +12,7 @@ use lock_core::{
     LockKey, LockManager, ReleaseOutcome, RetryPolicy, WaitMode, FAIR_WAITER_LEASE,
 };
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::peek::{int, queue_length};
@@ -348,11 +349,7 @@ async fn a_stale_offer_is_never_granted(kind: ClientKind) {
     // Free, but a live waiter is first: a try-once caller does not jump it,
     // nor join the line.
     assert!(
-        fair.locks
-            .try_acquire("stale")
-            .await
-            .expect("try")
-            .is_none(),
+        held_by_another(&fair.locks, "stale").await,
         "jumped the line"
     );
     assert_eq!(queued(&fair, "stale"), 1);

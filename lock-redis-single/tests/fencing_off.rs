@@ -9,6 +9,7 @@ use std::time::Duration;
 use lock_core::strategy::KeyNames as _;
 use lock_core::{ClientKind, LockConfig, LockError, LockManager, LockState};
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::RedisServer;
 
@@ -89,11 +90,7 @@ fn a_fencing_off_acquire_is_one_plain_set() {
         );
         let other = manager(config(server, kind, false)).await;
         assert!(
-            other
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&other, &name).await,
             "{kind}: a held lock is held"
         );
         let started = std::time::Instant::now();
@@ -170,11 +167,7 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
         let first = taken(&fenced, &name).await;
         let token = first.fencing_token().expect("a fenced grant has a token");
         assert!(
-            plain
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&plain, &name).await,
             "{kind}: a fenced hold keeps fencing-off processes out"
         );
         // Handed to a fencing-off process, the hold keeps its token.
@@ -199,11 +192,7 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
             "{kind}: the fencing-off grant took no token"
         );
         assert!(
-            fenced
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&fenced, &name).await,
             "{kind}: a fencing-off hold keeps fenced processes out"
         );
         match fenced.inspect(&name).await.expect("inspect") {

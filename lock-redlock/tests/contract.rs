@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError};
 use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_testkit::contract::held_by_another;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
 /// Redlock over `nodes` servers through one client.
@@ -68,11 +69,7 @@ fn locks_over_tls_nodes() {
                     .unwrap_or_else(|err| panic!("{kind} round {round}: {err}"))
                     .unwrap_or_else(|| panic!("{kind} round {round}: a free lock"));
                 assert!(
-                    locks
-                        .try_acquire("over-tls")
-                        .await
-                        .expect("second try")
-                        .is_none(),
+                    held_by_another(&locks, "over-tls").await,
                     "{kind}: a second holder over TLS"
                 );
                 guard.extend(Duration::from_secs(2)).await.expect("extend");

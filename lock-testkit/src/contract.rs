@@ -350,6 +350,19 @@ pub fn fast_config(ttl: Duration) -> LockConfig {
         .with_timeouts(Duration::from_secs(2), Duration::from_millis(500))
 }
 
+/// Whether one attempt at `name` finds it held by another (the attempt
+/// must not fail); a lock it takes is released again.
+pub async fn held_by_another(locks: &LockManager, name: &str) -> bool {
+    match locks.try_acquire(name).await {
+        Ok(None) => true,
+        Ok(Some(guard)) => {
+            guard.release().await.expect("release");
+            false
+        }
+        Err(err) => panic!("try_acquire {name}: {err}"),
+    }
+}
+
 /// Takes the lock `name` at once as `owner`: it must be free, or held by
 /// `owner` on a strategy that re-enters.
 pub async fn taken_as(locks: &LockManager, name: &str, owner: &OwnerToken) -> LockGuard {
@@ -627,11 +640,7 @@ pub async fn watchdog_keeps_the_lease(factory: &dyn BackendFactory) {
     while Instant::now() < until {
         assert!(guard.is_valid(), "the lease lapsed while the watchdog ran");
         assert!(
-            locks
-                .try_acquire("kept")
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&locks, "kept").await,
             "another owner got in"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -1048,11 +1057,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
         "the old guard lets go"
     );
     assert!(
-        locks
-            .try_acquire("handed")
-            .await
-            .expect("try_acquire")
-            .is_none(),
+        held_by_another(&locks, "handed").await,
         "handing off releases nothing"
     );
     let handoff = HandoffToken::parse(&text).expect("the token's text parses");
@@ -1068,11 +1073,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
             tokio::time::sleep(ttl * 3).await;
             assert!(resumed.is_valid(), "the resumed lease is renewed");
             assert!(
-                locks
-                    .try_acquire("handed")
-                    .await
-                    .expect("try_acquire")
-                    .is_none(),
+                held_by_another(&locks, "handed").await,
                 "still held by the resumed lease"
             );
             resumed.release().await.expect("the resumed lease releases");
@@ -1087,11 +1088,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
             assert!(set >= ttl * 2, "{set:?}");
             tokio::time::sleep(ttl).await;
             assert!(
-                locks
-                    .try_acquire("handed")
-                    .await
-                    .expect("try_acquire")
-                    .is_none(),
+                held_by_another(&locks, "handed").await,
                 "kept by the extend past its first TTL"
             );
             elsewhere
@@ -1497,11 +1494,7 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
         "two holds: {held_twice:?}"
     );
     assert!(
-        locks
-            .try_acquire("nested")
-            .await
-            .expect("try_acquire")
-            .is_none(),
+        held_by_another(&locks, "nested").await,
         "another owner stays out while holds remain"
     );
     // Re-entry works from another task, because the owner is a value.

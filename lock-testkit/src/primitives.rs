@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{AcquireOptions, Capability, LeaseGuard, LockError};
 
-use crate::contract::{fast_config, taken, BackendFactory, Deployment};
+use crate::contract::{fast_config, held_by_another, taken, BackendFactory, Deployment};
 
 /// The refusal of a strategy without the primitive, when its handle is
 /// made: [`LockError::Unsupported`] naming it (or a config error on
@@ -308,10 +308,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
         assert!(token > earlier, "{token} after {earlier}");
     }
     for name in names {
-        assert!(
-            locks.try_acquire(name).await.expect("try").is_none(),
-            "{name} free"
-        );
+        assert!(held_by_another(&locks, name).await, "{name} free");
     }
     held.release().await.expect("release");
     let holding = Arc::new(Mutex::new(0u32));

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{LockBackend, LockError, LockGuard, LockManager, LockState, OwnerToken};
 
-use crate::contract::{fast_config, taken, taken_as, BackendFactory, Deployment};
+use crate::contract::{fast_config, held_by_another, taken, taken_as, BackendFactory, Deployment};
 use crate::faulty::{Fault, Faulty};
 
 /// Asserts that `guard` trusts its lease no longer than the key lives: the
@@ -156,11 +156,7 @@ pub async fn stale_guard_spares_a_newer_hold(factory: &dyn BackendFactory) {
             "{ending}: the stale guard freed the newer hold"
         );
         assert!(
-            locks
-                .try_acquire("reused")
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&locks, "reused").await,
             "{ending}: another owner got in while the newer hold is valid"
         );
         assert!(fresh.is_valid(), "{ending}: the newer hold is valid");
@@ -212,11 +208,7 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert!(guard.is_valid(), "{case}: the guard is valid");
         assert!(
-            plain
-                .try_acquire(&name)
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&plain, &name).await,
             "{case}: two valid holders: the late cleanup freed the retry's grant"
         );
         guard.release().await.expect("release");
@@ -506,11 +498,7 @@ pub async fn abandoned_commands_leave_nothing_behind(factory: &dyn BackendFactor
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert!(outer.is_valid(), "the outer guard is valid");
         assert!(
-            plain
-                .try_acquire("nested-release")
-                .await
-                .expect("try_acquire")
-                .is_none(),
+            held_by_another(&plain, "nested-release").await,
             "two holders: the dropped inner release was sent twice"
         );
         outer.release().await.expect("release the outer hold");

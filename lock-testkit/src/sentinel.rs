@@ -5,7 +5,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_core::NodeUrl;
 use tempfile::TempDir;
@@ -14,9 +14,6 @@ use crate::server::{
     admin_command, context, find_redis_server, free_port, send_signal, AdminReply, RedisServer,
 };
 use crate::support::{info_field, wait_until};
-
-/// How long a sentinel may take to answer its first PING.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the group may take, once started, until every sentinel knows
 /// the master, its replicas and the other sentinels.
@@ -36,10 +33,7 @@ pub struct Sentinel {
 impl Sentinel {
     /// Writes the config file and starts the sentinel on a free port.
     fn start(binary: PathBuf, monitor: &str) -> io::Result<Sentinel> {
-        let dir = tempfile::Builder::new()
-            .prefix("lock-testkit-sentinel-")
-            .tempdir()
-            .map_err(|err| context(err, "could not create the sentinel's directory"))?;
+        let dir = crate::support::temp_dir("sentinel")?;
         let mut sentinel = Sentinel {
             binary,
             port: 0,
@@ -150,36 +144,17 @@ impl Sentinel {
             .spawn()
             .map_err(|err| context(err, format!("could not run {}", self.binary.display())))?;
         self.child = Some(child);
-        let started = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    self.child = None;
-                    let log = std::fs::read_to_string(self.log_file()).unwrap_or_default();
-                    return Err(io::Error::other(format!(
-                        "the sentinel on port {} exited at start ({status}); its log ends: {}",
-                        self.port,
-                        tail(&log, 5)
-                    )));
-                }
-            }
-            // Our sentinel, not another test's server that won the race for
-            // the port: its INFO names our child's pid.
-            if crate::server::is_child(self.admin(&["INFO", "server"]), self.child.as_ref()) {
-                return Ok(());
-            }
-            if started.elapsed() > STARTUP_TIMEOUT {
-                let _ = self.kill();
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "the sentinel on port {} did not answer PING within {STARTUP_TIMEOUT:?}",
-                        self.port
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let (port, log) = (self.port, self.log_file());
+        let what = format!("the sentinel on port {port}");
+        let info = || admin_command(port, None, &["INFO", "server"]);
+        let exited = |status| {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            format!(
+                "{what} exited at start ({status}); its log ends: {}",
+                tail(&log, 5)
+            )
+        };
+        crate::server::until_ours(&mut self.child, &what, info, exited)
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use lock_core::NodeUrl;
 use tempfile::TempDir;
 
+use crate::support::{kill_and_reap, temp_dir, timed_out};
 use crate::tls::TlsFiles;
 
 /// The environment variable that names the `redis-server` binary to use.
@@ -18,7 +19,7 @@ pub const REDIS_SERVER_ENV: &str = "REDIS_SERVER";
 /// The environment variable that names the `redis-cli` binary to use.
 pub const REDIS_CLI_ENV: &str = "REDIS_CLI";
 
-/// How long a server may take to answer its first PING.
+/// How long a server or sentinel may take to answer its first PING.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A `redis-server` on `127.0.0.1`, with no persistence (`--save "" --appendonly
@@ -144,10 +145,7 @@ impl RedisServerBuilder {
     /// Starts the server on a free port and waits until it answers PING.
     pub fn start(self) -> io::Result<RedisServer> {
         let binary = find_redis_server()?;
-        let dir = tempfile::Builder::new()
-            .prefix("lock-testkit-server-")
-            .tempdir()
-            .map_err(|err| context(err, "could not create the server's temporary directory"))?;
+        let dir = temp_dir("server")?;
         let mut server = RedisServer {
             binary,
             port: 0,
@@ -454,35 +452,11 @@ impl RedisServer {
     }
 
     fn wait_until_ready(&mut self) -> io::Result<()> {
-        let started = Instant::now();
-        loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    self.child = None;
-                    return Err(io::Error::other(format!(
-                        "redis-server on port {} exited at start: {status}",
-                        self.port
-                    )));
-                }
-            }
-            // Our process, not another test's that won the race for the
-            // port: its INFO names our child's pid.
-            let answered = is_child(self.admin(&["INFO", "server"]), self.child.as_ref());
-            if answered {
-                return Ok(());
-            }
-            if started.elapsed() > STARTUP_TIMEOUT {
-                let _ = self.kill();
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "redis-server on port {} did not answer PING within {STARTUP_TIMEOUT:?}",
-                        self.port
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let (port, password) = (self.port, self.options.password.clone());
+        let what = format!("redis-server on port {port}");
+        let info = || admin_command(port, password.as_deref(), &["INFO", "server"]);
+        let exited = |status| format!("{what} exited at start: {status}");
+        until_ours(&mut self.child, &what, info, exited)
     }
 
     fn signal(&self, signal: &str) -> io::Result<()> {
@@ -521,19 +495,8 @@ pub(crate) fn admin_command(
     password: Option<&str>,
     args: &[&str],
 ) -> io::Result<AdminReply> {
-    let address = ([127, 0, 0, 1], port).into();
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    if let Some(password) = password {
-        write_command(&mut stream, &["AUTH", password])?;
-    }
-    write_command(&mut stream, args)?;
-    let mut reader = BufReader::new(stream);
-    if password.is_some() {
-        read_reply(&mut reader)?;
-    }
-    read_reply(&mut reader)
+    let mut replies = session(port, password, &[args], Duration::from_secs(2))?;
+    Ok(replies.remove(0))
 }
 
 /// [`RedisServer::admin_session`] on `port`, with up to 10 s per reply (a
@@ -543,9 +506,20 @@ pub(crate) fn admin_session(
     password: Option<&str>,
     commands: &[&[&str]],
 ) -> io::Result<Vec<AdminReply>> {
+    session(port, password, commands, Duration::from_secs(10))
+}
+
+/// Sends `commands` on one fresh connection to `port` (after `AUTH` with
+/// `password`, if any) and reads their replies, each within `per_reply`.
+fn session(
+    port: u16,
+    password: Option<&str>,
+    commands: &[&[&str]],
+    per_reply: Duration,
+) -> io::Result<Vec<AdminReply>> {
     let address = ([127, 0, 0, 1], port).into();
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_read_timeout(Some(per_reply))?;
     stream.set_write_timeout(Some(Duration::from_secs(5)))?;
     if let Some(password) = password {
         write_command(&mut stream, &["AUTH", password])?;
@@ -563,6 +537,39 @@ pub(crate) fn admin_session(
 /// Adds what we were doing to an error, keeping its kind.
 pub(crate) fn context(err: io::Error, doing: impl std::fmt::Display) -> io::Error {
     io::Error::new(err.kind(), format!("{doing}: {err}"))
+}
+
+/// Waits until `child`, a server (`what`) just started, answers as itself:
+/// `INFO` names its pid, so it is not another test's process that won the
+/// race for the port. An error, and the child gone, if it exits first
+/// (`exited` says how) or does not answer within the startup timeout (it
+/// is killed).
+pub(crate) fn until_ours(
+    child: &mut Option<Child>,
+    what: &str,
+    info: impl Fn() -> io::Result<AdminReply>,
+    exited: impl Fn(std::process::ExitStatus) -> String,
+) -> io::Result<()> {
+    let started = Instant::now();
+    loop {
+        if let Some(process) = child.as_mut() {
+            if let Some(status) = process.try_wait()? {
+                *child = None;
+                return Err(io::Error::other(exited(status)));
+            }
+        }
+        if is_child(info(), child.as_ref()) {
+            return Ok(());
+        }
+        if started.elapsed() > STARTUP_TIMEOUT {
+            if let Some(mut process) = child.take() {
+                kill_and_reap(&mut process);
+            }
+            let late = format!("{what} did not answer PING within {STARTUP_TIMEOUT:?}");
+            return Err(timed_out(late));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Whether an `INFO server` reply comes from `child`: another test's process

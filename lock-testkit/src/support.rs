@@ -2,7 +2,7 @@
 //! and child processes run under a time limit.
 
 use std::io::{self, Read};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Calls `probe` every 50 ms until it returns `Ok`, or fails with
@@ -18,14 +18,33 @@ pub(crate) fn wait_until<T>(
         match probe() {
             Ok(value) => return Ok(value),
             Err(reason) if started.elapsed() >= timeout => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("{what} did not happen within {timeout:?}; last seen: {reason}"),
-                ));
+                return Err(timed_out(format!(
+                    "{what} did not happen within {timeout:?}; last seen: {reason}"
+                )));
             }
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
+}
+
+/// A temporary directory named `lock-testkit-<what>-...`, removed when
+/// dropped.
+pub(crate) fn temp_dir(what: &str) -> io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("lock-testkit-{what}-"))
+        .tempdir()
+        .map_err(|err| io::Error::new(err.kind(), format!("a directory for the {what}: {err}")))
+}
+
+/// Kills `child` and reaps it: a child past its time.
+pub(crate) fn kill_and_reap(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// An [`io::ErrorKind::TimedOut`] error saying `what`.
+pub(crate) fn timed_out(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, what)
 }
 
 /// The value of `field` in the text of an `INFO` reply (`field:value` lines).
@@ -64,12 +83,8 @@ pub(crate) fn run_with_timeout(command: &mut Command, timeout: Duration) -> io::
             break status;
         }
         if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("{command:?} ran past {timeout:?}"),
-            ));
+            kill_and_reap(&mut child);
+            return Err(timed_out(format!("{command:?} ran past {timeout:?}")));
         }
         std::thread::sleep(Duration::from_millis(20));
     };

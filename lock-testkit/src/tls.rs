@@ -38,10 +38,7 @@ pub struct TlsFiles {
 impl TlsFiles {
     /// Makes a CA and the certificates it signs, and writes them out.
     pub fn generate() -> io::Result<TlsFiles> {
-        let dir = tempfile::Builder::new()
-            .prefix("lock-testkit-tls-")
-            .tempdir()
-            .map_err(|err| context(err, "could not create a directory for certificates"))?;
+        let dir = crate::support::temp_dir("certificates")?;
         let path = |name: &str| dir.path().join(name);
         let files = TlsFiles {
             ca_file: path("ca.crt"),

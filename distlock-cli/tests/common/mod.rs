@@ -44,3 +44,13 @@ pub fn clients() -> Vec<&'static str> {
     }
     clients
 }
+
+/// Asserts that `out`'s standard error says `text`; `context` leads the
+/// failure.
+pub fn assert_stderr_says(out: &std::process::Output, text: &str, context: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(text),
+        "{context}: stderr lacks {text:?}: {stderr}"
+    );
+}

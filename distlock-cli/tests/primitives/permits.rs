@@ -161,11 +161,7 @@ fn a_full_semaphore_skips_like_a_held_lock() {
             &["run", "--permits", "2", "-n", "full", "--", "true"],
         ));
         assert_eq!(code(&loud), 75, "{client}: {}", stderr(&loud));
-        assert!(
-            stderr(&loud).contains("held by someone else"),
-            "{}",
-            stderr(&loud)
-        );
+        crate::common::assert_stderr_says(&loud, "held by someone else", "");
         // `status` shows the semaphore, scriptably with -q.
         let status = output(on(&server, client, &["status", "full"]));
         let text = String::from_utf8_lossy(&status.stdout).into_owned();
@@ -280,10 +276,6 @@ fn bad_permits_exit_78_saying_why() {
             .env("DISTLOCK_STRATEGY", "reentrant"),
         );
         assert_eq!(code(&reentrant), 78, "{}", stderr(&reentrant));
-        assert!(
-            stderr(&reentrant).contains("no semaphores"),
-            "{}",
-            stderr(&reentrant)
-        );
+        crate::common::assert_stderr_says(&reentrant, "no semaphores", "");
     }
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use lock_core::{ClientKind, LockError, MAX_MULTI_KEYS};
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::peek::keys;
 use lock_testkit::waiters::{served_promptly, spawn_timed, until_subscribed};
@@ -41,7 +42,7 @@ async fn all_or_nothing(kind: ClientKind) {
     let held = order.try_acquire().await.expect("try").expect("all free");
     for name in ["stock-1", "stock-2", "stock-3"] {
         assert!(
-            locks.try_acquire(name).await.expect("try").is_none(),
+            held_by_another(&locks, name).await,
             "{name} is not held by the multi-key hold"
         );
     }
@@ -221,10 +222,7 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
     );
     assert!(afresh > between, "{afresh} after {between}");
     for name in pair.names() {
-        assert!(
-            locks.try_acquire(name).await.expect("try").is_none(),
-            "{name} free"
-        );
+        assert!(held_by_another(&locks, name).await, "{name} free");
     }
     let released = locks
         .backend()

@@ -15,6 +15,7 @@ use lock_core::{
     LockError, LockKey, LockManager, ReadGuard, RwLock, WriteGuard, FAIR_WAITER_LEASE,
 };
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::peek::{entry, keys, queue_length};
 use lock_testkit::waiters::{
@@ -377,7 +378,7 @@ async fn a_plain_lock_of_the_name_is_exclusive(kind: ClientKind) {
         .expect("read");
     assert_eq!(read.fencing_token(), Some(plain_token), "the epoch");
     assert!(
-        locks.try_acquire("mixed").await.expect("try").is_none(),
+        held_by_another(&locks, "mixed").await,
         "a lock beside a read"
     );
     read.release().await.expect("release");
