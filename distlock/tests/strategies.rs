@@ -9,6 +9,7 @@ use distlock::error::Capability;
 use distlock::{ClientKind, Config, LockError};
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::RedisServer;
 
 mod common;
@@ -20,10 +21,7 @@ async fn body(config: Config) {
     let guard = taken(&locks, "front-door").await;
     assert!(held_by_another(&locks, "front-door").await, "exclusive");
     let waited = locks
-        .acquire_with(
-            "front-door",
-            &distlock::AcquireOptions::new().with_wait(Duration::from_millis(100)),
-        )
+        .acquire_with("front-door", &waiting_up_to(Duration::from_millis(100)))
         .await;
     assert!(
         matches!(waited, Err(LockError::NotAcquired { .. })),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use distlock::{ClientKind, LockError, LossReason};
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::RedisServer;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
@@ -142,10 +143,7 @@ async fn scripted_sequence(strategy: &str, servers: &[RedisServer], client: Clie
     assert!(held_by_another(&locks, "first").await);
     assert!(matches!(
         locks
-            .acquire_with(
-                "first",
-                &distlock::AcquireOptions::new().with_wait(Duration::from_millis(60))
-            )
+            .acquire_with("first", &waiting_up_to(Duration::from_millis(60)))
             .await,
         Err(LockError::NotAcquired { .. })
     ));

@@ -11,6 +11,7 @@ use lock_core::{ClientKind, LockConfig, LockError, LockManager, LockState};
 use lock_testkit::contract::fast_config;
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::RedisServer;
 
 /// A config for `server` through `kind`, with fencing on or off.
@@ -51,12 +52,7 @@ fn reset_stats(server: &RedisServer) {
 }
 
 fn exists(server: &RedisServer, key: &str) -> bool {
-    server
-        .admin(&["EXISTS", key])
-        .expect("EXISTS")
-        .as_int()
-        .expect("an integer")
-        == 1
+    lock_testkit::peek::int(server, &["EXISTS", key]) == 1
 }
 
 /// The acquire is one `SET` (no `EVALSHA`, no `EVAL`), the guard has no
@@ -95,10 +91,7 @@ fn a_fencing_off_acquire_is_one_plain_set() {
         );
         let started = std::time::Instant::now();
         let waited = other
-            .acquire_with(
-                &name,
-                &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(300)),
-            )
+            .acquire_with(&name, &waiting_up_to(Duration::from_millis(300)))
             .await;
         assert!(
             matches!(waited, Err(LockError::NotAcquired { .. })),

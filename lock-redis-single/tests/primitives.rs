@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use lock_core::{AcquireOptions, ClientKind, GrantOptions, LockBackend, LockConfig, LockManager};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::RedisServer;
 
@@ -67,5 +68,5 @@ async fn with_counter_ttl(
 
 /// A wait of up to `seconds`.
 fn waiting(seconds: u64) -> AcquireOptions {
-    AcquireOptions::new().with_wait(Duration::from_secs(seconds))
+    waiting_up_to(Duration::from_secs(seconds))
 }

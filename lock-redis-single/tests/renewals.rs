@@ -18,20 +18,6 @@ use lock_testkit::contract::taken;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{DelayProxy, RedisServer};
 
-/// A test that runs `check` on every client compiled in.
-macro_rules! on_every_client {
-    ($test:ident, $check:ident) => {
-        #[test]
-        fn $test() {
-            lock_testkit::run(async {
-                for kind in ClientKind::compiled() {
-                    $check(kind).await;
-                }
-            });
-        }
-    };
-}
-
 async fn manager(kind: ClientKind, server: &RedisServer, ttl: Duration) -> LockManager {
     let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
         .await
@@ -50,6 +36,28 @@ async fn acquire_many(locks: &LockManager, count: usize, prefix: &str) -> Vec<Lo
         guards.push(guard);
     }
     guards
+}
+
+/// `PTTL` of `key` on `server`.
+fn pttl(server: &RedisServer, key: &str) -> i64 {
+    lock_testkit::peek::int(server, &["PTTL", key])
+}
+
+/// Releases every guard of `guards`.
+async fn release_all(guards: Vec<LockGuard>) {
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+/// Asserts that `leases` leases cost few live tasks: `now` against
+/// `before`, when `what` happened.
+fn assert_few_tasks(kind: ClientKind, before: usize, now: usize, leases: usize, what: &str) {
+    assert!(
+        now < before + leases / 10,
+        "{kind:?}: {leases} leases {what}: {} tasks ({before} before, {now} after)",
+        now.saturating_sub(before)
+    );
 }
 
 /// A thousand leases at a 1.5 s TTL are renewed every 500 ms: over 1.6 s
@@ -72,11 +80,7 @@ async fn renewals_of_many_leases_are_batched(kind: ClientKind) {
     }
     for index in (0..LEASES).step_by(97) {
         let key = format!("lock:{{batched-{index}}}");
-        let pttl = server
-            .admin(&["PTTL", &key])
-            .expect("PTTL")
-            .as_int()
-            .expect("int");
+        let pttl = pttl(&server, &key);
         // Renewed within the last interval (500 ms), with room for a slow
         // machine: never renewed, it would be at most 1500 - 1600 < 0.
         assert!(pttl >= 700, "{kind:?}: {key} has {pttl} ms left");
@@ -86,15 +90,8 @@ async fn renewals_of_many_leases_are_batched(kind: ClientKind) {
         calls <= 300,
         "{kind:?}: {calls} script calls renewed {LEASES} leases for 1.6 s"
     );
-    for guard in guards {
-        guard.release().await.expect("release");
-    }
+    release_all(guards).await;
 }
-
-on_every_client!(
-    renewals_of_many_leases_are_batched_on_every_client,
-    renewals_of_many_leases_are_batched
-);
 
 /// A lease's deadline is its batch's send time plus its own TTL minus its
 /// own drift: leases with different TTLs renewed in one batch share that
@@ -170,15 +167,8 @@ async fn a_batch_gives_each_lease_its_send_time(kind: ClientKind) {
         shared >= 2,
         "{kind:?}: no two of {LEASES} leases share a batch's send time"
     );
-    for guard in guards {
-        guard.release().await.expect("release");
-    }
+    release_all(guards).await;
 }
-
-on_every_client!(
-    a_batch_gives_each_lease_its_send_time_on_every_client,
-    a_batch_gives_each_lease_its_send_time
-);
 
 /// `valid_until - (ttl - drift)`: when the command that set the deadline
 /// was sent.
@@ -233,11 +223,6 @@ async fn a_refused_batch_is_a_failure_not_a_loss(kind: ClientKind) {
     drop(guards);
 }
 
-on_every_client!(
-    a_refused_batch_is_a_failure_not_a_loss_on_every_client,
-    a_refused_batch_is_a_failure_not_a_loss
-);
-
 /// In one batch, a lock key overwritten with foreign data (a hash) fails
 /// that lease's renewal alone: it is reported lost as not held, and the
 /// leases renewed beside it are kept.
@@ -272,11 +257,6 @@ async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
     drop(guards);
 }
 
-on_every_client!(
-    foreign_data_fails_only_its_own_renewal_on_every_client,
-    foreign_data_fails_only_its_own_renewal
-);
-
 /// Takes and gives back one lease: the first acquire may start the
 /// manager's own background tasks, which a count of live tasks must not
 /// take for a lease's.
@@ -308,20 +288,9 @@ async fn held_leases_cost_no_task_until_due(kind: ClientKind) {
     let before = alive_tasks();
     let guards = acquire_many(&locks, LEASES, "idle").await;
     let held = alive_tasks();
-    assert!(
-        held < before + LEASES / 10,
-        "{kind:?}: {LEASES} held leases took {} tasks ({before} before, {held} after)",
-        held.saturating_sub(before)
-    );
-    for guard in guards {
-        guard.release().await.expect("release");
-    }
+    assert_few_tasks(kind, before, held, LEASES, "held");
+    release_all(guards).await;
 }
-
-on_every_client!(
-    held_leases_cost_no_task_until_due_on_every_client,
-    held_leases_cost_no_task_until_due
-);
 
 /// Nor once it is renewed: while its renewals succeed, a lease's watchdog
 /// is an entry in its manager's schedule, not a task (a task per lease
@@ -345,19 +314,11 @@ async fn renewed_leases_cost_no_task(kind: ClientKind) {
     }
     for index in (0..LEASES).step_by(23) {
         let key = format!("lock:{{renewed-{index}}}");
-        let pttl = server
-            .admin(&["PTTL", &key])
-            .expect("PTTL")
-            .as_int()
-            .expect("int");
+        let pttl = pttl(&server, &key);
         // Never renewed, the key would be gone (900 - 1500 < 0).
         assert!(pttl >= 300, "{kind:?}: {key} has {pttl} ms left");
     }
-    assert!(
-        kept < before + LEASES / 10,
-        "{kind:?}: {LEASES} renewed leases took {} tasks ({before} before, {kept} after)",
-        kept.saturating_sub(before)
-    );
+    assert_few_tasks(kind, before, kept, LEASES, "renewed");
     let gone = guards.swap_remove(0);
     server.admin(&["DEL", "lock:{renewed-0}"]).expect("DEL");
     let reason = tokio::time::timeout(Duration::from_secs(2), gone.lost())
@@ -373,11 +334,6 @@ async fn renewed_leases_cost_no_task(kind: ClientKind) {
         guard.release().await.expect("release");
     }
 }
-
-on_every_client!(
-    renewed_leases_cost_no_task_on_every_client,
-    renewed_leases_cost_no_task
-);
 
 /// A failed renewal hands its lease to a watchdog task, which retries
 /// until the deadline; once a renewal succeeds again the lease goes back to
@@ -411,20 +367,9 @@ async fn leases_go_back_to_no_task_after_an_outage(kind: ClientKind) {
             guard.status()
         );
     }
-    assert!(
-        after < before + LEASES / 10,
-        "{kind:?}: {} tasks left after the outage ({before} before, {after} after)",
-        after.saturating_sub(before)
-    );
-    for guard in guards {
-        guard.release().await.expect("release");
-    }
+    assert_few_tasks(kind, before, after, LEASES, "after the outage");
+    release_all(guards).await;
 }
-
-on_every_client!(
-    leases_go_back_to_no_task_after_an_outage_on_every_client,
-    leases_go_back_to_no_task_after_an_outage
-);
 
 /// Leases live on after the runtime that happened to start the manager's
 /// background work has shut down: a lease taken on another runtime is still
@@ -478,19 +423,10 @@ async fn leases_outlive_a_runtime_that_shut_down(kind: ClientKind) {
         "{kind:?}: the lease was not renewed: {:?}",
         kept.status()
     );
-    let pttl = server
-        .admin(&["PTTL", "lock:{kept}"])
-        .expect("PTTL")
-        .as_int()
-        .expect("int");
+    let pttl = pttl(&server, "lock:{kept}");
     assert!(pttl > 0, "{kind:?}: the key has {pttl} ms left");
     kept.release().await.expect("release");
 }
-
-on_every_client!(
-    leases_outlive_a_runtime_that_shut_down_on_every_client,
-    leases_outlive_a_runtime_that_shut_down
-);
 
 /// An `extend` to a much shorter TTL right after the acquire, before the
 /// first renewal was due, sets the pace of the renewals from then on: the
@@ -538,11 +474,6 @@ async fn an_early_extend_to_a_shorter_ttl_sets_the_pace(kind: ClientKind) {
         .expect("join");
 }
 
-on_every_client!(
-    an_early_extend_to_a_shorter_ttl_sets_the_pace_on_every_client,
-    an_early_extend_to_a_shorter_ttl_sets_the_pace
-);
-
 /// One manager, two leases of their own TTLs: a 600 ms lease stays held
 /// past several of its TTLs, renewed at its own pace rather than the config's
 /// 30 s TTL's; a 5 min lease is set to 5 min. A bad TTL is refused, and with
@@ -550,13 +481,7 @@ on_every_client!(
 async fn each_acquire_asks_for_its_own_ttl(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, Duration::from_secs(30)).await;
-    let pttl = |key: &str| {
-        server
-            .admin(&["PTTL", key])
-            .expect("PTTL")
-            .as_int()
-            .expect("an integer")
-    };
+    let pttl = |key: &str| pttl(&server, key);
     let short = AcquireOptions::new().with_ttl(Duration::from_millis(600));
     let brief = locks.acquire_with("brief", &short).await.expect("acquire");
     assert!(pttl("lock:{brief}") <= 600, "{kind}: a 600 ms lease");
@@ -589,11 +514,6 @@ async fn each_acquire_asks_for_its_own_ttl(kind: ClientKind) {
     brief.release().await.expect("release");
     deploy.release().await.expect("release");
 }
-
-on_every_client!(
-    each_acquire_asks_for_its_own_ttl_on_every_client,
-    each_acquire_asks_for_its_own_ttl
-);
 
 /// A holder whose thread stops past its deadline (a long GC pause, a
 /// blocking call on the runtime's only thread) finds its lease reported
@@ -656,3 +576,16 @@ fn status_agrees_with_is_valid_past_the_deadline() {
         }
     });
 }
+
+lock_testkit::client_tests!(
+    renewals_of_many_leases_are_batched,
+    a_batch_gives_each_lease_its_send_time,
+    a_refused_batch_is_a_failure_not_a_loss,
+    foreign_data_fails_only_its_own_renewal,
+    held_leases_cost_no_task_until_due,
+    renewed_leases_cost_no_task,
+    leases_go_back_to_no_task_after_an_outage,
+    leases_outlive_a_runtime_that_shut_down,
+    an_early_extend_to_a_shorter_ttl_sets_the_pace,
+    each_acquire_asks_for_its_own_ttl,
+);

@@ -21,6 +21,7 @@ use lock_core::{
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
 use lock_testkit::contract::taken;
+use lock_testkit::peek::has_key;
 use lock_testkit::{AdminReply, DelayProxy, RedisCluster, RedisServer};
 
 fn options() -> ConnectOptions {
@@ -39,14 +40,6 @@ async fn manager(kind: ClientKind, endpoint: Endpoint, fencing: bool) -> LockMan
             .with_fencing(fencing),
     )
     .expect("config")
-}
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server
-        .admin(&["EXISTS", key])
-        .ok()
-        .and_then(|reply| reply.as_int())
-        == Some(1)
 }
 
 /// Waits until `master`'s replica acknowledges writes: a fresh replica
@@ -69,6 +62,13 @@ fn wait_for_sync(master: &RedisServer) {
 /// the grants a caller was told about are not yet on the replica at that
 /// moment (so a failover right then would lose them): all of them without
 /// `WAIT`, none with it. The figures go to docs/TOPOLOGIES.md.
+/// Each client compiled in, with fencing and without.
+fn clients_fencing_or_not() -> impl Iterator<Item = (ClientKind, bool)> {
+    ClientKind::compiled()
+        .into_iter()
+        .flat_map(|kind| [(kind, true), (kind, false)])
+}
+
 #[test]
 fn acknowledged_grants_are_on_the_replica() {
     const ROUNDS: usize = 10;
@@ -100,7 +100,7 @@ fn acknowledged_grants_are_on_the_replica() {
                     let name = format!("{kind}-{}-{fencing}-{round}", replicas.count);
                     let guard = taken(&locks, &name).await;
                     let key = locks.key(&name).expect("key");
-                    if !exists(&replica, key.redis_key()) {
+                    if !has_key(&replica, key.redis_key()) {
                         missing += 1;
                     }
                     guard.release().await.expect("release");
@@ -134,10 +134,7 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             .expect("replica");
         tokio::task::block_in_place(|| wait_for_sync(&master));
         let replicas = ReplicasConfig::new(1, Duration::from_millis(200));
-        let modes = ClientKind::compiled()
-            .into_iter()
-            .flat_map(|kind| [(kind, true), (kind, false)]);
-        for (kind, fencing) in modes {
+        for (kind, fencing) in clients_fencing_or_not() {
             let locks = manager(
                 kind,
                 Endpoint::standalone(master.url()).with_replicas(replicas),
@@ -191,7 +188,7 @@ fn unacknowledged_grants_and_renewals_are_refused() {
             }
             let key = locks.key("refused").expect("key");
             assert!(
-                !exists(&master, key.redis_key()),
+                !has_key(&master, key.redis_key()),
                 "{kind}, fencing {fencing}: the refused grant was released"
             );
             // A semaphore's permit waits for the replicas as a grant does,
@@ -259,10 +256,7 @@ fn cluster_waits_on_the_slots_master() {
         // cores can take longer than 50 ms to acknowledge (seen in a full
         // `cargo xtask test` run). The refusal below still needs the pause.
         let replicas = ReplicasConfig::new(1, Duration::from_millis(200));
-        let modes = ClientKind::compiled()
-            .into_iter()
-            .flat_map(|kind| [(kind, true), (kind, false)]);
-        for (kind, fencing) in modes {
+        for (kind, fencing) in clients_fencing_or_not() {
             let locks = manager(
                 kind,
                 Endpoint::cluster(cluster.seed_urls()).with_replicas(replicas),

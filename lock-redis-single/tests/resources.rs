@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use lock_core::{ClientKind, LockBackend, LockError, LockManager};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{AdminReply, RedisServer};
 
@@ -36,10 +37,7 @@ async fn connections_close_when_the_backend_is_dropped(kind: ClientKind) {
         let holder = taken(&locks, "k").await;
         // A waiter that gives up has subscribed to releases on the way.
         let waited = locks
-            .acquire_with(
-                "k",
-                &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(100)),
-            )
+            .acquire_with("k", &waiting_up_to(Duration::from_millis(100)))
             .await;
         assert!(
             matches!(waited, Err(LockError::NotAcquired { .. })),

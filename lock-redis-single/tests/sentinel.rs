@@ -20,6 +20,7 @@ use lock_core::{
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
+use lock_testkit::peek::has_key;
 use lock_testkit::{AdminReply, RedisServer, SentinelGroup, SentinelStandIn};
 
 /// How soon after a failover every new grant must land on the new master.
@@ -51,14 +52,6 @@ async fn start_group() -> SentinelGroup {
         .expect("sentinel group")
 }
 
-fn exists(server: &RedisServer, key: &str) -> bool {
-    server
-        .admin(&["EXISTS", key])
-        .ok()
-        .and_then(|reply| reply.as_int())
-        == Some(1)
-}
-
 /// Takes locks until one lands on `master` (or `FOLLOW_WITHIN` passes);
 /// returns how long that took.
 async fn follows(locks: &LockManager, master: &RedisServer, label: &str) -> Duration {
@@ -70,7 +63,7 @@ async fn follows(locks: &LockManager, master: &RedisServer, label: &str) -> Dura
         match locks.acquire(&name).await {
             Ok(guard) => {
                 let key = locks.key(&name).expect("key");
-                let on_new_master = exists(master, key.redis_key());
+                let on_new_master = has_key(master, key.redis_key());
                 guard.release().await.ok();
                 if on_new_master {
                     return started.elapsed();
@@ -116,11 +109,11 @@ fn locks_follow_a_requested_failover() {
             let permit = pool.acquire().await.expect("a permit after the failover");
             let key = locks.key("pool").expect("key");
             assert!(
-                exists(master, key.redis_key()),
+                has_key(master, key.redis_key()),
                 "{kind}: the permit missed the new master"
             );
             assert!(
-                exists(master, &key.limit_key()),
+                has_key(master, &key.limit_key()),
                 "{kind}: no limit on the new master"
             );
             permit.release().await.expect("release");
@@ -393,7 +386,7 @@ fn a_readonly_reply_in_a_pipeline_finds_the_new_master() {
                 match taken {
                     Ok(Some(guard)) => {
                         let key = locks.key("moved").expect("key");
-                        assert!(exists(&new, key.redis_key()), "{kind}: on the new master");
+                        assert!(has_key(&new, key.redis_key()), "{kind}: on the new master");
                         guard.release().await.expect("release");
                     }
                     // The new master answered; its replica was slow.

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LockError, NodeUrl, TlsConfig};
 use lock_redis_single::SingleNodeBackend;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::{free_port, RedisCluster, RedisServer, TlsFiles};
 
 fn options() -> ConnectOptions {
@@ -208,7 +209,7 @@ async fn semaphore_round(kind: ClientKind, endpoint: &Endpoint) {
     let waiter = {
         let pool = pool.clone();
         tokio::spawn(async move {
-            let wait = lock_core::AcquireOptions::new().with_wait(Duration::from_secs(8));
+            let wait = waiting_up_to(Duration::from_secs(8));
             pool.acquire_many_with(2, &wait).await
         })
     };

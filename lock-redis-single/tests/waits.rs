@@ -12,6 +12,7 @@ use lock_core::strategy::{ReleaseNotifier, ScriptedNode};
 use lock_core::{ClientKind, LockBackend, LockError, LockManager, Wakeups as _};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::faulty::{Fault, Faulty};
 use lock_testkit::{AdminReply, RedisServer};
@@ -23,23 +24,24 @@ fn pubsub_clients(server: &RedisServer) -> usize {
     }
 }
 
+/// A single-node backend on `server` through `kind`.
+async fn single_node(kind: ClientKind, server: &RedisServer) -> Arc<dyn LockBackend> {
+    let backend = SingleNodeBackend::connect(kind, &server.url(), fast_options())
+        .await
+        .expect("connect");
+    Arc::new(backend)
+}
+
 /// `acquire_with` with no wait and `wait_timeout = 0` make exactly one attempt on a
 /// held lock, and open no subscriber connection.
 async fn a_zero_wait_is_one_attempt(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let backend: Arc<dyn LockBackend> = Arc::new(
-        SingleNodeBackend::connect(kind, &server.url(), fast_options())
-            .await
-            .expect("connect"),
-    );
+    let backend = single_node(kind, &server).await;
     let locks = LockManager::new(Arc::clone(&backend), fast_config(Duration::from_secs(5)))
         .expect("config");
     let holder = taken(&locks, "busy").await;
     let waited = locks
-        .acquire_with(
-            "busy",
-            &lock_core::AcquireOptions::new().with_wait(Duration::ZERO),
-        )
+        .acquire_with("busy", &waiting_up_to(Duration::ZERO))
         .await;
     assert!(
         matches!(waited, Err(LockError::NotAcquired { attempts: 1, .. })),
@@ -79,10 +81,7 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
     let holder = taken(&locks, "busy").await;
     let started = Instant::now();
     let waited = locks
-        .acquire_with(
-            "busy",
-            &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(100)),
-        )
+        .acquire_with("busy", &waiting_up_to(Duration::from_millis(100)))
         .await;
     let took = started.elapsed();
     assert!(
@@ -104,11 +103,7 @@ async fn an_unreachable_subscription_is_bounded_by_the_wait(kind: ClientKind) {
 /// holder's TTL (10 s) would have run out.
 async fn a_dropped_waiter_passes_its_wake_up_on(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let inner: Arc<dyn LockBackend> = Arc::new(
-        SingleNodeBackend::connect(kind, &server.url(), fast_options())
-            .await
-            .expect("connect"),
-    );
+    let inner = single_node(kind, &server).await;
     let backend = Faulty::passing(&inner);
     // Asleep: the first waiter attempts, watches for releases and attempts
     // again; the second, behind it, attempts and watches.

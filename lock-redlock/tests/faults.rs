@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use lock_core::ConnectOptions;
 use lock_core::{ClientKind, LockConfig, LockError, LockManager, NodeUrl};
 use lock_redlock::{RedlockBackend, RedlockOptions};
+use lock_testkit::contract::alone_inside;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::{DelayProxy, RedisServer};
 
@@ -47,8 +49,7 @@ async fn warm_up(locks: &LockManager) {
 }
 
 fn key_exists(server: &RedisServer, name: &str) -> bool {
-    let key = format!("lock:{{{name}}}");
-    server.admin(&["EXISTS", &key]).expect("EXISTS").as_int() == Some(1)
+    lock_testkit::peek::int(server, &["EXISTS", &format!("lock:{{{name}}}")]) == 1
 }
 
 /// Waits until every node of `nodes` holds `name`: the grants a quorum
@@ -100,13 +101,7 @@ async fn two_of_five_killed_under_contention(kind: ClientKind) {
                     .acquire("contended")
                     .await
                     .expect("acquire during the faults");
-                assert_eq!(
-                    inside.fetch_add(1, Ordering::SeqCst),
-                    0,
-                    "two holders at once"
-                );
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                inside.fetch_sub(1, Ordering::SeqCst);
+                alone_inside(&inside, Duration::from_millis(2)).await;
                 entries.fetch_add(1, Ordering::SeqCst);
                 // A release may find a killed node; the lease itself was valid.
                 let _ = guard.release().await;
@@ -160,10 +155,7 @@ async fn majority_down_is_quorum_not_reached(kind: ClientKind) {
     );
     let started = Instant::now();
     let waited = locks
-        .acquire_with(
-            "majority-down",
-            &lock_core::AcquireOptions::new().with_wait(Duration::from_millis(300)),
-        )
+        .acquire_with("majority-down", &waiting_up_to(Duration::from_millis(300)))
         .await;
     assert!(waited.is_err(), "no lock without a majority");
     assert!(

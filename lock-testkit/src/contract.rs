@@ -350,6 +350,32 @@ pub fn fast_config(ttl: Duration) -> LockConfig {
         .with_timeouts(Duration::from_secs(2), Duration::from_millis(500))
 }
 
+/// What a one-shot attempt (`try_acquire`, `try_read`, ...) took: it must
+/// take its claim at once.
+pub async fn at_once<G>(
+    attempt: impl std::future::Future<Output = Result<Option<G>, LockError>>,
+) -> G {
+    match attempt.await {
+        Ok(Some(guard)) => guard,
+        Ok(None) => panic!("a one-shot attempt found its claim held"),
+        Err(err) => panic!("a one-shot attempt: {err}"),
+    }
+}
+
+/// A moment inside a lock: nobody else may be inside (`inside` counts
+/// who is) while this holder sleeps `hold`.
+pub async fn alone_inside(inside: &AtomicUsize, hold: Duration) {
+    let others = inside.fetch_add(1, Ordering::SeqCst);
+    assert_eq!(others, 0, "two holders at once");
+    tokio::time::sleep(hold).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Options for an acquire that waits up to `wait`.
+pub fn waiting_up_to(wait: Duration) -> AcquireOptions {
+    AcquireOptions::new().with_wait(wait)
+}
+
 /// Whether one attempt at `name` finds it held by another (the attempt
 /// must not fail); a lock it takes is released again.
 pub async fn held_by_another(locks: &LockManager, name: &str) -> bool {
@@ -1285,7 +1311,7 @@ pub async fn max_hold_ends_renewal(factory: &dyn BackendFactory) {
         "held for {held_for:?} with max_hold {max_hold:?} and a {ttl:?} TTL"
     );
     let next = locks
-        .acquire_with("capped", &lock_core::AcquireOptions::new().with_wait(ttl))
+        .acquire_with("capped", &waiting_up_to(ttl))
         .await
         .expect("free once the capped lease ran out");
     assert!(matches!(
@@ -1556,13 +1582,7 @@ pub async fn waiters_wake_on_release(factory: &dyn BackendFactory) {
                 .acquire("handover")
                 .await
                 .expect("acquire after a release");
-            assert_eq!(
-                inside.fetch_add(1, Ordering::SeqCst),
-                0,
-                "two holders at once"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            inside.fetch_sub(1, Ordering::SeqCst);
+            alone_inside(&inside, Duration::from_millis(5)).await;
             guard.release().await.expect("release");
         }));
     }

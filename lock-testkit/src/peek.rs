@@ -57,6 +57,13 @@ pub fn int(server: &RedisServer, args: &[&str]) -> i64 {
         .unwrap_or_else(|| panic!("{args:?}: {reply:?}"))
 }
 
+/// Whether `server` says it has the key `key`; `false` when it does not
+/// answer (killed, paused, or failed over mid-check).
+pub fn has_key(server: &RedisServer, key: &str) -> bool {
+    let reply = server.admin(&["EXISTS", key]);
+    reply.ok().and_then(|reply| reply.as_int()) == Some(1)
+}
+
 /// The length of `key`'s fair line: its waiters in fair mode, a
 /// read-write lock's waiting writers.
 pub fn queue_length(server: &RedisServer, key: &LockKey) -> i64 {

@@ -12,9 +12,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_core::{AcquireOptions, Capability, LeaseGuard, LockError};
+use lock_core::{Capability, LeaseGuard, LockError};
 
-use crate::contract::{fast_config, held_by_another, taken, BackendFactory, Deployment};
+use crate::contract::{
+    at_once, fast_config, held_by_another, taken, waiting_up_to, BackendFactory, Deployment,
+};
 
 /// The refusal of a strategy without the primitive, when its handle is
 /// made: [`LockError::Unsupported`] naming it (or a config error on
@@ -39,6 +41,22 @@ fn assert_refused<T: std::fmt::Debug>(
     }
 }
 
+/// The handle `made`, where the strategy has the primitive (`has`); where
+/// it has not, `None`, once `made` is seen refused as [`assert_refused`]
+/// says.
+fn supported<T: std::fmt::Debug>(
+    has: bool,
+    what: &str,
+    capability: Capability,
+    made: Result<T, LockError>,
+) -> Option<T> {
+    if has {
+        return Some(made.unwrap_or_else(|err| panic!("{what}: {err}")));
+    }
+    assert_refused(what, capability, made);
+    None
+}
+
 /// Six tasks taking permits of weight 1 and 2 of a semaphore of 3 never
 /// hold more than 3 weight at once, by their own count and by the
 /// server's, never share a slot while live, and each slot's tokens grow
@@ -46,12 +64,11 @@ fn assert_refused<T: std::fmt::Debug>(
 pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    if !factory.capabilities().primitives {
-        let refused = locks.semaphore("contract-pool", 3);
-        assert_refused("a semaphore", Capability::Semaphores, refused);
+    let has = factory.capabilities().primitives;
+    let made = locks.semaphore("contract-pool", 3);
+    let Some(semaphore) = supported(has, "a semaphore", Capability::Semaphores, made) else {
         return;
-    }
-    let semaphore = locks.semaphore("contract-pool", 3).expect("semaphore");
+    };
     // Live weight, live slots, and the last token seen per slot.
     type Books = (u32, BTreeMap<u32, u64>, BTreeMap<u32, u64>);
     let books: Arc<Mutex<Books>> = Arc::default();
@@ -60,7 +77,7 @@ pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
         tokio::spawn(async move {
             for round in 0..5u32 {
                 let weight = 1 + (task + round) % 2;
-                let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+                let options = waiting_up_to(Duration::from_secs(10));
                 let permit = semaphore
                     .acquire_many_with(weight, &options)
                     .await
@@ -104,19 +121,14 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     unrenewed.watchdog.enabled = false;
     let crashed = deployment.manager(unrenewed);
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    if !factory.capabilities().primitives {
-        let refused = locks.semaphore("contract-crash", 2);
-        assert_refused("a semaphore", Capability::Semaphores, refused);
+    let has = factory.capabilities().primitives;
+    let made = locks.semaphore("contract-crash", 2);
+    let Some(ours) = supported(has, "a semaphore", Capability::Semaphores, made) else {
         return;
-    }
+    };
     let theirs = crashed.semaphore("contract-crash", 2).expect("semaphore");
-    let ours = locks.semaphore("contract-crash", 2).expect("semaphore");
     let taken = Instant::now();
-    let gone = theirs
-        .try_acquire_many(2)
-        .await
-        .expect("try")
-        .expect("both permits");
+    let gone = at_once(theirs.try_acquire_many(2)).await;
     let permit = loop {
         let before = taken.elapsed();
         if let Some(permit) = ours.try_acquire().await.expect("try") {
@@ -190,14 +202,13 @@ async fn hold_briefly(guard: impl LeaseGuard, books: &RwBooks, writing: bool) {
 pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    if !factory.capabilities().primitives {
-        let refused = locks.rw_lock("contract-rw");
-        assert_refused("a read-write lock", Capability::RwLocks, refused);
+    let has = factory.capabilities().primitives;
+    let made = locks.rw_lock("contract-rw");
+    let Some(lock) = supported(has, "a read-write lock", Capability::RwLocks, made) else {
         return;
-    }
-    let lock = locks.rw_lock("contract-rw").expect("rw lock");
+    };
     let books: Arc<RwBooks> = Arc::default();
-    let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
+    let wait = waiting_up_to(Duration::from_secs(20));
     let tasks = (0..5u32).map(|task| {
         let (lock, books, wait) = (lock.clone(), Arc::clone(&books), wait.clone());
         tokio::spawn(async move {
@@ -233,13 +244,7 @@ pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn Backe
     let crashed = deployment.manager(unrenewed);
     let renewing = deployment.manager(fast_config(Duration::from_millis(300)));
     let taken = Instant::now();
-    let dead = crashed
-        .rw_lock("contract-rw")
-        .expect("rw lock")
-        .try_read()
-        .await
-        .expect("try")
-        .expect("free");
+    let dead = at_once(crashed.rw_lock("contract-rw").expect("rw lock").try_read()).await;
     let ours = renewing.rw_lock("contract-rw").expect("rw lock");
     let live = ours.try_read().await.expect("try").expect("readers share");
     let readers = || async { ours.state().await.expect("state").readers().count() };
@@ -285,12 +290,11 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     // One hash tag, the text before the `}`: one slot on a cluster.
     let names = ["contract-multi}a", "contract-multi}b"];
     let capabilities = factory.capabilities();
-    if !capabilities.multi_keys {
-        let refused = locks.multi_lock(names);
-        assert_refused("a multi-key lock", Capability::MultiKeys, refused);
+    let made = locks.multi_lock(names);
+    let has = capabilities.multi_keys;
+    let Some(pair) = supported(has, "a multi-key lock", Capability::MultiKeys, made) else {
         return;
-    }
-    let pair = locks.multi_lock(names).expect("multi lock");
+    };
     let plain = taken(&locks, names[1]).await;
     let earlier = plain.fencing_token().map_or(0, |token| token.get());
     assert!(
@@ -322,7 +326,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
         let holding = Arc::clone(&holding);
         tokio::spawn(async move {
             for _ in 0..10 {
-                let wait = AcquireOptions::new().with_wait(Duration::from_secs(20));
+                let wait = waiting_up_to(Duration::from_secs(20));
                 let guard = lock.acquire_with(&wait).await.expect("acquire");
                 {
                     let mut holding = holding.lock().expect("count");
@@ -367,7 +371,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     if capabilities.fencing {
         // A waiter sleeps until the held member's lease would end: it is
         // not woken by the slots it takes and gives back (on a cluster).
-        let wait = AcquireOptions::new().with_wait(Duration::from_millis(800));
+        let wait = waiting_up_to(Duration::from_millis(800));
         match spread.acquire_with(&wait).await {
             Err(LockError::NotAcquired { attempts, .. }) => assert!(
                 attempts <= 10,
@@ -398,17 +402,16 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
     let capabilities = factory.capabilities();
-    if !capabilities.primitives || !capabilities.fencing {
-        let refused = locks.election("contract-election");
-        assert_refused("an election", Capability::Elections, refused);
+    let has = capabilities.primitives && capabilities.fencing;
+    let made = locks.election("contract-election");
+    let Some(election) = supported(has, "an election", Capability::Elections, made) else {
         return;
-    }
-    let election = locks.election("contract-election").expect("election");
+    };
     let leading: Arc<Mutex<(u32, Vec<u64>)>> = Arc::default();
     let campaigners = ["a", "b", "c"].map(|value| {
         let (election, leading) = (election.clone(), Arc::clone(&leading));
         tokio::spawn(async move {
-            let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
+            let options = waiting_up_to(Duration::from_secs(10));
             let leadership = election
                 .campaign_with(value, &options)
                 .await

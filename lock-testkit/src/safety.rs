@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use lock_core::{LockBackend, LockError, LockGuard, LockManager, LockState, OwnerToken};
 
-use crate::contract::{fast_config, held_by_another, taken, taken_as, BackendFactory, Deployment};
+use crate::contract::{
+    fast_config, held_by_another, taken, taken_as, waiting_up_to, BackendFactory, Deployment,
+};
 use crate::faulty::{Fault, Faulty};
 
 /// Asserts that `guard` trusts its lease no longer than the key lives: the
@@ -223,10 +225,7 @@ pub async fn lost_reply_cleanup_spares_the_retry(factory: &dyn BackendFactory) {
     let locks = crate::contract::manager_over(faulty, fast_config(ttl));
     let started = Instant::now();
     let guard = locks
-        .acquire_with(
-            "landed",
-            &lock_core::AcquireOptions::new().with_wait(Duration::from_secs(5)),
-        )
+        .acquire_with("landed", &waiting_up_to(Duration::from_secs(5)))
         .await
         .expect("the wait does not sit out its own lost grant");
     assert!(
@@ -388,10 +387,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         let locks = locks.clone();
         tokio::spawn(async move {
             locks
-                .acquire_with(
-                    "acl",
-                    &lock_core::AcquireOptions::new().with_wait(Duration::from_secs(5)),
-                )
+                .acquire_with("acl", &waiting_up_to(Duration::from_secs(5)))
                 .await
         })
     };

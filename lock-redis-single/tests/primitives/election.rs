@@ -7,10 +7,12 @@
 use std::time::{Duration, Instant};
 
 use lock_core::{
-    AcquireOptions, ClientKind, Election, GrantOptions, Leader, LockError, LossReason, Observer,
+    ClientKind, Election, GrantOptions, Leader, LockError, LossReason, Observer,
     MAX_LEADER_VALUE_LEN,
 };
+use lock_testkit::contract::at_once;
 use lock_testkit::contract::fast_config;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::RedisServer;
 
 use super::{manager, manager_with, unrenewed, with_counter_ttl};
@@ -140,10 +142,7 @@ async fn a_restart_without_persistence_deposes_the_leader(kind: ClientKind) {
     assert!(reason.is_some(), "resigned?");
     assert_eq!(next(&mut observer, Duration::from_secs(5)).await, None);
     let next_leader = election
-        .campaign_with(
-            "after",
-            &AcquireOptions::new().with_wait(Duration::from_secs(5)),
-        )
+        .campaign_with("after", &waiting_up_to(Duration::from_secs(5)))
         .await
         .expect("campaign after the restart");
     assert!(
@@ -222,13 +221,13 @@ async fn an_observer_stream_ends_after_an_error(kind: ClientKind) {
     use futures::StreamExt as _;
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
-    let permit = locks
-        .semaphore("taken", 2)
-        .expect("semaphore")
-        .try_acquire()
-        .await
-        .expect("try")
-        .expect("room");
+    let permit = at_once(
+        locks
+            .semaphore("taken", 2)
+            .expect("semaphore")
+            .try_acquire(),
+    )
+    .await;
     let observer = locks
         .election("taken")
         .expect("election")
@@ -273,13 +272,13 @@ async fn bad_input_is_refused(kind: ClientKind) {
         unfenced.election("bad"),
         Err(LockError::InvalidConfig { field, .. }) if field == "fencing"
     ));
-    let permit = locks
-        .semaphore("shared-name", 2)
-        .expect("semaphore")
-        .try_acquire()
-        .await
-        .expect("try")
-        .expect("room");
+    let permit = at_once(
+        locks
+            .semaphore("shared-name", 2)
+            .expect("semaphore")
+            .try_acquire(),
+    )
+    .await;
     let election = locks.election("shared-name").expect("election");
     assert!(matches!(
         election.leader().await,

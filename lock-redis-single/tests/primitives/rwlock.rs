@@ -14,6 +14,7 @@ use lock_core::{
     Access, AccessRequest, AcquireOptions, ClientKind, HandoffToken, HoldKind, HoldToken,
     LockError, LockKey, LockManager, ReadGuard, RwLock, WriteGuard, FAIR_WAITER_LEASE,
 };
+use lock_testkit::contract::at_once;
 use lock_testkit::contract::fast_config;
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
@@ -306,13 +307,7 @@ async fn bad_input_is_refused(kind: ClientKind) {
         Err(LockError::Corrupted { .. })
     ));
     assert_eq!(keys(&server), before, "something was written");
-    let read = locks
-        .rw_lock("read")
-        .expect("rw lock")
-        .try_read()
-        .await
-        .expect("try")
-        .expect("free");
+    let read = at_once(locks.rw_lock("read").expect("rw lock").try_read()).await;
     let before = keys(&server);
     assert!(matches!(
         locks
@@ -808,11 +803,7 @@ async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) 
         None,
         "granted past the readers"
     );
-    let read = lock
-        .try_read()
-        .await
-        .expect("try")
-        .expect("free for a reader");
+    let read = at_once(lock.try_read()).await;
     read.release().await.expect("release");
 }
 

@@ -16,8 +16,10 @@ use lock_core::{
     LockManager, Permit, PermitGuard, PermitRequest, ReleaseOutcome, Semaphore, FAIR_WAITER_LEASE,
     MAX_SEMAPHORE_LIMIT,
 };
+use lock_testkit::contract::at_once;
 use lock_testkit::contract::fast_config;
 use lock_testkit::contract::taken;
+use lock_testkit::contract::waiting_up_to;
 use lock_testkit::peek::{entry, keys, queue_length};
 use lock_testkit::waiters::{
     an_expired_place_rejoins_at_the_back as rejoins_at_the_back, garble_offer, grants_nothing,
@@ -55,10 +57,7 @@ async fn weights_slots_and_tokens(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let semaphore = locks.semaphore("weights", 5).expect("semaphore");
-    let three = semaphore
-        .acquire_many_with(3, &no_wait())
-        .await
-        .expect("3 of 5");
+    let three = at_once(semaphore.try_acquire_many(3)).await;
     assert_eq!(three.weight(), 3);
     assert_eq!(
         (three.slot(), three.fencing_token().map(|t| t.get())),
@@ -238,10 +237,7 @@ async fn a_permit_hands_off_and_resumes(kind: ClientKind) {
     let locks = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let other = manager(kind, &server, fast_config(Duration::from_secs(5))).await;
     let semaphore = locks.semaphore("handed", 3).expect("semaphore");
-    let first = semaphore
-        .acquire_many_with(2, &no_wait())
-        .await
-        .expect("2 of 3");
+    let first = at_once(semaphore.try_acquire_many(2)).await;
     let (slot, token) = (first.slot(), first.fencing_token());
     let handed = first.hand_off().expect("hand off");
     assert!(
@@ -395,7 +391,7 @@ async fn fair_mode_serves_in_arrival_order(kind: ClientKind) {
     let waiter = |w: u32| {
         let (semaphore, order) = (semaphore.clone(), Arc::clone(&order));
         tokio::spawn(async move {
-            let options = AcquireOptions::new().with_wait(Duration::from_secs(20));
+            let options = waiting_up_to(Duration::from_secs(20));
             let permit = semaphore
                 .acquire_many_with(w, &options)
                 .await
