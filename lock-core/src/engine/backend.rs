@@ -10,6 +10,7 @@ pub(crate) use crate::engine::capabilities::unsupported;
 pub use crate::engine::capabilities::{
     Capabilities, ElectionBackend, HandOffBackend, ListBackend, RwLockBackend, SemaphoreBackend,
 };
+pub use crate::engine::outcome::{ExtendOutcome, ReleaseOutcome};
 use crate::engine::state::LockState;
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError};
@@ -263,24 +264,6 @@ pub struct FairPlace {
     pub join: bool,
 }
 
-/// What a renewal found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ExtendOutcome {
-    /// The lease now runs for `ttl` from the moment the server ran the
-    /// command: the requested TTL, or longer where the strategy never shortens
-    /// a hold that several guards share (reentrant). The holder's deadline is
-    /// this TTL counted from when the request was sent, minus drift, earlier or
-    /// later than before.
-    Extended {
-        /// The TTL the key was left with.
-        ttl: Duration,
-    },
-    /// The key is gone or held by another hold (another owner, or a later
-    /// hold of the same owner); nothing was changed.
-    NotHeld,
-}
-
 /// One renewal of a batch: [`LockBackend::extend`]'s arguments.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -298,17 +281,6 @@ impl<'a> Renewal<'a> {
     pub fn new(key: &'a LockKey, hold: &'a HoldToken, ttl: Duration) -> Self {
         Renewal { key, hold, ttl }
     }
-}
-
-/// What a release found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ReleaseOutcome {
-    /// The caller's hold was removed.
-    Released,
-    /// The key is gone or held by another hold (another owner, or a later
-    /// hold of the same owner); nothing was changed.
-    NotHeld,
 }
 
 /// A locking strategy: how a name is taken, renewed, given back and inspected.

@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::engine::backend::ExtendOutcome;
-#[cfg(doc)]
-use crate::engine::backend::{Claim, LockBackend};
+use crate::engine::outcome::ExtendOutcome;
 use crate::engine::state::{Leader, ListOptions, LockListing, RwLockState, SemaphoreState};
 use crate::error::{Capability, LockError};
 use crate::hold::HoldToken;
@@ -36,7 +34,7 @@ pub struct Capabilities<'a> {
     /// the config's `holder_info` must match. `None` (the default): no
     /// claim.
     pub holder_info: Option<bool>,
-    /// Whether [`LockBackend::release`] of a hold whose acquire was never
+    /// Whether [`LockBackend::release`](crate::LockBackend::release) of a hold whose acquire was never
     /// confirmed can only free what that very attempt took: true for
     /// strategies that store [`HoldToken::value`]; false (the default) where
     /// release is by owner, as with re-entry, since the owner may hold the
@@ -60,27 +58,27 @@ impl<'a> Capabilities<'a> {
     }
 
     /// These capabilities with fair mode ([`Capability::FairQueue`]):
-    /// [`Claim::Lock`] and [`Claim::Permit`] with a place, and
-    /// [`LockBackend::leave_queue`].
+    /// [`Claim::Lock`](crate::Claim::Lock) and [`Claim::Permit`](crate::Claim::Permit) with a place, and
+    /// [`LockBackend::leave_queue`](crate::LockBackend::leave_queue).
     pub fn with_fair_queue(mut self) -> Self {
         self.has |= Capability::FairQueue.bit();
         self
     }
 
-    /// These capabilities with multi-key locks ([`Claim::Multi`]).
+    /// These capabilities with multi-key locks ([`Claim::Multi`](crate::Claim::Multi)).
     pub fn with_multi_keys(mut self) -> Self {
         self.has |= Capability::MultiKeys.bit();
         self
     }
 
-    /// These capabilities with semaphores ([`Claim::Permit`]), whose own
+    /// These capabilities with semaphores ([`Claim::Permit`](crate::Claim::Permit)), whose own
     /// operations `backend` has.
     pub fn with_semaphores(mut self, backend: &'a dyn SemaphoreBackend) -> Self {
         self.semaphores = Some(backend);
         self
     }
 
-    /// These capabilities with read-write locks ([`Claim::Access`]), whose
+    /// These capabilities with read-write locks ([`Claim::Access`](crate::Claim::Access)), whose
     /// own operations `backend` has.
     pub fn with_rw_locks(mut self, backend: &'a dyn RwLockBackend) -> Self {
         self.rw_locks = Some(backend);
@@ -228,7 +226,7 @@ impl PartialEq for Capabilities<'_> {
 
 impl Eq for Capabilities<'_> {}
 
-/// A semaphore's own operations, beside [`Claim::Permit`]: what a backend
+/// A semaphore's own operations, beside [`Claim::Permit`](crate::Claim::Permit): what a backend
 /// with [`Capability::Semaphores`] has
 /// ([`Capabilities::with_semaphores`]).
 #[async_trait]
@@ -247,7 +245,7 @@ pub trait SemaphoreBackend: Send + Sync {
     ) -> Result<Option<u32>, LockError>;
 }
 
-/// A read-write lock's own operations, beside [`Claim::Access`]: what a
+/// A read-write lock's own operations, beside [`Claim::Access`](crate::Claim::Access): what a
 /// backend with [`Capability::RwLocks`] has
 /// ([`Capabilities::with_rw_locks`]).
 #[async_trait]
@@ -258,7 +256,7 @@ pub trait RwLockBackend: Send + Sync {
 
 /// An election's operations: what a backend with
 /// [`Capability::Elections`] has ([`Capabilities::with_elections`]). A
-/// candidate campaigns with [`Claim::LOCK`]; its term is its fencing token.
+/// candidate campaigns with [`Claim::LOCK`](crate::Claim::LOCK); its term is its fencing token.
 #[async_trait]
 pub trait ElectionBackend: Send + Sync {
     /// Binds `value` to the term of `hold`, which has the election `key`'s
@@ -305,7 +303,7 @@ pub trait ListBackend: Send + Sync {
     /// Lists the locks held under `prefix` (the manager's `key_prefix`), for
     /// [`LockManager::list`](crate::LockManager::list) and `distlock list`:
     /// a bounded scan of the nodes that hold this backend's keys, each lock
-    /// found read with [`LockBackend::inspect`]. The Redis layer does the
+    /// found read with [`LockBackend::inspect`](crate::LockBackend::inspect). The Redis layer does the
     /// scan ([`strategy::list_held`](crate::strategy::list_held)); a
     /// strategy names its nodes.
     async fn list(&self, prefix: &str, options: &ListOptions) -> Result<LockListing, LockError>;

@@ -6,13 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    unsupported, AcquireOutcome, Claim, ElectionBackend, ExtendOutcome, LockBackend,
-    ReleaseOutcome, RwLockBackend, SemaphoreBackend,
+    unsupported, Claim, ElectionBackend, ExtendOutcome, LockBackend, ReleaseOutcome, RwLockBackend,
+    SemaphoreBackend,
 };
-use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::{spawn_release, LeaseHandle, LockGuard};
 use crate::engine::lease::LeaseShared;
-use crate::engine::offer::Offered;
 use crate::engine::options::AcquireOptions;
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::schedule::WatchdogSchedule;
@@ -20,8 +18,6 @@ use crate::engine::settings::Settings;
 use crate::engine::state::{ListOptions, LockListing, LockState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::lease_deadline;
-use crate::engine::wait::{grant_to, offer_hold};
-use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
@@ -502,15 +498,6 @@ impl LockManager {
         }
     }
 
-    /// The error of a grant whose reply does not add up.
-    fn unexpected_grant(&self, reply: &str) -> LockError {
-        LockError::UnexpectedReply {
-            node: self.backend.strategy().to_owned(),
-            script: "try_acquire",
-            reply: reply.to_owned(),
-        }
-    }
-
     /// The metrics labels of calls and leases on the lock `name`.
     fn labels(&self, name: &str) -> Labels {
         Labels::new(self.backend.strategy(), self.lock_names.label(name))
@@ -565,118 +552,6 @@ impl LockManager {
     pub async fn inspect(&self, name: &str) -> Result<LockState, LockError> {
         let key = self.key(name)?;
         self.backend.inspect(&key).await
-    }
-
-    /// One acquire attempt, with a hold of its own, as `owner` or (with
-    /// `None`) as an owner made for this attempt alone, whose lost reply can
-    /// be undone by releasing by owner; otherwise only where the backend
-    /// releases exactly one attempt.
-    ///
-    /// A fair waiter passes its `offered` hold and its subscription: the
-    /// subscription expects a grant to this attempt's hold before it is
-    /// sent, and an attempt answered "held" becomes the offer.
-    pub(super) async fn attempt(
-        &self,
-        key: &LockKey,
-        owner: Option<&OwnerToken>,
-        ttl: Duration,
-        join_queue: bool,
-        claim: &Claim,
-        offered: Option<(&Offered, Option<&dyn Wakeups>)>,
-    ) -> Result<Attempt, LockError> {
-        let (hold, fresh_owner) = match owner {
-            Some(owner) => (HoldToken::new(owner.clone())?, false),
-            None => (HoldToken::fresh()?, true),
-        };
-        let fair = self.settings.fair;
-        let hold = hold.with_kind(claim.hold_kind());
-        let hold = if fair { hold.in_line() } else { hold };
-        let queues = claim.queues(fair);
-        let sent = claim.placed(fair, join_queue);
-        let sent_at = Instant::now();
-        // If this future is dropped mid-request, the acquire may have run: the
-        // guard releases its hold in the background so no key stays held by a
-        // hold nobody has.
-        // A fair waiter keeps its owner across attempts (its place in the
-        // queue), so only a per-attempt release is safe for it.
-        let undo_safe =
-            (fresh_owner && !queues) || self.backend.capabilities().releases_only_its_attempt;
-        let pending = DropGuard::new(|| {
-            if undo_safe {
-                spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
-            }
-        });
-        let earlier = offer_hold(offered, &hold);
-        let outcome = self
-            .backend
-            .try_acquire(key, &hold, ttl, &sent, earlier.as_ref())
-            .await;
-        pending.disarm();
-        match outcome {
-            Ok(AcquireOutcome::Acquired(acquired)) => {
-                let (hold, ttl_set) = if acquired.earlier {
-                    let none_offered = "a grant to an earlier attempt, where none was offered";
-                    let Some((offered, _)) = offered else {
-                        return Err(self.unexpected_grant(none_offered));
-                    };
-                    let Some(offer) = offered.take() else {
-                        return Err(self.unexpected_grant(none_offered));
-                    };
-                    let granted = match acquired.fencing_token {
-                        Some(token) => grant_to(offer.hold.clone(), Some(token), acquired.slot),
-                        None => Err("a grant to an earlier attempt without a fencing token"),
-                    };
-                    match granted {
-                        Ok(granted) => (granted, acquired.ttl),
-                        Err(reply) => {
-                            // Kept on offer: leaving the queue gives back
-                            // what the release granted it.
-                            offered.answered(offer.hold, offer.sent_at);
-                            return Err(self.unexpected_grant(reply));
-                        }
-                    }
-                } else {
-                    match grant_to(hold.clone(), acquired.fencing_token, acquired.slot) {
-                        Ok(granted) => (granted, ttl),
-                        Err(reply) => {
-                            spawn_release(Arc::clone(&self.backend), key.clone(), hold);
-                            return Err(self.unexpected_grant(reply));
-                        }
-                    }
-                };
-                tracing::debug!(
-                    key = key.name(),
-                    kind = ?hold.kind(),
-                    fencing_token = hold.fencing_token().map(FencingToken::get),
-                    slot = acquired.slot,
-                    by_release = acquired.earlier,
-                    strategy = self.backend.strategy(),
-                    elapsed_us = sent_at.elapsed().as_micros() as u64,
-                    "acquired"
-                );
-                // A grant to an earlier attempt was renewed to the TTL by
-                // this one: the lease counts from when it was sent.
-                Ok(Attempt::Acquired(Granted {
-                    hold,
-                    sent_at,
-                    ttl,
-                    ttl_set,
-                }))
-            }
-            Ok(AcquireOutcome::Held { remaining }) => {
-                if let (Some((offered, _)), true) = (offered, join_queue) {
-                    offered.answered(hold, sent_at);
-                }
-                Ok(Attempt::Held { remaining })
-            }
-            Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
-                Ok(Attempt::Unanswered {
-                    error,
-                    cleanup: undo_safe.then_some(hold),
-                })
-            }
-            Err(err) => Err(err),
-        }
     }
 
     /// The settings this manager was made with.

@@ -18,6 +18,7 @@ pub(crate) mod manager;
 pub(crate) mod multi;
 pub(crate) mod offer;
 pub(crate) mod options;
+pub(crate) mod outcome;
 pub(crate) mod renewal;
 pub(crate) mod roles;
 pub(crate) mod rwlock;

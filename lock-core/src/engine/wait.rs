@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::backend::{Claim, FairPlace, LockBackend};
+use crate::engine::backend::{AcquireOutcome, Claim, FairPlace, LockBackend};
 use crate::engine::drop_guard::DropGuard;
 use crate::engine::guard::spawn_release;
 use crate::engine::guard::LockGuard;
@@ -88,6 +88,127 @@ impl Claim {
 }
 
 impl LockManager {
+    /// The error of a grant whose reply does not add up.
+    fn unexpected_grant(&self, reply: &str) -> LockError {
+        LockError::UnexpectedReply {
+            node: self.backend.strategy().to_owned(),
+            script: "try_acquire",
+            reply: reply.to_owned(),
+        }
+    }
+
+    /// One acquire attempt, with a hold of its own, as `owner` or (with
+    /// `None`) as an owner made for this attempt alone, whose lost reply can
+    /// be undone by releasing by owner; otherwise only where the backend
+    /// releases exactly one attempt.
+    ///
+    /// A fair waiter passes its `offered` hold and its subscription: the
+    /// subscription expects a grant to this attempt's hold before it is
+    /// sent, and an attempt answered "held" becomes the offer.
+    pub(super) async fn attempt(
+        &self,
+        key: &LockKey,
+        owner: Option<&OwnerToken>,
+        ttl: Duration,
+        join_queue: bool,
+        claim: &Claim,
+        offered: Option<(&Offered, Option<&dyn Wakeups>)>,
+    ) -> Result<Attempt, LockError> {
+        let (hold, fresh_owner) = match owner {
+            Some(owner) => (HoldToken::new(owner.clone())?, false),
+            None => (HoldToken::fresh()?, true),
+        };
+        let fair = self.settings.fair;
+        let hold = hold.with_kind(claim.hold_kind());
+        let hold = if fair { hold.in_line() } else { hold };
+        let queues = claim.queues(fair);
+        let sent = claim.placed(fair, join_queue);
+        let sent_at = Instant::now();
+        // If this future is dropped mid-request, the acquire may have run: the
+        // guard releases its hold in the background so no key stays held by a
+        // hold nobody has.
+        // A fair waiter keeps its owner across attempts (its place in the
+        // queue), so only a per-attempt release is safe for it.
+        let undo_safe =
+            (fresh_owner && !queues) || self.backend.capabilities().releases_only_its_attempt;
+        let pending = DropGuard::new(|| {
+            if undo_safe {
+                spawn_release(Arc::clone(&self.backend), key.clone(), hold.clone());
+            }
+        });
+        let earlier = offer_hold(offered, &hold);
+        let outcome = self
+            .backend
+            .try_acquire(key, &hold, ttl, &sent, earlier.as_ref())
+            .await;
+        pending.disarm();
+        match outcome {
+            Ok(AcquireOutcome::Acquired(acquired)) => {
+                let (hold, ttl_set) = if acquired.earlier {
+                    let none_offered = "a grant to an earlier attempt, where none was offered";
+                    let Some((offered, _)) = offered else {
+                        return Err(self.unexpected_grant(none_offered));
+                    };
+                    let Some(offer) = offered.take() else {
+                        return Err(self.unexpected_grant(none_offered));
+                    };
+                    let granted = match acquired.fencing_token {
+                        Some(token) => grant_to(offer.hold.clone(), Some(token), acquired.slot),
+                        None => Err("a grant to an earlier attempt without a fencing token"),
+                    };
+                    match granted {
+                        Ok(granted) => (granted, acquired.ttl),
+                        Err(reply) => {
+                            // Kept on offer: leaving the queue gives back
+                            // what the release granted it.
+                            offered.answered(offer.hold, offer.sent_at);
+                            return Err(self.unexpected_grant(reply));
+                        }
+                    }
+                } else {
+                    match grant_to(hold.clone(), acquired.fencing_token, acquired.slot) {
+                        Ok(granted) => (granted, ttl),
+                        Err(reply) => {
+                            spawn_release(Arc::clone(&self.backend), key.clone(), hold);
+                            return Err(self.unexpected_grant(reply));
+                        }
+                    }
+                };
+                tracing::debug!(
+                    key = key.name(),
+                    kind = ?hold.kind(),
+                    fencing_token = hold.fencing_token().map(FencingToken::get),
+                    slot = acquired.slot,
+                    by_release = acquired.earlier,
+                    strategy = self.backend.strategy(),
+                    elapsed_us = sent_at.elapsed().as_micros() as u64,
+                    "acquired"
+                );
+                // A grant to an earlier attempt was renewed to the TTL by
+                // this one: the lease counts from when it was sent.
+                Ok(Attempt::Acquired(Granted {
+                    hold,
+                    sent_at,
+                    ttl,
+                    ttl_set,
+                }))
+            }
+            Ok(AcquireOutcome::Held { remaining }) => {
+                if let (Some((offered, _)), true) = (offered, join_queue) {
+                    offered.answered(hold, sent_at);
+                }
+                Ok(Attempt::Held { remaining })
+            }
+            Err(error @ (LockError::Timeout { .. } | LockError::Connection { .. })) => {
+                Ok(Attempt::Unanswered {
+                    error,
+                    cleanup: undo_safe.then_some(hold),
+                })
+            }
+            Err(err) => Err(err),
+        }
+    }
+
     /// The attempts of [`LockManager::wait_for`], counted in `attempts`:
     /// attempt, give up if the wait is over, subscribe to releases when
     /// due, sleep, and again ([`Wait`] holds the state between the steps).
