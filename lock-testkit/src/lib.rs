@@ -24,7 +24,7 @@
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
-//! - [`env`] writes the `DISTLOCK_*` variables of a config over started
+//! - [`env`](mod@env) writes the `DISTLOCK_*` variables of a config over started
 //!   servers, for the front door's and the command's tests.
 //! - [`faulty::Faulty`] wraps a backend to delay or lose a call's reply.
 //! - [`peek`] reads what a server holds beside the client under test, and
