@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError};
 use lock_redlock::{RedlockBackend, RedlockOptions};
-use lock_testkit::contract::held_by_another;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
 /// Redlock over `nodes` servers through one client.
@@ -52,7 +51,7 @@ impl BackendFactory for Redlock {
 #[cfg(all(feature = "redis", feature = "fred", feature = "tls"))]
 #[test]
 fn locks_over_tls_nodes() {
-    use lock_testkit::contract::{fast_config, Deployment};
+    use lock_testkit::contract::{fast_config, held_by_another, Deployment};
     use lock_testkit::{OnSite, Site};
     lock_testkit::run(async {
         for kind in ClientKind::compiled() {
