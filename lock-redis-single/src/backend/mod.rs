@@ -88,15 +88,9 @@ impl SingleNodeBackend {
             Some(holder) => &[key.redis_key(), key.fence_key(), holder][..],
             None => &[key.redis_key(), key.fence_key()][..],
         };
-        let (reply, acknowledged) = self.node.run_acknowledged(script, keys, args).await?;
-        match reply {
-            Reply::Int(1) => {
-                acknowledged?;
-                Ok(ExtendOutcome::Extended { ttl })
-            }
-            Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
-            other => Err(self.node.unexpected(script, &other)),
-        }
+        // A lock's scripts report no foreign data of their own.
+        self.renew_hold_with(script, keys, |_| None, args, ttl)
+            .await
     }
 
     /// Renews `renewals` with one `lock/extend_many.lua` call (their keys must
@@ -180,6 +174,29 @@ impl SingleNodeBackend {
     ) -> Result<ExtendOutcome, LockError> {
         let ttl_ms = MillisText::of_ttl(ttl);
         let args = [hold.attempt_value().as_bytes(), ttl_ms.as_bytes()];
+        self.renew_hold_with(script, keys, problem, &args, ttl)
+            .await
+    }
+
+    /// Replaces the hold `from` names by `to` with a primitive of many
+    /// holders' take-over script, `<from id> <to id> <ttl ms> <entry>`:
+    /// only while `from` is live with the `entry` its token claims.
+    async fn take_over_id_with(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        problem: fn(&Reply) -> Option<LockError>,
+        (from, to): (&HoldToken, &HoldToken),
+        entry: &str,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome, LockError> {
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let args = [
+            from.attempt_value().as_bytes(),
+            to.attempt_value().as_bytes(),
+            ttl_ms.as_bytes(),
+            entry.as_bytes(),
+        ];
         self.renew_hold_with(script, keys, problem, &args, ttl)
             .await
     }

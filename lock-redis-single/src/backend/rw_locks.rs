@@ -32,16 +32,9 @@ impl SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{}", access.letter(), token.get());
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [
-            from.attempt_value().as_bytes(),
-            to.attempt_value().as_bytes(),
-            ttl_ms.as_bytes(),
-            entry.as_bytes(),
-        ];
         let modes = key.modes_key();
         let keys = [key.redis_key(), &modes, key.fence_key()];
-        self.renew_hold_with(&rw::TAKE_OVER, &keys, rw_problem, &args, ttl)
+        self.take_over_id_with(&rw::TAKE_OVER, &keys, rw_problem, (from, to), &entry, ttl)
             .await
     }
 

@@ -37,16 +37,10 @@ impl SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{slot}:{}", permit.weight(), token.get());
-        let ttl_ms = MillisText::of_ttl(ttl);
-        let args = [
-            from.attempt_value().as_bytes(),
-            to.attempt_value().as_bytes(),
-            ttl_ms.as_bytes(),
-            entry.as_bytes(),
-        ];
         let held = key.permits_held_key();
         let keys = [key.redis_key(), &held];
-        self.renew_hold_with(&semaphore::TAKE_OVER, &keys, semaphore_problem, &args, ttl)
+        let script = &semaphore::TAKE_OVER;
+        self.take_over_id_with(script, &keys, semaphore_problem, (from, to), &entry, ttl)
             .await
     }
 
