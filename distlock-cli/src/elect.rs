@@ -32,21 +32,26 @@ pub(crate) fn default_value() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
+/// The election of `name`, and the signal handling both `campaign` and
+/// `observe` need before they touch it; `Err` is the exit code when either
+/// cannot be had.
+fn election_and_interrupts(locks: &LockManager, name: &str) -> Result<(Election, Interrupts), u8> {
+    let election = locks.election(name).map_err(|err| fail(&err))?;
+    let interrupts = Interrupts::new().map_err(|err| {
+        eprintln!("distlock: cannot handle signals: {err}");
+        EXIT_UNAVAILABLE
+    })?;
+    Ok((election, interrupts))
+}
+
 /// Campaigns, runs the command while leader, and campaigns again after a
 /// loss (unless `--once`). Exit code: the command's when it ended by
 /// itself (after resigning); 76 when the leadership was lost with
 /// `--once`; 130 when interrupted; the codes of [`fail`] otherwise.
 pub(crate) async fn campaign(locks: &LockManager, campaign: &Campaign<'_>) -> u8 {
-    let election = match locks.election(campaign.name) {
-        Ok(election) => election,
-        Err(err) => return fail(&err),
-    };
-    let mut interrupts = match Interrupts::new() {
-        Ok(interrupts) => interrupts,
-        Err(err) => {
-            eprintln!("distlock: cannot handle signals: {err}");
-            return EXIT_UNAVAILABLE;
-        }
+    let (election, mut interrupts) = match election_and_interrupts(locks, campaign.name) {
+        Ok(both) => both,
+        Err(code) => return code,
     };
     loop {
         let leadership = tokio::select! {
@@ -171,16 +176,9 @@ fn report_resign(resigned: Result<(), LockError>) {
 /// Prints the leader of `name` now and on every change, one line each
 /// (`--json`: one object each), until interrupted, which ends it with 0.
 pub(crate) async fn observe(locks: &LockManager, name: &str, json: bool) -> u8 {
-    let election: Election = match locks.election(name) {
-        Ok(election) => election,
-        Err(err) => return fail(&err),
-    };
-    let mut interrupts = match Interrupts::new() {
-        Ok(interrupts) => interrupts,
-        Err(err) => {
-            eprintln!("distlock: cannot handle signals: {err}");
-            return EXIT_UNAVAILABLE;
-        }
+    let (election, mut interrupts) = match election_and_interrupts(locks, name) {
+        Ok(both) => both,
+        Err(code) => return code,
     };
     let mut observer = match election.observe().await {
         Ok(observer) => observer,

@@ -14,7 +14,7 @@ use lock_testkit::RedisServer;
 
 mod common;
 
-use common::{clients, distlock, output, DISTLOCK};
+use common::{clients, distlock, output, owner_of, DISTLOCK};
 
 /// The variables every check here runs with: `server`, and a 2 s TTL.
 fn on(server: &RedisServer) -> [(&'static str, String); 2] {
@@ -651,16 +651,6 @@ fn distlock_on(server: &RedisServer, client: &str, args: &[&str]) -> Command {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The hand-off token in `acquire`'s output.
-fn owner_of(out: &Output) -> String {
-    stdout(out)
-        .lines()
-        .find_map(|line| line.strip_prefix("export DISTLOCK_OWNER='"))
-        .and_then(|rest| rest.strip_suffix('\''))
-        .unwrap_or_else(|| panic!("no DISTLOCK_OWNER in {out:?}"))
-        .to_owned()
 }
 
 /// A multi-step shell script, as users write it: `acquire` into the

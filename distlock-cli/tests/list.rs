@@ -127,6 +127,36 @@ fn the_limit_is_reported(vars: &[(&str, &str)], context: &str) {
     assert_eq!(out.status.code(), Some(78), "{context}: {}", stderr(&out));
 }
 
+/// A standalone server, and its URL.
+fn standalone() -> (RedisServer, String) {
+    let server = RedisServer::start().expect("start");
+    let url = server.url().expose().to_owned();
+    (server, url)
+}
+
+/// The clients compiled into the library, by the names
+/// `DISTLOCK_CLIENT` takes.
+fn client_names() -> impl Iterator<Item = String> {
+    ClientKind::compiled()
+        .into_iter()
+        .map(|client| client.to_string())
+}
+
+/// The variables that take `client` to `nodes` with `setting` (a strategy
+/// or a topology) and a 30 s TTL.
+fn deployment<'a>(
+    setting: (&'a str, &'a str),
+    nodes: &'a str,
+    client: &'a str,
+) -> [(&'a str, &'a str); 4] {
+    [
+        setting,
+        ("DISTLOCK_NODES", nodes),
+        ("DISTLOCK_CLIENT", client),
+        ("DISTLOCK_TTL", "30s"),
+    ]
+}
+
 fn held_names() -> Vec<String> {
     let mut names: Vec<String> = (0..30).map(|index| format!("order:{index}")).collect();
     names.extend(ODD.iter().map(|name| (*name).to_owned()));
@@ -136,10 +166,8 @@ fn held_names() -> Vec<String> {
 #[test]
 fn lists_held_locks_on_a_standalone_server() {
     lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        let url = server.url().expose().to_owned();
-        for client in ClientKind::compiled() {
-            let client = client.to_string();
+        let (server, url) = standalone();
+        for client in client_names() {
             let vars = [
                 ("DISTLOCK_NODES", url.as_str()),
                 ("DISTLOCK_CLIENT", client.as_str()),
@@ -218,16 +246,9 @@ fn lists_held_locks_on_a_standalone_server() {
 #[test]
 fn lists_holds_of_the_reentrant_strategy() {
     lock_testkit::run(async {
-        let server = RedisServer::start().expect("start");
-        let url = server.url().expose().to_owned();
-        for client in ClientKind::compiled() {
-            let client = client.to_string();
-            let vars = [
-                ("DISTLOCK_STRATEGY", "reentrant"),
-                ("DISTLOCK_NODES", url.as_str()),
-                ("DISTLOCK_CLIENT", client.as_str()),
-                ("DISTLOCK_TTL", "30s"),
-            ];
+        let (_server, url) = standalone();
+        for client in client_names() {
+            let vars = deployment(("DISTLOCK_STRATEGY", "reentrant"), &url, &client);
             let locks = connect(&vars).await;
             let owner = OwnerToken::generate().expect("owner");
             let outer = taken_as(&locks, "nested", &owner).await;
@@ -272,14 +293,8 @@ fn lists_held_locks_on_every_master_of_a_cluster() {
             masters.insert(cluster.master_of_slot(slot).expect("a master").port());
         }
         assert_eq!(masters.len(), 3, "the names cover every master");
-        for client in ClientKind::compiled() {
-            let client = client.to_string();
-            let vars = [
-                ("DISTLOCK_TOPOLOGY", "cluster"),
-                ("DISTLOCK_NODES", seeds.as_str()),
-                ("DISTLOCK_CLIENT", client.as_str()),
-                ("DISTLOCK_TTL", "30s"),
-            ];
+        for client in client_names() {
+            let vars = deployment(("DISTLOCK_TOPOLOGY", "cluster"), &seeds, &client);
             let locks = connect(&vars).await;
             let held_refs: Vec<&str> = held.iter().map(String::as_str).collect();
             let guards = take(&locks, &held_refs).await;
@@ -297,14 +312,8 @@ fn lists_locks_a_redlock_majority_holds() {
     lock_testkit::run(async {
         let servers = RedisServer::start_many(3).expect("start");
         let nodes = lock_testkit::env::node_list(&servers);
-        for client in ClientKind::compiled() {
-            let client = client.to_string();
-            let vars = [
-                ("DISTLOCK_STRATEGY", "redlock"),
-                ("DISTLOCK_NODES", nodes.as_str()),
-                ("DISTLOCK_CLIENT", client.as_str()),
-                ("DISTLOCK_TTL", "30s"),
-            ];
+        for client in client_names() {
+            let vars = deployment(("DISTLOCK_STRATEGY", "redlock"), &nodes, &client);
             let locks = connect(&vars).await;
             let guards = take(&locks, &["report", "}odd name"]).await;
             // On one node only: no majority holds it.
@@ -325,8 +334,7 @@ fn lists_locks_a_redlock_majority_holds() {
 
 #[test]
 fn list_exit_codes() {
-    let server = RedisServer::start().expect("start");
-    let url = server.url().expose().to_owned();
+    let (_server, url) = standalone();
     let out = distlock(&[("DISTLOCK_NODES", "http://nowhere")], &["list"]);
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     let out = distlock(&[("DISTLOCK_NODES", &url)], &["list", "--limit", "many"]);

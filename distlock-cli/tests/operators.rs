@@ -17,7 +17,7 @@ use lock_testkit::RedisServer;
 
 mod common;
 
-use common::{distlock, output};
+use common::{distlock, output, owner_of};
 
 /// `distlock args...` on `server` with a 2 s TTL.
 fn on(server: &RedisServer, args: &[&str]) -> std::process::Command {
@@ -52,6 +52,18 @@ fn is_held(server: &RedisServer, name: &str) -> bool {
     }
 }
 
+/// Waits up to 10 s for `name` to be held.
+fn until_held(server: &RedisServer, name: &str) {
+    let started = Instant::now();
+    while !is_held(server, name) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name:?} was never taken"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A job holding `name` for `seconds`: a shell with a background child, as
 /// a cron job is. Returns once the lock is held.
 fn hold(server: &RedisServer, name: &str, seconds: f64) -> Child {
@@ -61,14 +73,7 @@ fn hold(server: &RedisServer, name: &str, seconds: f64) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the holder");
-    let started = Instant::now();
-    while !is_held(server, name) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{name} was never taken"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_held(server, name);
     child
 }
 
@@ -266,12 +271,7 @@ fn every_verb_takes_a_name_either_way_and_nodes_as_a_flag() {
         );
         let acquired = run("acquire", &[]);
         assert_eq!(code(&acquired), 0, "{}", stderr(&acquired));
-        let token = stdout(&acquired)
-            .lines()
-            .find_map(|line| line.strip_prefix("export DISTLOCK_OWNER='"))
-            .and_then(|rest| rest.strip_suffix('\''))
-            .expect("a token")
-            .to_owned();
+        let token = owner_of(&acquired);
         let held = run("status", &["-q"]);
         assert_eq!(
             (code(&held), stdout(&held)),
@@ -334,12 +334,7 @@ fn extend_keeps_the_ttl_the_lock_was_taken_with() {
     // The config says 2 s; the lock is taken for 5 minutes.
     let acquired = output(on(&server, &["acquire", "deploy", "--ttl", "5m"]));
     assert_eq!(code(&acquired), 0, "{}", stderr(&acquired));
-    let token = stdout(&acquired)
-        .lines()
-        .find_map(|line| line.strip_prefix("export DISTLOCK_OWNER='"))
-        .and_then(|rest| rest.strip_suffix('\''))
-        .expect("a token")
-        .to_owned();
+    let token = owner_of(&acquired);
     let with_token = |args: &[&str]| {
         let mut command = on(&server, args);
         command.env("DISTLOCK_OWNER", &token);
@@ -347,7 +342,7 @@ fn extend_keeps_the_ttl_the_lock_was_taken_with() {
     };
     let kept = with_token(&["extend", "deploy"]);
     assert_eq!(code(&kept), 0, "{}", stderr(&kept));
-    assert!(stdout(&kept).contains("extended"), "{}", stdout(&kept));
+    common::assert_stdout_says(&kept, "extended", "");
     assert!(
         remaining_ms("deploy") > 240_000,
         "extend without --ttl cut the lock to {} ms",
@@ -362,10 +357,10 @@ fn extend_keeps_the_ttl_the_lock_was_taken_with() {
     );
     assert!(remaining_ms("deploy") <= 30_000);
     let longer = with_token(&["extend", "deploy", "--ttl", "10m"]);
-    assert!(stdout(&longer).contains("extended"), "{}", stdout(&longer));
+    common::assert_stdout_says(&longer, "extended", "");
     // Back to what it was taken with, as the token says.
     let again = with_token(&["extend", "deploy"]);
-    assert!(stdout(&again).contains("extended"), "{}", stdout(&again));
+    common::assert_stdout_says(&again, "extended", "");
     let left = remaining_ms("deploy");
     assert!((240_000..=300_000).contains(&left), "{left} ms");
     assert_eq!(code(&with_token(&["release", "deploy"])), 0);
@@ -694,14 +689,7 @@ fn a_plain_run_is_not_starved_by_readers() {
                 readers.into_iter().map(finish).collect::<Vec<i32>>()
             })
         };
-        let started = Instant::now();
-        while !is_held(&server, &name) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "no reader took {name}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until_held(&server, &name);
         // A wait of 5 s: what the readers already in hold (0.6 s) and
         // the start of a few processes, with room for a loaded machine.
         let asked = Instant::now();
@@ -810,14 +798,7 @@ fn a_mismatched_limit_names_the_distlock_limit_verb() {
     .spawn()
     .expect("spawn the holder");
     let _cleanup = KillOnDropChild(holder);
-    let started = Instant::now();
-    while !is_held(&server, "exports") {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "exports was never taken"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_held(&server, "exports");
     let mismatched = output(on(
         &server,
         &["run", "--permits", "2", "exports", "-c", "true"],
@@ -835,11 +816,7 @@ fn a_mismatched_limit_names_the_distlock_limit_verb() {
     );
     let limited = output(on(&server, &["limit", "exports", "--permits", "2"]));
     assert_eq!(code(&limited), 0, "{}", stderr(&limited));
-    assert!(
-        stdout(&limited).contains("was 4"),
-        "says the old limit: {}",
-        stdout(&limited)
-    );
+    common::assert_stdout_says(&limited, "was 4", "says the old limit");
     let now = output(on(
         &server,
         &["run", "--permits", "2", "exports", "-c", "echo in"],
@@ -847,11 +824,7 @@ fn a_mismatched_limit_names_the_distlock_limit_verb() {
     assert_eq!(code(&now), 0, "{}", stderr(&now));
     assert_eq!(stdout(&now), "in\n");
     let status = output(on(&server, &["status", "exports"]));
-    assert!(
-        stdout(&status).contains("of 2 permits"),
-        "{}",
-        stdout(&status)
-    );
+    common::assert_stdout_says(&status, "of 2 permits", "");
     let lock = output(on(
         &server,
         &["limit", "--key", "exports", "--permits", "0"],
@@ -913,14 +886,7 @@ fn status_escapes_control_characters_in_names() {
             .spawn()
             .expect("spawn the holder");
         let holder = KillOnDropChild(holder);
-        let started = Instant::now();
-        while !is_held(&server, name) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{what}: never held"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        until_held(&server, name);
         let held = output(on(&server, &["status", name]));
         assert_eq!(code(&held), 0, "{what}: {}", stderr(&held));
         assert!(

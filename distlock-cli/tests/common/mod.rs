@@ -45,6 +45,16 @@ pub fn clients() -> Vec<&'static str> {
     clients
 }
 
+/// Asserts that `out`'s standard output says `text`; `context` leads the
+/// failure.
+pub fn assert_stdout_says(out: &std::process::Output, text: &str, context: &str) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(text),
+        "{context}: stdout lacks {text:?}: {stdout}"
+    );
+}
+
 /// Asserts that `out`'s standard error says `text`; `context` leads the
 /// failure.
 pub fn assert_stderr_says(out: &std::process::Output, text: &str, context: &str) {
@@ -53,4 +63,15 @@ pub fn assert_stderr_says(out: &std::process::Output, text: &str, context: &str)
         stderr.contains(text),
         "{context}: stderr lacks {text:?}: {stderr}"
     );
+}
+
+/// The hand-off token in `acquire`'s output: its `export DISTLOCK_OWNER=`
+/// line.
+pub fn owner_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("export DISTLOCK_OWNER='"))
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("no DISTLOCK_OWNER in {out:?}"))
+        .to_owned()
 }

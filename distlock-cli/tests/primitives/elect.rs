@@ -10,23 +10,10 @@ use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-use super::{code, stderr, Scratch};
+use super::{code, spawn, stderr, Scratch};
 use crate::common::{clients, output};
 
-/// `distlock args...` on `server` through `client`, with a 1s TTL.
-fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    super::on_with_ttl(server, client, "1s", args)
-}
-
-/// Waits up to 20 s for `child`; its exit code and stderr.
-fn finish(child: Child) -> (i32, String) {
-    super::finish_within(child, Duration::from_secs(20))
-}
-
-/// A scratch file of this file's tests.
-fn scratch(name: &str) -> Scratch {
-    Scratch::new("elect", name)
-}
+file_helpers!(group: "elect", ttl: "1s", job_secs: 20);
 
 fn signal(child: &Child, signal: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
@@ -74,15 +61,11 @@ fn one_leader_at_a_time_and_observers_see_each() {
         let campaigners: Vec<Child> = ["a", "b", "c"]
             .iter()
             .map(|value| {
-                on(
+                spawn(&mut on(
                     &server,
                     client,
                     &["elect", &name, "--value", value, "-c", &job],
-                )
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn a campaigner")
+                ))
             })
             .collect();
         for campaigner in campaigners {
@@ -146,23 +129,18 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
             "echo $DISTLOCK_FENCING_TOKEN >> {}; sleep 30 & wait",
             log.path()
         );
-        let leader = on(
+        let leader = spawn(&mut on(
             &server,
             client,
             &["elect", &name, "--grace", "2s", "-c", &job],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
+        ));
         until_lines(&log, 1);
         // `list` shows the leader's value beside its lock.
-        let rows = output(on(&server, client, &["list", "--json"]));
-        let rows: serde_json::Value = serde_json::from_slice(&rows.stdout).expect("JSON");
-        let row = rows
-            .as_array()
-            .and_then(|rows| rows.iter().find(|row| row["key"] == name.as_str()))
-            .unwrap_or_else(|| panic!("{client}: not listed: {rows}"));
+        let row = super::listed(
+            &output(on(&server, client, &["list", "--json"])),
+            &name,
+            client,
+        );
         assert!(row["leader"]["term"].as_u64().is_some(), "{row}");
         assert!(row["leader"]["value"].as_str().is_some(), "{row}");
         let status = output(on(&server, client, &["status", &name]));
@@ -187,11 +165,11 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
         // --once: the loss ends it with 76.
         let once_log = scratch(&format!("once-{client}"));
         let job = format!("echo x >> {}; sleep 30 & wait", once_log.path());
-        let once = on(&server, client, &["elect", &name, "--once", "-c", &job])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
+        let once = spawn(&mut on(
+            &server,
+            client,
+            &["elect", &name, "--once", "-c", &job],
+        ));
         until_lines(&once_log, 1);
         server.admin(&["DEL", &key]).expect("DEL");
         let (code, err) = finish(once);

@@ -4,25 +4,14 @@
 //! member; a held member skips the job and takes nothing; `-s`, `-x` and
 //! `--permits` with several names exit 78.
 
-use std::process::{Child, Stdio};
-use std::time::Duration;
+use std::process::Child;
 
 use lock_testkit::RedisServer;
 
-use super::{code, stderr, Scratch};
+use super::{code, spawn, stderr};
 use crate::common::{clients, output};
 
-fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    super::on_with_ttl(server, client, "5s", args)
-}
-
-fn spawn(mut command: std::process::Command) -> Child {
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn a job")
-}
+file_helpers!(group: "multi", ttl: "5s", job_secs: 30);
 
 /// Jobs of `--key from --key to`, `--key to --key from` and a plain run of
 /// `to` never overlap, by their own log, and each saw one token.
@@ -30,7 +19,7 @@ fn spawn(mut command: std::process::Command) -> Child {
 fn jobs_over_several_names_run_one_at_a_time() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
-        let log = Scratch::new("multi", &format!("log-{client}"));
+        let log = scratch(&format!("log-{client}"));
         let job = format!(
             "echo \"+ $DISTLOCK_FENCING_TOKEN $DISTLOCK_KEY\" >> {log}; sleep 0.2 & wait; \
              echo - >> {log}",
@@ -51,11 +40,11 @@ fn jobs_over_several_names_run_one_at_a_time() {
                 let mut args = vec!["run", "-w", "20"];
                 args.extend(names.iter().copied());
                 args.extend(["-c", &job]);
-                spawn(on(&server, client, &args))
+                spawn(&mut on(&server, client, &args))
             })
             .collect();
         for job in jobs {
-            let (code, err) = super::finish_within(job, Duration::from_secs(30));
+            let (code, err) = finish(job);
             assert_eq!(code, 0, "{client}: {err}");
         }
         let text = std::fs::read_to_string(log.path()).expect("the log");
@@ -94,43 +83,24 @@ fn a_held_member_skips_the_job_and_takes_nothing() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let (a, b) = (format!("a-{client}"), format!("b-{client}"));
-        let holder = spawn(on(&server, client, &["run", &b, "-c", "sleep 1.5 & wait"]));
-        let started = std::time::Instant::now();
-        while code(&output(on(&server, client, &["status", "-q", &b]))) != 0 {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{client}: never held"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let ran = Scratch::new("multi", &format!("ran-{client}"));
-        let skipped = output(on(
+        let holder = spawn(&mut on(
             &server,
             client,
-            &[
-                "run",
-                "-n",
-                "-q",
-                "-E",
-                "0",
-                "--key",
-                &a,
-                "--key",
-                &b,
-                "-c",
-                &format!("echo ran > {}", ran.path()),
-            ],
+            &["run", &b, "-c", "sleep 1.5 & wait"],
         ));
-        assert_eq!(code(&skipped), 0, "{client}: {}", stderr(&skipped));
-        assert!(
-            stderr(&skipped).is_empty(),
-            "{client}: {}",
-            stderr(&skipped)
+        super::eventually(&format!("{client}: never held"), || {
+            code(&output(on(&server, client, &["status", "-q", &b]))) == 0
+        });
+        super::assert_skipped_silently(
+            |args| output(on(&server, client, args)),
+            &scratch(&format!("ran-{client}")),
+            &["--key", &a, "--key", &b],
+            client,
+            "ran beside a held member",
         );
-        assert!(ran.lines().is_empty(), "{client}: ran beside a held member");
         let free = output(on(&server, client, &["status", "-q", &a]));
         assert_eq!(code(&free), 1, "{client}: a refused job took {a}");
-        let (code_of, err) = super::finish_within(holder, Duration::from_secs(30));
+        let (code_of, err) = finish(holder);
         assert_eq!(code_of, 0, "{client}: {err}");
         for flag in [&["-s"][..], &["-x"], &["--permits", "2"]] {
             let mut args = vec!["run"];

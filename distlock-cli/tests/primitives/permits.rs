@@ -6,28 +6,14 @@
 //! and a strategy without semaphores exit 78 saying why; `status` shows a
 //! semaphore's permits.
 
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
 
 use lock_testkit::RedisServer;
 
-use super::{code, stderr, Scratch};
+use super::{code, eventually, spawn, stderr};
 use crate::common::{clients, output};
 
-/// `distlock args...` on `server` through `client`, with a 5s TTL.
-fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    super::on_with_ttl(server, client, "5s", args)
-}
-
-/// Waits up to 30 s for `child`; its exit code and stderr.
-fn finish(child: Child) -> (i32, String) {
-    super::finish_within(child, Duration::from_secs(30))
-}
-
-/// A scratch file of this file's tests.
-fn scratch(name: &str) -> Scratch {
-    Scratch::new("permits", name)
-}
+file_helpers!(group: "permits", ttl: "5s", job_secs: 30);
 
 /// Six jobs of weight 1 and 2 under `--permits 3` never run more than 3
 /// weight at once, by their own log; every running job has a slot of its
@@ -47,27 +33,25 @@ fn at_most_n_weight_of_jobs_run_at_once() {
         let jobs: Vec<Child> = (0..6)
             .map(|index| {
                 let weight = if index % 3 == 0 { "2" } else { "1" };
-                on(
-                    &server,
-                    client,
-                    &[
-                        "run",
-                        "--permits",
-                        "3",
-                        "--weight",
-                        weight,
-                        "-w",
-                        "20",
-                        "pool",
-                        "-c",
-                        &job,
-                    ],
+                spawn(
+                    on(
+                        &server,
+                        client,
+                        &[
+                            "run",
+                            "--permits",
+                            "3",
+                            "--weight",
+                            weight,
+                            "-w",
+                            "20",
+                            "pool",
+                            "-c",
+                            &job,
+                        ],
+                    )
+                    .env("DISTLOCK_WEIGHT", weight),
                 )
-                .env("DISTLOCK_WEIGHT", weight)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn a job")
             })
             .collect();
         for job in jobs {
@@ -105,7 +89,7 @@ fn a_full_semaphore_skips_like_a_held_lock() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let ran = scratch(&format!("ran-{client}"));
-        let holder = on(
+        let holder = spawn(&mut on(
             &server,
             client,
             &[
@@ -118,15 +102,10 @@ fn a_full_semaphore_skips_like_a_held_lock() {
                 "-c",
                 "sleep 2 & wait",
             ],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the holder");
+        ));
         // Until the holder has its permits.
-        let started = Instant::now();
         let job = format!("echo ran > {}", ran.path());
-        loop {
+        eventually(&format!("{client}: never full"), || {
             let probe = output(on(
                 &server,
                 client,
@@ -146,15 +125,11 @@ fn a_full_semaphore_skips_like_a_held_lock() {
             assert_eq!(code(&probe), 0, "{client}: {}", stderr(&probe));
             if !std::path::Path::new(ran.path()).exists() {
                 assert_eq!(stderr(&probe), "", "{client}: a skip prints nothing");
-                break;
+                return true;
             }
             std::fs::remove_file(ran.path()).expect("remove");
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{client}: never full"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            false
+        });
         let loud = output(on(
             &server,
             client,
@@ -182,12 +157,11 @@ fn a_full_semaphore_skips_like_a_held_lock() {
         let table = output(on(&server, client, &["list"]));
         let table = String::from_utf8_lossy(&table.stdout).into_owned();
         assert!(table.contains("2/2 permits"), "{table}");
-        let rows = output(on(&server, client, &["list", "--json"]));
-        let rows: serde_json::Value = serde_json::from_slice(&rows.stdout).expect("JSON");
-        let row = rows
-            .as_array()
-            .and_then(|rows| rows.iter().find(|row| row["key"] == "full"))
-            .unwrap_or_else(|| panic!("{client}: not listed: {rows}"));
+        let row = super::listed(
+            &output(on(&server, client, &["list", "--json"])),
+            "full",
+            client,
+        );
         assert_eq!(row["semaphore"]["used"].as_u64(), Some(2), "{row}");
         assert_eq!(row["semaphore"]["limit"].as_u64(), Some(2), "{row}");
         assert_eq!(finish(holder).0, 0);
@@ -206,19 +180,14 @@ fn bad_permits_exit_78_saying_why() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let name = format!("limit-{client}");
-        let holder = on(
+        let holder = spawn(&mut on(
             &server,
             client,
             &["run", "--permits", "3", &name, "-c", "sleep 2 & wait"],
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the holder");
+        ));
         // Until the holder has its permit: then all 3 no longer fit. (A
         // probe asking for 2 would store 2 if it came first.)
-        let started = Instant::now();
-        loop {
+        eventually(&format!("{client}: never held"), || {
             let probe = output(on(
                 &server,
                 client,
@@ -235,16 +204,11 @@ fn bad_permits_exit_78_saying_why() {
                 ],
             ));
             match code(&probe) {
-                75 => break,
-                0 => {}
+                75 => true,
+                0 => false,
                 other => panic!("{client}: the probe exited {other}: {}", stderr(&probe)),
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "{client}: never held"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        });
         let other = output(on(
             &server,
             client,

@@ -4,31 +4,15 @@
 //! keeps new `-s` jobs out; `status` and `list` show a read-write lock's
 //! holds; `-s` with `--permits` exits 78.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-use super::{code, stderr, Scratch};
+use super::{code, spawn, stderr};
 use crate::common::{clients, output};
 
-/// `distlock args...` on `server` through `client`, with a 5s TTL.
-fn on(server: &RedisServer, client: &str, args: &[&str]) -> std::process::Command {
-    super::on_with_ttl(server, client, "5s", args)
-}
-
-/// Waits up to 30 s for `child`; its exit code and stderr.
-fn finish(child: Child) -> (i32, String) {
-    super::finish_within(child, Duration::from_secs(30))
-}
-
-fn spawn(mut command: std::process::Command) -> Child {
-    command
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn a job")
-}
+file_helpers!(group: "shared", ttl: "5s", job_secs: 30);
 
 /// Waits up to 10 s until `status --json NAME` says `what`.
 fn until_status(server: &RedisServer, client: &str, name: &str, what: &str) -> String {
@@ -55,7 +39,7 @@ fn until_status(server: &RedisServer, client: &str, name: &str, what: &str) -> S
 fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
-        let log = Scratch::new("shared", &format!("log-{client}"));
+        let log = scratch(&format!("log-{client}"));
         let job = format!(
             "echo \"+ $DISTLOCK_MODE $DISTLOCK_FENCING_TOKEN\" >> {log}; \
              sleep 0.3 & wait; \
@@ -74,7 +58,7 @@ fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
                 args.extend(["report", "-c", &job]);
                 let mut command = on(&server, client, &args);
                 command.env("DISTLOCK_MODE", mode);
-                spawn(command)
+                spawn(&mut command)
             })
             .collect();
         for job in jobs {
@@ -121,7 +105,7 @@ fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
     let server = RedisServer::start().expect("start");
     for client in clients() {
         let name = format!("reload-{client}");
-        let reader = spawn(on(
+        let reader = spawn(&mut on(
             &server,
             client,
             &["run", "-s", &name, "-c", "sleep 1.5 & wait"],
@@ -130,8 +114,8 @@ fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
         let listed = output(on(&server, client, &["list"]));
         let table = String::from_utf8_lossy(&listed.stdout).into_owned();
         assert!(table.contains("1 read"), "{client}: {table}");
-        let ran = Scratch::new("shared", &format!("writer-{client}"));
-        let writer = spawn(on(
+        let ran = scratch(&format!("writer-{client}"));
+        let writer = spawn(&mut on(
             &server,
             client,
             &[
@@ -145,27 +129,12 @@ fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
             ],
         ));
         until_status(&server, client, &name, "\"waiting_writers\":1");
-        let skipped = Scratch::new("shared", &format!("skipped-{client}"));
-        let late = output(on(
-            &server,
+        super::assert_skipped_silently(
+            |args| output(on(&server, client, args)),
+            &scratch(&format!("skipped-{client}")),
+            &["-s", &name],
             client,
-            &[
-                "run",
-                "-s",
-                "-n",
-                "-q",
-                "-E",
-                "0",
-                &name,
-                "-c",
-                &format!("echo ran > {}", skipped.path()),
-            ],
-        ));
-        assert_eq!(code(&late), 0, "{client}: {}", stderr(&late));
-        assert!(stderr(&late).is_empty(), "{client}: {}", stderr(&late));
-        assert!(
-            skipped.lines().is_empty(),
-            "{client}: a reader passed a waiting writer"
+            "a reader passed a waiting writer",
         );
         for job in [reader, writer] {
             let (code, err) = finish(job);
