@@ -40,13 +40,7 @@ pub struct FredNode {
     sharded_pubsub: bool,
 }
 
-impl std::fmt::Debug for FredNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FredNode")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_shows_address!(FredNode);
 
 impl FredNode {
     /// Wraps a client the caller built and initialised. `address` is used in

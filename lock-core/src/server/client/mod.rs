@@ -17,6 +17,21 @@ use crate::error::LockError;
 use crate::server::topology::{Endpoint, Topology};
 use crate::server::url::NodeUrl;
 
+/// `Debug` for this module's connection types: the address each talks to,
+/// and nothing of the client inside.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(unused_macros))]
+macro_rules! debug_shows_address {
+    ($($name:ident),+) => {$(
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("address", &self.address)
+                    .finish_non_exhaustive()
+            }
+        }
+    )+};
+}
+
 #[cfg(feature = "fred")]
 mod fred;
 #[cfg(feature = "redis")]

@@ -42,13 +42,7 @@ enum Link {
     Sentinel(Arc<SentinelLink>),
 }
 
-impl std::fmt::Debug for RedisNode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisNode")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_shows_address!(RedisNode);
 
 impl RedisNode {
     /// Wraps a connection manager the caller built, for applications that
@@ -151,15 +145,8 @@ pub(super) async fn connect(
             // twice (a reentrant release, an acquire) breaks the lock.
             // Replies that prove a command did not run (MOVED, ASK,
             // TRYAGAIN, CLUSTERDOWN) are retried in `command` instead.
-            let client = cluster_builder(endpoint, options)?
-                .retries(0)
-                .build()
-                .map_err(|err| invalid("nodes", err))?;
-            let connection = client
-                .get_async_connection()
-                .await
-                .map_err(|err| map_error(&address, options.command_timeout, err))?;
-            Link::Cluster(connection)
+            let builder = cluster_builder(endpoint, options)?.retries(0);
+            Link::Cluster(cluster_connection(builder, &address, options.command_timeout).await?)
         }
         Topology::Sentinel => {
             let link = SentinelLink::new(endpoint, options)?;
@@ -195,6 +182,20 @@ fn cluster_builder(
         builder = builder.certs(certificates);
     }
     Ok(builder)
+}
+
+/// Builds the cluster client `builder` describes and connects it; errors
+/// name `address`.
+async fn cluster_connection(
+    builder: redis::cluster::ClusterClientBuilder,
+    address: &str,
+    command_timeout: Duration,
+) -> Result<ClusterConnection, LockError> {
+    let client = builder.build().map_err(|err| invalid("nodes", err))?;
+    client
+        .get_async_connection()
+        .await
+        .map_err(|err| map_error(address, command_timeout, err))
 }
 
 /// The master behind a group of sentinels: a connection to the server they

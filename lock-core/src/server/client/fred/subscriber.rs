@@ -16,13 +16,7 @@ pub(crate) struct FredSubscriber {
     sharded: bool,
 }
 
-impl std::fmt::Debug for FredSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FredSubscriber")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_shows_address!(FredSubscriber);
 
 impl Drop for FredSubscriber {
     fn drop(&mut self) {

@@ -10,13 +10,7 @@ pub(crate) struct RedisSubscriber {
     command_timeout: Duration,
 }
 
-impl std::fmt::Debug for RedisSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisSubscriber")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_shows_address!(RedisSubscriber);
 
 /// A pub/sub connection for `endpoint`: the server itself, the first seed of
 /// a cluster that answers, or the master the sentinels name.
@@ -144,13 +138,7 @@ struct RedisShardedSubscriber {
     command_timeout: Duration,
 }
 
-impl std::fmt::Debug for RedisShardedSubscriber {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisShardedSubscriber")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
+debug_shows_address!(RedisShardedSubscriber);
 
 /// How many times the sharded subscriber's client sends a `SSUBSCRIBE` again
 /// after a `MOVED` (it refreshes its slot map first): subscribing twice is
@@ -163,16 +151,11 @@ async fn connect_sharded_subscriber(
 ) -> Result<(Arc<dyn SubscriberClient>, MessageReceiver), LockError> {
     let address = endpoint.address();
     let (pushes, mut pushed) = tokio::sync::mpsc::unbounded_channel::<redis::PushInfo>();
-    let client = cluster_builder(endpoint, options)?
+    let builder = cluster_builder(endpoint, options)?
         .retries(SUBSCRIBE_RETRIES)
         .use_protocol(redis::ProtocolVersion::RESP3)
-        .push_sender(pushes)
-        .build()
-        .map_err(|err| invalid("nodes", err))?;
-    let connection = client
-        .get_async_connection()
-        .await
-        .map_err(|err| map_error(&address, options.command_timeout, err))?;
+        .push_sender(pushes);
+    let connection = cluster_connection(builder, &address, options.command_timeout).await?;
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         loop {
