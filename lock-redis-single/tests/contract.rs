@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use lock_core::{ClientKind, ConnectOptions, Endpoint, GrantOptions, LockBackend, LockError};
+use lock_core::{
+    Capability, ClientKind, ConnectOptions, Endpoint, GrantOptions, LockBackend, LockError,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -46,9 +48,17 @@ impl SingleNode {
 
 impl BackendFactory for SingleNode {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(self.fencing, false)
-            .with_primitives()
-            .with_hand_off()
+        // Elections are declared whatever `fencing` says, so listing shows
+        // leaders; the engine refuses an election's handle without fencing.
+        Capabilities::new(self.fencing, false).with([
+            Capability::FairQueue,
+            Capability::Semaphores,
+            Capability::RwLocks,
+            Capability::MultiKeys,
+            Capability::Elections,
+            Capability::HandOff,
+            Capability::Listing,
+        ])
     }
 
     fn connect_endpoints<'a>(

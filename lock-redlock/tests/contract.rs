@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{ClientKind, ConnectOptions, Endpoint, LockBackend, LockError};
+use lock_core::{Capability, ClientKind, ConnectOptions, Endpoint, LockBackend, LockError};
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_testkit::{BackendFactory, BoxFuture, Capabilities};
 
@@ -21,7 +21,9 @@ impl BackendFactory for Redlock {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(false, false).with_multi_keys()
+        // Each node takes every key of a multi-key lock; no hand-off, since
+        // a hold cannot be replaced on every node in one step.
+        Capabilities::new(false, false).with([Capability::MultiKeys, Capability::Listing])
     }
 
     fn connect_endpoints<'a>(

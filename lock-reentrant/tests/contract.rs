@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, ClientKind, ConnectOptions, Endpoint, HoldToken, LockBackend, LockError,
-    LockKey, LockState, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, Capability, ClientKind, ConnectOptions, Endpoint, HoldToken, LockBackend,
+    LockError, LockKey, LockState, OwnerToken, ReleaseOutcome,
 };
 use lock_reentrant::ReentrantBackend;
 use lock_testkit::contract::held_by_another;
@@ -22,7 +22,7 @@ struct Reentrant(ClientKind);
 
 impl BackendFactory for Reentrant {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new(true, true)
+        Capabilities::new(true, true).with([Capability::Listing])
     }
 
     fn connect_endpoints<'a>(

@@ -89,57 +89,66 @@ impl<F: BackendFactory> BackendFactory for OnSite<F> {
     }
 }
 
-/// What a strategy supports; checks adapt to it instead of being skipped.
+/// What a strategy's tests expect of its backend: an expectation, asserted,
+/// never a switch that decides which checks run.
+///
+/// What a backend has beyond the plain lock (a [`Capability`] each) the
+/// checks read from the backend itself ([`LockBackend::capabilities`]) and
+/// adapt to: a semaphore check on a backend without semaphores asserts
+/// that the handle is refused. So that such a refusal cannot hide a
+/// capability the strategy lost, [`capabilities_are_declared`] asserts that
+/// the backend declares exactly [`has`](Self::has) here, and its grant
+/// fields as [`fencing`](Self::fencing) says.
+///
+/// Two behaviours are not (fully) declared by a backend, so they are stated
+/// here, and every check that meets one asserts it both ways rather than
+/// skipping: `fencing` (a backend may leave it to its strategy, as Redlock
+/// and the reentrant strategy do) and `reentrant`, which is no
+/// [`Capability`] at all ([`reentry_follows_capability`] asserts both).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Capabilities {
-    /// Whether acquires return fencing tokens.
+    /// Whether grants carry fencing tokens.
     pub fencing: bool,
     /// Whether the owner that holds a lock can enter it again.
     pub reentrant: bool,
-    /// Whether the strategy has semaphores, read-write locks and elections
-    /// (an election also needs `fencing`).
-    pub primitives: bool,
-    /// Whether the strategy takes several keys as one hold (every strategy
-    /// with the primitives, and Redlock, whose nodes each take them all).
-    pub multi_keys: bool,
-    /// Whether a held lease can be resumed from a hand-off token
-    /// ([`LockManager::resume`](lock_core::LockManager::resume)).
-    pub hand_off: bool,
+    /// The [`Capability`]s the backend must declare, one bit each by its
+    /// place in [`Capability::ALL`].
+    has: u16,
 }
 
 impl Capabilities {
     /// A strategy that issues fencing tokens (or not) and is reentrant (or
-    /// not), without semaphores, read-write locks or elections.
+    /// not), expected to declare no [`Capability`].
     pub fn new(fencing: bool, reentrant: bool) -> Self {
         Capabilities {
             fencing,
             reentrant,
-            primitives: false,
-            multi_keys: false,
-            hand_off: false,
+            has: 0,
         }
     }
 
-    /// These capabilities with semaphores, read-write locks, elections and
-    /// multi-key locks.
-    pub fn with_primitives(mut self) -> Self {
-        self.primitives = true;
-        self.multi_keys = true;
+    /// These expectations with `capabilities` declared too.
+    pub fn with(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Self {
+        for capability in capabilities {
+            self.has |= bit(capability);
+        }
         self
     }
 
-    /// These capabilities with multi-key locks alone.
-    pub fn with_multi_keys(mut self) -> Self {
-        self.multi_keys = true;
-        self
+    /// Whether the backend is expected to declare `capability`.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.has & bit(capability) != 0
     }
+}
 
-    /// These capabilities with hand-off.
-    pub fn with_hand_off(mut self) -> Self {
-        self.hand_off = true;
-        self
-    }
+/// `capability`'s bit in [`Capabilities`]: its place in [`Capability::ALL`].
+fn bit(capability: Capability) -> u16 {
+    let place = Capability::ALL
+        .iter()
+        .position(|&known| known == capability)
+        .expect("every capability is in Capability::ALL");
+    1 << place
 }
 
 /// Builds the backend under test over servers the check started.
@@ -149,7 +158,8 @@ pub trait BackendFactory: Send + Sync {
         1
     }
 
-    /// What the strategy supports.
+    /// What the strategy's tests expect of the backend: asserted by
+    /// [`capabilities_are_declared`], never read to skip a check.
     fn capabilities(&self) -> Capabilities;
 
     /// Where the checks start their servers. Default: standalone.
@@ -982,27 +992,36 @@ pub async fn list_finds_held_locks(factory: &dyn BackendFactory) {
     assert!(listing.locks.is_empty(), "{listing:?}");
 }
 
-/// The backend declares what it has ([`LockBackend::capabilities`]) as the
-/// factory says the strategy is: the engine refuses a primitive's handle by
-/// that declaration, so a wrong one would hide a primitive the strategy
-/// has, or offer one that refuses at its first acquire.
+/// The backend declares ([`LockBackend::capabilities`]) exactly what the
+/// strategy's tests expect of it ([`BackendFactory::capabilities`]), and,
+/// where it declares whether its grants fence, what they expect of that.
+///
+/// Every other check adapts to the declaration (a primitive's check on a
+/// backend without the primitive asserts that its handle is refused, as
+/// the engine refuses it by the declaration), so this is the check that
+/// fails when a backend stops declaring a capability it has, or declares
+/// one it should not.
 pub async fn capabilities_are_declared(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let declared = deployment.backend.capabilities();
     let expected = factory.capabilities();
-    for (capability, has) in [
-        (Capability::FairQueue, expected.primitives),
-        (Capability::Semaphores, expected.primitives),
-        (Capability::RwLocks, expected.primitives),
-        (Capability::MultiKeys, expected.multi_keys),
-        // Declared whatever `fencing` says, so listing shows leaders; the
-        // manager refuses an election's handle without fencing.
-        (Capability::Elections, expected.primitives),
-        (Capability::HandOff, expected.hand_off),
-        // Every built-in strategy names the nodes that hold its keys.
-        (Capability::Listing, true),
-    ] {
-        assert_eq!(declared.has(capability), has, "{capability}");
+    let wrong: Vec<String> = Capability::ALL
+        .iter()
+        .filter(|&&capability| declared.has(capability) != expected.has(capability))
+        .map(|&capability| {
+            format!(
+                "{capability}: declared {}, expected {}",
+                declared.has(capability),
+                expected.has(capability)
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    if let Some(fencing) = declared.fencing {
+        assert_eq!(
+            fencing, expected.fencing,
+            "the backend declares fencing = {fencing}"
+        );
     }
 }
 
@@ -1088,8 +1107,9 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
     );
     let handoff = HandoffToken::parse(&text).expect("the token's text parses");
     assert_eq!(handoff.fencing_token(), token);
-    match elsewhere.resume("handed", &handoff).await {
-        Ok(resumed) => {
+    let resumes = deployment.backend.capabilities().has(Capability::HandOff);
+    match (resumes, elsewhere.resume("handed", &handoff).await) {
+        (true, Ok(resumed)) => {
             assert_eq!(
                 resumed.fencing_token(),
                 token,
@@ -1104,7 +1124,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
             );
             resumed.release().await.expect("the resumed lease releases");
         }
-        Err(LockError::HandOffUnsupported { .. }) => {
+        (false, Err(LockError::HandOffUnsupported { .. })) => {
             // Kept across steps by token alone, as `distlock extend` does.
             tokio::time::sleep(ttl / 2).await;
             let set = elsewhere
@@ -1122,7 +1142,7 @@ pub async fn handed_off_lease_resumes_elsewhere(factory: &dyn BackendFactory) {
                 .await
                 .expect("release by token");
         }
-        Err(err) => panic!("resume: {err:?}"),
+        (resumes, other) => panic!("resume, hand-off declared: {resumes}: {other:?}"),
     }
     match elsewhere.release_by_token("handed", &handoff).await {
         Err(LockError::NotHeld { key }) => assert_eq!(key, "handed"),
@@ -1145,10 +1165,12 @@ pub async fn resume_spends_the_token(factory: &dyn BackendFactory) {
     }
     let guard = taken(&locks, "spent").await;
     let handoff = guard.hand_off().expect("hand off");
-    let resumed = match locks.resume("spent", &handoff).await {
-        Ok(resumed) => resumed,
-        Err(LockError::HandOffUnsupported { .. }) => return,
-        Err(err) => panic!("resume: {err:?}"),
+    let resumes = deployment.backend.capabilities().has(Capability::HandOff);
+    let resumed = match (resumes, locks.resume("spent", &handoff).await) {
+        (true, Ok(resumed)) => resumed,
+        // Without hand-off, the refusal is all there is to spend.
+        (false, Err(LockError::HandOffUnsupported { .. })) => return,
+        (resumes, other) => panic!("resume, hand-off declared: {resumes}: {other:?}"),
     };
     match locks.resume("spent", &handoff).await {
         Err(LockError::NotOwner { key }) => assert_eq!(key, "spent"),
@@ -1235,11 +1257,15 @@ pub async fn resume_refuses_what_it_does_not_hold(factory: &dyn BackendFactory) 
         async move { taken(&locks, name).await.hand_off().expect("hand off") }
     };
     // Extend by token works wherever hand-off does; resume only where the
-    // strategy can take a hold over.
-    let resumes = !matches!(
-        locks.resume("probe", &hand_off("probe").await).await,
-        Err(LockError::HandOffUnsupported { .. })
+    // backend declares it can take a hold over.
+    let resumes = deployment.backend.capabilities().has(Capability::HandOff);
+    let probe = locks.resume("probe", &hand_off("probe").await).await;
+    assert_eq!(
+        !matches!(probe, Err(LockError::HandOffUnsupported { .. })),
+        resumes,
+        "resume, hand-off declared: {resumes}: {probe:?}"
     );
+    drop(probe);
     let act = |name: &'static str, token: HandoffToken| {
         let locks = locks.clone();
         async move {

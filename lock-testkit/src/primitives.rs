@@ -1,12 +1,15 @@
 //! The contract of the primitives built on the lease engine, semaphores,
 //! read-write locks and elections, for every strategy on every site: where
-//! a strategy has them (`Capabilities::primitives`), never more than the
-//! limit's weight live, one slot per live permit with growing tokens, a
-//! crashed holder's weight back after its TTL and not before, a writer
-//! never beside another holder with growing write tokens and reads that
-//! carry the last one, a dead reader's share freed at its own deadline
-//! among renewing readers, multi-key holds all or nothing, one leader at a
-//! time in growing terms; where it has none, a clear refusal.
+//! the backend declares them
+//! ([`LockBackend::capabilities`](lock_core::LockBackend::capabilities),
+//! which [`capabilities_are_declared`](crate::contract::capabilities_are_declared)
+//! holds to what the strategy's tests expect), never more than the limit's
+//! weight live, one slot per live permit with growing tokens, a crashed
+//! holder's weight back after its TTL and not before, a writer never beside
+//! another holder with growing write tokens and reads that carry the last
+//! one, a dead reader's share freed at its own deadline among renewing
+//! readers, multi-key holds all or nothing, one leader at a time in growing
+//! terms; where it has none, a clear refusal.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -41,9 +44,9 @@ fn assert_refused<T: std::fmt::Debug>(
     }
 }
 
-/// The handle `made`, where the strategy has the primitive (`has`); where
-/// it has not, `None`, once `made` is seen refused as [`assert_refused`]
-/// says.
+/// The handle `made`, where the backend declares the primitive (`has`);
+/// where it does not, `None`, once `made` is seen refused as
+/// [`assert_refused`] says.
 fn supported<T: std::fmt::Debug>(
     has: bool,
     what: &str,
@@ -57,6 +60,14 @@ fn supported<T: std::fmt::Debug>(
     None
 }
 
+/// Whether the backend under test declares `capability`: what a check
+/// adapts to, never the strategy's expectations, which only
+/// [`capabilities_are_declared`](crate::contract::capabilities_are_declared)
+/// reads.
+fn declares(deployment: &Deployment, capability: Capability) -> bool {
+    deployment.backend.capabilities().has(capability)
+}
+
 /// Six tasks taking permits of weight 1 and 2 of a semaphore of 3 never
 /// hold more than 3 weight at once, by their own count and by the
 /// server's, never share a slot while live, and each slot's tokens grow
@@ -64,7 +75,7 @@ fn supported<T: std::fmt::Debug>(
 pub async fn semaphore_never_exceeds_its_limit(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let has = factory.capabilities().primitives;
+    let has = declares(&deployment, Capability::Semaphores);
     let made = locks.semaphore("contract-pool", 3);
     let Some(semaphore) = supported(has, "a semaphore", Capability::Semaphores, made) else {
         return;
@@ -121,7 +132,7 @@ pub async fn semaphore_weight_returns_after_a_crash(factory: &dyn BackendFactory
     unrenewed.watchdog.enabled = false;
     let crashed = deployment.manager(unrenewed);
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let has = factory.capabilities().primitives;
+    let has = declares(&deployment, Capability::Semaphores);
     let made = locks.semaphore("contract-crash", 2);
     let Some(ours) = supported(has, "a semaphore", Capability::Semaphores, made) else {
         return;
@@ -202,7 +213,7 @@ async fn hold_briefly(guard: impl LeaseGuard, books: &RwBooks, writing: bool) {
 pub async fn rw_lock_excludes_writers_and_frees_dead_readers(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let has = factory.capabilities().primitives;
+    let has = declares(&deployment, Capability::RwLocks);
     let made = locks.rw_lock("contract-rw");
     let Some(lock) = supported(has, "a read-write lock", Capability::RwLocks, made) else {
         return;
@@ -289,9 +300,9 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
     // One hash tag, the text before the `}`: one slot on a cluster.
     let names = ["contract-multi}a", "contract-multi}b"];
-    let capabilities = factory.capabilities();
+    let fencing = factory.capabilities().fencing;
     let made = locks.multi_lock(names);
-    let has = capabilities.multi_keys;
+    let has = declares(&deployment, Capability::MultiKeys);
     let Some(pair) = supported(has, "a multi-key lock", Capability::MultiKeys, made) else {
         return;
     };
@@ -307,9 +318,11 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     );
     plain.release().await.expect("release");
     let held = pair.try_acquire().await.expect("try").expect("free");
-    if capabilities.fencing {
+    if fencing {
         let token = held.fencing_token().expect("a token").get();
         assert!(token > earlier, "{token} after {earlier}");
+    } else {
+        assert_eq!(held.fencing_token(), None, "a token without fencing");
     }
     for name in names {
         assert!(held_by_another(&locks, name).await, "{name} free");
@@ -368,7 +381,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
             "{name} was kept by a refused multi-key acquire"
         );
     }
-    if capabilities.fencing {
+    if fencing {
         // A waiter sleeps until the held member's lease would end: it is
         // not woken by the slots it takes and gives back (on a cluster).
         let wait = waiting_up_to(Duration::from_millis(800));
@@ -382,7 +395,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
     }
     plain.release().await.expect("release");
     let held = spread.try_acquire().await.expect("try").expect("free");
-    if capabilities.fencing {
+    if fencing {
         let token = held.fencing_token().expect("a token").get();
         assert!(token > earlier, "{token} after {earlier}");
         for name in &order {
@@ -392,6 +405,8 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
                 "{name}: {state:?}, not the hold's one token {token}"
             );
         }
+    } else {
+        assert_eq!(held.fencing_token(), None, "a token without fencing");
     }
     held.release().await.expect("release");
 }
@@ -401,8 +416,10 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
 pub async fn election_has_one_leader_at_a_time(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let locks = deployment.manager(fast_config(Duration::from_secs(5)));
-    let capabilities = factory.capabilities();
-    let has = capabilities.primitives && capabilities.fencing;
+    // The engine refuses an election's handle on a backend built without
+    // fencing tokens (a term is one), by what the backend declares.
+    let declared = deployment.backend.capabilities();
+    let has = declared.has(Capability::Elections) && declared.fencing != Some(false);
     let made = locks.election("contract-election");
     let Some(election) = supported(has, "an election", Capability::Elections, made) else {
         return;
