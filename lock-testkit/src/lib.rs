@@ -153,66 +153,26 @@ where
 ///     lock_testkit::contract_suite!(MyFactory::new(ClientKind::Redis));
 /// }
 /// ```
+///
+/// # One list
+///
+/// The checks are listed once, in this macro's `@list` arm, by the module
+/// that holds them ([`contract`], [`safety`], [`primitives`]); every test
+/// it makes is generated from that list. A check on the list that does not
+/// exist fails the build of every suite. A check that exists and is not on
+/// the list fails lock-testkit's own test `every_check_is_in_the_suite`,
+/// which reads the crate's sources and asserts that every
+/// `async fn name(factory: &dyn BackendFactory)` in them, public or not, in
+/// any module, is listed exactly once: a check is that signature, so no
+/// check can be written and never run.
 #[macro_export]
 macro_rules! contract_suite {
     ($factory:expr) => {
-        $crate::contract_suite!(@every_site $factory);
-        // Checks of the client, config and hand-off paths, which no site
-        // changes (and some that stop their server): once, on a standalone
-        // server.
-        $crate::contract_suite!(@checks $factory;
-            capabilities_are_declared,
-            abandoned_acquire_leaves_no_holder,
-            bad_input_is_rejected,
-            server_down_is_a_clear_error,
-            reconnects_after_restart,
-            bad_credentials_and_urls_are_rejected,
-            handed_off_lease_resumes_elsewhere,
-            resume_spends_the_token,
-            resume_refuses_what_it_does_not_hold,
-            max_hold_ends_renewal,
-        );
-        $crate::contract_suite!(@safety $factory;
-            lost_reply_cleanup_spares_the_retry,
-            least_privilege_user_locks,
-            abandoned_commands_leave_nothing_behind,
-        );
+        $crate::contract_suite!(@list @all ($factory));
     };
     // The checks that leave their servers running, on every site.
     (@every_site $factory:expr) => {
-        $crate::contract_suite!(@checks $factory;
-            mutual_exclusion,
-            only_owner_can_release_or_extend,
-            expiry_frees_the_key,
-            extend_keeps_the_key,
-            fencing_tokens_increase,
-            watchdog_keeps_the_lease,
-            watchdog_reports_a_deleted_key,
-            watchdog_reports_an_overwritten_key,
-            loss_at_deadline_without_watchdog,
-            recovers_after_script_flush,
-            dropped_guard_releases,
-            with_lock_reports_loss,
-            inspect_reports_state,
-            list_finds_held_locks,
-            force_release_frees_the_key,
-            reentry_follows_capability,
-            waiters_wake_on_release,
-            waiters_of_a_crashed_holder_acquire_after_its_ttl,
-            polling_mode_hands_over,
-        );
-        $crate::contract_suite!(@safety $factory;
-            deadline_follows_the_last_ttl_set,
-            stale_guard_spares_a_newer_hold,
-            foreign_counter_writes_nothing,
-        );
-        $crate::contract_suite!(@primitives $factory;
-            semaphore_never_exceeds_its_limit,
-            semaphore_weight_returns_after_a_crash,
-            rw_lock_excludes_writers_and_frees_dead_readers,
-            multi_lock_is_all_or_nothing,
-            election_has_one_leader_at_a_time,
-        );
+        $crate::contract_suite!(@list @every_site_only ($factory));
     };
     (@on_sites $make:path) => {
         $crate::contract_suite!(@on_site $make;
@@ -235,32 +195,92 @@ macro_rules! contract_suite {
             }
         )+
     };
-    (@safety $factory:expr; $($check:ident),+ $(,)?) => {
-        $(
-            #[test]
-            fn $check() {
-                let factory = $factory;
-                $crate::run(async move { $crate::safety::$check(&factory).await });
+    // The one list of checks, handed to the arm `$then` after `$args`:
+    // `module { check, ... }` per module of the crate that holds checks.
+    (@list @$then:ident $args:tt) => {
+        $crate::contract_suite! {@$then $args;
+            every_site {
+                contract {
+                    mutual_exclusion,
+                    only_owner_can_release_or_extend,
+                    expiry_frees_the_key,
+                    extend_keeps_the_key,
+                    fencing_tokens_increase,
+                    watchdog_keeps_the_lease,
+                    watchdog_reports_a_deleted_key,
+                    watchdog_reports_an_overwritten_key,
+                    loss_at_deadline_without_watchdog,
+                    recovers_after_script_flush,
+                    dropped_guard_releases,
+                    with_lock_reports_loss,
+                    inspect_reports_state,
+                    list_finds_held_locks,
+                    force_release_frees_the_key,
+                    reentry_follows_capability,
+                    waiters_wake_on_release,
+                    waiters_of_a_crashed_holder_acquire_after_its_ttl,
+                    polling_mode_hands_over,
+                }
+                safety {
+                    deadline_follows_the_last_ttl_set,
+                    stale_guard_spares_a_newer_hold,
+                    foreign_counter_writes_nothing,
+                }
+                primitives {
+                    semaphore_never_exceeds_its_limit,
+                    semaphore_weight_returns_after_a_crash,
+                    rw_lock_excludes_writers_and_frees_dead_readers,
+                    multi_lock_is_all_or_nothing,
+                    election_has_one_leader_at_a_time,
+                }
             }
-        )+
+            // Checks of the client, config and hand-off paths, which no
+            // site changes (and some that stop their server): once, on a
+            // standalone server.
+            standalone_only {
+                contract {
+                    capabilities_are_declared,
+                    abandoned_acquire_leaves_no_holder,
+                    bad_input_is_rejected,
+                    server_down_is_a_clear_error,
+                    reconnects_after_restart,
+                    bad_credentials_and_urls_are_rejected,
+                    handed_off_lease_resumes_elsewhere,
+                    resume_spends_the_token,
+                    resume_refuses_what_it_does_not_hold,
+                    max_hold_ends_renewal,
+                }
+                safety {
+                    lost_reply_cleanup_spares_the_retry,
+                    least_privilege_user_locks,
+                    abandoned_commands_leave_nothing_behind,
+                }
+            }
+        }
     };
-    (@primitives $factory:expr; $($check:ident),+ $(,)?) => {
-        $(
-            #[test]
-            fn $check() {
-                let factory = $factory;
-                $crate::run(async move { $crate::primitives::$check(&factory).await });
-            }
-        )+
+    (@all ($factory:expr); every_site { $($every:tt)* } standalone_only { $($once:tt)* }) => {
+        $crate::contract_suite!(@tests $factory; $($every)*);
+        $crate::contract_suite!(@tests $factory; $($once)*);
     };
-    (@checks $factory:expr; $($check:ident),+ $(,)?) => {
-        $(
+    (@every_site_only ($factory:expr); every_site { $($every:tt)* } standalone_only { $($once:tt)* }) => {
+        $crate::contract_suite!(@tests $factory; $($every)*);
+    };
+    // Every check listed, as `(module, check)`: for the test that asserts
+    // the list is complete.
+    (@names (); every_site { $($every:tt)* } standalone_only { $($once:tt)* }) => {
+        $crate::contract_suite!(@pairs $($every)* $($once)*)
+    };
+    (@pairs $($module:ident { $($check:ident),* $(,)? })*) => {
+        [$($((stringify!($module), stringify!($check)),)*)*]
+    };
+    (@tests $factory:expr; $($module:ident { $($check:ident),* $(,)? })*) => {
+        $($(
             #[test]
             fn $check() {
                 let factory = $factory;
-                $crate::run(async move { $crate::contract::$check(&factory).await });
+                $crate::run(async move { $crate::$module::$check(&factory).await });
             }
-        )+
+        )*)*
     };
 }
 
@@ -275,6 +295,10 @@ macro_rules! contract_suite {
 ///
 /// lock_testkit::client_tests!(a_waiter_is_served, bad_input_is_refused);
 /// ```
+///
+/// The checks are the calling module's private functions, so one written
+/// and left off the list is dead code: the build warns, and the clippy gate
+/// (`-D warnings`) fails.
 #[macro_export]
 macro_rules! client_tests {
     (@client $client:ident; $($check:ident),+) => {
@@ -320,5 +344,121 @@ mod eventually_tests {
                 started.elapsed()
             );
         });
+    }
+}
+
+#[cfg(test)]
+mod suite_tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    /// The names of the checks in `source`: every `async fn` (of any
+    /// visibility) whose one parameter is a `BackendFactory` and which
+    /// returns nothing, however rustfmt wrapped its signature.
+    fn checks_in(source: &str) -> Vec<String> {
+        let mut checks = Vec::new();
+        let mut rest = source;
+        while let Some(at) = rest.find("async fn ") {
+            let line_start = rest[..at].rfind('\n').map_or(0, |newline| newline + 1);
+            let before = rest[line_start..at].trim();
+            let signature = &rest[at + "async fn ".len()..];
+            rest = signature;
+            // A comment or a string that mentions one is not a definition.
+            if !matches!(before, "" | "pub" | "pub(crate)" | "pub(super)") {
+                continue;
+            }
+            let (Some(open), Some(close)) = (signature.find('('), signature.find(')')) else {
+                continue;
+            };
+            // Its name, generics and parameters; then up to its body.
+            let head = &signature[..close];
+            let tail = signature[close + 1..]
+                .find('{')
+                .map_or("", |brace| &signature[close + 1..close + 1 + brace]);
+            let name_end = head.find(['<', '(']).unwrap_or(open);
+            let parameters = head[open + 1..].trim().trim_end_matches(',');
+            let takes_a_factory =
+                head.contains("BackendFactory") || tail.contains("BackendFactory");
+            if takes_a_factory && !parameters.contains(',') && !tail.contains("->") {
+                checks.push(head[..name_end].trim().to_owned());
+            }
+        }
+        checks
+    }
+
+    /// Every `.rs` file under `dir`, with its module name (its file stem).
+    fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                let module = path
+                    .file_stem()
+                    .and_then(|stem| stem.to_str())
+                    .expect("a file name")
+                    .to_owned();
+                let text = std::fs::read_to_string(&path).expect("read a source file");
+                out.push((module, text));
+            }
+        }
+    }
+
+    #[test]
+    fn the_scan_finds_checks_however_they_are_written() {
+        // Spelt with a stand-in, or the scan of this file would find them.
+        let source = "\
+/// A doc line: ASYNC in_a_comment(factory: &dyn BackendFactory) {}
+pub ASYNC plain(factory: &dyn BackendFactory) {
+pub(crate) ASYNC wrapped(
+    factory: &dyn BackendFactory,
+) {
+ASYNC private(factory: &dyn crate::BackendFactory) {
+pub ASYNC generic<F: BackendFactory>(factory: &F) {
+pub ASYNC helper(factory: &dyn BackendFactory, cases: u32) {
+pub ASYNC start(factory: &dyn BackendFactory) -> Self {
+pub ASYNC other(locks: &LockManager) {
+"
+        .replace("ASYNC", "async fn");
+        assert_eq!(
+            checks_in(&source),
+            ["plain", "wrapped", "private", "generic"]
+        );
+    }
+
+    /// A check written but not listed in `contract_suite!` would never run:
+    /// every check in the crate's sources is listed, once, under the module
+    /// that holds it, and nothing else is.
+    #[test]
+    fn every_check_is_in_the_suite() {
+        let listed: Vec<(&str, &str)> = crate::contract_suite!(@list @names ()).to_vec();
+        let listed_set: BTreeSet<(String, String)> = listed
+            .iter()
+            .map(|&(module, check)| (module.to_owned(), check.to_owned()))
+            .collect();
+        assert_eq!(listed_set.len(), listed.len(), "a check listed twice");
+        let mut files = Vec::new();
+        sources(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let found: BTreeSet<(String, String)> = files
+            .iter()
+            .flat_map(|(module, text)| {
+                checks_in(text)
+                    .into_iter()
+                    .map(move |check| (module.clone(), check))
+            })
+            .collect();
+        let unlisted: Vec<_> = found.difference(&listed_set).collect();
+        let missing: Vec<_> = listed_set.difference(&found).collect();
+        assert!(
+            unlisted.is_empty(),
+            "checks not in contract_suite!'s list, so never run: {unlisted:?}"
+        );
+        assert!(
+            missing.is_empty(),
+            "listed in contract_suite! but not found as checks: {missing:?}"
+        );
     }
 }
