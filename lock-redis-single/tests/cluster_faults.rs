@@ -20,7 +20,12 @@ use lock_testkit::contract::taken;
 use lock_testkit::{AdminReply, RedisCluster, RedisServer};
 
 async fn manager(kind: ClientKind, cluster: &RedisCluster, ttl: Duration) -> LockManager {
-    let backend = cluster_backend(kind, cluster).await;
+    manager_over(cluster_backend(kind, cluster).await, ttl)
+}
+
+/// A manager over `backend` with leases of `ttl`, polling every few
+/// milliseconds.
+fn manager_over(backend: SingleNodeBackend, ttl: Duration) -> LockManager {
     LockManager::new(
         Arc::new(backend),
         fast_config(ttl).with_retry(RetryPolicy::new(
@@ -36,6 +41,16 @@ async fn start_cluster(replicas: usize) -> RedisCluster {
         .await
         .expect("task")
         .expect("cluster")
+}
+
+/// Runs `check` once per client compiled in, each on a fresh cluster of
+/// three masters without replicas, through [`lock_testkit::run`].
+fn on_fresh_clusters(check: impl AsyncFn(&RedisCluster, ClientKind)) {
+    lock_testkit::run(async {
+        for kind in ClientKind::compiled() {
+            check(&start_cluster(0).await, kind).await;
+        }
+    });
 }
 
 /// A master of `cluster` other than the one that serves `slot`.
@@ -54,13 +69,33 @@ fn another_master(cluster: &RedisCluster, slot: u16) -> &RedisServer {
 
 /// A backend connected to `cluster` through its seeds.
 async fn cluster_backend(kind: ClientKind, cluster: &RedisCluster) -> SingleNodeBackend {
-    SingleNodeBackend::connect(
-        kind,
-        Endpoint::cluster(cluster.seed_urls()),
-        ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-    )
-    .await
-    .expect("connect to the cluster")
+    SingleNodeBackend::connect(kind, Endpoint::cluster(cluster.seed_urls()), options())
+        .await
+        .expect("connect to the cluster")
+}
+
+/// A backend over a client of `cluster` that does not say it is one (see
+/// [`UnawareOfCluster`]).
+async fn unaware_backend(kind: ClientKind, cluster: &RedisCluster) -> SingleNodeBackend {
+    let client =
+        lock_core::strategy::connect(kind, Endpoint::cluster(cluster.seed_urls()), options())
+            .await
+            .expect("connect");
+    SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(client)))
+}
+
+/// The connect and command timeouts of every client here.
+fn options() -> ConnectOptions {
+    ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500))
+}
+
+/// The node of `cluster` on `port`.
+fn node_on_port(cluster: &RedisCluster, port: u16) -> &RedisServer {
+    cluster
+        .nodes()
+        .iter()
+        .find(|node| node.port() == port)
+        .expect("a node on that port")
 }
 
 /// The index in `cluster.nodes()` of the replica of the master on `port`.
@@ -141,71 +176,61 @@ fn failover_that_loses_the_key_is_reported_and_the_lock_works_after() {
 #[test]
 fn slot_migration_under_contention_keeps_one_holder() {
     const TASKS: usize = 4;
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            let cluster = start_cluster(0).await;
-            let locks = Arc::new(manager(kind, &cluster, Duration::from_secs(2)).await);
-            let key = locks.key("migrating").expect("key");
-            let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let target = another_master(&cluster, slot).port();
-            let inside = Arc::new(AtomicUsize::new(0));
-            let entries = Arc::new(AtomicUsize::new(0));
-            let deadline = Instant::now() + Duration::from_secs(4);
-            let workers: Vec<_> = (0..TASKS)
-                .map(|_| {
-                    let locks = Arc::clone(&locks);
-                    let inside = Arc::clone(&inside);
-                    let entries = Arc::clone(&entries);
-                    tokio::spawn(async move {
-                        while Instant::now() < deadline {
-                            let guard = match locks.acquire("migrating").await {
-                                Ok(guard) => guard,
-                                // A wait can end in TRYAGAIN or a redirect
-                                // mid-migration; try again.
-                                Err(err) if err.is_retryable() => continue,
-                                Err(err) => panic!("acquire: {err}"),
-                            };
-                            assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                            entries.fetch_add(1, Ordering::SeqCst);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            assert!(guard.is_valid(), "a holder lost its lease");
-                            inside.fetch_sub(1, Ordering::SeqCst);
-                            guard.release().await.expect("release");
-                        }
-                    })
+    on_fresh_clusters(async |cluster, kind| {
+        let locks = Arc::new(manager(kind, cluster, Duration::from_secs(2)).await);
+        let key = locks.key("migrating").expect("key");
+        let slot = cluster.key_slot(key.redis_key()).expect("slot");
+        let target = another_master(cluster, slot).port();
+        let inside = Arc::new(AtomicUsize::new(0));
+        let entries = Arc::new(AtomicUsize::new(0));
+        let deadline = Instant::now() + Duration::from_secs(4);
+        let workers: Vec<_> = (0..TASKS)
+            .map(|_| {
+                let locks = Arc::clone(&locks);
+                let inside = Arc::clone(&inside);
+                let entries = Arc::clone(&entries);
+                tokio::spawn(async move {
+                    while Instant::now() < deadline {
+                        let guard = match locks.acquire("migrating").await {
+                            Ok(guard) => guard,
+                            // A wait can end in TRYAGAIN or a redirect
+                            // mid-migration; try again.
+                            Err(err) if err.is_retryable() => continue,
+                            Err(err) => panic!("acquire: {err}"),
+                        };
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                        entries.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        assert!(guard.is_valid(), "a holder lost its lease");
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        guard.release().await.expect("release");
+                    }
                 })
-                .collect();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            {
-                let cluster = &cluster;
-                tokio::task::block_in_place(|| {
-                    let target = cluster
-                        .nodes()
-                        .iter()
-                        .find(|node| node.port() == target)
-                        .expect("target");
-                    let migration = cluster
-                        .begin_slot_migration(slot, target)
-                        .expect("begin the migration");
-                    std::thread::sleep(Duration::from_millis(300));
-                    migration.move_keys().expect("move the keys");
-                    std::thread::sleep(Duration::from_millis(300));
-                    migration.finish().expect("finish the migration");
-                });
-            }
-            for worker in workers {
-                worker.await.unwrap_or_else(|err| panic!("{kind}: {err}"));
-            }
-            assert_eq!(
-                cluster.master_of_slot(slot).expect("owner").port(),
-                target,
-                "the slot moved"
-            );
-            assert!(
-                entries.load(Ordering::SeqCst) >= TASKS,
-                "{kind}: the lock was used"
-            );
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::task::block_in_place(|| {
+            let target = node_on_port(cluster, target);
+            let migration = cluster
+                .begin_slot_migration(slot, target)
+                .expect("begin the migration");
+            std::thread::sleep(Duration::from_millis(300));
+            migration.move_keys().expect("move the keys");
+            std::thread::sleep(Duration::from_millis(300));
+            migration.finish().expect("finish the migration");
+        });
+        for worker in workers {
+            worker.await.unwrap_or_else(|err| panic!("{kind}: {err}"));
         }
+        assert_eq!(
+            cluster.master_of_slot(slot).expect("owner").port(),
+            target,
+            "the slot moved"
+        );
+        assert!(
+            entries.load(Ordering::SeqCst) >= TASKS,
+            "{kind}: the lock was used"
+        );
     });
 }
 
@@ -309,37 +334,20 @@ impl NodeClient for UnawareOfCluster {
 #[test]
 fn renewals_spanning_slots_fall_back_to_one_script_each() {
     const LEASES: usize = 30;
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            let cluster = start_cluster(0).await;
-            let client = lock_core::strategy::connect(
-                kind,
-                Endpoint::cluster(cluster.seed_urls()),
-                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-            )
-            .await
-            .expect("connect");
-            let backend = SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(client)));
-            let locks = LockManager::new(
-                Arc::new(backend),
-                fast_config(Duration::from_millis(900)).with_retry(RetryPolicy::new(
-                    Duration::from_millis(5),
-                    Duration::from_millis(50),
-                )),
-            )
-            .expect("config");
-            let mut guards = Vec::with_capacity(LEASES);
-            for index in 0..LEASES {
-                guards.push(taken(&locks, &format!("spanning-{index}")).await);
-            }
-            // Three renewal intervals (300 ms each).
-            tokio::time::sleep(Duration::from_millis(1000)).await;
-            for guard in &guards {
-                assert!(guard.is_valid(), "{kind}: {} was lost", guard.key());
-            }
-            for guard in guards {
-                guard.release().await.expect("release");
-            }
+    on_fresh_clusters(async |cluster, kind| {
+        let backend = unaware_backend(kind, cluster).await;
+        let locks = manager_over(backend, Duration::from_millis(900));
+        let mut guards = Vec::with_capacity(LEASES);
+        for index in 0..LEASES {
+            guards.push(taken(&locks, &format!("spanning-{index}")).await);
+        }
+        // Three renewal intervals (300 ms each).
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        for guard in &guards {
+            assert!(guard.is_valid(), "{kind}: {} was lost", guard.key());
+        }
+        for guard in guards {
+            guard.release().await.expect("release");
         }
     });
 }
@@ -490,12 +498,9 @@ impl Waiter {
 /// Moves `slot` to the master on `port`, from a blocking thread.
 fn move_slot(cluster: &RedisCluster, slot: u16, port: u16) {
     tokio::task::block_in_place(|| {
-        let target = cluster
-            .nodes()
-            .iter()
-            .find(|node| node.port() == port)
-            .expect("target");
-        cluster.migrate_slot(slot, target).expect("move the slot");
+        cluster
+            .migrate_slot(slot, node_on_port(cluster, port))
+            .expect("move the slot");
     });
 }
 
@@ -514,91 +519,75 @@ fn move_slot(cluster: &RedisCluster, slot: u16, port: u16) {
 fn sharded_release_notices_follow_the_slot() {
     const TTL: Duration = Duration::from_secs(4);
     const PROMPT: Duration = Duration::from_millis(500);
-    lock_testkit::run(async {
-        for kind in ClientKind::compiled() {
-            let cluster = start_cluster(0).await;
-            let backend = cluster_backend(kind, &cluster).await;
-            let mut config = fast_config(TTL);
-            config.watchdog.enabled = false;
-            let config = config
-                .with_retry(RetryPolicy::new(
-                    Duration::from_secs(10),
-                    Duration::from_secs(10),
-                ))
-                .with_wait_timeout(Duration::from_secs(20));
-            let locks =
-                Arc::new(LockManager::new(Arc::new(backend), config.clone()).expect("config"));
-            let key = locks.key("sharded").expect("key");
-            let slot = cluster.key_slot(key.redis_key()).expect("slot");
-            let target = another_master(&cluster, slot).port();
-            // A release is heard, and crosses no node but its own.
-            let first = taken(&locks, "sharded").await;
-            let waiter = Waiter::behind(&locks, "sharded", kind).await;
-            let bus_before = classic_bus_messages(&cluster);
-            let second = waiter.hand_over(first, PROMPT, "before the move").await;
-            assert_eq!(
-                classic_bus_messages(&cluster) - bus_before,
-                0,
-                "{kind}: the release was broadcast over the cluster bus"
-            );
+    on_fresh_clusters(async |cluster, kind| {
+        let backend = cluster_backend(kind, cluster).await;
+        let mut config = fast_config(TTL);
+        config.watchdog.enabled = false;
+        let config = config
+            .with_retry(RetryPolicy::new(
+                Duration::from_secs(10),
+                Duration::from_secs(10),
+            ))
+            .with_wait_timeout(Duration::from_secs(20));
+        let locks = Arc::new(LockManager::new(Arc::new(backend), config.clone()).expect("config"));
+        let key = locks.key("sharded").expect("key");
+        let slot = cluster.key_slot(key.redis_key()).expect("slot");
+        let target = another_master(cluster, slot).port();
+        // A release is heard, and crosses no node but its own.
+        let first = taken(&locks, "sharded").await;
+        let waiter = Waiter::behind(&locks, "sharded", kind).await;
+        let bus_before = classic_bus_messages(cluster);
+        let second = waiter.hand_over(first, PROMPT, "before the move").await;
+        assert_eq!(
+            classic_bus_messages(cluster) - bus_before,
+            0,
+            "{kind}: the release was broadcast over the cluster bus"
+        );
 
-            // The slot moves under a waiter. `redis` hears it and follows
-            // at once. fred follows when its timer fires (at the TTL, the
-            // holder having extended its lease meanwhile), and the release
-            // comes half a second after that.
-            let waiter = Waiter::behind(&locks, "sharded", kind).await;
-            let moved = Instant::now();
-            move_slot(&cluster, slot, target);
-            if kind == ClientKind::Fred {
-                tokio::time::sleep(Duration::from_millis(1_500)).await;
-                // fred refuses the first command after a `MOVED` (it counts
-                // the redirect as a second write; see the issue on fred's
-                // redirects), so the holder tries again, as its watchdog would.
-                let mut tries = 0;
-                while let Err(err) = second.extend(TTL).await {
-                    tries += 1;
-                    assert!(
-                        err.is_retryable() && tries < 3,
-                        "extend on the new master: {err}"
-                    );
-                }
-                tokio::time::sleep_until((moved + TTL).into()).await;
+        // The slot moves under a waiter. `redis` hears it and follows
+        // at once. fred follows when its timer fires (at the TTL, the
+        // holder having extended its lease meanwhile), and the release
+        // comes half a second after that.
+        let waiter = Waiter::behind(&locks, "sharded", kind).await;
+        let moved = Instant::now();
+        move_slot(cluster, slot, target);
+        if kind == ClientKind::Fred {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            // fred refuses the first command after a `MOVED` (it counts
+            // the redirect as a second write; see the issue on fred's
+            // redirects), so the holder tries again, as its watchdog would.
+            let mut tries = 0;
+            while let Err(err) = second.extend(TTL).await {
+                tries += 1;
+                assert!(
+                    err.is_retryable() && tries < 3,
+                    "extend on the new master: {err}"
+                );
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let third = waiter.hand_over(second, PROMPT, "after the move").await;
-
-            // A waiter that subscribes after the move reaches the new master.
-            let waiter = Waiter::behind(&locks, "sharded", kind).await;
-            let fourth = waiter.hand_over(third, PROMPT, "on the new master").await;
-            fourth.release().await.expect("release");
-
-            // A process that publishes classically (its own client, which
-            // does not say it publishes sharded) still wakes these waiters.
-            let client = lock_core::strategy::connect(
-                kind,
-                Endpoint::cluster(cluster.seed_urls()),
-                ConnectOptions::new(Duration::from_secs(2), Duration::from_millis(500)),
-            )
-            .await
-            .expect("connect");
-            let classic = LockManager::new(
-                Arc::new(SingleNodeBackend::from_node(Arc::new(UnawareOfCluster(
-                    client,
-                )))),
-                config,
-            )
-            .expect("config");
-            let held = taken(&classic, "sharded").await;
-            let waiter = Waiter::behind(&locks, "sharded", kind).await;
-            let bus_before = classic_bus_messages(&cluster);
-            let fifth = waiter
-                .hand_over(held, PROMPT, "from a classic publisher")
-                .await;
-            assert!(
-                classic_bus_messages(&cluster) > bus_before,
-                "{kind}: the release was not classic"
-            );
-            fifth.release().await.expect("release");
+            tokio::time::sleep_until((moved + TTL).into()).await;
         }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let third = waiter.hand_over(second, PROMPT, "after the move").await;
+
+        // A waiter that subscribes after the move reaches the new master.
+        let waiter = Waiter::behind(&locks, "sharded", kind).await;
+        let fourth = waiter.hand_over(third, PROMPT, "on the new master").await;
+        fourth.release().await.expect("release");
+
+        // A process that publishes classically (its own client, which
+        // does not say it publishes sharded) still wakes these waiters.
+        let classic = LockManager::new(Arc::new(unaware_backend(kind, cluster).await), config)
+            .expect("config");
+        let held = taken(&classic, "sharded").await;
+        let waiter = Waiter::behind(&locks, "sharded", kind).await;
+        let bus_before = classic_bus_messages(cluster);
+        let fifth = waiter
+            .hand_over(held, PROMPT, "from a classic publisher")
+            .await;
+        assert!(
+            classic_bus_messages(cluster) > bus_before,
+            "{kind}: the release was not classic"
+        );
+        fifth.release().await.expect("release");
     });
 }

@@ -38,6 +38,37 @@ async fn lock_once(kind: ClientKind, endpoint: &Endpoint) -> Result<(), LockErro
     guard.release().await
 }
 
+/// A cluster of three masters without replicas, started off the runtime's
+/// threads.
+async fn three_masters() -> RedisCluster {
+    tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+        .await
+        .expect("task")
+        .expect("cluster")
+}
+
+/// Asserts that `err` is what a server we cannot talk to gives: a
+/// connection error or a timeout, not a config error.
+fn assert_cannot_connect(kind: ClientKind, err: &LockError) {
+    assert!(
+        matches!(
+            err,
+            LockError::Connection { .. } | LockError::Timeout { .. }
+        ),
+        "{kind}: {err}"
+    );
+}
+
+/// A server that also serves TLS with `files`' certificate, and requires
+/// clients to present one signed by their CA (Redis's default).
+fn tls_server(files: Arc<TlsFiles>) -> RedisServer {
+    RedisServer::builder()
+        .tls(files)
+        .tls_auth_clients(true)
+        .start()
+        .expect("TLS redis-server")
+}
+
 fn tls_config(files: &TlsFiles) -> TlsConfig {
     TlsConfig::default()
         .with_ca_file(files.ca_file())
@@ -64,10 +95,7 @@ fn cluster_config_on_a_standalone_server_is_a_clear_error() {
 #[test]
 fn a_down_seed_is_skipped_when_another_answers() {
     lock_testkit::run(async {
-        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
-            .await
-            .expect("task")
-            .expect("cluster");
+        let cluster = three_masters().await;
         let dead = NodeUrl::new(format!("redis://127.0.0.1:{}", free_port().expect("port")));
         let mut seeds = vec![dead];
         seeds.extend(cluster.seed_urls());
@@ -91,13 +119,7 @@ fn tls_against_a_plain_port_fails_fast_and_clearly() {
             let err = connect(kind, &endpoint)
                 .await
                 .expect_err("a plain server does not speak TLS");
-            assert!(
-                matches!(
-                    err,
-                    LockError::Connection { .. } | LockError::Timeout { .. }
-                ),
-                "{kind}: {err}"
-            );
+            assert_cannot_connect(kind, &err);
             assert!(
                 err.to_string().contains(&server.port().to_string()),
                 "{kind}: the error names the node: {err}"
@@ -114,10 +136,7 @@ fn tls_against_a_plain_port_fails_fast_and_clearly() {
 fn bad_ca_files_name_the_field() {
     lock_testkit::run(async {
         let files = TlsFiles::generate().expect("certificates");
-        let server = RedisServer::builder()
-            .tls(Arc::new(TlsFiles::generate().expect("certificates")))
-            .start()
-            .expect("TLS redis-server");
+        let server = tls_server(Arc::new(TlsFiles::generate().expect("certificates")));
         let url = server.tls_url().expect("TLS URL");
         let garbage = files.dir().join("garbage.pem");
         std::fs::write(&garbage, "not a certificate").expect("write");
@@ -153,13 +172,7 @@ fn bad_ca_files_name_the_field() {
             let err = connect(kind, &wrong_ca)
                 .await
                 .expect_err("the server's certificate is not signed by this CA");
-            assert!(
-                matches!(
-                    err,
-                    LockError::Connection { .. } | LockError::Timeout { .. }
-                ),
-                "{kind}: {err}"
-            );
+            assert_cannot_connect(kind, &err);
         }
     });
 }
@@ -168,11 +181,7 @@ fn bad_ca_files_name_the_field() {
 fn verified_clients_need_their_certificate() {
     lock_testkit::run(async {
         let files = Arc::new(TlsFiles::generate().expect("certificates"));
-        let server = RedisServer::builder()
-            .tls(Arc::clone(&files))
-            .tls_auth_clients(true)
-            .start()
-            .expect("TLS redis-server");
+        let server = tls_server(Arc::clone(&files));
         let url = server.tls_url().expect("TLS URL");
         for kind in ClientKind::compiled() {
             let without = Endpoint::standalone(url.clone())
@@ -232,15 +241,9 @@ async fn semaphore_round(kind: ClientKind, endpoint: &Endpoint) {
 #[test]
 fn semaphores_on_a_cluster_and_over_tls() {
     lock_testkit::run(async {
-        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
-            .await
-            .expect("task")
-            .expect("cluster");
+        let cluster = three_masters().await;
         let files = Arc::new(TlsFiles::generate().expect("certificates"));
-        let tls = RedisServer::builder()
-            .tls(Arc::clone(&files))
-            .start()
-            .expect("TLS redis-server");
+        let tls = tls_server(Arc::clone(&files));
         let tls_url = tls.tls_url().expect("TLS URL");
         for kind in ClientKind::compiled() {
             semaphore_round(kind, &Endpoint::cluster(cluster.seed_urls())).await;
@@ -257,10 +260,7 @@ fn semaphores_on_a_cluster_and_over_tls() {
 fn fair_mode_keeps_arrival_order_on_a_cluster() {
     const WAITERS: usize = 4;
     lock_testkit::run(async {
-        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
-            .await
-            .expect("task")
-            .expect("cluster");
+        let cluster = three_masters().await;
         for kind in ClientKind::compiled() {
             let backend = connect(kind, &Endpoint::cluster(cluster.seed_urls()))
                 .await
