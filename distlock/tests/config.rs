@@ -15,6 +15,18 @@ fn field_of(result: Result<Config, LockError>) -> String {
     }
 }
 
+/// Asserts that each set of variables is refused as a bad config that
+/// names the field beside it.
+fn each_names_its_field(cases: &[(&[(&str, &str)], &str)]) {
+    for (vars, field) in cases {
+        assert_eq!(
+            field_of(Config::from_vars(vars.iter().copied())),
+            *field,
+            "{vars:?}"
+        );
+    }
+}
+
 #[test]
 fn every_field_parses_from_toml() {
     let config = Config::from_toml_str(
@@ -198,13 +210,7 @@ fn bad_environment_names_the_variable_or_field() {
         (&[("DISTLOCK_NODES", "redis://h:0")], "nodes[0]"),
         (&[("DISTLOCK_TTL", "0ms")], "ttl"),
     ];
-    for (vars, field) in cases {
-        assert_eq!(
-            field_of(Config::from_vars(vars.iter().copied())),
-            field,
-            "{vars:?}"
-        );
-    }
+    each_names_its_field(&cases);
 }
 
 #[test]
@@ -418,13 +424,7 @@ fn topology_fields_parse_from_toml_and_the_environment() {
         ),
         (&[("DISTLOCK_TLS__CA_FILE", "/etc/ca.crt")], "tls"),
     ];
-    for (vars, field) in cases {
-        assert_eq!(
-            field_of(Config::from_vars(vars.iter().copied())),
-            field,
-            "{vars:?}"
-        );
-    }
+    each_names_its_field(&cases);
 }
 
 /// A library user without a tracing subscriber learns of a misspelt
