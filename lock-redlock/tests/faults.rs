@@ -52,6 +52,15 @@ fn key_exists(server: &RedisServer, name: &str) -> bool {
     lock_testkit::peek::int(server, &["EXISTS", &format!("lock:{{{name}}}")]) == 1
 }
 
+/// Waits up to 5 s, polling, until `done` says so; `what` names what a
+/// timeout missed.
+async fn until_within_5s(what: &str, done: impl Fn() -> bool) {
+    lock_testkit::eventually(Duration::from_secs(5), what, || async {
+        done().then_some(())
+    })
+    .await
+}
+
 /// Waits until every node of `nodes` holds `name`: the grants a quorum
 /// did not wait for have landed.
 async fn until_granted_everywhere(nodes: &[RedisServer], name: &str) {
@@ -195,14 +204,10 @@ async fn paused_node_late_grant_is_released(kind: ClientKind) {
         "release with a majority confirming: {released:?}"
     );
     nodes[2].resume().expect("SIGCONT");
-    let started = Instant::now();
-    while key_exists(&nodes[2], "frozen-node") {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the late grant still holds the key"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_within_5s("the late grant's removal", || {
+        !key_exists(&nodes[2], "frozen-node")
+    })
+    .await;
     // And a failed acquire releases the late grants of frozen nodes too.
     nodes[1].pause().expect("SIGSTOP");
     nodes[2].pause().expect("SIGSTOP");
@@ -224,14 +229,10 @@ async fn paused_node_late_grant_is_released(kind: ClientKind) {
     );
     nodes[1].resume().expect("SIGCONT");
     nodes[2].resume().expect("SIGCONT");
-    let started = Instant::now();
-    while key_exists(&nodes[1], "two-frozen") || key_exists(&nodes[2], "two-frozen") {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "late grants of a failed acquire still hold the key"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_within_5s("the removal of a failed acquire's late grants", || {
+        !(key_exists(&nodes[1], "two-frozen") || key_exists(&nodes[2], "two-frozen"))
+    })
+    .await;
 }
 
 /// A node slow but alive, within the node timeout: acquire, extend and release
@@ -273,14 +274,10 @@ async fn slow_node_is_not_waited_for(kind: ClientKind) {
         took < DELAY * 2,
         "the extend waited for the slow node: {took:?}"
     );
-    let started = Instant::now();
-    while !key_exists(&nodes[2], "slow-node") {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the slow node's grant never landed"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_within_5s("the slow node's grant", || {
+        key_exists(&nodes[2], "slow-node")
+    })
+    .await;
 
     let started = Instant::now();
     guard.release().await.expect("release");
@@ -290,14 +287,10 @@ async fn slow_node_is_not_waited_for(kind: ClientKind) {
         "the release waited for the slow node: {took:?}"
     );
     assert!(!key_exists(&nodes[0], "slow-node") && !key_exists(&nodes[1], "slow-node"));
-    let started = Instant::now();
-    while key_exists(&nodes[2], "slow-node") {
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "the release never reached the slow node"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_within_5s("the release on the slow node", || {
+        !key_exists(&nodes[2], "slow-node")
+    })
+    .await;
 }
 
 /// A node with a wrong password counts as failed, and the error names it.
@@ -400,13 +393,11 @@ async fn config_errors_name_the_field(kind: ClientKind) {
     let backend = redlock(kind, std::slice::from_ref(&url))
         .await
         .expect("connect");
-    let owner =
-        lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("rng")).expect("rng");
     let key = lock_core::LockKey::new("lock:", "k").expect("key");
     let result = lock_core::LockBackend::try_acquire(
         &backend,
         &key,
-        &owner,
+        &hold(),
         Duration::from_millis(20),
         &lock_core::Claim::LOCK,
         None,
@@ -423,26 +414,38 @@ fn hold() -> lock_core::HoldToken {
     lock_core::HoldToken::new(lock_core::OwnerToken::generate().expect("rng")).expect("rng")
 }
 
+/// Three fresh nodes, and a backend over them that has taken `key` for
+/// `holder` on every node (the grants still in flight landed too).
+async fn taken_on_three_nodes(
+    kind: ClientKind,
+    key: &lock_core::LockKey,
+    holder: &lock_core::HoldToken,
+    ttl: Duration,
+) -> (Vec<RedisServer>, RedlockBackend) {
+    use lock_core::LockBackend;
+    let nodes = servers(3);
+    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
+    warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
+    assert!(matches!(
+        backend
+            .try_acquire(key, holder, ttl, &lock_core::Claim::LOCK, None)
+            .await,
+        Ok(lock_core::AcquireOutcome::Acquired(_))
+    ));
+    until_granted_everywhere(&nodes, key.name()).await;
+    (nodes, backend)
+}
+
 /// Extend says `NotHeld` (a permanent loss) only when enough nodes answered
 /// "not held" that no majority can hold the key; one such answer next to an
 /// error and a silent node is a transient failure. A release succeeds only
 /// when a majority confirmed.
 async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
     use lock_core::{ExtendOutcome, LockBackend, LockKey, ReleaseOutcome};
-    let mut nodes = servers(3);
-    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
-    warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
     let key = LockKey::new("lock:", "undecided").expect("key");
     let ttl = Duration::from_secs(10);
     let holder = hold();
-    assert!(matches!(
-        backend
-            .try_acquire(&key, &holder, ttl, &lock_core::Claim::LOCK, None)
-            .await,
-        Ok(lock_core::AcquireOutcome::Acquired(_))
-    ));
-    // The grants still in flight landed on every node.
-    until_granted_everywhere(&nodes, "undecided").await;
+    let (mut nodes, backend) = taken_on_three_nodes(kind, &key, &holder, ttl).await;
     nodes[0].admin(&["DEL", key.redis_key()]).expect("DEL");
     nodes[1].kill().expect("kill -9");
     nodes[2].pause().expect("SIGSTOP");
@@ -453,17 +456,8 @@ async fn undecided_nodes_are_not_a_loss(kind: ClientKind) {
     );
     nodes[2].resume().expect("SIGCONT");
 
-    let nodes = servers(3);
-    let backend = redlock(kind, &urls(&nodes)).await.expect("connect");
-    warm_up(&manager(backend.clone(), Duration::from_secs(5))).await;
     let holder = hold();
-    assert!(matches!(
-        backend
-            .try_acquire(&key, &holder, ttl, &lock_core::Claim::LOCK, None)
-            .await,
-        Ok(lock_core::AcquireOutcome::Acquired(_))
-    ));
-    until_granted_everywhere(&nodes, "undecided").await;
+    let (nodes, backend) = taken_on_three_nodes(kind, &key, &holder, ttl).await;
     for node in &nodes[..2] {
         node.admin(&["DEL", key.redis_key()]).expect("DEL");
     }
