@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
-use distlock::state::{HolderInfo, ListOptions, ListedLock, LockListing};
-use distlock::{LockManager, LockState};
+use distlock::state::{
+    HolderInfo, Leader, ListOptions, ListedLock, LockListing, RwLockState, SemaphoreState,
+};
+use distlock::{LockManager, LockState, NameState};
 
 use crate::{fail, holder_json, holder_text, EXIT_UNAVAILABLE};
 
@@ -45,7 +47,7 @@ pub(crate) async fn list(locks: &LockManager, prefix: &str, limit: u64, json: bo
 }
 
 /// One row's fields: remaining TTL, token, holds, holder, or the error that
-/// kept the lock from being read.
+/// kept the lock from being read, and what the name is beside a lock.
 struct Row<'a> {
     name: &'a str,
     remaining: Option<Duration>,
@@ -54,32 +56,31 @@ struct Row<'a> {
     queued: Option<u64>,
     holder: Option<&'a HolderInfo>,
     error: Option<String>,
+    semaphore: Option<&'a SemaphoreState>,
+    leader: Option<&'a Leader>,
+    rw_lock: Option<&'a RwLockState>,
 }
 
 /// The HOLDS cell of a semaphore: the weight in use of its limit.
-fn permits_cell(lock: &ListedLock) -> Option<String> {
-    let semaphore = lock.semaphore.as_ref()?;
+fn permits_cell(semaphore: &SemaphoreState) -> String {
     let limit = semaphore
         .limit
         .map_or("?".to_owned(), |limit| limit.to_string());
-    Some(format!("{}/{limit} permits", semaphore.used))
+    format!("{}/{limit} permits", semaphore.used)
 }
 
 /// The HOLDS cell of a read-write lock: its writers and readers.
-fn rw_cell(lock: &ListedLock) -> Option<String> {
-    let state = lock.rw_lock.as_ref()?;
-    let (writers, readers) = (state.writers().count(), state.readers().count());
-    Some(match (writers, readers) {
+fn rw_cell(state: &RwLockState) -> String {
+    match (state.writers().count(), state.readers().count()) {
         (0, readers) => format!("{readers} read"),
         (writers, 0) => format!("{writers} write"),
         (writers, readers) => format!("{writers} write, {readers} read"),
-    })
+    }
 }
 
 /// The HOLDER cell of an election: its leader's value.
-fn leader_cell(lock: &ListedLock) -> Option<String> {
-    let leader = lock.leader.as_ref()?;
-    Some(format!("leader {:?}, term {}", leader.value, leader.term))
+fn leader_cell(leader: &Leader) -> String {
+    format!("leader {:?}, term {}", leader.value, leader.term)
 }
 
 fn row(lock: &ListedLock) -> Row<'_> {
@@ -91,22 +92,52 @@ fn row(lock: &ListedLock) -> Row<'_> {
         queued: lock.queued,
         holder: None,
         error: None,
+        semaphore: None,
+        leader: None,
+        rw_lock: None,
     };
-    match &lock.state {
-        Ok(LockState::Held {
-            remaining,
-            token,
-            hold_count,
-            holder,
-            ..
-        }) => {
-            row.remaining = *remaining;
-            row.token = token.map(|token| token.get());
-            row.holds = *hold_count;
-            row.holder = holder.as_ref();
+    let state = match &lock.state {
+        Ok(state) => state,
+        Err(err) => {
+            row.error = Some(err.to_string());
+            return row;
         }
-        Ok(_) => {}
-        Err(err) => row.error = Some(err.to_string()),
+    };
+    let lock_state = match state {
+        NameState::Lock(lock) => lock,
+        NameState::Election { lock, leader } => {
+            row.leader = Some(leader);
+            lock
+        }
+        NameState::Semaphore(semaphore) => {
+            row.semaphore = Some(semaphore);
+            row.remaining = semaphore
+                .permits
+                .iter()
+                .map(|permit| permit.remaining)
+                .max();
+            return row;
+        }
+        NameState::RwLock(rw_lock) => {
+            row.rw_lock = Some(rw_lock);
+            row.remaining = rw_lock.holds.iter().map(|hold| hold.remaining).max();
+            row.token = Some(rw_lock.epoch.get()).filter(|epoch| *epoch > 0);
+            return row;
+        }
+        _ => return row,
+    };
+    if let LockState::Held {
+        remaining,
+        token,
+        hold_count,
+        holder,
+        ..
+    } = lock_state
+    {
+        row.remaining = *remaining;
+        row.token = token.map(|token| token.get());
+        row.holds = *hold_count;
+        row.holder = holder.as_ref();
     }
     row
 }
@@ -125,16 +156,16 @@ fn print_json(listing: &LockListing) {
                 "queued": row.queued,
                 "holder": row.holder.map(holder_json),
                 "error": row.error,
-                "semaphore": lock.semaphore.as_ref().map(|semaphore| serde_json::json!({
+                "semaphore": row.semaphore.map(|semaphore| serde_json::json!({
                     "limit": semaphore.limit,
                     "used": semaphore.used,
                     "permits": semaphore.permits.len(),
                 })),
-                "leader": lock.leader.as_ref().map(|leader| serde_json::json!({
+                "leader": row.leader.map(|leader| serde_json::json!({
                     "value": leader.value,
                     "term": leader.term.get(),
                 })),
-                "rw_lock": lock.rw_lock.as_ref().map(|state| serde_json::json!({
+                "rw_lock": row.rw_lock.map(|state| serde_json::json!({
                     "epoch": state.epoch.get(),
                     "writers": state.writers().count(),
                     "readers": state.readers().count(),
@@ -161,7 +192,7 @@ fn print_table(listing: &LockListing) {
             let holder = match (&row.error, row.holder) {
                 (Some(error), _) => format!("error: {error}"),
                 (None, Some(holder)) => holder_text(holder),
-                (None, None) => leader_cell(lock).unwrap_or_else(dash),
+                (None, None) => row.leader.map_or_else(dash, leader_cell),
             };
             [
                 printable(row.name),
@@ -176,8 +207,9 @@ fn print_table(listing: &LockListing) {
                     |left| humantime::format_duration(round_to_millis(left)).to_string(),
                 ),
                 row.token.map_or_else(dash, |token| token.to_string()),
-                permits_cell(lock)
-                    .or_else(|| rw_cell(lock))
+                row.semaphore
+                    .map(permits_cell)
+                    .or_else(|| row.rw_lock.map(rw_cell))
                     .or_else(|| row.holds.map(|holds| holds.to_string()))
                     .unwrap_or_else(dash),
                 row.queued.map_or_else(dash, |queued| queued.to_string()),

@@ -186,7 +186,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use distlock::error::AclNeed;
 use distlock::state::HolderInfo;
-use distlock::{Config, HandoffToken, LockError, LockGuard, LockManager, LockState};
+use distlock::{Config, HandoffToken, LockError, LockGuard, LockManager, LockState, NameState};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
@@ -903,55 +903,25 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 Err(code) => return code,
             };
             let name = lock.get();
-            // A name with a stored limit is a semaphore; anything else
-            // (a lock's key, a strategy without semaphores) reads as a lock.
-            if let Ok(state) = locks.semaphore_state(name).await {
-                if state.limit.is_some() {
-                    return match () {
-                        () if quiet && state.used > 0 => 0,
-                        () if quiet => EXIT_FREE,
-                        () => {
-                            print_semaphore(name, &state, json);
-                            0
-                        }
-                    };
-                }
-            }
-            // A read-write lock with live holds shows them; a name without
-            // any reads as a lock (free, or a plain lock's).
-            if let Ok(state) = locks.rw_lock_state(name).await {
-                if state.is_held() {
-                    if !quiet {
-                        print_rw_lock(name, &state, json);
-                    }
-                    return 0;
-                }
-            }
-            // An election with a proclaimed leader shows it beside its lock.
-            let leader = match locks.election(name) {
-                Ok(election) => election.leader().await.ok().flatten(),
-                Err(_) => None,
+            // One read says what holds the name, whichever primitive it is.
+            let state = match locks.inspect(name).await {
+                Ok(state) => state,
+                Err(err) => return fail(&err),
             };
-            match locks.inspect(name).await {
-                Ok(state) if quiet => {
-                    if state.is_held() {
-                        0
-                    } else {
-                        EXIT_FREE
-                    }
-                }
-                Ok(state) => {
-                    print_status(
-                        name,
-                        config.strategy().name(),
-                        &state,
-                        leader.as_ref(),
-                        json,
-                    );
-                    0
-                }
-                Err(err) => fail(&err),
+            if quiet {
+                return if state.is_held() { 0 } else { EXIT_FREE };
             }
+            let strategy = config.strategy().name();
+            match &state {
+                NameState::Semaphore(semaphore) => print_semaphore(name, semaphore, json),
+                NameState::RwLock(rw_lock) => print_rw_lock(name, rw_lock, json),
+                NameState::Election { lock, leader } => {
+                    print_status(name, strategy, lock, Some(leader), json)
+                }
+                NameState::Lock(lock) => print_status(name, strategy, lock, None, json),
+                _ => print_status(name, strategy, &LockState::from(state.clone()), None, json),
+            }
+            0
         }
         Task::Limit { lock, permits } => {
             let locks = match connect(&config).await {

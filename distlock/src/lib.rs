@@ -83,8 +83,8 @@ pub use config::Config;
 pub use lock_core::{
     settle_background_releases, AcquireOptions, ClientKind, Election, FencingToken, HandoffToken,
     Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig, LockError, LockGuard,
-    LockManager, LockState, LossReason, MultiLock, Observer, OwnerToken, PermitGuard, ReadGuard,
-    RwLock, Semaphore, WriteGuard,
+    LockManager, LockState, LossReason, MultiLock, NameState, Observer, OwnerToken, PermitGuard,
+    ReadGuard, RwLock, Semaphore, WriteGuard,
 };
 
 pub mod error {
@@ -95,12 +95,14 @@ pub mod error {
 }
 
 pub mod state {
-    //! What a name's state reads as: a semaphore's permits, a read-write
-    //! lock's holds, an election's leader, holder information, and the
-    //! listing of held locks ([`LockManager::list`](crate::LockManager::list)).
+    //! What a name's state reads as ([`NameState`], from
+    //! [`LockManager::inspect`](crate::LockManager::inspect)): a semaphore's
+    //! permits, a read-write lock's holds, an election's leader, holder
+    //! information, and the listing of held locks
+    //! ([`LockManager::list`](crate::LockManager::list)).
     pub use lock_core::{
-        Access, HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState,
-        RwHoldState, RwLockState, SemaphoreState,
+        Access, HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, NameState,
+        PermitState, RwHoldState, RwLockState, SemaphoreState,
     };
 }
 

@@ -155,7 +155,7 @@ fn holder_information_follows_the_lock() {
                     );
                 }
                 assert_same_ttl(&server, "invoice", &format!("{context}, granted"));
-                match locks.inspect("invoice").await.expect("inspect") {
+                match distlock::LockState::from(locks.inspect("invoice").await.expect("inspect")) {
                     LockState::Held {
                         holder: Some(holder),
                         ..
@@ -210,7 +210,7 @@ fn holder_information_follows_the_lock() {
                 assert_no_holder(&server, "invoice", &format!("{context}, option off"));
                 assert!(
                     matches!(
-                        off.inspect("invoice").await.expect("inspect"),
+                        distlock::LockState::from(off.inspect("invoice").await.expect("inspect")),
                         LockState::Held { holder: None, .. }
                     ),
                     "{context}"
@@ -262,7 +262,7 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                 .expect("HSET");
             let guard = taken(&off, "stale").await;
             if mode == "single" {
-                match off.inspect("stale").await.expect("inspect") {
+                match distlock::LockState::from(off.inspect("stale").await.expect("inspect")) {
                     LockState::Held { holder, .. } => {
                         assert_eq!(holder, None, "{context}: an unbound holder is shown")
                     }
@@ -467,7 +467,8 @@ fn no_stale_holder_information() {
                         "{context}: the holder information lives {left} ms"
                     );
                     let next = taken(&other, "handed").await;
-                    match other.inspect("handed").await.expect("inspect") {
+                    match distlock::LockState::from(other.inspect("handed").await.expect("inspect"))
+                    {
                         LockState::Held { holder, .. } => {
                             assert_eq!(holder, None, "{context}: an earlier holder is shown")
                         }
@@ -492,7 +493,7 @@ fn no_stale_holder_information() {
             let lost = taken(&writer, "deleted").await;
             server.admin(&["DEL", "lock:{deleted}"]).expect("DEL");
             let taken = taken(&plain, "deleted").await;
-            match plain.inspect("deleted").await.expect("inspect") {
+            match distlock::LockState::from(plain.inspect("deleted").await.expect("inspect")) {
                 LockState::Held { holder, .. } => {
                     assert_eq!(holder, None, "{context}: an earlier holder is shown")
                 }
@@ -512,7 +513,8 @@ fn no_stale_holder_information() {
                 .resume("deleted", &token)
                 .await
                 .expect("resume");
-            match plain_writer.inspect("deleted").await.expect("inspect") {
+            match distlock::LockState::from(plain_writer.inspect("deleted").await.expect("inspect"))
+            {
                 LockState::Held { holder, .. } => assert_eq!(
                     holder, None,
                     "{context}: a resume took up an earlier holder's information"

@@ -256,7 +256,7 @@ fn a_counter_outlives_the_lease_it_fences() {
                 "{client} {mode}: the counter expired under its lease"
             );
             assert!(guard.is_valid(), "{client} {mode}: the lease was lost");
-            match locks.inspect("long").await.expect("inspect") {
+            match distlock::LockState::from(locks.inspect("long").await.expect("inspect")) {
                 LockState::Held { token: held, .. } => {
                     assert_eq!(held, token, "{client} {mode}: the holder's token")
                 }

@@ -214,7 +214,7 @@ fn failed_attempts_issue_no_tokens() {
             let attempt = managers.single.try_acquire(&name).await.expect("attempt");
             assert!(attempt.is_none(), "{client}: two holders");
         }
-        match managers.single.inspect(&name).await.expect("inspect") {
+        match distlock::LockState::from(managers.single.inspect(&name).await.expect("inspect")) {
             LockState::Held { token: shown, .. } => {
                 assert_eq!(shown, Some(token), "{client}: status shows another token")
             }

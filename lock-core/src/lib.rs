@@ -84,8 +84,8 @@ pub use engine::rwlock::RwLock;
 pub use engine::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{
-    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, PermitState, RwHoldState,
-    RwLockState, SemaphoreState,
+    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, NameState, PermitState,
+    RwHoldState, RwLockState, SemaphoreState,
 };
 pub use engine::status::LeaseStatus;
 pub use engine::wake::{Grant, Wakeups};

@@ -67,7 +67,7 @@
 //! use lock_core::{
 //!     async_trait, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions,
 //!     ExtendOutcome, HoldToken, LockBackend, LockConfig, LockError, LockKey, LockManager,
-//!     LockState, NodeUrl, ReleaseOutcome, Wakeups,
+//!     LockState, NameState, NodeUrl, ReleaseOutcome, Wakeups,
 //! };
 //!
 //! /// `SET NX PX`, or the holder's remaining TTL.
@@ -153,17 +153,18 @@
 //!         }
 //!     }
 //!
-//!     async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+//!     // Only locks hold this strategy's names.
+//!     async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
 //!         let inspect = &scripts::single::INSPECT;
 //!         let reply = self.node.run(inspect, &[key.redis_key(), key.fence_key()], &[]).await?;
 //!         match reply.as_array() {
-//!             Some([Reply::Int(-2), _, _]) => Ok(LockState::Free { last_token: None }),
-//!             Some([Reply::Int(pttl), _, _]) => Ok(LockState::Held {
+//!             Some([Reply::Int(-2), _, _]) => Ok(NameState::Free { last_token: None }),
+//!             Some([Reply::Int(pttl), _, _]) => Ok(NameState::Lock(LockState::Held {
 //!                 remaining: remaining_from_pttl(*pttl),
 //!                 token: None,
 //!                 hold_count: None,
 //!                 holder: None,
-//!             }),
+//!             })),
 //!             _ => Err(self.node.unexpected(inspect, &reply)),
 //!         }
 //!     }
@@ -208,12 +209,13 @@ pub mod scripts {
     //! [`semaphore`] for permits with leases of their own, [`rw`] for a
     //! read-write lock's shared and exclusive holds, [`multi`] for several
     //! lock keys held as one, [`election`] for
-    //! a leader's value bound to its term, and
+    //! a leader's value bound to its term, [`name`] for what holds a name
+    //! whichever primitive it is, and
     //! [`FORCE_RELEASE`] for any layout. Each script's source documents its
     //! `KEYS`, `ARGV` and reply; read it with
     //! [`Script::source`](super::Script::source).
 
     pub use crate::server::script::{
-        election, multi, reentrant, rw, semaphore, single, FORCE_RELEASE,
+        election, multi, name, reentrant, rw, semaphore, single, FORCE_RELEASE,
     };
 }

@@ -35,7 +35,7 @@ use async_trait::async_trait;
 use futures::stream::{self, StreamExt};
 use lock_core::{
     AcquireOutcome, ClientKind, ConnectOptions, ExtendOutcome, HoldToken, LockBackend, LockConfig,
-    LockError, LockGuard, LockKey, LockManager, LockState, LossReason, OwnerToken, ReleaseOutcome,
+    LockError, LockGuard, LockKey, LockManager, LossReason, NameState, OwnerToken, ReleaseOutcome,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{chosen, env_number};
@@ -88,7 +88,7 @@ impl LockBackend for OneCommandEach {
         self.0.release(key, hold).await
     }
 
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
         self.0.inspect(key).await
     }
 

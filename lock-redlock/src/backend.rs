@@ -12,8 +12,8 @@ use lock_core::strategy::{
 use lock_core::{
     AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,
     ExtendOutcome, FromConfig, HoldKind, HoldToken, ListBackend, ListOptions, LockBackend,
-    LockConfig, LockError, LockKey, LockListing, LockState, NodeUrl, ReleaseOutcome, Topology,
-    Wakeups,
+    LockConfig, LockError, LockKey, LockListing, LockState, NameState, NodeUrl, ReleaseOutcome,
+    Topology, Wakeups,
 };
 
 use crate::late_grants::{delete_late_grant, LateGrants};
@@ -311,6 +311,63 @@ impl RedlockBackend {
             }
         }
         shortest
+    }
+
+    /// The state of the lock on `key`.
+    async fn lock_state(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let needed = self.quorum();
+        let args = Texts::new([key.redis_key(), key.fence_key()]);
+        let mut round = round::start(
+            &self.nodes,
+            |_| true,
+            self.options.node_timeout,
+            args,
+            |_, client, args| async move {
+                let [lock_key, fence_key] = args.parts();
+                let reply = single::INSPECT
+                    .run(client.as_ref(), &[lock_key, fence_key], &[])
+                    .await?;
+                match reply.as_array() {
+                    Some([Reply::Int(pttl), _counter, _holder]) => Ok(*pttl),
+                    _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
+                }
+            },
+        );
+        let mut answered = 0;
+        let mut held: Vec<Option<Duration>> = Vec::new();
+        let mut failures = Vec::new();
+        while let Some((_, result)) = round.next().await {
+            match result {
+                Ok(pttl) => {
+                    answered += 1;
+                    if pttl != -2 {
+                        held.push(remaining_from_pttl(pttl));
+                    }
+                }
+                Err(err) => failures.push(err),
+            }
+        }
+        if answered < needed {
+            return Err(LockError::QuorumNotReached {
+                got: answered,
+                needed,
+                failures,
+            });
+        }
+        if held.len() >= needed {
+            // The lock stays held while `needed` nodes hold it: until the
+            // needed-th longest remaining TTL runs out (no expiry sorts last).
+            held.sort_by_key(|remaining| remaining.unwrap_or(Duration::MAX));
+            let remaining = held[held.len() - needed];
+            Ok(LockState::Held {
+                remaining,
+                token: None,
+                hold_count: None,
+                holder: None,
+            })
+        } else {
+            Ok(LockState::Free { last_token: None })
+        }
     }
 }
 
@@ -730,60 +787,9 @@ impl LockBackend for RedlockBackend {
         Ok(merged.map(|watch| Box::new(watch) as Box<dyn Wakeups>))
     }
 
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let needed = self.quorum();
-        let args = Texts::new([key.redis_key(), key.fence_key()]);
-        let mut round = round::start(
-            &self.nodes,
-            |_| true,
-            self.options.node_timeout,
-            args,
-            |_, client, args| async move {
-                let [lock_key, fence_key] = args.parts();
-                let reply = single::INSPECT
-                    .run(client.as_ref(), &[lock_key, fence_key], &[])
-                    .await?;
-                match reply.as_array() {
-                    Some([Reply::Int(pttl), _counter, _holder]) => Ok(*pttl),
-                    _ => Err(single::INSPECT.unexpected(client.as_ref(), &reply)),
-                }
-            },
-        );
-        let mut answered = 0;
-        let mut held: Vec<Option<Duration>> = Vec::new();
-        let mut failures = Vec::new();
-        while let Some((_, result)) = round.next().await {
-            match result {
-                Ok(pttl) => {
-                    answered += 1;
-                    if pttl != -2 {
-                        held.push(remaining_from_pttl(pttl));
-                    }
-                }
-                Err(err) => failures.push(err),
-            }
-        }
-        if answered < needed {
-            return Err(LockError::QuorumNotReached {
-                got: answered,
-                needed,
-                failures,
-            });
-        }
-        if held.len() >= needed {
-            // The lock stays held while `needed` nodes hold it: until the
-            // needed-th longest remaining TTL runs out (no expiry sorts last).
-            held.sort_by_key(|remaining| remaining.unwrap_or(Duration::MAX));
-            let remaining = held[held.len() - needed];
-            Ok(LockState::Held {
-                remaining,
-                token: None,
-                hold_count: None,
-                holder: None,
-            })
-        } else {
-            Ok(LockState::Free { last_token: None })
-        }
+    /// Only locks hold its names.
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
+        self.lock_state(key).await.map(NameState::from)
     }
 }
 

@@ -70,7 +70,7 @@ async fn reserve_stock(locks: &LockManager, owner: &OwnerToken) -> Result<(), Lo
             &lock_core::AcquireOptions::new().with_owner(owner.clone()),
         )
         .await?;
-    if let LockState::Held { hold_count, .. } = locks.inspect("order:1001").await? {
+    if let LockState::Held { hold_count, .. } = locks.lock("order:1001")?.state().await? {
         println!(
             "reserve_stock: re-entered, hold count {hold_count:?}, same token {:?}",
             again.fencing_token()

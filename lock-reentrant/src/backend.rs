@@ -11,7 +11,7 @@ use lock_core::strategy::{
 use lock_core::{
     AcquireOutcome, Acquired, Capabilities, Claim, ClientKind, ConnectOptions, Endpoint,
     ExtendOutcome, FencingToken, FromConfig, GrantOptions, HoldToken, HolderInfo, ListBackend,
-    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, NameState,
     ReleaseOutcome, Wakeups,
 };
 
@@ -92,6 +92,40 @@ impl ReentrantBackend {
             keys.push(holder);
         }
         keys
+    }
+
+    /// The state of the lock on `key`.
+    async fn lock_state(&self, key: &LockKey) -> Result<LockState, LockError> {
+        let holder = key.holder_key();
+        let keys = [key.redis_key(), key.fence_key(), &holder];
+        let reply = self.node.run(&reentrant::INSPECT, &keys, &[]).await?;
+        let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners), holder]) = reply.as_array()
+        else {
+            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
+        };
+        let (Some(token), Some(holds)) = (parse_count(counter), parse_count(holds)) else {
+            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
+        };
+        // Anyone who may write the lock's keys writes this hash: what cannot
+        // be read is left out, and the lock still shows as held.
+        let holder = HolderInfo::from_reply(holder).unwrap_or_else(|reason| {
+            tracing::warn!(key = key.name(), %reason, "unreadable holder information");
+            None
+        });
+        let token = token.map(FencingToken::new);
+        match (*pttl, *owners, holds) {
+            (-2, 0, None) => Ok(LockState::Free { last_token: token }),
+            (_, 1, Some(holds)) if holds >= 1 => Ok(LockState::Held {
+                remaining: remaining_from_pttl(*pttl),
+                token,
+                hold_count: Some(holds),
+                holder,
+            }),
+            _ => Err(LockError::Corrupted {
+                key: key.redis_key().to_owned(),
+                detail: format!("expected one owner with a positive hold count, found {reply}"),
+            }),
+        }
     }
 }
 
@@ -263,37 +297,9 @@ impl LockBackend for ReentrantBackend {
         self.node.renewal_group(key)
     }
 
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let holder = key.holder_key();
-        let keys = [key.redis_key(), key.fence_key(), &holder];
-        let reply = self.node.run(&reentrant::INSPECT, &keys, &[]).await?;
-        let Some([Reply::Int(pttl), counter, holds, Reply::Int(owners), holder]) = reply.as_array()
-        else {
-            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
-        };
-        let (Some(token), Some(holds)) = (parse_count(counter), parse_count(holds)) else {
-            return Err(self.node.unexpected(&reentrant::INSPECT, &reply));
-        };
-        // Anyone who may write the lock's keys writes this hash: what cannot
-        // be read is left out, and the lock still shows as held.
-        let holder = HolderInfo::from_reply(holder).unwrap_or_else(|reason| {
-            tracing::warn!(key = key.name(), %reason, "unreadable holder information");
-            None
-        });
-        let token = token.map(FencingToken::new);
-        match (*pttl, *owners, holds) {
-            (-2, 0, None) => Ok(LockState::Free { last_token: token }),
-            (_, 1, Some(holds)) if holds >= 1 => Ok(LockState::Held {
-                remaining: remaining_from_pttl(*pttl),
-                token,
-                hold_count: Some(holds),
-                holder,
-            }),
-            _ => Err(LockError::Corrupted {
-                key: key.redis_key().to_owned(),
-                detail: format!("expected one owner with a positive hold count, found {reply}"),
-            }),
-        }
+    /// Only locks hold its names.
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
+        self.lock_state(key).await.map(NameState::from)
     }
 }
 

@@ -61,7 +61,7 @@ fn owner() -> HoldToken {
 const TTL: Duration = Duration::from_secs(10);
 
 async fn holds(backend: &dyn LockBackend, key: &LockKey) -> Option<u64> {
-    match backend.inspect(key).await.expect("inspect") {
+    match lock_core::LockState::from(backend.inspect(key).await.expect("inspect")) {
         LockState::Held { hold_count, .. } => hold_count,
         _ => None,
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, Claim, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey, LockState,
+    AcquireOutcome, Claim, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey, NameState,
     ReleaseOutcome, Wakeups,
 };
 
@@ -168,7 +168,7 @@ impl LockBackend for Faulty {
         self.apply(RELEASE, self.inner.release(key, hold)).await
     }
 
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
         self.inner.inspect(key).await
     }
 

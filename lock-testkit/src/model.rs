@@ -389,6 +389,7 @@ async fn run_scenario(
             let state = backend
                 .inspect(key)
                 .await
+                .map(LockState::from)
                 .map_err(|err| TestCaseError::fail(format!("step {step} inspect: {err}")))?;
             prop_assert_eq!(
                 state.is_held(),

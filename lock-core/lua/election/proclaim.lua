@@ -14,16 +14,14 @@
 -- no token (nothing written); {-1, detail} when a key holds another type
 -- (nothing written). A proclamation is published on `KEYS[1]:released` (a
 -- `pcall`: a user without channels still proclaims), where observers and
--- waiting campaigners listen. `holds` comes from shared/renew.lua, loaded in front
--- of this file.
+-- waiting campaigners listen. `holds` comes from shared/renew.lua and
+-- `election_foreign` from election/state.lua, loaded in front of this file.
 if #KEYS < 2 or not ARGV[2] then
   return redis.error_reply('ERR election_proclaim: two keys, a hold and a value expected')
 end
-for _, key in ipairs(KEYS) do
-  local found = redis.call('type', key)['ok']
-  if found ~= 'none' and found ~= 'string' then
-    return {-1, key .. ' holds a ' .. found .. ', not an election'}
-  end
+local foreign = election_foreign({KEYS[1], KEYS[2]})
+if foreign then
+  return foreign
 end
 local stored = redis.call('get', KEYS[1])
 if not holds(stored, ARGV[1]) then

@@ -1,37 +1,11 @@
--- Reads a read-write lock without changing it.
+-- Reads a read-write lock without changing it, after rw/state.lua, whose
+-- rw_state says the reply.
 --
 -- KEYS[1]  the holds (a sorted set; see rw/common.lua)
 -- KEYS[2]  the modes (a hash)
 -- KEYS[3]  the write counter (a string)
 -- KEYS[4]  the waiting writers' deadlines (a sorted set)
---
--- Reply: {epoch, waiting, mode, left_ms, token, ...}: the counter's value
--- (0 when none), how many writers wait with a live place, then each live
--- hold's mode (`r` or `w`), lease left and token, by deadline; never an id.
--- {-2, key, detail} when a key holds something that is not this lock's.
 if #KEYS < 4 then
   return redis.error_reply('ERR rw_inspect: four keys expected')
 end
-local holds, modes, counter, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local foreign = sem_foreign({holds, modes, counter, waiters}, {'zset', 'hash', 'string', 'zset'})
-if foreign then
-  return foreign
-end
-local last = redis.call('get', counter)
-local problem = counter_problem(last)
-if problem then
-  return {-2, counter, problem}
-end
-local now = sem_now()
-local live
-live, problem = rw_live(holds, modes, now)
-if not live then
-  return problem
-end
-local reply = {last or '0', redis.call('zcount', waiters, '(' .. now, '+inf')}
-for _, hold in ipairs(live) do
-  reply[#reply + 1] = hold[2]
-  reply[#reply + 1] = hold[4] - now
-  reply[#reply + 1] = hold[3]
-end
-return reply
+return rw_state(KEYS[1], KEYS[2], KEYS[3], KEYS[4])

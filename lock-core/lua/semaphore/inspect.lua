@@ -1,42 +1,10 @@
--- Reads a semaphore without changing it: its stored limit and its live
--- permits (those whose deadline is after the server's time; expired ones
--- are skipped, not dropped).
+-- Reads a semaphore without changing it, after semaphore/state.lua, whose
+-- sem_state says the reply.
 --
 -- KEYS[1]  the permits (a sorted set; see semaphore/common.lua)
 -- KEYS[2]  the held entries (a hash)
 -- KEYS[3]  the limit (a string)
---
--- Reply: {limit or 0, slot1, weight1, ms_left1, token1, slot2, ...}, the
--- live permits by slot, each token as text (never a permit's id, which is
--- a secret); {-2, key, detail} when a key holds something that is not this
--- semaphore's. The cost is in the number of permits.
 if #KEYS < 3 then
   return redis.error_reply('ERR semaphore_inspect: three keys expected')
 end
-local permits, held, limit_key = KEYS[1], KEYS[2], KEYS[3]
-local foreign = sem_foreign({permits, held, limit_key}, {'zset', 'hash', 'string'})
-if foreign then
-  return foreign
-end
-local stored = redis.call('get', limit_key)
-if stored and not sem_count(stored, 9) then
-  return {-2, limit_key, 'the limit is not a whole number from 1'}
-end
-local now = sem_now()
-local live = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores')
-local found = {}
-for index = 1, #live, 2 do
-  local weight, slot, token = sem_entry(redis.call('hget', held, live[index]))
-  if not weight then
-    return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
-  end
-  found[#found + 1] = {slot, weight, tonumber(live[index + 1]) - now, token}
-end
-table.sort(found, function(a, b) return a[1] < b[1] end)
-local reply = {tonumber(stored) or 0}
-for _, permit in ipairs(found) do
-  for _, field in ipairs(permit) do
-    reply[#reply + 1] = field
-  end
-end
-return reply
+return sem_state(KEYS[1], KEYS[2], KEYS[3])

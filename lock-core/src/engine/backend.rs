@@ -11,7 +11,7 @@ pub use crate::engine::capabilities::{
     Capabilities, ElectionBackend, HandOffBackend, ListBackend, RwLockBackend, SemaphoreBackend,
 };
 pub use crate::engine::outcome::{ExtendOutcome, ReleaseOutcome};
-use crate::engine::state::LockState;
+use crate::engine::state::NameState;
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError};
 use crate::hold::{Access, HoldKind, HoldToken, Permit};
@@ -452,8 +452,11 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
         Ok(())
     }
 
-    /// Reads the state of `key` without changing it.
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError>;
+    /// Reads what holds `key`'s name without changing anything, in one
+    /// round trip where the strategy can: a backend with only locks answers
+    /// [`NameState::Lock`] or [`NameState::Free`]; one with other primitives
+    /// says which of them holds the name.
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError>;
 
     /// Deletes the lock whoever holds it, for operators clearing a lock left by
     /// a holder they know is dead (`distlock release --force`). Keeps the

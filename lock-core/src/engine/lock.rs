@@ -117,7 +117,9 @@ impl Lock {
 
     /// Reads the lock without changing it: free (with the last fencing
     /// token) or held (with its remaining lease, token and holder
-    /// information).
+    /// information). A name another primitive holds reads as held while
+    /// any of its holds lives (see [`NameState`](crate::NameState)'s conversion); what holds
+    /// it is [`LockManager::inspect`]'s to say.
     ///
     /// # Errors
     ///
@@ -127,6 +129,6 @@ impl Lock {
     ///
     /// Cancel safe: it only reads.
     pub async fn state(&self) -> Result<LockState, LockError> {
-        self.manager.inspect(self.name()).await
+        self.manager.inspect(self.name()).await.map(LockState::from)
     }
 }

@@ -15,7 +15,7 @@ use crate::engine::options::AcquireOptions;
 use crate::engine::renewal::RenewalDriver;
 use crate::engine::schedule::WatchdogSchedule;
 use crate::engine::settings::Settings;
-use crate::engine::state::{ListOptions, LockListing, LockState};
+use crate::engine::state::{ListOptions, LockListing, NameState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
 use crate::engine::timing::lease_deadline;
 use crate::error::{Capability, LockError, LossReason};
@@ -510,7 +510,7 @@ impl LockManager {
     async fn not_held_by_this_hold(&self, key: &LockKey) -> LockError {
         let name = key.name().to_owned();
         match self.backend.inspect(key).await {
-            Ok(LockState::Free { .. }) => LockError::NotHeld { key: name },
+            Ok(NameState::Free { .. }) => LockError::NotHeld { key: name },
             _ => LockError::NotOwner { key: name },
         }
     }
@@ -548,8 +548,34 @@ impl LockManager {
         listing.list(self.key_prefix(), options).await
     }
 
-    /// Reads the state of the lock named `name`.
-    pub async fn inspect(&self, name: &str) -> Result<LockState, LockError> {
+    /// Reads what holds the name `name`, whichever primitive that is: a lock
+    /// (with its holder information), an election's leader, a semaphore's
+    /// permits, a read-write lock's holds, or nothing. One round trip on a
+    /// single node (one per node with Redlock); it changes nothing.
+    ///
+    /// For the lock's view alone, [`Lock::state`](crate::Lock::state).
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name; [`LockError::Corrupted`]
+    /// when a key of the name holds data none of this library's primitives
+    /// writes; the connection's errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: &lock_core::LockManager) -> Result<(), lock_core::LockError> {
+    /// use lock_core::NameState;
+    ///
+    /// match locks.inspect("reports").await? {
+    ///     NameState::Free { .. } => println!("free"),
+    ///     NameState::Semaphore(semaphore) => println!("{} permits in use", semaphore.used),
+    ///     other => println!("held: {other:?}"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn inspect(&self, name: &str) -> Result<NameState, LockError> {
         let key = self.key(name)?;
         self.backend.inspect(&key).await
     }

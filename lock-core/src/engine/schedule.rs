@@ -625,7 +625,7 @@ mod tests {
     use crate::engine::backend::{
         AcquireOutcome, Claim, ExtendOutcome, LockBackend, ReleaseOutcome,
     };
-    use crate::engine::state::LockState;
+    use crate::engine::state::NameState;
     use crate::engine::telemetry::Labels;
     use crate::error::{LockError, LossReason};
     use crate::hold::HoldToken;
@@ -664,7 +664,7 @@ mod tests {
         async fn release(&self, _: &LockKey, _: &HoldToken) -> Result<ReleaseOutcome, LockError> {
             unreachable!("no server in these tests")
         }
-        async fn inspect(&self, _: &LockKey) -> Result<LockState, LockError> {
+        async fn inspect(&self, _: &LockKey) -> Result<NameState, LockError> {
             unreachable!("no server in these tests")
         }
         async fn force_release(&self, _: &LockKey) -> Result<usize, LockError> {

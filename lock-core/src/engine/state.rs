@@ -74,22 +74,102 @@ pub struct LockListing {
 pub struct ListedLock {
     /// The lock's name, as given to `acquire`.
     pub name: String,
-    /// What `inspect` read: always [`LockState::Held`] (a lock found free by
-    /// then is left out of the listing), or the error that kept it from being
-    /// read (a key holding foreign data, a node that failed meanwhile).
-    pub state: Result<LockState, LockError>,
+    /// What [`inspect`](crate::LockManager::inspect) read: always held (a
+    /// name found free by then is left out of the listing), or the error
+    /// that kept it from being read (a key holding foreign data, a node that
+    /// failed meanwhile).
+    pub state: Result<NameState, LockError>,
     /// How many fair-mode waiters are queued for it; `None` for strategies
     /// without a fair mode, and when the queue could not be read.
     pub queued: Option<u64>,
-    /// When the name is a semaphore: its limit and live permits (`state`
-    /// then shows the lease of its last permit).
-    pub semaphore: Option<SemaphoreState>,
-    /// When the name is an election with a proclaimed leader: its term and
-    /// value (`state` shows the leader's lock).
-    pub leader: Option<Leader>,
-    /// When the name is a read-write lock: its writer, readers and waiting
-    /// writers (`state` then shows the lease of its last hold).
-    pub rw_lock: Option<RwLockState>,
+}
+
+/// What a name is now, whichever primitive holds it, as
+/// [`LockManager::inspect`](crate::LockManager::inspect) reads it in one
+/// round trip: what `distlock status` and `distlock list` show.
+///
+/// A name is held by one kind of primitive at a time (each one's acquire
+/// answers `Held` while another kind holds the name), so one variant says
+/// all there is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NameState {
+    /// Nothing holds the name: no lock, no live permit or read-write hold,
+    /// and no semaphore limit stored.
+    Free {
+        /// The last fencing token issued for the name, if any (a read-write
+        /// lock's write epoch).
+        last_token: Option<FencingToken>,
+    },
+    /// A lock holds the name: a plain, fair or reentrant lock, a multi-key
+    /// lock that has it among its keys, or an election's leader that has
+    /// not proclaimed a value yet. Always [`LockState::Held`].
+    Lock(LockState),
+    /// An election whose leader has proclaimed a value for its term.
+    Election {
+        /// The leader's lock: always [`LockState::Held`], its token the
+        /// leader's term.
+        lock: LockState,
+        /// The leader's term and value.
+        leader: Leader,
+    },
+    /// A semaphore: its stored limit and its live permits, none when it is
+    /// free (a semaphore keeps its limit after its last permit ends).
+    Semaphore(SemaphoreState),
+    /// A read-write lock with live holds.
+    RwLock(RwLockState),
+}
+
+impl NameState {
+    /// Whether anything holds the name: a lock, a live permit, a live read
+    /// or write.
+    pub fn is_held(&self) -> bool {
+        match self {
+            NameState::Free { .. } => false,
+            NameState::Lock(lock) | NameState::Election { lock, .. } => lock.is_held(),
+            NameState::Semaphore(semaphore) => !semaphore.permits.is_empty(),
+            NameState::RwLock(rw_lock) => rw_lock.is_held(),
+        }
+    }
+}
+
+/// A name that only locks hold: [`NameState::Lock`] while the lock is held,
+/// [`NameState::Free`] when it is not. For a strategy with locks alone.
+impl From<LockState> for NameState {
+    fn from(state: LockState) -> Self {
+        match state {
+            LockState::Free { last_token } => NameState::Free { last_token },
+            held => NameState::Lock(held),
+        }
+    }
+}
+
+/// The name as a lock sees it: a lock's or election's own state; a
+/// semaphore's or read-write lock's holds as one hold that lasts as long as
+/// the last of them, with no token (each has its own), and free when none
+/// is live.
+impl From<NameState> for LockState {
+    fn from(state: NameState) -> Self {
+        let remaining = match state {
+            NameState::Free { last_token } => return LockState::Free { last_token },
+            NameState::Lock(lock) | NameState::Election { lock, .. } => return lock,
+            NameState::Semaphore(semaphore) => semaphore
+                .permits
+                .iter()
+                .map(|permit| permit.remaining)
+                .max(),
+            NameState::RwLock(rw_lock) => rw_lock.holds.iter().map(|hold| hold.remaining).max(),
+        };
+        match remaining {
+            Some(remaining) => LockState::Held {
+                remaining: Some(remaining),
+                token: None,
+                hold_count: None,
+                holder: None,
+            },
+            None => LockState::Free { last_token: None },
+        }
+    }
 }
 
 /// A snapshot of one lock, for operators and tests.

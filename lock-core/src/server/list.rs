@@ -8,7 +8,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use crate::engine::backend::LockBackend;
-use crate::engine::state::{Leader, LockState, RwLockState, SemaphoreState};
 use crate::engine::state::{ListOptions, ListedLock, LockListing};
 use crate::error::{Capability, LockError};
 use crate::key::{validate_prefix, LockKey};
@@ -96,12 +95,8 @@ pub async fn list_held(
                     Ok(key) => backend.inspect(key).await,
                     Err(err) => Err(err.clone()),
                 };
-                let kind = match (&key, &state) {
-                    (Ok(key), Ok(LockState::Held { .. })) => what_else(backend, key).await,
-                    _ => Kind::default(),
-                };
                 let queued = match (&state, queue_node) {
-                    (Ok(LockState::Held { .. }), Some(node)) => {
+                    (Ok(state), Some(node)) if state.is_held() => {
                         queue_length(node.as_ref(), prefix, &name).await
                     }
                     _ => None,
@@ -110,14 +105,13 @@ pub async fn list_held(
                     name,
                     state,
                     queued,
-                    semaphore: kind.semaphore,
-                    leader: kind.leader,
-                    rw_lock: kind.rw_lock,
                 }
             }
         })
         .buffered(INSPECT_CONCURRENCY)
-        .filter(|lock| std::future::ready(!matches!(lock.state, Ok(LockState::Free { .. }))))
+        .filter(|lock| {
+            std::future::ready(lock.state.as_ref().map_or(true, |state| state.is_held()))
+        })
         .collect()
         .await;
     Ok(LockListing {
@@ -243,54 +237,6 @@ fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
     } else {
         format!("{key_prefix}{{{}*}}", glob_escape(name_prefix))
     }
-}
-
-/// What else a held name is, for a backend that has semaphores, read-write
-/// locks or elections: a semaphore (its key has a stored limit), a
-/// read-write lock with live holds, or an election with a proclaimed
-/// leader. A backend without them, or a read that fails,
-/// says nothing: the lock's own state is listed all the same.
-async fn what_else(backend: &dyn LockBackend, key: &LockKey) -> Kind {
-    let has = backend.capabilities();
-    if let Some(Ok(state)) = match has.semaphores() {
-        Some(semaphores) => Some(semaphores.semaphore_state(key).await),
-        None => None,
-    } {
-        if state.limit.is_some() {
-            return Kind {
-                semaphore: Some(state),
-                ..Kind::default()
-            };
-        }
-    }
-    // A semaphore's permits have no read-write entries, and a lock's key is
-    // no sorted set: each reads as foreign data to the other's script.
-    if let Some(Ok(state)) = match has.rw_locks() {
-        Some(rw_locks) => Some(rw_locks.rw_lock_state(key).await),
-        None => None,
-    } {
-        if state.is_held() {
-            return Kind {
-                rw_lock: Some(state),
-                ..Kind::default()
-            };
-        }
-    }
-    Kind {
-        leader: match has.elections() {
-            Some(elections) => elections.read_leader(key).await.ok().flatten(),
-            None => None,
-        },
-        ..Kind::default()
-    }
-}
-
-/// What else a held name is, beside a lock key: at most one of these.
-#[derive(Default)]
-struct Kind {
-    semaphore: Option<SemaphoreState>,
-    leader: Option<Leader>,
-    rw_lock: Option<RwLockState>,
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.

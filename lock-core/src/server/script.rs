@@ -303,7 +303,13 @@ pub mod single {
     pub static TAKE_OVER: Script =
         Script::new("take_over", include_str!("../../lua/lock/take_over.lua"));
     /// Remaining TTL and last fencing token: `lua/lock/inspect.lua`.
-    pub static INSPECT: Script = Script::new("inspect", include_str!("../../lua/lock/inspect.lua"));
+    pub static INSPECT: Script = Script::new(
+        "inspect",
+        concat!(
+            include_str!("../../lua/lock/state.lua"),
+            include_str!("../../lua/lock/inspect.lua")
+        ),
+    );
     /// Acquire in arrival order, queueing the caller: `lua/fair/acquire.lua`.
     pub static FAIR_ACQUIRE: Script = Script::new(
         "fair_acquire",
@@ -444,6 +450,7 @@ pub mod semaphore {
         concat!(
             include_str!("../../lua/shared/queue.lua"),
             include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/semaphore/state.lua"),
             include_str!("../../lua/semaphore/inspect.lua")
         ),
     );
@@ -470,7 +477,7 @@ pub mod rw {
     use super::Script;
 
     macro_rules! rw_script {
-        ($name:literal, $file:literal) => {
+        ($name:literal, $($file:literal),+) => {
             Script::new(
                 $name,
                 concat!(
@@ -479,7 +486,7 @@ pub mod rw {
                     include_str!("../../lua/shared/fencing_counter.lua"),
                     include_str!("../../lua/shared/grant.lua"),
                     include_str!("../../lua/rw/common.lua"),
-                    include_str!(concat!("../../lua/rw/", $file, ".lua"))
+                    $(include_str!(concat!("../../lua/rw/", $file, ".lua"))),+
                 ),
             )
         };
@@ -501,7 +508,7 @@ pub mod rw {
     pub static GIVE_UP: Script = rw_script!("rw_give_up", "give_up");
     /// The epoch, the waiting writers and the live holds, read only:
     /// `lua/rw/inspect.lua`.
-    pub static INSPECT: Script = rw_script!("rw_inspect", "inspect");
+    pub static INSPECT: Script = rw_script!("rw_inspect", "state", "inspect");
 }
 
 /// The multi-key scripts: several lock keys taken, renewed and released as
@@ -566,13 +573,42 @@ pub mod election {
         "election_proclaim",
         concat!(
             include_str!("../../lua/shared/renew.lua"),
+            include_str!("../../lua/election/state.lua"),
             include_str!("../../lua/election/proclaim.lua")
         ),
     );
     /// The leader's term and value, read only: `lua/election/leader.lua`.
     pub static LEADER: Script = Script::new(
         "election_leader",
-        include_str!("../../lua/election/leader.lua"),
+        concat!(
+            include_str!("../../lua/election/state.lua"),
+            include_str!("../../lua/election/leader.lua")
+        ),
+    );
+}
+
+/// The script that reads a whole name: what holds it, whichever primitive
+/// that is, in one round trip.
+pub mod name {
+    use super::Script;
+
+    /// A lock's (or an election's), a semaphore's or a read-write lock's
+    /// state, by the type of the name's main key: `lua/name/inspect.lua`,
+    /// after each primitive's state function and its helpers.
+    pub static INSPECT: Script = Script::new(
+        "name_inspect",
+        concat!(
+            include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/semaphore/common.lua"),
+            include_str!("../../lua/shared/fencing_counter.lua"),
+            include_str!("../../lua/shared/grant.lua"),
+            include_str!("../../lua/rw/common.lua"),
+            include_str!("../../lua/lock/state.lua"),
+            include_str!("../../lua/semaphore/state.lua"),
+            include_str!("../../lua/rw/state.lua"),
+            include_str!("../../lua/election/state.lua"),
+            include_str!("../../lua/name/inspect.lua")
+        ),
     );
 }
 

@@ -4,6 +4,7 @@
 mod elections;
 mod fair;
 mod multi_keys;
+mod names;
 mod rw_locks;
 mod semaphores;
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{election, multi, rw, semaphore, single};
+use lock_core::strategy::scripts::{election, multi, name, rw, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, KeyNames, MillisText, NodeClient, Reply, Script,
     ScriptedNode,
@@ -20,9 +21,9 @@ use lock_core::{
     Access, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind,
     ConnectOptions, ElectionBackend, Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig,
     GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo, Leader, ListBackend,
-    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, OwnerToken,
-    PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockBackend, RwLockState,
-    SemaphoreBackend, SemaphoreState, Wakeups,
+    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, NameState,
+    OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockBackend,
+    RwLockState, SemaphoreBackend, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `lock/extend_many.lua` call carries: a script blocks the
@@ -656,37 +657,8 @@ impl LockBackend for SingleNodeBackend {
         self.leave_line(key, owner, offered).await
     }
 
-    async fn inspect(&self, key: &LockKey) -> Result<LockState, LockError> {
-        let holder = key.holder_key();
-        let keys = [key.redis_key(), key.fence_key(), &holder];
-        let reply = self.node.run(&single::INSPECT, &keys, &[]).await?;
-        let (pttl, counter, holder) = match reply.as_array() {
-            Some([Reply::Int(pttl), counter, holder]) => (*pttl, counter, holder),
-            _ => return Err(self.node.unexpected(&single::INSPECT, &reply)),
-        };
-        // Anyone who may write the lock's keys writes this hash: what cannot
-        // be read is left out, and the lock still shows as held.
-        let holder = HolderInfo::from_reply(holder).unwrap_or_else(|reason| {
-            tracing::warn!(key = key.name(), %reason, "unreadable holder information");
-            None
-        });
-        let token = match counter {
-            Reply::Nil => None,
-            other => match other.as_text().and_then(|text| text.parse::<u64>().ok()) {
-                Some(value) => Some(FencingToken::new(value)),
-                None => return Err(self.node.unexpected(&single::INSPECT, &reply)),
-            },
-        };
-        Ok(if pttl == -2 {
-            LockState::Free { last_token: token }
-        } else {
-            LockState::Held {
-                remaining: remaining_from_pttl(pttl),
-                token,
-                hold_count: None,
-                holder,
-            }
-        })
+    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
+        self.inspect_name(key).await
     }
 }
 

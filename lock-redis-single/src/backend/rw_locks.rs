@@ -149,7 +149,10 @@ impl SingleNodeBackend {
         if let Some(problem) = rw_problem(&reply) {
             return Err(problem);
         }
-        rw_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
+        reply
+            .as_array()
+            .and_then(rw_state)
+            .ok_or_else(|| self.node.unexpected(script, &reply))
     }
 }
 
@@ -186,9 +189,9 @@ pub(super) fn access_outcome(
     }
 }
 
-/// The reply of `rw/inspect.lua`; `None` for a shape it never gives.
-pub(super) fn rw_state(reply: &Reply) -> Option<RwLockState> {
-    let [epoch, Reply::Int(waiting), holds @ ..] = reply.as_array()? else {
+/// The fields of `rw/state.lua`'s reply; `None` for a shape it never gives.
+pub(super) fn rw_state(fields: &[Reply]) -> Option<RwLockState> {
+    let [epoch, Reply::Int(waiting), holds @ ..] = fields else {
         return None;
     };
     let epoch = FencingToken::new(epoch.as_text()?.parse().ok()?);

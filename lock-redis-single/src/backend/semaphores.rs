@@ -188,7 +188,10 @@ impl SingleNodeBackend {
         if let Some(problem) = semaphore_problem(&reply) {
             return Err(problem);
         }
-        semaphore_state(&reply).ok_or_else(|| self.node.unexpected(script, &reply))
+        reply
+            .as_array()
+            .and_then(semaphore_state)
+            .ok_or_else(|| self.node.unexpected(script, &reply))
     }
 
     /// [`SemaphoreBackend::set_semaphore_limit`] on one node.
@@ -267,9 +270,10 @@ pub(super) fn permit_outcome(
     }
 }
 
-/// The reply of `semaphore/inspect.lua`; `None` for a shape it never gives.
-pub(super) fn semaphore_state(reply: &Reply) -> Option<SemaphoreState> {
-    let (limit, permits) = reply.as_array()?.split_first()?;
+/// The fields of `semaphore/state.lua`'s reply; `None` for a shape it never
+/// gives.
+pub(super) fn semaphore_state(fields: &[Reply]) -> Option<SemaphoreState> {
+    let (limit, permits) = fields.split_first()?;
     let Reply::Int(limit) = limit else {
         return None;
     };
