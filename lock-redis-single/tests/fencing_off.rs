@@ -12,6 +12,7 @@ use lock_testkit::contract::fast_config;
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
 use lock_testkit::contract::waiting_up_to;
+use lock_testkit::waiters::until_subscribed;
 use lock_testkit::RedisServer;
 
 /// A config for `server` through `kind`, with fencing on or off.
@@ -213,7 +214,8 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
             let name = name.clone();
             tokio::spawn(async move { fenced.acquire(&name).await })
         };
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let key = fenced.key(&name).expect("key");
+        until_subscribed(server, &key, 1).await;
         resumed.release().await.expect("release");
         let third = tokio::time::timeout(Duration::from_secs(2), waiter)
             .await

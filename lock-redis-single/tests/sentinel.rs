@@ -20,7 +20,7 @@ use lock_core::{
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::fast_config;
-use lock_testkit::peek::has_key;
+use lock_testkit::peek::{has_key, subscribers};
 use lock_testkit::{AdminReply, RedisServer, SentinelGroup, SentinelStandIn};
 
 /// How soon after a failover every new grant must land on the new master.
@@ -150,7 +150,15 @@ fn waiters_resume_after_the_master_is_killed() {
                     })
                 })
                 .collect();
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // The waiters' process listens for the lock's releases, on
+            // whichever node it subscribed: they are waiting.
+            let key = locks.key("contended").expect("key");
+            lock_testkit::eventually(Duration::from_secs(10), "the waiters watching", || {
+                let servers = group.servers();
+                let listening: i64 = servers.iter().map(|node| subscribers(node, &key)).sum();
+                async move { (listening >= 1).then_some(()) }
+            })
+            .await;
             let old = group.kill_master().expect("kill -9 the master");
             tokio::task::block_in_place(|| {
                 group
@@ -298,6 +306,8 @@ fn silent_sentinels_hold_up_only_the_command_that_asks() {
                 let locks = Arc::clone(&locks);
                 async move { locks.inspect("quiet").await }
             });
+            // Its question goes to stopped sentinels, where nothing can be
+            // read to show it was sent: a moment stands in for that fact.
             tokio::time::sleep(Duration::from_millis(100)).await;
             for _ in 0..5 {
                 let started = Instant::now();

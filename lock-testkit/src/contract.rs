@@ -1663,13 +1663,20 @@ pub async fn polling_mode_hands_over(factory: &dyn BackendFactory) {
     let deployment = Deployment::start(factory).await;
     let mut config = fast_config(Duration::from_secs(10));
     config.wait_mode = lock_core::WaitMode::Poll;
-    let locks = deployment.manager(config);
+    let counted = Faulty::passing(&deployment.backend);
+    let locks = manager_over(Arc::clone(&counted) as Arc<dyn LockBackend>, config);
     let holder = taken(&locks, "polled").await;
+    let sent = counted.acquires();
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move { locks.acquire("polled").await })
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // A second attempt sent: the first found the lock held, so it polls.
+    crate::eventually(Duration::from_secs(10), "the poller polling", || {
+        let attempts = counted.acquires() - sent;
+        async move { (attempts >= 2).then_some(()) }
+    })
+    .await;
     holder.release().await.expect("release");
     let guard = waiter.await.expect("task").expect("the poller acquires");
     guard.release().await.expect("release");

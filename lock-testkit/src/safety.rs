@@ -370,7 +370,12 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
         .connect(&urls, crate::contract::fast_options())
         .await
         .expect("the lock user connects");
-    let locks = crate::contract::manager_over(backend, fast_config(Duration::from_secs(5)));
+    // Counted, to see the waiter below turn to its wait.
+    let counted = Faulty::passing(&backend);
+    let locks = crate::contract::manager_over(
+        Arc::clone(&counted) as Arc<dyn LockBackend>,
+        fast_config(Duration::from_secs(5)),
+    );
     let guard = taken(&locks, "acl").await;
     guard
         .extend(Duration::from_secs(5))
@@ -383,6 +388,7 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
     );
 
     let holder = taken(&locks, "acl").await;
+    let watched = counted.watches();
     let waiter = {
         let locks = locks.clone();
         tokio::spawn(async move {
@@ -391,7 +397,13 @@ pub async fn least_privilege_user_locks(factory: &dyn BackendFactory) {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The waiter found the lock held and asked to watch for its release
+    // (refused: the user has no channels), so it waits on its timer.
+    crate::eventually(Duration::from_secs(5), "the waiter waiting", || {
+        let watches = counted.watches();
+        async move { (watches > watched).then_some(()) }
+    })
+    .await;
     let released_at = Instant::now();
     holder.release().await.expect("release");
     let guard = waiter

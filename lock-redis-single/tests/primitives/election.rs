@@ -13,6 +13,7 @@ use lock_core::{
 use lock_testkit::contract::at_once;
 use lock_testkit::contract::fast_config;
 use lock_testkit::contract::waiting_up_to;
+use lock_testkit::waiters::until_subscribed;
 use lock_testkit::RedisServer;
 
 use super::{manager, manager_with, unrenewed, with_counter_ttl};
@@ -51,12 +52,15 @@ async fn campaign_proclaim_resign_observe(kind: ClientKind) {
     assert!(read
         .remaining
         .is_some_and(|left| left > Duration::from_secs(20)));
-    // A second campaigner waits.
+    // A second campaigner, of another process, waits: asleep once its
+    // process listens for the election's messages beside the observer's.
+    let other = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let second = {
-        let election = election.clone();
+        let election = other.election("scheduler").expect("election");
         tokio::spawn(async move { election.campaign("host-b").await })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let key = locks.key("scheduler").expect("key");
+    until_subscribed(&server, &key, 2).await;
     assert!(!second.is_finished(), "two leaders");
     first.proclaim("host-a:9090").await.expect("proclaim");
     let seen = next(&mut observer, Duration::from_millis(800)).await;
