@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  the election's lock key
 -- KEYS[2]  the leader record, `<term>:<value>` (election/proclaim.lua)
+--
+-- Reply: what election_leader returns.
 if #KEYS < 2 then
   return redis.error_reply('ERR election_leader: two keys expected')
 end

@@ -5,6 +5,8 @@
 -- KEYS[2]  the modes (a hash)
 -- KEYS[3]  the write counter (a string)
 -- KEYS[4]  the waiting writers' deadlines (a sorted set)
+--
+-- Reply: what rw_state returns.
 if #KEYS < 4 then
   return redis.error_reply('ERR rw_inspect: four keys expected')
 end

@@ -141,6 +141,16 @@ impl LockGuard {
         &self.handle.shared.hold
     }
 
+    /// The key this guard's lease is on, prefix and all.
+    pub(crate) fn lock_key(&self) -> &LockKey {
+        &self.handle.shared.key
+    }
+
+    /// The TTL this guard's lease was last asked for.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.handle.shared.ttl()
+    }
+
     /// Marks the lease lost because the server said its hold no longer has
     /// the lock (a primitive's own script found it so): `lost()` completes
     /// and the watchdog stops, as after a renewal that found it gone.

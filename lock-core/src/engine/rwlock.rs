@@ -2,6 +2,8 @@
 //! beside none, each with a lease of its own, held through the same guards,
 //! watchdog and waits as a lock.
 
+use std::time::Duration;
+
 use crate::engine::backend::AccessRequest;
 use crate::engine::backend::Claim;
 use crate::engine::guard::LockGuard;
@@ -38,8 +40,8 @@ use crate::key::LockKey;
 /// **Re-entry** is by owner ([`AcquireOptions::with_owner`]): an owner
 /// that holds the lock may take more shared holds whatever waits, and one
 /// that holds the write may take the write again (with the same token) or
-/// shared holds: a **downgrade** is a read taken while writing, then the
-/// write released. An **upgrade** (a write asked for by an owner that has
+/// shared holds: a **downgrade** ([`downgrade`](Self::downgrade)) is a read
+/// taken while writing, then the write released. An **upgrade** (a write asked for by an owner that has
 /// only reads) is refused with [`LockError::UpgradeRefused`]: it would
 /// wait for its own reads, and two such owners for each other. Nested code
 /// that reads again while holding a read must pass the holder's owner
@@ -220,6 +222,87 @@ impl RwLock {
         Ok(WriteGuard::new(
             self.acquire_with(Access::Exclusive, options).await?,
         ))
+    }
+
+    /// Turns `write` into a read of the same owner, without letting a writer
+    /// in between (tokio's `RwLockWriteGuard::downgrade`, here on the handle,
+    /// which knows the lock's manager): a read is taken
+    /// beside the write as its owner, granted whatever waits, with the
+    /// write's TTL; then the write is given back. Other readers may start
+    /// from then on; writers wait for the read, and for every other.
+    ///
+    /// The read's [`epoch`](ReadGuard::epoch) is the write's token: what it
+    /// reads is what the write left. It is a new hold with a lease of its
+    /// own, renewed by the watchdog; the write's guard is consumed.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidConfig`] (field `guard`) for a write of another
+    /// lock; [`LockError::NotAcquired`] when the read was refused (the
+    /// write's lease had ended and another writer holds the lock); otherwise
+    /// as [`try_read`](Self::try_read). After an error the write is given
+    /// back in the background, as a dropped guard is. A write that cannot be given back once the read is
+    /// held (a connection error) is not an error: the read holds the lock
+    /// either way, and the write's lease ends with its TTL.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe in what it leaves: dropped after the read is granted,
+    /// the read and the write are both given back in the background, as
+    /// dropped guards are; no hold outlives its TTL.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lock_core::LockManager) -> Result<(), lock_core::LockError> {
+    /// let config = locks.rw_lock("config")?;
+    /// let write = config.write().await?;
+    /// let token = write.fencing_token();
+    /// // ... write the new configuration under `token` ...
+    /// let read = config.downgrade(write).await?;
+    /// assert_eq!(Some(read.epoch()), token);
+    /// // ... readers may join while this one reads what it wrote ...
+    /// read.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn downgrade(&self, write: WriteGuard) -> Result<ReadGuard, LockError> {
+        let write = LockGuard::from(write);
+        if write.lock_key() != &self.key {
+            return Err(LockError::config(
+                "guard",
+                format!(
+                    "the write of {:?} cannot be downgraded by the read-write lock {:?}",
+                    write.key(),
+                    self.name()
+                ),
+            ));
+        }
+        let owner = write.owner().clone();
+        let read = self
+            .manager
+            .try_once(
+                Some(&owner),
+                self.name(),
+                write.ttl(),
+                self.claim(Access::Shared),
+            )
+            .await?;
+        let Some(read) = read else {
+            return Err(LockError::NotAcquired {
+                key: self.name().to_owned(),
+                waited: Duration::ZERO,
+                attempts: 1,
+            });
+        };
+        if let Err(err) = write.release().await {
+            tracing::debug!(
+                key = self.name(),
+                %err,
+                "a downgraded write was not given back; it ends with its TTL"
+            );
+        }
+        Ok(ReadGuard::new(read))
     }
 
     /// Reads the lock: its write epoch, how many writers wait, and the live

@@ -812,6 +812,7 @@ mod tests {
                 "election_leader",
                 include_str!("../../lua/election/leader.lua"),
             ),
+            ("name_inspect", include_str!("../../lua/name/inspect.lua")),
         ] {
             let header = source
                 .lines()
