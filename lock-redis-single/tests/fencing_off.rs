@@ -102,7 +102,7 @@ fn a_fencing_off_acquire_is_one_plain_set() {
             started.elapsed() < Duration::from_secs(2),
             "{kind}: the wait ended at its limit"
         );
-        match locks.inspect(&name).await.expect("inspect") {
+        match lock_core::LockState::from(locks.inspect(&name).await.expect("inspect")) {
             LockState::Held {
                 remaining: Some(left),
                 token: None,
@@ -189,7 +189,7 @@ fn fenced_and_fencing_off_processes_share_a_prefix() {
             held_by_another(&fenced, &name).await,
             "{kind}: a fencing-off hold keeps fenced processes out"
         );
-        match fenced.inspect(&name).await.expect("inspect") {
+        match lock_core::LockState::from(fenced.inspect(&name).await.expect("inspect")) {
             // The counter shows the last token issued: the fenced
             // attempt that found the lock held may have used one up.
             LockState::Held { token: seen, .. } => assert!(
@@ -269,7 +269,7 @@ fn holder_info_without_fencing_stores_the_holder_and_no_token() {
         );
         // Inspect reads the counter as a token: give it none.
         server.admin(&["DEL", key.fence_key()]).expect("DEL");
-        match locks.inspect(&name).await.expect("inspect") {
+        match lock_core::LockState::from(locks.inspect(&name).await.expect("inspect")) {
             LockState::Held {
                 token: None,
                 holder: Some(holder),
@@ -467,7 +467,7 @@ fn a_config_the_backend_would_ignore_is_refused() {
         let locks = manager(holder_info).await;
         let guard = taken(&locks, "built-from-config").await;
         let LockState::Held { holder, .. } =
-            locks.inspect("built-from-config").await.expect("inspect")
+            LockState::from(locks.inspect("built-from-config").await.expect("inspect"))
         else {
             panic!("{kind}: held");
         };

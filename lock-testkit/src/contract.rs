@@ -13,8 +13,8 @@ use futures::future::BoxFuture;
 use lock_core::{
     AcquireOptions, AcquireOutcome, Capability, ConnectOptions, Endpoint, ExtendOutcome,
     HandoffToken, HoldToken, LeaseStatus, ListOptions, LockBackend, LockConfig, LockError,
-    LockGuard, LockKey, LockManager, LockState, LossReason, NodeUrl, OwnerToken, ReleaseOutcome,
-    RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
+    LockGuard, LockKey, LockManager, LockState, LossReason, NameState, NodeUrl, OwnerToken,
+    ReleaseOutcome, RetryPolicy, TlsConfig, MAX_KEY_LEN, MAX_TTL,
 };
 
 use crate::cluster::RedisCluster;
@@ -647,7 +647,7 @@ pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
             last.is_none_or(|last| token > last),
             "round {round}: token {token} is not above {last:?}"
         );
-        match backend.inspect(&key).await.expect("inspect") {
+        match lock_core::LockState::from(backend.inspect(&key).await.expect("inspect")) {
             LockState::Held {
                 token: Some(seen), ..
             } => assert_eq!(seen, token, "inspect shows the current token"),
@@ -661,7 +661,7 @@ pub async fn fencing_tokens_increase(factory: &dyn BackendFactory) {
         }
     }
     assert!(
-        matches!(backend.inspect(&key).await.expect("inspect"), LockState::Free { last_token } if last_token == last),
+        matches!(lock_core::LockState::from(backend.inspect(&key).await.expect("inspect")), LockState::Free { last_token } if last_token == last),
         "a free key reports the last token issued"
     );
 }
@@ -957,11 +957,11 @@ pub async fn list_finds_held_locks(factory: &dyn BackendFactory) {
     assert_eq!(found, expected, "every held lock, and only those");
     for lock in &listing.locks {
         match &lock.state {
-            Ok(LockState::Held {
+            Ok(NameState::Lock(LockState::Held {
                 remaining: Some(left),
                 token,
                 ..
-            }) => {
+            })) => {
                 assert!(*left <= ttl, "{}: {left:?}", lock.name);
                 assert_eq!(
                     token.is_some(),
@@ -1031,12 +1031,12 @@ pub async fn inspect_reports_state(factory: &dyn BackendFactory) {
     let backend = deployment.backend.as_ref();
     let key = key("inspected");
     assert!(matches!(
-        backend.inspect(&key).await.expect("inspect"),
+        lock_core::LockState::from(backend.inspect(&key).await.expect("inspect")),
         LockState::Free { last_token: None }
     ));
     let ttl = Duration::from_secs(10);
     assert!(acquired(acquire(backend, &key, &owner(), ttl).await));
-    match backend.inspect(&key).await.expect("inspect") {
+    match lock_core::LockState::from(backend.inspect(&key).await.expect("inspect")) {
         LockState::Held {
             remaining: Some(left),
             holder,
@@ -1534,7 +1534,7 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
         outer.fencing_token(),
         "a re-entry keeps the fencing token"
     );
-    let held_twice = locks.inspect("nested").await.expect("inspect");
+    let held_twice = lock_core::LockState::from(locks.inspect("nested").await.expect("inspect"));
     assert!(
         matches!(
             held_twice,
@@ -1563,7 +1563,7 @@ pub async fn reentry_follows_capability(factory: &dyn BackendFactory) {
     inner.release().await.expect("release the inner hold");
     assert!(
         matches!(
-            locks.inspect("nested").await.expect("inspect"),
+            lock_core::LockState::from(locks.inspect("nested").await.expect("inspect")),
             LockState::Held {
                 hold_count: Some(1),
                 ..

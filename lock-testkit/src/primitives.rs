@@ -397,7 +397,7 @@ pub async fn multi_lock_is_all_or_nothing(factory: &dyn BackendFactory) {
         let token = held.fencing_token().expect("a token").get();
         assert!(token > earlier, "{token} after {earlier}");
         for name in &order {
-            let state = locks.inspect(name).await.expect("inspect");
+            let state = lock_core::LockState::from(locks.inspect(name).await.expect("inspect"));
             assert!(
                 matches!(state, lock_core::LockState::Held { token: Some(t), .. } if t.get() == token),
                 "{name}: {state:?}, not the hold's one token {token}"

@@ -18,7 +18,7 @@ use crate::faulty::{Fault, Faulty};
 /// key's remaining TTL is read first, then the guard's, so a correct guard can
 /// only come out shorter.
 async fn assert_deadline_within_key(locks: &LockManager, guard: &LockGuard, context: &str) {
-    let state = locks.inspect(guard.key()).await.expect("inspect");
+    let state = lock_core::LockState::from(locks.inspect(guard.key()).await.expect("inspect"));
     let trusted = guard.remaining();
     match state {
         LockState::Held {
@@ -91,7 +91,7 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert!(guard.is_valid(), "the watchdog keeps the lease");
     assert_deadline_within_key(&short, &guard, "after watchdog renewals").await;
-    match short.inspect("lengthened").await.expect("inspect") {
+    match lock_core::LockState::from(short.inspect("lengthened").await.expect("inspect")) {
         LockState::Held {
             remaining: Some(left),
             ..
