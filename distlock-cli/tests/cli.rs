@@ -24,12 +24,44 @@ fn on(server: &RedisServer) -> [(&'static str, String); 2] {
     ]
 }
 
+/// What `distlock status NAME --json` prints about `name` on `server`.
+fn status_json(server: &RedisServer, name: &str) -> String {
+    stdout(&output(distlock(&on(server), &["status", name, "--json"])))
+}
+
+/// Asserts that `name` is free on `server` with its fencing counter at
+/// `token` (`null`: none was written); `context` leads the failure.
+fn assert_free_with_token(server: &RedisServer, name: &str, token: &str, context: &str) {
+    let status = status_json(server, name);
+    assert!(
+        status.contains("\"held\":false") && status.contains(&format!("\"fencing_token\":{token}")),
+        "{context}: {status}"
+    );
+}
+
+/// Takes `name` on `server` with `distlock acquire` and returns the owner
+/// token it hands over.
+fn acquired(server: &RedisServer, name: &str) -> String {
+    owner_of(&output(distlock(
+        &on(server),
+        &["acquire", "--key", name, "--wait", "0"],
+    )))
+}
+
+/// Asserts that `out` exited with `expected`, showing its stderr if not.
+fn assert_code(out: &Output, expected: i32) {
+    assert_eq!(code(out), expected, "stderr: {}", stderr(out));
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Polls `distlock status` until `name` is held, for at most 10 s.
 fn wait_until_held(server: &RedisServer, name: &str) {
     let started = Instant::now();
     loop {
-        let out = output(distlock(&on(server), &["status", name, "--json"]));
-        if String::from_utf8_lossy(&out.stdout).contains("\"held\":true") {
+        if status_json(server, name).contains("\"held\":true") {
             return;
         }
         assert!(
@@ -179,6 +211,11 @@ fn spawn_run(
     }
 }
 
+/// The arguments of `distlock run --key <key> -- sh -c <script>`.
+fn sh_job<'a>(key: &'a str, script: &'a str) -> [&'a str; 7] {
+    ["run", "--key", key, "--", "sh", "-c", script]
+}
+
 /// A shell script that starts `sleep 60` in the background, writes its
 /// pid into `pid_file` and waits for it.
 fn background_sleep(pid_file: &str) -> String {
@@ -200,24 +237,9 @@ fn code(output: &Output) -> i32 {
 #[test]
 fn run_passes_the_exit_code_and_the_fencing_token() {
     let server = RedisServer::start().expect("start");
-    let out = output(distlock(
-        &on(&server),
-        &[
-            "run",
-            "--key",
-            "job",
-            "--",
-            "sh",
-            "-c",
-            "echo token=$DISTLOCK_FENCING_TOKEN key=$DISTLOCK_KEY; exit 3",
-        ],
-    ));
-    assert_eq!(
-        code(&out),
-        3,
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let script = "echo token=$DISTLOCK_FENCING_TOKEN key=$DISTLOCK_KEY; exit 3";
+    let out = output(distlock(&on(&server), &sh_job("job", script)));
+    assert_code(&out, 3);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("token=1 key=job"), "{stdout}");
     let out = output(distlock(
@@ -225,12 +247,7 @@ fn run_passes_the_exit_code_and_the_fencing_token() {
         &["run", "--key", "job", "--", "true"],
     ));
     assert_eq!(code(&out), 0);
-    let out = output(distlock(&on(&server), &["status", "job", "--json"]));
-    let status = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        status.contains("\"held\":false") && status.contains("\"fencing_token\":2"),
-        "{status}"
-    );
+    assert_free_with_token(&server, "job", "2", "job");
 }
 
 /// With `DISTLOCK_FENCING=false` a plain lock has no fencing token:
@@ -247,15 +264,10 @@ fn fencing_off_gives_a_plain_lock_no_token() {
             distlock_on(
                 &server,
                 client,
-                &[
-                    "run",
-                    "--key",
+                &sh_job(
                     &written,
-                    "--",
-                    "sh",
-                    "-c",
                     "echo token=[${DISTLOCK_FENCING_TOKEN-unset}] key=$DISTLOCK_KEY",
-                ],
+                ),
             )
             .env("DISTLOCK_FENCING", "false"),
         );
@@ -282,13 +294,11 @@ fn fencing_off_gives_a_plain_lock_no_token() {
             );
             assert_eq!(code(&out), 0, "{client} {verb}: {out:?}");
         }
-        let status = stdout(&output(distlock(
-            &on(&server),
-            &["status", &name, "--json"],
-        )));
-        assert!(
-            status.contains("\"held\":false") && status.contains("\"fencing_token\":null"),
-            "{client}: no counter was written: {status}"
+        assert_free_with_token(
+            &server,
+            &name,
+            "null",
+            &format!("{client}: no counter was written"),
         );
     }
 }
@@ -306,12 +316,7 @@ fn try_once_skips_a_held_lock() {
         &on(&server),
         &["run", "--key", "cron", "--wait", "0", "--", "echo", "ran"],
     ));
-    assert_eq!(
-        code(&out),
-        75,
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_code(&out, 75);
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("ran"),
         "the command must not run"
@@ -363,8 +368,7 @@ fn status_and_forced_release() {
     ));
     assert_eq!(code(&out), 0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"released\":true"));
-    let out = output(distlock(&on(&server), &["status", "stuck", "--json"]));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"held\":false"));
+    assert!(status_json(&server, "stuck").contains("\"held\":false"));
 }
 
 #[test]
@@ -374,8 +378,8 @@ fn bad_config_and_unreachable_servers_have_their_codes() {
         distlock(&on(&server), &["run", "--key", "k", "--", "true"])
             .env("DISTLOCK_NODES", "http://nowhere"),
     );
-    assert_eq!(code(&out), 78, "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nodes[0]"));
+    assert_code(&out, 78);
+    assert!(stderr(&out).contains("nodes[0]"));
     let out = output(distlock(&on(&server), &["run", "--key", "", "--", "true"]));
     assert_eq!(code(&out), 78, "an empty key");
     let port = lock_testkit::free_port().expect("port");
@@ -384,7 +388,7 @@ fn bad_config_and_unreachable_servers_have_their_codes() {
         distlock(&on(&server), &["status", "k"])
             .env("DISTLOCK_NODES", format!("redis://127.0.0.1:{port}")),
     );
-    assert_eq!(code(&out), 69, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_code(&out, 69);
     assert!(started.elapsed() < Duration::from_secs(5));
     let out = output(distlock(
         &on(&server),
@@ -411,9 +415,8 @@ fn interrupting_distlock_stops_the_command_and_releases_the_lock() {
         .expect("kill -INT");
     let status = wait_for_exit(&mut run, "distlock ignored Ctrl-C");
     assert_eq!(status.code(), Some(130));
-    let out = output(distlock(&on(&server), &["status", "interrupted", "--json"]));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("\"held\":false"),
+        status_json(&server, "interrupted").contains("\"held\":false"),
         "the lock was released"
     );
 }
@@ -423,13 +426,8 @@ fn the_log_filter_and_the_job_variables_are_not_config() {
     let server = RedisServer::start().expect("start");
     // The job inherits DISTLOCK_LOG, DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN.
     let nested = format!("'{DISTLOCK}' status nested");
-    let out = output(
-        distlock(
-            &on(&server),
-            &["run", "--key", "nested", "--", "sh", "-c", &nested],
-        )
-        .env("DISTLOCK_LOG", "debug"),
-    );
+    let out =
+        output(distlock(&on(&server), &sh_job("nested", &nested)).env("DISTLOCK_LOG", "debug"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(code(&out), 0, "stderr: {stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -465,12 +463,7 @@ fn a_variable_that_is_not_unicode_breaks_nothing() {
         distlock(&on(&server), &["status", "k"])
             .env("SOME_OTHER_TOOL", std::ffi::OsStr::from_bytes(b"caf\xe9")),
     );
-    assert_eq!(
-        code(&out),
-        0,
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_code(&out, 0);
 }
 
 #[test]
@@ -529,15 +522,7 @@ fn a_command_killed_by_a_signal_exits_with_128_plus_its_number() {
     let server = RedisServer::start().expect("start");
     let out = output(distlock(
         &on(&server),
-        &[
-            "run",
-            "--key",
-            "signalled",
-            "--",
-            "sh",
-            "-c",
-            "kill -USR1 $$",
-        ],
+        &sh_job("signalled", "kill -USR1 $$"),
     ));
     assert_eq!(
         code(&out),
@@ -605,7 +590,7 @@ fn a_least_privilege_user_runs_jobs() {
         command.env("DISTLOCK_NODES", &url);
         command
     };
-    let mut first = as_user(&["run", "--key", "acl", "--", "sh", "-c", "sleep 0.5"])
+    let mut first = as_user(&sh_job("acl", "sleep 0.5"))
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -686,10 +671,7 @@ sh -c 'sleep 0.1 & wait'
         );
         // The last release finds the lock gone: 76, and it says so.
         assert_eq!(code(&out), 76, "{client}: {out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("is not held"),
-            "{client}: {out:?}"
-        );
+        assert!(stderr(&out).contains("is not held"), "{client}: {out:?}");
     }
 }
 
@@ -750,19 +732,13 @@ fn release_and_extend_act_only_for_the_owner() {
                 76,
                 "{client} {verb} with another's token: {out:?}"
             );
+            assert!(stderr(&out).contains("not held by this owner"), "{out:?}");
             assert!(
-                String::from_utf8_lossy(&out.stderr).contains("not held by this owner"),
-                "{out:?}"
-            );
-            assert!(
-                !String::from_utf8_lossy(&out.stderr).contains(&theirs),
+                !stderr(&out).contains(&theirs),
                 "the token is never printed back: {out:?}"
             );
         }
-        let status = stdout(&output(distlock(
-            &on(&server),
-            &["status", &name, "--json"],
-        )));
+        let status = status_json(&server, &name);
         assert!(status.contains("\"held\":true"), "untouched: {status}");
         for bad in [
             &["release", "--key", &name, "--owner", "garbage"][..],
@@ -777,10 +753,7 @@ fn release_and_extend_act_only_for_the_owner() {
         // A token where the name goes is refused, and not echoed.
         let out = output(distlock_on(&server, client, &["status", &mine]));
         assert_eq!(code(&out), 78, "{out:?}");
-        assert!(
-            !String::from_utf8_lossy(&out.stderr).contains(&mine),
-            "{out:?}"
-        );
+        assert!(!stderr(&out).contains(&mine), "{out:?}");
         let file = scratch.file(&format!("owner-{client}"));
         std::fs::write(&file, format!("{mine}\n")).expect("write the token");
         let out = output(distlock_on(
@@ -882,10 +855,7 @@ fn status_shows_the_holder_but_never_the_owner() {
 #[test]
 fn hand_over_verbs_on_bad_input() {
     let server = RedisServer::start().expect("start");
-    let token = owner_of(&output(distlock(
-        &on(&server),
-        &["acquire", "--key", "bad-input", "--wait", "0"],
-    )));
+    let token = acquired(&server, "bad-input");
     let port = lock_testkit::free_port().expect("port");
     let down = format!("redis://127.0.0.1:{port}");
     for args in [
@@ -920,10 +890,7 @@ fn hand_over_verbs_on_bad_input() {
         assert!(stderr.starts_with("distlock: "), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
-    let status = stdout(&output(distlock(
-        &on(&server),
-        &["status", "bad-input", "--json"],
-    )));
+    let status = status_json(&server, "bad-input");
     assert!(
         status.contains("\"held\":true"),
         "nothing was changed: {status}"
@@ -1003,37 +970,11 @@ fn a_holder_time_past_the_year_9999_is_shown_raw() {
 #[test]
 fn absurd_durations_are_refused_when_parsed() {
     let server = RedisServer::start().expect("start");
-    for args in [
-        &[
-            "run",
-            "--key",
-            "g",
-            "--grace",
-            "300000000000years",
-            "--",
-            "true",
-        ][..],
-        &[
-            "run",
-            "--key",
-            "g",
-            "--wait",
-            "300000000000years",
-            "--",
-            "true",
-        ],
-        &[
-            "run",
-            "--key",
-            "g",
-            "--ttl",
-            "300000000000years",
-            "--",
-            "true",
-        ],
-        &["acquire", "--key", "g", "--ttl", "300000000000years"],
-        &["extend", "--key", "g", "--ttl", "300000000000years"],
-    ] {
+    let absurd = "300000000000years";
+    let runs = ["--grace", "--wait", "--ttl"]
+        .map(|flag| vec!["run", "--key", "g", flag, absurd, "--", "true"]);
+    let hand_over = ["acquire", "extend"].map(|verb| vec![verb, "--key", "g", "--ttl", absurd]);
+    for args in runs.iter().chain(&hand_over) {
         let out = output(distlock(&on(&server), args).env("DISTLOCK_OWNER", "x"));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(code(&out), 78, "{args:?}: {stderr}");
@@ -1147,10 +1088,7 @@ fn a_lost_acquire_reply_leaves_no_lock_behind() {
     use std::sync::atomic::Ordering;
     let server = RedisServer::start().expect("start");
     // The scripts in the server's cache: the cut EVALSHA then runs.
-    let warm = owner_of(&output(distlock(
-        &on(&server),
-        &["acquire", "--key", "warm", "--wait", "0"],
-    )));
+    let warm = acquired(&server, "warm");
     let out =
         output(distlock(&on(&server), &["release", "--key", "warm"]).env("DISTLOCK_OWNER", &warm));
     assert_eq!(code(&out), 0, "{out:?}");

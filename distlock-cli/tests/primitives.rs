@@ -168,3 +168,12 @@ fn listed(out: &Output, name: &str, client: &str) -> serde_json::Value {
         .cloned()
         .unwrap_or_else(|| panic!("{client}: not listed: {rows}"))
 }
+
+/// Runs `check` with each client compiled in, on one server started for
+/// them all (each check names its locks after the client).
+fn each_client(mut check: impl FnMut(&RedisServer, &str)) {
+    let server = RedisServer::start().expect("start");
+    for client in common::clients() {
+        check(&server, client);
+    }
+}

@@ -8,10 +8,8 @@ use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_testkit::RedisServer;
-
-use super::{code, spawn, stderr, Scratch};
-use crate::common::{clients, output};
+use super::{code, each_client, spawn, stderr, Scratch};
+use crate::common::output;
 
 file_helpers!(group: "elect", ttl: "1s", job_secs: 20);
 
@@ -41,11 +39,10 @@ fn until_lines(log: &Scratch, count: usize) -> Vec<String> {
 /// observer prints each leader and then no leader, and exits 0 on SIGINT.
 #[test]
 fn one_leader_at_a_time_and_observers_see_each() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let name = format!("sched-{client}");
         let log = scratch(&format!("log-{client}"));
-        let mut observer = on(&server, client, &["elect", &name, "--observe", "--json"])
+        let mut observer = on(server, client, &["elect", &name, "--observe", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -62,7 +59,7 @@ fn one_leader_at_a_time_and_observers_see_each() {
             .iter()
             .map(|value| {
                 spawn(&mut on(
-                    &server,
+                    server,
                     client,
                     &["elect", &name, "--value", value, "-c", &job],
                 ))
@@ -111,7 +108,7 @@ fn one_leader_at_a_time_and_observers_see_each() {
             0,
             "{client}: --observe ends with 0 on SIGINT"
         );
-    }
+    });
 }
 
 /// A leadership lost behind the leader's back (its key deleted) stops the
@@ -120,8 +117,7 @@ fn one_leader_at_a_time_and_observers_see_each() {
 /// 130.
 #[test]
 fn a_lost_leadership_stops_the_job_and_campaigns_again() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let name = format!("loss-{client}");
         let key = format!("lock:{{{name}}}");
         let log = scratch(&format!("loss-{client}"));
@@ -130,20 +126,20 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
             log.path()
         );
         let leader = spawn(&mut on(
-            &server,
+            server,
             client,
             &["elect", &name, "--grace", "2s", "-c", &job],
         ));
         until_lines(&log, 1);
         // `list` shows the leader's value beside its lock.
         let row = super::listed(
-            &output(on(&server, client, &["list", "--json"])),
+            &output(on(server, client, &["list", "--json"])),
             &name,
             client,
         );
         assert!(row["leader"]["term"].as_u64().is_some(), "{row}");
         assert!(row["leader"]["value"].as_str().is_some(), "{row}");
-        let status = output(on(&server, client, &["status", &name]));
+        let status = output(on(server, client, &["status", &name]));
         let text = String::from_utf8_lossy(&status.stdout).into_owned();
         assert!(
             text.contains(", leader \"") && text.contains("in term"),
@@ -160,13 +156,13 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
         let (exit, err) = finish(leader);
         assert_eq!(exit, 130, "{client}: {err}");
         assert!(err.contains("was lost"), "{client}: {err}");
-        let free = output(on(&server, client, &["status", "-q", &name]));
+        let free = output(on(server, client, &["status", "-q", &name]));
         assert_eq!(code(&free), 1, "{client}: resigned on SIGTERM");
         // --once: the loss ends it with 76.
         let once_log = scratch(&format!("once-{client}"));
         let job = format!("echo x >> {}; sleep 30 & wait", once_log.path());
         let once = spawn(&mut on(
-            &server,
+            server,
             client,
             &["elect", &name, "--once", "-c", &job],
         ));
@@ -174,33 +170,31 @@ fn a_lost_leadership_stops_the_job_and_campaigns_again() {
         server.admin(&["DEL", &key]).expect("DEL");
         let (code, err) = finish(once);
         assert_eq!(code, 76, "{client}: {err}");
-    }
+    });
 }
 
 /// No command and no --observe, a command with --observe, and a strategy
 /// without elections exit 78 saying why.
 #[test]
 fn bad_arguments_exit_78() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         for args in [
             &["elect", "x"][..],
             &["elect", "x", "--observe", "--", "true"][..],
             &["elect", "x", "--json", "--", "true"][..],
         ] {
-            let out = output(on(&server, client, args));
+            let out = output(on(server, client, args));
             assert_eq!(code(&out), 78, "{args:?}: {}", stderr(&out));
         }
         let reentrant = output(
-            on(&server, client, &["elect", "x", "--", "true"])
-                .env("DISTLOCK_STRATEGY", "reentrant"),
+            on(server, client, &["elect", "x", "--", "true"]).env("DISTLOCK_STRATEGY", "reentrant"),
         );
         assert_eq!(code(&reentrant), 78, "{}", stderr(&reentrant));
         crate::common::assert_stderr_says(&reentrant, "no elections", "");
         let unfenced = output(
-            on(&server, client, &["elect", "x", "--", "true"]).env("DISTLOCK_FENCING", "false"),
+            on(server, client, &["elect", "x", "--", "true"]).env("DISTLOCK_FENCING", "false"),
         );
         assert_eq!(code(&unfenced), 78, "{}", stderr(&unfenced));
         crate::common::assert_stderr_says(&unfenced, "fencing", "");
-    }
+    });
 }

@@ -6,10 +6,8 @@
 
 use std::process::Child;
 
-use lock_testkit::RedisServer;
-
-use super::{code, spawn, stderr};
-use crate::common::{clients, output};
+use super::{code, each_client, spawn, stderr};
+use crate::common::output;
 
 file_helpers!(group: "multi", ttl: "5s", job_secs: 30);
 
@@ -17,8 +15,7 @@ file_helpers!(group: "multi", ttl: "5s", job_secs: 30);
 /// `to` never overlap, by their own log, and each saw one token.
 #[test]
 fn jobs_over_several_names_run_one_at_a_time() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let log = scratch(&format!("log-{client}"));
         let job = format!(
             "echo \"+ $DISTLOCK_FENCING_TOKEN $DISTLOCK_KEY\" >> {log}; sleep 0.2 & wait; \
@@ -40,7 +37,7 @@ fn jobs_over_several_names_run_one_at_a_time() {
                 let mut args = vec!["run", "-w", "20"];
                 args.extend(names.iter().copied());
                 args.extend(["-c", &job]);
-                spawn(&mut on(&server, client, &args))
+                spawn(&mut on(server, client, &args))
             })
             .collect();
         for job in jobs {
@@ -73,32 +70,31 @@ fn jobs_over_several_names_run_one_at_a_time() {
             text.contains(&format!("{from},{to}")) || text.contains(&format!("{to},{from}")),
             "{client}: DISTLOCK_KEY names every member:\n{text}"
         );
-    }
+    });
 }
 
 /// A held member skips the job (`-n -q -E 0`, silently) and leaves the
 /// other member free; `-s`, `-x` and `--permits` take one name.
 #[test]
 fn a_held_member_skips_the_job_and_takes_nothing() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let (a, b) = (format!("a-{client}"), format!("b-{client}"));
         let holder = spawn(&mut on(
-            &server,
+            server,
             client,
             &["run", &b, "-c", "sleep 1.5 & wait"],
         ));
         super::eventually(&format!("{client}: never held"), || {
-            code(&output(on(&server, client, &["status", "-q", &b]))) == 0
+            code(&output(on(server, client, &["status", "-q", &b]))) == 0
         });
         super::assert_skipped_silently(
-            |args| output(on(&server, client, args)),
+            |args| output(on(server, client, args)),
             &scratch(&format!("ran-{client}")),
             &["--key", &a, "--key", &b],
             client,
             "ran beside a held member",
         );
-        let free = output(on(&server, client, &["status", "-q", &a]));
+        let free = output(on(server, client, &["status", "-q", &a]));
         assert_eq!(code(&free), 1, "{client}: a refused job took {a}");
         let (code_of, err) = finish(holder);
         assert_eq!(code_of, 0, "{client}: {err}");
@@ -106,9 +102,9 @@ fn a_held_member_skips_the_job_and_takes_nothing() {
             let mut args = vec!["run"];
             args.extend(flag.iter().copied());
             args.extend(["--key", &a, "--key", &b, "-c", "echo ran"]);
-            let out = output(on(&server, client, &args));
+            let out = output(on(server, client, &args));
             assert_eq!(code(&out), 78, "{client} {flag:?}: {}", stderr(&out));
             assert!(out.stdout.is_empty());
         }
-    }
+    });
 }

@@ -8,20 +8,25 @@
 
 use std::process::Child;
 
-use lock_testkit::RedisServer;
-
-use super::{code, eventually, spawn, stderr};
-use crate::common::{clients, output};
+use super::{code, each_client, eventually, spawn, stderr};
+use crate::common::output;
 
 file_helpers!(group: "permits", ttl: "5s", job_secs: 30);
+
+/// `run --permits <permits> --weight <weight> <more>...`: a job that takes
+/// `weight` permits of a semaphore of `permits`.
+fn weighted<'a>(permits: &'a str, weight: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["run", "--permits", permits, "--weight", weight];
+    args.extend_from_slice(more);
+    args
+}
 
 /// Six jobs of weight 1 and 2 under `--permits 3` never run more than 3
 /// weight at once, by their own log; every running job has a slot of its
 /// own, below 3, and a token.
 #[test]
 fn at_most_n_weight_of_jobs_run_at_once() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let log = scratch(&format!("log-{client}"));
         // Start and end lines around a child that does the work.
         let job = format!(
@@ -35,20 +40,9 @@ fn at_most_n_weight_of_jobs_run_at_once() {
                 let weight = if index % 3 == 0 { "2" } else { "1" };
                 spawn(
                     on(
-                        &server,
+                        server,
                         client,
-                        &[
-                            "run",
-                            "--permits",
-                            "3",
-                            "--weight",
-                            weight,
-                            "-w",
-                            "20",
-                            "pool",
-                            "-c",
-                            &job,
-                        ],
+                        &weighted("3", weight, &["-w", "20", "pool", "-c", &job]),
                     )
                     .env("DISTLOCK_WEIGHT", weight),
                 )
@@ -79,35 +73,25 @@ fn at_most_n_weight_of_jobs_run_at_once() {
         }
         assert_eq!(text.lines().count(), 12, "{client}: {text}");
         assert!(most >= 2, "{client}: the jobs never overlapped:\n{text}");
-    }
+    });
 }
 
 /// A full semaphore is skipped as a held lock is: silently with
 /// `-n -q -E 0`, with 75 and a message without `-q`.
 #[test]
 fn a_full_semaphore_skips_like_a_held_lock() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let ran = scratch(&format!("ran-{client}"));
         let holder = spawn(&mut on(
-            &server,
+            server,
             client,
-            &[
-                "run",
-                "--permits",
-                "2",
-                "--weight",
-                "2",
-                "full",
-                "-c",
-                "sleep 2 & wait",
-            ],
+            &weighted("2", "2", &["full", "-c", "sleep 2 & wait"]),
         ));
         // Until the holder has its permits.
         let job = format!("echo ran > {}", ran.path());
         eventually(&format!("{client}: never full"), || {
             let probe = output(on(
-                &server,
+                server,
                 client,
                 &[
                     "run",
@@ -131,18 +115,18 @@ fn a_full_semaphore_skips_like_a_held_lock() {
             false
         });
         let loud = output(on(
-            &server,
+            server,
             client,
             &["run", "--permits", "2", "-n", "full", "--", "true"],
         ));
         assert_eq!(code(&loud), 75, "{client}: {}", stderr(&loud));
         crate::common::assert_stderr_says(&loud, "held by someone else", "");
         // `status` shows the semaphore, scriptably with -q.
-        let status = output(on(&server, client, &["status", "full"]));
+        let status = output(on(server, client, &["status", "full"]));
         let text = String::from_utf8_lossy(&status.stdout).into_owned();
         assert!(text.contains("semaphore, 2 of 2 permits in use"), "{text}");
         assert!(text.contains("slot 0: weight 2"), "{text}");
-        let json = output(on(&server, client, &["status", "--json", "full"]));
+        let json = output(on(server, client, &["status", "--json", "full"]));
         let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
         assert_eq!(
             (json["limit"].as_u64(), json["used"].as_u64()),
@@ -150,15 +134,15 @@ fn a_full_semaphore_skips_like_a_held_lock() {
         );
         assert_eq!(json["permits"][0]["weight"].as_u64(), Some(2), "{json}");
         assert_eq!(
-            code(&output(on(&server, client, &["status", "-q", "full"]))),
+            code(&output(on(server, client, &["status", "-q", "full"]))),
             0
         );
         // `list` shows it as a semaphore, table and JSON.
-        let table = output(on(&server, client, &["list"]));
+        let table = output(on(server, client, &["list"]));
         let table = String::from_utf8_lossy(&table.stdout).into_owned();
         assert!(table.contains("2/2 permits"), "{table}");
         let row = super::listed(
-            &output(on(&server, client, &["list", "--json"])),
+            &output(on(server, client, &["list", "--json"])),
             "full",
             client,
         );
@@ -166,10 +150,10 @@ fn a_full_semaphore_skips_like_a_held_lock() {
         assert_eq!(row["semaphore"]["limit"].as_u64(), Some(2), "{row}");
         assert_eq!(finish(holder).0, 0);
         assert_eq!(
-            code(&output(on(&server, client, &["status", "-q", "full"]))),
+            code(&output(on(server, client, &["status", "-q", "full"]))),
             1
         );
-    }
+    });
 }
 
 /// Another limit than the stored one, `--permits 0`, a weight above the
@@ -177,11 +161,10 @@ fn a_full_semaphore_skips_like_a_held_lock() {
 /// semaphores all exit 78, saying why.
 #[test]
 fn bad_permits_exit_78_saying_why() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let name = format!("limit-{client}");
         let holder = spawn(&mut on(
-            &server,
+            server,
             client,
             &["run", "--permits", "3", &name, "-c", "sleep 2 & wait"],
         ));
@@ -189,19 +172,9 @@ fn bad_permits_exit_78_saying_why() {
         // probe asking for 2 would store 2 if it came first.)
         eventually(&format!("{client}: never held"), || {
             let probe = output(on(
-                &server,
+                server,
                 client,
-                &[
-                    "run",
-                    "--permits",
-                    "3",
-                    "--weight",
-                    "3",
-                    "-n",
-                    &name,
-                    "--",
-                    "true",
-                ],
+                &weighted("3", "3", &["-n", &name, "--", "true"]),
             ));
             match code(&probe) {
                 75 => true,
@@ -210,7 +183,7 @@ fn bad_permits_exit_78_saying_why() {
             }
         });
         let other = output(on(
-            &server,
+            server,
             client,
             &["run", "--permits", "2", "-n", &name, "--", "true"],
         ));
@@ -227,13 +200,13 @@ fn bad_permits_exit_78_saying_why() {
             &["run", "--weight", "2", "x", "--", "true"][..],
             &["run", "--permits", "1000000000", "x", "--", "true"][..],
         ] {
-            let out = output(on(&server, client, args));
+            let out = output(on(server, client, args));
             assert_eq!(code(&out), 78, "{args:?}: {}", stderr(&out));
             assert!(!stderr(&out).is_empty(), "{args:?} said nothing");
         }
         let reentrant = output(
             on(
-                &server,
+                server,
                 client,
                 &["run", "--permits", "2", "x", "--", "true"],
             )
@@ -241,5 +214,5 @@ fn bad_permits_exit_78_saying_why() {
         );
         assert_eq!(code(&reentrant), 78, "{}", stderr(&reentrant));
         crate::common::assert_stderr_says(&reentrant, "no semaphores", "");
-    }
+    });
 }

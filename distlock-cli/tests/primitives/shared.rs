@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use lock_testkit::RedisServer;
 
-use super::{code, spawn, stderr};
-use crate::common::{clients, output};
+use super::{code, each_client, spawn, stderr};
+use crate::common::output;
 
 file_helpers!(group: "shared", ttl: "5s", job_secs: 30);
 
@@ -37,8 +37,7 @@ fn until_status(server: &RedisServer, client: &str, name: &str, what: &str) -> S
 /// overlap, and every job saw a token (a write's, or a read's epoch).
 #[test]
 fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let log = scratch(&format!("log-{client}"));
         let job = format!(
             "echo \"+ $DISTLOCK_MODE $DISTLOCK_FENCING_TOKEN\" >> {log}; \
@@ -56,7 +55,7 @@ fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
                     args.push(&flag);
                 }
                 args.extend(["report", "-c", &job]);
-                let mut command = on(&server, client, &args);
+                let mut command = on(server, client, &args);
                 command.env("DISTLOCK_MODE", mode);
                 spawn(&mut command)
             })
@@ -94,7 +93,7 @@ fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
             most_shared >= 2,
             "{client}: shared jobs never overlapped:\n{text}"
         );
-    }
+    });
 }
 
 /// An `-x` job waiting for a running `-s` job keeps a new `-s` job out
@@ -102,21 +101,20 @@ fn shared_jobs_overlap_and_exclusive_ones_run_alone() {
 /// `status` and `list` show the holds meanwhile.
 #[test]
 fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         let name = format!("reload-{client}");
         let reader = spawn(&mut on(
-            &server,
+            server,
             client,
             &["run", "-s", &name, "-c", "sleep 1.5 & wait"],
         ));
-        until_status(&server, client, &name, "\"readers\":1");
-        let listed = output(on(&server, client, &["list"]));
+        until_status(server, client, &name, "\"readers\":1");
+        let listed = output(on(server, client, &["list"]));
         let table = String::from_utf8_lossy(&listed.stdout).into_owned();
         assert!(table.contains("1 read"), "{client}: {table}");
         let ran = scratch(&format!("writer-{client}"));
         let writer = spawn(&mut on(
-            &server,
+            server,
             client,
             &[
                 "run",
@@ -128,9 +126,9 @@ fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
                 &format!("echo $DISTLOCK_FENCING_TOKEN > {}", ran.path()),
             ],
         ));
-        until_status(&server, client, &name, "\"waiting_writers\":1");
+        until_status(server, client, &name, "\"waiting_writers\":1");
         super::assert_skipped_silently(
-            |args| output(on(&server, client, args)),
+            |args| output(on(server, client, args)),
             &scratch(&format!("skipped-{client}")),
             &["-s", &name],
             client,
@@ -141,27 +139,26 @@ fn a_waiting_exclusive_job_keeps_new_shared_jobs_out() {
             assert_eq!(code, 0, "{client}: {err}");
         }
         assert_eq!(ran.lines(), ["1"], "{client}: the writer's token");
-        let text = output(on(&server, client, &["status", &name]));
+        let text = output(on(server, client, &["status", &name]));
         assert_eq!(code(&text), 0);
         let text = String::from_utf8_lossy(&text.stdout).into_owned();
         assert!(text.contains("free"), "{client}: {text}");
-    }
+    });
 }
 
 /// `-s` and `-x` take no `--permits`, nor each other: 78 before anything
 /// runs.
 #[test]
 fn shared_with_permits_is_refused() {
-    let server = RedisServer::start().expect("start");
-    for client in clients() {
+    each_client(|server, client| {
         for args in [
             &["run", "-s", "--permits", "3", "both", "-c", "echo ran"][..],
             &["run", "-x", "--permits", "3", "both", "-c", "echo ran"],
             &["run", "-x", "-s", "both", "-c", "echo ran"],
         ] {
-            let out = output(on(&server, client, args));
+            let out = output(on(server, client, args));
             assert_eq!(code(&out), 78, "{client} {args:?}: {}", stderr(&out));
             assert!(out.stdout.is_empty(), "{client}: a refused job ran");
         }
-    }
+    });
 }
