@@ -188,7 +188,7 @@
 //! # }
 //! ```
 
-pub use crate::engine::timing::{clock_drift, validity};
+pub use crate::engine::lease::timing::{clock_drift, validity};
 pub use crate::server::client::{connect, NodeClient, Reply};
 pub use crate::server::keys::KeyNames;
 pub use crate::server::list::list_held;

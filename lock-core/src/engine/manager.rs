@@ -9,15 +9,15 @@ use crate::engine::backend::{
     unsupported, Claim, ElectionBackend, ExtendOutcome, LockBackend, ReleaseOutcome, RwLockBackend,
     SemaphoreBackend,
 };
-use crate::engine::guard::{spawn_release, LeaseHandle, LockGuard};
+use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
 use crate::engine::lease::LeaseShared;
 use crate::engine::options::AcquireOptions;
-use crate::engine::renewal::RenewalDriver;
-use crate::engine::schedule::WatchdogSchedule;
+use crate::engine::lease::renewal::RenewalDriver;
+use crate::engine::lease::schedule::WatchdogSchedule;
 use crate::engine::settings::Settings;
 use crate::engine::state::{ListOptions, LockListing, NameState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
-use crate::engine::timing::lease_deadline;
+use crate::engine::lease::timing::lease_deadline;
 use crate::error::{Capability, LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};

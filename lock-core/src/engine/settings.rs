@@ -155,7 +155,7 @@ impl WatchdogConfig {
             }
             // Two renewal attempts must fit before the deadline, or one lost
             // reply loses the lease.
-            let largest = crate::engine::timing::max_renew_interval(ttl, drift_factor);
+            let largest = crate::engine::lease::timing::max_renew_interval(ttl, drift_factor);
             if interval > largest {
                 return Err(LockError::config(
                     "watchdog.interval",
@@ -202,7 +202,7 @@ pub(crate) fn renew_interval(
 ) -> Duration {
     watchdog
         .interval
-        .unwrap_or_else(|| crate::engine::timing::default_renew_interval(ttl, drift_factor))
+        .unwrap_or_else(|| crate::engine::lease::timing::default_renew_interval(ttl, drift_factor))
 }
 
 #[cfg(test)]

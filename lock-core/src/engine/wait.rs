@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{AcquireOutcome, Claim, FairPlace, LockBackend};
-use crate::engine::drop_guard::DropGuard;
-use crate::engine::guard::spawn_release;
-use crate::engine::guard::LockGuard;
+use crate::engine::lease::drop_guard::DropGuard;
+use crate::engine::lease::guard::spawn_release;
+use crate::engine::lease::guard::LockGuard;
 use crate::engine::manager::{Attempt, Granted, LockManager, FAIR_WAITER_LEASE};
 use crate::engine::offer::Offered;
 use crate::engine::settings::WaitMode;
-use crate::engine::timing::lease_deadline;
+use crate::engine::lease::timing::lease_deadline;
 use crate::engine::wake::Wakeups;
 use crate::error::LockError;
 use crate::hold::{Access, HoldKind, HoldToken};
@@ -838,7 +838,7 @@ pub(super) fn leave_queue(
 ) {
     let (backend, key, owner) = (Arc::clone(backend), key.clone(), owner.clone());
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        crate::engine::background::spawn(&runtime, async move {
+        crate::engine::lease::background::spawn(&runtime, async move {
             if let Err(err) = backend.leave_queue(&key, &owner, offered.as_deref()).await {
                 tracing::debug!(key = key.name(), error = %err, "could not leave the fair queue; its lease will");
             }

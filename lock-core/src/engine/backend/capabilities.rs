@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::engine::outcome::ExtendOutcome;
+use crate::engine::backend::outcome::ExtendOutcome;
 use crate::engine::state::{Leader, ListOptions, LockListing, RwLockState, SemaphoreState};
 use crate::error::{Capability, LockError};
 use crate::hold::HoldToken;

@@ -1,16 +1,19 @@
 //! The contract between the lock API and a locking strategy.
 
+pub(crate) mod capabilities;
+pub(crate) mod outcome;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub(crate) use crate::engine::capabilities::unsupported;
-pub use crate::engine::capabilities::{
+pub(crate) use crate::engine::backend::capabilities::unsupported;
+pub use crate::engine::backend::capabilities::{
     Capabilities, ElectionBackend, HandOffBackend, ListBackend, RwLockBackend, SemaphoreBackend,
 };
-pub use crate::engine::outcome::{ExtendOutcome, ReleaseOutcome};
+pub use crate::engine::backend::outcome::{ExtendOutcome, ReleaseOutcome};
 use crate::engine::state::NameState;
 use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError};

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
-use crate::engine::drop_guard::DropGuard;
+use crate::engine::lease::drop_guard::DropGuard;
 use crate::engine::lease::{lease_lost, LeaseShared};
-use crate::engine::status::LeaseStatus;
+use crate::engine::lease::status::LeaseStatus;
 use crate::engine::telemetry::in_span;
 use crate::error::{LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
@@ -503,7 +503,7 @@ pub(crate) fn spawn_release(backend: Arc<dyn LockBackend>, key: LockKey, hold: H
         return;
     };
     let span = release_span(&key, backend.strategy(), hold.fencing_token());
-    crate::engine::background::spawn(&runtime, async move {
+    crate::engine::lease::background::spawn(&runtime, async move {
         let started = Instant::now();
         // A release that names one attempt's hold may run twice (the
         // second finds nothing), so one that failed on a connection still

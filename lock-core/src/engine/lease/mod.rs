@@ -2,6 +2,16 @@
 //! watchdog: the hold, the deadline and what set it, the status, and where
 //! the watchdog is.
 
+pub(crate) mod background;
+pub(crate) mod drop_guard;
+pub(crate) mod guard;
+pub(crate) mod renewal;
+pub(crate) mod roles;
+pub(crate) mod schedule;
+pub(crate) mod status;
+pub(crate) mod timing;
+pub(crate) mod watchdog;
+
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -10,11 +20,11 @@ use tokio::task::AbortHandle;
 use tracing::Instrument;
 
 use crate::engine::backend::{ExtendOutcome, LockBackend};
-use crate::engine::drop_guard::DropGuard;
-use crate::engine::renewal::{Renewable, RenewalDriver};
-use crate::engine::status::{LeaseStatus, StatusCell};
+use crate::engine::lease::drop_guard::DropGuard;
+use crate::engine::lease::renewal::{Renewable, RenewalDriver};
+use crate::engine::lease::status::{LeaseStatus, StatusCell};
 use crate::engine::telemetry::{self, Labels};
-use crate::engine::timing::lease_deadline;
+use crate::engine::lease::timing::lease_deadline;
 use crate::error::{LockError, LossReason};
 use crate::hold::HoldToken;
 use crate::key::{FencingToken, LockKey};
@@ -425,7 +435,7 @@ impl WatchdogState {
 /// The schedule that planned a lease's watchdog ([`WatchdogSchedule`]), as the
 /// lease sees it: it can take the plan back, or start the watchdog now.
 ///
-/// [`WatchdogSchedule`]: crate::engine::schedule::WatchdogSchedule
+/// [`WatchdogSchedule`]: crate::engine::lease::schedule::WatchdogSchedule
 pub(crate) trait WatchdogQueue: Send + Sync + std::fmt::Debug {
     /// Forgets the watchdog planned at `slot` on `runtime`.
     fn unplan(&self, runtime: runtime::Id, slot: Slot);

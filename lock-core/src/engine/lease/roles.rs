@@ -5,15 +5,15 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::engine::election::Leadership;
-use crate::engine::guard::{LeaseHandle, LockGuard};
-use crate::engine::status::LeaseStatus;
+use crate::engine::primitives::election::Leadership;
+use crate::engine::lease::guard::{LeaseHandle, LockGuard};
+use crate::engine::lease::status::LeaseStatus;
 use crate::error::{LockError, LossReason};
 use crate::hold::{Access, HandoffToken, HoldKind};
 use crate::key::{FencingToken, OwnerToken};
 
 mod sealed {
-    use crate::engine::guard::LockGuard;
+    use crate::engine::lease::guard::LockGuard;
 
     /// A proof of being this crate: no other can make one, so the methods
     /// below, though reachable through a bound, cannot be called outside.
@@ -47,7 +47,7 @@ use sealed::Private;
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/lease_guard.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/lease_guard.md"))]
 pub trait LeaseGuard: sealed::Sealed + Send + Sync + Sized {
     /// A cloneable view of this lease ([`LockGuard::handle`]).
     fn handle(&self) -> LeaseHandle {

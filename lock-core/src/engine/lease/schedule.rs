@@ -12,11 +12,11 @@
 //! One pump task per manager and runtime sleeps until a little before the
 //! earliest entry of that runtime's leases is due (at most 20 ms), then
 //! sends the renewals of the leases due by then through the renewal driver
-//! ([`crate::engine::watchdog::renew_unattended`]), each lease waiting in
+//! ([`crate::engine::lease::watchdog::renew_unattended`]), each lease waiting in
 //! the queue at its deadline until the reply plans its next renewal: a task
 //! per held lease costs a wake-up, a select and a lock per renewal. A
 //! watchdog task
-//! ([`crate::engine::watchdog::keep`]) takes over where a lease needs more
+//! ([`crate::engine::lease::watchdog::keep`]) takes over where a lease needs more
 //! than that: a failed renewal (the task retries until the deadline), no
 //! reply by the deadline (the task waits for it, or marks the lease
 //! expired), a caller's `extend` (which may bring the deadline forward),
@@ -49,11 +49,11 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use crate::engine::lease::{LeaseShared, Slot, WatchdogQueue, WatchdogState};
-use crate::engine::renewal::RenewalDriver;
+use crate::engine::lease::renewal::RenewalDriver;
 use crate::engine::settings::Settings;
-use crate::engine::status::LeaseStatus;
-use crate::engine::timing::{clock_drift, default_renew_interval, max_renew_interval, validity};
-use crate::engine::watchdog::{self, Renewed};
+use crate::engine::lease::status::LeaseStatus;
+use crate::engine::lease::timing::{clock_drift, default_renew_interval, max_renew_interval, validity};
+use crate::engine::lease::watchdog::{self, Renewed};
 
 /// The most a pump starts a watchdog before it is due (see
 /// [`WatchdogSchedule::early`]).

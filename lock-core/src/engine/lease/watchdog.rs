@@ -1,7 +1,7 @@
 //! What keeps a held lease alive and reports its loss.
 //!
 //! A lease's watchdog is only planned until its first renewal falls due
-//! (see [`crate::engine::schedule`]), and while its renewals succeed the
+//! (see [`crate::engine::lease::schedule`]), and while its renewals succeed the
 //! schedule sends them without a task ([`renew_unattended`]): a task per
 //! lease costs a wake-up, a select and a lock per renewal. A task
 //! ([`keep`]) takes over when a renewal fails (it retries until the
@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::ExtendOutcome;
-use crate::engine::drop_guard::DropGuard;
+use crate::engine::lease::drop_guard::DropGuard;
 use crate::engine::lease::{extend_outcome, extend_span, LeaseShared};
-use crate::engine::renewal::{Renewable, RenewalDriver};
-use crate::engine::status::LeaseStatus;
+use crate::engine::lease::renewal::{Renewable, RenewalDriver};
+use crate::engine::lease::status::LeaseStatus;
 use crate::engine::telemetry;
-use crate::engine::timing::max_renew_interval;
+use crate::engine::lease::timing::max_renew_interval;
 use crate::error::{LockError, LossReason};
 use crate::key::FencingToken;
 use crate::ttl::MIN_TTL;

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use crate::engine::guard::{LeaseHandle, LockGuard};
+use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::engine::settings::WaitMode;
@@ -49,7 +49,7 @@ const OBSERVE_RECHECK: Duration = Duration::from_secs(1);
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/election.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/election.md"))]
 #[derive(Debug, Clone)]
 pub struct Election {
     manager: LockManager,

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use crate::engine::guard::{LeaseHandle, LockGuard};
+use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::engine::state::LockState;
@@ -31,7 +31,7 @@ use crate::key::LockKey;
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/lock.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/lock.md"))]
 #[derive(Debug, Clone)]
 pub struct Lock {
     key: LockKey,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::backend::Claim;
-use crate::engine::guard::LockGuard;
+use crate::engine::lease::guard::LockGuard;
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
 use crate::error::{Capability, LockError};
@@ -61,7 +61,7 @@ pub const MAX_MULTI_KEYS: usize = 64;
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/multi_lock.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/multi_lock.md"))]
 #[derive(Debug, Clone)]
 pub struct MultiLock {
     manager: LockManager,

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use crate::engine::backend::AccessRequest;
 use crate::engine::backend::Claim;
-use crate::engine::guard::LockGuard;
+use crate::engine::lease::guard::LockGuard;
 use crate::engine::manager::{LockManager, FAIR_WAITER_LEASE};
 use crate::engine::options::AcquireOptions;
-use crate::engine::roles::{ReadGuard, WriteGuard};
+use crate::engine::lease::roles::{ReadGuard, WriteGuard};
 use crate::engine::state::RwLockState;
 use crate::error::{Capability, LockError};
 use crate::hold::Access;
@@ -74,7 +74,7 @@ use crate::key::LockKey;
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/rw_lock.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/rw_lock.md"))]
 #[derive(Debug, Clone)]
 pub struct RwLock {
     manager: LockManager,

@@ -6,7 +6,7 @@ use crate::engine::backend::Claim;
 use crate::engine::backend::PermitRequest;
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
-use crate::engine::roles::PermitGuard;
+use crate::engine::lease::roles::PermitGuard;
 use crate::engine::state::SemaphoreState;
 use crate::error::{Capability, LockError};
 use crate::key::LockKey;
@@ -63,7 +63,7 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 ///
 /// # Examples
 ///
-#[cfg_attr(not(doctest), doc = include_str!("../doc/semaphore.md"))]
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/semaphore.md"))]
 #[derive(Debug, Clone)]
 pub struct Semaphore {
     manager: LockManager,
