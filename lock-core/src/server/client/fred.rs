@@ -606,12 +606,7 @@ impl NodeClient for FredNode {
         if !self.client.is_clustered() {
             return self.command(name, args).await;
         }
-        let Some((host, port)) = super::split_node_address(address) else {
-            return Err(LockError::config(
-                "nodes",
-                format!("`{address}` is not a cluster node's host:port"),
-            ));
-        };
+        let (host, port) = super::cluster_node_address(address)?;
         self.revive();
         let command = CustomCommand::new_static(name, ClusterHash::Random, false);
         let args: Vec<Value> = args

@@ -358,6 +358,19 @@ pub(crate) fn split_node_address(address: &str) -> Option<(&str, u16)> {
     Some((host, port.parse().ok()?))
 }
 
+/// The host and port of the cluster node at `address`, for
+/// [`NodeClient::command_on_node`]; an address of another form is a config
+/// error naming it.
+#[cfg_attr(not(any(feature = "redis", feature = "fred")), allow(dead_code))]
+pub(crate) fn cluster_node_address(address: &str) -> Result<(&str, u16), LockError> {
+    split_node_address(address).ok_or_else(|| {
+        LockError::config(
+            "nodes",
+            format!("`{address}` is not a cluster node's host:port"),
+        )
+    })
+}
+
 /// A connection that receives published messages, whatever library holds it.
 ///
 /// `subscribe` and `unsubscribe` return once the server confirmed them, so a

@@ -608,12 +608,7 @@ impl NodeClient for RedisNode {
         let Link::Cluster(connection) = &self.link else {
             return self.command(name, args).await;
         };
-        let Some((host, port)) = super::split_node_address(address) else {
-            return Err(LockError::config(
-                "nodes",
-                format!("`{address}` is not a cluster node's host:port"),
-            ));
-        };
+        let (host, port) = super::cluster_node_address(address)?;
         use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
         let mut command = redis::cmd(name);
         for arg in args.iter().copied() {

@@ -140,6 +140,17 @@ struct RedisShardedSubscriber {
 
 debug_shows_address!(RedisShardedSubscriber);
 
+impl RedisShardedSubscriber {
+    /// Runs `command` (on a handle of the cluster connection) within the
+    /// command timeout, its error mapped as any other command's.
+    async fn bounded<T>(
+        &self,
+        command: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, LockError> {
+        bounded(&self.address, self.command_timeout, command).await
+    }
+}
+
 /// How many times the sharded subscriber's client sends a `SSUBSCRIBE` again
 /// after a `MOVED` (it refreshes its slot map first): subscribing twice is
 /// harmless, unlike running a script twice.
@@ -208,22 +219,12 @@ impl SubscriberClient for RedisShardedSubscriber {
     }
 
     async fn subscribe(&self, channel: &str) -> Result<(), LockError> {
-        let mut connection = self.connection.clone();
-        bounded(
-            &self.address,
-            self.command_timeout,
-            connection.ssubscribe(channel),
-        )
-        .await
+        self.bounded(self.connection.clone().ssubscribe(channel))
+            .await
     }
 
     async fn unsubscribe(&self, channel: &str) -> Result<(), LockError> {
-        let mut connection = self.connection.clone();
-        bounded(
-            &self.address,
-            self.command_timeout,
-            connection.sunsubscribe(channel),
-        )
-        .await
+        self.bounded(self.connection.clone().sunsubscribe(channel))
+            .await
     }
 }
