@@ -21,6 +21,23 @@ fn weighted<'a>(permits: &'a str, weight: &'a str, more: &[&'a str]) -> Vec<&'a 
     args
 }
 
+/// A job that holds permits of `name`, a semaphore of `permits`, for 2 s:
+/// `weight` of them, or one without `--weight`.
+fn hold_permits(
+    server: &lock_testkit::RedisServer,
+    client: &str,
+    name: &str,
+    permits: &str,
+    weight: Option<&str>,
+) -> Child {
+    let mut args = vec!["run", "--permits", permits];
+    if let Some(weight) = weight {
+        args.extend(["--weight", weight]);
+    }
+    args.extend([name, "-c", "sleep 2 & wait"]);
+    spawn(&mut on(server, client, &args))
+}
+
 /// Six jobs of weight 1 and 2 under `--permits 3` never run more than 3
 /// weight at once, by their own log; every running job has a slot of its
 /// own, below 3, and a token.
@@ -82,11 +99,7 @@ fn at_most_n_weight_of_jobs_run_at_once() {
 fn a_full_semaphore_skips_like_a_held_lock() {
     each_client(|server, client| {
         let ran = scratch(&format!("ran-{client}"));
-        let holder = spawn(&mut on(
-            server,
-            client,
-            &weighted("2", "2", &["full", "-c", "sleep 2 & wait"]),
-        ));
+        let holder = hold_permits(server, client, "full", "2", Some("2"));
         // Until the holder has its permits.
         let job = format!("echo ran > {}", ran.path());
         eventually(&format!("{client}: never full"), || {
@@ -163,11 +176,7 @@ fn a_full_semaphore_skips_like_a_held_lock() {
 fn bad_permits_exit_78_saying_why() {
     each_client(|server, client| {
         let name = format!("limit-{client}");
-        let holder = spawn(&mut on(
-            server,
-            client,
-            &["run", "--permits", "3", &name, "-c", "sleep 2 & wait"],
-        ));
+        let holder = hold_permits(server, client, &name, "3", None);
         // Until the holder has its permit: then all 3 no longer fit. (A
         // probe asking for 2 would store 2 if it came first.)
         eventually(&format!("{client}: never held"), || {
