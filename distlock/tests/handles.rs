@@ -293,3 +293,66 @@ fn a_downgrade_goes_ahead_of_a_queued_writer() {
         next.release().await.expect("release");
     });
 }
+
+/// A write whose lease ended while another writer came and went is not
+/// downgraded: the read it would give carries a later write's epoch, so a
+/// writer got in between. The downgrade says the lease was lost and keeps
+/// no read.
+#[test]
+fn a_write_another_writer_followed_is_not_downgraded() {
+    lock_testkit::on_every_client(async |server, client| {
+        let config = common::config("single", [server], client, &[]);
+        let locks = distlock::connect(&config).await.expect("connect");
+        let other = distlock::connect(&config).await.expect("connect");
+        let name = format!("downgrade-late-{client}");
+        let rw = locks.rw_lock(&name).expect("rw lock");
+        let write = rw.write().await.expect("write");
+        // An operator deletes the write's hold; another writer comes and goes.
+        let key = locks.key(&name).expect("key");
+        locks
+            .backend()
+            .force_release(&key)
+            .await
+            .expect("force release");
+        let theirs = other.rw_lock(&name).expect("rw lock");
+        let next = theirs.write().await.expect("another write");
+        assert!(next.fencing_token() > write.fencing_token(), "{client}");
+        next.release().await.expect("release");
+        match rw.downgrade(write).await {
+            Err(LockError::LeaseLost { .. }) => {}
+            other => panic!("{client}: a write after another writer downgraded: {other:?}"),
+        }
+        assert!(
+            !locks.inspect(&name).await.expect("inspect").is_held(),
+            "{client}: the refused downgrade's read was kept"
+        );
+    });
+}
+
+/// A handed-off permit that ended is not held by anyone: releasing it by
+/// its token says so, though the semaphore keeps its limit.
+#[test]
+fn an_ended_permit_is_not_held_though_its_limit_stays() {
+    lock_testkit::on_every_client(async |server, client| {
+        let config = common::config("single", [server], client, &[]);
+        let locks = distlock::connect(&config).await.expect("connect");
+        let name = format!("ended-permit-{client}");
+        let semaphore = locks.semaphore(&name, 2).expect("semaphore");
+        let token = semaphore
+            .acquire()
+            .await
+            .expect("permit")
+            .hand_off()
+            .expect("hand off");
+        let key = locks.key(&name).expect("key");
+        locks
+            .backend()
+            .force_release(&key)
+            .await
+            .expect("force release");
+        match locks.release_by_token(&name, &token).await {
+            Err(LockError::NotHeld { .. }) => {}
+            other => panic!("{client}: an ended permit's release: {other:?}"),
+        }
+    });
+}

@@ -10,14 +10,14 @@ use crate::engine::backend::{
     SemaphoreBackend,
 };
 use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
-use crate::engine::lease::LeaseShared;
-use crate::engine::options::AcquireOptions;
 use crate::engine::lease::renewal::RenewalDriver;
 use crate::engine::lease::schedule::WatchdogSchedule;
+use crate::engine::lease::timing::lease_deadline;
+use crate::engine::lease::LeaseShared;
+use crate::engine::options::AcquireOptions;
 use crate::engine::settings::Settings;
 use crate::engine::state::{ListOptions, LockListing, NameState};
 use crate::engine::telemetry::{self, in_span, Labels, LockNameLabels};
-use crate::engine::lease::timing::lease_deadline;
 use crate::error::{Capability, LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
@@ -510,7 +510,8 @@ impl LockManager {
     async fn not_held_by_this_hold(&self, key: &LockKey) -> LockError {
         let name = key.name().to_owned();
         match self.backend.inspect(key).await {
-            Ok(NameState::Free { .. }) => LockError::NotHeld { key: name },
+            // Free, or a semaphore whose permits all ended (its limit stays).
+            Ok(state) if !state.is_held() => LockError::NotHeld { key: name },
             _ => LockError::NotOwner { key: name },
         }
     }

@@ -7,11 +7,11 @@ use std::time::Duration;
 use crate::engine::backend::AccessRequest;
 use crate::engine::backend::Claim;
 use crate::engine::lease::guard::LockGuard;
+use crate::engine::lease::roles::{ReadGuard, WriteGuard};
 use crate::engine::manager::{LockManager, FAIR_WAITER_LEASE};
 use crate::engine::options::AcquireOptions;
-use crate::engine::lease::roles::{ReadGuard, WriteGuard};
 use crate::engine::state::RwLockState;
-use crate::error::{Capability, LockError};
+use crate::error::{Capability, LockError, LossReason};
 use crate::hold::Access;
 use crate::key::LockKey;
 
@@ -229,7 +229,9 @@ impl RwLock {
     /// which knows the lock's manager): a read is taken
     /// beside the write as its owner, granted whatever waits, with the
     /// write's TTL; then the write is given back. Other readers may start
-    /// from then on; writers wait for the read, and for every other.
+    /// from then on (once the owner has no other write: a re-entered write
+    /// is downgraded one hold at a time); writers wait for the read, and for
+    /// every other.
     ///
     /// The read's [`epoch`](ReadGuard::epoch) is the write's token: what it
     /// reads is what the write left. It is a new hold with a lease of its
@@ -239,7 +241,10 @@ impl RwLock {
     ///
     /// [`LockError::InvalidConfig`] (field `guard`) for a write of another
     /// lock; [`LockError::NotAcquired`] when the read was refused (the
-    /// write's lease had ended and another writer holds the lock); otherwise
+    /// write's lease had ended and another writer holds the lock);
+    /// [`LockError::LeaseLost`] when a read was granted but with a later
+    /// epoch (the write's lease had ended, and another writer came and
+    /// went: no read is kept); otherwise
     /// as [`try_read`](Self::try_read). After an error the write is given
     /// back in the background, as a dropped guard is. A write that cannot be given back once the read is
     /// held (a connection error) is not an error: the read holds the lock
@@ -295,6 +300,15 @@ impl RwLock {
                 attempts: 1,
             });
         };
+        // The read's epoch is the last write's token: another one means the
+        // write's lease ended and a writer came between. Such a read is no
+        // downgrade; it is given back (in the background, as dropped).
+        if read.fencing_token() != write.fencing_token() {
+            return Err(LockError::LeaseLost {
+                key: self.name().to_owned(),
+                reason: LossReason::NotHeld,
+            });
+        }
         if let Err(err) = write.release().await {
             tracing::debug!(
                 key = self.name(),
