@@ -73,13 +73,14 @@ pub use engine::backend::{
     RwLockBackend, SemaphoreBackend,
 };
 pub use engine::lease::background::settle_background_releases;
-pub use engine::primitives::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
 pub use engine::lease::guard::{LeaseHandle, LockGuard};
-pub use engine::primitives::lock::Lock;
-pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
-pub use engine::primitives::multi::{MultiLock, MAX_MULTI_KEYS};
-pub use engine::options::AcquireOptions;
 pub use engine::lease::roles::{LeaseGuard, PermitGuard, ReadGuard, WriteGuard};
+pub use engine::lease::status::LeaseStatus;
+pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
+pub use engine::options::AcquireOptions;
+pub use engine::primitives::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
+pub use engine::primitives::lock::Lock;
+pub use engine::primitives::multi::{MultiLock, MAX_MULTI_KEYS};
 pub use engine::primitives::rwlock::RwLock;
 pub use engine::primitives::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
@@ -87,7 +88,6 @@ pub use engine::state::{
     HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, NameState, PermitState,
     RwHoldState, RwLockState, SemaphoreState,
 };
-pub use engine::lease::status::LeaseStatus;
 pub use engine::wake::{Grant, Wakeups};
 pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};
 pub use hold::{Access, HandoffToken, HoldKind, HoldToken, Permit};

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::engine::backend::{ExtendOutcome, LockBackend, ReleaseOutcome};
 use crate::engine::lease::drop_guard::DropGuard;
-use crate::engine::lease::{lease_lost, LeaseShared};
 use crate::engine::lease::status::LeaseStatus;
+use crate::engine::lease::{lease_lost, LeaseShared};
 use crate::engine::telemetry::in_span;
 use crate::error::{LockError, LossReason};
 use crate::hold::{HandoffToken, HoldToken};

@@ -5,9 +5,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use crate::engine::primitives::election::Leadership;
 use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::lease::status::LeaseStatus;
+use crate::engine::primitives::election::Leadership;
 use crate::error::{LockError, LossReason};
 use crate::hold::{Access, HandoffToken, HoldKind};
 use crate::key::{FencingToken, OwnerToken};

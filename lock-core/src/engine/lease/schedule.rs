@@ -48,12 +48,14 @@ use tokio::runtime::{self, Handle};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::engine::lease::{LeaseShared, Slot, WatchdogQueue, WatchdogState};
 use crate::engine::lease::renewal::RenewalDriver;
-use crate::engine::settings::Settings;
 use crate::engine::lease::status::LeaseStatus;
-use crate::engine::lease::timing::{clock_drift, default_renew_interval, max_renew_interval, validity};
+use crate::engine::lease::timing::{
+    clock_drift, default_renew_interval, max_renew_interval, validity,
+};
 use crate::engine::lease::watchdog::{self, Renewed};
+use crate::engine::lease::{LeaseShared, Slot, WatchdogQueue, WatchdogState};
+use crate::engine::settings::Settings;
 
 /// The most a pump starts a watchdog before it is due (see
 /// [`WatchdogSchedule::early`]).

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use crate::engine::backend::ExtendOutcome;
 use crate::engine::lease::drop_guard::DropGuard;
-use crate::engine::lease::{extend_outcome, extend_span, LeaseShared};
 use crate::engine::lease::renewal::{Renewable, RenewalDriver};
 use crate::engine::lease::status::LeaseStatus;
-use crate::engine::telemetry;
 use crate::engine::lease::timing::max_renew_interval;
+use crate::engine::lease::{extend_outcome, extend_span, LeaseShared};
+use crate::engine::telemetry;
 use crate::error::{LockError, LossReason};
 use crate::key::FencingToken;
 use crate::ttl::MIN_TTL;

@@ -4,9 +4,9 @@
 
 use crate::engine::backend::Claim;
 use crate::engine::backend::PermitRequest;
+use crate::engine::lease::roles::PermitGuard;
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
-use crate::engine::lease::roles::PermitGuard;
 use crate::engine::state::SemaphoreState;
 use crate::error::{Capability, LockError};
 use crate::key::LockKey;
