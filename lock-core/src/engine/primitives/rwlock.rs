@@ -302,8 +302,12 @@ impl RwLock {
         };
         // The read's epoch is the last write's token: another one means the
         // write's lease ended and a writer came between. Such a read is no
-        // downgrade; it is given back (in the background, as dropped).
+        // downgrade: it is given back before the error (if that fails, in
+        // the background, as a dropped guard is).
         if read.fencing_token() != write.fencing_token() {
+            if let Err(err) = read.release().await {
+                tracing::debug!(key = self.name(), %err, "a refused downgrade's read");
+            }
             return Err(LockError::LeaseLost {
                 key: self.name().to_owned(),
                 reason: LossReason::NotHeld,
