@@ -618,19 +618,6 @@ impl Model for LockModel {
                 "every grant's token is above every earlier one",
                 |_, state: &State| !state.token_reused,
             ),
-            // `LockManager::acquire`, "Cancel safety": a hold granted to
-            // nobody (a lost reply, a crash) lives at most its TTL.
-            Property::always(
-                "a hold nobody believes in lives at most a TTL",
-                |model: &LockModel, state: &State| match state.live() {
-                    Some(hold) => {
-                        state.believers().any(|(client, lease)| {
-                            (client, lease.attempt) == (hold.client, hold.attempt)
-                        }) || state.server.expires <= state.now + model.bounds.ttl
-                    }
-                    None => true,
-                },
-            ),
             Property::sometimes(
                 "every client is granted the lock",
                 |model: &LockModel, state: &State| {

@@ -25,6 +25,10 @@ const STEPS: usize = 80;
 /// during a walk.
 const TTL: Duration = Duration::from_secs(60);
 
+/// The TTL in ms a live key is lowered to before each script, to see
+/// whether the script sets it again.
+const MARK: i64 = 30_000;
+
 /// The model's bounds for the walks: more room than the checker's, since a
 /// walk is one path, not all of them.
 const BOUNDS: Bounds = Bounds {
@@ -74,7 +78,12 @@ impl Real<'_> {
                     .await
                 {
                     Ok(AcquireOutcome::Acquired(granted)) => {
-                        Answer::Granted(granted.fencing_token.expect("a token").get())
+                        // As a guard keeps it: renewals and releases send
+                        // the value with its token, as the key stores it.
+                        let token = granted.fencing_token.expect("a token");
+                        self.holds
+                            .insert((client, attempt), hold.granted(Some(token)));
+                        Answer::Granted(token.get())
                     }
                     Ok(AcquireOutcome::Held { .. }) => Answer::Held,
                     other => panic!("acquire: {other:?}"),
@@ -120,6 +129,15 @@ impl Real<'_> {
         });
         let counter = text(self.key.fence_key()).map_or(0, |text| text.parse().expect("a counter"));
         (holder, counter)
+    }
+
+    /// The lock key's TTL in ms (-2 when it is gone).
+    fn pttl(&self) -> i64 {
+        self.server
+            .admin(&["PTTL", self.key.redis_key()])
+            .expect("PTTL")
+            .as_int()
+            .expect("an integer")
     }
 
     /// Lets the lock key expire now, as the model's clock just did.
@@ -236,9 +254,31 @@ async fn walk(
             _ => None,
         };
         let disagreement = if let Some((id, op, answer)) = expected {
+            // A live key's TTL is lowered to a mark first: a script that
+            // sets the TTL, as the model's sets `expires`, must raise it
+            // again, and one that does not must leave it below the mark.
+            let live = state.server.hold.is_some();
+            if live {
+                server
+                    .admin(&["PEXPIRE", real.key.redis_key(), &MARK.to_string()])
+                    .expect("PEXPIRE");
+            }
             let got = real.run(id, op).await;
             seen.answers.push(got);
-            (got != answer).then(|| format!("the script answered {got:?}, the model {answer:?}"))
+            // The model sets `expires` to a TTL from now on a grant or a
+            // renewal, and leaves it on every other answer.
+            let set = matches!(answer, Answer::Granted(_) | Answer::Extended);
+            let pttl = real.pttl();
+            if got != answer {
+                Some(format!("the script answered {got:?}, the model {answer:?}"))
+            } else if next.server.hold.is_some() && set != (pttl > MARK) {
+                Some(format!(
+                    "the key's TTL is {pttl} ms after the script; the model {} it",
+                    if set { "set" } else { "kept" }
+                ))
+            } else {
+                None
+            }
         } else {
             match action {
                 Action::Tick if state.server.hold.is_some() && next.server.hold.is_none() => {
