@@ -23,6 +23,9 @@ pub struct Bounds {
     pub failures: u8,
     /// How many renewals each lease gets at most.
     pub renewals: u8,
+    /// Whether a holder may hand its lease off, and another client resume
+    /// it by the token (with the token's true claim, or a forged one).
+    pub hand_offs: bool,
 }
 
 impl Bounds {
@@ -37,6 +40,7 @@ impl Bounds {
         attempts: 2,
         failures: 1,
         renewals: 1,
+        hand_offs: false,
     };
 
     /// Small bounds for a quick run and for the tests of reintroduced
@@ -50,6 +54,7 @@ impl Bounds {
         attempts: 1,
         failures: 1,
         renewals: 1,
+        hand_offs: false,
     };
 }
 
@@ -93,6 +98,10 @@ pub enum Defect {
     /// A renewal writes its value whoever holds the key, as a `SET ... PX`
     /// does (`lock/extend.lua` renews only a key that holds its value).
     RenewalWithoutCompare,
+    /// A take-over replaces the hold whatever fencing token the hand-off
+    /// token claims (`lock/take_over.lua` compares the whole stored value,
+    /// `#<token>` and all).
+    TakeOverIgnoresClaim,
 }
 
 /// A model of the single-node lock under [`Bounds`] and [`Faults`], with at
@@ -186,6 +195,25 @@ pub enum Op {
         /// The attempt.
         attempt: u8,
     },
+    /// `lock/take_over.lua`: a resume of a hand-off token, replacing the
+    /// hold it names with this client's new attempt.
+    TakeOver {
+        /// The hand-off token: whose attempt, and the token it claims.
+        from: HandOff,
+        /// This client's new attempt.
+        attempt: u8,
+    },
+}
+
+/// A hand-off token: the hold it names and the fencing token it claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HandOff {
+    /// The client that handed its lease off.
+    pub client: u8,
+    /// Its attempt.
+    pub attempt: u8,
+    /// The fencing token the token claims: its grant's, or a forged one.
+    pub claim: u64,
 }
 
 /// A script's reply.
@@ -201,6 +229,8 @@ pub enum Answer {
     NotHeld,
     /// The release deleted the key.
     Released,
+    /// The take-over replaced the hold and renewed it.
+    TakenOver,
 }
 
 /// A client's call in flight.
@@ -257,6 +287,11 @@ pub struct State {
     pub restarted: bool,
     /// How many calls have failed.
     pub failures: u8,
+    /// Whether a client has resumed a handed-off lease.
+    pub resumed: bool,
+    /// The hand-off tokens made so far (any client may resume one, as a
+    /// copied token can be); at most one is made in a run.
+    pub hand_offs: Vec<HandOff>,
 }
 
 /// One step: a client's, the server's, the clock's or a fault.
@@ -287,6 +322,10 @@ pub enum Action {
     Crash(u8),
     /// The server restarts without persistence.
     Restart,
+    /// A client stops renewing its lease and hands it off as a token.
+    HandOff(u8),
+    /// A client resumes a hand-off token with the claim given.
+    ResumeToken(u8, HandOff),
 }
 
 impl State {
@@ -353,6 +392,24 @@ impl LockModel {
                 }
                 Answer::NotHeld
             }
+            Op::TakeOver { from, attempt } => {
+                let named = live.is_some_and(|hold| {
+                    (hold.client, hold.attempt) == (from.client, from.attempt)
+                        && (hold.token == from.claim || self.has(Defect::TakeOverIgnoresClaim))
+                });
+                match (named, live) {
+                    (true, Some(hold)) => {
+                        state.server.hold = Some(Hold {
+                            client,
+                            attempt,
+                            token: hold.token,
+                        });
+                        state.server.expires = state.now + self.bounds.ttl;
+                        Answer::TakenOver
+                    }
+                    _ => Answer::NotHeld,
+                }
+            }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 if own(attempt) || (self.has(Defect::ReleaseWithoutCompare) && live.is_some()) {
                     state.server.hold = None;
@@ -388,6 +445,16 @@ impl LockModel {
                     let from = if deadline_from_reply { now } else { sent };
                     lease.valid_until = lease.valid_until.max(from + trusted);
                 }
+            }
+            (Op::TakeOver { from, attempt }, Answer::TakenOver) => {
+                // `resume` trusts the token's claim and counts from its send.
+                who.lease = Some(Lease {
+                    attempt,
+                    token: from.claim,
+                    valid_until: sent + trusted,
+                });
+                state.granted_to |= 1 << client;
+                state.resumed = true;
             }
             // The renewal found the hold gone: the lease is lost.
             (Op::Extend { .. }, Answer::NotHeld) => who.lease = None,
@@ -432,6 +499,8 @@ impl Model for LockModel {
             granted_to: 0,
             restarted: false,
             failures: 0,
+            hand_offs: Vec::new(),
+            resumed: false,
         }]
     }
 
@@ -479,10 +548,22 @@ impl Model for LockModel {
                 }
                 None => match client.lease {
                     None if client.attempts < self.bounds.attempts => {
-                        actions.push(Action::Acquire(id))
+                        actions.push(Action::Acquire(id));
+                        for &token in &state.hand_offs {
+                            actions.push(Action::ResumeToken(id, token));
+                            // A token whose claim was changed on the way.
+                            let forged = HandOff {
+                                claim: token.claim + 1,
+                                ..token
+                            };
+                            actions.push(Action::ResumeToken(id, forged));
+                        }
                     }
                     None => {}
                     Some(lease) => {
+                        if self.bounds.hand_offs && state.hand_offs.is_empty() {
+                            actions.push(Action::HandOff(id));
+                        }
                         // The watchdog renews a lease it still trusts.
                         if lease.valid_until > state.now && client.renewals < self.bounds.renewals {
                             actions.push(Action::Extend(id));
@@ -571,6 +652,27 @@ impl Model for LockModel {
                 };
                 self.fail(&mut state, client, op);
             }
+            Action::HandOff(client) => {
+                // The guard stops renewing and is given up for its token.
+                let lease = state.clients[usize::from(client)].lease.take()?;
+                state.hand_offs.push(HandOff {
+                    client,
+                    attempt: lease.attempt,
+                    claim: lease.token,
+                });
+            }
+            Action::ResumeToken(client, from) => {
+                let who = &mut state.clients[usize::from(client)];
+                who.attempts += 1;
+                who.renewals = 0;
+                who.call = Some(Call::Sent(
+                    Op::TakeOver {
+                        from,
+                        attempt: who.attempts,
+                    },
+                    state.now,
+                ));
+            }
             Action::Pause(client) => {
                 let who = &mut state.clients[usize::from(client)];
                 who.paused = true;
@@ -591,7 +693,7 @@ impl Model for LockModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             // README, "What a lease promises": while a guard's lease is
             // valid by its own clock, no other holder's is.
             Property::always(
@@ -607,6 +709,7 @@ impl Model for LockModel {
                     state.believers().all(|(client, lease)| {
                         state.live().is_some_and(|hold| {
                             (hold.client, hold.attempt) == (client, lease.attempt)
+                                && hold.token == lease.token
                                 && state.server.expires >= lease.valid_until
                         })
                     })
@@ -628,7 +731,14 @@ impl Model for LockModel {
                 "a cleanup gives back a lost reply's hold",
                 |_, state: &State| state.cleaned_up,
             ),
-        ]
+        ];
+        if self.bounds.hand_offs {
+            properties.push(Property::sometimes(
+                "a handed-off lease is resumed",
+                |_, state: &State| state.resumed,
+            ));
+        }
+        properties
     }
 }
 
@@ -665,6 +775,7 @@ mod tests {
         attempts: 2,
         failures: 0,
         renewals: 1,
+        hand_offs: false,
     };
 
     #[test]
@@ -703,6 +814,20 @@ mod tests {
         let model =
             LockModel::new(SMALL, Faults::default()).with_defect(Defect::RenewalWithoutCompare);
         assert!(discoveries(model).contains(&MUTEX));
+    }
+
+    #[test]
+    fn a_take_over_that_ignores_the_claim_is_found() {
+        let bounds = Bounds {
+            hand_offs: true,
+            ..SMALL
+        };
+        let found = discoveries(LockModel::new(bounds, Faults::default()));
+        let resumed = "a handed-off lease is resumed";
+        assert_eq!(found, vec![resumed, EVERY], "the take-over as it is");
+        let model =
+            LockModel::new(bounds, Faults::default()).with_defect(Defect::TakeOverIgnoresClaim);
+        assert!(discoveries(model).contains(&AGREES));
     }
 
     #[test]

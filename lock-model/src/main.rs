@@ -19,14 +19,31 @@ struct Run {
     /// Whether its `sometimes` properties must be reached (the faults they
     /// need are on).
     must_reach: bool,
+    /// Whether leases are handed off and resumed, by a true or a forged
+    /// token (each fault with them multiplies the states: pauses are left
+    /// out there).
+    hand_offs: bool,
 }
 
-const RUNS: [Run; 2] = [
+const RUNS: [Run; 3] = [
     Run {
         name: "lost and delayed replies, pauses, crashes",
         faults: Faults::SURVIVABLE,
         must_break: &[],
         must_reach: true,
+        hand_offs: false,
+    },
+    Run {
+        name: "hand-offs resumed by true and forged tokens, lost replies, crashes",
+        faults: Faults {
+            lost_replies: true,
+            pauses: false,
+            crashes: true,
+            restarts: false,
+        },
+        must_break: &[],
+        must_reach: true,
+        hand_offs: true,
     },
     Run {
         name: "a restart without persistence (documented unsafe)",
@@ -42,6 +59,7 @@ const RUNS: [Run; 2] = [
             "every grant's token is above every earlier one",
         ],
         must_reach: false,
+        hand_offs: false,
     },
 ];
 
@@ -54,6 +72,10 @@ fn main() -> ExitCode {
     );
     let mut failed = false;
     for run in &RUNS {
+        let bounds = Bounds {
+            hand_offs: run.hand_offs,
+            ..bounds
+        };
         let model = LockModel::new(bounds, run.faults);
         let started = Instant::now();
         let checker = model.clone().checker().spawn_bfs().join();

@@ -32,6 +32,10 @@ fn script(op: Op) -> String {
         Op::Extend { attempt } => format!("lock/extend.lua (attempt {attempt})"),
         Op::Release { attempt } => format!("lock/release.lua (attempt {attempt})"),
         Op::Cleanup { attempt } => format!("lock/release.lua (cleanup of attempt {attempt})"),
+        Op::TakeOver { from, attempt } => format!(
+            "lock/take_over.lua (attempt {attempt}, from client {}'s attempt {} claiming token {})",
+            from.client, from.attempt, from.claim
+        ),
     }
 }
 
@@ -42,6 +46,7 @@ fn answer(answer: Answer) -> String {
         Answer::Extended => "extended".to_owned(),
         Answer::NotHeld => "not held".to_owned(),
         Answer::Released => "released".to_owned(),
+        Answer::TakenOver => "taken over".to_owned(),
     }
 }
 
@@ -102,6 +107,11 @@ fn step(model: &LockModel, before: &State, after: &State, action: Action) -> Str
             _ => format!("{} reads a reply", client(id)),
         },
         Action::LoseReply(id) => format!("{}'s call fails (reply lost or timed out)", client(id)),
+        Action::HandOff(id) => format!("{} hands its lease off as a token", client(id)),
+        Action::ResumeToken(id, _) => match after.clients[usize::from(id)].call {
+            Some(Call::Sent(op, _)) => format!("{} resumes: sends {}", client(id), script(op)),
+            _ => format!("{} resumes a token", client(id)),
+        },
         Action::Pause(id) => format!("{} pauses", client(id)),
         Action::Resume(id) => format!("{} resumes", client(id)),
         Action::Crash(id) => format!("{} crashes", client(id)),

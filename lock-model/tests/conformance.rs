@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use distlock::backend::{Claim, HoldToken, LockBackend, LockKey};
-use distlock::{ClientKind, OwnerToken};
+use distlock::{ClientKind, FencingToken, OwnerToken};
 use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
 use lock_model::{trace, Action, Answer, Bounds, Call, Faults, LockModel, Op, State};
 use lock_testkit::RedisServer;
@@ -39,6 +39,7 @@ const BOUNDS: Bounds = Bounds {
     attempts: 6,
     failures: 12,
     renewals: 20,
+    hand_offs: true,
 };
 
 /// Every fault, the restart included: a restart is a `FLUSHALL`.
@@ -95,6 +96,21 @@ impl Real<'_> {
                     Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
                     Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
                     other => panic!("extend: {other:?}"),
+                }
+            }
+            Op::TakeOver { from, attempt } => {
+                // As `resume` builds them: the token's hold with its claim,
+                // and a new hold of the same owner with the same claim.
+                let claim = Some(FencingToken::new(from.claim));
+                let old = self.hold(from.client, from.attempt).granted(claim);
+                let owner = self.owners[usize::from(from.client)].clone();
+                let new = HoldToken::new(owner).expect("os rng").granted(claim);
+                self.holds.insert((client, attempt), new.clone());
+                let hand_off = backend.capabilities().hand_off().expect("hand-off");
+                match hand_off.take_over(&key, &old, &new, TTL).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("take over: {other:?}"),
                 }
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
@@ -267,7 +283,10 @@ async fn walk(
             seen.answers.push(got);
             // The model sets `expires` to a TTL from now on a grant or a
             // renewal, and leaves it on every other answer.
-            let set = matches!(answer, Answer::Granted(_) | Answer::Extended);
+            let set = matches!(
+                answer,
+                Answer::Granted(_) | Answer::Extended | Answer::TakenOver
+            );
             let pttl = real.pttl();
             if got != answer {
                 Some(format!("the script answered {got:?}, the model {answer:?}"))
@@ -335,6 +354,7 @@ fn the_lock_scripts_do_what_the_model_does() {
             |answer: &Answer| *answer == Answer::Extended,
             |answer: &Answer| *answer == Answer::NotHeld,
             |answer: &Answer| *answer == Answer::Released,
+            |answer: &Answer| *answer == Answer::TakenOver,
         ];
         for kind in kinds {
             assert!(seen.answers.iter().any(kind), "{client}: {seen:?}");
