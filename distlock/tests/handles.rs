@@ -11,6 +11,17 @@ use distlock::{LockError, LockManager, LockState, NameState};
 
 mod common;
 
+/// A single-node manager on `server` through `client`, with `extra`
+/// variables.
+async fn single(
+    server: &lock_testkit::RedisServer,
+    client: distlock::ClientKind,
+    extra: &[(&str, &str)],
+) -> LockManager {
+    let config = common::config("single", [server], client, extra);
+    distlock::connect(&config).await.expect("connect")
+}
+
 /// `inspect` on `name`, counting the scripts it sent: one.
 async fn inspect_once(
     locks: &LockManager,
@@ -29,8 +40,7 @@ async fn inspect_once(
 #[test]
 fn inspect_says_what_holds_a_name_in_one_round_trip() {
     lock_testkit::on_every_client(async |server, client| {
-        let config = common::config("single", [server], client, &[]);
-        let locks = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &[]).await;
         // Loads every script the manager sends, so each read below is one.
         locks.inspect("warm-up").await.expect("inspect");
         server.log_every_command().expect("slowlog");
@@ -129,8 +139,7 @@ fn inspect_says_what_holds_a_name_in_one_round_trip() {
 #[test]
 fn inspect_reports_foreign_data() {
     lock_testkit::on_every_client(async |server, client| {
-        let config = common::config("single", [server], client, &[]);
-        let locks = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &[]).await;
         for (name, command) in [
             (format!("list-{client}"), "RPUSH"),
             (format!("set-{client}"), "SADD"),
@@ -216,9 +225,8 @@ fn lock_only_strategies_answer_a_lock_or_nothing() {
 #[test]
 fn a_downgrade_reads_what_the_write_left_and_keeps_writers_out() {
     lock_testkit::on_every_client(async |server, client| {
-        let config = common::config("single", [server], client, &[]);
-        let locks = distlock::connect(&config).await.expect("connect");
-        let other = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &[]).await;
+        let other = single(server, client, &[]).await;
         let name = format!("downgrade-{client}");
         let rw = locks.rw_lock(&name).expect("rw lock");
         let theirs = other.rw_lock(&name).expect("rw lock");
@@ -264,9 +272,8 @@ fn a_downgrade_reads_what_the_write_left_and_keeps_writers_out() {
 fn a_downgrade_goes_ahead_of_a_queued_writer() {
     lock_testkit::on_every_client(async |server, client| {
         let extra = [("DISTLOCK_WAIT_TIMEOUT", "5s")];
-        let config = common::config("single", [server], client, &extra);
-        let locks = distlock::connect(&config).await.expect("connect");
-        let other = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &extra).await;
+        let other = single(server, client, &extra).await;
         let name = format!("downgrade-queued-{client}");
         let rw = locks.rw_lock(&name).expect("rw lock");
         let theirs = other.rw_lock(&name).expect("rw lock");
@@ -301,9 +308,8 @@ fn a_downgrade_goes_ahead_of_a_queued_writer() {
 #[test]
 fn a_write_another_writer_followed_is_not_downgraded() {
     lock_testkit::on_every_client(async |server, client| {
-        let config = common::config("single", [server], client, &[]);
-        let locks = distlock::connect(&config).await.expect("connect");
-        let other = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &[]).await;
+        let other = single(server, client, &[]).await;
         let name = format!("downgrade-late-{client}");
         let rw = locks.rw_lock(&name).expect("rw lock");
         let write = rw.write().await.expect("write");
@@ -334,8 +340,7 @@ fn a_write_another_writer_followed_is_not_downgraded() {
 #[test]
 fn an_ended_permit_is_not_held_though_its_limit_stays() {
     lock_testkit::on_every_client(async |server, client| {
-        let config = common::config("single", [server], client, &[]);
-        let locks = distlock::connect(&config).await.expect("connect");
+        let locks = single(server, client, &[]).await;
         let name = format!("ended-permit-{client}");
         let semaphore = locks.semaphore(&name, 2).expect("semaphore");
         let token = semaphore

@@ -64,7 +64,12 @@ const RUNS: [Run; 3] = [
 ];
 
 fn main() -> ExitCode {
-    let quick = std::env::args().skip(1).any(|arg| arg == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(unknown) = args.iter().find(|arg| *arg != "--quick") {
+        eprintln!("lock-model: unknown argument `{unknown}`; usage: lock-model [--quick]");
+        return ExitCode::from(2);
+    }
+    let quick = !args.is_empty();
     let bounds = if quick { Bounds::QUICK } else { Bounds::FULL };
     println!(
         "lock model: {} clients, TTL {} ticks ({} for drift), {} ticks, {} acquires each",
