@@ -27,6 +27,11 @@ pub enum Fault {
     Late(Duration),
     /// Sent late, and answered late too: `(before, after)`.
     Slow(Duration, Duration),
+    /// Given up on at once (a time-out), and run on Redis only after this
+    /// delay, in the background: a request stuck behind a slow link that
+    /// lands after commands its caller sent later. For extends; another
+    /// call armed with it is lost without landing.
+    Stray(Duration),
 }
 
 const ACQUIRE: usize = 0;
@@ -105,17 +110,23 @@ impl Faulty {
         call: impl std::future::Future<Output = Result<T, LockError>>,
     ) -> Result<T, LockError> {
         let fault = self.slot(kind).take().unwrap_or(Fault::Pass);
+        Self::suffer(fault, call).await
+    }
+
+    /// Runs `call` as `fault` says.
+    async fn suffer<T>(
+        fault: Fault,
+        call: impl std::future::Future<Output = Result<T, LockError>>,
+    ) -> Result<T, LockError> {
         match fault {
             Fault::Pass => call.await,
             Fault::Lost { lands } => {
                 if lands {
                     call.await?;
                 }
-                Err(LockError::Timeout {
-                    node: "lost-reply".to_owned(),
-                    after: Duration::from_millis(1),
-                })
+                Err(lost_reply())
             }
+            Fault::Stray(_) => Err(lost_reply()),
             Fault::Late(delay) => {
                 tokio::time::sleep(delay).await;
                 call.await
@@ -161,7 +172,16 @@ impl LockBackend for Faulty {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        self.apply(EXTEND, self.inner.extend(key, hold, ttl)).await
+        let fault = self.slot(EXTEND).take().unwrap_or(Fault::Pass);
+        if let Fault::Stray(delay) = fault {
+            let (inner, key, hold) = (Arc::clone(&self.inner), key.clone(), hold.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                // Nobody reads the reply of a request given up on.
+                let _ = inner.extend(&key, &hold, ttl).await;
+            });
+        }
+        Self::suffer(fault, self.inner.extend(key, hold, ttl)).await
     }
 
     async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
@@ -180,5 +200,13 @@ impl LockBackend for Faulty {
         let watch = self.inner.watch_releases(key).await;
         self.watches.fetch_add(1, Ordering::SeqCst);
         watch
+    }
+}
+
+/// The error of a call whose reply was lost.
+fn lost_reply() -> LockError {
+    LockError::Timeout {
+        node: "lost-reply".to_owned(),
+        after: Duration::from_millis(1),
     }
 }

@@ -117,6 +117,43 @@ pub async fn deadline_follows_the_last_ttl_set(factory: &dyn BackendFactory) {
     }
 }
 
+/// An extend whose reply was lost may still reach Redis after a renewal sent
+/// later (a request stuck behind a slow link while the later one went by
+/// another connection): if it asked for a shorter TTL, it ends the key
+/// early. A guard never trusts its lease past that: every later renewal's
+/// deadline counts with the shortest TTL an unanswered extend asked for.
+pub async fn a_stray_shorter_extend_bounds_later_deadlines(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let mut unrenewed = fast_config(Duration::from_secs(10));
+    unrenewed.watchdog.enabled = false;
+    let stray = Duration::from_millis(300);
+    let faulty = Faulty::new(
+        &deployment.backend,
+        Fault::Pass,
+        Fault::Stray(stray),
+        Fault::Pass,
+    );
+    let locks = crate::contract::manager_over(faulty as Arc<dyn LockBackend>, unrenewed);
+    let guard = taken(&locks, "stray").await;
+    let lost = guard.extend(Duration::from_millis(700)).await;
+    assert!(lost.is_err(), "the extend's reply was lost: {lost:?}");
+    guard
+        .extend(Duration::from_secs(10))
+        .await
+        .expect("extend(10s)");
+    assert_deadline_within_key(&locks, &guard, "before the stray extend lands").await;
+    // It lands at about 300 ms and sets 700 ms: the key ends at about 1 s.
+    tokio::time::sleep(stray + Duration::from_millis(200)).await;
+    assert_deadline_within_key(&locks, &guard, "after a stray extend(700ms) landed").await;
+    // Renewed again, with the longer TTL: still within the shortest.
+    guard
+        .extend(Duration::from_secs(10))
+        .await
+        .expect("extend(10s) again");
+    assert_deadline_within_key(&locks, &guard, "renewed after the stray extend").await;
+    guard.release().await.expect("release");
+}
+
 /// A guard whose hold ended (here: cleared by an operator) never releases or
 /// extends a newer hold taken by the same caller-chosen owner, whether it is
 /// released, extended or dropped.

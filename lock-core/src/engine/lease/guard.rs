@@ -254,13 +254,15 @@ impl LockGuard {
     /// [`LockError::InvalidTtl`]; [`LockError::LeaseLost`] if the lease was
     /// already lost or the key is gone or taken (the lease is then marked lost);
     /// connection errors, after which the deadline is the earlier of the old
-    /// one and the one this extend would have set (it may have run).
+    /// one and the one this extend would have set (it may have run), and no
+    /// later renewal of this lease is trusted for longer than `ttl`: the
+    /// extend may still reach the server after them and set it then.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropped after it was sent, the deadline is the earlier of
-    /// the old one and the one this extend would have set, as after a
-    /// connection error.
+    /// the old one and the one this extend would have set, and later
+    /// renewals are trusted for `ttl` at most, as after a connection error.
     pub async fn extend(&self, ttl: Duration) -> Result<(), LockError> {
         validate_ttl(ttl)?;
         let shared = &self.handle.shared;

@@ -67,6 +67,11 @@ struct Timing {
     /// reply to a command sent earlier than that is stale: on one connection
     /// the server ran that command first, so it no longer says what the key has.
     set_by: Instant,
+    /// The shortest TTL an extend whose reply was lost asked for. Such a
+    /// command may still reach the server after any later renewal (stuck on
+    /// a connection given up on while the next went by another) and set
+    /// that TTL then: no later renewal is trusted for longer.
+    unanswered: Option<Duration>,
 }
 
 impl Renewable for LeaseShared {
@@ -114,6 +119,7 @@ impl LeaseShared {
             timing: Mutex::new(Timing {
                 ttl,
                 set_by: sent_at,
+                unanswered: None,
             }),
             extending: Arc::new(tokio::sync::Mutex::new(())),
             watchdog: Mutex::new(WatchdogState::Stopped),
@@ -260,11 +266,12 @@ impl LeaseShared {
     /// unless a command sent later has already spoken. Returns whether the
     /// lease is still held.
     pub(crate) fn renewed(&self, sent_at: Instant, ttl_set: Duration) -> bool {
-        let valid_until = self.deadline(sent_at, ttl_set);
         let mut timing = self.timing();
         if sent_at < timing.set_by {
             return matches!(self.status(), LeaseStatus::Held { .. });
         }
+        let trusted = timing.unanswered.map_or(ttl_set, |lost| ttl_set.min(lost));
+        let valid_until = self.deadline(sent_at, trusted);
         let updated = self.status.modify(|status| match status {
             LeaseStatus::Held {
                 valid_until: current,
@@ -281,13 +288,16 @@ impl LeaseShared {
     }
 
     /// An extend to `ttl` sent at `sent_at` failed without an answer: it may
-    /// have run, and shortened the key. The deadline moves earlier if so.
+    /// have run, and shortened the key. The deadline moves earlier if so,
+    /// and no later renewal is trusted for longer than `ttl` (it may still
+    /// run after them).
     pub(crate) fn maybe_renewed(&self, sent_at: Instant, ttl: Duration) {
         let at_most = self.deadline(sent_at, ttl);
         let mut timing = self.timing();
         // Replies to commands sent before this one no longer say what the key
         // has: this one may have run after them.
         timing.set_by = timing.set_by.max(sent_at);
+        timing.unanswered = Some(timing.unanswered.map_or(ttl, |lost| lost.min(ttl)));
         self.status.modify(|status| match status {
             LeaseStatus::Held { valid_until } if *valid_until > at_most => {
                 *valid_until = at_most;
