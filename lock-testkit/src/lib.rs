@@ -224,6 +224,7 @@ macro_rules! contract_suite {
                 safety {
                     deadline_follows_the_last_ttl_set,
                     a_stray_shorter_extend_bounds_later_deadlines,
+                    a_shortening_extend_in_flight_bounds_the_deadline,
                     stale_guard_spares_a_newer_hold,
                     foreign_counter_writes_nothing,
                 }

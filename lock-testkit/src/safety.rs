@@ -154,6 +154,42 @@ pub async fn a_stray_shorter_extend_bounds_later_deadlines(factory: &dyn Backend
     guard.release().await.expect("release");
 }
 
+/// An extend that shortens the lease takes effect on the server as soon as
+/// it runs, before its reply comes back: from when it is sent, the guard
+/// trusts its lease no longer than the extend would set.
+pub async fn a_shortening_extend_in_flight_bounds_the_deadline(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let mut unrenewed = fast_config(Duration::from_secs(10));
+    unrenewed.watchdog.enabled = false;
+    // The extend runs at once; its reply takes 600 ms to come back.
+    let faulty = Faulty::new(
+        &deployment.backend,
+        Fault::Pass,
+        Fault::Slow(Duration::ZERO, Duration::from_millis(600)),
+        Fault::Pass,
+    );
+    let locks = crate::contract::manager_over(faulty as Arc<dyn LockBackend>, unrenewed);
+    let guard = taken(&locks, "shortened in flight").await;
+    let check = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_deadline_within_key(&locks, &guard, "while extend(300ms) is answered").await;
+        // Past the 300 ms the extend set, still before its reply.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !guard.is_valid(),
+            "the key ended at 300 ms, but the guard trusts {:?}",
+            guard.remaining()
+        );
+    };
+    let (extended, ()) = tokio::join!(guard.extend(Duration::from_millis(300)), check);
+    // Answered after the deadline it set: the lease is lost by then.
+    assert!(
+        extended.is_err(),
+        "answered past its own deadline: {extended:?}"
+    );
+    drop(guard);
+}
+
 /// A guard whose hold ended (here: cleared by an operator) never releases or
 /// extends a newer hold taken by the same caller-chosen owner, whether it is
 /// released, extended or dropped.

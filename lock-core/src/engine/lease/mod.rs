@@ -171,6 +171,9 @@ impl LeaseShared {
         // The lease may have ended while this extend waited its turn.
         self.ensure_held()?;
         let sent_at = Instant::now();
+        // A shorter TTL takes effect when the extend runs, before its reply
+        // comes back: trusted no longer from now on.
+        self.cap_deadline(self.deadline(sent_at, ttl));
         // Dropped before the reply: the extend may have run, so the deadline
         // is capped at what it would have set.
         let in_flight = DropGuard::new(|| self.maybe_renewed(sent_at, ttl));
@@ -298,6 +301,11 @@ impl LeaseShared {
         // has: this one may have run after them.
         timing.set_by = timing.set_by.max(sent_at);
         timing.unanswered = Some(timing.unanswered.map_or(ttl, |lost| lost.min(ttl)));
+        self.cap_deadline(at_most);
+    }
+
+    /// Moves a held lease's deadline back to `at_most` if it is later.
+    fn cap_deadline(&self, at_most: Instant) {
         self.status.modify(|status| match status {
             LeaseStatus::Held { valid_until } if *valid_until > at_most => {
                 *valid_until = at_most;
