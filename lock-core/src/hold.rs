@@ -280,8 +280,10 @@ impl HoldToken {
         self
     }
 
-    /// This permit as granted `slot`; no change to a hold of another kind.
-    pub(crate) fn in_slot(mut self, slot: u32) -> Self {
+    /// This permit as granted `slot`, as a backend's grant gives it; no
+    /// change to a hold of another kind. What a backend's own tests use to
+    /// act on a permit they were granted.
+    pub fn in_slot(mut self, slot: u32) -> Self {
         if let HoldKind::Permit(permit) = &mut self.kind {
             permit.slot = Some(slot);
         }

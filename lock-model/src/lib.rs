@@ -1,28 +1,41 @@
-//! The lock protocol as a model that [stateright] checks exhaustively.
+//! The lock protocols as models that [stateright] checks exhaustively.
 //!
-//! The single-node lock is modelled as what its scripts do in one atomic
-//! step each (`lock/acquire_token.lua`, `lock/extend.lua`,
-//! `lock/release.lua`), beside what each client believes: the lease it was
-//! granted and the deadline it computed by its own clock. The checker
-//! explores every interleaving of several clients with time passing, keys
-//! expiring, replies lost or delayed (a request that runs after its client
-//! gave up on it), clients paused, crashing, and a server restart that loses
-//! every key, and checks the properties the docs promise ([`LockModel`]'s
-//! `properties`).
+//! Each primitive's scripts are modelled as what they do in one atomic step
+//! each ([`Protocol`]: the single-node [`Lock`], the [`Semaphore`], the [`Election`]), beside
+//! what each client believes: the lease it was granted and the deadline it
+//! computed by its own clock ([`LeaseModel`]). The checker explores every
+//! interleaving of several clients with time passing, holds expiring,
+//! replies lost or delayed (a request that runs after its client gave up on
+//! it), clients paused, crashing, leases handed off and resumed by true or
+//! forged tokens, and a server restart that loses every key, and checks the
+//! properties the docs promise (each model's `properties`).
 //!
-//! The model is tied to the real scripts by the conformance test
-//! (`tests/conformance.rs`): random walks through the model's actions run
-//! side by side on a real `redis-server` through both clients, and any reply
-//! or key that differs fails it. `cargo xtask model` runs the checker to the
-//! bounds in [`Bounds`], and a counterexample prints as a trace of script
-//! calls ([`trace`]).
+//! The models are tied to the real scripts by the conformance test
+//! (`tests/conformance/`): random walks through a model's actions run
+//! side by side on a real `redis-server` through both clients, and any
+//! reply, hold or counter that differs fails it. `cargo xtask model` runs
+//! the checker to stated bounds, and a counterexample prints as a trace of
+//! script calls ([`trace`]).
 //!
 //! Nothing of the products depends on this crate.
 
+mod election;
 mod lock;
+mod model;
+mod semaphore;
 mod trace;
 
-pub use lock::{
-    Action, Answer, Bounds, Call, Client, Defect, Faults, Hold, Lease, LockModel, Op, Server, State,
+pub use election::{
+    Defect as ElectionDefect, Election, ElectionKeys, CURRENT_TERM, OBSERVED, ONE_LEADER,
+    PROCLAIMED,
+};
+pub use lock::{Defect as LockDefect, Hold, Lock, LockKeys, MUTEX};
+pub use model::{
+    Action, Answer, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease, LeaseModel,
+    Op, Protocol, Shown, State, AGREES, CLEANUP, EVERY, RESUMED, TOKENS,
+};
+pub use semaphore::{
+    Defect as SemaphoreDefect, Permit, Semaphore, SemaphoreKeys, OWN_SLOTS, SIDE_BY_SIDE,
+    WITHIN_LIMIT,
 };
 pub use trace::trace;

@@ -3,11 +3,14 @@
 
 use std::fmt::Write;
 
-use crate::lock::{Action, Answer, Call, LockModel, Op, State};
+use crate::model::{Action, Answer, Call, Grant, LeaseModel, Protocol, State};
 
 /// `steps` (a path the checker found, as `Path::into_vec` gives it) as one
 /// line a step: the tick, who acts, the script a server runs and its reply.
-pub fn trace(model: &LockModel, steps: &[(State, Option<Action>)]) -> String {
+pub fn trace<P: Protocol>(
+    model: &LeaseModel<P>,
+    steps: &[(State<P::Server>, Option<Action>)],
+) -> String {
     let mut text = String::new();
     for pair in steps.windows(2) {
         let [(before, Some(action)), (after, _)] = pair else {
@@ -21,49 +24,51 @@ pub fn trace(model: &LockModel, steps: &[(State, Option<Action>)]) -> String {
         );
     }
     if let Some((last, _)) = steps.last() {
-        let _ = writeln!(text, "then: {}", summary(last));
+        let _ = writeln!(text, "then: {}", summary(model, last));
     }
     text
 }
 
-fn script(op: Op) -> String {
-    match op {
-        Op::Acquire { attempt } => format!("lock/acquire_token.lua (attempt {attempt})"),
-        Op::Extend { attempt } => format!("lock/extend.lua (attempt {attempt})"),
-        Op::Release { attempt } => format!("lock/release.lua (attempt {attempt})"),
-        Op::Cleanup { attempt } => format!("lock/release.lua (cleanup of attempt {attempt})"),
-        Op::TakeOver { from, attempt } => format!(
-            "lock/take_over.lua (attempt {attempt}, from client {}'s attempt {} claiming token {})",
-            from.client, from.attempt, from.claim
-        ),
-    }
-}
-
 fn answer(answer: Answer) -> String {
     match answer {
-        Answer::Granted(token) => format!("granted, token {token}"),
+        Answer::Granted(granted) => format!("granted, {}", grant(granted)),
         Answer::Held => "held".to_owned(),
         Answer::Extended => "extended".to_owned(),
         Answer::NotHeld => "not held".to_owned(),
         Answer::Released => "released".to_owned(),
         Answer::TakenOver => "taken over".to_owned(),
+        Answer::Proclaimed => "proclaimed".to_owned(),
     }
 }
 
-fn step(model: &LockModel, before: &State, after: &State, action: Action) -> String {
+fn step<P: Protocol>(
+    model: &LeaseModel<P>,
+    before: &State<P::Server>,
+    after: &State<P::Server>,
+    action: Action,
+) -> String {
     let client = |id: u8| format!("client {id}");
+    let script = |op| model.protocol.script(op);
     match action {
-        Action::Tick => match (before.server.hold, after.server.hold) {
-            (Some(_), None) => "tick; the lock key expires".to_owned(),
-            _ => "tick".to_owned(),
-        },
-        Action::Restart => "the server restarts and loses every key".to_owned(),
-        Action::Acquire(id) | Action::Extend(id) | Action::Release(id) => {
-            match after.clients[usize::from(id)].call {
-                Some(Call::Sent(op, _)) => format!("{} sends {}", client(id), script(op)),
-                _ => format!("{} {action:?}", client(id)),
+        Action::Tick => {
+            let (was, is) = (
+                model.protocol.holds(&before.server).len(),
+                model.protocol.holds(&after.server).len(),
+            );
+            match was.saturating_sub(is) {
+                0 => "tick".to_owned(),
+                1 => "tick; a hold expires".to_owned(),
+                n => format!("tick; {n} holds expire"),
             }
         }
+        Action::Restart => "the server restarts and loses every key".to_owned(),
+        Action::Acquire(id)
+        | Action::Extend(id, _)
+        | Action::Release(id)
+        | Action::Proclaim(id) => match after.clients[usize::from(id)].call {
+            Some(Call::Sent(op, _)) => format!("{} sends {}", client(id), script(op)),
+            _ => format!("{} {action:?}", client(id)),
+        },
         Action::Run(id) => match after.clients[usize::from(id)].call {
             Some(Call::Answered(op, _, reply)) => {
                 format!(
@@ -118,32 +123,54 @@ fn step(model: &LockModel, before: &State, after: &State, action: Action) -> Str
     }
 }
 
-fn summary(state: &State) -> String {
+fn summary<P: Protocol>(model: &LeaseModel<P>, state: &State<P::Server>) -> String {
     let believers: Vec<String> = state
         .believers()
         .map(|(client, lease)| {
             format!(
-                "client {client} trusts token {} until t={}",
-                lease.token, lease.valid_until
+                "client {client} trusts {} until t={}",
+                grant(lease.grant),
+                lease.valid_until
             )
         })
         .collect();
-    let server = match state.server.hold {
-        Some(hold) if state.now < state.server.expires => format!(
-            "the key holds client {}'s attempt {} (token {}) until t={}",
-            hold.client, hold.attempt, hold.token, state.server.expires
-        ),
-        _ => "the key is gone".to_owned(),
+    let holds: Vec<String> = model
+        .protocol
+        .holds(&state.server)
+        .into_iter()
+        .map(|(client, attempt, held, expires)| {
+            format!(
+                "client {client}'s attempt {attempt} ({}) until t={expires}",
+                grant(held)
+            )
+        })
+        .collect();
+    let counters: Vec<String> = model
+        .protocol
+        .counters(&state.server)
+        .into_iter()
+        .map(|(slot, last)| format!("slot {slot} at {last}"))
+        .collect();
+    let list = |items: Vec<String>, none: &str| {
+        if items.is_empty() {
+            none.to_owned()
+        } else {
+            items.join(", ")
+        }
     };
     format!(
-        "t={}: {}; {}; counter {}",
+        "t={}: {}; the server holds {}; counters: {}",
         state.now,
-        if believers.is_empty() {
-            "nobody trusts a lease".to_owned()
-        } else {
-            believers.join(", ")
-        },
-        server,
-        state.server.counter
+        list(believers, "nobody trusts a lease"),
+        list(holds, "nothing"),
+        list(counters, "none"),
     )
+}
+
+fn grant(grant: Grant) -> String {
+    if grant.slot == 0 {
+        format!("token {}", grant.token)
+    } else {
+        format!("token {} in slot {}", grant.token, grant.slot)
+    }
 }

@@ -5,8 +5,8 @@
 //!   all features, with no client, with the `redis` client alone and with
 //!   the `fred` client alone; the publishing checks (`publish.rs`); every
 //!   test with both clients (`test_binaries.rs`: three binaries at a time);
-//!   the packaged crates used from outside; the lock model checked to its
-//!   full bounds; and `chaos --quick`.
+//!   the packaged crates used from outside; the protocol models checked to
+//!   the bounds of about a minute (`model --bounded`); and `chaos --quick`.
 //! - `demo`: the duplicate-order and stock-deduction scenarios on a local
 //!   redis-server that the demo starts and stops itself.
 //! - `bench`: every benchmark (`BENCHES`, then the peer comparisons), each
@@ -16,9 +16,10 @@
 //!   every scenario briefly, on one client each, and is part of `test`.
 //! - `doc`: the API docs with warnings denied, and no intra-doc link left
 //!   as literal text (`rendered_docs.rs`; part of `test`).
-//! - `model`: the lock protocol's stateright model (`lock-model`) checked
-//!   exhaustively to its bounds, printing the states explored and the time
-//!   (`--quick`: smaller bounds; the full run is part of `test`).
+//! - `model`: the protocols' stateright models (`lock-model`) checked
+//!   exhaustively to the bounds docs/SAFETY.md states, printing the states
+//!   explored and the time (`--bounded`: about a minute, part of `test`;
+//!   `--quick`: a few seconds).
 //! - `layers`: lock-core's engine names nothing of its Redis layer, and no
 //!   modules import each other in a circle (`layers.rs`; part of `test`).
 //! - `package`: packages the published crates (no upload) and uses them from
@@ -33,19 +34,21 @@ mod test_binaries;
 use std::process::{Command, ExitCode};
 
 const USAGE: &str =
-    "usage: cargo xtask <test | demo | bench | chaos [ARGS] | model [--quick] | package | doc | layers>
+    "usage: cargo xtask <test | demo | bench | chaos [ARGS] | model [--quick | --bounded] | package | doc | layers>
 
   test   fmt check, clippy -D warnings (all features, no client, each client alone),
          docs and publishing checks, every test with both clients, the packaged
-         crates used from outside, the lock model, and `chaos --quick`
+         crates used from outside, the protocol models to bounds of about a minute,
+         and `chaos --quick`
   demo   duplicate order prevention and stock deduction on a local redis-server
   bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA,
          100k held leases batched against one renewal command each, topologies,
          reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
-  model  the lock protocol's model checked exhaustively to its bounds: every
-         property the docs promise, the states explored and the time [--quick]
+  model  the lock and semaphore protocols' models checked exhaustively to their
+         bounds: every property the docs promise, the states explored and the
+         time (minutes) [--quick: seconds | --bounded: about a minute]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and a program that takes a lock, built and run
          against them without the command's crates, and the packaged `distlock-cli`
@@ -238,8 +241,8 @@ fn test() -> Result<(), String> {
         "doc tests (and the README's examples) with both clients failed",
     )?;
     publish::package_and_use(&PUBLISHED, CLI, &redis_server)?;
-    println!("xtask: the lock model, to its full bounds");
-    model(&[])?;
+    println!("xtask: the protocol models, to bounds of about a minute");
+    model(&["--bounded".to_owned()])?;
     println!("xtask: the safety scenarios, briefly");
     // Each scenario has its own servers and workers, and they mostly wait
     // on TTLs and pauses: three side by side.
@@ -252,13 +255,13 @@ fn test() -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the lock model's checker (`lock-model`, optimised even in the dev
-/// profile) with `args`: it fails on a broken property, a documented unsafe
+/// Runs the protocol models' checker (`lock-model`, optimised even in the
+/// dev profile) with `args`: it fails on a broken property, a documented unsafe
 /// case not found, or a search that did not finish.
 fn model(args: &[String]) -> Result<(), String> {
     let mut command = vec!["run", "--quiet", "-p", "lock-model", "--"];
     command.extend(args.iter().map(String::as_str));
-    cargo(&command, "the lock model")
+    cargo(&command, "the protocol models")
 }
 
 /// The integration test file every strategy crate has: the contract suite.

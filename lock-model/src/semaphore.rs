@@ -1,0 +1,344 @@
+//! The semaphore: `semaphore/acquire.lua`, `semaphore/renew.lua`,
+//! `semaphore/release.lua` and `semaphore/take_over.lua` as atomic steps on
+//! its permits (id to deadline and `<weight>:<slot>:<token>`) and its
+//! per-slot fencing counters.
+
+use stateright::Property;
+
+use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
+
+/// A defect to put back on purpose, to see that the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defect {
+    /// A grant takes the slot numbered by the count of live permits, not
+    /// the lowest free one (`semaphore/acquire.lua` skips every slot a live
+    /// permit has).
+    SlotByCount,
+    /// A grant counts the live permits, not their weights, against the
+    /// limit (`semaphore/acquire.lua` sums each live permit's weight).
+    CountsPermits,
+}
+
+/// A semaphore of `limit` whose clients each ask for one weight, with at
+/// most one [`Defect`] put back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Semaphore {
+    /// How many permits the semaphore has.
+    pub limit: u8,
+    /// The weight each client asks for, by client (client `i` asks for
+    /// `weights[i % weights.len()]`), each from 1 to the limit.
+    pub weights: Vec<u8>,
+    /// A defect put back on purpose, if any.
+    pub defect: Option<Defect>,
+}
+
+impl Semaphore {
+    /// A semaphore of `limit` whose clients ask for `weights`.
+    pub fn new(limit: u8, weights: &[u8]) -> Self {
+        Semaphore {
+            limit,
+            weights: weights.to_vec(),
+            defect: None,
+        }
+    }
+
+    /// This semaphore with `defect` put back.
+    pub fn with_defect(mut self, defect: Defect) -> Self {
+        self.defect = Some(defect);
+        self
+    }
+
+    /// The weight `client` asks for.
+    pub fn weight(&self, client: u8) -> u8 {
+        self.weights[usize::from(client) % self.weights.len()]
+    }
+}
+
+/// A live permit, as its sorted-set member and its entry store it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Permit {
+    /// The client whose attempt it is (its id is `<owner>:<nonce>`).
+    pub client: u8,
+    /// Which of that client's attempts.
+    pub attempt: u8,
+    /// Its weight, slot and token.
+    pub grant: Grant,
+    /// Its deadline, by the server's clock.
+    pub expires: u64,
+}
+
+/// The server's keys for the semaphore's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SemaphoreKeys {
+    /// The live permits, sorted.
+    pub permits: Vec<Permit>,
+    /// The last token issued in each slot (0 for none).
+    pub fences: Vec<u64>,
+}
+
+/// The property the semaphore exists for.
+pub const WITHIN_LIMIT: &str = "the permits believed valid weigh at most the limit";
+/// The property per-slot fencing rests on.
+pub const OWN_SLOTS: &str = "no two permits believed valid share a slot";
+/// The example of the semaphore used by two at once.
+pub const SIDE_BY_SIDE: &str = "two clients hold permits at once";
+
+impl Protocol for Semaphore {
+    type Server = SemaphoreKeys;
+
+    fn empty(&self) -> SemaphoreKeys {
+        SemaphoreKeys {
+            permits: Vec::new(),
+            fences: Vec::new(),
+        }
+    }
+
+    fn expire(&self, server: &mut SemaphoreKeys, now: u64) -> bool {
+        let before = server.permits.len();
+        server.permits.retain(|permit| permit.expires > now);
+        server.permits.len() < before
+    }
+
+    fn run(
+        &self,
+        server: &mut SemaphoreKeys,
+        now: u64,
+        ttl: u64,
+        client: u8,
+        op: Op,
+        _: Option<Lease>,
+    ) -> Answer {
+        let find = |server: &SemaphoreKeys, client: u8, attempt: u8| {
+            server
+                .permits
+                .iter()
+                .position(|permit| (permit.client, permit.attempt) == (client, attempt))
+        };
+        match op {
+            Op::Acquire { attempt } => {
+                let weight = self.weight(client);
+                let used: u8 = if self.defect == Some(Defect::CountsPermits) {
+                    server.permits.len() as u8
+                } else {
+                    server
+                        .permits
+                        .iter()
+                        .map(|permit| permit.grant.weight)
+                        .sum()
+                };
+                if used + weight > self.limit {
+                    return Answer::Held;
+                }
+                let taken = |slot: &u8| server.permits.iter().any(|p| p.grant.slot == *slot);
+                let slot = if self.defect == Some(Defect::SlotByCount) {
+                    server.permits.len() as u8
+                } else {
+                    (0..).find(|slot| !taken(slot)).unwrap_or(0)
+                };
+                let index = usize::from(slot);
+                if server.fences.len() <= index {
+                    server.fences.resize(index + 1, 0);
+                }
+                server.fences[index] += 1;
+                let grant = Grant {
+                    token: server.fences[index],
+                    slot,
+                    weight,
+                };
+                server.permits.push(Permit {
+                    client,
+                    attempt,
+                    grant,
+                    expires: now + ttl,
+                });
+                server.permits.sort_unstable();
+                Answer::Granted(grant)
+            }
+            Op::Extend { attempt, .. } => match find(server, client, attempt) {
+                Some(at) => {
+                    server.permits[at].expires = now + ttl;
+                    Answer::Extended
+                }
+                None => Answer::NotHeld,
+            },
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                match find(server, client, attempt) {
+                    Some(at) => {
+                        server.permits.remove(at);
+                        Answer::Released
+                    }
+                    None => Answer::NotHeld,
+                }
+            }
+            Op::TakeOver { from, attempt } => match find(server, from.client, from.attempt) {
+                // The entry, `<weight>:<slot>:<token>`, must be the token's.
+                Some(at) if server.permits[at].grant == from.claim => {
+                    server.permits[at] = Permit {
+                        client,
+                        attempt,
+                        grant: from.claim,
+                        expires: now + ttl,
+                    };
+                    server.permits.sort_unstable();
+                    Answer::TakenOver
+                }
+                _ => Answer::NotHeld,
+            },
+            // Not the semaphore's: never sent, since it does not elect.
+            Op::Proclaim { .. } => Answer::NotHeld,
+        }
+    }
+
+    fn holds(&self, server: &SemaphoreKeys) -> Vec<(u8, u8, Grant, u64)> {
+        server
+            .permits
+            .iter()
+            .map(|permit| (permit.client, permit.attempt, permit.grant, permit.expires))
+            .collect()
+    }
+
+    fn counters(&self, server: &SemaphoreKeys) -> Vec<(u8, u64)> {
+        (0..)
+            .zip(server.fences.iter().copied())
+            .filter(|&(_, last)| last > 0)
+            .collect()
+    }
+
+    fn script(&self, op: Op) -> String {
+        match op {
+            Op::Acquire { attempt } => {
+                format!("semaphore/acquire.lua (attempt {attempt})")
+            }
+            Op::Extend { attempt, short } => format!(
+                "semaphore/renew.lua (attempt {attempt}{})",
+                if short { ", the shorter TTL" } else { "" }
+            ),
+            Op::Release { attempt } => format!("semaphore/release.lua (attempt {attempt})"),
+            Op::Cleanup { attempt } => {
+                format!("semaphore/release.lua (cleanup of attempt {attempt})")
+            }
+            Op::TakeOver { from, attempt } => format!(
+                "semaphore/take_over.lua (attempt {attempt}, from client {}'s attempt {} \
+                 claiming token {} in slot {}, weight {})",
+                from.client, from.attempt, from.claim.token, from.claim.slot, from.claim.weight
+            ),
+            Op::Proclaim { .. } => format!("{op:?}, which the semaphore has not"),
+        }
+    }
+
+    fn properties() -> Vec<Property<LeaseModel<Self>>> {
+        vec![
+            // `Semaphore`'s docs: at most `limit` weight of permits is
+            // valid at any instant.
+            Property::always(
+                WITHIN_LIMIT,
+                |model: &LeaseModel<Self>, state: &State<SemaphoreKeys>| {
+                    let weight: u8 = state.believers().map(|(_, lease)| lease.grant.weight).sum();
+                    weight <= model.protocol.limit
+                },
+            ),
+            // `PermitGuard::slot`: no two valid permits share a slot, so a
+            // resource fenced per slot sees one writer at a time.
+            Property::always(OWN_SLOTS, |_, state: &State<SemaphoreKeys>| {
+                let mut slots: Vec<u8> = state
+                    .believers()
+                    .map(|(_, lease)| lease.grant.slot)
+                    .collect();
+                let all = slots.len();
+                slots.sort_unstable();
+                slots.dedup();
+                slots.len() == all
+            }),
+            Property::sometimes(SIDE_BY_SIDE, |_, state: &State<SemaphoreKeys>| {
+                state.believers().count() >= 2
+            }),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stateright::{Checker, Model};
+
+    use super::*;
+    use crate::model::{Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
+
+    fn discoveries(model: LeaseModel<Semaphore>) -> Vec<&'static str> {
+        let checker = model.checker().spawn_bfs().join();
+        assert!(checker.is_done(), "the search did not finish");
+        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// Two clients, two acquires each, a TTL of two ticks, four ticks.
+    const SMALL: Bounds = Bounds {
+        clients: 2,
+        ttl: 2,
+        drift: 0,
+        horizon: 4,
+        attempts: 2,
+        failures: 0,
+        renewals: 1,
+        hand_offs: false,
+        short_extends: false,
+    };
+
+    #[test]
+    fn the_semaphore_keeps_its_promises_under_every_survivable_fault() {
+        let semaphore = Semaphore::new(2, &[1, 1]);
+        let found = discoveries(LeaseModel::new(
+            semaphore,
+            Bounds::QUICK,
+            Faults::SURVIVABLE,
+        ));
+        assert_eq!(
+            found,
+            vec![CLEANUP, EVERY, SIDE_BY_SIDE],
+            "only the examples"
+        );
+    }
+
+    #[test]
+    fn weights_and_hand_offs_keep_the_promises() {
+        let bounds = Bounds {
+            hand_offs: true,
+            ..SMALL
+        };
+        let semaphore = Semaphore::new(2, &[1, 2]);
+        let found = discoveries(LeaseModel::new(semaphore, bounds, Faults::default()));
+        // Side by side: the weight of one resumed by the client of two,
+        // beside a new permit of the first client's.
+        assert_eq!(
+            found,
+            vec![RESUMED, EVERY, SIDE_BY_SIDE],
+            "only the examples"
+        );
+    }
+
+    #[test]
+    fn a_restart_without_persistence_is_found_unsafe() {
+        let faults = Faults {
+            restarts: true,
+            ..Faults::default()
+        };
+        let found = discoveries(LeaseModel::new(Semaphore::new(1, &[1]), SMALL, faults));
+        for property in [WITHIN_LIMIT, OWN_SLOTS, AGREES, TOKENS] {
+            assert!(found.contains(&property), "{property}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_slot_by_count_is_found() {
+        let semaphore = Semaphore::new(2, &[1, 1]).with_defect(Defect::SlotByCount);
+        let found = discoveries(LeaseModel::new(semaphore, SMALL, Faults::default()));
+        assert!(found.contains(&OWN_SLOTS), "{found:?}");
+    }
+
+    #[test]
+    fn counting_permits_for_weights_is_found() {
+        let semaphore = Semaphore::new(2, &[1, 2]).with_defect(Defect::CountsPermits);
+        let found = discoveries(LeaseModel::new(semaphore, SMALL, Faults::default()));
+        assert!(found.contains(&WITHIN_LIMIT), "{found:?}");
+    }
+}

@@ -1,0 +1,200 @@
+//! The lock's scripts against [`Lock`]'s model.
+
+use std::time::Duration;
+
+use distlock::backend::{Claim, HoldKind, HoldToken};
+use distlock::FencingToken;
+use lock_core::strategy::KeyNames;
+use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_model::{Answer, Grant, LeaseModel, Lock, Op, Shown};
+
+use super::{connect, ttl_of, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+
+/// The lock key and its counter, and an election's leader record.
+pub(super) struct LockSubject<'a>(pub(super) Real<'a>);
+
+impl LockSubject<'_> {
+    fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
+        self.0.hold(client, attempt, HoldKind::Lock)
+    }
+
+    /// The holder of the lock key: its client and attempt, and its token.
+    fn holder(&self) -> Option<(u8, u8, u64)> {
+        let value = self.0.text(self.0.key.redis_key())?;
+        let (id, token) = value.split_once('#').expect("a fenced value");
+        let (client, attempt) = self.0.who(id);
+        Some((client, attempt, token.parse().expect("a token")))
+    }
+
+    fn pttl(&self) -> i64 {
+        self.0
+            .admin(&["PTTL", self.0.key.redis_key()])
+            .as_int()
+            .expect("an integer")
+    }
+}
+
+impl Subject for LockSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let (backend, key) = (self.0.backend, self.0.key.clone());
+        match op {
+            Op::Acquire { attempt } => {
+                let hold = self.hold(client, attempt);
+                match backend
+                    .try_acquire(&key, &hold, TTL, &Claim::LOCK, None)
+                    .await
+                {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        // As a guard keeps it: renewals and releases send
+                        // the value with its token, as the key stores it.
+                        let token = granted.fencing_token.expect("a token");
+                        self.0
+                            .holds
+                            .insert((client, attempt), hold.granted(Some(token)));
+                        Answer::Granted(Grant::token(token.get()))
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("acquire: {other:?}"),
+                }
+            }
+            Op::Extend { attempt, .. } => {
+                let hold = self.hold(client, attempt);
+                match backend.extend(&key, &hold, ttl_of(op)).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("extend: {other:?}"),
+                }
+            }
+            Op::TakeOver { from, attempt } => {
+                // As `resume` builds them: the token's hold with its claim,
+                // and a new hold of the same owner with the same claim.
+                let claim = Some(FencingToken::new(from.claim.token));
+                let old = self.hold(from.client, from.attempt).granted(claim);
+                let new = Real::successor(&old).granted(claim);
+                self.0.holds.insert((client, attempt), new.clone());
+                let hand_off = backend.capabilities().hand_off().expect("hand-off");
+                match hand_off.take_over(&key, &old, &new, TTL).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("take over: {other:?}"),
+                }
+            }
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                let hold = self.hold(client, attempt);
+                match backend.release(&key, &hold).await {
+                    Ok(ReleaseOutcome::Released) => Answer::Released,
+                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("release: {other:?}"),
+                }
+            }
+            Op::Proclaim { attempt } => {
+                // The value is the client's number, as the model's.
+                let hold = self.hold(client, attempt);
+                let elections = backend.capabilities().elections().expect("elections");
+                match elections.proclaim(&key, &hold, &client.to_string()).await {
+                    Ok(true) => Answer::Proclaimed,
+                    Ok(false) => Answer::NotHeld,
+                    Err(error) => panic!("proclaim: {error:?}"),
+                }
+            }
+        }
+    }
+
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        self.holder()
+            .map(|(client, attempt, token)| (client, attempt, Grant::token(token)))
+            .into_iter()
+            .collect()
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        self.0
+            .text(self.0.key.fence_key())
+            .map(|text| (0, text.parse().expect("a counter")))
+            .into_iter()
+            .collect()
+    }
+
+    fn records(&self) -> Vec<Shown> {
+        let record = self.0.text(&self.0.key.leader_key());
+        record
+            .map(|record| {
+                let (term, value) = record.split_once(':').expect("<term>:<value>");
+                Shown {
+                    term: term.parse().expect("a term"),
+                    value: value.parse().expect("a client's number"),
+                }
+            })
+            .into_iter()
+            .collect()
+    }
+
+    async fn shown(&self) -> Option<Shown> {
+        let elections = self
+            .0
+            .backend
+            .capabilities()
+            .elections()
+            .expect("elections");
+        let leader = elections
+            .read_leader(&self.0.key)
+            .await
+            .expect("a leader read");
+        leader.map(|leader| Shown {
+            term: leader.term.get(),
+            value: leader.value.parse().expect("a client's number"),
+        })
+    }
+
+    fn mark(&self) {
+        if self.pttl() > MARK {
+            self.0
+                .admin(&["PEXPIRE", self.0.key.redis_key(), &MARK.to_string()]);
+        }
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        let left = self.pttl();
+        self.holder()
+            .map(|(client, attempt, _)| (client, attempt, left))
+            .into_iter()
+            .collect()
+    }
+
+    async fn expire(&self, _: &[(u8, u8)]) {
+        let key = self.0.key.redis_key();
+        self.0.admin(&["PEXPIRE", key, "1"]);
+        for _ in 0..100 {
+            if self.0.admin(&["EXISTS", key]).as_int() == Some(0) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("the key did not expire");
+    }
+}
+
+/// Every walk agrees with the model, on both clients.
+#[test]
+fn the_lock_scripts_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        let model = LeaseModel::new(Lock::default(), BOUNDS, FAULTS);
+        let mut seen = Seen::default();
+        for seed in 0..WALKS {
+            let name = format!("lock-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let label = format!("the lock on {client}");
+            walk(
+                &model,
+                &mut LockSubject(real),
+                server,
+                &label,
+                seed,
+                &mut seen,
+            )
+            .await;
+        }
+        seen.assert_everything(client, BOUNDS);
+    });
+}

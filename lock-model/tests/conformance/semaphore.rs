@@ -1,0 +1,254 @@
+//! The semaphore's scripts against [`Semaphore`]'s model.
+
+use distlock::backend::{Claim, HoldKind, HoldToken, Permit, PermitRequest};
+use distlock::FencingToken;
+use lock_core::strategy::KeyNames;
+use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
+
+use super::{connect, ttl_of, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+
+/// The permits (a sorted set of id to deadline), their entries and the
+/// slots' counters.
+struct SemaphoreSubject<'a> {
+    real: Real<'a>,
+    semaphore: Semaphore,
+}
+
+impl SemaphoreSubject<'_> {
+    fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
+        let weight = self.semaphore.weight(client);
+        let kind = HoldKind::Permit(Permit::new(u32::from(weight)));
+        self.real.hold(client, attempt, kind)
+    }
+
+    /// The server's time in ms.
+    fn now(&self) -> i64 {
+        let time = self.real.admin(&["TIME"]).as_texts().expect("TIME");
+        let (seconds, micros): (i64, i64) = (
+            time[0].parse().expect("seconds"),
+            time[1].parse().expect("microseconds"),
+        );
+        seconds * 1000 + micros / 1000
+    }
+
+    /// The live permits' ids and how long each has left, in ms.
+    fn live(&self) -> Vec<(String, i64)> {
+        let now = self.now();
+        let key = self.real.key.redis_key();
+        let from = format!("({now}");
+        let found = self
+            .real
+            .admin(&["ZRANGEBYSCORE", key, &from, "+inf", "WITHSCORES"])
+            .as_texts()
+            .expect("permits");
+        found
+            .chunks(2)
+            .map(|pair| {
+                let deadline: f64 = pair[1].parse().expect("a deadline");
+                (pair[0].clone(), deadline as i64 - now)
+            })
+            .collect()
+    }
+}
+
+impl Subject for SemaphoreSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let (backend, key) = (self.real.backend, self.real.key.clone());
+        match op {
+            Op::Acquire { attempt } => {
+                let hold = self.hold(client, attempt);
+                let weight = self.semaphore.weight(client);
+                let request =
+                    PermitRequest::new(u32::from(self.semaphore.limit), u32::from(weight));
+                match backend
+                    .try_acquire(&key, &hold, TTL, &Claim::Permit(request), None)
+                    .await
+                {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        let token = granted.fencing_token.expect("a token");
+                        let slot = granted.slot.expect("a slot");
+                        let held = hold.granted(Some(token)).in_slot(slot);
+                        self.real.holds.insert((client, attempt), held);
+                        Answer::Granted(Grant {
+                            token: token.get(),
+                            slot: u8::try_from(slot).expect("a small slot"),
+                            weight,
+                        })
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("acquire: {other:?}"),
+                }
+            }
+            Op::Extend { attempt, .. } => {
+                let hold = self.hold(client, attempt);
+                match backend.extend(&key, &hold, ttl_of(op)).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("extend: {other:?}"),
+                }
+            }
+            Op::TakeOver { from, attempt } => {
+                // As `resume` builds them from a token's `permit-W-S`: the
+                // token's permit with its weight, slot and claim, and a new
+                // permit of the same owner with the same.
+                let claim = Some(FencingToken::new(from.claim.token));
+                let slot = u32::from(from.claim.slot);
+                let kind = HoldKind::Permit(Permit::new(u32::from(from.claim.weight)));
+                let old = self
+                    .real
+                    .hold(from.client, from.attempt, kind.clone())
+                    .with_kind(kind)
+                    .granted(claim)
+                    .in_slot(slot);
+                let new = Real::successor(&old).granted(claim).in_slot(slot);
+                self.real.holds.insert((client, attempt), new.clone());
+                let hand_off = backend.capabilities().hand_off().expect("hand-off");
+                match hand_off.take_over(&key, &old, &new, TTL).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("take over: {other:?}"),
+                }
+            }
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                let hold = self.hold(client, attempt);
+                match backend.release(&key, &hold).await {
+                    Ok(ReleaseOutcome::Released) => Answer::Released,
+                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("release: {other:?}"),
+                }
+            }
+            Op::Proclaim { .. } => panic!("the semaphore's model sends no {op:?}"),
+        }
+    }
+
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        let held = self.real.key.permits_held_key();
+        let mut holds: Vec<_> = self
+            .live()
+            .into_iter()
+            .map(|(id, _)| {
+                let entry = self.real.admin(&["HGET", &held, &id]);
+                let entry = entry.as_text().expect("an entry");
+                let parts: Vec<u64> = entry
+                    .split(':')
+                    .map(|part| part.parse().expect("<weight>:<slot>:<token>"))
+                    .collect();
+                let [weight, slot, token] = parts[..] else {
+                    panic!("the entry {entry} is not <weight>:<slot>:<token>");
+                };
+                let (client, attempt) = self.real.who(&id);
+                let grant = Grant {
+                    token,
+                    slot: u8::try_from(slot).expect("a small slot"),
+                    weight: u8::try_from(weight).expect("a small weight"),
+                };
+                (client, attempt, grant)
+            })
+            .collect();
+        holds.sort_unstable();
+        holds
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        let fences = self.real.key.slot_fences_key();
+        let pairs = self
+            .real
+            .admin(&["HGETALL", &fences])
+            .as_texts()
+            .expect("counters");
+        let mut counters: Vec<(u8, u64)> = pairs
+            .chunks(2)
+            .map(|pair| {
+                let slot = pair[0].parse().expect("a slot");
+                (slot, pair[1].parse().expect("a counter"))
+            })
+            .collect();
+        counters.sort_unstable();
+        counters
+    }
+
+    fn mark(&self) {
+        // Lowered only: a deadline raised past the keys' own TTL is one no
+        // script set.
+        let deadline = (self.now() + MARK).to_string();
+        for (id, left) in self.live() {
+            if left > MARK {
+                let key = self.real.key.redis_key();
+                self.real.admin(&["ZADD", key, "XX", &deadline, &id]);
+            }
+        }
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        let mut left: Vec<(u8, u8, i64)> = self
+            .live()
+            .into_iter()
+            .map(|(id, left)| {
+                let (client, attempt) = self.real.who(&id);
+                (client, attempt, left)
+            })
+            .collect();
+        left.sort_unstable();
+        left
+    }
+
+    /// `sem_keep`: the permits and their entries live as long as the last
+    /// live permit, or the semaphore forgets permits still live.
+    fn keys_outlive_holds(&self) -> Result<(), String> {
+        let Some(last) = self.live().into_iter().map(|(_, left)| left).max() else {
+            return Ok(());
+        };
+        for key in [
+            self.real.key.redis_key().to_owned(),
+            self.real.key.permits_held_key(),
+        ] {
+            let pttl = self.real.admin(&["PTTL", &key]).as_int().expect("PTTL");
+            // A few ms for the reads between the script and this one.
+            if pttl != -1 && pttl < last - 10 {
+                return Err(format!(
+                    "{key} expires in {pttl} ms, before a permit that has {last} ms left"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    async fn expire(&self, holds: &[(u8, u8)]) {
+        // A permit is live while its deadline is after the server's time:
+        // one in the past has expired, whatever the keys' own TTL.
+        for hold in holds {
+            let id = self.real.holds[hold].attempt_value().to_owned();
+            let key = self.real.key.redis_key();
+            self.real.admin(&["ZADD", key, "XX", "1", &id]);
+        }
+    }
+}
+
+/// Every walk agrees with the model, on both clients, with permits of
+/// weights 1, 1 and 2 in a semaphore of 3.
+#[test]
+fn the_semaphore_scripts_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        let semaphore = Semaphore::new(3, &[1, 1, 2]);
+        let model = LeaseModel::new(semaphore.clone(), BOUNDS, FAULTS);
+        let mut seen = Seen::default();
+        for seed in 0..WALKS {
+            let name = format!("semaphore-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let mut subject = SemaphoreSubject {
+                real,
+                semaphore: semaphore.clone(),
+            };
+            let label = format!("the semaphore on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+        }
+        seen.assert_everything(client, BOUNDS);
+        let side_by_side = seen
+            .answers
+            .iter()
+            .any(|answer| matches!(answer, Answer::Granted(grant) if grant.slot > 0));
+        assert!(side_by_side, "{client}: no grant beside another: {seen:?}");
+    });
+}
