@@ -130,7 +130,7 @@ impl LeaseShared {
     /// with, or a shorter one a holder has asked for since. Not a longer one:
     /// until an extend to it succeeds, the deadline is still the old TTL's.
     pub(crate) fn pace_ttl(&self) -> Duration {
-        self.granted_ttl.min(self.ttl())
+        self.granted_ttl.min(self.trusted_ttl())
     }
 
     /// The right to extend, if no extend is in flight: held by a renewal
@@ -171,9 +171,7 @@ impl LeaseShared {
         // The lease may have ended while this extend waited its turn.
         self.ensure_held()?;
         let sent_at = Instant::now();
-        // A shorter TTL takes effect when the extend runs, before its reply
-        // comes back: trusted no longer from now on.
-        self.cap_deadline(self.deadline(sent_at, ttl));
+        self.sending(sent_at, ttl);
         // Dropped before the reply: the extend may have run, so the deadline
         // is capped at what it would have set.
         let in_flight = DropGuard::new(|| self.maybe_renewed(sent_at, ttl));
@@ -259,6 +257,16 @@ impl LeaseShared {
         self.timing().ttl
     }
 
+    /// The TTL a renewal with [`ttl`](Self::ttl) is trusted for: no longer
+    /// than an extend whose reply was lost asked for. Renewals are paced by
+    /// it.
+    pub(crate) fn trusted_ttl(&self) -> Duration {
+        let timing = self.timing();
+        timing
+            .unanswered
+            .map_or(timing.ttl, |lost| timing.ttl.min(lost))
+    }
+
     fn timing(&self) -> std::sync::MutexGuard<'_, Timing> {
         // The data is two plain values, valid whatever a panicking holder did.
         self.timing.lock().unwrap_or_else(PoisonError::into_inner)
@@ -302,6 +310,14 @@ impl LeaseShared {
         timing.set_by = timing.set_by.max(sent_at);
         timing.unanswered = Some(timing.unanswered.map_or(ttl, |lost| lost.min(ttl)));
         self.cap_deadline(at_most);
+    }
+
+    /// An extend to `ttl` is about to be sent at `sent_at`: a shorter TTL
+    /// takes effect when it runs, before its reply comes back, so the lease
+    /// is trusted no longer than it would set from now on. Every extend and
+    /// renewal calls it as it sends.
+    pub(crate) fn sending(&self, sent_at: Instant, ttl: Duration) {
+        self.cap_deadline(self.deadline(sent_at, ttl));
     }
 
     /// Moves a held lease's deadline back to `at_most` if it is later.

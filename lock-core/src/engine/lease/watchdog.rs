@@ -179,6 +179,8 @@ pub(crate) fn renew_unattended(
         return false;
     };
     let ttl = lease.ttl();
+    // A caller's `extend` may have just asked for a shorter TTL.
+    lease.sending(asked_at, ttl);
     let held = Arc::clone(lease);
     // Dropped unanswered (its batch found the lease no longer held, or the
     // driver's runtime shut down): it may have run, as a dropped extend may.
@@ -294,9 +296,13 @@ fn renewal_outcome(outcome: &Result<ExtendOutcome, LockError>) -> &'static str {
 }
 
 /// The configured interval, or less after an `extend` to a TTL too short for
-/// it: renewals keep room for two attempts before the deadline.
+/// it, or one whose reply was lost: renewals keep room for two attempts
+/// before the deadline.
 fn renewal_interval(shared: &LeaseShared, configured: Duration) -> Duration {
-    configured.min(max_renew_interval(shared.ttl(), shared.drift_factor))
+    configured.min(max_renew_interval(
+        shared.trusted_ttl(),
+        shared.drift_factor,
+    ))
 }
 
 /// One renewal, with the TTL the holder last asked for (or `capped_ttl`, the
