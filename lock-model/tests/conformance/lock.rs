@@ -8,7 +8,7 @@ use lock_core::strategy::KeyNames;
 use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
 use lock_model::{Answer, Grant, LeaseModel, Lock, Op, Shown};
 
-use super::{connect, ttl_of, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
 
 /// The lock key and its counter, and an election's leader record.
 pub(super) struct LockSubject<'a>(pub(super) Real<'a>);
@@ -59,7 +59,7 @@ impl Subject for LockSubject<'_> {
             }
             Op::Extend { attempt, .. } => {
                 let hold = self.hold(client, attempt);
-                match backend.extend(&key, &hold, ttl_of(op)).await {
+                match super::extend(backend, &key, &hold, op).await {
                     Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
                     Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
                     other => panic!("extend: {other:?}"),

@@ -16,7 +16,7 @@ mod semaphore;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use distlock::backend::{HoldKind, HoldToken, LockBackend, LockKey};
+use distlock::backend::{HoldKind, HoldToken, LockBackend, LockKey, Renewal};
 use distlock::{ClientKind, OwnerToken};
 use lock_model::{
     trace, Action, Answer, Bounds, Call, Faults, Grant, LeaseModel, Op, Protocol, Shown,
@@ -363,6 +363,41 @@ async fn walk<P: Protocol, S: Subject>(
                 trace(model, &path)
             );
         }
+    }
+}
+
+/// Sends the renewal `op` of `hold` as the engine would: the watchdog's
+/// (the TTL asked for at first) in a batch of `extend_many`, beside a
+/// renewal of a bystander's hold on another name that is never granted (a
+/// batch of one is a plain extend), a caller's `extend` to a shorter TTL
+/// alone.
+async fn extend(
+    backend: &dyn LockBackend,
+    key: &LockKey,
+    hold: &HoldToken,
+    op: Op,
+) -> Result<lock_core::ExtendOutcome, lock_core::LockError> {
+    match op {
+        Op::Extend { short: false, .. } => {
+            let other = LockKey::new("model:", &format!("{}-bystander", key.name())).expect("key");
+            let owner = OwnerToken::generate().expect("os rng");
+            let bystander = HoldToken::new(owner)
+                .expect("os rng")
+                .with_kind(hold.kind().clone());
+            let renewals = [
+                Renewal::new(key, hold, ttl_of(op)),
+                Renewal::new(&other, &bystander, ttl_of(op)),
+            ];
+            let mut outcomes = backend.extend_many(&renewals).await;
+            assert_eq!(outcomes.len(), 2, "one outcome per renewal");
+            assert!(
+                matches!(outcomes[1], Ok(lock_core::ExtendOutcome::NotHeld)),
+                "the bystander's renewal: {:?}",
+                outcomes[1]
+            );
+            outcomes.remove(0)
+        }
+        _ => backend.extend(key, hold, ttl_of(op)).await,
     }
 }
 

@@ -6,7 +6,7 @@ use lock_core::strategy::KeyNames;
 use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
 use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
 
-use super::{connect, ttl_of, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
 
 /// The permits (a sorted set of id to deadline), their entries and the
 /// slots' counters.
@@ -82,7 +82,7 @@ impl Subject for SemaphoreSubject<'_> {
             }
             Op::Extend { attempt, .. } => {
                 let hold = self.hold(client, attempt);
-                match backend.extend(&key, &hold, ttl_of(op)).await {
+                match super::extend(backend, &key, &hold, op).await {
                     Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
                     Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
                     other => panic!("extend: {other:?}"),
