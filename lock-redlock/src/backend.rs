@@ -657,7 +657,9 @@ impl LockBackend for RedlockBackend {
                 break;
             }
         }
-        // The renewals still in flight only lengthen our own lease; let them land.
+        // The renewals still in flight act on our own hold alone; let them
+        // land. One to a shorter TTL landing after a later, longer renewal
+        // shortens that node's key: docs/SAFETY.md, "Not yet covered".
         round.finish_in_background();
         let elapsed = started.elapsed();
         if extended >= needed {
