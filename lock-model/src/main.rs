@@ -172,10 +172,15 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
         Level::Full => Bounds::FULL,
     };
     match (primitive, level) {
-        // A permit's keys have more states than a lock's: a tick less keeps
-        // the run within memory and minutes.
+        // A permit's keys, and a proclaim a lease, make more states than a
+        // lock's: a tick less keeps each run within memory and minutes.
         (Primitive::Semaphore(..), Level::Full) => Bounds {
             horizon: 4,
+            ..bounds
+        },
+        (Primitive::Election, Level::Full) => Bounds {
+            horizon: 4,
+            renewals: 0,
             ..bounds
         },
         // An election is the lock, whose renewals the lock's runs check,
