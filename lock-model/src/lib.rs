@@ -1,7 +1,7 @@
 //! The lock protocols as models that [stateright] checks exhaustively.
 //!
 //! Each primitive's scripts are modelled as what they do in one atomic step
-//! each ([`Protocol`]: the single-node [`Lock`], the [`Semaphore`], the [`Election`]), beside
+//! each ([`Protocol`]: the single-node [`Lock`], the [`Semaphore`], the [`RwLock`], the [`Election`]), beside
 //! what each client believes: the lease it was granted and the deadline it
 //! computed by its own clock ([`LeaseModel`]). The checker explores every
 //! interleaving of several clients with time passing, holds expiring,
@@ -22,6 +22,7 @@
 mod election;
 mod lock;
 mod model;
+mod rwlock;
 mod semaphore;
 mod trace;
 
@@ -34,6 +35,7 @@ pub use model::{
     Action, Answer, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease, LeaseModel,
     Op, Protocol, Shown, State, AGREES, CLEANUP, EVERY, RESUMED, TOKENS,
 };
+pub use rwlock::{Defect as RwDefect, RwHold, RwKeys, RwLock, EPOCH, EXCLUSIVE, SHARED};
 pub use semaphore::{
     Defect as SemaphoreDefect, Permit, Semaphore, SemaphoreKeys, OWN_SLOTS, SIDE_BY_SIDE,
     WITHIN_LIMIT,

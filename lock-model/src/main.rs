@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use lock_model::{
-    trace, Bounds, Election, Faults, LeaseModel, Lock, Protocol, Semaphore, AGREES, MUTEX,
-    ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
+    trace, Bounds, Election, Faults, LeaseModel, Lock, Protocol, RwLock, Semaphore, AGREES, EPOCH,
+    EXCLUSIVE, MUTEX, ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
 };
 use stateright::{Checker, Expectation, Model};
 
@@ -32,6 +32,8 @@ enum Primitive {
     /// A semaphore of a limit, and the weight each client asks for.
     Semaphore(u8, &'static [u8]),
     Election,
+    /// A read-write lock whose clients write (`true`) or read.
+    RwLock(&'static [bool]),
 }
 
 /// One configuration to check, and the `always` properties it must break
@@ -76,7 +78,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 9] = [
+const RUNS: [Run; 11] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -141,6 +143,24 @@ const RUNS: [Run; 9] = [
         two_ttls: false,
     },
     Run {
+        primitive: Primitive::RwLock(&[true, false, false]),
+        name: "lost and delayed replies, crashes",
+        faults: HAND_OFF_FAULTS,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        two_ttls: false,
+    },
+    Run {
+        primitive: Primitive::RwLock(&[true, false]),
+        name: "a restart without persistence (documented unsafe)",
+        faults: RESTART,
+        must_break: &[EXCLUSIVE, EPOCH, AGREES, TOKENS],
+        must_reach: false,
+        hand_offs: false,
+        two_ttls: false,
+    },
+    Run {
         primitive: Primitive::Election,
         name: "lost and delayed replies, pauses, crashes",
         faults: Faults::SURVIVABLE,
@@ -189,6 +209,21 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
             renewals: 0,
             ..bounds
         },
+        // Three clients (a writer and two readers, so that reads share)
+        // make many more states than two: one acquire each and no renewals
+        // there (the lock's runs check renewals), a tick less but at the
+        // full level.
+        (Primitive::RwLock(writers), level) if writers.len() > 2 => Bounds {
+            horizon: if level == Level::Full { 5 } else { 4 },
+            attempts: 1,
+            renewals: 0,
+            ..bounds
+        },
+        // Two writes in a run, so that a restart can issue a token twice.
+        (Primitive::RwLock(_), _) => Bounds {
+            attempts: 2,
+            ..bounds
+        },
         _ => bounds,
     }
 }
@@ -212,6 +247,9 @@ fn main() -> ExitCode {
             hand_offs: run.hand_offs,
             ..bounds(run.primitive, level)
         };
+        if let Primitive::RwLock(writers) = run.primitive {
+            bounds.clients = u8::try_from(writers.len()).unwrap_or(u8::MAX);
+        }
         if run.two_ttls {
             bounds = Bounds {
                 attempts: 1,
@@ -229,6 +267,11 @@ fn main() -> ExitCode {
             Primitive::Election => check(
                 run,
                 LeaseModel::new(Election::default(), bounds, run.faults),
+            ),
+            // A waiting writer's place lasts as long as a lease.
+            Primitive::RwLock(writers) => check(
+                run,
+                LeaseModel::new(RwLock::new(writers, bounds.ttl), bounds, run.faults),
             ),
         };
     }
@@ -249,6 +292,13 @@ fn check<P: Protocol>(run: &Run, model: LeaseModel<P>) -> bool {
             format!("semaphore of {limit}, clients asking for {weights:?}")
         }
         Primitive::Election => "election".to_owned(),
+        Primitive::RwLock(writers) => {
+            let writing = writers.iter().filter(|&&writes| writes).count();
+            format!(
+                "read-write lock, {writing} writer(s) and {} reader(s)",
+                writers.len() - writing
+            )
+        }
     };
     println!(
         "\n{what}: {}\n  {} clients, TTL {} ticks ({} for drift), {} ticks, {} acquires each, \

@@ -63,11 +63,12 @@ pub trait Protocol: Clone + Debug + Send + Sync + Sized + 'static {
         None
     }
 
-    /// Whether `client`'s grants are each given a new token, which must be
-    /// above every earlier one of its slot.
-    fn fresh_tokens(&self, client: u8) -> bool {
-        let _ = client;
-        true
+    /// The waiting writers in line whose places are live at `now`, in
+    /// order (a dead place stays until a script drops it, and counts for
+    /// nothing meanwhile).
+    fn line(&self, server: &Self::Server, now: u64) -> Vec<u8> {
+        let _ = (server, now);
+        Vec::new()
     }
 
     /// The script `op` sends, with its arguments, for a trace.
@@ -172,27 +173,39 @@ impl Faults {
     };
 }
 
-/// What a grant gives: the fencing token (for a read of a read-write lock,
-/// the epoch), the slot (0 but for a semaphore's permits) and the weight
-/// the hold counts for (1 but for a semaphore's permits), as a hand-off
-/// token carries them.
+/// What a grant gives, as a hand-off token carries it: the fencing token
+/// (for a shared hold, the epoch), the slot (0 but for a semaphore's
+/// permits), the weight the hold counts for (1 but for a semaphore's
+/// permits), and whether it is shared (a read of a read-write lock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Grant {
-    /// The fencing token.
+    /// The fencing token, or a shared hold's epoch.
     pub token: u64,
     /// The slot the token counts in.
     pub slot: u8,
     /// How much of the name's capacity the hold takes.
     pub weight: u8,
+    /// Whether the hold is shared: its token is an epoch, the last token
+    /// granted in its slot, not a new one.
+    pub shared: bool,
 }
 
 impl Grant {
-    /// A grant of `token` in slot 0, of weight 1.
+    /// An exclusive grant of `token` in slot 0, of weight 1.
     pub const fn token(token: u64) -> Grant {
         Grant {
             token,
             slot: 0,
             weight: 1,
+            shared: false,
+        }
+    }
+
+    /// A shared grant of the epoch `epoch` in slot 0, of weight 1.
+    pub const fn epoch(epoch: u64) -> Grant {
+        Grant {
+            shared: true,
+            ..Grant::token(epoch)
         }
     }
 }
@@ -381,6 +394,9 @@ pub struct State<S> {
     /// Whether a grant was ever given a token not above every earlier one
     /// of its slot.
     pub token_reused: bool,
+    /// Whether a grant of an epoch (a read's) was ever given one that is
+    /// not the last token granted in its slot.
+    pub epoch_stale: bool,
     /// Whether a cleanup has given back the hold of an attempt whose reply
     /// was lost.
     pub cleaned_up: bool,
@@ -506,6 +522,14 @@ impl<P: Protocol> LeaseModel<P> {
     /// and the state it leaves.
     pub fn run(&self, state: &mut State<P::Server>, client: u8, op: Op) -> Answer {
         let believed = state.clients[usize::from(client)].lease;
+        // A re-entry beside a hold of the same owner shares its token.
+        let own: Vec<(u8, u64)> = self
+            .protocol
+            .holds(&state.server)
+            .iter()
+            .filter(|&&(holder, ..)| holder == client)
+            .map(|&(_, _, grant, _)| (grant.slot, grant.token))
+            .collect();
         let answer = self.protocol.run(
             &mut state.server,
             state.now,
@@ -515,7 +539,13 @@ impl<P: Protocol> LeaseModel<P> {
             believed,
         );
         match (op, answer) {
-            (Op::Acquire { .. }, Answer::Granted(grant)) if self.protocol.fresh_tokens(client) => {
+            (Op::Acquire { .. }, Answer::Granted(grant)) if grant.shared => {
+                let last = state.last_granted.get(usize::from(grant.slot)).copied();
+                state.epoch_stale |= grant.token != last.unwrap_or(0);
+            }
+            (Op::Acquire { .. }, Answer::Granted(grant))
+                if !own.contains(&(grant.slot, grant.token)) =>
+            {
                 let slot = usize::from(grant.slot);
                 if state.last_granted.len() <= slot {
                     state.last_granted.resize(slot + 1, 0);
@@ -679,6 +709,7 @@ impl<P: Protocol> Model for LeaseModel<P> {
             orphans: Vec::new(),
             last_granted: Vec::new(),
             token_reused: false,
+            epoch_stale: false,
             cleaned_up: false,
             granted_to: 0,
             restarted: false,

@@ -144,6 +144,7 @@ impl Protocol for Semaphore {
                     token: server.fences[index],
                     slot,
                     weight,
+                    shared: false,
                 };
                 server.permits.push(Permit {
                     client,

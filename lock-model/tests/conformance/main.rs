@@ -10,7 +10,9 @@
 //! expire on the server at that step.
 
 mod election;
+mod lease_set;
 mod lock;
+mod rwlock;
 mod semaphore;
 
 use std::collections::HashMap;
@@ -83,6 +85,18 @@ trait Subject {
     /// What the keys show beside the holds, as the model's `records`.
     fn records(&self) -> Vec<Shown> {
         Vec::new()
+    }
+
+    /// The waiting writers in line whose places are live, as the model's
+    /// `line`.
+    fn line(&self) -> Vec<u8> {
+        Vec::new()
+    }
+
+    /// Makes the places of `clients` in line run out now, as the model's
+    /// clock just did.
+    fn expire_places(&self, clients: &[u8]) {
+        let _ = clients;
     }
 
     /// What a leader read shows, as the model's `shown`.
@@ -188,6 +202,8 @@ impl Choices {
 #[derive(Debug, Default)]
 struct Seen {
     answers: Vec<Answer>,
+    /// Steps after which a writer waited in line.
+    lines: u32,
     shown: Vec<Option<Shown>>,
     expiries: u32,
     restarts: u32,
@@ -312,6 +328,15 @@ async fn walk<P: Protocol, S: Subject>(
         } else {
             match action {
                 Action::Tick => {
+                    let (was, is) = (
+                        model.protocol.line(&state.server, state.now),
+                        model.protocol.line(&next.server, next.now),
+                    );
+                    let ended: Vec<u8> = was
+                        .into_iter()
+                        .filter(|waiter| !is.contains(waiter))
+                        .collect();
+                    real.expire_places(&ended);
                     let before = modelled(model, &state.server);
                     let after = modelled(model, &next.server);
                     let expired: Vec<(u8, u8)> = before
@@ -334,15 +359,21 @@ async fn walk<P: Protocol, S: Subject>(
         };
         state = next;
         let disagreement = disagreement.or_else(|| {
-            let real = (real.holds(), real.counters(), real.records());
+            let line = real.line();
+            if !line.is_empty() {
+                seen.lines += 1;
+            }
+            let real = (real.holds(), real.counters(), real.records(), line);
             let expected = (
                 modelled(model, &state.server),
                 model.protocol.counters(&state.server),
                 model.protocol.records(&state.server),
+                model.protocol.line(&state.server, state.now),
             );
             (real != expected).then(|| {
                 format!(
-                    "the server has (holds, counters, records) {real:?}, the model {expected:?}"
+                    "the server has (holds, counters, records, line) {real:?}, the model \
+                     {expected:?}"
                 )
             })
         });

@@ -6,7 +6,7 @@ use lock_core::strategy::KeyNames;
 use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
 use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
 
-use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
 
 /// The permits (a sorted set of id to deadline), their entries and the
 /// slots' counters.
@@ -20,35 +20,6 @@ impl SemaphoreSubject<'_> {
         let weight = self.semaphore.weight(client);
         let kind = HoldKind::Permit(Permit::new(u32::from(weight)));
         self.real.hold(client, attempt, kind)
-    }
-
-    /// The server's time in ms.
-    fn now(&self) -> i64 {
-        let time = self.real.admin(&["TIME"]).as_texts().expect("TIME");
-        let (seconds, micros): (i64, i64) = (
-            time[0].parse().expect("seconds"),
-            time[1].parse().expect("microseconds"),
-        );
-        seconds * 1000 + micros / 1000
-    }
-
-    /// The live permits' ids and how long each has left, in ms.
-    fn live(&self) -> Vec<(String, i64)> {
-        let now = self.now();
-        let key = self.real.key.redis_key();
-        let from = format!("({now}");
-        let found = self
-            .real
-            .admin(&["ZRANGEBYSCORE", key, &from, "+inf", "WITHSCORES"])
-            .as_texts()
-            .expect("permits");
-        found
-            .chunks(2)
-            .map(|pair| {
-                let deadline: f64 = pair[1].parse().expect("a deadline");
-                (pair[0].clone(), deadline as i64 - now)
-            })
-            .collect()
     }
 }
 
@@ -74,6 +45,7 @@ impl Subject for SemaphoreSubject<'_> {
                             token: token.get(),
                             slot: u8::try_from(slot).expect("a small slot"),
                             weight,
+                            shared: false,
                         })
                     }
                     Ok(AcquireOutcome::Held { .. }) => Answer::Held,
@@ -124,8 +96,7 @@ impl Subject for SemaphoreSubject<'_> {
 
     fn holds(&self) -> Vec<(u8, u8, Grant)> {
         let held = self.real.key.permits_held_key();
-        let mut holds: Vec<_> = self
-            .live()
+        let mut holds: Vec<_> = lease_set::live(&self.real)
             .into_iter()
             .map(|(id, _)| {
                 let entry = self.real.admin(&["HGET", &held, &id]);
@@ -142,6 +113,7 @@ impl Subject for SemaphoreSubject<'_> {
                     token,
                     slot: u8::try_from(slot).expect("a small slot"),
                     weight: u8::try_from(weight).expect("a small weight"),
+                    shared: false,
                 };
                 (client, attempt, grant)
             })
@@ -169,59 +141,19 @@ impl Subject for SemaphoreSubject<'_> {
     }
 
     fn mark(&self) {
-        // Lowered only: a deadline raised past the keys' own TTL is one no
-        // script set.
-        let deadline = (self.now() + MARK).to_string();
-        for (id, left) in self.live() {
-            if left > MARK {
-                let key = self.real.key.redis_key();
-                self.real.admin(&["ZADD", key, "XX", &deadline, &id]);
-            }
-        }
+        lease_set::mark(&self.real);
     }
 
     fn left(&self) -> Vec<(u8, u8, i64)> {
-        let mut left: Vec<(u8, u8, i64)> = self
-            .live()
-            .into_iter()
-            .map(|(id, left)| {
-                let (client, attempt) = self.real.who(&id);
-                (client, attempt, left)
-            })
-            .collect();
-        left.sort_unstable();
-        left
+        lease_set::left(&self.real)
     }
 
-    /// `sem_keep`: the permits and their entries live as long as the last
-    /// live permit, or the semaphore forgets permits still live.
     fn keys_outlive_holds(&self) -> Result<(), String> {
-        let Some(last) = self.live().into_iter().map(|(_, left)| left).max() else {
-            return Ok(());
-        };
-        for key in [
-            self.real.key.redis_key().to_owned(),
-            self.real.key.permits_held_key(),
-        ] {
-            let pttl = self.real.admin(&["PTTL", &key]).as_int().expect("PTTL");
-            // A few ms for the reads between the script and this one.
-            if pttl != -1 && pttl < last - 10 {
-                return Err(format!(
-                    "{key} expires in {pttl} ms, before a permit that has {last} ms left"
-                ));
-            }
-        }
-        Ok(())
+        lease_set::keys_outlive_holds(&self.real, &self.real.key.permits_held_key())
     }
 
     async fn expire(&self, holds: &[(u8, u8)]) {
-        // A permit is live while its deadline is after the server's time:
-        // one in the past has expired, whatever the keys' own TTL.
-        for hold in holds {
-            let id = self.real.holds[hold].attempt_value().to_owned();
-            let key = self.real.key.redis_key();
-            self.real.admin(&["ZADD", key, "XX", "1", &id]);
-        }
+        lease_set::expire(&self.real, holds);
     }
 }
 

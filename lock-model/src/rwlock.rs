@@ -1,0 +1,400 @@
+//! The read-write lock: `rw/acquire.lua`, `rw/renew.lua`, `rw/release.lua`
+//! and `rw/take_over.lua` as atomic steps on its holds (id to deadline and
+//! `r:<epoch>` or `w:<token>`), its write counter and its line of waiting
+//! writers. Readers prefer writers (a read waits while a writer waits, the
+//! default); writers prefer readers, so they make no offers and a release
+//! hands nothing over on the server (the server-side hand-off is not in
+//! this model yet).
+
+use stateright::Property;
+
+use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
+
+/// A defect to put back on purpose, to see that the checker finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defect {
+    /// A read is granted beside another owner's write (`rw/acquire.lua`
+    /// blocks a read on any other owner's live write).
+    ReadBesideWrite,
+    /// A read's epoch is 0, not the write counter (`rw/acquire.lua` gives a
+    /// read the counter's value).
+    EpochFromZero,
+}
+
+/// A read-write lock whose clients each read or write, with at most one
+/// [`Defect`] put back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwLock {
+    /// Whether each client writes (client `i` writes if
+    /// `writers[i % writers.len()]`), or reads.
+    pub writers: Vec<bool>,
+    /// How long a waiting writer's place lasts unless it tries again, in
+    /// ticks.
+    pub waiter_lease: u64,
+    /// A defect put back on purpose, if any.
+    pub defect: Option<Defect>,
+}
+
+impl RwLock {
+    /// A read-write lock whose clients write as `writers` says, with places
+    /// that last `waiter_lease` ticks.
+    pub fn new(writers: &[bool], waiter_lease: u64) -> Self {
+        RwLock {
+            writers: writers.to_vec(),
+            waiter_lease,
+            defect: None,
+        }
+    }
+
+    /// This lock with `defect` put back.
+    pub fn with_defect(mut self, defect: Defect) -> Self {
+        self.defect = Some(defect);
+        self
+    }
+
+    /// Whether `client` writes.
+    pub fn writes(&self, client: u8) -> bool {
+        self.writers[usize::from(client) % self.writers.len()]
+    }
+}
+
+/// A live hold, as its sorted-set member and its mode entry store it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RwHold {
+    /// The client whose attempt it is.
+    pub client: u8,
+    /// Which of that client's attempts.
+    pub attempt: u8,
+    /// The client whose owner it has: its own, or, resumed from a hand-off
+    /// token, the token's (a resume keeps the owner). An owner's holds
+    /// re-enter beside each other.
+    pub owner: u8,
+    /// Whether it is the write.
+    pub write: bool,
+    /// A write's token, or a read's epoch.
+    pub token: u64,
+    /// Its deadline, by the server's clock.
+    pub expires: u64,
+}
+
+impl RwHold {
+    /// What a hold of `write` (or a read) with `token` gives.
+    fn grant_of(write: bool, token: u64) -> Grant {
+        if write {
+            Grant::token(token)
+        } else {
+            Grant::epoch(token)
+        }
+    }
+
+    /// What this hold gives: its mode and token, as its entry stores them.
+    fn grant(&self) -> Grant {
+        RwHold::grant_of(self.write, self.token)
+    }
+}
+
+/// The server's keys for the read-write lock's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RwKeys {
+    /// The live holds, sorted.
+    pub holds: Vec<RwHold>,
+    /// The write counter: the last write's token (0 before the first).
+    pub counter: u64,
+    /// The waiting writers in line, each with its place's deadline (dead
+    /// places stay until a script drops them, as on the server).
+    pub line: Vec<(u8, u64)>,
+}
+
+/// The property the read-write lock exists for.
+pub const EXCLUSIVE: &str = "no writer believed valid beside another hold believed valid";
+/// A read's epoch is the token of the write before it.
+pub const EPOCH: &str = "a read's epoch is the last write's token";
+/// The example of reads shared.
+pub const SHARED: &str = "two clients read at once";
+
+impl RwLock {
+    /// `line_join`: keeps `client`'s place, or puts it at the end (again,
+    /// if its place had run out), until `now` plus the waiter lease.
+    fn join(&self, server: &mut RwKeys, client: u8, now: u64) {
+        let deadline = now + self.waiter_lease;
+        match server.line.iter().position(|&(waiter, _)| waiter == client) {
+            Some(at) if server.line[at].1 > now => server.line[at].1 = deadline,
+            Some(at) => {
+                server.line.remove(at);
+                server.line.push((client, deadline));
+            }
+            None => server.line.push((client, deadline)),
+        }
+    }
+}
+
+impl Protocol for RwLock {
+    type Server = RwKeys;
+
+    fn empty(&self) -> RwKeys {
+        RwKeys {
+            holds: Vec::new(),
+            counter: 0,
+            line: Vec::new(),
+        }
+    }
+
+    fn expire(&self, server: &mut RwKeys, now: u64) -> bool {
+        let before = server.holds.len();
+        server.holds.retain(|hold| hold.expires > now);
+        server.holds.len() < before
+    }
+
+    fn run(
+        &self,
+        server: &mut RwKeys,
+        now: u64,
+        ttl: u64,
+        client: u8,
+        op: Op,
+        _: Option<Lease>,
+    ) -> Answer {
+        let find = |server: &RwKeys, client: u8, attempt: u8| {
+            server
+                .holds
+                .iter()
+                .position(|hold| (hold.client, hold.attempt) == (client, attempt))
+        };
+        match op {
+            Op::Acquire { attempt } => {
+                let write = self.writes(client);
+                let mine = |hold: &&RwHold| hold.owner == client;
+                let own_write = server.holds.iter().filter(mine).find(|hold| hold.write);
+                let own_write = own_write.map(|hold| hold.token);
+                let own_read = server.holds.iter().filter(mine).any(|hold| !hold.write);
+                let reads_past = self.defect == Some(Defect::ReadBesideWrite);
+                let blocked = server
+                    .holds
+                    .iter()
+                    .filter(|hold| hold.owner != client)
+                    .any(|hold| write || (hold.write && !reads_past));
+                // `line_head`: dead places leave from the head.
+                let head = if write && own_write.is_none() {
+                    while server.line.first().is_some_and(|&(_, until)| until <= now) {
+                        server.line.remove(0);
+                    }
+                    server.line.first().map(|&(waiter, _)| waiter)
+                } else {
+                    None
+                };
+                // A read waits while a writer waits, unless it re-enters.
+                let reentry = own_read || own_write.is_some();
+                let waiting_writer =
+                    !(write || reentry) && server.line.iter().any(|&(_, until)| until > now);
+                if blocked || head.is_some_and(|waiter| waiter != client) || waiting_writer {
+                    if write {
+                        self.join(server, client, now);
+                    }
+                    return Answer::Held;
+                }
+                let token = if write {
+                    own_write.unwrap_or_else(|| {
+                        server.counter += 1;
+                        server.counter
+                    })
+                } else if self.defect == Some(Defect::EpochFromZero) {
+                    0
+                } else {
+                    server.counter
+                };
+                server.holds.push(RwHold {
+                    client,
+                    attempt,
+                    owner: client,
+                    write,
+                    token,
+                    expires: now + ttl,
+                });
+                server.holds.sort_unstable();
+                if head.is_some() {
+                    server.line.remove(0);
+                }
+                Answer::Granted(RwHold::grant_of(write, token))
+            }
+            Op::Extend { attempt, .. } => match find(server, client, attempt) {
+                Some(at) => {
+                    server.holds[at].expires = now + ttl;
+                    Answer::Extended
+                }
+                None => Answer::NotHeld,
+            },
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                match find(server, client, attempt) {
+                    Some(at) => {
+                        server.holds.remove(at);
+                        Answer::Released
+                    }
+                    None => Answer::NotHeld,
+                }
+            }
+            // The entry, `r:<epoch>` or `w:<token>`, must be the token's.
+            Op::TakeOver { from, attempt } => match find(server, from.client, from.attempt) {
+                Some(at) if server.holds[at].grant() == from.claim => {
+                    let taken = server.holds[at];
+                    server.holds[at] = RwHold {
+                        client,
+                        attempt,
+                        expires: now + ttl,
+                        ..taken
+                    };
+                    server.holds.sort_unstable();
+                    Answer::TakenOver
+                }
+                _ => Answer::NotHeld,
+            },
+            // Not the read-write lock's: never sent, since it does not elect.
+            Op::Proclaim { .. } => Answer::NotHeld,
+        }
+    }
+
+    fn holds(&self, server: &RwKeys) -> Vec<(u8, u8, Grant, u64)> {
+        server
+            .holds
+            .iter()
+            .map(|hold| (hold.client, hold.attempt, hold.grant(), hold.expires))
+            .collect()
+    }
+
+    fn counters(&self, server: &RwKeys) -> Vec<(u8, u64)> {
+        (server.counter > 0)
+            .then_some((0, server.counter))
+            .into_iter()
+            .collect()
+    }
+
+    fn line(&self, server: &RwKeys, now: u64) -> Vec<u8> {
+        let live = server.line.iter().filter(|&&(_, until)| until > now);
+        live.map(|&(waiter, _)| waiter).collect()
+    }
+
+    fn script(&self, op: Op) -> String {
+        match op {
+            Op::Acquire { attempt } => format!("rw/acquire.lua (attempt {attempt})"),
+            Op::Extend { attempt, short } => format!(
+                "rw/renew.lua (attempt {attempt}{})",
+                if short { ", the shorter TTL" } else { "" }
+            ),
+            Op::Release { attempt } => format!("rw/release.lua (attempt {attempt})"),
+            Op::Cleanup { attempt } => format!("rw/release.lua (cleanup of attempt {attempt})"),
+            Op::TakeOver { from, attempt } => format!(
+                "rw/take_over.lua (attempt {attempt}, from client {}'s attempt {} claiming \
+                 token {})",
+                from.client, from.attempt, from.claim.token
+            ),
+            Op::Proclaim { .. } => format!("{op:?}, which the read-write lock has not"),
+        }
+    }
+
+    fn properties() -> Vec<Property<LeaseModel<Self>>> {
+        vec![
+            // `RwLock`'s docs: a write excludes every other hold.
+            Property::always(EXCLUSIVE, |_, state: &State<RwKeys>| {
+                let writes = state.believers().filter(|(_, lease)| !lease.grant.shared);
+                writes.count() == 0 || state.believers().count() <= 1
+            }),
+            // `ReadGuard::epoch`: the token of the last write granted.
+            Property::always(EPOCH, |_, state: &State<RwKeys>| !state.epoch_stale),
+            Property::sometimes(SHARED, |_, state: &State<RwKeys>| {
+                state
+                    .believers()
+                    .filter(|(_, lease)| lease.grant.shared)
+                    .count()
+                    >= 2
+            }),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stateright::{Checker, Model};
+
+    use super::*;
+    use crate::model::{Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
+
+    fn discoveries(model: LeaseModel<RwLock>) -> Vec<&'static str> {
+        let checker = model.checker().spawn_bfs().join();
+        assert!(checker.is_done(), "the search did not finish");
+        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// A writer and two readers, one attempt each, a TTL of two ticks,
+    /// four ticks, no renewals.
+    const SMALL: Bounds = Bounds {
+        clients: 3,
+        ttl: 2,
+        drift: 0,
+        horizon: 4,
+        attempts: 1,
+        failures: 0,
+        renewals: 0,
+        hand_offs: false,
+        short_extends: false,
+    };
+
+    fn lock() -> RwLock {
+        RwLock::new(&[true, false, false], 2)
+    }
+
+    #[test]
+    fn the_rw_lock_keeps_its_promises_with_lost_replies() {
+        let faults = Faults {
+            lost_replies: true,
+            ..Faults::default()
+        };
+        let bounds = Bounds {
+            failures: 1,
+            ..SMALL
+        };
+        let found = discoveries(LeaseModel::new(lock(), bounds, faults));
+        assert_eq!(found, vec![CLEANUP, EVERY, SHARED], "only the examples");
+    }
+
+    #[test]
+    fn a_restart_without_persistence_is_found_unsafe() {
+        let faults = Faults {
+            restarts: true,
+            ..Faults::default()
+        };
+        let bounds = Bounds {
+            clients: 2,
+            attempts: 2,
+            ..SMALL
+        };
+        let found = discoveries(LeaseModel::new(
+            RwLock::new(&[true, false], 2),
+            bounds,
+            faults,
+        ));
+        for property in [EXCLUSIVE, EPOCH, AGREES, TOKENS] {
+            assert!(found.contains(&property), "{property}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn a_read_beside_a_write_is_found() {
+        let model = LeaseModel::new(
+            lock().with_defect(Defect::ReadBesideWrite),
+            SMALL,
+            Faults::default(),
+        );
+        assert!(discoveries(model).contains(&EXCLUSIVE));
+    }
+
+    #[test]
+    fn an_epoch_from_zero_is_found() {
+        let model = LeaseModel::new(
+            lock().with_defect(Defect::EpochFromZero),
+            SMALL,
+            Faults::default(),
+        );
+        assert!(discoveries(model).contains(&EPOCH));
+    }
+}

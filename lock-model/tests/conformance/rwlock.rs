@@ -1,0 +1,215 @@
+//! The read-write lock's scripts against [`RwLock`]'s model: readers that
+//! prefer writers, writers that prefer readers (no offers, so no hand-off on
+//! the server).
+
+use std::time::Duration;
+
+use distlock::backend::{AccessRequest, Claim, HoldKind, HoldToken};
+use distlock::state::Access;
+use distlock::FencingToken;
+use lock_core::strategy::KeyNames;
+use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_model::{Answer, Grant, LeaseModel, Op, RwLock};
+
+use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
+
+/// How long a waiting writer's place lasts on the server: never out by
+/// itself during a walk (the model's places end when it says).
+const WAITER_LEASE: Duration = Duration::from_secs(60);
+
+/// The holds (a sorted set of id to deadline), their modes, the write
+/// counter and the line of waiting writers.
+struct RwSubject<'a> {
+    real: Real<'a>,
+    lock: RwLock,
+}
+
+impl RwSubject<'_> {
+    fn access(&self, client: u8) -> Access {
+        if self.lock.writes(client) {
+            Access::Exclusive
+        } else {
+            Access::Shared
+        }
+    }
+
+    fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
+        let kind = HoldKind::Access(self.access(client));
+        self.real.hold(client, attempt, kind)
+    }
+
+    /// The walk's client whose owner is `owner`.
+    fn client_of(&self, owner: &str) -> u8 {
+        let at = self
+            .real
+            .owners
+            .iter()
+            .position(|token| token.expose() == owner);
+        u8::try_from(at.expect("an owner of the walk's")).expect("a few clients")
+    }
+}
+
+impl Subject for RwSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let (backend, key) = (self.real.backend, self.real.key.clone());
+        match op {
+            Op::Acquire { attempt } => {
+                let hold = self.hold(client, attempt);
+                let access = self.access(client);
+                let request = AccessRequest::new(access, WAITER_LEASE, true)
+                    .preferring_readers(access == Access::Exclusive);
+                match backend
+                    .try_acquire(&key, &hold, TTL, &Claim::Access(request), None)
+                    .await
+                {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        let token = granted.fencing_token.expect("a token or an epoch");
+                        let held = hold.granted(Some(token));
+                        self.real.holds.insert((client, attempt), held);
+                        Answer::Granted(match access {
+                            Access::Exclusive => Grant::token(token.get()),
+                            Access::Shared => Grant::epoch(token.get()),
+                        })
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("acquire: {other:?}"),
+                }
+            }
+            Op::Extend { attempt, .. } => {
+                let hold = self.hold(client, attempt);
+                match super::extend(backend, &key, &hold, op).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("extend: {other:?}"),
+                }
+            }
+            Op::TakeOver { from, attempt } => {
+                // As `resume` builds them from a token's `read` or `write`:
+                // the token's hold with its claim, and a new hold of the same
+                // owner and mode with the same.
+                let claim = Some(FencingToken::new(from.claim.token));
+                let old = self.hold(from.client, from.attempt).granted(claim);
+                let new = Real::successor(&old).granted(claim);
+                self.real.holds.insert((client, attempt), new.clone());
+                let hand_off = backend.capabilities().hand_off().expect("hand-off");
+                match hand_off.take_over(&key, &old, &new, TTL).await {
+                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
+                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("take over: {other:?}"),
+                }
+            }
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                let hold = self.hold(client, attempt);
+                match backend.release(&key, &hold).await {
+                    Ok(ReleaseOutcome::Released) => Answer::Released,
+                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
+                    other => panic!("release: {other:?}"),
+                }
+            }
+            Op::Proclaim { .. } => panic!("the read-write lock's model sends no {op:?}"),
+        }
+    }
+
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        let modes = self.real.key.modes_key();
+        let mut holds: Vec<_> = lease_set::live(&self.real)
+            .into_iter()
+            .map(|(id, _)| {
+                let entry = self.real.admin(&["HGET", &modes, &id]);
+                let entry = entry.as_text().expect("an entry");
+                let (mode, token) = entry.split_once(':').expect("<r|w>:<token>");
+                let (client, attempt) = self.real.who(&id);
+                let token = token.parse().expect("a token");
+                let grant = match mode {
+                    "w" => Grant::token(token),
+                    "r" => Grant::epoch(token),
+                    other => panic!("the mode {other} is not r or w"),
+                };
+                (client, attempt, grant)
+            })
+            .collect();
+        holds.sort_unstable();
+        holds
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        self.real
+            .text(self.real.key.fence_key())
+            .map(|text| (0, text.parse().expect("a counter")))
+            .into_iter()
+            .collect()
+    }
+
+    fn line(&self) -> Vec<u8> {
+        let now = lease_set::now(&self.real);
+        let owners = self
+            .real
+            .admin(&["LRANGE", &self.real.key.queue_key(), "0", "-1"])
+            .as_texts()
+            .expect("the line");
+        let waiters = self.real.key.waiters_key();
+        owners
+            .iter()
+            .filter(|owner| {
+                let until = self.real.admin(&["ZSCORE", &waiters, owner]);
+                let until: f64 = until
+                    .as_text()
+                    .map_or(0.0, |text| text.parse().expect("ms"));
+                until as i64 > now
+            })
+            .map(|owner| self.client_of(owner))
+            .collect()
+    }
+
+    fn expire_places(&self, clients: &[u8]) {
+        let waiters = self.real.key.waiters_key();
+        for &client in clients {
+            let owner = self.real.owners[usize::from(client)].expose();
+            self.real.admin(&["ZADD", &waiters, "XX", "1", owner]);
+        }
+    }
+
+    fn mark(&self) {
+        lease_set::mark(&self.real);
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        lease_set::left(&self.real)
+    }
+
+    fn keys_outlive_holds(&self) -> Result<(), String> {
+        lease_set::keys_outlive_holds(&self.real, &self.real.key.modes_key())
+    }
+
+    async fn expire(&self, holds: &[(u8, u8)]) {
+        lease_set::expire(&self.real, holds);
+    }
+}
+
+/// Every walk agrees with the model, on both clients, with a writer and two
+/// readers.
+#[test]
+fn the_rw_scripts_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        // The model's places last as long as its leases.
+        let lock = RwLock::new(&[true, false, false], BOUNDS.ttl);
+        let model = LeaseModel::new(lock.clone(), BOUNDS, FAULTS);
+        let mut seen = Seen::default();
+        for seed in 0..WALKS {
+            let name = format!("rw-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let mut subject = RwSubject {
+                real,
+                lock: lock.clone(),
+            };
+            let label = format!("the read-write lock on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+        }
+        seen.assert_everything(client, BOUNDS);
+        assert!(
+            seen.lines > 0,
+            "{client}: no writer ever waited in line: {seen:?}"
+        );
+    });
+}
