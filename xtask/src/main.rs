@@ -46,9 +46,10 @@ const USAGE: &str =
          reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
-  model  the lock and semaphore protocols' models checked exhaustively to their
-         bounds: every property the docs promise, the states explored and the
-         time (minutes) [--quick: seconds | --bounded: about a minute]
+  model  the primitives' protocol models (lock, semaphore, read-write lock, election)
+         checked exhaustively to their bounds: every property the docs promise, the
+         states explored and the time (minutes) [--quick: seconds | --bounded: about
+         a minute]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and a program that takes a lock, built and run
          against them without the command's crates, and the packaged `distlock-cli`
