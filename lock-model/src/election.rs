@@ -173,18 +173,9 @@ impl Protocol for Election {
 
 #[cfg(test)]
 mod tests {
-    use stateright::{Checker, Model};
 
     use super::*;
-    use crate::model::{Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
-
-    fn discoveries(model: LeaseModel<Election>) -> Vec<&'static str> {
-        let checker = model.checker().spawn_bfs().join();
-        assert!(checker.is_done(), "the search did not finish");
-        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
-        found.sort_unstable();
-        found
-    }
+    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
 
     /// Two clients, one campaign each, a TTL of two ticks, four ticks, no
     /// renewals.

@@ -211,18 +211,9 @@ mod tests {
     use stateright::{Checker, Model};
 
     use super::*;
-    use crate::model::{Bounds, ClientDefect, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
-
-    /// Runs the checker on `model` to its end; the names of the properties
-    /// with a discovery (a counterexample of an `always`, an example of a
-    /// `sometimes`).
-    fn discoveries(model: LeaseModel<Lock>) -> Vec<&'static str> {
-        let checker = model.checker().spawn_bfs().join();
-        assert!(checker.is_done(), "the search did not finish");
-        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
-        found.sort_unstable();
-        found
-    }
+    use crate::model::{
+        discoveries, Bounds, ClientDefect, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS,
+    };
 
     /// Bounds where each defect shows without faults: two clients, two
     /// acquires each, a TTL of two ticks, four ticks.

@@ -929,3 +929,16 @@ pub const EVERY: &str = "every client is granted";
 pub const CLEANUP: &str = "a cleanup gives back a lost reply's hold";
 /// The example of a handed-off lease resumed.
 pub const RESUMED: &str = "a handed-off lease is resumed";
+
+/// Runs the checker on `model` to its end; the names of the properties
+/// with a discovery (a counterexample of an `always`, an example of a
+/// `sometimes`), sorted. For the models' tests.
+#[cfg(test)]
+pub(crate) fn discoveries<P: Protocol>(model: LeaseModel<P>) -> Vec<&'static str> {
+    use stateright::Checker;
+    let checker = model.checker().spawn_bfs().join();
+    assert!(checker.is_done(), "the search did not finish");
+    let mut found: Vec<_> = checker.discoveries().into_keys().collect();
+    found.sort_unstable();
+    found
+}

@@ -312,18 +312,9 @@ impl Protocol for RwLock {
 
 #[cfg(test)]
 mod tests {
-    use stateright::{Checker, Model};
 
     use super::*;
-    use crate::model::{Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
-
-    fn discoveries(model: LeaseModel<RwLock>) -> Vec<&'static str> {
-        let checker = model.checker().spawn_bfs().join();
-        assert!(checker.is_done(), "the search did not finish");
-        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
-        found.sort_unstable();
-        found
-    }
+    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
 
     /// A writer and two readers, one attempt each, a TTL of two ticks,
     /// four ticks, no renewals.

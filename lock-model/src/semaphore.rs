@@ -259,18 +259,9 @@ impl Protocol for Semaphore {
 
 #[cfg(test)]
 mod tests {
-    use stateright::{Checker, Model};
 
     use super::*;
-    use crate::model::{Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
-
-    fn discoveries(model: LeaseModel<Semaphore>) -> Vec<&'static str> {
-        let checker = model.checker().spawn_bfs().join();
-        assert!(checker.is_done(), "the search did not finish");
-        let mut found: Vec<_> = checker.discoveries().into_keys().collect();
-        found.sort_unstable();
-        found
-    }
+    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
 
     /// Two clients, two acquires each, a TTL of two ticks, four ticks.
     const SMALL: Bounds = Bounds {

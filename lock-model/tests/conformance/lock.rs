@@ -5,7 +5,7 @@ use std::time::Duration;
 use distlock::backend::{Claim, HoldKind, HoldToken};
 use distlock::FencingToken;
 use lock_core::strategy::KeyNames;
-use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Lock, Op, Shown};
 
 use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
@@ -59,11 +59,7 @@ impl Subject for LockSubject<'_> {
             }
             Op::Extend { attempt, .. } => {
                 let hold = self.hold(client, attempt);
-                match super::extend(backend, &key, &hold, op).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("extend: {other:?}"),
-                }
+                super::renew(backend, &key, &hold, op).await
             }
             Op::TakeOver { from, attempt } => {
                 // As `resume` builds them: the token's hold with its claim,
@@ -72,20 +68,11 @@ impl Subject for LockSubject<'_> {
                 let old = self.hold(from.client, from.attempt).granted(claim);
                 let new = Real::successor(&old).granted(claim);
                 self.0.holds.insert((client, attempt), new.clone());
-                let hand_off = backend.capabilities().hand_off().expect("hand-off");
-                match hand_off.take_over(&key, &old, &new, TTL).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("take over: {other:?}"),
-                }
+                super::take_over(backend, &key, &old, &new).await
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 let hold = self.hold(client, attempt);
-                match backend.release(&key, &hold).await {
-                    Ok(ReleaseOutcome::Released) => Answer::Released,
-                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("release: {other:?}"),
-                }
+                super::release(backend, &key, &hold).await
             }
             Op::Proclaim { attempt } => {
                 // The value is the client's number, as the model's.

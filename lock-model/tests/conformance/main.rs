@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use distlock::backend::{HoldKind, HoldToken, LockBackend, LockKey, Renewal};
 use distlock::{ClientKind, OwnerToken};
+use lock_core::{ExtendOutcome, ReleaseOutcome};
 use lock_model::{
     trace, Action, Answer, Bounds, Call, Faults, Grant, LeaseModel, Op, Protocol, Shown,
 };
@@ -402,13 +403,8 @@ async fn walk<P: Protocol, S: Subject>(
 /// renewal of a bystander's hold on another name that is never granted (a
 /// batch of one is a plain extend), a caller's `extend` to a shorter TTL
 /// alone.
-async fn extend(
-    backend: &dyn LockBackend,
-    key: &LockKey,
-    hold: &HoldToken,
-    op: Op,
-) -> Result<lock_core::ExtendOutcome, lock_core::LockError> {
-    match op {
+async fn renew(backend: &dyn LockBackend, key: &LockKey, hold: &HoldToken, op: Op) -> Answer {
+    let outcome = match op {
         Op::Extend { short: false, .. } => {
             let other = LockKey::new("model:", &format!("{}-bystander", key.name())).expect("key");
             let owner = OwnerToken::generate().expect("os rng");
@@ -422,13 +418,43 @@ async fn extend(
             let mut outcomes = backend.extend_many(&renewals).await;
             assert_eq!(outcomes.len(), 2, "one outcome per renewal");
             assert!(
-                matches!(outcomes[1], Ok(lock_core::ExtendOutcome::NotHeld)),
+                matches!(outcomes[1], Ok(ExtendOutcome::NotHeld)),
                 "the bystander's renewal: {:?}",
                 outcomes[1]
             );
             outcomes.remove(0)
         }
         _ => backend.extend(key, hold, ttl_of(op)).await,
+    };
+    match outcome {
+        Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
+        Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+        other => panic!("extend: {other:?}"),
+    }
+}
+
+/// Releases `hold` through the backend, as the model names the reply.
+async fn release(backend: &dyn LockBackend, key: &LockKey, hold: &HoldToken) -> Answer {
+    match backend.release(key, hold).await {
+        Ok(ReleaseOutcome::Released) => Answer::Released,
+        Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
+        other => panic!("release: {other:?}"),
+    }
+}
+
+/// Resumes `old`'s hand-off as `new` through the backend, as the model
+/// names the reply.
+async fn take_over(
+    backend: &dyn LockBackend,
+    key: &LockKey,
+    old: &HoldToken,
+    new: &HoldToken,
+) -> Answer {
+    let hand_off = backend.capabilities().hand_off().expect("hand-off");
+    match hand_off.take_over(key, old, new, TTL).await {
+        Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
+        Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+        other => panic!("take over: {other:?}"),
     }
 }
 

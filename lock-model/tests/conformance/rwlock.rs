@@ -8,7 +8,7 @@ use distlock::backend::{AccessRequest, Claim, HoldKind, HoldToken};
 use distlock::state::Access;
 use distlock::FencingToken;
 use lock_core::strategy::KeyNames;
-use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, RwLock};
 
 use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
@@ -77,11 +77,7 @@ impl Subject for RwSubject<'_> {
             }
             Op::Extend { attempt, .. } => {
                 let hold = self.hold(client, attempt);
-                match super::extend(backend, &key, &hold, op).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("extend: {other:?}"),
-                }
+                super::renew(backend, &key, &hold, op).await
             }
             Op::TakeOver { from, attempt } => {
                 // As `resume` builds them from a token's `read` or `write`:
@@ -91,20 +87,11 @@ impl Subject for RwSubject<'_> {
                 let old = self.hold(from.client, from.attempt).granted(claim);
                 let new = Real::successor(&old).granted(claim);
                 self.real.holds.insert((client, attempt), new.clone());
-                let hand_off = backend.capabilities().hand_off().expect("hand-off");
-                match hand_off.take_over(&key, &old, &new, TTL).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("take over: {other:?}"),
-                }
+                super::take_over(backend, &key, &old, &new).await
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 let hold = self.hold(client, attempt);
-                match backend.release(&key, &hold).await {
-                    Ok(ReleaseOutcome::Released) => Answer::Released,
-                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("release: {other:?}"),
-                }
+                super::release(backend, &key, &hold).await
             }
             Op::Proclaim { .. } => panic!("the read-write lock's model sends no {op:?}"),
         }

@@ -3,7 +3,7 @@
 use distlock::backend::{Claim, HoldKind, HoldToken, Permit, PermitRequest};
 use distlock::FencingToken;
 use lock_core::strategy::KeyNames;
-use lock_core::{AcquireOutcome, ExtendOutcome, ReleaseOutcome};
+use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
 
 use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
@@ -54,11 +54,7 @@ impl Subject for SemaphoreSubject<'_> {
             }
             Op::Extend { attempt, .. } => {
                 let hold = self.hold(client, attempt);
-                match super::extend(backend, &key, &hold, op).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::Extended,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("extend: {other:?}"),
-                }
+                super::renew(backend, &key, &hold, op).await
             }
             Op::TakeOver { from, attempt } => {
                 // As `resume` builds them from a token's `permit-W-S`: the
@@ -75,20 +71,11 @@ impl Subject for SemaphoreSubject<'_> {
                     .in_slot(slot);
                 let new = Real::successor(&old).granted(claim).in_slot(slot);
                 self.real.holds.insert((client, attempt), new.clone());
-                let hand_off = backend.capabilities().hand_off().expect("hand-off");
-                match hand_off.take_over(&key, &old, &new, TTL).await {
-                    Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
-                    Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("take over: {other:?}"),
-                }
+                super::take_over(backend, &key, &old, &new).await
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 let hold = self.hold(client, attempt);
-                match backend.release(&key, &hold).await {
-                    Ok(ReleaseOutcome::Released) => Answer::Released,
-                    Ok(ReleaseOutcome::NotHeld) => Answer::NotHeld,
-                    other => panic!("release: {other:?}"),
-                }
+                super::release(backend, &key, &hold).await
             }
             Op::Proclaim { .. } => panic!("the semaphore's model sends no {op:?}"),
         }
