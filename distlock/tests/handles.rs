@@ -361,3 +361,83 @@ fn an_ended_permit_is_not_held_though_its_limit_stays() {
         }
     });
 }
+
+/// A write resumed from a hand-off is no longer its old owner's: that
+/// owner's later write and read wait as a stranger's, so the process that
+/// handed it off cannot re-enter beside the process that resumed it.
+#[test]
+fn a_resumed_write_is_not_its_old_owners() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = single(server, client, &[]).await;
+        let other = single(server, client, &[]).await;
+        let name = format!("resumed-write-{client}");
+        let owner = distlock::OwnerToken::from_string(format!("worker-{client}")).expect("owner");
+        let as_owner = distlock::AcquireOptions::new()
+            .with_owner(owner)
+            .with_wait(Duration::ZERO);
+        let rw = locks.rw_lock(&name).expect("rw lock");
+        let write = rw.write_with(&as_owner).await.expect("write");
+        let token = write.hand_off().expect("hand off");
+        let resumed = other.resume(&name, &token).await.expect("resume");
+        match rw.write_with(&as_owner).await {
+            Err(LockError::NotAcquired { .. }) => {}
+            Ok(_) => panic!("{client}: the old owner wrote beside the resumed write"),
+            Err(err) => panic!("{client}: the old owner's write: {err}"),
+        }
+        match rw.read_with(&as_owner).await {
+            Err(LockError::NotAcquired { .. }) => {}
+            Ok(_) => panic!("{client}: the old owner read beside the resumed write"),
+            Err(err) => panic!("{client}: the old owner's read: {err}"),
+        }
+        resumed.release().await.expect("release");
+    });
+}
+
+/// A hold whose owner has another hold beside it (the read of a
+/// downgrade, or a re-entered write) is not taken over alone: the two would
+/// be two owners' holds, a writer beside another hold. The resume is
+/// refused, and both holds stay as they were.
+#[test]
+fn a_hold_beside_its_owners_other_hold_is_not_resumed() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = single(server, client, &[]).await;
+        let other = single(server, client, &[]).await;
+        for beside_a_write in [false, true] {
+            let name = format!("split-owner-{client}-{beside_a_write}");
+            let rw = locks.rw_lock(&name).expect("rw lock");
+            let write = rw.write().await.expect("write");
+            let as_owner = distlock::AcquireOptions::new()
+                .with_owner(write.owner().clone())
+                .with_wait(Duration::ZERO);
+            let (beside, handed) = if beside_a_write {
+                let again = rw.write_with(&as_owner).await.expect("re-entered write");
+                (
+                    distlock::LockGuard::from(write),
+                    distlock::LeaseGuard::hand_off(again),
+                )
+            } else {
+                let read = rw.read_with(&as_owner).await.expect("the owner's read");
+                (
+                    distlock::LockGuard::from(read),
+                    distlock::LeaseGuard::hand_off(write),
+                )
+            };
+            let token = handed.expect("hand off");
+            match other.resume(&name, &token).await {
+                Err(LockError::HandOffRefused { .. }) => {}
+                Ok(_) => panic!("{client}: a hold was resumed beside its owner's other hold"),
+                Err(err) => panic!("{client}: the resume: {err}"),
+            }
+            assert!(beside.is_valid(), "{client}: the other hold was lost");
+            locks
+                .release_by_token(&name, &token)
+                .await
+                .expect("the handed-off hold, released by its token");
+            beside.release().await.expect("release");
+            assert!(
+                !locks.inspect(&name).await.expect("inspect").is_held(),
+                "{client}"
+            );
+        }
+    });
+}

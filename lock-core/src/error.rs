@@ -263,6 +263,19 @@ pub enum LockError {
         /// `hand off` or `resume`.
         operation: &'static str,
     },
+    /// A read-write hold handed off is not resumed while its owner has
+    /// another live hold beside it (a re-entered write, or the read of a
+    /// downgrade): taken over alone, it would be another owner's hold beside
+    /// that one, a writer beside another hold. Nothing was written: release
+    /// the other hold first, or the handed-off one by its token.
+    #[error(
+        "the hold handed off of `{key}` has another hold of its owner beside it, \
+         so it cannot pass to another owner alone; release that hold first"
+    )]
+    HandOffRefused {
+        /// The read-write lock's name.
+        key: String,
+    },
     /// No connection could be made to a node, or it broke.
     #[error("connection to {node} failed: {source}")]
     Connection {
@@ -478,6 +491,7 @@ impl LockError {
             | LockError::NotOwner { .. }
             | LockError::NotHeld { .. }
             | LockError::HandOffUnsupported { .. }
+            | LockError::HandOffRefused { .. }
             | LockError::Authentication { .. }
             | LockError::PermissionDenied { .. }
             | LockError::UnexpectedReply { .. }

@@ -258,10 +258,13 @@ impl HoldToken {
     }
 
     /// The hold that takes this one over when a hand-off is resumed: the
-    /// same owner, kind and fencing token (and slot), a new nonce. Errors
-    /// only if the OS generator fails.
+    /// same kind and fencing token (and slot), under an owner of its own.
+    /// The owner is not kept: a read-write lock's owner re-enters its own
+    /// holds, so the process that handed the hold off would otherwise enter
+    /// beside the process that resumed it. Errors only if the OS generator
+    /// fails.
     pub(crate) fn successor(&self) -> Result<Self, LockError> {
-        let mut next = HoldToken::new(self.owner().clone())?.with_kind(self.kind.clone());
+        let mut next = HoldToken::fresh()?.with_kind(self.kind.clone());
         next.in_line = self.in_line;
         Ok(next.granted(self.fencing_token))
     }
@@ -576,6 +579,7 @@ mod tests {
             assert_eq!(next.kind(), parsed.hold().kind());
             assert_eq!(next.fencing_token(), parsed.fencing_token());
             assert_ne!(next.attempt_value(), hold.attempt_value());
+            assert_ne!(next.owner(), hold.owner(), "{kind:?}: the owner was kept");
         }
         let members: Arc<[LockKey]> = Arc::from(vec![LockKey::new("", "a").expect("key")]);
         let multi = hold_of("svc")

@@ -78,7 +78,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 11] = [
+const RUNS: [Run; 12] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -149,6 +149,15 @@ const RUNS: [Run; 11] = [
         must_break: &[],
         must_reach: true,
         hand_offs: false,
+        two_ttls: false,
+    },
+    Run {
+        primitive: Primitive::RwLock(&[true, false]),
+        name: "hand-offs by true and forged tokens, lost replies, crashes",
+        faults: HAND_OFF_FAULTS,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: true,
         two_ttls: false,
     },
     Run {

@@ -323,6 +323,9 @@ pub enum Answer {
     Released,
     /// The take-over replaced the hold and renewed it.
     TakenOver,
+    /// The take-over was refused with nothing written: the hold's owner has
+    /// another hold beside it that the two would no longer share.
+    Refused,
     /// The proclaim bound the value to the hold's term.
     Proclaimed,
 }

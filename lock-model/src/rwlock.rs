@@ -19,6 +19,12 @@ pub enum Defect {
     /// A read's epoch is 0, not the write counter (`rw/acquire.lua` gives a
     /// read the counter's value).
     EpochFromZero,
+    /// A resumed hold keeps the handed-off hold's owner (`resume` gives it
+    /// a new one), so that owner's next acquire re-enters beside it.
+    ResumeKeepsOwner,
+    /// A hold is taken over beside another hold of its owner
+    /// (`rw/take_over.lua` refuses when one of the two is a write).
+    TakeOverSplitsOwner,
 }
 
 /// A read-write lock whose clients each read or write, with at most one
@@ -65,10 +71,10 @@ pub struct RwHold {
     pub client: u8,
     /// Which of that client's attempts.
     pub attempt: u8,
-    /// The client whose owner it has: its own, or, resumed from a hand-off
-    /// token, the token's (a resume keeps the owner). An owner's holds
-    /// re-enter beside each other.
-    pub owner: u8,
+    /// The client whose owner it has, or `None` for a hold resumed from a
+    /// hand-off token, whose owner is made for it alone (`resume` gives the
+    /// successor a new owner). An owner's holds re-enter beside each other.
+    pub owner: Option<u8>,
     /// Whether it is the write.
     pub write: bool,
     /// A write's token, or a read's epoch.
@@ -163,7 +169,7 @@ impl Protocol for RwLock {
         match op {
             Op::Acquire { attempt } => {
                 let write = self.writes(client);
-                let mine = |hold: &&RwHold| hold.owner == client;
+                let mine = |hold: &&RwHold| hold.owner == Some(client);
                 let own_write = server.holds.iter().filter(mine).find(|hold| hold.write);
                 let own_write = own_write.map(|hold| hold.token);
                 let own_read = server.holds.iter().filter(mine).any(|hold| !hold.write);
@@ -171,7 +177,7 @@ impl Protocol for RwLock {
                 let blocked = server
                     .holds
                     .iter()
-                    .filter(|hold| hold.owner != client)
+                    .filter(|hold| hold.owner != Some(client))
                     .any(|hold| write || (hold.write && !reads_past));
                 // `line_head`: dead places leave from the head.
                 let head = if write && own_write.is_none() {
@@ -205,7 +211,7 @@ impl Protocol for RwLock {
                 server.holds.push(RwHold {
                     client,
                     attempt,
-                    owner: client,
+                    owner: Some(client),
                     write,
                     token,
                     expires: now + ttl,
@@ -232,13 +238,30 @@ impl Protocol for RwLock {
                     None => Answer::NotHeld,
                 }
             }
-            // The entry, `r:<epoch>` or `w:<token>`, must be the token's.
+            // The entry, `r:<epoch>` or `w:<token>`, must be the token's,
+            // and the hold must not share its owner with another hold that
+            // the new owner could not stand beside.
             Op::TakeOver { from, attempt } => match find(server, from.client, from.attempt) {
                 Some(at) if server.holds[at].grant() == from.claim => {
                     let taken = server.holds[at];
+                    let split = server.holds.iter().enumerate().any(|(other, hold)| {
+                        other != at
+                            && self.defect != Some(Defect::TakeOverSplitsOwner)
+                            && hold.owner == taken.owner
+                            && (hold.write || taken.write)
+                    });
+                    if split {
+                        return Answer::Refused;
+                    }
+                    let owner = if self.defect == Some(Defect::ResumeKeepsOwner) {
+                        taken.owner
+                    } else {
+                        None
+                    };
                     server.holds[at] = RwHold {
                         client,
                         attempt,
+                        owner,
                         expires: now + ttl,
                         ..taken
                     };
@@ -314,7 +337,7 @@ impl Protocol for RwLock {
 mod tests {
 
     use super::*;
-    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, TOKENS};
+    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
 
     /// A writer and two readers, one attempt each, a TTL of two ticks,
     /// four ticks, no renewals.
@@ -387,5 +410,36 @@ mod tests {
             Faults::default(),
         );
         assert!(discoveries(model).contains(&EPOCH));
+    }
+
+    /// Two writers, two attempts each, handing writes off: an owner that
+    /// handed its write off and writes again must not re-enter beside the
+    /// process that resumed it.
+    fn hand_offs(lock: RwLock) -> Vec<&'static str> {
+        let bounds = Bounds {
+            clients: 2,
+            attempts: 2,
+            hand_offs: true,
+            ..SMALL
+        };
+        discoveries(LeaseModel::new(lock, bounds, Faults::default()))
+    }
+
+    #[test]
+    fn the_rw_lock_keeps_its_promises_with_hand_offs() {
+        let found = hand_offs(RwLock::new(&[true, true], 2));
+        assert_eq!(found, vec![RESUMED, EVERY], "only the examples");
+    }
+
+    #[test]
+    fn a_resume_that_keeps_the_owner_is_found() {
+        let lock = RwLock::new(&[true, true], 2).with_defect(Defect::ResumeKeepsOwner);
+        assert!(hand_offs(lock).contains(&EXCLUSIVE));
+    }
+
+    #[test]
+    fn a_take_over_beside_the_owners_other_hold_is_found() {
+        let lock = RwLock::new(&[true, true], 2).with_defect(Defect::TakeOverSplitsOwner);
+        assert!(hand_offs(lock).contains(&EXCLUSIVE));
     }
 }

@@ -37,6 +37,7 @@ fn answer(answer: Answer) -> String {
         Answer::NotHeld => "not held".to_owned(),
         Answer::Released => "released".to_owned(),
         Answer::TakenOver => "taken over".to_owned(),
+        Answer::Refused => "refused, nothing written".to_owned(),
         Answer::Proclaimed => "proclaimed".to_owned(),
     }
 }

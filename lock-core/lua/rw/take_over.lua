@@ -11,8 +11,15 @@
 -- ARGV[3]  the TTL in ms
 -- ARGV[4]  the entry claimed, `r:<epoch>` or `w:<token>`
 --
+-- The new id is another owner's. An owner's holds re-enter beside each
+-- other, so a hold whose owner has another live hold, one of the two a
+-- write (a re-entered write, a downgrade's read), is not taken over
+-- alone: it would become a writer beside another owner's hold.
+--
 -- Reply: 1 taken over; 0 the hold is not live with that entry (nothing
--- written); {-2, key, type} a key holds another type (nothing written).
+-- written); {-4} its owner has another live hold, one of them a write
+-- (nothing written); {-2, key, type} a key holds another type (nothing
+-- written).
 if #KEYS < 2 then
   return redis.error_reply('ERR rw_take_over: two keys expected')
 end
@@ -27,6 +34,16 @@ if not now then
 end
 if not redis.call('zscore', holds, from) or redis.call('hget', modes, from) ~= claimed then
   return 0
+end
+local live, problem = rw_live(holds, modes, now)
+if not live then
+  return problem
+end
+local owner, writes = line_owner(from), string.sub(claimed, 1, 1) == 'w'
+for _, hold in ipairs(live) do
+  if hold[1] ~= from and line_owner(hold[1]) == owner and (writes or hold[2] == 'w') then
+    return {-4}
+  end
 end
 sem_drop(holds, modes, {from})
 redis.call('zadd', holds, now + ttl, to)

@@ -394,7 +394,10 @@ impl LockManager {
     /// hold of the same lease and renews it to the TTL it was handed off
     /// with ([`HandoffToken::ttl`]), in one atomic step, and returns a guard
     /// whose watchdog keeps it, as if this process had acquired it. Its fencing token is the hold's.
-    /// `watchdog.max_hold` counts from here.
+    /// `watchdog.max_hold` counts from here. The new hold has an owner of
+    /// its own ([`LockGuard::owner`]), not the one that handed it off: a
+    /// read-write lock's owner re-enters its holds, and the process that
+    /// handed the lease off must not enter beside this one.
     ///
     /// The token is spent: a second `resume` with it, an
     /// [`extend_by_token`](Self::extend_by_token), and any command of the
@@ -411,7 +414,9 @@ impl LockManager {
     /// [`release_by_token`](Self::release_by_token) there),
     /// [`LockError::InvalidTtl`] when the token's TTL is one this manager
     /// cannot grant (at or below its `replicas.timeout`; nothing is sent, and
-    /// the lease runs out at its TTL); connection errors,
+    /// the lease runs out at its TTL); [`LockError::HandOffRefused`] for a
+    /// read-write hold whose owner has another hold beside it, one of the two
+    /// a write (nothing is written); connection errors,
     /// after which the lease is as it was or taken over by a hold nobody
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LockGuard, LockError> {

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use distlock::backend::{HoldKind, HoldToken, LockBackend, LockKey, Renewal};
-use distlock::{ClientKind, OwnerToken};
+use distlock::{ClientKind, LockError, OwnerToken};
 use lock_core::{ExtendOutcome, ReleaseOutcome};
 use lock_model::{
     trace, Action, Answer, Bounds, Call, Faults, Grant, LeaseModel, Op, Protocol, Shown,
@@ -158,9 +158,9 @@ impl<'a> Real<'a> {
     }
 
     /// The hold a resume of `from`'s token makes, as `resume` makes it:
-    /// the token's owner and kind, a new nonce.
+    /// the token's kind, an owner of its own.
     fn successor(from: &HoldToken) -> HoldToken {
-        HoldToken::new(from.owner().clone())
+        HoldToken::new(OwnerToken::generate().expect("os rng"))
             .expect("os rng")
             .with_kind(from.kind().clone())
     }
@@ -454,6 +454,7 @@ async fn take_over(
     match hand_off.take_over(key, old, new, TTL).await {
         Ok(ExtendOutcome::Extended { .. }) => Answer::TakenOver,
         Ok(ExtendOutcome::NotHeld) => Answer::NotHeld,
+        Err(LockError::HandOffRefused { .. }) => Answer::Refused,
         other => panic!("take over: {other:?}"),
     }
 }

@@ -20,7 +20,8 @@ impl SingleNodeBackend {
 
     /// Takes over the read-write hold `from` names for `to`
     /// (`rw/take_over.lua`): only while it is live with the mode and token
-    /// `from` claims.
+    /// `from` claims, and no other hold of its owner is live beside it with
+    /// a write among the two ([`LockError::HandOffRefused`]).
     pub(super) async fn take_over_access(
         &self,
         key: &LockKey,
@@ -34,8 +35,16 @@ impl SingleNodeBackend {
         let entry = format!("{}:{}", access.letter(), token.get());
         let modes = key.modes_key();
         let keys = [key.redis_key(), &modes, key.fence_key()];
-        self.take_over_id_with(&rw::TAKE_OVER, &keys, rw_problem, (from, to), &entry, ttl)
-            .await
+        let taken = (from, to);
+        let outcome =
+            self.take_over_id_with(&rw::TAKE_OVER, &keys, take_over_problem, taken, &entry, ttl);
+        // The reply names no lock; the refusal gets this one's name here.
+        outcome.await.map_err(|err| match err {
+            LockError::HandOffRefused { .. } => LockError::HandOffRefused {
+                key: key.name().to_owned(),
+            },
+            other => other,
+        })
     }
 
     /// Gives back a read-write lock's hold (`rw/release.lua`), which
@@ -163,6 +172,15 @@ pub(super) fn rw_problem(reply: &Reply) -> Option<LockError> {
         reply,
         "this read-write lock's data (a lock or semaphore of the same name?)",
     )
+}
+
+/// `rw/take_over.lua`'s refusal, `{-4}`, as [`LockError::HandOffRefused`]
+/// (its name filled in by the caller), or [`rw_problem`].
+fn take_over_problem(reply: &Reply) -> Option<LockError> {
+    match reply.as_array() {
+        Some([Reply::Int(-4)]) => Some(LockError::HandOffRefused { key: String::new() }),
+        _ => rw_problem(reply),
+    }
 }
 
 /// The reply of `rw/acquire.lua`; `None` for a shape it never gives.

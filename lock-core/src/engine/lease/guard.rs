@@ -381,6 +381,14 @@ impl LockGuard {
     /// released. A semaphore's permit is handed off with its weight, slot and
     /// token.
     ///
+    /// Until it is resumed, the hold is still its owner's: a read-write
+    /// lock's owner that acquires again re-enters beside it, so an owner
+    /// passed with [`AcquireOptions::with_owner`](crate::AcquireOptions::with_owner)
+    /// should not acquire the lock again while its handed-off hold lives
+    /// and is renewed by token. A resume gives the hold an owner of its own,
+    /// and refuses a read-write hold with another hold of its owner beside
+    /// it ([`LockError::HandOffRefused`]).
+    ///
     /// # Errors
     ///
     /// [`LockError::LeaseLost`] if the lease had already ended (its
