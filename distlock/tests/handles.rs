@@ -393,42 +393,51 @@ fn a_resumed_write_is_not_its_old_owners() {
     });
 }
 
-/// A hold whose owner has another hold beside it (the read of a
-/// downgrade, or a re-entered write) is not taken over alone: the two would
-/// be two owners' holds, a writer beside another hold. The resume is
-/// refused, and both holds stay as they were.
+/// A hold whose owner has another hold beside it, one of the two a write
+/// (a write beside the owner's read or re-entered write, a read beside the
+/// owner's write), is not taken over alone: the two would be two owners'
+/// holds, a writer beside another hold. The resume is refused, and both
+/// holds stay as they were.
 #[test]
 fn a_hold_beside_its_owners_other_hold_is_not_resumed() {
     lock_testkit::on_every_client(async |server, client| {
         let locks = single(server, client, &[]).await;
         let other = single(server, client, &[]).await;
-        for beside_a_write in [false, true] {
-            let name = format!("split-owner-{client}-{beside_a_write}");
+        for case in [
+            "write beside a read",
+            "write beside a write",
+            "read beside a write",
+        ] {
+            let name = format!("split-owner-{client}-{}", case.replace(' ', "-"));
             let rw = locks.rw_lock(&name).expect("rw lock");
             let write = rw.write().await.expect("write");
             let as_owner = distlock::AcquireOptions::new()
                 .with_owner(write.owner().clone())
                 .with_wait(Duration::ZERO);
-            let (beside, handed) = if beside_a_write {
-                let again = rw.write_with(&as_owner).await.expect("re-entered write");
-                (
-                    distlock::LockGuard::from(write),
-                    distlock::LeaseGuard::hand_off(again),
-                )
-            } else {
-                let read = rw.read_with(&as_owner).await.expect("the owner's read");
-                (
-                    distlock::LockGuard::from(read),
-                    distlock::LeaseGuard::hand_off(write),
-                )
+            let (beside, handed) = match case {
+                "write beside a write" => {
+                    let again = rw.write_with(&as_owner).await.expect("re-entered write");
+                    (distlock::LockGuard::from(write), again.hand_off())
+                }
+                "read beside a write" => {
+                    let read = rw.read_with(&as_owner).await.expect("the owner's read");
+                    (distlock::LockGuard::from(write), read.hand_off())
+                }
+                _ => {
+                    let read = rw.read_with(&as_owner).await.expect("the owner's read");
+                    (distlock::LockGuard::from(read), write.hand_off())
+                }
             };
             let token = handed.expect("hand off");
             match other.resume(&name, &token).await {
                 Err(LockError::HandOffRefused { .. }) => {}
-                Ok(_) => panic!("{client}: a hold was resumed beside its owner's other hold"),
-                Err(err) => panic!("{client}: the resume: {err}"),
+                Ok(_) => panic!("{client}: a {case} was resumed"),
+                Err(err) => panic!("{client}: the resume of a {case}: {err}"),
             }
-            assert!(beside.is_valid(), "{client}: the other hold was lost");
+            assert!(
+                beside.is_valid(),
+                "{client}: {case}: the other hold was lost"
+            );
             locks
                 .release_by_token(&name, &token)
                 .await
@@ -436,7 +445,7 @@ fn a_hold_beside_its_owners_other_hold_is_not_resumed() {
             beside.release().await.expect("release");
             assert!(
                 !locks.inspect(&name).await.expect("inspect").is_held(),
-                "{client}"
+                "{client}: {case}"
             );
         }
     });

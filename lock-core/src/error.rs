@@ -264,10 +264,13 @@ pub enum LockError {
         operation: &'static str,
     },
     /// A read-write hold handed off is not resumed while its owner has
-    /// another live hold beside it (a re-entered write, or the read of a
-    /// downgrade): taken over alone, it would be another owner's hold beside
-    /// that one, a writer beside another hold. Nothing was written: release
-    /// the other hold first, or the handed-off one by its token.
+    /// another live hold beside it, one of the two a write (a re-entered
+    /// write, the read of a downgrade, or an attempt of the same wait whose
+    /// reply was lost and whose release has not landed): taken over alone,
+    /// it would be another owner's hold beside that one, a writer beside
+    /// another hold. The handed-off hold is left as it was: release the
+    /// other hold first (a lost attempt's ends with its background release
+    /// or its TTL), or the handed-off one by its token.
     #[error(
         "the hold handed off of `{key}` has another hold of its owner beside it, \
          so it cannot pass to another owner alone; release that hold first"

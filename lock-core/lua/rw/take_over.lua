@@ -16,10 +16,10 @@
 -- write (a re-entered write, a downgrade's read), is not taken over
 -- alone: it would become a writer beside another owner's hold.
 --
--- Reply: 1 taken over; 0 the hold is not live with that entry (nothing
--- written); {-4} its owner has another live hold, one of them a write
--- (nothing written); {-2, key, type} a key holds another type (nothing
--- written).
+-- Reply: 1 taken over; 0 the hold is not live with that entry; {-4} its
+-- owner has another live hold, one of them a write; {-2, key, type} a key
+-- holds another type. Nothing but expired holds is written unless the
+-- reply is 1.
 if #KEYS < 2 then
   return redis.error_reply('ERR rw_take_over: two keys expected')
 end

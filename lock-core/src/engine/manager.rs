@@ -416,7 +416,7 @@ impl LockManager {
     /// cannot grant (at or below its `replicas.timeout`; nothing is sent, and
     /// the lease runs out at its TTL); [`LockError::HandOffRefused`] for a
     /// read-write hold whose owner has another hold beside it, one of the two
-    /// a write (nothing is written); connection errors,
+    /// a write (the hold is left as it was); connection errors,
     /// after which the lease is as it was or taken over by a hold nobody
     /// has (it then expires at its TTL).
     pub async fn resume(&self, name: &str, token: &HandoffToken) -> Result<LockGuard, LockError> {
@@ -456,7 +456,9 @@ impl LockManager {
 
     /// Renews the lease a hand-off token names to `ttl` from now, without
     /// taking it over (nothing renews it afterwards): for a lock kept across
-    /// the steps of a script (`distlock extend`). Returns the TTL the key now
+    /// the steps of a script (`distlock extend`). The hold stays its
+    /// owner's: a read-write lock's owner that acquires again re-enters
+    /// beside it ([`LockGuard::hand_off`]). Returns the TTL the key now
     /// has (the reentrant strategy keeps a longer one that re-entries share).
     ///
     /// Errors as for [`resume`](Self::resume), and [`LockError::InvalidTtl`].
