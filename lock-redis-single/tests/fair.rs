@@ -14,7 +14,8 @@ use lock_core::{
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::held_by_another;
 use lock_testkit::contract::taken;
-use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::contract::{fast_config, fast_options, manager_over};
+use lock_testkit::faulty::{Fault, Faulty};
 use lock_testkit::peek::{int, queue_length};
 use lock_testkit::waiters::{
     garble_offer, grants_nothing, hand_over, new_hold, refuses_foreign_offers, take_up_by_hand,
@@ -460,7 +461,65 @@ async fn a_resumed_hold_hands_over_on_the_server(kind: ClientKind) {
     );
 }
 
+/// A waiter's attempt names the attempt it offered, and takes up a grant a
+/// release made to that one for the acquire's TTL: an attempt whose reply
+/// was lost is a renewal of the grant that may still run. Here it lands
+/// after the waiter took the grant up with its next attempt and extended
+/// the lease to 10 s, and sets the key back to 2 s: no extend is trusted
+/// past the TTL such an attempt asked for.
+async fn a_stray_take_up_bounds_later_deadlines(kind: ClientKind) {
+    let fair = fair(kind).await;
+    let name = "stray-take-up";
+    let key = fair.key(name);
+    let faulty = Faulty::passing(&(Arc::clone(&fair.backend) as Arc<dyn LockBackend>));
+    let mut config = fast_config(Duration::from_secs(2));
+    config.fair = true;
+    config.watchdog.enabled = false;
+    config.wait_timeout = Duration::from_secs(20);
+    // Polling, so the waiter takes the grant up with an attempt.
+    config.wait_mode = WaitMode::Poll;
+    // Backoff wide enough for the holder's release to land between the
+    // stray attempt and the next one, within the fair cap on sleeps.
+    config.retry = RetryPolicy::new(Duration::from_millis(400), Duration::from_millis(450));
+    let waiters = manager_over(Arc::clone(&faulty) as Arc<dyn LockBackend>, config);
+    let holder = fair.locks.acquire(name).await.expect("holder");
+    let waiter = tokio::spawn(async move { waiters.acquire(name).await });
+    // The first attempt queued the waiter and offered itself; the next one
+    // carries that offer, is given up on, and lands 1.5 s later.
+    fair.until_queued(name, 1).await;
+    faulty.next_acquire(Fault::Stray(Duration::from_millis(1500)));
+    let strayed = async {
+        while faulty.acquire_fault_pending() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), strayed)
+        .await
+        .expect("the waiter's next attempt strays");
+    holder.release().await.expect("release");
+    let guard = waiter.await.expect("task").expect("the waiter's grant");
+    guard
+        .extend(Duration::from_secs(10))
+        .await
+        .expect("extend(10s)");
+    let landed = async {
+        while pttl(&fair, &key) > 2_000 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), landed)
+        .await
+        .expect("the stray attempt lands and sets the acquire's TTL");
+    let (trusted, left) = (guard.remaining(), pttl(&fair, &key));
+    assert!(
+        trusted.as_millis() as i64 <= left + 2,
+        "the guard trusts {trusted:?} but the key expires in {left} ms"
+    );
+    guard.release().await.expect("release");
+}
+
 lock_testkit::client_tests!(
+    a_stray_take_up_bounds_later_deadlines,
     arrival_order_holds,
     arrival_order_holds_when_polling,
     abandoned_waiter_leaves_the_queue,

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, Claim, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey, NameState,
-    ReleaseOutcome, Wakeups,
+    AcquireOutcome, Capability, Claim, ExtendOutcome, HoldToken, LockBackend, LockError, LockKey,
+    NameState, OwnerToken, ReleaseOutcome, Wakeups,
 };
 
 /// What happens to the next call of one kind through [`Faulty`].
@@ -29,8 +29,8 @@ pub enum Fault {
     Slow(Duration, Duration),
     /// Given up on at once (a time-out), and run on Redis only after this
     /// delay, in the background: a request stuck behind a slow link that
-    /// lands after commands its caller sent later. For extends; another
-    /// call armed with it is lost without landing.
+    /// lands after commands its caller sent later. For extends and
+    /// acquires; a release armed with it is lost without landing.
     Stray(Duration),
 }
 
@@ -40,7 +40,8 @@ const RELEASE: usize = 2;
 
 /// A backend over a real one whose next acquire, extend and release each
 /// suffer the fault armed for them, once. It passes on the plain lock's
-/// calls only: none of the primitives.
+/// calls only (in fair mode too, where the inner backend has it): none of
+/// the primitives.
 #[derive(Debug)]
 pub struct Faulty {
     inner: Arc<dyn LockBackend>,
@@ -147,10 +148,17 @@ impl LockBackend for Faulty {
         self.inner.strategy()
     }
 
-    /// The inner backend's grant fields; none of the primitives, whose
-    /// methods this wrapper does not pass on.
+    /// The inner backend's grant fields and its fair queue; none of the
+    /// primitives, whose methods this wrapper does not pass on.
     fn capabilities(&self) -> lock_core::Capabilities<'_> {
-        self.inner.capabilities().plain_lock_only()
+        let inner = self.inner.capabilities();
+        let fair = inner.has(Capability::FairQueue);
+        let plain = inner.plain_lock_only();
+        if fair {
+            plain.with_fair_queue()
+        } else {
+            plain
+        }
     }
 
     async fn try_acquire(
@@ -162,8 +170,21 @@ impl LockBackend for Faulty {
         earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.acquires.fetch_add(1, Ordering::SeqCst);
+        let fault = self.slot(ACQUIRE).take().unwrap_or(Fault::Pass);
+        if let Fault::Stray(delay) = fault {
+            let inner = Arc::clone(&self.inner);
+            let (key, hold, claim) = (key.clone(), hold.clone(), claim.clone());
+            let earlier = earlier.cloned();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                // Nobody reads the reply of a request given up on.
+                let _ = inner
+                    .try_acquire(&key, &hold, ttl, &claim, earlier.as_ref())
+                    .await;
+            });
+        }
         let attempt = self.inner.try_acquire(key, hold, ttl, claim, earlier);
-        self.apply(ACQUIRE, attempt).await
+        Self::suffer(fault, attempt).await
     }
 
     async fn extend(
@@ -194,6 +215,15 @@ impl LockBackend for Faulty {
 
     async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
         self.inner.force_release(key).await
+    }
+
+    async fn leave_queue(
+        &self,
+        key: &LockKey,
+        owner: &OwnerToken,
+        offered: Option<&[HoldToken]>,
+    ) -> Result<(), LockError> {
+        self.inner.leave_queue(key, owner, offered).await
     }
 
     async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {

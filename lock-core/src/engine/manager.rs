@@ -61,9 +61,13 @@ pub(super) enum Attempt {
     /// The reply was lost (time-out, broken connection): the attempt may have
     /// been granted. `cleanup` is its hold, to release before trying again;
     /// `None` when a release could end an earlier hold of the caller's owner.
+    /// `renews` is the earlier attempt's hold it named, whose grant it would
+    /// take up for its TTL, and when it was sent: it may still run, and
+    /// renew that hold.
     Unanswered {
         error: LockError,
         cleanup: Option<HoldToken>,
+        renews: Option<(HoldToken, Instant)>,
     },
 }
 
@@ -288,7 +292,7 @@ impl LockManager {
             match self.attempt(&key, owner, ttl, false, &claim, None).await? {
                 Attempt::Acquired(granted) => Ok(Some(self.keep(key, granted))),
                 Attempt::Held { .. } => Ok(None),
-                Attempt::Unanswered { error, cleanup } => {
+                Attempt::Unanswered { error, cleanup, .. } => {
                     if let Some(hold) = cleanup {
                         spawn_release(Arc::clone(&self.backend), key.clone(), hold);
                     }
@@ -595,6 +599,19 @@ impl LockManager {
 
     /// A guard for a granted hold on `key`, with its watchdog planned.
     pub(super) fn keep(&self, key: LockKey, granted: Granted) -> LockGuard {
+        self.keep_past(key, granted, None)
+    }
+
+    /// As [`keep`](Self::keep), for a grant that an attempt whose reply was
+    /// lost, sent at `stray`, may still renew to the TTL (a waiter's attempt
+    /// that named this hold to take up): no renewal is trusted past that
+    /// TTL, which the stray sets when it lands.
+    pub(super) fn keep_past(
+        &self,
+        key: LockKey,
+        granted: Granted,
+        stray: Option<Instant>,
+    ) -> LockGuard {
         let Granted {
             hold,
             sent_at,
@@ -615,6 +632,11 @@ impl LockManager {
         // server-side hand-off grants for the waiter lease only.
         if ttl_set != ttl {
             shared.renewed(sent_at, ttl_set);
+        }
+        // Not counted from before the grant's own send: a stray that runs
+        // before the attempt that took the grant up is overwritten by it.
+        if let Some(stray) = stray {
+            shared.maybe_renewed(stray.max(sent_at), ttl);
         }
         self.schedule.plan(&shared);
         if ttl_set < ttl {

@@ -203,6 +203,7 @@ impl LockManager {
                 Ok(Attempt::Unanswered {
                     error,
                     cleanup: undo_safe.then_some(hold),
+                    renews: earlier.map(|earlier| (earlier, sent_at)),
                 })
             }
             Err(err) => Err(err),
@@ -265,7 +266,8 @@ impl LockManager {
             };
             let (holder_remaining, contended) = match tried {
                 Tried::Acquired(granted) => {
-                    let guard = self.keep(key.clone(), granted);
+                    let stray = wait.stray_renewal_of(&granted.hold);
+                    let guard = self.keep_past(key.clone(), granted, stray);
                     // The acquire script, or the release that granted the
                     // lock on the server, took this owner out of the queue.
                     if let Some(queued) = wait.queued.take() {
@@ -321,6 +323,11 @@ pub(super) struct Wait<'a, Q> {
     started: Instant,
     give_up_at: Option<Instant>,
     attempts: &'a mut u32,
+    /// The hold an attempt whose reply was lost named to take up (the
+    /// offer), and when the first such attempt since the last one answered
+    /// "held" was sent: it may still land and renew that hold to the TTL.
+    /// An answered "held" moves the offer on, so none before it matters.
+    stray: Option<(HoldToken, Instant)>,
     /// Since when every attempt has failed (`None` while they get answers),
     /// and when that was last logged: a long wait on a server that is down
     /// says so at `warn`, not only at `debug` when the wait ends.
@@ -378,6 +385,7 @@ impl<'a, Q> Wait<'a, Q> {
             started,
             give_up_at: started.checked_add(wait),
             attempts,
+            stray: None,
             failing: None,
         }
     }
@@ -406,6 +414,13 @@ impl<'a, Q> Wait<'a, Q> {
                 failing_for.as_secs()
             );
         }
+    }
+
+    /// When an attempt that may still renew `hold` to the TTL was sent (one
+    /// whose reply was lost, naming `hold` as the offer to take up).
+    fn stray_renewal_of(&self, hold: &HoldToken) -> Option<Instant> {
+        let (named, sent_at) = self.stray.as_ref()?;
+        (named.attempt_value() == hold.attempt_value()).then_some(*sent_at)
     }
 
     /// What is left of the wait.
@@ -455,9 +470,23 @@ impl<'a, Q> Wait<'a, Q> {
         let name = self.key.name();
         match result {
             Ok(Attempt::Acquired(granted)) => Ok(Tried::Acquired(granted)),
-            Ok(Attempt::Held { remaining }) => Ok(Tried::Held { remaining }),
-            Ok(Attempt::Unanswered { error, cleanup }) => {
+            Ok(Attempt::Held { remaining }) => {
+                self.stray = None;
+                Ok(Tried::Held { remaining })
+            }
+            Ok(Attempt::Unanswered {
+                error,
+                cleanup,
+                renews,
+            }) => {
                 self.unanswered.push(cleanup);
+                if let Some((offer, sent_at)) = renews {
+                    let first = self
+                        .stray
+                        .take()
+                        .filter(|(named, _)| named.attempt_value() == offer.attempt_value());
+                    self.stray = Some(first.unwrap_or((offer, sent_at)));
+                }
                 tracing::debug!(key = name, error = %error, "acquire reply lost; retrying");
                 Ok(Tried::Failed(error))
             }
