@@ -189,6 +189,7 @@ mod tests {
         renewals: 0,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
     #[test]

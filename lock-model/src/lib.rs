@@ -1,7 +1,9 @@
 //! The lock protocols as models that [stateright] checks exhaustively.
 //!
 //! Each primitive's scripts are modelled as what they do in one atomic step
-//! each ([`Protocol`]: the single-node [`Lock`], the [`Semaphore`], the [`RwLock`], the [`Election`]), beside
+//! each ([`Protocol`]: the single-node [`Lock`], the [`FairLock`] with its
+//! server-side hand-off, the [`Semaphore`], the [`RwLock`], the
+//! [`Election`]), beside
 //! what each client believes: the lease it was granted and the deadline it
 //! computed by its own clock ([`LeaseModel`]). The checker explores every
 //! interleaving of several clients with time passing, holds expiring,
@@ -20,6 +22,7 @@
 //! Nothing of the products depends on this crate.
 
 mod election;
+mod fair;
 mod lock;
 mod model;
 mod rwlock;
@@ -30,10 +33,12 @@ pub use election::{
     Defect as ElectionDefect, Election, ElectionKeys, CURRENT_TERM, OBSERVED, ONE_LEADER,
     PROCLAIMED,
 };
+pub use fair::{Defect as FairDefect, FairKeys, FairLock, Offer};
 pub use lock::{Defect as LockDefect, Hold, Lock, LockKeys, MUTEX};
 pub use model::{
-    Action, Answer, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease, LeaseModel,
-    Op, Protocol, Shown, State, AGREES, CLEANUP, EVERY, RESUMED, TOKENS,
+    Action, Answer, Ask, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease,
+    LeaseModel, Op, Protocol, Shown, State, AGREES, CLEANUP, EVERY, GIVEN_BACK, HANDED_OVER,
+    RESUMED, TAKEN_UP, TOKENS,
 };
 pub use rwlock::{Defect as RwDefect, RwHold, RwKeys, RwLock, EPOCH, EXCLUSIVE, SHARED};
 pub use semaphore::{

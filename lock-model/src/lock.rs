@@ -99,7 +99,7 @@ impl Protocol for Lock {
         let own =
             |attempt: u8| held.is_some_and(|hold| (hold.client, hold.attempt) == (client, attempt));
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 if held.is_some() {
                     return Answer::Held;
                 }
@@ -155,7 +155,7 @@ impl Protocol for Lock {
                 Answer::NotHeld
             }
             // Not the lock's: never sent, since it does not elect.
-            Op::Proclaim { .. } => Answer::NotHeld,
+            Op::Proclaim { .. } | Op::GiveUp { .. } => Answer::NotHeld,
         }
     }
 
@@ -179,11 +179,10 @@ impl Protocol for Lock {
 
     fn script(&self, op: Op) -> String {
         match op {
-            Op::Acquire { attempt } => format!("lock/acquire_token.lua (attempt {attempt})"),
-            Op::Extend { attempt, short } => format!(
-                "lock/extend.lua (attempt {attempt}{})",
-                if short { ", the shorter TTL" } else { "" }
-            ),
+            Op::Acquire { attempt, .. } => format!("lock/acquire_token.lua (attempt {attempt})"),
+            Op::Extend { attempt, ask } => {
+                format!("lock/extend.lua (attempt {attempt}{})", ask.described())
+            }
             Op::Release { attempt } => format!("lock/release.lua (attempt {attempt})"),
             Op::Cleanup { attempt } => {
                 format!("lock/release.lua (cleanup of attempt {attempt})")
@@ -193,7 +192,7 @@ impl Protocol for Lock {
                  claiming token {})",
                 from.client, from.attempt, from.claim.token
             ),
-            Op::Proclaim { .. } => format!("{op:?}, which the lock has not"),
+            Op::Proclaim { .. } | Op::GiveUp { .. } => format!("{op:?}, which the lock has not"),
         }
     }
 
@@ -227,6 +226,7 @@ mod tests {
         renewals: 1,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
     fn with(defect: Defect) -> LeaseModel<Lock> {
@@ -280,6 +280,7 @@ mod tests {
         renewals: 2,
         hand_offs: false,
         short_extends: true,
+        long_extends: false,
     };
 
     const LOST_REPLIES: Faults = Faults {

@@ -1,4 +1,4 @@
-//! `lock-model [--quick | --bounded]`: checks each primitive's model
+//! `lock-model [--quick | --bounded] [PRIMITIVE]`: checks each primitive's model
 //! exhaustively, as `cargo xtask model` runs it, and prints for each
 //! configuration the states explored, the time taken, and each property's
 //! outcome; a property broken where it must hold prints its counterexample
@@ -6,14 +6,15 @@
 //!
 //! Without a flag it checks to the bounds docs/SAFETY.md states; `--bounded`
 //! is the run of about a minute that `cargo xtask test` makes, `--quick` one
-//! of a few seconds.
+//! of a few seconds. `PRIMITIVE` picks the runs whose primitive's name
+//! contains it (`fair`, `semaphore`, ...).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use lock_model::{
-    trace, Bounds, Election, Faults, LeaseModel, Lock, Protocol, RwLock, Semaphore, AGREES, EPOCH,
-    EXCLUSIVE, MUTEX, ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
+    trace, Bounds, Election, FairLock, Faults, LeaseModel, Lock, Protocol, RwLock, Semaphore,
+    AGREES, EPOCH, EXCLUSIVE, MUTEX, ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
 };
 use stateright::{Checker, Expectation, Model};
 
@@ -29,6 +30,8 @@ enum Level {
 #[derive(Debug, Clone, Copy)]
 enum Primitive {
     Lock,
+    /// The lock in fair mode, with its server-side hand-off.
+    FairLock,
     /// A semaphore of a limit, and the weight each client asks for.
     Semaphore(u8, &'static [u8]),
     Election,
@@ -38,6 +41,7 @@ enum Primitive {
 
 /// One configuration to check, and the `always` properties it must break
 /// (the documented unsafe case must be found, not pass).
+#[derive(Clone)]
 struct Run {
     primitive: Primitive,
     name: &'static str,
@@ -50,9 +54,20 @@ struct Run {
     /// token (each fault with them multiplies the states: pauses are left
     /// out there).
     hand_offs: bool,
-    /// Whether a lease gets two renewals, each of the TTL or a shorter one
-    /// (with one acquire each).
-    two_ttls: bool,
+    /// What renewals a lease gets beside the bounds' one of its TTL.
+    renewals: Renewals,
+}
+
+/// The renewals of a run's leases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewals {
+    /// As the bounds say, each of the lease's TTL.
+    OfTheTtl,
+    /// Two a lease, each of the TTL or a shorter one (with one acquire
+    /// each).
+    TwoTtls,
+    /// One a lease, of the TTL or a longer one.
+    Longer,
 }
 
 const HAND_OFF_FAULTS: Faults = Faults {
@@ -62,12 +77,24 @@ const HAND_OFF_FAULTS: Faults = Faults {
     restarts: false,
 };
 
-/// The engine's deadlines are the same for every primitive: the lock's
-/// runs check renewals of two TTLs, with the faults they need.
-const TWO_TTL_FAULTS: Faults = Faults {
+/// Lost replies alone: the fault that renewals of other TTLs need (the
+/// engine's deadlines are the same for every primitive: the lock's runs
+/// check renewals of two TTLs, the fair lock's a longer extend beside a
+/// lost attempt).
+const LOST_REPLIES: Faults = Faults {
     lost_replies: true,
     pauses: false,
     crashes: false,
+    restarts: false,
+};
+
+/// A fair waiter's grant comes by a message that may be lost, and a waiter
+/// may crash: the faults its hand-off must survive (pauses are the lock's
+/// runs', whose deadlines a fair lock shares).
+const FAIR_FAULTS: Faults = Faults {
+    lost_replies: true,
+    pauses: false,
+    crashes: true,
     restarts: false,
 };
 
@@ -78,7 +105,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 12] = [
+const RUNS: [Run; 15] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -86,7 +113,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Lock,
@@ -95,7 +122,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: true,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Lock,
@@ -104,16 +131,43 @@ const RUNS: [Run; 12] = [
         must_break: &[MUTEX, AGREES, TOKENS],
         must_reach: false,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Lock,
         name: "renewals of two TTLs, lost and delayed replies",
-        faults: TWO_TTL_FAULTS,
+        faults: LOST_REPLIES,
         must_break: &[],
         must_reach: true,
         hand_offs: false,
-        two_ttls: true,
+        renewals: Renewals::TwoTtls,
+    },
+    Run {
+        primitive: Primitive::FairLock,
+        name: "lost replies and grant messages, crashes, give-ups",
+        faults: FAIR_FAULTS,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
+    Run {
+        primitive: Primitive::FairLock,
+        name: "lost replies, longer extends (a lost attempt may take its offer up late)",
+        faults: LOST_REPLIES,
+        must_break: &[],
+        must_reach: false,
+        hand_offs: false,
+        renewals: Renewals::Longer,
+    },
+    Run {
+        primitive: Primitive::FairLock,
+        name: "a restart without persistence (documented unsafe)",
+        faults: RESTART,
+        must_break: &[MUTEX, AGREES, TOKENS],
+        must_reach: false,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Semaphore(2, &[1, 1]),
@@ -122,7 +176,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Semaphore(3, &[1, 2]),
@@ -131,7 +185,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: true,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Semaphore(2, &[1, 2]),
@@ -140,7 +194,7 @@ const RUNS: [Run; 12] = [
         must_break: &[WITHIN_LIMIT, OWN_SLOTS, AGREES, TOKENS],
         must_reach: false,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false, false]),
@@ -149,7 +203,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false]),
@@ -158,7 +212,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: true,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false]),
@@ -167,7 +221,7 @@ const RUNS: [Run; 12] = [
         must_break: &[EXCLUSIVE, EPOCH, AGREES, TOKENS],
         must_reach: false,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Election,
@@ -176,7 +230,7 @@ const RUNS: [Run; 12] = [
         must_break: &[],
         must_reach: true,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
     Run {
         primitive: Primitive::Election,
@@ -185,7 +239,7 @@ const RUNS: [Run; 12] = [
         must_break: &[ONE_LEADER, AGREES, TOKENS],
         must_reach: false,
         hand_offs: false,
-        two_ttls: false,
+        renewals: Renewals::OfTheTtl,
     },
 ];
 
@@ -228,6 +282,14 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
             renewals: 0,
             ..bounds
         },
+        // Two attempts each: a waiter's second takes up a grant to its
+        // first. No renewals: the lock's runs check them.
+        (Primitive::FairLock, level) => Bounds {
+            attempts: 2,
+            renewals: 0,
+            horizon: if level == Level::Full { 4 } else { 3 },
+            ..bounds
+        },
         // Two writes in a run, so that a restart can issue a token twice.
         (Primitive::RwLock(_), _) => Bounds {
             attempts: 2,
@@ -239,19 +301,31 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let level = match args.as_slice() {
-        [] => Level::Full,
-        [flag] if flag == "--bounded" => Level::Bounded,
-        [flag] if flag == "--quick" => Level::Quick,
-        _ => {
-            eprintln!(
-                "lock-model: unexpected arguments {args:?}; usage: lock-model [--quick | --bounded]"
-            );
-            return ExitCode::from(2);
+    let (mut level, mut only) = (Level::Full, None);
+    for arg in &args {
+        match arg.as_str() {
+            "--bounded" if level == Level::Full => level = Level::Bounded,
+            "--quick" if level == Level::Full => level = Level::Quick,
+            name if !name.starts_with('-') && only.is_none() => only = Some(name),
+            _ => {
+                eprintln!(
+                    "lock-model: unexpected arguments {args:?}; usage: lock-model [--quick | \
+                     --bounded] [PRIMITIVE], where PRIMITIVE picks the runs whose primitive's \
+                     description contains it (lock, fair, semaphore, read-write, election)"
+                );
+                return ExitCode::from(2);
+            }
         }
-    };
+    }
     let mut failed = false;
-    for run in &RUNS {
+    let picked = RUNS
+        .iter()
+        .filter(|run| only.is_none_or(|name| describe(run.primitive).contains(name)));
+    // The longer extends' run is the full check's: at the other levels the
+    // fair model's tests cover it.
+    let picked = picked.filter(|run| level == Level::Full || run.renewals != Renewals::Longer);
+    for run in picked {
+        let mut run = run.clone();
         let mut bounds = Bounds {
             hand_offs: run.hand_offs,
             ..bounds(run.primitive, level)
@@ -259,27 +333,55 @@ fn main() -> ExitCode {
         if let Primitive::RwLock(writers) = run.primitive {
             bounds.clients = u8::try_from(writers.len()).unwrap_or(u8::MAX);
         }
-        if run.two_ttls {
-            bounds = Bounds {
-                attempts: 1,
-                renewals: 2,
-                short_extends: true,
-                ..bounds
-            };
+        // Hand-offs with two acquires each make many states: one acquire
+        // each short of the full run (the models' tests reuse an owner
+        // after a hand-off).
+        if run.hand_offs && level != Level::Full {
+            bounds.attempts = 1;
+            // A read-write lock's one reader then never reads beside
+            // another: that example is the full run's.
+            if let Primitive::RwLock(_) = run.primitive {
+                run.must_reach = false;
+            }
+        }
+        match run.renewals {
+            Renewals::OfTheTtl => {}
+            Renewals::TwoTtls => {
+                bounds = Bounds {
+                    attempts: 1,
+                    renewals: 2,
+                    short_extends: true,
+                    ..bounds
+                };
+            }
+            Renewals::Longer => {
+                bounds = Bounds {
+                    renewals: 1,
+                    long_extends: true,
+                    ..bounds
+                };
+            }
         }
         failed |= !match run.primitive {
-            Primitive::Lock => check(run, LeaseModel::new(Lock::default(), bounds, run.faults)),
+            Primitive::Lock => check(&run, LeaseModel::new(Lock::default(), bounds, run.faults)),
+            // A waiter's place lasts a tick less than a lease, as the
+            // engine's lasts less than a TTL: a grant to its offer runs for
+            // the place's lease.
+            Primitive::FairLock => check(
+                &run,
+                LeaseModel::new(FairLock::new(bounds.ttl - 1), bounds, run.faults),
+            ),
             Primitive::Semaphore(limit, weights) => check(
-                run,
+                &run,
                 LeaseModel::new(Semaphore::new(limit, weights), bounds, run.faults),
             ),
             Primitive::Election => check(
-                run,
+                &run,
                 LeaseModel::new(Election::default(), bounds, run.faults),
             ),
             // A waiting writer's place lasts as long as a lease.
             Primitive::RwLock(writers) => check(
-                run,
+                &run,
                 LeaseModel::new(RwLock::new(writers, bounds.ttl), bounds, run.faults),
             ),
         };
@@ -291,16 +393,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Checks `model` as `run` says; whether every property came out as it
-/// must.
-fn check<P: Protocol>(run: &Run, model: LeaseModel<P>) -> bool {
-    let bounds = model.bounds;
-    let what = match run.primitive {
+/// What `primitive` is, as a run's heading names it.
+fn describe(primitive: Primitive) -> String {
+    match primitive {
         Primitive::Lock => "lock".to_owned(),
         Primitive::Semaphore(limit, weights) => {
             format!("semaphore of {limit}, clients asking for {weights:?}")
         }
         Primitive::Election => "election".to_owned(),
+        Primitive::FairLock => "fair lock".to_owned(),
         Primitive::RwLock(writers) => {
             let writing = writers.iter().filter(|&&writes| writes).count();
             format!(
@@ -308,7 +409,14 @@ fn check<P: Protocol>(run: &Run, model: LeaseModel<P>) -> bool {
                 writers.len() - writing
             )
         }
-    };
+    }
+}
+
+/// Checks `model` as `run` says; whether every property came out as it
+/// must.
+fn check<P: Protocol>(run: &Run, model: LeaseModel<P>) -> bool {
+    let bounds = model.bounds;
+    let what = describe(run.primitive);
     println!(
         "\n{what}: {}\n  {} clients, TTL {} ticks ({} for drift), {} ticks, {} acquires each, \
          {} failed call(s), {} renewal(s) a lease{}",
@@ -320,10 +428,11 @@ fn check<P: Protocol>(run: &Run, model: LeaseModel<P>) -> bool {
         bounds.attempts,
         bounds.failures,
         bounds.renewals,
-        if bounds.short_extends {
-            " (of the TTL or one a tick shorter)"
-        } else {
-            ""
+        match (bounds.short_extends, bounds.long_extends) {
+            (true, false) => " (of the TTL or one a tick shorter)",
+            (false, true) => " (of the TTL or twice the TTL)",
+            (true, true) => " (of the TTL, one a tick shorter, or twice the TTL)",
+            (false, false) => "",
         },
     );
     let started = Instant::now();

@@ -71,6 +71,14 @@ pub trait Protocol: Clone + Debug + Send + Sync + Sized + 'static {
         Vec::new()
     }
 
+    /// How long a waiter's place in line lasts, in ticks, for a primitive
+    /// whose waiters queue and offer their attempts for a release to grant
+    /// on the server (fair mode's hand-off); `None` for one whose waiters
+    /// only try again.
+    fn waiter_lease(&self) -> Option<u64> {
+        None
+    }
+
     /// The script `op` sends, with its arguments, for a trace.
     fn script(&self, op: Op) -> String;
 
@@ -103,6 +111,9 @@ pub struct Bounds {
     /// Whether a renewal may ask for a TTL a tick shorter than `ttl` (an
     /// explicit `extend`), besides `ttl` (the watchdog's).
     pub short_extends: bool,
+    /// Whether a renewal may ask for twice `ttl` (an explicit `extend`),
+    /// besides `ttl`.
+    pub long_extends: bool,
 }
 
 impl Bounds {
@@ -119,6 +130,7 @@ impl Bounds {
         renewals: 1,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
     /// Small bounds for a quick run and for the tests of reintroduced
@@ -134,13 +146,49 @@ impl Bounds {
         renewals: 1,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
-    /// The TTL `op` asks for: a tick less than `ttl` for a short extend.
+    /// The TTL `op` asks for: a tick less than `ttl` for a shorter extend,
+    /// twice `ttl` for a longer one.
     pub fn ttl_of(&self, op: Op) -> u64 {
         match op {
-            Op::Extend { short: true, .. } => self.ttl.saturating_sub(1).max(1),
+            Op::Extend {
+                ask: Ask::Shorter, ..
+            } => self.ttl.saturating_sub(1).max(1),
+            Op::Extend {
+                ask: Ask::Longer, ..
+            } => self.ttl * 2,
             _ => self.ttl,
+        }
+    }
+
+    /// The TTLs a renewal may ask for within these bounds.
+    fn asks(&self) -> impl Iterator<Item = Ask> {
+        let shorter = self.short_extends.then_some(Ask::Shorter);
+        let longer = self.long_extends.then_some(Ask::Longer);
+        [Some(Ask::Lease), shorter, longer].into_iter().flatten()
+    }
+}
+
+/// The TTL a renewal asks for ([`Bounds::ttl_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Ask {
+    /// The lease's TTL, as the watchdog renews it.
+    Lease,
+    /// A tick shorter (an explicit `extend`).
+    Shorter,
+    /// Twice the TTL (an explicit `extend`).
+    Longer,
+}
+
+impl Ask {
+    /// How a trace names it, after the attempt.
+    pub fn described(self) -> &'static str {
+        match self {
+            Ask::Lease => "",
+            Ask::Shorter => ", the shorter TTL",
+            Ask::Longer => ", the longer TTL",
         }
     }
 }
@@ -248,13 +296,16 @@ pub enum Op {
     Acquire {
         /// The attempt (from 1).
         attempt: u8,
+        /// The earlier attempt a waiter offered for a release to grant (0
+        /// for none): the acquire takes that grant up if a release made it.
+        earlier: u8,
     },
     /// The renewal script for the attempt the client holds.
     Extend {
         /// The attempt.
         attempt: u8,
-        /// Whether it asks for the shorter TTL ([`Bounds::ttl_of`]).
-        short: bool,
+        /// The TTL it asks for.
+        ask: Ask,
     },
     /// The release script for the attempt the client holds.
     Release {
@@ -281,18 +332,25 @@ pub enum Op {
         /// The attempt the client holds.
         attempt: u8,
     },
+    /// The give-up script of a waiter that stops waiting: leaves the line
+    /// and gives back a grant a release made to the attempt it offered.
+    GiveUp {
+        /// The attempt it offered (0 for none).
+        offered: u8,
+    },
 }
 
 impl Op {
     /// The attempt the call is for (a take-over's new one).
     pub fn attempt(self) -> u8 {
         match self {
-            Op::Acquire { attempt }
+            Op::Acquire { attempt, .. }
             | Op::Extend { attempt, .. }
             | Op::Release { attempt }
             | Op::Cleanup { attempt }
             | Op::TakeOver { attempt, .. }
-            | Op::Proclaim { attempt } => attempt,
+            | Op::Proclaim { attempt }
+            | Op::GiveUp { offered: attempt } => attempt,
         }
     }
 }
@@ -313,6 +371,9 @@ pub struct HandOff {
 pub enum Answer {
     /// The acquire was granted.
     Granted(Grant),
+    /// The acquire took up the grant a release made to the earlier attempt
+    /// it offered, renewing it to the TTL.
+    TakenUp(Grant),
     /// The acquire found no room.
     Held,
     /// The renewal set the TTL again.
@@ -328,6 +389,8 @@ pub enum Answer {
     Refused,
     /// The proclaim bound the value to the hold's term.
     Proclaimed,
+    /// The waiter left the line (and gave back what was granted to it).
+    Left,
 }
 
 /// A leader as an election's read shows it.
@@ -344,7 +407,7 @@ impl Answer {
     pub fn sets_deadline(self) -> bool {
         matches!(
             self,
-            Answer::Granted(_) | Answer::Extended | Answer::TakenOver
+            Answer::Granted(_) | Answer::TakenUp(_) | Answer::Extended | Answer::TakenOver
         )
     }
 }
@@ -377,6 +440,13 @@ pub struct Client {
     pub renewals: u8,
     /// Whether it has proclaimed its value for its lease.
     pub proclaimed: bool,
+    /// While it waits in line: the attempt whose "held" reply it read,
+    /// which offered itself for a release to grant, and when it was sent.
+    pub offer: Option<(u8, u64)>,
+    /// The offer an attempt whose reply was lost named to take up, and
+    /// when the first such attempt since the last "held" was sent: it may
+    /// still run, and renew a grant to that offer to the TTL.
+    pub stray: Option<(u8, u64)>,
 }
 
 /// Everything at one instant.
@@ -417,6 +487,16 @@ pub struct State<S> {
     /// Every value a proclaim bound to its hold's term, sorted: what a
     /// leader read may show.
     pub proclaimed: Vec<Shown>,
+    /// Grants a release made on the server, published to the waiter whose
+    /// attempt it names and not yet read: (client, attempt, grant), sorted.
+    /// A message may be lost.
+    pub messages: Vec<(u8, u8, Grant)>,
+    /// Whether a waiter has taken a grant from a release's message.
+    pub handed_over: bool,
+    /// Whether a waiter's attempt has taken up a grant to its earlier one.
+    pub taken_up: bool,
+    /// Whether a waiter that gave up gave back a grant made to it.
+    pub given_back: bool,
 }
 
 impl<S> State<S> {
@@ -442,8 +522,8 @@ pub enum Action {
     /// A client sends an acquire.
     Acquire(u8),
     /// A client sends a renewal of its lease (as its watchdog does), asking
-    /// for the shorter TTL if `true`.
-    Extend(u8, bool),
+    /// for the TTL given.
+    Extend(u8, Ask),
     /// A client gives its lease back.
     Release(u8),
     /// The server runs a client's call.
@@ -469,6 +549,12 @@ pub enum Action {
     ResumeToken(u8, HandOff),
     /// A holder proclaims its value in its term.
     Proclaim(u8),
+    /// A waiter stops waiting and leaves the line.
+    GiveUp(u8),
+    /// A client reads the grant message for its attempt.
+    Deliver(u8, u8),
+    /// A grant message is lost (the subscription broke).
+    LoseMessage(u8, u8),
 }
 
 /// A model of one primitive's protocol `P` under [`Bounds`] and [`Faults`].
@@ -498,6 +584,14 @@ pub enum ClientDefect {
     /// it is on its way (the engine before `extend_hold` capped the deadline
     /// when it sends).
     TrustsRenewalsInFlight,
+    /// A waiter counts a grant from a release's message from when the
+    /// message came (the engine counts it from when the attempt that
+    /// offered itself was sent).
+    GrantFromMessage,
+    /// A waiter that holds a grant to its offer forgets that an attempt
+    /// whose reply was lost named that offer, and may still renew it to
+    /// the acquire's TTL (the engine before `LockManager::keep_past`).
+    ForgetsStrayTakeUps,
 }
 
 impl<P: Protocol> LeaseModel<P> {
@@ -525,14 +619,7 @@ impl<P: Protocol> LeaseModel<P> {
     /// and the state it leaves.
     pub fn run(&self, state: &mut State<P::Server>, client: u8, op: Op) -> Answer {
         let believed = state.clients[usize::from(client)].lease;
-        // A re-entry beside a hold of the same owner shares its token.
-        let own: Vec<(u8, u64)> = self
-            .protocol
-            .holds(&state.server)
-            .iter()
-            .filter(|&&(holder, ..)| holder == client)
-            .map(|&(_, _, grant, _)| (grant.slot, grant.token))
-            .collect();
+        let before = self.protocol.holds(&state.server);
         let answer = self.protocol.run(
             &mut state.server,
             state.now,
@@ -541,15 +628,31 @@ impl<P: Protocol> LeaseModel<P> {
             op,
             believed,
         );
-        match (op, answer) {
-            (Op::Acquire { .. }, Answer::Granted(grant)) if grant.shared => {
-                let last = state.last_granted.get(usize::from(grant.slot)).copied();
+        // The holds this script granted: an acquire's, or a release's
+        // hand-off to a waiter (a take-over moves a hold, and a take-up
+        // renews one, granting nothing).
+        let granted: Vec<(u8, u8, Grant)> = self
+            .protocol
+            .holds(&state.server)
+            .into_iter()
+            .filter(|&(holder, attempt, ..)| {
+                !before
+                    .iter()
+                    .any(|&(was, earlier, ..)| (was, earlier) == (holder, attempt))
+            })
+            .map(|(holder, attempt, grant, _)| (holder, attempt, grant))
+            .filter(|_| !matches!(op, Op::TakeOver { .. }))
+            .collect();
+        for &(holder, attempt, grant) in &granted {
+            // A re-entry beside a hold of the same owner shares its token.
+            let reentry = before.iter().any(|&(was, _, other, _)| {
+                was == holder && (other.slot, other.token) == (grant.slot, grant.token)
+            });
+            let slot = usize::from(grant.slot);
+            if grant.shared {
+                let last = state.last_granted.get(slot).copied();
                 state.epoch_stale |= grant.token != last.unwrap_or(0);
-            }
-            (Op::Acquire { .. }, Answer::Granted(grant))
-                if !own.contains(&(grant.slot, grant.token)) =>
-            {
-                let slot = usize::from(grant.slot);
+            } else if !reentry {
                 if state.last_granted.len() <= slot {
                     state.last_granted.resize(slot + 1, 0);
                 }
@@ -558,7 +661,23 @@ impl<P: Protocol> LeaseModel<P> {
                 }
                 state.last_granted[slot] = state.last_granted[slot].max(grant.token);
             }
+            // A grant on the server is published to its waiter.
+            if !matches!(op, Op::Acquire { .. }) {
+                if let Err(at) = state.messages.binary_search(&(holder, attempt, grant)) {
+                    state.messages.insert(at, (holder, attempt, grant));
+                }
+            }
+        }
+        match (op, answer) {
             (Op::Cleanup { .. }, Answer::Released) => state.cleaned_up = true,
+            (Op::GiveUp { offered }, Answer::Left) => {
+                let kept = |holds: &[(u8, u8, Grant, u64)]| {
+                    holds
+                        .iter()
+                        .any(|&(holder, attempt, ..)| (holder, attempt) == (client, offered))
+                };
+                state.given_back |= kept(&before) && !kept(&self.protocol.holds(&state.server));
+            }
             (Op::Proclaim { attempt }, Answer::Proclaimed) => {
                 let holds = self.protocol.holds(&state.server);
                 if let Some(&(_, _, grant, _)) = holds
@@ -590,9 +709,29 @@ impl<P: Protocol> LeaseModel<P> {
         let trusted = self.trusted(self.bounds.ttl_of(op));
         let who = &mut state.clients[usize::from(client)];
         match (op, answer) {
-            (Op::Acquire { attempt }, Answer::Granted(grant)) => {
+            (Op::Acquire { attempt, .. }, Answer::Granted(grant)) => {
                 who.lease = Some(Lease::new(attempt, grant, sent, from + trusted));
+                who.offer = None;
+                who.stray = None;
                 state.granted_to |= 1 << client;
+                state.messages.retain(|&(to, ..)| to != client);
+            }
+            // The grant a release made to the earlier attempt, renewed to
+            // the TTL by this one: the lease counts from this one's send.
+            (Op::Acquire { earlier, .. }, Answer::TakenUp(grant)) => {
+                who.lease = Some(Lease::new(earlier, grant, sent, from + trusted));
+                who.offer = None;
+                self.past_stray(who);
+                state.granted_to |= 1 << client;
+                state.taken_up = true;
+                state.messages.retain(|&(to, ..)| to != client);
+            }
+            // A waiter in line: this attempt is its offer from now on.
+            (Op::Acquire { attempt, .. }, Answer::Held)
+                if self.protocol.waiter_lease().is_some() =>
+            {
+                who.offer = Some((attempt, sent));
+                who.stray = None;
             }
             // `LeaseShared::renewed`: the deadline is what this renewal
             // set, earlier or later, unless one sent later has spoken; no
@@ -637,7 +776,13 @@ impl<P: Protocol> LeaseModel<P> {
         let at_most = sent + self.trusted(ttl);
         let who = &mut state.clients[usize::from(client)];
         who.call = match op {
-            Op::Acquire { attempt } => Some(Call::Sent(Op::Cleanup { attempt }, now)),
+            Op::Acquire { attempt, earlier } => {
+                // It may still run, and take a grant to its offer up.
+                if earlier != 0 && who.stray.is_none_or(|(named, _)| named != earlier) {
+                    who.stray = Some((earlier, sent));
+                }
+                Some(Call::Sent(Op::Cleanup { attempt }, now))
+            }
             Op::Extend { .. } => {
                 if let Some(lease) = &mut who.lease {
                     lease.valid_until = lease.valid_until.min(at_most);
@@ -648,6 +793,62 @@ impl<P: Protocol> LeaseModel<P> {
             }
             _ => None,
         };
+    }
+
+    /// A lease granted to the offer an attempt whose reply was lost named
+    /// (`LockManager::keep_past`): that attempt may still run, and renew
+    /// the hold to the TTL, so no renewal is trusted past that TTL, as after
+    /// an extend whose reply was lost.
+    fn past_stray(&self, who: &mut Client) {
+        let stray = who.stray.take();
+        let (Some(lease), Some((named, sent))) = (&mut who.lease, stray) else {
+            return;
+        };
+        if named != lease.attempt || self.client_defect == Some(ClientDefect::ForgetsStrayTakeUps) {
+            return;
+        }
+        // Not from before the grant's own send: a stray that runs before
+        // the attempt that took the grant up is overwritten by it.
+        let (ttl, sent) = (self.bounds.ttl, sent.max(lease.set_by));
+        lease.valid_until = lease.valid_until.min(sent + self.trusted(ttl));
+        lease.set_by = sent;
+        lease.unanswered = Some(lease.unanswered.map_or(ttl, |lost| lost.min(ttl)));
+    }
+
+    /// What a waiter does with the message that a release granted its
+    /// `attempt` with `grant` (the engine's `granted_on_server`): a grant to
+    /// the attempt it offered is its lease, counted from that attempt's
+    /// send for the grant's run (the waiter lease, or the TTL if shorter);
+    /// one found with nothing of that left is left to its next attempt to
+    /// take up, and one to another attempt is not its.
+    fn deliver(&self, state: &mut State<P::Server>, client: u8, attempt: u8, grant: Grant) {
+        let Some(lease) = self.protocol.waiter_lease() else {
+            return;
+        };
+        let now = state.now;
+        let who = &mut state.clients[usize::from(client)];
+        let Some((offered, sent)) = who.offer else {
+            return;
+        };
+        if offered != attempt || who.lease.is_some() {
+            return;
+        }
+        let from = if self.client_defect == Some(ClientDefect::GrantFromMessage) {
+            now
+        } else {
+            sent
+        };
+        let valid_until = from + self.trusted(lease.min(self.bounds.ttl));
+        if valid_until <= now {
+            return;
+        }
+        who.lease = Some(Lease::new(attempt, grant, sent, valid_until));
+        who.offer = None;
+        who.renewals = 0;
+        self.past_stray(who);
+        state.granted_to |= 1 << client;
+        state.handed_over = true;
+        state.messages.retain(|&(to, ..)| to != client);
     }
 
     fn orphan(state: &mut State<P::Server>, client: u8, op: Op) {
@@ -661,17 +862,28 @@ impl<P: Protocol> LeaseModel<P> {
         let client = &state.clients[usize::from(id)];
         let elects = self.protocol.elects();
         match client.lease {
-            None if client.attempts < self.bounds.attempts => {
-                actions.push(Action::Acquire(id));
-                for &token in &state.hand_offs {
-                    actions.push(Action::ResumeToken(id, token));
-                    // A token whose claim was changed on the way.
-                    let mut forged = token;
-                    forged.claim.token += 1;
-                    actions.push(Action::ResumeToken(id, forged));
+            None => {
+                // A waiter reads a grant message between its attempts, or
+                // stops waiting.
+                for &(to, attempt, _) in &state.messages {
+                    if to == id {
+                        actions.push(Action::Deliver(id, attempt));
+                    }
+                }
+                if client.offer.is_some() {
+                    actions.push(Action::GiveUp(id));
+                }
+                if client.attempts < self.bounds.attempts {
+                    actions.push(Action::Acquire(id));
+                    for &token in &state.hand_offs {
+                        actions.push(Action::ResumeToken(id, token));
+                        // A token whose claim was changed on the way.
+                        let mut forged = token;
+                        forged.claim.token += 1;
+                        actions.push(Action::ResumeToken(id, forged));
+                    }
                 }
             }
-            None => {}
             Some(lease) => {
                 if self.bounds.hand_offs && state.hand_offs.is_empty() {
                     actions.push(Action::HandOff(id));
@@ -680,11 +892,10 @@ impl<P: Protocol> LeaseModel<P> {
                     actions.push(Action::Proclaim(id));
                 }
                 // The watchdog renews a lease it still trusts; so may the
-                // holder, with a shorter TTL.
+                // holder, with a shorter or a longer TTL.
                 if lease.valid_until > state.now && client.renewals < self.bounds.renewals {
-                    actions.push(Action::Extend(id, false));
-                    if self.bounds.short_extends {
-                        actions.push(Action::Extend(id, true));
+                    for ask in self.bounds.asks() {
+                        actions.push(Action::Extend(id, ask));
                     }
                 }
                 actions.push(Action::Release(id));
@@ -720,6 +931,10 @@ impl<P: Protocol> Model for LeaseModel<P> {
             hand_offs: Vec::new(),
             resumed: false,
             proclaimed: Vec::new(),
+            messages: Vec::new(),
+            handed_over: false,
+            taken_up: false,
+            given_back: false,
         }]
     }
 
@@ -732,6 +947,11 @@ impl<P: Protocol> Model for LeaseModel<P> {
         }
         for &(client, op) in &state.orphans {
             actions.push(Action::RunOrphan(client, op));
+        }
+        if self.faults.lost_replies && state.failures < self.bounds.failures {
+            for &(client, attempt, _) in &state.messages {
+                actions.push(Action::LoseMessage(client, attempt));
+            }
         }
         for (index, client) in state.clients.iter().enumerate() {
             let id = index as u8;
@@ -787,11 +1007,12 @@ impl<P: Protocol> Model for LeaseModel<P> {
                 who.proclaimed = false;
                 Op::Acquire {
                     attempt: who.attempts,
+                    earlier: who.offer.map_or(0, |(attempt, _)| attempt),
                 }
             }),
-            Action::Extend(client, short) => {
+            Action::Extend(client, ask) => {
                 let attempt = state.clients[usize::from(client)].lease?.attempt;
-                let op = Op::Extend { attempt, short };
+                let op = Op::Extend { attempt, ask };
                 // `extend_hold`: a shorter TTL takes effect when the renewal
                 // runs, so it is trusted no longer from its send on.
                 let at_most = state.now + self.trusted(self.bounds.ttl_of(op));
@@ -871,6 +1092,30 @@ impl<P: Protocol> Model for LeaseModel<P> {
                     Op::Proclaim { attempt }
                 });
             }
+            Action::GiveUp(client) => {
+                // The wait ends: its line is left with what it offered.
+                let who = &mut state.clients[usize::from(client)];
+                let (offered, _) = who.offer.take()?;
+                who.stray = None;
+                state.messages.retain(|&(to, ..)| to != client);
+                Self::send(&mut state, client, |_| Op::GiveUp { offered });
+            }
+            Action::Deliver(client, attempt) => {
+                let at = state
+                    .messages
+                    .iter()
+                    .position(|&(to, granted, _)| (to, granted) == (client, attempt))?;
+                let (_, _, grant) = state.messages.remove(at);
+                self.deliver(&mut state, client, attempt, grant);
+            }
+            Action::LoseMessage(client, attempt) => {
+                let at = state
+                    .messages
+                    .iter()
+                    .position(|&(to, granted, _)| (to, granted) == (client, attempt))?;
+                state.messages.remove(at);
+                state.failures += 1;
+            }
             Action::Pause(client) => {
                 let who = &mut state.clients[usize::from(client)];
                 who.paused = true;
@@ -882,9 +1127,11 @@ impl<P: Protocol> Model for LeaseModel<P> {
                 who.crashed = true;
                 who.paused = false;
                 who.lease = None;
+                who.offer = None;
                 if let Some(Call::Sent(op, _)) = who.call.take() {
                     Self::orphan(&mut state, client, op);
                 }
+                state.messages.retain(|&(to, ..)| to != client);
             }
         }
         Some(state)
@@ -917,6 +1164,13 @@ impl<P: Protocol> Model for LeaseModel<P> {
                 state.resumed
             }));
         }
+        if self.protocol.waiter_lease().is_some() {
+            properties.extend([
+                Property::sometimes(HANDED_OVER, |_, state: &Self::State| state.handed_over),
+                Property::sometimes(TAKEN_UP, |_, state: &Self::State| state.taken_up),
+                Property::sometimes(GIVEN_BACK, |_, state: &Self::State| state.given_back),
+            ]);
+        }
         properties
     }
 }
@@ -932,6 +1186,14 @@ pub const EVERY: &str = "every client is granted";
 pub const CLEANUP: &str = "a cleanup gives back a lost reply's hold";
 /// The example of a handed-off lease resumed.
 pub const RESUMED: &str = "a handed-off lease is resumed";
+/// The example of a release that grants a waiter on the server, which
+/// takes the grant from the message.
+pub const HANDED_OVER: &str = "a waiter takes a release's grant from its message";
+/// The example of a grant whose message was lost, taken up by the
+/// waiter's next attempt.
+pub const TAKEN_UP: &str = "a waiter's attempt takes up a grant to its earlier one";
+/// The example of a waiter that gives up and gives a grant back.
+pub const GIVEN_BACK: &str = "a waiter that gives up gives its grant back";
 
 /// Runs the checker on `model` to its end; the names of the properties
 /// with a discovery (a counterexample of an `always`, an example of a

@@ -167,7 +167,7 @@ impl Protocol for RwLock {
                 .position(|hold| (hold.client, hold.attempt) == (client, attempt))
         };
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 let write = self.writes(client);
                 let mine = |hold: &&RwHold| hold.owner == Some(client);
                 let own_write = server.holds.iter().filter(mine).find(|hold| hold.write);
@@ -271,7 +271,7 @@ impl Protocol for RwLock {
                 _ => Answer::NotHeld,
             },
             // Not the read-write lock's: never sent, since it does not elect.
-            Op::Proclaim { .. } => Answer::NotHeld,
+            Op::Proclaim { .. } | Op::GiveUp { .. } => Answer::NotHeld,
         }
     }
 
@@ -297,11 +297,10 @@ impl Protocol for RwLock {
 
     fn script(&self, op: Op) -> String {
         match op {
-            Op::Acquire { attempt } => format!("rw/acquire.lua (attempt {attempt})"),
-            Op::Extend { attempt, short } => format!(
-                "rw/renew.lua (attempt {attempt}{})",
-                if short { ", the shorter TTL" } else { "" }
-            ),
+            Op::Acquire { attempt, .. } => format!("rw/acquire.lua (attempt {attempt})"),
+            Op::Extend { attempt, ask } => {
+                format!("rw/renew.lua (attempt {attempt}{})", ask.described())
+            }
             Op::Release { attempt } => format!("rw/release.lua (attempt {attempt})"),
             Op::Cleanup { attempt } => format!("rw/release.lua (cleanup of attempt {attempt})"),
             Op::TakeOver { from, attempt } => format!(
@@ -309,7 +308,9 @@ impl Protocol for RwLock {
                  token {})",
                 from.client, from.attempt, from.claim.token
             ),
-            Op::Proclaim { .. } => format!("{op:?}, which the read-write lock has not"),
+            Op::Proclaim { .. } | Op::GiveUp { .. } => {
+                format!("{op:?}, which the read-write lock has not")
+            }
         }
     }
 
@@ -351,6 +352,7 @@ mod tests {
         renewals: 0,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
     fn lock() -> RwLock {

@@ -115,7 +115,7 @@ impl Protocol for Semaphore {
                 .position(|permit| (permit.client, permit.attempt) == (client, attempt))
         };
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 let weight = self.weight(client);
                 let used: u8 = if self.defect == Some(Defect::CountsPermits) {
                     server.permits.len() as u8
@@ -186,7 +186,7 @@ impl Protocol for Semaphore {
                 _ => Answer::NotHeld,
             },
             // Not the semaphore's: never sent, since it does not elect.
-            Op::Proclaim { .. } => Answer::NotHeld,
+            Op::Proclaim { .. } | Op::GiveUp { .. } => Answer::NotHeld,
         }
     }
 
@@ -207,13 +207,12 @@ impl Protocol for Semaphore {
 
     fn script(&self, op: Op) -> String {
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 format!("semaphore/acquire.lua (attempt {attempt})")
             }
-            Op::Extend { attempt, short } => format!(
-                "semaphore/renew.lua (attempt {attempt}{})",
-                if short { ", the shorter TTL" } else { "" }
-            ),
+            Op::Extend { attempt, ask } => {
+                format!("semaphore/renew.lua (attempt {attempt}{})", ask.described())
+            }
             Op::Release { attempt } => format!("semaphore/release.lua (attempt {attempt})"),
             Op::Cleanup { attempt } => {
                 format!("semaphore/release.lua (cleanup of attempt {attempt})")
@@ -223,7 +222,9 @@ impl Protocol for Semaphore {
                  claiming token {} in slot {}, weight {})",
                 from.client, from.attempt, from.claim.token, from.claim.slot, from.claim.weight
             ),
-            Op::Proclaim { .. } => format!("{op:?}, which the semaphore has not"),
+            Op::Proclaim { .. } | Op::GiveUp { .. } => {
+                format!("{op:?}, which the semaphore has not")
+            }
         }
     }
 
@@ -274,6 +275,7 @@ mod tests {
         renewals: 1,
         hand_offs: false,
         short_extends: false,
+        long_extends: false,
     };
 
     #[test]

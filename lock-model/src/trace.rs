@@ -32,6 +32,10 @@ pub fn trace<P: Protocol>(
 fn answer(answer: Answer) -> String {
     match answer {
         Answer::Granted(granted) => format!("granted, {}", grant(granted)),
+        Answer::TakenUp(granted) => format!(
+            "takes up the grant to the earlier attempt, {}",
+            grant(granted)
+        ),
         Answer::Held => "held".to_owned(),
         Answer::Extended => "extended".to_owned(),
         Answer::NotHeld => "not held".to_owned(),
@@ -39,6 +43,7 @@ fn answer(answer: Answer) -> String {
         Answer::TakenOver => "taken over".to_owned(),
         Answer::Refused => "refused, nothing written".to_owned(),
         Answer::Proclaimed => "proclaimed".to_owned(),
+        Answer::Left => "left the line".to_owned(),
     }
 }
 
@@ -66,7 +71,8 @@ fn step<P: Protocol>(
         Action::Acquire(id)
         | Action::Extend(id, _)
         | Action::Release(id)
-        | Action::Proclaim(id) => match after.clients[usize::from(id)].call {
+        | Action::Proclaim(id)
+        | Action::GiveUp(id) => match after.clients[usize::from(id)].call {
             Some(Call::Sent(op, _)) => format!("{} sends {}", client(id), script(op)),
             _ => format!("{} {action:?}", client(id)),
         },
@@ -121,6 +127,20 @@ fn step<P: Protocol>(
         Action::Pause(id) => format!("{} pauses", client(id)),
         Action::Resume(id) => format!("{} resumes", client(id)),
         Action::Crash(id) => format!("{} crashes", client(id)),
+        Action::Deliver(id, attempt) => match after.clients[usize::from(id)].lease {
+            Some(lease) if before.clients[usize::from(id)].lease.is_none() => format!(
+                "{} reads the message granting its attempt {attempt}; trusts it until t={}",
+                client(id),
+                lease.valid_until
+            ),
+            _ => format!(
+                "{} reads the message granting its attempt {attempt}, and leaves it",
+                client(id)
+            ),
+        },
+        Action::LoseMessage(id, attempt) => {
+            format!("the message granting client {id}'s attempt {attempt} is lost")
+        }
     }
 }
 

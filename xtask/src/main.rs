@@ -19,7 +19,8 @@
 //! - `model`: the protocols' stateright models (`lock-model`) checked
 //!   exhaustively to the bounds docs/SAFETY.md states, printing the states
 //!   explored and the time (`--bounded`: about a minute, part of `test`;
-//!   `--quick`: a few seconds).
+//!   `--quick`: a few seconds; a `PRIMITIVE` such as `fair` picks the runs
+//!   whose primitive's name contains it).
 //! - `layers`: lock-core's engine names nothing of its Redis layer, and no
 //!   modules import each other in a circle (`layers.rs`; part of `test`).
 //! - `package`: packages the published crates (no upload) and uses them from
@@ -34,7 +35,7 @@ mod test_binaries;
 use std::process::{Command, ExitCode};
 
 const USAGE: &str =
-    "usage: cargo xtask <test | demo | bench | chaos [ARGS] | model [--quick | --bounded] | package | doc | layers>
+    "usage: cargo xtask <test | demo | bench | chaos [ARGS] | model [--quick | --bounded] [PRIMITIVE] | package | doc | layers>
 
   test   fmt check, clippy -D warnings (all features, no client, each client alone),
          docs and publishing checks, every test with both clients, the packaged
@@ -46,10 +47,11 @@ const USAGE: &str =
          reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
-  model  the primitives' protocol models (lock, semaphore, read-write lock, election)
-         checked exhaustively to their bounds: every property the docs promise, the
-         states explored and the time (minutes) [--quick: seconds | --bounded: about
-         a minute]
+  model  the primitives' protocol models (lock, fair lock, semaphore, read-write lock,
+         election) checked exhaustively to their bounds: every property the docs
+         promise, the states explored and the time (minutes) [--quick: seconds |
+         --bounded: about a minute] [PRIMITIVE: the runs whose primitive's name
+         contains it, such as fair]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and a program that takes a lock, built and run
          against them without the command's crates, and the packaged `distlock-cli`

@@ -19,7 +19,7 @@ impl LockSubject<'_> {
     }
 
     /// The holder of the lock key: its client and attempt, and its token.
-    fn holder(&self) -> Option<(u8, u8, u64)> {
+    pub(super) fn holder(&self) -> Option<(u8, u8, u64)> {
         let value = self.0.text(self.0.key.redis_key())?;
         let (id, token) = value.split_once('#').expect("a fenced value");
         let (client, attempt) = self.0.who(id);
@@ -38,7 +38,7 @@ impl Subject for LockSubject<'_> {
     async fn run(&mut self, client: u8, op: Op) -> Answer {
         let (backend, key) = (self.0.backend, self.0.key.clone());
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 let hold = self.hold(client, attempt);
                 match backend
                     .try_acquire(&key, &hold, TTL, &Claim::LOCK, None)
@@ -84,6 +84,7 @@ impl Subject for LockSubject<'_> {
                     Err(error) => panic!("proclaim: {error:?}"),
                 }
             }
+            Op::GiveUp { .. } => panic!("the lock's model sends no {op:?}"),
         }
     }
 

@@ -10,6 +10,7 @@
 //! expire on the server at that step.
 
 mod election;
+mod fair;
 mod lease_set;
 mod lock;
 mod rwlock;
@@ -20,9 +21,10 @@ use std::time::Duration;
 
 use distlock::backend::{HoldKind, HoldToken, LockBackend, LockKey, Renewal};
 use distlock::{ClientKind, LockError, OwnerToken};
+use lock_core::strategy::KeyNames;
 use lock_core::{ExtendOutcome, ReleaseOutcome};
 use lock_model::{
-    trace, Action, Answer, Bounds, Call, Faults, Grant, LeaseModel, Op, Protocol, Shown,
+    trace, Action, Answer, Ask, Bounds, Call, Faults, Grant, LeaseModel, Op, Protocol, Shown,
 };
 use lock_testkit::RedisServer;
 use stateright::Model;
@@ -35,13 +37,27 @@ const STEPS: usize = 80;
 /// during a walk.
 const TTL: Duration = Duration::from_secs(60);
 
+/// How long a waiter's place lasts on the server: never out by itself
+/// during a walk (the model's places end when it says), and shorter than
+/// the TTL, as the engine's is, so that a grant a release makes to a
+/// waiter's offer runs for it.
+const WAITER_LEASE: Duration = Duration::from_secs(50);
+
 /// The TTL a short extend asks for (the model's a tick shorter).
 const SHORT_TTL: Duration = Duration::from_secs(45);
+
+/// The TTL a long extend asks for (the model's twice the TTL).
+const LONG_TTL: Duration = Duration::from_secs(120);
 
 /// The TTL `op` asks for on the server, as the model's `Bounds::ttl_of`.
 fn ttl_of(op: Op) -> Duration {
     match op {
-        Op::Extend { short: true, .. } => SHORT_TTL,
+        Op::Extend {
+            ask: Ask::Shorter, ..
+        } => SHORT_TTL,
+        Op::Extend {
+            ask: Ask::Longer, ..
+        } => LONG_TTL,
         _ => TTL,
     }
 }
@@ -62,6 +78,7 @@ const BOUNDS: Bounds = Bounds {
     renewals: 20,
     hand_offs: true,
     short_extends: true,
+    long_extends: true,
 };
 
 /// Every fault, the restart included: a restart is a `FLUSHALL`.
@@ -173,6 +190,44 @@ impl<'a> Real<'a> {
             .find(|(_, hold)| hold.attempt_value() == id)
             .expect("a hold of the walk's");
         found
+    }
+
+    /// The waiters in line (the queue of a fair lock, or of a read-write
+    /// lock's writers) whose places are live, as the model's `line`.
+    fn line(&self) -> Vec<u8> {
+        let now = lease_set::now(self);
+        let owners = self
+            .admin(&["LRANGE", &self.key.queue_key(), "0", "-1"])
+            .as_texts()
+            .expect("the line");
+        let waiters = self.key.waiters_key();
+        owners
+            .iter()
+            .filter(|owner| {
+                let until = self.admin(&["ZSCORE", &waiters, owner]);
+                let until: f64 = until
+                    .as_text()
+                    .map_or(0.0, |text| text.parse().expect("ms"));
+                until as i64 > now
+            })
+            .map(|owner| self.client_of(owner))
+            .collect()
+    }
+
+    /// Makes the places of `clients` in line run out now, as the model's
+    /// clock just did.
+    fn expire_places(&self, clients: &[u8]) {
+        let waiters = self.key.waiters_key();
+        for &client in clients {
+            let owner = self.owners[usize::from(client)].expose();
+            self.admin(&["ZADD", &waiters, "XX", "1", owner]);
+        }
+    }
+
+    /// The walk's client whose owner is `owner`.
+    fn client_of(&self, owner: &str) -> u8 {
+        let at = self.owners.iter().position(|token| token.expose() == owner);
+        u8::try_from(at.expect("an owner of the walk's")).expect("a few clients")
     }
 
     fn admin(&self, args: &[&str]) -> lock_testkit::AdminReply {
@@ -295,7 +350,17 @@ async fn walk<P: Protocol, S: Subject>(
             _ => None,
         };
         let disagreement = if let Some((id, op)) = ran {
-            let answer = model.run(&mut state.clone(), id, op);
+            let mut after = state.clone();
+            let answer = model.run(&mut after, id, op);
+            // What a release granted on the server, to a waiter's offer:
+            // its deadline is the grant's run, not a TTL from now.
+            let before = modelled(model, &state.server);
+            let granted: Vec<(u8, u8)> = modelled(model, &after.server)
+                .into_iter()
+                .filter(|hold| !before.contains(hold))
+                .map(|(client, attempt, _)| (client, attempt))
+                .filter(|_| !matches!(op, Op::Acquire { .. } | Op::TakeOver { .. }))
+                .collect();
             // Every live hold's TTL is lowered to a mark first: the one a
             // script sets, as the model sets its deadline, rises to the TTL
             // asked for (less the script's own time), and every other stays
@@ -304,13 +369,21 @@ async fn walk<P: Protocol, S: Subject>(
             let got = real.run(id, op).await;
             seen.answers.push(got);
             let asked = i64::try_from(ttl_of(op).as_millis()).expect("a TTL in ms");
-            let set = answer.sets_deadline().then_some((id, op.attempt()));
+            // A take-up renews the earlier attempt's hold.
+            let attempt = match (op, answer) {
+                (Op::Acquire { earlier, .. }, Answer::TakenUp(_)) => earlier,
+                _ => op.attempt(),
+            };
+            let set = answer.sets_deadline().then_some((id, attempt));
             let wrong: Vec<(u8, u8, i64)> = real
                 .left()
                 .into_iter()
                 .filter(|&(client, attempt, left)| {
                     if set == Some((client, attempt)) {
                         !(asked - 1000 < left && left <= asked)
+                    } else if granted.contains(&(client, attempt)) {
+                        let runs = asked.min(WAITER_LEASE.as_millis() as i64);
+                        !(0 < left && left <= runs)
                     } else {
                         left > MARK
                     }
@@ -405,7 +478,9 @@ async fn walk<P: Protocol, S: Subject>(
 /// alone.
 async fn renew(backend: &dyn LockBackend, key: &LockKey, hold: &HoldToken, op: Op) -> Answer {
     let outcome = match op {
-        Op::Extend { short: false, .. } => {
+        Op::Extend {
+            ask: Ask::Lease, ..
+        } => {
             let other = LockKey::new("model:", &format!("{}-bystander", key.name())).expect("key");
             let owner = OwnerToken::generate().expect("os rng");
             let bystander = HoldToken::new(owner)

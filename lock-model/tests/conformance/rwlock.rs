@@ -2,8 +2,6 @@
 //! prefer writers, writers that prefer readers (no offers, so no hand-off on
 //! the server).
 
-use std::time::Duration;
-
 use distlock::backend::{AccessRequest, Claim, HoldKind, HoldToken};
 use distlock::state::Access;
 use distlock::FencingToken;
@@ -11,11 +9,9 @@ use lock_core::strategy::KeyNames;
 use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, RwLock};
 
-use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
-
-/// How long a waiting writer's place lasts on the server: never out by
-/// itself during a walk (the model's places end when it says).
-const WAITER_LEASE: Duration = Duration::from_secs(60);
+use super::{
+    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE, WALKS,
+};
 
 /// The holds (a sorted set of id to deadline), their modes, the write
 /// counter and the line of waiting writers.
@@ -37,23 +33,13 @@ impl RwSubject<'_> {
         let kind = HoldKind::Access(self.access(client));
         self.real.hold(client, attempt, kind)
     }
-
-    /// The walk's client whose owner is `owner`.
-    fn client_of(&self, owner: &str) -> u8 {
-        let at = self
-            .real
-            .owners
-            .iter()
-            .position(|token| token.expose() == owner);
-        u8::try_from(at.expect("an owner of the walk's")).expect("a few clients")
-    }
 }
 
 impl Subject for RwSubject<'_> {
     async fn run(&mut self, client: u8, op: Op) -> Answer {
         let (backend, key) = (self.real.backend, self.real.key.clone());
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 let hold = self.hold(client, attempt);
                 let access = self.access(client);
                 let request = AccessRequest::new(access, WAITER_LEASE, true)
@@ -93,7 +79,9 @@ impl Subject for RwSubject<'_> {
                 let hold = self.hold(client, attempt);
                 super::release(backend, &key, &hold).await
             }
-            Op::Proclaim { .. } => panic!("the read-write lock's model sends no {op:?}"),
+            Op::Proclaim { .. } | Op::GiveUp { .. } => {
+                panic!("the read-write lock's model sends no {op:?}")
+            }
         }
     }
 
@@ -128,32 +116,11 @@ impl Subject for RwSubject<'_> {
     }
 
     fn line(&self) -> Vec<u8> {
-        let now = lease_set::now(&self.real);
-        let owners = self
-            .real
-            .admin(&["LRANGE", &self.real.key.queue_key(), "0", "-1"])
-            .as_texts()
-            .expect("the line");
-        let waiters = self.real.key.waiters_key();
-        owners
-            .iter()
-            .filter(|owner| {
-                let until = self.real.admin(&["ZSCORE", &waiters, owner]);
-                let until: f64 = until
-                    .as_text()
-                    .map_or(0.0, |text| text.parse().expect("ms"));
-                until as i64 > now
-            })
-            .map(|owner| self.client_of(owner))
-            .collect()
+        self.real.line()
     }
 
     fn expire_places(&self, clients: &[u8]) {
-        let waiters = self.real.key.waiters_key();
-        for &client in clients {
-            let owner = self.real.owners[usize::from(client)].expose();
-            self.real.admin(&["ZADD", &waiters, "XX", "1", owner]);
-        }
+        self.real.expire_places(clients);
     }
 
     fn mark(&self) {

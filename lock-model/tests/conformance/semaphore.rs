@@ -27,7 +27,7 @@ impl Subject for SemaphoreSubject<'_> {
     async fn run(&mut self, client: u8, op: Op) -> Answer {
         let (backend, key) = (self.real.backend, self.real.key.clone());
         match op {
-            Op::Acquire { attempt } => {
+            Op::Acquire { attempt, .. } => {
                 let hold = self.hold(client, attempt);
                 let weight = self.semaphore.weight(client);
                 let request =
@@ -77,7 +77,9 @@ impl Subject for SemaphoreSubject<'_> {
                 let hold = self.hold(client, attempt);
                 super::release(backend, &key, &hold).await
             }
-            Op::Proclaim { .. } => panic!("the semaphore's model sends no {op:?}"),
+            Op::Proclaim { .. } | Op::GiveUp { .. } => {
+                panic!("the semaphore's model sends no {op:?}")
+            }
         }
     }
 

@@ -1,0 +1,189 @@
+//! The fair lock's scripts against [`FairLock`]'s model: waiters that queue
+//! and offer their attempts, releases that grant the next live offer on the
+//! server, attempts that take up a grant to their earlier one, and waiters
+//! that give up and give a grant back.
+
+use distlock::backend::{Claim, FairPlace, HoldKind, HoldToken};
+use distlock::FencingToken;
+use lock_core::AcquireOutcome;
+use lock_model::{Answer, FairLock, Grant, LeaseModel, Op};
+
+use super::lock::LockSubject;
+use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE};
+
+/// More walks than the other primitives take: a wait's paths are longer
+/// (an attempt lost after it queued, its cleanup, then a release before the
+/// next attempt shows whether the cleanup voids the lost attempt's offer,
+/// first at walk 157).
+const FAIR_WALKS: u64 = 200;
+
+/// The lock key and its counter, the line and the offers.
+struct FairSubject<'a> {
+    lock: LockSubject<'a>,
+    /// Steps after which a release had granted a waiter on the server.
+    handed_over: u32,
+}
+
+impl<'a> FairSubject<'a> {
+    fn real(&mut self) -> &mut Real<'a> {
+        &mut self.lock.0
+    }
+
+    /// The hold of `client`'s `attempt`, in line as a fair waiter's is.
+    fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
+        let real = self.real();
+        let hold = real.hold(client, attempt, HoldKind::Lock);
+        if hold.is_in_line() {
+            return hold;
+        }
+        let hold = hold.in_line();
+        real.holds.insert((client, attempt), hold.clone());
+        hold
+    }
+
+    /// Keeps the hold of `client`'s `attempt` as granted `token`, as the
+    /// guard of a grant keeps it (renewals and releases send the token).
+    fn granted(&mut self, client: u8, attempt: u8, token: FencingToken) {
+        let hold = self.hold(client, attempt).granted(Some(token));
+        self.real().holds.insert((client, attempt), hold);
+    }
+
+    /// After a release or a give-up: the hold a hand-off granted a waiter
+    /// (the lock's holder changed to it), kept with its token as the waiter
+    /// keeps it from the message.
+    fn note_hand_off(&mut self, before: Option<(u8, u8, u64)>) {
+        let Some((holder, granted, token)) = self.lock.holder() else {
+            return;
+        };
+        if before.is_none_or(|(was, earlier, _)| (was, earlier) != (holder, granted)) {
+            self.granted(holder, granted, FencingToken::new(token));
+            self.handed_over += 1;
+        }
+    }
+}
+
+impl Subject for FairSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let (backend, key) = (self.lock.0.backend, self.lock.0.key.clone());
+        match op {
+            Op::Acquire { attempt, earlier } => {
+                let hold = self.hold(client, attempt);
+                let offered = (earlier != 0).then(|| self.hold(client, earlier));
+                let claim = Claim::Lock {
+                    fair: Some(FairPlace::new(WAITER_LEASE, true)),
+                };
+                match backend
+                    .try_acquire(&key, &hold, TTL, &claim, offered.as_ref())
+                    .await
+                {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        let token = granted.fencing_token.expect("a token");
+                        if granted.earlier {
+                            self.granted(client, earlier, token);
+                            Answer::TakenUp(Grant::token(token.get()))
+                        } else {
+                            self.granted(client, attempt, token);
+                            Answer::Granted(Grant::token(token.get()))
+                        }
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("fair acquire: {other:?}"),
+                }
+            }
+            Op::Release { attempt } | Op::Cleanup { attempt } => {
+                let hold = self.hold(client, attempt);
+                // A lost attempt's cleanup knows no token: it sends the
+                // attempt's value alone, as the engine does.
+                let hold = match op {
+                    Op::Cleanup { .. } => hold.granted(None),
+                    _ => hold,
+                };
+                let before = self.lock.holder();
+                let answer = super::release(backend, &key, &hold).await;
+                self.note_hand_off(before);
+                answer
+            }
+            Op::GiveUp { offered } => {
+                let owner = self.real().owners[usize::from(client)].clone();
+                let offered = [self.hold(client, offered)];
+                let before = self.lock.holder();
+                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
+                    panic!("give up: {error:?}");
+                }
+                self.note_hand_off(before);
+                Answer::Left
+            }
+            Op::TakeOver { from, attempt } => {
+                // As `resume` builds them in fair mode: the token's hold
+                // with its claim, and a new hold in line with the same.
+                let claim = Some(FencingToken::new(from.claim.token));
+                let old = self.hold(from.client, from.attempt).granted(claim);
+                let new = Real::successor(&old).in_line().granted(claim);
+                self.real().holds.insert((client, attempt), new.clone());
+                super::take_over(backend, &key, &old, &new).await
+            }
+            Op::Extend { .. } => self.lock.run(client, op).await,
+            Op::Proclaim { .. } => panic!("the fair lock's model sends no {op:?}"),
+        }
+    }
+
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        self.lock.holds()
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        self.lock.counters()
+    }
+
+    fn line(&self) -> Vec<u8> {
+        self.lock.0.line()
+    }
+
+    fn expire_places(&self, clients: &[u8]) {
+        self.lock.0.expire_places(clients);
+    }
+
+    fn mark(&self) {
+        self.lock.mark();
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        self.lock.left()
+    }
+
+    async fn expire(&self, holds: &[(u8, u8)]) {
+        self.lock.expire(holds).await;
+    }
+}
+
+/// Every walk agrees with the model, on both clients, with three waiters.
+#[test]
+fn the_fair_scripts_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        // The model's places last a tick less than its leases.
+        let model = LeaseModel::new(FairLock::new(BOUNDS.ttl - 1), BOUNDS, FAULTS);
+        let mut seen = Seen::default();
+        let mut handed_over = 0;
+        for seed in 0..FAIR_WALKS {
+            let name = format!("fair-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let mut subject = FairSubject {
+                lock: LockSubject(real),
+                handed_over: 0,
+            };
+            let label = format!("the fair lock on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+            handed_over += subject.handed_over;
+        }
+        seen.assert_everything(client, BOUNDS);
+        for kind in [
+            |answer: &Answer| matches!(answer, Answer::TakenUp(_)),
+            |answer: &Answer| *answer == Answer::Left,
+        ] {
+            assert!(seen.answers.iter().any(kind), "{client}: {seen:?}");
+        }
+        assert!(seen.lines > 0, "{client}: nobody waited in line");
+        assert!(handed_over > 0, "{client}: no release granted a waiter");
+    });
+}
