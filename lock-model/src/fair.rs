@@ -10,6 +10,7 @@
 
 use stateright::Property;
 
+use crate::line::Line;
 use crate::lock::{Hold, Lock, LockKeys, MUTEX};
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
@@ -22,32 +23,13 @@ pub enum Defect {
     GiveUpDeletesAny,
 }
 
-/// An offer a waiter left: its attempt, how long a grant to it runs, and
-/// the place's deadline it was made with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Offer {
-    /// The waiter.
-    pub client: u8,
-    /// The attempt offered.
-    pub attempt: u8,
-    /// How long a grant to it runs: the waiter lease, or the TTL if
-    /// shorter.
-    pub runs: u64,
-    /// The deadline its place got with it.
-    pub place: u64,
-}
-
 /// The server's keys for the fair lock's name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FairKeys {
     /// The lock key and its counter, as the plain lock's.
     pub lock: LockKeys,
-    /// The waiters in line, each with its place's deadline (a dead place
-    /// stays until a script drops it from the head, or its waiter joins
-    /// again at the back).
-    pub line: Vec<(u8, u64)>,
-    /// One offer a waiter at most, sorted.
-    pub offers: Vec<Offer>,
+    /// The waiters in line and their offers.
+    pub line: Line,
 }
 
 /// The fair lock's scripts, its waiters' places lasting `waiter_lease`
@@ -75,54 +57,17 @@ impl FairLock {
         self
     }
 
-    /// `line_take`: `client` out of the line, with its offer.
-    fn take(server: &mut FairKeys, client: u8) {
-        server.line.retain(|&(waiter, _)| waiter != client);
-        server.offers.retain(|offer| offer.client != client);
-    }
-
-    /// `line_head`: drops the dead places from the head of the line (with
-    /// their offers), and returns the first live one.
-    fn head(server: &mut FairKeys, now: u64) -> Option<(u8, u64)> {
-        while let Some(&(waiter, place)) = server.line.first() {
-            if place > now {
-                return Some((waiter, place));
-            }
-            FairLock::take(server, waiter);
-        }
-        None
-    }
-
-    /// `line_join`: keeps `client`'s live place, or puts it at the back
-    /// (again, if its place had run out), until `now` plus the lease.
-    fn join(&self, server: &mut FairKeys, client: u8, now: u64) {
-        let deadline = now + self.waiter_lease;
-        match server.line.iter().position(|&(waiter, _)| waiter == client) {
-            Some(at) if server.line[at].1 > now => server.line[at].1 = deadline,
-            Some(at) => {
-                server.line.remove(at);
-                server.line.push((client, deadline));
-            }
-            None => server.line.push((client, deadline)),
-        }
-    }
-
     /// `hand_off` (`shared/handoff.lua`): the lock key was just deleted;
     /// grants it to the first live waiter's offer made with its place's
     /// current deadline, for the offer's run but never past the place.
     fn hand_off(&self, server: &mut FairKeys, now: u64) {
-        if server.line.is_empty() {
+        if server.line.places.is_empty() {
             return;
         }
-        let Some((head, place)) = FairLock::head(server, now) else {
+        let Some((head, place)) = server.line.head(now) else {
             return;
         };
-        let Some(offer) = server
-            .offers
-            .iter()
-            .find(|offer| offer.client == head && offer.place == place)
-            .copied()
-        else {
+        let Some(offer) = server.line.offer_of(head, place) else {
             return;
         };
         server.lock.counter += 1;
@@ -132,7 +77,7 @@ impl FairLock {
             token: server.lock.counter,
         });
         server.lock.expires = now + offer.runs.min(place.saturating_sub(now));
-        FairLock::take(server, head);
+        server.line.take(head);
     }
 
     /// Whether the key holds `client`'s `attempt`.
@@ -148,8 +93,7 @@ impl Protocol for FairLock {
     fn empty(&self) -> FairKeys {
         FairKeys {
             lock: Lock::default().empty(),
-            line: Vec::new(),
-            offers: Vec::new(),
+            line: Line::default(),
         }
     }
 
@@ -175,9 +119,9 @@ impl Protocol for FairLock {
                     let token = server.lock.hold.map_or(0, |hold| hold.token);
                     return Answer::TakenUp(Grant::token(token));
                 }
-                let head = FairLock::head(server, now);
+                let head = server.line.head(now);
                 if server.lock.hold.is_none() && head.is_none_or(|(waiter, _)| waiter == client) {
-                    server.offers.retain(|offer| offer.client != client);
+                    server.line.withdraw(client);
                     server.lock.counter += 1;
                     let token = server.lock.counter;
                     server.lock.hold = Some(Hold {
@@ -187,30 +131,20 @@ impl Protocol for FairLock {
                     });
                     server.lock.expires = now + ttl;
                     if head.is_some() {
-                        FairLock::take(server, client);
+                        server.line.take(client);
                     }
                     return Answer::Granted(Grant::token(token));
                 }
                 // In line, offering this attempt.
-                let offer = Offer {
-                    client,
-                    attempt,
-                    runs: self.waiter_lease.min(ttl),
-                    place: now + self.waiter_lease,
-                };
-                server.offers.retain(|offer| offer.client != client);
-                server.offers.push(offer);
-                server.offers.sort_unstable();
-                self.join(server, client, now);
+                server
+                    .line
+                    .wait(client, attempt, 1, now, self.waiter_lease, ttl);
                 Answer::Held
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 if !FairLock::holds_attempt(server, client, attempt) {
-                    // `line_void_offer`: a lost attempt's offer is granted
-                    // to nobody.
-                    server
-                        .offers
-                        .retain(|offer| (offer.client, offer.attempt) != (client, attempt));
+                    // A lost attempt's offer is granted to nobody.
+                    server.line.void(client, attempt);
                     return Answer::NotHeld;
                 }
                 server.lock.hold = None;
@@ -219,7 +153,7 @@ impl Protocol for FairLock {
             }
             Op::GiveUp { offered } => {
                 let granted = offered != 0 && FairLock::holds_attempt(server, client, offered);
-                FairLock::take(server, client);
+                server.line.take(client);
                 let anyone = server.lock.hold.is_some();
                 if granted || (anyone && self.defect == Some(Defect::GiveUpDeletesAny)) {
                     server.lock.hold = None;
@@ -244,8 +178,7 @@ impl Protocol for FairLock {
     }
 
     fn line(&self, server: &FairKeys, now: u64) -> Vec<u8> {
-        let live = server.line.iter().filter(|&&(_, until)| until > now);
-        live.map(|&(waiter, _)| waiter).collect()
+        server.line.live(now)
     }
 
     fn waiter_lease(&self) -> Option<u64> {

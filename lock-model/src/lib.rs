@@ -23,6 +23,7 @@
 
 mod election;
 mod fair;
+mod line;
 mod lock;
 mod model;
 mod rwlock;
@@ -33,7 +34,8 @@ pub use election::{
     Defect as ElectionDefect, Election, ElectionKeys, CURRENT_TERM, OBSERVED, ONE_LEADER,
     PROCLAIMED,
 };
-pub use fair::{Defect as FairDefect, FairKeys, FairLock, Offer};
+pub use fair::{Defect as FairDefect, FairKeys, FairLock};
+pub use line::{Line, Offer};
 pub use lock::{Defect as LockDefect, Hold, Lock, LockKeys, MUTEX};
 pub use model::{
     Action, Answer, Ask, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease,

@@ -34,6 +34,8 @@ enum Primitive {
     FairLock,
     /// A semaphore of a limit, and the weight each client asks for.
     Semaphore(u8, &'static [u8]),
+    /// The same in fair mode, with its server-side hand-off.
+    FairSemaphore(u8, &'static [u8]),
     Election,
     /// A read-write lock whose clients write (`true`) or read.
     RwLock(&'static [bool]),
@@ -105,7 +107,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 15] = [
+const RUNS: [Run; 16] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -185,6 +187,17 @@ const RUNS: [Run; 15] = [
         must_break: &[],
         must_reach: true,
         hand_offs: true,
+        renewals: Renewals::OfTheTtl,
+    },
+    // Permits of 1 and 2 in a semaphore of 2, so that one waits for the
+    // other: never two at once, so that example is not required.
+    Run {
+        primitive: Primitive::FairSemaphore(2, &[1, 2]),
+        name: "lost replies and grant messages, crashes, give-ups",
+        faults: FAIR_FAULTS,
+        must_break: &[],
+        must_reach: false,
+        hand_offs: false,
         renewals: Renewals::OfTheTtl,
     },
     Run {
@@ -284,7 +297,7 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
         },
         // Two attempts each: a waiter's second takes up a grant to its
         // first. No renewals: the lock's runs check them.
-        (Primitive::FairLock, level) => Bounds {
+        (Primitive::FairLock | Primitive::FairSemaphore(..), level) => Bounds {
             attempts: 2,
             renewals: 0,
             horizon: if level == Level::Full { 4 } else { 3 },
@@ -375,6 +388,12 @@ fn main() -> ExitCode {
                 &run,
                 LeaseModel::new(Semaphore::new(limit, weights), bounds, run.faults),
             ),
+            // A waiter's place lasts a tick less than a lease, as the fair
+            // lock's.
+            Primitive::FairSemaphore(limit, weights) => {
+                let semaphore = Semaphore::new(limit, weights).in_fair_mode(bounds.ttl - 1);
+                check(&run, LeaseModel::new(semaphore, bounds, run.faults))
+            }
             Primitive::Election => check(
                 &run,
                 LeaseModel::new(Election::default(), bounds, run.faults),
@@ -399,6 +418,9 @@ fn describe(primitive: Primitive) -> String {
         Primitive::Lock => "lock".to_owned(),
         Primitive::Semaphore(limit, weights) => {
             format!("semaphore of {limit}, clients asking for {weights:?}")
+        }
+        Primitive::FairSemaphore(limit, weights) => {
+            format!("fair semaphore of {limit}, clients asking for {weights:?}")
         }
         Primitive::Election => "election".to_owned(),
         Primitive::FairLock => "fair lock".to_owned(),

@@ -8,6 +8,7 @@
 
 use stateright::Property;
 
+use crate::line::Line;
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
 /// A defect to put back on purpose, to see that the checker finds it.
@@ -106,9 +107,8 @@ pub struct RwKeys {
     pub holds: Vec<RwHold>,
     /// The write counter: the last write's token (0 before the first).
     pub counter: u64,
-    /// The waiting writers in line, each with its place's deadline (dead
-    /// places stay until a script drops them, as on the server).
-    pub line: Vec<(u8, u64)>,
+    /// The waiting writers in line (they make no offers here).
+    pub line: Line,
 }
 
 /// The property the read-write lock exists for.
@@ -118,22 +118,6 @@ pub const EPOCH: &str = "a read's epoch is the last write's token";
 /// The example of reads shared.
 pub const SHARED: &str = "two clients read at once";
 
-impl RwLock {
-    /// `line_join`: keeps `client`'s place, or puts it at the end (again,
-    /// if its place had run out), until `now` plus the waiter lease.
-    fn join(&self, server: &mut RwKeys, client: u8, now: u64) {
-        let deadline = now + self.waiter_lease;
-        match server.line.iter().position(|&(waiter, _)| waiter == client) {
-            Some(at) if server.line[at].1 > now => server.line[at].1 = deadline,
-            Some(at) => {
-                server.line.remove(at);
-                server.line.push((client, deadline));
-            }
-            None => server.line.push((client, deadline)),
-        }
-    }
-}
-
 impl Protocol for RwLock {
     type Server = RwKeys;
 
@@ -141,7 +125,7 @@ impl Protocol for RwLock {
         RwKeys {
             holds: Vec::new(),
             counter: 0,
-            line: Vec::new(),
+            line: Line::default(),
         }
     }
 
@@ -181,20 +165,17 @@ impl Protocol for RwLock {
                     .any(|hold| write || (hold.write && !reads_past));
                 // `line_head`: dead places leave from the head.
                 let head = if write && own_write.is_none() {
-                    while server.line.first().is_some_and(|&(_, until)| until <= now) {
-                        server.line.remove(0);
-                    }
-                    server.line.first().map(|&(waiter, _)| waiter)
+                    server.line.head(now).map(|(waiter, _)| waiter)
                 } else {
                     None
                 };
                 // A read waits while a writer waits, unless it re-enters.
                 let reentry = own_read || own_write.is_some();
-                let waiting_writer =
-                    !(write || reentry) && server.line.iter().any(|&(_, until)| until > now);
+                let writers_wait = !server.line.live(now).is_empty();
+                let waiting_writer = !(write || reentry) && writers_wait;
                 if blocked || head.is_some_and(|waiter| waiter != client) || waiting_writer {
                     if write {
-                        self.join(server, client, now);
+                        server.line.join(client, now, self.waiter_lease);
                     }
                     return Answer::Held;
                 }
@@ -218,7 +199,7 @@ impl Protocol for RwLock {
                 });
                 server.holds.sort_unstable();
                 if head.is_some() {
-                    server.line.remove(0);
+                    server.line.take(client);
                 }
                 Answer::Granted(RwHold::grant_of(write, token))
             }
@@ -291,8 +272,7 @@ impl Protocol for RwLock {
     }
 
     fn line(&self, server: &RwKeys, now: u64) -> Vec<u8> {
-        let live = server.line.iter().filter(|&&(_, until)| until > now);
-        live.map(|&(waiter, _)| waiter).collect()
+        server.line.live(now)
     }
 
     fn script(&self, op: Op) -> String {

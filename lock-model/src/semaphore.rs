@@ -1,10 +1,14 @@
 //! The semaphore: `semaphore/acquire.lua`, `semaphore/renew.lua`,
 //! `semaphore/release.lua` and `semaphore/take_over.lua` as atomic steps on
 //! its permits (id to deadline and `<weight>:<slot>:<token>`) and its
-//! per-slot fencing counters.
+//! per-slot fencing counters; in fair mode, with its line of waiters and
+//! their offers, the release that grants permits to the waiters at the head
+//! of the line while their weights fit (`sem_hand_off`), and
+//! `semaphore/give_up.lua`.
 
 use stateright::Property;
 
+use crate::line::Line;
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
 /// A defect to put back on purpose, to see that the checker finds it.
@@ -17,6 +21,9 @@ pub enum Defect {
     /// A grant counts the live permits, not their weights, against the
     /// limit (`semaphore/acquire.lua` sums each live permit's weight).
     CountsPermits,
+    /// A release grants the head of the line its offer whether or not its
+    /// weight fits (`sem_hand_off` stops at a head that does not fit).
+    HandOffPastTheLimit,
 }
 
 /// A semaphore of `limit` whose clients each ask for one weight, with at
@@ -28,6 +35,9 @@ pub struct Semaphore {
     /// The weight each client asks for, by client (client `i` asks for
     /// `weights[i % weights.len()]`), each from 1 to the limit.
     pub weights: Vec<u8>,
+    /// In fair mode, how long a waiter's place lasts unless it tries
+    /// again, in ticks; `None` outside fair mode.
+    pub fair: Option<u64>,
     /// A defect put back on purpose, if any.
     pub defect: Option<Defect>,
 }
@@ -38,8 +48,16 @@ impl Semaphore {
         Semaphore {
             limit,
             weights: weights.to_vec(),
+            fair: None,
             defect: None,
         }
+    }
+
+    /// This semaphore in fair mode, its waiters' places lasting
+    /// `waiter_lease` ticks.
+    pub fn in_fair_mode(mut self, waiter_lease: u64) -> Self {
+        self.fair = Some(waiter_lease);
+        self
     }
 
     /// This semaphore with `defect` put back.
@@ -51,6 +69,59 @@ impl Semaphore {
     /// The weight `client` asks for.
     pub fn weight(&self, client: u8) -> u8 {
         self.weights[usize::from(client) % self.weights.len()]
+    }
+
+    /// The lowest slot no live permit has.
+    fn free_slot(server: &SemaphoreKeys) -> u8 {
+        let taken = |slot: &u8| server.permits.iter().any(|p| p.grant.slot == *slot);
+        (0..).find(|slot| !taken(slot)).unwrap_or(0)
+    }
+
+    /// The next token of `slot`.
+    fn next_token(server: &mut SemaphoreKeys, slot: u8) -> u64 {
+        let index = usize::from(slot);
+        if server.fences.len() <= index {
+            server.fences.resize(index + 1, 0);
+        }
+        server.fences[index] += 1;
+        server.fences[index]
+    }
+
+    /// `sem_hand_off`: grants each live waiter at the head of the line its
+    /// offer while its weight fits beside the live permits (the lowest free
+    /// slot and its next token, for the offer's run but never past the
+    /// place), each taken out of the line; stops at a head that does not
+    /// fit or has no current offer.
+    fn hand_off(&self, server: &mut SemaphoreKeys, now: u64) {
+        if server.line.places.is_empty() {
+            return;
+        }
+        let mut used: u8 = server.permits.iter().map(|p| p.grant.weight).sum();
+        while let Some((head, place)) = server.line.head(now) {
+            let Some(offer) = server.line.offer_of(head, place) else {
+                break;
+            };
+            if used + offer.weight > self.limit && self.defect != Some(Defect::HandOffPastTheLimit)
+            {
+                break;
+            }
+            let slot = Semaphore::free_slot(server);
+            let grant = Grant {
+                token: Semaphore::next_token(server, slot),
+                slot,
+                weight: offer.weight,
+                shared: false,
+            };
+            server.permits.push(Permit {
+                client: head,
+                attempt: offer.attempt,
+                grant,
+                expires: now + offer.runs.min(place.saturating_sub(now)),
+            });
+            server.permits.sort_unstable();
+            used += offer.weight;
+            server.line.take(head);
+        }
     }
 }
 
@@ -74,6 +145,12 @@ pub struct SemaphoreKeys {
     pub permits: Vec<Permit>,
     /// The last token issued in each slot (0 for none).
     pub fences: Vec<u64>,
+    /// In fair mode, the waiters in line and their offers.
+    pub line: Line,
+    /// In fair mode, the weight of the permits that expired since a script
+    /// last ran: the next script drops them, and a release counts them as
+    /// freed, which lets it grant the waiters.
+    pub expired: u8,
 }
 
 /// The property the semaphore exists for.
@@ -90,12 +167,23 @@ impl Protocol for Semaphore {
         SemaphoreKeys {
             permits: Vec::new(),
             fences: Vec::new(),
+            line: Line::default(),
+            expired: 0,
         }
     }
 
     fn expire(&self, server: &mut SemaphoreKeys, now: u64) -> bool {
         let before = server.permits.len();
+        let gone: u8 = server
+            .permits
+            .iter()
+            .filter(|permit| permit.expires <= now)
+            .map(|permit| permit.grant.weight)
+            .sum();
         server.permits.retain(|permit| permit.expires > now);
+        if self.fair.is_some() {
+            server.expired = server.expired.saturating_add(gone);
+        }
         server.permits.len() < before
     }
 
@@ -114,8 +202,17 @@ impl Protocol for Semaphore {
                 .iter()
                 .position(|permit| (permit.client, permit.attempt) == (client, attempt))
         };
+        // Every script drops the expired permits first (`sem_open`,
+        // `sem_drop`).
+        let expired = std::mem::take(&mut server.expired);
         match op {
-            Op::Acquire { attempt, .. } => {
+            Op::Acquire { attempt, earlier } => {
+                // A grant a release made to the earlier attempt's offer is
+                // taken up for the TTL, and nothing else is written.
+                if let (Some(_), Some(at)) = (self.fair, find(server, client, earlier)) {
+                    server.permits[at].expires = now + ttl;
+                    return Answer::TakenUp(server.permits[at].grant);
+                }
                 let weight = self.weight(client);
                 let used: u8 = if self.defect == Some(Defect::CountsPermits) {
                     server.permits.len() as u8
@@ -126,22 +223,20 @@ impl Protocol for Semaphore {
                         .map(|permit| permit.grant.weight)
                         .sum()
                 };
-                if used + weight > self.limit {
+                let head = self.fair.and_then(|_| server.line.head(now));
+                if used + weight > self.limit || head.is_some_and(|(waiter, _)| waiter != client) {
+                    if let Some(lease) = self.fair {
+                        server.line.wait(client, attempt, weight, now, lease, ttl);
+                    }
                     return Answer::Held;
                 }
-                let taken = |slot: &u8| server.permits.iter().any(|p| p.grant.slot == *slot);
                 let slot = if self.defect == Some(Defect::SlotByCount) {
                     server.permits.len() as u8
                 } else {
-                    (0..).find(|slot| !taken(slot)).unwrap_or(0)
+                    Semaphore::free_slot(server)
                 };
-                let index = usize::from(slot);
-                if server.fences.len() <= index {
-                    server.fences.resize(index + 1, 0);
-                }
-                server.fences[index] += 1;
                 let grant = Grant {
-                    token: server.fences[index],
+                    token: Semaphore::next_token(server, slot),
                     slot,
                     weight,
                     shared: false,
@@ -153,6 +248,12 @@ impl Protocol for Semaphore {
                     expires: now + ttl,
                 });
                 server.permits.sort_unstable();
+                if self.fair.is_some() {
+                    server.line.withdraw(client);
+                    if head.is_some() {
+                        server.line.take(client);
+                    }
+                }
                 Answer::Granted(grant)
             }
             Op::Extend { attempt, .. } => match find(server, client, attempt) {
@@ -163,13 +264,33 @@ impl Protocol for Semaphore {
                 None => Answer::NotHeld,
             },
             Op::Release { attempt } | Op::Cleanup { attempt } => {
-                match find(server, client, attempt) {
+                let mut freed = expired;
+                let answer = match find(server, client, attempt) {
                     Some(at) => {
-                        server.permits.remove(at);
+                        freed += server.permits.remove(at).grant.weight;
                         Answer::Released
                     }
                     None => Answer::NotHeld,
+                };
+                // With someone in line: a lost attempt's offer is granted
+                // to nobody, and what the release freed goes to the line.
+                if self.fair.is_some() && !server.line.places.is_empty() {
+                    server.line.void(client, attempt);
+                    if freed > 0 {
+                        self.hand_off(server, now);
+                    }
                 }
+                answer
+            }
+            // The waiter leaves the line, gives back a permit granted to
+            // its offer, and the line is served.
+            Op::GiveUp { offered } => {
+                if let Some(at) = find(server, client, offered) {
+                    server.permits.remove(at);
+                }
+                server.line.take(client);
+                self.hand_off(server, now);
+                Answer::Left
             }
             Op::TakeOver { from, attempt } => match find(server, from.client, from.attempt) {
                 // The entry, `<weight>:<slot>:<token>`, must be the token's.
@@ -186,7 +307,7 @@ impl Protocol for Semaphore {
                 _ => Answer::NotHeld,
             },
             // Not the semaphore's: never sent, since it does not elect.
-            Op::Proclaim { .. } | Op::GiveUp { .. } => Answer::NotHeld,
+            Op::Proclaim { .. } => Answer::NotHeld,
         }
     }
 
@@ -205,8 +326,19 @@ impl Protocol for Semaphore {
             .collect()
     }
 
+    fn line(&self, server: &SemaphoreKeys, now: u64) -> Vec<u8> {
+        server.line.live(now)
+    }
+
+    fn waiter_lease(&self) -> Option<u64> {
+        self.fair
+    }
+
     fn script(&self, op: Op) -> String {
         match op {
+            Op::Acquire { attempt, earlier } if earlier != 0 => format!(
+                "semaphore/acquire.lua (attempt {attempt}, having offered attempt {earlier})"
+            ),
             Op::Acquire { attempt, .. } => {
                 format!("semaphore/acquire.lua (attempt {attempt})")
             }
@@ -222,9 +354,10 @@ impl Protocol for Semaphore {
                  claiming token {} in slot {}, weight {})",
                 from.client, from.attempt, from.claim.token, from.claim.slot, from.claim.weight
             ),
-            Op::Proclaim { .. } | Op::GiveUp { .. } => {
-                format!("{op:?}, which the semaphore has not")
+            Op::GiveUp { offered } => {
+                format!("semaphore/give_up.lua (offered attempt {offered})")
             }
+            Op::Proclaim { .. } => format!("{op:?}, which the semaphore has not"),
         }
     }
 
@@ -262,7 +395,10 @@ impl Protocol for Semaphore {
 mod tests {
 
     use super::*;
-    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
+    use crate::model::{
+        discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, GIVEN_BACK, HANDED_OVER, RESUMED,
+        TAKEN_UP, TOKENS,
+    };
 
     /// Two clients, two acquires each, a TTL of two ticks, four ticks.
     const SMALL: Bounds = Bounds {
@@ -333,6 +469,54 @@ mod tests {
     fn counting_permits_for_weights_is_found() {
         let semaphore = Semaphore::new(2, &[1, 2]).with_defect(Defect::CountsPermits);
         let found = discoveries(LeaseModel::new(semaphore, SMALL, Faults::default()));
+        assert!(found.contains(&WITHIN_LIMIT), "{found:?}");
+    }
+
+    /// A fair semaphore of 2 whose clients ask for 1 and 2: two acquires
+    /// each (a waiter's second takes up a grant to its first), places of
+    /// one tick, three ticks, no renewals.
+    fn fair(faults: Faults) -> Vec<&'static str> {
+        let bounds = Bounds {
+            horizon: 3,
+            failures: 1,
+            renewals: 0,
+            ..SMALL
+        };
+        let semaphore = Semaphore::new(2, &[1, 2]).in_fair_mode(1);
+        discoveries(LeaseModel::new(semaphore, bounds, faults))
+    }
+
+    #[test]
+    fn the_fair_semaphore_keeps_its_promises_with_lost_replies_and_messages() {
+        let faults = Faults {
+            lost_replies: true,
+            crashes: true,
+            ..Faults::default()
+        };
+        let found = fair(faults);
+        for property in [WITHIN_LIMIT, OWN_SLOTS, AGREES, TOKENS] {
+            assert!(!found.contains(&property), "{property}: {found:?}");
+        }
+        for example in [HANDED_OVER, TAKEN_UP, GIVEN_BACK, CLEANUP, EVERY] {
+            assert!(found.contains(&example), "{example}: {found:?}");
+        }
+    }
+
+    /// A permit of 1 is released beside another while a waiter for 2 is
+    /// at the head of the line: three clients, one acquire each.
+    #[test]
+    fn a_hand_off_past_the_limit_is_found() {
+        let bounds = Bounds {
+            clients: 3,
+            horizon: 2,
+            attempts: 1,
+            renewals: 0,
+            ..SMALL
+        };
+        let semaphore = Semaphore::new(2, &[1, 2, 1])
+            .in_fair_mode(1)
+            .with_defect(Defect::HandOffPastTheLimit);
+        let found = discoveries(LeaseModel::new(semaphore, bounds, Faults::default()));
         assert!(found.contains(&WITHIN_LIMIT), "{found:?}");
     }
 }

@@ -47,7 +47,7 @@ const USAGE: &str =
          reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
-  model  the primitives' protocol models (lock, fair lock, semaphore, read-write lock,
+  model  the primitives' protocol models (lock, semaphore, each also fair, read-write lock,
          election) checked exhaustively to their bounds: every property the docs
          promise, the states explored and the time (minutes) [--quick: seconds |
          --bounded: about a minute] [PRIMITIVE: the runs whose primitive's name

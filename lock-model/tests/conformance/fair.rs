@@ -9,13 +9,7 @@ use lock_core::AcquireOutcome;
 use lock_model::{Answer, FairLock, Grant, LeaseModel, Op};
 
 use super::lock::LockSubject;
-use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE};
-
-/// More walks than the other primitives take: a wait's paths are longer
-/// (an attempt lost after it queued, its cleanup, then a release before the
-/// next attempt shows whether the cleanup voids the lost attempt's offer,
-/// first at walk 157).
-const FAIR_WALKS: u64 = 200;
+use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE};
 
 /// The lock key and its counter, the line and the offers.
 struct FairSubject<'a> {
@@ -177,13 +171,7 @@ fn the_fair_scripts_do_what_the_model_does() {
             handed_over += subject.handed_over;
         }
         seen.assert_everything(client, BOUNDS);
-        for kind in [
-            |answer: &Answer| matches!(answer, Answer::TakenUp(_)),
-            |answer: &Answer| *answer == Answer::Left,
-        ] {
-            assert!(seen.answers.iter().any(kind), "{client}: {seen:?}");
-        }
-        assert!(seen.lines > 0, "{client}: nobody waited in line");
+        seen.assert_waited(client);
         assert!(handed_over > 0, "{client}: no release granted a waiter");
     });
 }

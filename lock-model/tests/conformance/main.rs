@@ -31,6 +31,12 @@ use stateright::Model;
 
 /// How many walks each client takes, and how many steps each at most.
 const WALKS: u64 = 60;
+
+/// The walks of a primitive whose waiters queue: a wait's paths are longer
+/// (an attempt lost after it queued, its cleanup, then a release before the
+/// next attempt shows whether the cleanup voids the lost attempt's offer,
+/// first at walk 157 of the fair lock's).
+const FAIR_WALKS: u64 = 200;
 const STEPS: usize = 80;
 
 /// The TTL the server's holds get: long enough never to run out by itself
@@ -282,6 +288,15 @@ impl Seen {
         let taken_over = self.answers.contains(&Answer::TakenOver);
         assert!(taken_over || !bounds.hand_offs, "{client}: {self:?}");
         assert!(self.expiries > 0 && self.restarts > 0, "{client}: {self:?}");
+    }
+
+    /// Fails unless waiters queued, took a grant to an earlier attempt up
+    /// and gave up.
+    fn assert_waited(&self, client: ClientKind) {
+        let took_up = |answer: &Answer| matches!(answer, Answer::TakenUp(_));
+        assert!(self.answers.iter().any(took_up), "{client}: {self:?}");
+        assert!(self.answers.contains(&Answer::Left), "{client}: {self:?}");
+        assert!(self.lines > 0, "{client}: nobody waited in line");
     }
 }
 

@@ -1,25 +1,53 @@
-//! The semaphore's scripts against [`Semaphore`]'s model.
+//! The semaphore's scripts against [`Semaphore`]'s model, outside fair
+//! mode and in it: waiters that queue and offer their attempts, releases
+//! and give-ups that grant permits to the offers that fit, attempts that
+//! take a grant to their earlier one up.
 
-use distlock::backend::{Claim, HoldKind, HoldToken, Permit, PermitRequest};
+use distlock::backend::{Claim, FairPlace, HoldKind, HoldToken, Permit, PermitRequest};
 use distlock::FencingToken;
 use lock_core::strategy::KeyNames;
 use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
 
-use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WALKS};
+use super::{
+    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE,
+    WALKS,
+};
 
 /// The permits (a sorted set of id to deadline), their entries and the
 /// slots' counters.
 struct SemaphoreSubject<'a> {
     real: Real<'a>,
     semaphore: Semaphore,
+    /// Steps after which a release or a give-up had granted a waiter.
+    handed_over: u32,
 }
 
 impl SemaphoreSubject<'_> {
+    /// The permit of `client`'s `attempt`; in line in fair mode, as a fair
+    /// waiter's is.
     fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
         let weight = self.semaphore.weight(client);
         let kind = HoldKind::Permit(Permit::new(u32::from(weight)));
-        self.real.hold(client, attempt, kind)
+        let hold = self.real.hold(client, attempt, kind);
+        if self.semaphore.fair.is_none() || hold.is_in_line() {
+            return hold;
+        }
+        let hold = hold.in_line();
+        self.real.holds.insert((client, attempt), hold.clone());
+        hold
+    }
+
+    /// What a release or a give-up did: counts a grant to a waiter (a live
+    /// permit that was not live before).
+    fn note_hand_off(&mut self, before: &[(String, i64)]) {
+        let after = lease_set::live(&self.real);
+        if after
+            .iter()
+            .any(|(id, _)| !before.iter().any(|(was, _)| was == id))
+        {
+            self.handed_over += 1;
+        }
     }
 }
 
@@ -27,26 +55,39 @@ impl Subject for SemaphoreSubject<'_> {
     async fn run(&mut self, client: u8, op: Op) -> Answer {
         let (backend, key) = (self.real.backend, self.real.key.clone());
         match op {
-            Op::Acquire { attempt, .. } => {
+            Op::Acquire { attempt, earlier } => {
                 let hold = self.hold(client, attempt);
+                let offered = (earlier != 0).then(|| self.hold(client, earlier));
                 let weight = self.semaphore.weight(client);
-                let request =
+                let mut request =
                     PermitRequest::new(u32::from(self.semaphore.limit), u32::from(weight));
+                if self.semaphore.fair.is_some() {
+                    request.fair = Some(FairPlace::new(WAITER_LEASE, true));
+                }
                 match backend
-                    .try_acquire(&key, &hold, TTL, &Claim::Permit(request), None)
+                    .try_acquire(&key, &hold, TTL, &Claim::Permit(request), offered.as_ref())
                     .await
                 {
                     Ok(AcquireOutcome::Acquired(granted)) => {
                         let token = granted.fencing_token.expect("a token");
                         let slot = granted.slot.expect("a slot");
+                        let (attempt, hold) = match offered {
+                            Some(offered) if granted.earlier => (earlier, offered),
+                            _ => (attempt, hold),
+                        };
                         let held = hold.granted(Some(token)).in_slot(slot);
                         self.real.holds.insert((client, attempt), held);
-                        Answer::Granted(Grant {
+                        let grant = Grant {
                             token: token.get(),
                             slot: u8::try_from(slot).expect("a small slot"),
                             weight,
                             shared: false,
-                        })
+                        };
+                        if granted.earlier {
+                            Answer::TakenUp(grant)
+                        } else {
+                            Answer::Granted(grant)
+                        }
                     }
                     Ok(AcquireOutcome::Held { .. }) => Answer::Held,
                     other => panic!("acquire: {other:?}"),
@@ -75,11 +116,22 @@ impl Subject for SemaphoreSubject<'_> {
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 let hold = self.hold(client, attempt);
-                super::release(backend, &key, &hold).await
+                let before = lease_set::live(&self.real);
+                let answer = super::release(backend, &key, &hold).await;
+                self.note_hand_off(&before);
+                answer
             }
-            Op::Proclaim { .. } | Op::GiveUp { .. } => {
-                panic!("the semaphore's model sends no {op:?}")
+            Op::GiveUp { offered } => {
+                let owner = self.real.owners[usize::from(client)].clone();
+                let offered = [self.hold(client, offered)];
+                let before = lease_set::live(&self.real);
+                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
+                    panic!("give up: {error:?}");
+                }
+                self.note_hand_off(&before);
+                Answer::Left
             }
+            Op::Proclaim { .. } => panic!("the semaphore's model sends no {op:?}"),
         }
     }
 
@@ -129,6 +181,14 @@ impl Subject for SemaphoreSubject<'_> {
         counters
     }
 
+    fn line(&self) -> Vec<u8> {
+        self.real.line()
+    }
+
+    fn expire_places(&self, clients: &[u8]) {
+        self.real.expire_places(clients);
+    }
+
     fn mark(&self) {
         lease_set::mark(&self.real);
     }
@@ -161,6 +221,7 @@ fn the_semaphore_scripts_do_what_the_model_does() {
             let mut subject = SemaphoreSubject {
                 real,
                 semaphore: semaphore.clone(),
+                handed_over: 0,
             };
             let label = format!("the semaphore on {client}");
             walk(&model, &mut subject, server, &label, seed, &mut seen).await;
@@ -171,5 +232,33 @@ fn the_semaphore_scripts_do_what_the_model_does() {
             .iter()
             .any(|answer| matches!(answer, Answer::Granted(grant) if grant.slot > 0));
         assert!(side_by_side, "{client}: no grant beside another: {seen:?}");
+    });
+}
+
+/// Every walk agrees with the model in fair mode, on both clients, with
+/// permits of weights 1, 1 and 2 in a semaphore of 3.
+#[test]
+fn the_fair_semaphore_scripts_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        // The model's places last a tick less than its leases.
+        let semaphore = Semaphore::new(3, &[1, 1, 2]).in_fair_mode(BOUNDS.ttl - 1);
+        let model = LeaseModel::new(semaphore.clone(), BOUNDS, FAULTS);
+        let (mut seen, mut handed_over) = (Seen::default(), 0);
+        for seed in 0..FAIR_WALKS {
+            let name = format!("fair-semaphore-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let mut subject = SemaphoreSubject {
+                real,
+                semaphore: semaphore.clone(),
+                handed_over: 0,
+            };
+            let label = format!("the fair semaphore on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+            handed_over += subject.handed_over;
+        }
+        seen.assert_everything(client, BOUNDS);
+        seen.assert_waited(client);
+        assert!(handed_over > 0, "{client}: no release granted a waiter");
     });
 }
