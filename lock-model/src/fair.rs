@@ -181,7 +181,7 @@ impl Protocol for FairLock {
         server.line.live(now)
     }
 
-    fn waiter_lease(&self) -> Option<u64> {
+    fn waiter_lease(&self, _: u8) -> Option<u64> {
         Some(self.waiter_lease)
     }
 
@@ -242,7 +242,6 @@ mod tests {
     fn the_fair_lock_keeps_its_promises_with_lost_replies_and_messages() {
         let faults = Faults {
             lost_replies: true,
-            crashes: true,
             ..Faults::default()
         };
         let found = discoveries(LeaseModel::new(lock(), SMALL, faults));

@@ -71,11 +71,12 @@ pub trait Protocol: Clone + Debug + Send + Sync + Sized + 'static {
         Vec::new()
     }
 
-    /// How long a waiter's place in line lasts, in ticks, for a primitive
-    /// whose waiters queue and offer their attempts for a release to grant
-    /// on the server (fair mode's hand-off); `None` for one whose waiters
-    /// only try again.
-    fn waiter_lease(&self) -> Option<u64> {
+    /// How long `client`'s place in line lasts, in ticks, where its
+    /// waits queue and offer their attempts for a release to grant on the
+    /// server (fair mode's hand-off, a writer's); `None` where they only
+    /// try again.
+    fn waiter_lease(&self, client: u8) -> Option<u64> {
+        let _ = client;
         None
     }
 
@@ -728,7 +729,7 @@ impl<P: Protocol> LeaseModel<P> {
             }
             // A waiter in line: this attempt is its offer from now on.
             (Op::Acquire { attempt, .. }, Answer::Held)
-                if self.protocol.waiter_lease().is_some() =>
+                if self.protocol.waiter_lease(client).is_some() =>
             {
                 who.offer = Some((attempt, sent));
                 who.stray = None;
@@ -822,7 +823,7 @@ impl<P: Protocol> LeaseModel<P> {
     /// one found with nothing of that left is left to its next attempt to
     /// take up, and one to another attempt is not its.
     fn deliver(&self, state: &mut State<P::Server>, client: u8, attempt: u8, grant: Grant) {
-        let Some(lease) = self.protocol.waiter_lease() else {
+        let Some(lease) = self.protocol.waiter_lease(client) else {
             return;
         };
         let now = state.now;
@@ -1164,7 +1165,9 @@ impl<P: Protocol> Model for LeaseModel<P> {
                 state.resumed
             }));
         }
-        if self.protocol.waiter_lease().is_some() {
+        let offers =
+            (0..self.bounds.clients).any(|client| self.protocol.waiter_lease(client).is_some());
+        if offers {
             properties.extend([
                 Property::sometimes(HANDED_OVER, |_, state: &Self::State| state.handed_over),
                 Property::sometimes(TAKEN_UP, |_, state: &Self::State| state.taken_up),

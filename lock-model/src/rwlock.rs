@@ -26,6 +26,9 @@ pub enum Defect {
     /// A hold is taken over beside another hold of its owner
     /// (`rw/take_over.lua` refuses when one of the two is a write).
     TakeOverSplitsOwner,
+    /// A release grants the write to the next writer's offer while reads
+    /// are live (`rw_hand_off` grants only when no hold is).
+    HandOffBesideReads,
 }
 
 /// A read-write lock whose clients each read or write, with at most one
@@ -38,6 +41,11 @@ pub struct RwLock {
     /// How long a waiting writer's place lasts unless it tries again, in
     /// ticks.
     pub waiter_lease: u64,
+    /// Whether writers prefer writers, so that a waiting writer offers its
+    /// attempt and the release that frees the lock grants it the write on
+    /// the server (`rw_hand_off`); otherwise they prefer readers, and make
+    /// no offers.
+    pub hands_over: bool,
     /// A defect put back on purpose, if any.
     pub defect: Option<Defect>,
 }
@@ -49,8 +57,47 @@ impl RwLock {
         RwLock {
             writers: writers.to_vec(),
             waiter_lease,
+            hands_over: false,
             defect: None,
         }
+    }
+
+    /// This lock with writers that prefer writers: they offer their
+    /// attempts, and a release hands the write over on the server.
+    pub fn handing_over(mut self) -> Self {
+        self.hands_over = true;
+        self
+    }
+
+    /// `rw_hand_off`: when no hold is live, grants the write to the first
+    /// live waiting writer's offer made with its place's current deadline
+    /// (the next token, for the offer's run but never past the place), and
+    /// takes it out of the line. Whether it granted.
+    fn hand_off(&self, server: &mut RwKeys, now: u64) -> bool {
+        let reads_live = !server.holds.is_empty();
+        if (reads_live && self.defect != Some(Defect::HandOffBesideReads))
+            || server.line.places.is_empty()
+        {
+            return false;
+        }
+        let Some((head, place)) = server.line.head(now) else {
+            return false;
+        };
+        let Some(offer) = server.line.offer_of(head, place) else {
+            return false;
+        };
+        server.counter += 1;
+        server.holds.push(RwHold {
+            client: head,
+            attempt: offer.attempt,
+            owner: Some(head),
+            write: true,
+            token: server.counter,
+            expires: now + offer.runs.min(place.saturating_sub(now)),
+        });
+        server.holds.sort_unstable();
+        server.line.take(head);
+        true
     }
 
     /// This lock with `defect` put back.
@@ -107,8 +154,11 @@ pub struct RwKeys {
     pub holds: Vec<RwHold>,
     /// The write counter: the last write's token (0 before the first).
     pub counter: u64,
-    /// The waiting writers in line (they make no offers here).
+    /// The waiting writers in line, and their offers.
     pub line: Line,
+    /// Whether a hold expired since a script last ran: the next script
+    /// drops it, and a release or a give-up then lets a waiter in.
+    pub expired: bool,
 }
 
 /// The property the read-write lock exists for.
@@ -126,13 +176,16 @@ impl Protocol for RwLock {
             holds: Vec::new(),
             counter: 0,
             line: Line::default(),
+            expired: false,
         }
     }
 
     fn expire(&self, server: &mut RwKeys, now: u64) -> bool {
         let before = server.holds.len();
         server.holds.retain(|hold| hold.expires > now);
-        server.holds.len() < before
+        let expired = server.holds.len() < before;
+        server.expired |= expired && self.hands_over;
+        expired
     }
 
     fn run(
@@ -150,9 +203,21 @@ impl Protocol for RwLock {
                 .iter()
                 .position(|hold| (hold.client, hold.attempt) == (client, attempt))
         };
+        // Every script drops the expired holds first.
+        let expired = std::mem::take(&mut server.expired);
         match op {
-            Op::Acquire { attempt, .. } => {
+            Op::Acquire { attempt, earlier } => {
                 let write = self.writes(client);
+                // A write a release granted to the earlier attempt's offer
+                // is taken up for the TTL, and nothing else is written.
+                if let (true, true, Some(at)) =
+                    (self.hands_over, write, find(server, client, earlier))
+                {
+                    if server.holds[at].write {
+                        server.holds[at].expires = now + ttl;
+                        return Answer::TakenUp(server.holds[at].grant());
+                    }
+                }
                 let mine = |hold: &&RwHold| hold.owner == Some(client);
                 let own_write = server.holds.iter().filter(mine).find(|hold| hold.write);
                 let own_write = own_write.map(|hold| hold.token);
@@ -174,7 +239,10 @@ impl Protocol for RwLock {
                 let writers_wait = !server.line.live(now).is_empty();
                 let waiting_writer = !(write || reentry) && writers_wait;
                 if blocked || head.is_some_and(|waiter| waiter != client) || waiting_writer {
-                    if write {
+                    if write && self.hands_over {
+                        let lease = self.waiter_lease;
+                        server.line.wait(client, attempt, 1, now, lease, ttl);
+                    } else if write {
                         server.line.join(client, now, self.waiter_lease);
                     }
                     return Answer::Held;
@@ -201,6 +269,9 @@ impl Protocol for RwLock {
                 if head.is_some() {
                     server.line.take(client);
                 }
+                if write {
+                    server.line.withdraw(client);
+                }
                 Answer::Granted(RwHold::grant_of(write, token))
             }
             Op::Extend { attempt, .. } => match find(server, client, attempt) {
@@ -211,13 +282,42 @@ impl Protocol for RwLock {
                 None => Answer::NotHeld,
             },
             Op::Release { attempt } | Op::Cleanup { attempt } => {
-                match find(server, client, attempt) {
+                let mut wake = expired;
+                let answer = match find(server, client, attempt) {
                     Some(at) => {
-                        server.holds.remove(at);
+                        let released = server.holds.remove(at);
+                        wake |= released.write || server.holds.is_empty();
                         Answer::Released
                     }
                     None => Answer::NotHeld,
+                };
+                // With writers in line: a lost attempt's offer is granted
+                // to nobody, and a release that may let one in hands over.
+                if !server.line.places.is_empty() {
+                    server.line.void(client, attempt);
+                    if wake {
+                        self.hand_off(server, now);
+                    }
                 }
+                answer
+            }
+            // The writer leaves the line, gives back a write granted to its
+            // offer, and the next writer may be granted.
+            Op::GiveUp { offered } => {
+                let granted = find(server, client, offered).filter(|&at| server.holds[at].write);
+                if let Some(at) = granted {
+                    server.holds.remove(at);
+                }
+                let placed = server
+                    .line
+                    .places
+                    .iter()
+                    .any(|&(waiter, _)| waiter == client);
+                server.line.take(client);
+                if granted.is_some() || placed || expired {
+                    self.hand_off(server, now);
+                }
+                Answer::Left
             }
             // The entry, `r:<epoch>` or `w:<token>`, must be the token's,
             // and the hold must not share its owner with another hold that
@@ -252,7 +352,7 @@ impl Protocol for RwLock {
                 _ => Answer::NotHeld,
             },
             // Not the read-write lock's: never sent, since it does not elect.
-            Op::Proclaim { .. } | Op::GiveUp { .. } => Answer::NotHeld,
+            Op::Proclaim { .. } => Answer::NotHeld,
         }
     }
 
@@ -275,8 +375,16 @@ impl Protocol for RwLock {
         server.line.live(now)
     }
 
+    /// Writers that prefer writers queue and offer; readers never do.
+    fn waiter_lease(&self, client: u8) -> Option<u64> {
+        (self.hands_over && self.writes(client)).then_some(self.waiter_lease)
+    }
+
     fn script(&self, op: Op) -> String {
         match op {
+            Op::Acquire { attempt, earlier } if earlier != 0 => {
+                format!("rw/acquire.lua (attempt {attempt}, having offered attempt {earlier})")
+            }
             Op::Acquire { attempt, .. } => format!("rw/acquire.lua (attempt {attempt})"),
             Op::Extend { attempt, ask } => {
                 format!("rw/renew.lua (attempt {attempt}{})", ask.described())
@@ -288,9 +396,8 @@ impl Protocol for RwLock {
                  token {})",
                 from.client, from.attempt, from.claim.token
             ),
-            Op::Proclaim { .. } | Op::GiveUp { .. } => {
-                format!("{op:?}, which the read-write lock has not")
-            }
+            Op::GiveUp { offered } => format!("rw/give_up.lua (offered attempt {offered})"),
+            Op::Proclaim { .. } => format!("{op:?}, which the read-write lock has not"),
         }
     }
 
@@ -318,7 +425,10 @@ impl Protocol for RwLock {
 mod tests {
 
     use super::*;
-    use crate::model::{discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS};
+    use crate::model::{
+        discoveries, Bounds, Faults, AGREES, CLEANUP, EVERY, GIVEN_BACK, HANDED_OVER, RESUMED,
+        TAKEN_UP, TOKENS,
+    };
 
     /// A writer and two readers, one attempt each, a TTL of two ticks,
     /// four ticks, no renewals.
@@ -423,5 +533,47 @@ mod tests {
     fn a_take_over_beside_the_owners_other_hold_is_found() {
         let lock = RwLock::new(&[true, true], 2).with_defect(Defect::TakeOverSplitsOwner);
         assert!(hand_offs(lock).contains(&EXCLUSIVE));
+    }
+
+    /// Two writers that prefer writers, two attempts each (a waiter's
+    /// second takes up a grant to its first), places of one tick, three
+    /// ticks, no renewals.
+    #[test]
+    fn writers_handed_over_on_the_server_keep_the_promises() {
+        let bounds = Bounds {
+            clients: 2,
+            horizon: 3,
+            attempts: 2,
+            failures: 1,
+            ..SMALL
+        };
+        let faults = Faults {
+            lost_replies: true,
+            ..Faults::default()
+        };
+        let lock = RwLock::new(&[true, true], 1).handing_over();
+        let found = discoveries(LeaseModel::new(lock, bounds, faults));
+        for property in [EXCLUSIVE, EPOCH, AGREES, TOKENS] {
+            assert!(!found.contains(&property), "{property}: {found:?}");
+        }
+        for example in [HANDED_OVER, TAKEN_UP, GIVEN_BACK, EVERY] {
+            assert!(found.contains(&example), "{example}: {found:?}");
+        }
+    }
+
+    /// Two readers hold, a writer waits (its place lasting as long as a
+    /// lease), one read expires and its reader's release comes late: a
+    /// release that hands the write over beside the other read is found.
+    #[test]
+    fn a_hand_off_beside_reads_is_found() {
+        let bounds = Bounds {
+            horizon: 3,
+            ..SMALL
+        };
+        let lock = RwLock::new(&[true, false, false], 2)
+            .handing_over()
+            .with_defect(Defect::HandOffBesideReads);
+        let found = discoveries(LeaseModel::new(lock, bounds, Faults::default()));
+        assert!(found.contains(&EXCLUSIVE), "{found:?}");
     }
 }

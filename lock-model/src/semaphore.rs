@@ -330,7 +330,7 @@ impl Protocol for Semaphore {
         server.line.live(now)
     }
 
-    fn waiter_lease(&self) -> Option<u64> {
+    fn waiter_lease(&self, _: u8) -> Option<u64> {
         self.fair
     }
 
@@ -490,7 +490,6 @@ mod tests {
     fn the_fair_semaphore_keeps_its_promises_with_lost_replies_and_messages() {
         let faults = Faults {
             lost_replies: true,
-            crashes: true,
             ..Faults::default()
         };
         let found = fair(faults);

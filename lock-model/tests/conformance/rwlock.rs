@@ -1,6 +1,7 @@
 //! The read-write lock's scripts against [`RwLock`]'s model: readers that
-//! prefer writers, writers that prefer readers (no offers, so no hand-off on
-//! the server).
+//! prefer writers, and writers that prefer readers (no offers, so no
+//! hand-off on the server) or writers (their offers granted on the server,
+//! taken up, given back).
 
 use distlock::backend::{AccessRequest, Claim, HoldKind, HoldToken};
 use distlock::state::Access;
@@ -10,7 +11,8 @@ use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, RwLock};
 
 use super::{
-    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE, WALKS,
+    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE,
+    WALKS,
 };
 
 /// The holds (a sorted set of id to deadline), their modes, the write
@@ -18,6 +20,8 @@ use super::{
 struct RwSubject<'a> {
     real: Real<'a>,
     lock: RwLock,
+    /// Steps after which a release or a give-up had granted a writer.
+    handed_over: u32,
 }
 
 impl RwSubject<'_> {
@@ -33,29 +37,54 @@ impl RwSubject<'_> {
         let kind = HoldKind::Access(self.access(client));
         self.real.hold(client, attempt, kind)
     }
+
+    /// What a release or a give-up did: counts a write granted to a waiting
+    /// writer (a live hold that was not live before).
+    fn note_hand_off(&mut self, before: &[(String, i64)]) {
+        let after = lease_set::live(&self.real);
+        if after
+            .iter()
+            .any(|(id, _)| !before.iter().any(|(was, _)| was == id))
+        {
+            self.handed_over += 1;
+        }
+    }
 }
 
 impl Subject for RwSubject<'_> {
     async fn run(&mut self, client: u8, op: Op) -> Answer {
         let (backend, key) = (self.real.backend, self.real.key.clone());
         match op {
-            Op::Acquire { attempt, .. } => {
+            Op::Acquire { attempt, earlier } => {
                 let hold = self.hold(client, attempt);
+                let offered = (earlier != 0).then(|| self.hold(client, earlier));
                 let access = self.access(client);
+                let writes_first = self.lock.hands_over;
                 let request = AccessRequest::new(access, WAITER_LEASE, true)
-                    .preferring_readers(access == Access::Exclusive);
+                    .preferring_readers(access == Access::Exclusive && !writes_first);
+                let claim = Claim::Access(request);
                 match backend
-                    .try_acquire(&key, &hold, TTL, &Claim::Access(request), None)
+                    .try_acquire(&key, &hold, TTL, &claim, offered.as_ref())
                     .await
                 {
                     Ok(AcquireOutcome::Acquired(granted)) => {
                         let token = granted.fencing_token.expect("a token or an epoch");
-                        let held = hold.granted(Some(token));
-                        self.real.holds.insert((client, attempt), held);
-                        Answer::Granted(match access {
+                        let (attempt, hold) = match offered {
+                            Some(offered) if granted.earlier => (earlier, offered),
+                            _ => (attempt, hold),
+                        };
+                        self.real
+                            .holds
+                            .insert((client, attempt), hold.granted(Some(token)));
+                        let grant = match access {
                             Access::Exclusive => Grant::token(token.get()),
                             Access::Shared => Grant::epoch(token.get()),
-                        })
+                        };
+                        if granted.earlier {
+                            Answer::TakenUp(grant)
+                        } else {
+                            Answer::Granted(grant)
+                        }
                     }
                     Ok(AcquireOutcome::Held { .. }) => Answer::Held,
                     other => panic!("acquire: {other:?}"),
@@ -77,11 +106,22 @@ impl Subject for RwSubject<'_> {
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 let hold = self.hold(client, attempt);
-                super::release(backend, &key, &hold).await
+                let before = lease_set::live(&self.real);
+                let answer = super::release(backend, &key, &hold).await;
+                self.note_hand_off(&before);
+                answer
             }
-            Op::Proclaim { .. } | Op::GiveUp { .. } => {
-                panic!("the read-write lock's model sends no {op:?}")
+            Op::GiveUp { offered } => {
+                let owner = self.real.owners[usize::from(client)].clone();
+                let offered = [self.hold(client, offered)];
+                let before = lease_set::live(&self.real);
+                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
+                    panic!("give up: {error:?}");
+                }
+                self.note_hand_off(&before);
+                Answer::Left
             }
+            Op::Proclaim { .. } => panic!("the read-write lock's model sends no {op:?}"),
         }
     }
 
@@ -156,6 +196,7 @@ fn the_rw_scripts_do_what_the_model_does() {
             let mut subject = RwSubject {
                 real,
                 lock: lock.clone(),
+                handed_over: 0,
             };
             let label = format!("the read-write lock on {client}");
             walk(&model, &mut subject, server, &label, seed, &mut seen).await;
@@ -165,5 +206,34 @@ fn the_rw_scripts_do_what_the_model_does() {
             seen.lines > 0,
             "{client}: no writer ever waited in line: {seen:?}"
         );
+    });
+}
+
+/// Every walk agrees with the model with writers that prefer writers, on
+/// both clients, with three writers: releases hand the write over on the
+/// server (readers, who wait behind them, made take-ups too rare to see).
+#[test]
+fn the_rw_scripts_hand_writes_over_as_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        // The model's places last a tick less than its leases.
+        let lock = RwLock::new(&[true], BOUNDS.ttl - 1).handing_over();
+        let model = LeaseModel::new(lock.clone(), BOUNDS, FAULTS);
+        let (mut seen, mut handed_over) = (Seen::default(), 0);
+        for seed in 0..FAIR_WALKS {
+            let name = format!("rw-handing-{client}-{seed}");
+            let real = Real::new(server, locks.backend().as_ref(), &name);
+            let mut subject = RwSubject {
+                real,
+                lock: lock.clone(),
+                handed_over: 0,
+            };
+            let label = format!("the read-write lock handing writes over on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+            handed_over += subject.handed_over;
+        }
+        seen.assert_everything(client, BOUNDS);
+        seen.assert_waited(client);
+        assert!(handed_over > 0, "{client}: no release granted a writer");
     });
 }
