@@ -9,7 +9,7 @@ use lock_core::AcquireOutcome;
 use lock_model::{Answer, FairLock, Grant, LeaseModel, Op};
 
 use super::lock::LockSubject;
-use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE};
+use super::{connect, Real, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE};
 
 /// The lock key and its counter, the line and the offers.
 struct FairSubject<'a> {
@@ -98,14 +98,11 @@ impl Subject for FairSubject<'_> {
                 answer
             }
             Op::GiveUp { offered } => {
-                let owner = self.real().owners[usize::from(client)].clone();
-                let offered = [self.hold(client, offered)];
+                let offered = self.hold(client, offered);
                 let before = self.lock.holder();
-                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
-                    panic!("give up: {error:?}");
-                }
+                let answer = super::give_up(self.real(), client, &offered).await;
                 self.note_hand_off(before);
-                Answer::Left
+                answer
             }
             Op::TakeOver { from, attempt } => {
                 // As `resume` builds them in fair mode: the token's hold
@@ -157,21 +154,14 @@ fn the_fair_scripts_do_what_the_model_does() {
         let locks = connect(server, client).await;
         // The model's places last a tick less than its leases.
         let model = LeaseModel::new(FairLock::new(BOUNDS.ttl - 1), BOUNDS, FAULTS);
-        let mut seen = Seen::default();
-        let mut handed_over = 0;
-        for seed in 0..FAIR_WALKS {
-            let name = format!("fair-{client}-{seed}");
-            let real = Real::new(server, locks.backend().as_ref(), &name);
-            let mut subject = FairSubject {
-                lock: LockSubject(real),
-                handed_over: 0,
-            };
-            let label = format!("the fair lock on {client}");
-            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
-            handed_over += subject.handed_over;
-        }
-        seen.assert_everything(client, BOUNDS);
-        seen.assert_waited(client);
-        assert!(handed_over > 0, "{client}: no release granted a waiter");
+        let subject = |real| FairSubject {
+            lock: LockSubject(real),
+            handed_over: 0,
+        };
+        let on = (server, client, locks.backend().as_ref());
+        super::walk_waiters(on, &model, "fair lock", subject, |walked| {
+            walked.handed_over
+        })
+        .await;
     });
 }

@@ -82,6 +82,15 @@ pub(super) fn keys_outlive_holds(real: &Real, companion: &str) -> Result<(), Str
     Ok(())
 }
 
+/// Whether a hold is live now that was not among `before` (`live`'s
+/// reading before a script): a release or a give-up granted a waiter.
+pub(super) fn granted_since(real: &Real, before: &[(String, i64)]) -> bool {
+    let after = live(real);
+    after
+        .iter()
+        .any(|(id, _)| !before.iter().any(|(was, _)| was == id))
+}
+
 /// Makes `holds` expire now: a hold is live while its deadline is after
 /// the server's time, whatever the keys' own TTL.
 pub(super) fn expire(real: &Real, holds: &[(u8, u8)]) {

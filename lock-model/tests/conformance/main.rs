@@ -31,13 +31,12 @@ use stateright::Model;
 
 /// How many walks each client takes, and how many steps each at most.
 const WALKS: u64 = 60;
+const STEPS: usize = 80;
 
 /// The walks of a primitive whose waiters queue: a wait's paths are longer
-/// (an attempt lost after it queued, its cleanup, then a release before the
-/// next attempt shows whether the cleanup voids the lost attempt's offer,
-/// first at walk 157 of the fair lock's).
+/// (a grant taken up, a give-up that gives a grant back, a release that
+/// hands permits or a write over beside other holds).
 const FAIR_WALKS: u64 = 200;
-const STEPS: usize = 80;
 
 /// The TTL the server's holds get: long enough never to run out by itself
 /// during a walk.
@@ -547,6 +546,46 @@ async fn take_over(
         Err(LockError::HandOffRefused { .. }) => Answer::Refused,
         other => panic!("take over: {other:?}"),
     }
+}
+
+/// `client`'s give-up through the backend (`leave_queue`), naming the hold
+/// of the attempt it offered, as the model names the reply.
+async fn give_up(real: &Real<'_>, client: u8, offered: &HoldToken) -> Answer {
+    let owner = &real.owners[usize::from(client)];
+    let offered = std::slice::from_ref(offered);
+    match real
+        .backend
+        .leave_queue(&real.key, owner, Some(offered))
+        .await
+    {
+        Ok(()) => Answer::Left,
+        Err(error) => panic!("give up: {error:?}"),
+    }
+}
+
+/// The walks of a primitive whose waiters queue, on `client` through
+/// `backend`: `FAIR_WALKS` of `model`, each on a name of its own with the
+/// subject `subject` makes of it. Fails unless waiters queued, took a grant
+/// up and gave up, and a release granted one (`handed_over`, counted by
+/// the subject).
+async fn walk_waiters<'l, P: Protocol, S: Subject>(
+    (server, client, backend): (&'l RedisServer, ClientKind, &'l dyn LockBackend),
+    model: &LeaseModel<P>,
+    what: &str,
+    subject: impl Fn(Real<'l>) -> S,
+    handed_over: impl Fn(&S) -> u32,
+) {
+    let (mut seen, mut handed) = (Seen::default(), 0);
+    for seed in 0..FAIR_WALKS {
+        let name = format!("{}-{client}-{seed}", what.replace(' ', "-"));
+        let mut walked = subject(Real::new(server, backend, &name));
+        let label = format!("the {what} on {client}");
+        walk(model, &mut walked, server, &label, seed, &mut seen).await;
+        handed += handed_over(&walked);
+    }
+    seen.assert_everything(client, BOUNDS);
+    seen.assert_waited(client);
+    assert!(handed > 0, "{client}: no release granted a waiter");
 }
 
 /// A backend of the single-node strategy on `server` through `client`.

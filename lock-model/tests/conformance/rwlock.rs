@@ -11,8 +11,7 @@ use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, RwLock};
 
 use super::{
-    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE,
-    WALKS,
+    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE, WALKS,
 };
 
 /// The holds (a sorted set of id to deadline), their modes, the write
@@ -39,15 +38,9 @@ impl RwSubject<'_> {
     }
 
     /// What a release or a give-up did: counts a write granted to a waiting
-    /// writer (a live hold that was not live before).
+    /// writer.
     fn note_hand_off(&mut self, before: &[(String, i64)]) {
-        let after = lease_set::live(&self.real);
-        if after
-            .iter()
-            .any(|(id, _)| !before.iter().any(|(was, _)| was == id))
-        {
-            self.handed_over += 1;
-        }
+        self.handed_over += u32::from(lease_set::granted_since(&self.real, before));
     }
 }
 
@@ -112,14 +105,11 @@ impl Subject for RwSubject<'_> {
                 answer
             }
             Op::GiveUp { offered } => {
-                let owner = self.real.owners[usize::from(client)].clone();
-                let offered = [self.hold(client, offered)];
+                let offered = self.hold(client, offered);
                 let before = lease_set::live(&self.real);
-                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
-                    panic!("give up: {error:?}");
-                }
+                let answer = super::give_up(&self.real, client, &offered).await;
                 self.note_hand_off(&before);
-                Answer::Left
+                answer
             }
             Op::Proclaim { .. } => panic!("the read-write lock's model sends no {op:?}"),
         }
@@ -219,21 +209,13 @@ fn the_rw_scripts_hand_writes_over_as_the_model_does() {
         // The model's places last a tick less than its leases.
         let lock = RwLock::new(&[true], BOUNDS.ttl - 1).handing_over();
         let model = LeaseModel::new(lock.clone(), BOUNDS, FAULTS);
-        let (mut seen, mut handed_over) = (Seen::default(), 0);
-        for seed in 0..FAIR_WALKS {
-            let name = format!("rw-handing-{client}-{seed}");
-            let real = Real::new(server, locks.backend().as_ref(), &name);
-            let mut subject = RwSubject {
-                real,
-                lock: lock.clone(),
-                handed_over: 0,
-            };
-            let label = format!("the read-write lock handing writes over on {client}");
-            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
-            handed_over += subject.handed_over;
-        }
-        seen.assert_everything(client, BOUNDS);
-        seen.assert_waited(client);
-        assert!(handed_over > 0, "{client}: no release granted a writer");
+        let subject = |real| RwSubject {
+            real,
+            lock: lock.clone(),
+            handed_over: 0,
+        };
+        let on = (server, client, locks.backend().as_ref());
+        let what = "read-write lock handing writes over";
+        super::walk_waiters(on, &model, what, subject, |walked| walked.handed_over).await;
     });
 }

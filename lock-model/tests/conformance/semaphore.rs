@@ -10,8 +10,7 @@ use lock_core::AcquireOutcome;
 use lock_model::{Answer, Grant, LeaseModel, Op, Semaphore};
 
 use super::{
-    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAIR_WALKS, FAULTS, TTL, WAITER_LEASE,
-    WALKS,
+    connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE, WALKS,
 };
 
 /// The permits (a sorted set of id to deadline), their entries and the
@@ -38,16 +37,9 @@ impl SemaphoreSubject<'_> {
         hold
     }
 
-    /// What a release or a give-up did: counts a grant to a waiter (a live
-    /// permit that was not live before).
+    /// What a release or a give-up did: counts a grant to a waiter.
     fn note_hand_off(&mut self, before: &[(String, i64)]) {
-        let after = lease_set::live(&self.real);
-        if after
-            .iter()
-            .any(|(id, _)| !before.iter().any(|(was, _)| was == id))
-        {
-            self.handed_over += 1;
-        }
+        self.handed_over += u32::from(lease_set::granted_since(&self.real, before));
     }
 }
 
@@ -122,14 +114,11 @@ impl Subject for SemaphoreSubject<'_> {
                 answer
             }
             Op::GiveUp { offered } => {
-                let owner = self.real.owners[usize::from(client)].clone();
-                let offered = [self.hold(client, offered)];
+                let offered = self.hold(client, offered);
                 let before = lease_set::live(&self.real);
-                if let Err(error) = backend.leave_queue(&key, &owner, Some(&offered)).await {
-                    panic!("give up: {error:?}");
-                }
+                let answer = super::give_up(&self.real, client, &offered).await;
                 self.note_hand_off(&before);
-                Answer::Left
+                answer
             }
             Op::Proclaim { .. } => panic!("the semaphore's model sends no {op:?}"),
         }
@@ -244,21 +233,15 @@ fn the_fair_semaphore_scripts_do_what_the_model_does() {
         // The model's places last a tick less than its leases.
         let semaphore = Semaphore::new(3, &[1, 1, 2]).in_fair_mode(BOUNDS.ttl - 1);
         let model = LeaseModel::new(semaphore.clone(), BOUNDS, FAULTS);
-        let (mut seen, mut handed_over) = (Seen::default(), 0);
-        for seed in 0..FAIR_WALKS {
-            let name = format!("fair-semaphore-{client}-{seed}");
-            let real = Real::new(server, locks.backend().as_ref(), &name);
-            let mut subject = SemaphoreSubject {
-                real,
-                semaphore: semaphore.clone(),
-                handed_over: 0,
-            };
-            let label = format!("the fair semaphore on {client}");
-            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
-            handed_over += subject.handed_over;
-        }
-        seen.assert_everything(client, BOUNDS);
-        seen.assert_waited(client);
-        assert!(handed_over > 0, "{client}: no release granted a waiter");
+        let subject = |real| SemaphoreSubject {
+            real,
+            semaphore: semaphore.clone(),
+            handed_over: 0,
+        };
+        let on = (server, client, locks.backend().as_ref());
+        super::walk_waiters(on, &model, "fair semaphore", subject, |walked| {
+            walked.handed_over
+        })
+        .await;
     });
 }
