@@ -370,7 +370,18 @@ fn main() -> ExitCode {
                 Primitive::FairSemaphore(..) | Primitive::RwHandingOver(_)
             )
     };
-    let picked = picked.filter(|run| level == Level::Full || !full_only(run));
+    let picked: Vec<&Run> = picked
+        .filter(|run| level == Level::Full || !full_only(run))
+        .collect();
+    if let (Some(name), true) = (only, picked.is_empty()) {
+        let shown: String = name.chars().take(40).collect();
+        eprintln!(
+            "lock-model: no run at this level checks a primitive whose name contains {shown:?}; \
+             the primitives: lock, fair lock, semaphore, fair semaphore, read-write lock, \
+             election"
+        );
+        return ExitCode::from(2);
+    }
     for run in picked {
         let mut run = run.clone();
         let mut bounds = Bounds {
