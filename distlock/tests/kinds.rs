@@ -381,6 +381,58 @@ fn a_stale_holder_writes_nothing_of_another_kind() {
     });
 }
 
+/// A hand-off token whose lease ran out while another kind took the name
+/// (`distlock extend` and `release` of a lease kept across a script's
+/// steps) renews and releases nothing, and is told the name is another's:
+/// the other kind's keys are a hold, not corrupted data.
+#[test]
+fn a_token_of_a_lost_lease_beside_another_kind_is_not_the_owners() {
+    lock_testkit::on_every_client(async |server, client| {
+        let short = [
+            ("DISTLOCK_TTL", "300ms"),
+            ("DISTLOCK_WATCHDOG__ENABLED", "false"),
+        ];
+        let stale = Managers::connect(server, client, &short).await;
+        let managers = Managers::connect(server, client, &[]).await;
+        // Every pair's stale token first, so that one sleep outlives them.
+        let mut tokens = Vec::new();
+        for first in KINDS {
+            for then in KINDS.into_iter().filter(|&then| then != first) {
+                let name = format!("token-{client}-{first:?}-{then:?}");
+                match stale.taken(first, &name).await.hand_off() {
+                    Ok(token) => tokens.push((first, then, name, token)),
+                    Err(LockError::HandOffUnsupported { .. }) => {}
+                    Err(err) => panic!("{client}: {first:?}'s hand-off: {err}"),
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for (first, then, name, token) in tokens {
+            let pair = format!("{client}: {first:?}, then {then:?}");
+            let manager = match first {
+                Kind::Fair => &managers.fair,
+                Kind::Reentrant => &managers.reentrant,
+                _ => &managers.single,
+            };
+            let new = managers.taken(then, &name).await;
+            let before = snapshot(server);
+            match manager
+                .extend_by_token(&name, &token, Duration::from_secs(5))
+                .await
+            {
+                Err(LockError::NotOwner { .. }) => {}
+                other => panic!("{pair}: extend by token: {other:?}"),
+            }
+            match manager.release_by_token(&name, &token).await {
+                Err(LockError::NotOwner { .. }) => {}
+                other => panic!("{pair}: release by token: {other:?}"),
+            }
+            assert_eq!(before, snapshot(server), "{pair}: the token's calls wrote");
+            new.release().await.expect("the new holder's release");
+        }
+    });
+}
+
 /// A fair semaphore's waiter that asks for another limit than the stored
 /// one is told so at once, not after another kind's hold of the name ends.
 #[test]

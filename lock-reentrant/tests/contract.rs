@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lock_core::{
-    AcquireOutcome, Capability, ClientKind, ConnectOptions, Endpoint, HoldToken, LockBackend,
-    LockError, LockKey, LockState, OwnerToken, ReleaseOutcome,
+    AcquireOutcome, Capability, ClientKind, ConnectOptions, Endpoint, ExtendOutcome, HoldToken,
+    LockBackend, LockError, LockKey, LockState, OwnerToken, ReleaseOutcome,
 };
 use lock_reentrant::ReentrantBackend;
 use lock_testkit::contract::held_by_another;
@@ -278,8 +278,8 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
     let string_key = key("plain-string");
     deployment.admin_all(&["SET", string_key.redis_key(), "not-a-hash"]);
     // A string is how a plain lock holds the name: held for a reentrant
-    // acquire, as any other kind's hold is; the hold's own commands find
-    // no hash.
+    // acquire, as any other kind's hold is, and no hold of this one's to
+    // renew or release; the reentrant inspect finds no hash.
     let outcome = backend
         .try_acquire(&string_key, &holder, TTL, &lock_core::Claim::LOCK, None)
         .await;
@@ -287,16 +287,21 @@ async fn corrupted_locks_are_reported(factory: &Reentrant) {
         matches!(outcome, Ok(AcquireOutcome::Held { .. })),
         "string where a hash belongs: {outcome:?}"
     );
-    for outcome in [
-        backend.extend(&string_key, &holder, TTL).await.map(|_| ()),
-        backend.release(&string_key, &holder).await.map(|_| ()),
-        backend.inspect(&string_key).await.map(|_| ()),
-    ] {
-        assert!(
-            matches!(outcome, Err(LockError::Corrupted { .. })),
-            "string where a hash belongs: {outcome:?}"
-        );
-    }
+    let outcome = backend.extend(&string_key, &holder, TTL).await;
+    assert!(
+        matches!(outcome, Ok(ExtendOutcome::NotHeld)),
+        "extend of another kind's hold: {outcome:?}"
+    );
+    let outcome = backend.release(&string_key, &holder).await;
+    assert!(
+        matches!(outcome, Ok(ReleaseOutcome::NotHeld)),
+        "release of another kind's hold: {outcome:?}"
+    );
+    let outcome = backend.inspect(&string_key).await;
+    assert!(
+        matches!(outcome, Err(LockError::Corrupted { .. })),
+        "string where a hash belongs: {outcome:?}"
+    );
     for server in &deployment.servers {
         let value = server.admin(&["GET", string_key.redis_key()]).expect("GET");
         assert_eq!(

@@ -16,7 +16,7 @@
 -- `holds`, `counter_problem`, `fencing_ok`, `line_void_offer` and
 -- `hand_off` come from shared/renew.lua, shared/fencing_counter.lua, shared/queue.lua and
 -- shared/handoff.lua, loaded in front.
-if not holds(redis.call('get', KEYS[1]), ARGV[1]) then
+if not holds(lock_value(KEYS[1]), ARGV[1]) then
   -- The attempt's `<owner>:<nonce>`, without a token behind it (an owner
   -- may contain '#').
   line_void_offer(KEYS[5], string.match(ARGV[1], '^(.*' .. nonce_end .. ')') or ARGV[1], '')

@@ -15,6 +15,6 @@
 --          one, shorter or longer, and the holder's deadline follows it
 --
 -- Reply: 1 when extended, 0 when the key is gone or holds another value (a
--- later hold of the same owner included).
--- A key of another type (not a string) makes GET fail with WRONGTYPE.
+-- later hold of the same owner included), or another kind's hold of the
+-- name (shared/renew.lua's `lock_value`).
 return renew(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2])

@@ -8,14 +8,14 @@
 --          once granted with one (shared/renew.lua's `holds` says what it matches)
 --
 -- Reply: 1 when deleted, 0 when the key is gone or holds another value (a
--- later hold of the same owner included).
+-- later hold of the same owner included), or another kind's hold of the
+-- name (shared/renew.lua's `lock_value`).
 -- A deletion is published on `KEYS[1]:released`, in the same atomic step, so a
 -- waiter subscribed before its last attempt cannot miss it. The publish is a
 -- `pcall`: a user whose ACL grants no pub/sub channels still releases, and its
 -- waiters wake on their timers instead.
--- A key of another type (not a string) makes GET fail with WRONGTYPE.
 -- `holds` comes from shared/renew.lua, loaded in front of this file.
-if holds(redis.call('get', KEYS[1]), ARGV[1]) then
+if holds(lock_value(KEYS[1]), ARGV[1]) then
   redis.call('del', KEYS[1])
   if KEYS[2] then
     redis.call('del', KEYS[2])

@@ -21,9 +21,11 @@
 -- Every fenced grant stores the token it issued in the key's value
 -- (lock/acquire.lua, lock/acquire_token.lua), so a hand-off token that claims another
 -- token than its hold was granted, or a token for a hold granted none,
--- names no value and takes over nothing. A key of another type makes GET
--- fail with WRONGTYPE, before any write.
-local stored = redis.call('get', KEYS[1])
+-- names no value and takes over nothing, nor does another kind's hold of
+-- the name (a hash or a sorted set). A key of a type no kind uses makes
+-- GET fail with WRONGTYPE, before any write.
+local kind = redis.call('type', KEYS[1])['ok']
+local stored = kind ~= 'hash' and kind ~= 'zset' and redis.call('get', KEYS[1])
 if stored ~= ARGV[1] then
   return 0
 end

@@ -10,11 +10,11 @@
 --             counters (a Redlock node's multi-key hold)
 --
 -- Reply: 1 renewed; 0 a member is gone or held by another hold (nothing
--- changed: losing one member loses the hold). A key of another type makes
--- GET raise WRONGTYPE, before anything is written.
+-- changed: losing one member loses the hold), another kind's hold of a
+-- member's name included (shared/renew.lua's `lock_value`).
 local stride = ARGV[3] == '1' and 1 or 2
 for index = 1, #KEYS, stride do
-  if not holds(redis.call('get', KEYS[index]), ARGV[1]) then
+  if not holds(lock_value(KEYS[index]), ARGV[1]) then
     return 0
   end
 end

@@ -16,8 +16,10 @@
 -- gone, held by another owner, or held by a later hold of this owner.
 -- The TTL only grows: every guard of the hold (outer and re-entries) trusts
 -- the TTL it last set, so none may shorten it for the others.
--- A KEYS[1] that is not a hash makes HEXISTS fail with WRONGTYPE.
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- A KEYS[1] that is another kind's hold of the name (a string or a sorted
+-- set) answers 0; of a type no kind uses, HEXISTS fails with WRONGTYPE.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'string' or kind == 'zset' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 if ARGV[3] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[3] then

@@ -16,8 +16,10 @@
 --   {-1, detail}  this owner's hold count is not a positive integer; nothing changed
 -- The last release is published on `KEYS[1]:released` for waiters, with
 -- `pcall`: a user without pub/sub rights still releases.
--- A KEYS[1] that is not a hash makes HGET fail with WRONGTYPE.
-local count = redis.call('hget', KEYS[1], ARGV[1])
+-- A KEYS[1] that is another kind's hold of the name (a string or a sorted
+-- set) answers {0, 0}; of a type no kind uses, HGET fails with WRONGTYPE.
+local kind = redis.call('type', KEYS[1])['ok']
+local count = kind ~= 'string' and kind ~= 'zset' and redis.call('hget', KEYS[1], ARGV[1])
 if not count then
   return {0, 0}
 end

@@ -8,8 +8,12 @@
 -- least that TTL, so it never expires under the lease it fences, and the
 -- holder information `holder` (if passed) the same TTL; returns 1. Returns 0,
 -- changing nothing, when the key is gone or holds another value (a later
--- hold of the same owner included). A key of another type (not a string)
--- makes GET raise WRONGTYPE.
+-- hold of the same owner included), or another kind's hold (`lock_value`).
+-- lock_value(key): the lock key's value, or false when it is gone or holds
+-- another kind's hold of the name (a reentrant lock's hash, a sorted set of
+-- permits or of a read-write lock's holds), which is no hold of a lock's.
+-- A key of a type no kind uses (a list, a set) is not a hold: GET's
+-- WRONGTYPE is raised again, as is any other error.
 -- holds(stored, value): whether the lock key's value `stored` (false when
 -- the key is gone) is the hold `value`: the same text; or, for a value sent
 -- without a token (`<owner>:<nonce>`, ending in the nonce's 16 hex digits:
@@ -32,8 +36,21 @@ local function holds(stored, value)
     and string.find(stored, '^%d+$', #value + 2) ~= nil
 end
 
+local function lock_value(key)
+  local ok, value = pcall(redis.call, 'get', key)
+  if ok then
+    return value
+  end
+  local kind = redis.call('type', key)['ok']
+  if kind == 'hash' or kind == 'zset' then
+    return false
+  end
+  -- Unprotected, so that the error is the server's own, as Redis words it.
+  return redis.call('get', key)
+end
+
 local function renew(lock, counter, holder, value, ttl)
-  if not holds(redis.call('get', lock), value) then
+  if not holds(lock_value(lock), value) then
     return 0
   end
   redis.call('pexpire', lock, ttl)
