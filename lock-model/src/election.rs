@@ -126,10 +126,10 @@ impl Protocol for Election {
         server.leader.filter(current)
     }
 
-    fn script(&self, op: Op) -> String {
+    fn script(&self, _: u8, op: Op) -> String {
         match op {
             Op::Proclaim { attempt } => format!("election/proclaim.lua (attempt {attempt})"),
-            op => Lock::default().script(op),
+            op => Lock::default().script(0, op),
         }
     }
 

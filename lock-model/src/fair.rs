@@ -185,7 +185,7 @@ impl Protocol for FairLock {
         Some(self.waiter_lease)
     }
 
-    fn script(&self, op: Op) -> String {
+    fn script(&self, _: u8, op: Op) -> String {
         match op {
             Op::Acquire { attempt, earlier } if earlier != 0 => {
                 format!("fair/acquire.lua (attempt {attempt}, having offered attempt {earlier})")
@@ -196,7 +196,7 @@ impl Protocol for FairLock {
                 format!("fair/release.lua (cleanup of attempt {attempt})")
             }
             Op::GiveUp { offered } => format!("fair/give_up.lua (offered attempt {offered})"),
-            op => Lock::default().script(op),
+            op => Lock::default().script(0, op),
         }
     }
 

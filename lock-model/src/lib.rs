@@ -3,7 +3,7 @@
 //! Each primitive's scripts are modelled as what they do in one atomic step
 //! each ([`Protocol`]: the single-node [`Lock`], the [`FairLock`] with its
 //! server-side hand-off, the [`Semaphore`], the [`RwLock`], the
-//! [`Election`]), beside
+//! [`Election`], and [`Mixed`] kinds on one name), beside
 //! what each client believes: the lease it was granted and the deadline it
 //! computed by its own clock ([`LeaseModel`]). The checker explores every
 //! interleaving of several clients with time passing, holds expiring,
@@ -25,6 +25,7 @@ mod election;
 mod fair;
 mod line;
 mod lock;
+mod mixed;
 mod model;
 mod rwlock;
 mod semaphore;
@@ -37,6 +38,9 @@ pub use election::{
 pub use fair::{Defect as FairDefect, FairKeys, FairLock};
 pub use line::{Line, Offer};
 pub use lock::{Defect as LockDefect, Hold, Lock, LockKeys, MUTEX};
+pub use mixed::{
+    Defect as MixedDefect, Kind, Mixed, MixedKeys, KINDS_EXCLUDE, OTHER_NAME, PERMIT_SLOTS,
+};
 pub use model::{
     Action, Answer, Ask, Bounds, Call, Client, ClientDefect, Faults, Grant, HandOff, Lease,
     LeaseModel, Op, Protocol, Shown, State, AGREES, CLEANUP, EVERY, GIVEN_BACK, HANDED_OVER,

@@ -177,7 +177,7 @@ impl Protocol for Lock {
             .collect()
     }
 
-    fn script(&self, op: Op) -> String {
+    fn script(&self, _: u8, op: Op) -> String {
         match op {
             Op::Acquire { attempt, .. } => format!("lock/acquire_token.lua (attempt {attempt})"),
             Op::Extend { attempt, ask } => {

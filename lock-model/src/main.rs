@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use lock_model::{
-    trace, Bounds, Election, FairLock, Faults, LeaseModel, Lock, Protocol, RwLock, Semaphore,
-    AGREES, EPOCH, EXCLUSIVE, MUTEX, ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
+    trace, Bounds, Election, FairLock, Faults, Kind, LeaseModel, Lock, Mixed, Protocol, RwLock,
+    Semaphore, AGREES, EPOCH, EXCLUSIVE, MUTEX, ONE_LEADER, OWN_SLOTS, TOKENS, WITHIN_LIMIT,
 };
 use stateright::{Checker, Expectation, Model};
 
@@ -42,6 +42,8 @@ enum Primitive {
     /// The same, its writers preferring writers: the server hands the
     /// write over.
     RwHandingOver(&'static [bool]),
+    /// Clients of different kinds on one name.
+    Mixed(&'static [Kind]),
 }
 
 /// One configuration to check, and the `always` properties it must break
@@ -110,7 +112,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 18] = [
+const RUNS: [Run; 23] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -277,6 +279,51 @@ const RUNS: [Run; 18] = [
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
     },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Write]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Multi, Kind::Read]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Permit, Kind::Write]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Read, Kind::Permit]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Multi]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+    },
 ];
 
 /// The bounds of `primitive` at `level`.
@@ -329,6 +376,12 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
             horizon: if level == Level::Full { 4 } else { 3 },
             ..bounds
         },
+        // Two kinds' keys make more states than one's: a tick less but at
+        // the full level.
+        (Primitive::Mixed(_), Level::Bounded) => Bounds {
+            horizon: 4,
+            ..bounds
+        },
         // Two writes in a run, so that a restart can issue a token twice.
         (Primitive::RwLock(_), _) => Bounds {
             attempts: 2,
@@ -350,7 +403,7 @@ fn main() -> ExitCode {
                 eprintln!(
                     "lock-model: unexpected arguments {args:?}; usage: lock-model [--quick | \
                      --bounded] [PRIMITIVE], where PRIMITIVE picks the runs whose primitive's \
-                     description contains it (lock, fair, semaphore, read-write, election)"
+                     description contains it (lock, fair, semaphore, read-write, election, mix)"
                 );
                 return ExitCode::from(2);
             }
@@ -378,7 +431,7 @@ fn main() -> ExitCode {
         eprintln!(
             "lock-model: no run at this level checks a primitive whose name contains {shown:?}; \
              the primitives: lock, fair lock, semaphore, fair semaphore, read-write lock, \
-             election"
+             election, mix"
         );
         return ExitCode::from(2);
     }
@@ -454,6 +507,9 @@ fn main() -> ExitCode {
                 let lock = RwLock::new(writers, bounds.ttl - 1).handing_over();
                 check(&run, LeaseModel::new(lock, bounds, run.faults))
             }
+            Primitive::Mixed(kinds) => {
+                check(&run, LeaseModel::new(Mixed::new(kinds), bounds, run.faults))
+            }
         };
     }
     if failed {
@@ -475,6 +531,10 @@ fn describe(primitive: Primitive) -> String {
         }
         Primitive::Election => "election".to_owned(),
         Primitive::FairLock => "fair lock".to_owned(),
+        Primitive::Mixed(kinds) => {
+            let kinds: Vec<String> = kinds.iter().map(|kind| format!("{kind:?}")).collect();
+            format!("mix on one name: {}", kinds.join(" and ").to_lowercase())
+        }
         Primitive::RwLock(writers) | Primitive::RwHandingOver(writers) => {
             let writing = writers.iter().filter(|&&writes| writes).count();
             let handing = matches!(primitive, Primitive::RwHandingOver(_));

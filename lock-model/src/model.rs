@@ -80,8 +80,9 @@ pub trait Protocol: Clone + Debug + Send + Sync + Sized + 'static {
         None
     }
 
-    /// The script `op` sends, with its arguments, for a trace.
-    fn script(&self, op: Op) -> String;
+    /// The script `op` sends for `client`, with its arguments, for a
+    /// trace.
+    fn script(&self, client: u8, op: Op) -> String;
 
     /// The properties of this primitive's own (how many may hold at once).
     fn properties() -> Vec<Property<LeaseModel<Self>>>;

@@ -380,7 +380,7 @@ impl Protocol for RwLock {
         (self.hands_over && self.writes(client)).then_some(self.waiter_lease)
     }
 
-    fn script(&self, op: Op) -> String {
+    fn script(&self, _: u8, op: Op) -> String {
         match op {
             Op::Acquire { attempt, earlier } if earlier != 0 => {
                 format!("rw/acquire.lua (attempt {attempt}, having offered attempt {earlier})")

@@ -334,7 +334,7 @@ impl Protocol for Semaphore {
         self.fair
     }
 
-    fn script(&self, op: Op) -> String {
+    fn script(&self, _: u8, op: Op) -> String {
         match op {
             Op::Acquire { attempt, earlier } if earlier != 0 => format!(
                 "semaphore/acquire.lua (attempt {attempt}, having offered attempt {earlier})"

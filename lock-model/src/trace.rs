@@ -54,7 +54,7 @@ fn step<P: Protocol>(
     action: Action,
 ) -> String {
     let client = |id: u8| format!("client {id}");
-    let script = |op| model.protocol.script(op);
+    let script = |id: u8, op| model.protocol.script(id, op);
     match action {
         Action::Tick => {
             let (was, is) = (
@@ -73,21 +73,21 @@ fn step<P: Protocol>(
         | Action::Release(id)
         | Action::Proclaim(id)
         | Action::GiveUp(id) => match after.clients[usize::from(id)].call {
-            Some(Call::Sent(op, _)) => format!("{} sends {}", client(id), script(op)),
+            Some(Call::Sent(op, _)) => format!("{} sends {}", client(id), script(id, op)),
             _ => format!("{} {action:?}", client(id)),
         },
         Action::Run(id) => match after.clients[usize::from(id)].call {
             Some(Call::Answered(op, _, reply)) => {
                 format!(
                     "server runs {} for {}: {}",
-                    script(op),
+                    script(id, op),
                     client(id),
                     answer(reply)
                 )
             }
             _ => {
                 let op = match before.clients[usize::from(id)].call {
-                    Some(Call::Sent(op, _)) => script(op),
+                    Some(Call::Sent(op, _)) => script(id, op),
                     _ => "its call".to_owned(),
                 };
                 format!("server runs {op} for crashed {}", client(id))
@@ -98,7 +98,7 @@ fn step<P: Protocol>(
             let reply = model.run(&mut scratch, id, op);
             format!(
                 "server runs {} for {}, who gave up on it or crashed: {}",
-                script(op),
+                script(id, op),
                 client(id),
                 answer(reply)
             )
@@ -121,7 +121,7 @@ fn step<P: Protocol>(
         Action::LoseReply(id) => format!("{}'s call fails (reply lost or timed out)", client(id)),
         Action::HandOff(id) => format!("{} hands its lease off as a token", client(id)),
         Action::ResumeToken(id, _) => match after.clients[usize::from(id)].call {
-            Some(Call::Sent(op, _)) => format!("{} resumes: sends {}", client(id), script(op)),
+            Some(Call::Sent(op, _)) => format!("{} resumes: sends {}", client(id), script(id, op)),
             _ => format!("{} resumes a token", client(id)),
         },
         Action::Pause(id) => format!("{} pauses", client(id)),

@@ -14,8 +14,13 @@ pub(super) fn now(real: &Real) -> i64 {
     seconds * 1000 + micros / 1000
 }
 
-/// The live holds' ids and how long each has left, in ms.
+/// The live holds' ids and how long each has left, in ms: none while the
+/// name's key is another kind's (a lock's string).
 pub(super) fn live(real: &Real) -> Vec<(String, i64)> {
+    let kind = real.admin(&["TYPE", real.key.redis_key()]);
+    if kind.as_text() != Some("zset") {
+        return Vec::new();
+    }
     let now = now(real);
     let from = format!("({now}");
     let found = real

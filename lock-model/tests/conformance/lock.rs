@@ -6,9 +6,12 @@ use distlock::backend::{Claim, HoldKind, HoldToken};
 use distlock::FencingToken;
 use lock_core::strategy::KeyNames;
 use lock_core::AcquireOutcome;
-use lock_model::{Answer, Grant, LeaseModel, Lock, Op, Shown};
+use lock_model::{
+    Answer, Bounds, ClientDefect, Faults, Grant, LeaseModel, Lock, LockDefect, Op, Shown, MUTEX,
+};
+use stateright::{Checker, Model};
 
-use super::{connect, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+use super::{connect, replay, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
 
 /// The lock key and its counter, and an election's leader record.
 pub(super) struct LockSubject<'a>(pub(super) Real<'a>);
@@ -20,10 +23,19 @@ impl LockSubject<'_> {
 
     /// The holder of the lock key: its client and attempt, and its token.
     pub(super) fn holder(&self) -> Option<(u8, u8, u64)> {
+        if !self.is_string() {
+            return None;
+        }
         let value = self.0.text(self.0.key.redis_key())?;
         let (id, token) = value.split_once('#').expect("a fenced value");
         let (client, attempt) = self.0.who(id);
         Some((client, attempt, token.parse().expect("a token")))
+    }
+
+    /// Whether the lock key is a lock's (not another kind's on the name).
+    fn is_string(&self) -> bool {
+        let kind = self.0.admin(&["TYPE", self.0.key.redis_key()]);
+        kind.as_text() == Some("string")
     }
 
     fn pttl(&self) -> i64 {
@@ -135,7 +147,7 @@ impl Subject for LockSubject<'_> {
     }
 
     fn mark(&self) {
-        if self.pttl() > MARK {
+        if self.is_string() && self.pttl() > MARK {
             self.0
                 .admin(&["PEXPIRE", self.0.key.redis_key(), &MARK.to_string()]);
         }
@@ -184,5 +196,70 @@ fn the_lock_scripts_do_what_the_model_does() {
             .await;
         }
         seen.assert_everything(client, BOUNDS);
+    });
+}
+
+/// The checker's counterexample to the lock's promise under `model`, as
+/// the actions that reach it.
+fn counterexample(model: &LeaseModel<Lock>) -> Vec<lock_model::Action> {
+    let checker = model.clone().checker().spawn_bfs().join();
+    let path = checker.discovery(MUTEX).expect("a counterexample");
+    path.into_actions()
+}
+
+/// Two clients, two acquires each, a TTL of two ticks, four ticks: where
+/// the lock model's tests find each defect.
+const SMALL: Bounds = Bounds {
+    clients: 2,
+    ttl: 2,
+    drift: 0,
+    horizon: 4,
+    attempts: 2,
+    failures: 0,
+    renewals: 1,
+    hand_offs: false,
+    short_extends: false,
+    long_extends: false,
+};
+
+/// A counterexample replays on a real server: one found with a client
+/// that counts its lease from the reply runs step by step through the
+/// real scripts, which answer as the model's (the defect is the client's,
+/// so the two clients that both trust the lock are real), and one found
+/// with a release that deletes whoever holds the key parts from them at
+/// that release, on both clients.
+#[test]
+fn a_counterexample_replays_on_the_real_scripts() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        let backend = locks.backend().as_ref();
+        let model = LeaseModel::new(Lock::default(), SMALL, Faults::default())
+            .with_client_defect(ClientDefect::DeadlineFromReply);
+        let real = Real::new(server, backend, &format!("replay-client-{client}"));
+        let replayed = replay(
+            &model,
+            &mut LockSubject(real),
+            server,
+            counterexample(&model),
+        )
+        .await;
+        assert_eq!(replayed, Ok(()), "{client}: the client's defect");
+
+        let defect = Lock::with_defect(LockDefect::ReleaseWithoutCompare);
+        let model = LeaseModel::new(defect, SMALL, Faults::default());
+        let real = Real::new(server, backend, &format!("replay-script-{client}"));
+        let replayed = replay(
+            &model,
+            &mut LockSubject(real),
+            server,
+            counterexample(&model),
+        )
+        .await;
+        let parted = replayed.expect_err("the real release compares");
+        assert!(
+            parted.starts_with("the script answered NotHeld, the model Released"),
+            "{client}: {parted}"
+        );
+        assert!(parted.contains("lock/release.lua"), "{client}: {parted}");
     });
 }

@@ -13,6 +13,7 @@ mod election;
 mod fair;
 mod lease_set;
 mod lock;
+mod mixed;
 mod rwlock;
 mod semaphore;
 
@@ -94,6 +95,10 @@ const FAULTS: Faults = Faults {
     restarts: true,
 };
 
+/// How many clients a walk has at most: [`BOUNDS`]' three, or one of each
+/// kind on one name (`mixed.rs`).
+const OWNERS: u8 = 5;
+
 /// A primitive's side of a walk on the real server.
 trait Subject {
     /// Runs `op` for `client` through the backend's scripts.
@@ -159,7 +164,7 @@ impl<'a> Real<'a> {
             server,
             backend,
             key: LockKey::new("model:", name).expect("key"),
-            owners: (0..BOUNDS.clients)
+            owners: (0..OWNERS)
                 .map(|_| OwnerToken::generate().expect("os rng"))
                 .collect(),
             holds: HashMap::new(),
@@ -340,16 +345,52 @@ async fn walk<P: Protocol, S: Subject>(
     seen: &mut Seen,
 ) {
     let mut choices = Choices(seed);
+    let choose = |actions: &[Action]| (!actions.is_empty()).then(|| pick(&mut choices, actions));
+    if let Err(failure) = steps(model, real, server, seen, choose).await {
+        panic!("{label}, walk {seed}: {failure}");
+    }
+}
+
+/// Replays `actions` (a counterexample's, as the checker found it) on
+/// `real` beside `model`: `Err` with the first disagreement and the trace
+/// up to it, as a walk fails.
+async fn replay<P: Protocol, S: Subject>(
+    model: &LeaseModel<P>,
+    real: &mut S,
+    server: &RedisServer,
+    actions: Vec<Action>,
+) -> Result<(), String> {
+    let mut actions = actions.into_iter();
+    let choose = |offered: &[Action]| {
+        let action = actions.next()?;
+        assert!(
+            offered.contains(&action),
+            "{action:?} is not one of {offered:?}"
+        );
+        Some(action)
+    };
+    steps(model, real, server, &mut Seen::default(), choose).await
+}
+
+/// Runs the actions `choose` picks, up to [`STEPS`], on `real` beside
+/// `model`, checking the server against the model after each: the first
+/// disagreement, with the trace up to it, is the `Err`.
+async fn steps<P: Protocol, S: Subject>(
+    model: &LeaseModel<P>,
+    real: &mut S,
+    server: &RedisServer,
+    seen: &mut Seen,
+    mut choose: impl FnMut(&[Action]) -> Option<Action>,
+) -> Result<(), String> {
     let mut state = model.init_states().remove(0);
     let mut path = Vec::new();
     let mut actions = Vec::new();
     for _ in 0..STEPS {
         actions.clear();
         model.actions(&state, &mut actions);
-        if actions.is_empty() {
+        let Some(action) = choose(&actions) else {
             break;
-        }
-        let action = pick(&mut choices, &actions);
+        };
         let next = model
             .next_state(&state, action)
             .expect("an action of the model's");
@@ -477,12 +518,10 @@ async fn walk<P: Protocol, S: Subject>(
         };
         if let Some(disagreement) = disagreement {
             path.push((state, None));
-            panic!(
-                "{label}, walk {seed}: {disagreement} after:\n{}",
-                trace(model, &path)
-            );
+            return Err(format!("{disagreement} after:\n{}", trace(model, &path)));
         }
     }
+    Ok(())
 }
 
 /// Sends the renewal `op` of `hold` as the engine would: the watchdog's

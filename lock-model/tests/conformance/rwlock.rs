@@ -16,11 +16,11 @@ use super::{
 
 /// The holds (a sorted set of id to deadline), their modes, the write
 /// counter and the line of waiting writers.
-struct RwSubject<'a> {
-    real: Real<'a>,
-    lock: RwLock,
+pub(super) struct RwSubject<'a> {
+    pub(super) real: Real<'a>,
+    pub(super) lock: RwLock,
     /// Steps after which a release or a give-up had granted a writer.
-    handed_over: u32,
+    pub(super) handed_over: u32,
 }
 
 impl RwSubject<'_> {

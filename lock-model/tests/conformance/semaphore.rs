@@ -15,11 +15,11 @@ use super::{
 
 /// The permits (a sorted set of id to deadline), their entries and the
 /// slots' counters.
-struct SemaphoreSubject<'a> {
-    real: Real<'a>,
-    semaphore: Semaphore,
+pub(super) struct SemaphoreSubject<'a> {
+    pub(super) real: Real<'a>,
+    pub(super) semaphore: Semaphore,
     /// Steps after which a release or a give-up had granted a waiter.
-    handed_over: u32,
+    pub(super) handed_over: u32,
 }
 
 impl SemaphoreSubject<'_> {

@@ -1,0 +1,319 @@
+//! Kinds mixed on one name against [`Mixed`]'s model: a plain lock, a
+//! multi-key lock of the name and another, a permit, a read and a write,
+//! one client each, every kind through its own scripts on the one name.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use distlock::backend::{Claim, HoldKind, LockKey};
+use lock_core::strategy::KeyNames;
+use lock_core::AcquireOutcome;
+use lock_model::{Answer, Bounds, Grant, Kind, LeaseModel, Mixed, Op, OTHER_NAME, PERMIT_SLOTS};
+
+use super::lock::LockSubject;
+use super::rwlock::RwSubject;
+use super::semaphore::SemaphoreSubject;
+use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+
+/// Each kind's subject on the one name, each with the holds of its kind's
+/// clients: the lock's with the plain and the multi-key lock's.
+struct MixedSubject<'a> {
+    mixed: Mixed,
+    lock: LockSubject<'a>,
+    permits: SemaphoreSubject<'a>,
+    rw: RwSubject<'a>,
+    /// The multi-key lock's other name.
+    other: LockKey,
+    /// Acquires that found the name held by another kind.
+    crossed: u32,
+}
+
+/// Which kind's data the name's key holds now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Storage {
+    Free,
+    Lock,
+    Permits,
+    Rw,
+}
+
+impl MixedSubject<'_> {
+    /// The name's key's storage: a lock's string, or a sorted set of the
+    /// permits' or the read-write lock's live holds (the hash naming its
+    /// holds' entries tells them apart).
+    fn storage(&self) -> Storage {
+        let real = &self.lock.0;
+        match real.admin(&["TYPE", real.key.redis_key()]).as_text() {
+            Some("string") => Storage::Lock,
+            Some("zset") => {
+                let live = lease_set::live(real);
+                let Some((id, _)) = live.first() else {
+                    return Storage::Free;
+                };
+                let held = real.admin(&["HEXISTS", &real.key.permits_held_key(), id]);
+                if held.as_int() == Some(1) {
+                    Storage::Permits
+                } else {
+                    Storage::Rw
+                }
+            }
+            _ => Storage::Free,
+        }
+    }
+
+    /// The multi-key hold of `client`'s `attempt`: the other name first.
+    fn multi(&mut self, client: u8, attempt: u8) -> distlock::backend::HoldToken {
+        let members: Arc<[LockKey]> = Arc::from(vec![self.other.clone(), self.lock.0.key.clone()]);
+        self.lock.0.hold(client, attempt, HoldKind::Multi(members))
+    }
+
+    async fn run_multi(&mut self, client: u8, op: Op) -> Answer {
+        let backend = self.lock.0.backend;
+        let hold = self.multi(client, op.attempt());
+        let HoldKind::Multi(members) = hold.kind().clone() else {
+            unreachable!("a multi-key hold");
+        };
+        let first = members[0].clone();
+        match op {
+            Op::Acquire { attempt, .. } => {
+                let claim = Claim::Multi(members);
+                match backend.try_acquire(&first, &hold, TTL, &claim, None).await {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        let token = granted.fencing_token.expect("a token");
+                        self.lock
+                            .0
+                            .holds
+                            .insert((client, attempt), hold.granted(Some(token)));
+                        Answer::Granted(Grant::token(token.get()))
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("multi acquire: {other:?}"),
+                }
+            }
+            Op::Extend { .. } => super::renew(backend, &first, &hold, op).await,
+            Op::Release { .. } | Op::Cleanup { .. } => super::release(backend, &first, &hold).await,
+            other => panic!("the mix's model sends a multi-key lock no {other:?}"),
+        }
+    }
+
+    fn other_text(&self) -> Option<String> {
+        self.lock.0.text(self.other.redis_key())
+    }
+
+    fn pttl(&self, key: &str) -> i64 {
+        let reply = self.lock.0.admin(&["PTTL", key]);
+        reply.as_int().expect("PTTL")
+    }
+
+    /// Makes the name's sorted set and its companions expire when none of
+    /// its holds is live, as they would with the last hold's deadline.
+    async fn expire_emptied_set(&self) {
+        let real = &self.lock.0;
+        let key = real.key.redis_key();
+        if real.admin(&["TYPE", key]).as_text() != Some("zset") || !lease_set::live(real).is_empty()
+        {
+            return;
+        }
+        for key in [key, &real.key.permits_held_key(), &real.key.modes_key()] {
+            real.admin(&["PEXPIRE", key, "1"]);
+        }
+        gone(real, key).await;
+    }
+}
+
+/// Waits until `key` has expired.
+async fn gone(real: &Real<'_>, key: &str) {
+    for _ in 0..100 {
+        if real.admin(&["EXISTS", key]).as_int() == Some(0) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("{key} did not expire");
+}
+
+impl Subject for MixedSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let kind = self.mixed.kind(client);
+        let before = self.storage();
+        let answer = match kind {
+            Kind::Lock => self.lock.run(client, op).await,
+            Kind::Multi => self.run_multi(client, op).await,
+            Kind::Permit => match self.permits.run(client, op).await {
+                Answer::Granted(grant) => Answer::Granted(Grant {
+                    slot: grant.slot + PERMIT_SLOTS,
+                    ..grant
+                }),
+                other => other,
+            },
+            Kind::Read | Kind::Write => self.rw.run(client, op).await,
+        };
+        let own = match kind {
+            Kind::Lock | Kind::Multi => Storage::Lock,
+            Kind::Permit => Storage::Permits,
+            Kind::Read | Kind::Write => Storage::Rw,
+        };
+        if matches!(op, Op::Acquire { .. })
+            && answer == Answer::Held
+            && ![Storage::Free, own].contains(&before)
+        {
+            self.crossed += 1;
+        }
+        answer
+    }
+
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        match self.storage() {
+            Storage::Free => Vec::new(),
+            Storage::Lock => Subject::holds(&self.lock),
+            Storage::Permits => {
+                let mut holds = Subject::holds(&self.permits);
+                for (_, _, grant) in &mut holds {
+                    grant.slot += PERMIT_SLOTS;
+                }
+                holds
+            }
+            Storage::Rw => Subject::holds(&self.rw),
+        }
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        let mut counters = self.lock.counters();
+        counters.extend(
+            self.permits
+                .counters()
+                .into_iter()
+                .map(|(slot, last)| (slot + PERMIT_SLOTS, last)),
+        );
+        let other = self.lock.0.text(self.other.fence_key());
+        counters.extend(other.map(|text| (OTHER_NAME, text.parse().expect("a counter"))));
+        counters
+    }
+
+    fn line(&self) -> Vec<u8> {
+        self.rw.line()
+    }
+
+    fn expire_places(&self, clients: &[u8]) {
+        self.rw.expire_places(clients);
+    }
+
+    fn mark(&self) {
+        match self.storage() {
+            Storage::Free => {}
+            Storage::Lock => self.lock.mark(),
+            Storage::Permits => self.permits.mark(),
+            Storage::Rw => self.rw.mark(),
+        }
+        if self.pttl(self.other.redis_key()) > MARK {
+            let key = self.other.redis_key();
+            self.lock.0.admin(&["PEXPIRE", key, &MARK.to_string()]);
+        }
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        match self.storage() {
+            Storage::Free => Vec::new(),
+            Storage::Lock => self.lock.left(),
+            Storage::Permits => self.permits.left(),
+            Storage::Rw => self.rw.left(),
+        }
+    }
+
+    /// Beside each kind's own check: a multi-key hold's other name holds
+    /// what the name holds, for as long (a ms for rounding, and the
+    /// reads between).
+    fn keys_outlive_holds(&self) -> Result<(), String> {
+        match self.storage() {
+            Storage::Free | Storage::Lock => {}
+            Storage::Permits => self.permits.keys_outlive_holds()?,
+            Storage::Rw => self.rw.keys_outlive_holds()?,
+        }
+        let Some(other) = self.other_text() else {
+            return Ok(());
+        };
+        let name = self.lock.0.key.redis_key();
+        let (left, other_left) = (self.pttl(name), self.pttl(self.other.redis_key()));
+        if self.lock.0.text(name).as_deref() != Some(other.as_str())
+            || (left - other_left).abs() > 50
+        {
+            return Err(format!(
+                "the other name holds {other} for {other_left} ms, the name {:?} for {left} ms",
+                self.lock.0.text(name)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn expire(&self, holds: &[(u8, u8)]) {
+        for &(client, attempt) in holds {
+            match self.mixed.kind(client) {
+                Kind::Lock => self.lock.expire(&[(client, attempt)]).await,
+                Kind::Multi => {
+                    let real = &self.lock.0;
+                    for key in [real.key.redis_key(), self.other.redis_key()] {
+                        real.admin(&["PEXPIRE", key, "1"]);
+                        gone(real, key).await;
+                    }
+                }
+                Kind::Permit => self.permits.expire(&[(client, attempt)]).await,
+                Kind::Read | Kind::Write => self.rw.expire(&[(client, attempt)]).await,
+            }
+        }
+        self.expire_emptied_set().await;
+    }
+}
+
+/// Every walk agrees with the model, on both clients, with a plain lock, a
+/// multi-key lock, a permit, a read and a write on one name.
+#[test]
+fn mixed_kinds_on_one_name_do_what_the_model_does() {
+    lock_testkit::on_every_client(async |server, client| {
+        let locks = connect(server, client).await;
+        let kinds = [
+            Kind::Lock,
+            Kind::Multi,
+            Kind::Permit,
+            Kind::Read,
+            Kind::Write,
+        ];
+        let mixed = Mixed::new(&kinds);
+        // Hand-offs stay within a kind: each kind's own walks check them.
+        let bounds = Bounds {
+            clients: kinds.len() as u8,
+            hand_offs: false,
+            ..BOUNDS
+        };
+        let model = LeaseModel::new(mixed.clone(), bounds, FAULTS);
+        let (mut seen, mut crossed) = (Seen::default(), 0);
+        for seed in 0..WALKS {
+            let name = format!("mixed-{client}-{seed}");
+            let backend = locks.backend().as_ref();
+            let real = || Real::new(server, backend, &name);
+            let mut subject = MixedSubject {
+                mixed: mixed.clone(),
+                lock: LockSubject(real()),
+                permits: SemaphoreSubject {
+                    real: real(),
+                    semaphore: mixed.semaphore.clone(),
+                    handed_over: 0,
+                },
+                rw: RwSubject {
+                    real: real(),
+                    lock: mixed.rw.clone(),
+                    handed_over: 0,
+                },
+                other: LockKey::new("model:", &format!("{name}-other")).expect("key"),
+                crossed: 0,
+            };
+            let label = format!("the mix on {client}");
+            walk(&model, &mut subject, server, &label, seed, &mut seen).await;
+            crossed += subject.crossed;
+        }
+        seen.assert_everything(client, bounds);
+        assert!(
+            crossed > 0,
+            "{client}: no acquire found another kind's hold"
+        );
+    });
+}
