@@ -10,7 +10,7 @@
 
 use stateright::Property;
 
-use crate::line::Line;
+use crate::line::{Line, Tag};
 use crate::lock::{Hold, Lock, LockKeys, MUTEX};
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
@@ -67,7 +67,7 @@ impl FairLock {
         let Some((head, place)) = server.line.head(now) else {
             return;
         };
-        let Some(offer) = server.line.offer_of(head, place) else {
+        let Some(offer) = server.line.offer_of(head, place, Tag::Lock) else {
             return;
         };
         server.lock.counter += 1;
@@ -138,13 +138,13 @@ impl Protocol for FairLock {
                 // In line, offering this attempt.
                 server
                     .line
-                    .wait(client, attempt, 1, now, self.waiter_lease, ttl);
+                    .wait(client, attempt, Tag::Lock, now, self.waiter_lease, ttl);
                 Answer::Held
             }
             Op::Release { attempt } | Op::Cleanup { attempt } => {
                 if !FairLock::holds_attempt(server, client, attempt) {
                     // A lost attempt's offer is granted to nobody.
-                    server.line.void(client, attempt);
+                    server.line.void(client, attempt, Tag::Lock);
                     return Answer::NotHeld;
                 }
                 server.lock.hold = None;

@@ -36,7 +36,7 @@ pub use election::{
     PROCLAIMED,
 };
 pub use fair::{Defect as FairDefect, FairKeys, FairLock};
-pub use line::{Line, Offer};
+pub use line::{Line, Offer, Tag};
 pub use lock::{Defect as LockDefect, Hold, Lock, LockKeys, MUTEX};
 pub use mixed::{
     Defect as MixedDefect, Kind, Mixed, MixedKeys, KINDS_EXCLUDE, OTHER_NAME, PERMIT_SLOTS,

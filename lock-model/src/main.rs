@@ -63,6 +63,9 @@ struct Run {
     hand_offs: bool,
     /// What renewals a lease gets beside the bounds' one of its TTL.
     renewals: Renewals,
+    /// Whether only the full check makes this run: at the other levels the
+    /// models' tests cover it, so that the bounded run stays about a minute.
+    full_only: bool,
 }
 
 /// The renewals of a run's leases.
@@ -112,7 +115,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 23] = [
+const RUNS: [Run; 25] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -121,6 +124,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Lock,
@@ -130,6 +134,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: true,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Lock,
@@ -139,6 +144,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Lock,
@@ -148,6 +154,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::TwoTtls,
+        full_only: false,
     },
     Run {
         primitive: Primitive::FairLock,
@@ -157,6 +164,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::FairLock,
@@ -166,6 +174,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::Longer,
+        full_only: true,
     },
     Run {
         primitive: Primitive::FairLock,
@@ -175,6 +184,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Semaphore(2, &[1, 1]),
@@ -184,6 +194,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Semaphore(3, &[1, 2]),
@@ -193,6 +204,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: true,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     // Permits of 1 and 2 in a semaphore of 2, so that one waits for the
     // other: never two at once, so that example is not required.
@@ -204,6 +216,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::Semaphore(2, &[1, 2]),
@@ -213,6 +226,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false, false]),
@@ -222,6 +236,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false]),
@@ -231,6 +246,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: true,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     // A writer waits for a writer, or for a reader (one reader cannot
     // read beside another: that example is not required).
@@ -242,6 +258,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::RwHandingOver(&[true, false]),
@@ -251,6 +268,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::RwLock(&[true, false]),
@@ -260,6 +278,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Election,
@@ -269,6 +288,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Election,
@@ -278,6 +298,7 @@ const RUNS: [Run; 23] = [
         must_reach: false,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Lock, Kind::Write]),
@@ -287,6 +308,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Multi, Kind::Read]),
@@ -296,6 +318,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: false,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Permit, Kind::Write]),
@@ -305,6 +328,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Read, Kind::Permit]),
@@ -314,6 +338,7 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Lock, Kind::Multi]),
@@ -323,6 +348,29 @@ const RUNS: [Run; 23] = [
         must_reach: true,
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
+        full_only: true,
+    },
+    // A fair lock's waiter offers its attempt, but only a fair lock's
+    // release grants it, so the waiters' examples are not required.
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Fair, Kind::Write]),
+        name: "lost and delayed replies, pauses, crashes, give-ups",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: false,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+        full_only: false,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Fair]),
+        name: "lost and delayed replies, pauses, crashes, give-ups",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: false,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
 ];
 
@@ -376,9 +424,8 @@ fn bounds(primitive: Primitive, level: Level) -> Bounds {
             horizon: if level == Level::Full { 4 } else { 3 },
             ..bounds
         },
-        // Two kinds' keys make more states than one's: a tick less but at
-        // the full level.
-        (Primitive::Mixed(_), Level::Bounded) => Bounds {
+        // Two kinds' keys make more states than one's: a tick less.
+        (Primitive::Mixed(_), Level::Bounded | Level::Full) => Bounds {
             horizon: 4,
             ..bounds
         },
@@ -413,18 +460,8 @@ fn main() -> ExitCode {
     let picked = RUNS
         .iter()
         .filter(|run| only.is_none_or(|name| describe(run.primitive).contains(name)));
-    // Some runs are the full check's alone: at the other levels the models'
-    // tests cover them (longer extends, a fair semaphore, writers handed
-    // over), so that the bounded run stays about a minute.
-    let full_only = |run: &Run| {
-        run.renewals == Renewals::Longer
-            || matches!(
-                run.primitive,
-                Primitive::FairSemaphore(..) | Primitive::RwHandingOver(_)
-            )
-    };
     let picked: Vec<&Run> = picked
-        .filter(|run| level == Level::Full || !full_only(run))
+        .filter(|run| level == Level::Full || !run.full_only)
         .collect();
     if let (Some(name), true) = (only, picked.is_empty()) {
         let shown: String = name.chars().take(40).collect();

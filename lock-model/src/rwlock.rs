@@ -8,7 +8,7 @@
 
 use stateright::Property;
 
-use crate::line::Line;
+use crate::line::{Line, Tag};
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
 /// A defect to put back on purpose, to see that the checker finds it.
@@ -83,7 +83,7 @@ impl RwLock {
         let Some((head, place)) = server.line.head(now) else {
             return false;
         };
-        let Some(offer) = server.line.offer_of(head, place) else {
+        let Some(offer) = server.line.offer_of(head, place, Tag::Write) else {
             return false;
         };
         server.counter += 1;
@@ -241,7 +241,9 @@ impl Protocol for RwLock {
                 if blocked || head.is_some_and(|waiter| waiter != client) || waiting_writer {
                     if write && self.hands_over {
                         let lease = self.waiter_lease;
-                        server.line.wait(client, attempt, 1, now, lease, ttl);
+                        server
+                            .line
+                            .wait(client, attempt, Tag::Write, now, lease, ttl);
                     } else if write {
                         server.line.join(client, now, self.waiter_lease);
                     }
@@ -294,7 +296,7 @@ impl Protocol for RwLock {
                 // With writers in line: a lost attempt's offer is granted
                 // to nobody, and a release that may let one in hands over.
                 if !server.line.places.is_empty() {
-                    server.line.void(client, attempt);
+                    server.line.void(client, attempt, Tag::Write);
                     if wake {
                         self.hand_off(server, now);
                     }

@@ -8,7 +8,7 @@
 
 use stateright::Property;
 
-use crate::line::Line;
+use crate::line::{Line, Tag};
 use crate::model::{Answer, Grant, Lease, LeaseModel, Op, Protocol, State};
 
 /// A defect to put back on purpose, to see that the checker finds it.
@@ -98,7 +98,7 @@ impl Semaphore {
         }
         let mut used: u8 = server.permits.iter().map(|p| p.grant.weight).sum();
         while let Some((head, place)) = server.line.head(now) {
-            let Some(offer) = server.line.offer_of(head, place) else {
+            let Some(offer) = server.line.offer_of(head, place, Tag::Permits(1)) else {
                 break;
             };
             if used + offer.weight > self.limit && self.defect != Some(Defect::HandOffPastTheLimit)
@@ -226,7 +226,9 @@ impl Protocol for Semaphore {
                 let head = self.fair.and_then(|_| server.line.head(now));
                 if used + weight > self.limit || head.is_some_and(|(waiter, _)| waiter != client) {
                     if let Some(lease) = self.fair {
-                        server.line.wait(client, attempt, weight, now, lease, ttl);
+                        server
+                            .line
+                            .wait(client, attempt, Tag::Permits(weight), now, lease, ttl);
                     }
                     return Answer::Held;
                 }
@@ -275,7 +277,7 @@ impl Protocol for Semaphore {
                 // With someone in line: a lost attempt's offer is granted
                 // to nobody, and what the release freed goes to the line.
                 if self.fair.is_some() && !server.line.places.is_empty() {
-                    server.line.void(client, attempt);
+                    server.line.void(client, attempt, Tag::Permits(1));
                     if freed > 0 {
                         self.hand_off(server, now);
                     }

@@ -235,10 +235,15 @@ async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
     server
         .admin(&["HSET", "lock:{foreign-3}", "field", "value"])
         .expect("HSET");
+    // A type no kind of hold uses: foreign data, not another kind's hold.
+    server.admin(&["DEL", "lock:{foreign-5}"]).expect("DEL");
+    server
+        .admin(&["RPUSH", "lock:{foreign-5}", "value"])
+        .expect("RPUSH");
     // Two renewal intervals (300 ms each).
     tokio::time::sleep(Duration::from_millis(700)).await;
     for (index, guard) in guards.iter().enumerate() {
-        if index == 3 {
+        if index == 3 || index == 5 {
             assert!(
                 matches!(
                     guard.status(),

@@ -11,11 +11,13 @@
 --
 -- Reply: one integer per hold, in order: 1 when extended, 0 when the key is
 -- gone, holds another value or another kind's hold (shared/renew.lua's
--- `lock_value`). An error (READONLY from a demoted master, NOREPLICAS, OOM,
--- NOPERM) is the whole call's, as it would be for each extend: a failure to
--- retry, never a lease found taken. The holds renewed before it stay
--- renewed, which the caller's deadlines allow for (a failed renewal may
--- have run).
+-- `lock_value`), -1 when it holds a type no kind uses. One key of foreign
+-- data must not fail the renewals of the others, so the WRONGTYPE that
+-- lock/extend.lua raises is caught here; any other error (READONLY from a
+-- demoted master, NOREPLICAS, OOM, NOPERM) is the whole call's, as it would
+-- be for each extend: a failure to retry, never a lease found taken. The
+-- holds renewed before it stay renewed, which the caller's deadlines allow
+-- for (a failed renewal may have run).
 local stride = tonumber(ARGV[1])
 local replies = {}
 for i = 0, #KEYS / stride - 1 do
@@ -24,6 +26,21 @@ for i = 0, #KEYS / stride - 1 do
   if stride == 3 then
     holder = KEYS[base + 3]
   end
-  replies[i + 1] = renew(KEYS[base + 1], KEYS[base + 2], holder, ARGV[2 * i + 2], ARGV[2 * i + 3])
+  local ok, renewed = pcall(renew, KEYS[base + 1], KEYS[base + 2], holder,
+    ARGV[2 * i + 2], ARGV[2 * i + 3])
+  if ok then
+    replies[i + 1] = renewed
+  else
+    local message = renewed
+    if type(renewed) == 'table' then
+      message = renewed.err
+    end
+    message = tostring(message)
+    if string.find(message, 'WRONGTYPE', 1, true) then
+      replies[i + 1] = -1
+    else
+      return redis.error_reply(message)
+    end
+  end
 end
 return replies

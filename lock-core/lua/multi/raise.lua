@@ -21,7 +21,10 @@ if not (ARGV[1] and ARGV[2] and token and string.match(token, '^[1-9]%d*$') and 
   return redis.error_reply('ERR multi_raise: two values and a token expected')
 end
 for index = 1, #KEYS, 2 do
-  if redis.call('get', KEYS[index]) ~= ARGV[1] then
+  -- Another kind's hold of a member's name (a hash or a sorted set) is no
+  -- longer this hold; GET raises WRONGTYPE on a type no kind uses.
+  local kind = redis.call('type', KEYS[index])['ok']
+  if kind == 'hash' or kind == 'zset' or redis.call('get', KEYS[index]) ~= ARGV[1] then
     return 0
   end
   local counter = redis.call('get', KEYS[index + 1])

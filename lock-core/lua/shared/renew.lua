@@ -41,9 +41,12 @@ local function lock_value(key)
   if ok then
     return value
   end
-  local kind = redis.call('type', key)['ok']
-  if kind == 'hash' or kind == 'zset' then
-    return false
+  local message = tostring(type(value) == 'table' and value.err or value)
+  if string.find(message, 'WRONGTYPE', 1, true) then
+    local kind = redis.call('type', key)['ok']
+    if kind == 'hash' or kind == 'zset' then
+      return false
+    end
   end
   -- Unprotected, so that the error is the server's own, as Redis words it.
   return redis.call('get', key)

@@ -12,10 +12,10 @@ use super::lock::LockSubject;
 use super::{connect, Real, Subject, BOUNDS, FAULTS, TTL, WAITER_LEASE};
 
 /// The lock key and its counter, the line and the offers.
-struct FairSubject<'a> {
-    lock: LockSubject<'a>,
+pub(super) struct FairSubject<'a> {
+    pub(super) lock: LockSubject<'a>,
     /// Steps after which a release had granted a waiter on the server.
-    handed_over: u32,
+    pub(super) handed_over: u32,
 }
 
 impl<'a> FairSubject<'a> {

@@ -1,6 +1,7 @@
-//! Kinds mixed on one name against [`Mixed`]'s model: a plain lock, a
-//! multi-key lock of the name and another, a permit, a read and a write,
-//! one client each, every kind through its own scripts on the one name.
+//! Kinds mixed on one name against [`Mixed`]'s model: a plain lock, a fair
+//! lock, a multi-key lock of the name and another, a permit, a read and a
+//! write, one client each, every kind through its own scripts on the one
+//! name.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,22 +11,27 @@ use lock_core::strategy::KeyNames;
 use lock_core::AcquireOutcome;
 use lock_model::{Answer, Bounds, Grant, Kind, LeaseModel, Mixed, Op, OTHER_NAME, PERMIT_SLOTS};
 
+use super::fair::FairSubject;
 use super::lock::LockSubject;
 use super::rwlock::RwSubject;
 use super::semaphore::SemaphoreSubject;
-use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL, WALKS};
+use super::{connect, lease_set, walk, Real, Seen, Subject, BOUNDS, FAULTS, MARK, TTL};
 
 /// Each kind's subject on the one name, each with the holds of its kind's
-/// clients: the lock's with the plain and the multi-key lock's.
+/// clients (the fair lock's with the plain and the multi-key lock's, the
+/// lock key's), every client with one owner across them: the line is one.
 struct MixedSubject<'a> {
     mixed: Mixed,
-    lock: LockSubject<'a>,
+    fair: FairSubject<'a>,
     permits: SemaphoreSubject<'a>,
     rw: RwSubject<'a>,
     /// The multi-key lock's other name.
     other: LockKey,
-    /// Acquires that found the name held by another kind.
-    crossed: u32,
+    /// The kinds whose acquire found the name held by another kind, and
+    /// that kind's storage.
+    crossed: Vec<(Kind, Storage)>,
+    /// Renewals and releases that found the name held by another kind.
+    stale: u32,
 }
 
 /// Which kind's data the name's key holds now.
@@ -37,12 +43,23 @@ enum Storage {
     Rw,
 }
 
+impl Storage {
+    /// Where holds of `kind` live.
+    fn of(kind: Kind) -> Storage {
+        match kind {
+            Kind::Lock | Kind::Fair | Kind::Multi => Storage::Lock,
+            Kind::Permit => Storage::Permits,
+            Kind::Read | Kind::Write => Storage::Rw,
+        }
+    }
+}
+
 impl MixedSubject<'_> {
     /// The name's key's storage: a lock's string, or a sorted set of the
     /// permits' or the read-write lock's live holds (the hash naming its
     /// holds' entries tells them apart).
     fn storage(&self) -> Storage {
-        let real = &self.lock.0;
+        let real = &self.fair.lock.0;
         match real.admin(&["TYPE", real.key.redis_key()]).as_text() {
             Some("string") => Storage::Lock,
             Some("zset") => {
@@ -63,12 +80,16 @@ impl MixedSubject<'_> {
 
     /// The multi-key hold of `client`'s `attempt`: the other name first.
     fn multi(&mut self, client: u8, attempt: u8) -> distlock::backend::HoldToken {
-        let members: Arc<[LockKey]> = Arc::from(vec![self.other.clone(), self.lock.0.key.clone()]);
-        self.lock.0.hold(client, attempt, HoldKind::Multi(members))
+        let members: Arc<[LockKey]> =
+            Arc::from(vec![self.other.clone(), self.fair.lock.0.key.clone()]);
+        self.fair
+            .lock
+            .0
+            .hold(client, attempt, HoldKind::Multi(members))
     }
 
     async fn run_multi(&mut self, client: u8, op: Op) -> Answer {
-        let backend = self.lock.0.backend;
+        let backend = self.fair.lock.0.backend;
         let hold = self.multi(client, op.attempt());
         let HoldKind::Multi(members) = hold.kind().clone() else {
             unreachable!("a multi-key hold");
@@ -80,7 +101,8 @@ impl MixedSubject<'_> {
                 match backend.try_acquire(&first, &hold, TTL, &claim, None).await {
                     Ok(AcquireOutcome::Acquired(granted)) => {
                         let token = granted.fencing_token.expect("a token");
-                        self.lock
+                        self.fair
+                            .lock
                             .0
                             .holds
                             .insert((client, attempt), hold.granted(Some(token)));
@@ -97,18 +119,18 @@ impl MixedSubject<'_> {
     }
 
     fn other_text(&self) -> Option<String> {
-        self.lock.0.text(self.other.redis_key())
+        self.fair.lock.0.text(self.other.redis_key())
     }
 
     fn pttl(&self, key: &str) -> i64 {
-        let reply = self.lock.0.admin(&["PTTL", key]);
+        let reply = self.fair.lock.0.admin(&["PTTL", key]);
         reply.as_int().expect("PTTL")
     }
 
     /// Makes the name's sorted set and its companions expire when none of
     /// its holds is live, as they would with the last hold's deadline.
     async fn expire_emptied_set(&self) {
-        let real = &self.lock.0;
+        let real = &self.fair.lock.0;
         let key = real.key.redis_key();
         if real.admin(&["TYPE", key]).as_text() != Some("zset") || !lease_set::live(real).is_empty()
         {
@@ -137,7 +159,8 @@ impl Subject for MixedSubject<'_> {
         let kind = self.mixed.kind(client);
         let before = self.storage();
         let answer = match kind {
-            Kind::Lock => self.lock.run(client, op).await,
+            Kind::Lock => self.fair.lock.run(client, op).await,
+            Kind::Fair => self.fair.run(client, op).await,
             Kind::Multi => self.run_multi(client, op).await,
             Kind::Permit => match self.permits.run(client, op).await {
                 Answer::Granted(grant) => Answer::Granted(Grant {
@@ -148,16 +171,15 @@ impl Subject for MixedSubject<'_> {
             },
             Kind::Read | Kind::Write => self.rw.run(client, op).await,
         };
-        let own = match kind {
-            Kind::Lock | Kind::Multi => Storage::Lock,
-            Kind::Permit => Storage::Permits,
-            Kind::Read | Kind::Write => Storage::Rw,
-        };
-        if matches!(op, Op::Acquire { .. })
-            && answer == Answer::Held
-            && ![Storage::Free, own].contains(&before)
-        {
-            self.crossed += 1;
+        let other = ![Storage::Free, Storage::of(kind)].contains(&before);
+        match (op, answer) {
+            (Op::Acquire { .. }, Answer::Held) if other => self.crossed.push((kind, before)),
+            (Op::Extend { .. } | Op::Release { .. } | Op::Cleanup { .. }, Answer::NotHeld)
+                if other =>
+            {
+                self.stale += 1;
+            }
+            _ => {}
         }
         answer
     }
@@ -165,7 +187,7 @@ impl Subject for MixedSubject<'_> {
     fn holds(&self) -> Vec<(u8, u8, Grant)> {
         match self.storage() {
             Storage::Free => Vec::new(),
-            Storage::Lock => Subject::holds(&self.lock),
+            Storage::Lock => Subject::holds(&self.fair.lock),
             Storage::Permits => {
                 let mut holds = Subject::holds(&self.permits);
                 for (_, _, grant) in &mut holds {
@@ -178,43 +200,43 @@ impl Subject for MixedSubject<'_> {
     }
 
     fn counters(&self) -> Vec<(u8, u64)> {
-        let mut counters = self.lock.counters();
+        let mut counters = self.fair.lock.counters();
         counters.extend(
             self.permits
                 .counters()
                 .into_iter()
                 .map(|(slot, last)| (slot + PERMIT_SLOTS, last)),
         );
-        let other = self.lock.0.text(self.other.fence_key());
+        let other = self.fair.lock.0.text(self.other.fence_key());
         counters.extend(other.map(|text| (OTHER_NAME, text.parse().expect("a counter"))));
         counters
     }
 
     fn line(&self) -> Vec<u8> {
-        self.rw.line()
+        self.fair.line()
     }
 
     fn expire_places(&self, clients: &[u8]) {
-        self.rw.expire_places(clients);
+        self.fair.expire_places(clients);
     }
 
     fn mark(&self) {
         match self.storage() {
             Storage::Free => {}
-            Storage::Lock => self.lock.mark(),
+            Storage::Lock => self.fair.lock.mark(),
             Storage::Permits => self.permits.mark(),
             Storage::Rw => self.rw.mark(),
         }
         if self.pttl(self.other.redis_key()) > MARK {
             let key = self.other.redis_key();
-            self.lock.0.admin(&["PEXPIRE", key, &MARK.to_string()]);
+            self.fair.lock.0.admin(&["PEXPIRE", key, &MARK.to_string()]);
         }
     }
 
     fn left(&self) -> Vec<(u8, u8, i64)> {
         match self.storage() {
             Storage::Free => Vec::new(),
-            Storage::Lock => self.lock.left(),
+            Storage::Lock => self.fair.lock.left(),
             Storage::Permits => self.permits.left(),
             Storage::Rw => self.rw.left(),
         }
@@ -232,14 +254,14 @@ impl Subject for MixedSubject<'_> {
         let Some(other) = self.other_text() else {
             return Ok(());
         };
-        let name = self.lock.0.key.redis_key();
+        let name = self.fair.lock.0.key.redis_key();
         let (left, other_left) = (self.pttl(name), self.pttl(self.other.redis_key()));
-        if self.lock.0.text(name).as_deref() != Some(other.as_str())
+        if self.fair.lock.0.text(name).as_deref() != Some(other.as_str())
             || (left - other_left).abs() > 50
         {
             return Err(format!(
                 "the other name holds {other} for {other_left} ms, the name {:?} for {left} ms",
-                self.lock.0.text(name)
+                self.fair.lock.0.text(name)
             ));
         }
         Ok(())
@@ -248,9 +270,9 @@ impl Subject for MixedSubject<'_> {
     async fn expire(&self, holds: &[(u8, u8)]) {
         for &(client, attempt) in holds {
             match self.mixed.kind(client) {
-                Kind::Lock => self.lock.expire(&[(client, attempt)]).await,
+                Kind::Lock | Kind::Fair => self.fair.lock.expire(&[(client, attempt)]).await,
                 Kind::Multi => {
-                    let real = &self.lock.0;
+                    let real = &self.fair.lock.0;
                     for key in [real.key.redis_key(), self.other.redis_key()] {
                         real.admin(&["PEXPIRE", key, "1"]);
                         gone(real, key).await;
@@ -268,31 +290,45 @@ impl Subject for MixedSubject<'_> {
 /// multi-key lock, a permit, a read and a write on one name.
 #[test]
 fn mixed_kinds_on_one_name_do_what_the_model_does() {
+    use Kind::{Fair, Lock, Multi, Permit, Read, Write};
+    // Three clients a walk, so that kinds meet often: every pair of kinds
+    // is in one of these.
+    const TRIPLES: [[Kind; 3]; 7] = [
+        [Lock, Fair, Permit],
+        [Lock, Multi, Read],
+        [Lock, Write, Fair],
+        [Fair, Multi, Write],
+        [Fair, Read, Permit],
+        [Multi, Permit, Write],
+        [Read, Write, Multi],
+    ];
+    // Twelve walks a triple: each pair of kinds meets in a few.
+    const MIXED_WALKS: u64 = 12 * TRIPLES.len() as u64;
     lock_testkit::on_every_client(async |server, client| {
         let locks = connect(server, client).await;
-        let kinds = [
-            Kind::Lock,
-            Kind::Multi,
-            Kind::Permit,
-            Kind::Read,
-            Kind::Write,
-        ];
-        let mixed = Mixed::new(&kinds);
         // Hand-offs stay within a kind: each kind's own walks check them.
         let bounds = Bounds {
-            clients: kinds.len() as u8,
             hand_offs: false,
             ..BOUNDS
         };
-        let model = LeaseModel::new(mixed.clone(), bounds, FAULTS);
-        let (mut seen, mut crossed) = (Seen::default(), 0);
-        for seed in 0..WALKS {
+        let (mut seen, mut crossed, mut stale) = (Seen::default(), Vec::new(), 0);
+        for seed in 0..MIXED_WALKS {
+            let kinds = TRIPLES[seed as usize % TRIPLES.len()];
+            let mixed = Mixed::new(&kinds);
+            let model = LeaseModel::new(mixed.clone(), bounds, FAULTS);
             let name = format!("mixed-{client}-{seed}");
             let backend = locks.backend().as_ref();
-            let real = || Real::new(server, backend, &name);
+            let first = Real::new(server, backend, &name);
+            let real = || Real {
+                owners: first.owners.clone(),
+                ..Real::new(server, backend, &name)
+            };
             let mut subject = MixedSubject {
                 mixed: mixed.clone(),
-                lock: LockSubject(real()),
+                fair: FairSubject {
+                    lock: LockSubject(real()),
+                    handed_over: 0,
+                },
                 permits: SemaphoreSubject {
                     real: real(),
                     semaphore: mixed.semaphore.clone(),
@@ -304,16 +340,29 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
                     handed_over: 0,
                 },
                 other: LockKey::new("model:", &format!("{name}-other")).expect("key"),
-                crossed: 0,
+                crossed: Vec::new(),
+                stale: 0,
             };
-            let label = format!("the mix on {client}");
+            let label = format!("the mix of {kinds:?} on {client}");
             walk(&model, &mut subject, server, &label, seed, &mut seen).await;
-            crossed += subject.crossed;
+            crossed.extend(subject.crossed);
+            stale += subject.stale;
         }
         seen.assert_everything(client, bounds);
+        // Every kind found every other kind's storage in its way.
+        for kind in [Lock, Fair, Multi, Permit, Read, Write] {
+            for storage in [Storage::Lock, Storage::Permits, Storage::Rw] {
+                let met = crossed.contains(&(kind, storage));
+                assert!(
+                    met || storage == Storage::of(kind),
+                    "{client}: no {kind:?} acquire found {storage:?} in its way"
+                );
+            }
+        }
         assert!(
-            crossed > 0,
-            "{client}: no acquire found another kind's hold"
+            stale > 0,
+            "{client}: no renewal or release met another kind's hold"
         );
+        assert!(seen.lines > 0, "{client}: nobody waited in line");
     });
 }

@@ -154,6 +154,10 @@ impl SingleNodeBackend {
                     Err(err) => Err(err.clone()),
                 },
                 Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
+                Reply::Int(-1) => Err(LockError::Corrupted {
+                    key: renewal.key.redis_key().to_owned(),
+                    detail: "the lock key holds another type than a string".to_owned(),
+                }),
                 _ => Err(self.node.unexpected(script, &reply)),
             })
             .collect()

@@ -237,6 +237,44 @@ async fn a_replayed_attempt_takes_every_member(kind: ClientKind) {
     );
 }
 
+/// The last step of a hold taken slot by slot on a cluster,
+/// `multi/raise.lua`, over a member that another kind took meanwhile (the
+/// member expired between its slot and the raise): not held, so the
+/// attempt gives back what it took and waits, not corrupted data; a key of
+/// a type no kind uses is still foreign data.
+#[test]
+fn a_raise_over_another_kinds_hold_finds_it_not_held() {
+    let server = RedisServer::start().expect("start");
+    let raise = lock_core::strategy::scripts::multi::RAISE.source();
+    let value = "owner:0123456789abcdef";
+    for (kind, make) in [
+        ("zset", ["ZADD", "lock:{raised}", "1", "a"]),
+        ("hash", ["HSET", "lock:{raised}", "a", "1"]),
+        ("list", ["RPUSH", "lock:{raised}", "a", "b"]),
+    ] {
+        server.admin(&["DEL", "lock:{raised}"]).expect("DEL");
+        server.admin(&make).expect(kind);
+        let held = format!("{value}#5");
+        let reply = server
+            .admin(&[
+                "EVAL",
+                raise,
+                "2",
+                "lock:{raised}",
+                "lock:{raised}:fence",
+                &held,
+                value,
+                "7",
+            ])
+            .expect("EVAL");
+        match (kind, &reply) {
+            ("list", lock_testkit::AdminReply::Error(error)) if error.contains("WRONGTYPE") => {}
+            ("zset" | "hash", lock_testkit::AdminReply::Int(0)) => {}
+            _ => panic!("{kind}: {reply:?}"),
+        }
+    }
+}
+
 lock_testkit::client_tests!(
     all_or_nothing,
     one_token_above_every_members,
