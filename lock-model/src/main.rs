@@ -115,7 +115,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 25] = [
+const RUNS: [Run; 26] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -342,6 +342,16 @@ const RUNS: [Run; 25] = [
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Lock, Kind::Multi]),
+        name: "lost and delayed replies, pauses, crashes",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: true,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+        full_only: true,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::Reentrant, Kind::Read]),
         name: "lost and delayed replies, pauses, crashes",
         faults: Faults::SURVIVABLE,
         must_break: &[],

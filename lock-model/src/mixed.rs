@@ -31,6 +31,10 @@ pub enum Kind {
     Lock,
     /// A lock in fair mode, whose waiters share the line with writers.
     Fair,
+    /// A reentrant lock (the reentrant strategy's hash of owner to count),
+    /// each acquire by an owner of its own, as the engine's are unless
+    /// the caller names one: none re-enters here.
+    Reentrant,
     /// A multi-key lock of the name and another name of its own.
     Multi,
     /// A permit of the name's semaphore.
@@ -62,6 +66,10 @@ pub enum Defect {
     /// A fair acquire that looks at the lock key's string only, not at
     /// another kind's hold of the name (`EXISTS` in `fair/acquire.lua`).
     FairIgnoresOtherKinds,
+    /// A reentrant acquire that takes any key that is not another owner's
+    /// hash (`reentrant/acquire.lua` holds every other type for another
+    /// kind's hold).
+    ReentrantIgnoresOtherKinds,
     /// A write whose token comes from a counter of the read-write lock's
     /// own, not the name's one counter that a plain lock's grant raises.
     WriteCounterOfItsOwn,
@@ -129,12 +137,14 @@ impl Mixed {
     /// a sorted set of live permits, or one of live reads and writes.
     fn held_by_other(server: &MixedKeys, kind: Kind) -> bool {
         let string = server.name.hold.is_some();
+        let hash = server.hash.hold.is_some();
         let permits = !server.permits.permits.is_empty();
         let rw = !server.rw.holds.is_empty();
         match kind {
-            Kind::Lock | Kind::Fair | Kind::Multi => permits || rw,
-            Kind::Permit => string || rw,
-            Kind::Read | Kind::Write => string || permits,
+            Kind::Lock | Kind::Fair | Kind::Multi => hash || permits || rw,
+            Kind::Reentrant => string || permits || rw,
+            Kind::Permit => string || hash || rw,
+            Kind::Read | Kind::Write => string || hash || permits,
         }
     }
 
@@ -209,6 +219,8 @@ pub struct MixedKeys {
     pub name: LockKeys,
     /// The multi-key lock's other name's key and counter.
     pub other: LockKeys,
+    /// The name's key as a reentrant lock's hash (its counter is `name`'s).
+    pub hash: LockKeys,
     /// The semaphore's permits and slot counters.
     pub permits: SemaphoreKeys,
     /// The read-write lock's holds and line of writers; its counter is
@@ -226,6 +238,7 @@ impl Protocol for Mixed {
         MixedKeys {
             name: Lock::default().empty(),
             other: Lock::default().empty(),
+            hash: Lock::default().empty(),
             permits: self.semaphore.empty(),
             rw: self.rw.empty(),
         }
@@ -235,9 +248,10 @@ impl Protocol for Mixed {
         let lock = Lock::default();
         let name = lock.expire(&mut server.name, now);
         let other = lock.expire(&mut server.other, now);
+        let hash = lock.expire(&mut server.hash, now);
         let permits = self.semaphore.expire(&mut server.permits, now);
         let rw = self.rw.expire(&mut server.rw, now);
-        name || other || permits || rw
+        name || other || hash || permits || rw
     }
 
     fn run(
@@ -253,6 +267,26 @@ impl Protocol for Mixed {
         let acquire = matches!(op, Op::Acquire { .. });
         match kind {
             Kind::Multi => self.run_multi(server, now, ttl, client, op),
+            Kind::Reentrant => {
+                // `EXISTS`, then the key's type: any kind's hold is in the
+                // way, another owner's hash too.
+                let ignores = self.has(Defect::ReentrantIgnoresOtherKinds);
+                if acquire && !ignores && Mixed::held_by_other(server, kind) {
+                    return Answer::Held;
+                }
+                // The plain lock's steps on the hash, with the name's
+                // counter.
+                server.hash.counter = server.name.counter;
+                let was = server.hash.expires;
+                let answer = Lock::default().run(&mut server.hash, now, ttl, client, op, believed);
+                server.name.counter = server.hash.counter;
+                // A renewal never shortens the key: the outer holder of a
+                // re-entered lock trusts the TTL it set.
+                if answer == Answer::Extended {
+                    server.hash.expires = server.hash.expires.max(was);
+                }
+                answer
+            }
             Kind::Lock => {
                 // `EXISTS` on the key: any kind's hold is in the way.
                 if acquire && Mixed::held_by_other(server, kind) {
@@ -332,6 +366,7 @@ impl Protocol for Mixed {
         // A multi-key hold once, as its member the name shows it: its keys
         // are set, renewed and released together.
         let mut holds = Lock::default().holds(&server.name);
+        holds.extend(Lock::default().holds(&server.hash));
         holds.extend(self.semaphore.holds(&server.permits).into_iter().map(
             |(client, attempt, grant, expires)| {
                 let slot = grant.slot + PERMIT_SLOTS;
@@ -373,6 +408,10 @@ impl Protocol for Mixed {
     fn script(&self, client: u8, op: Op) -> String {
         match self.kind(client) {
             Kind::Lock => Lock::default().script(client, op),
+            Kind::Reentrant => Lock::default()
+                .script(client, op)
+                .replace("lock/acquire_token.lua", "reentrant/acquire.lua")
+                .replace("lock/", "reentrant/"),
             Kind::Fair => self.fair.script(client, op),
             Kind::Permit => self.semaphore.script(client, op),
             Kind::Read | Kind::Write => self.rw.script(client, op),
@@ -491,6 +530,18 @@ mod tests {
         let defect = Some(Defect::FairIgnoresOtherKinds);
         let found = found(
             &[Kind::Permit, Kind::Fair],
+            defect,
+            SMALL,
+            Faults::default(),
+        );
+        assert!(found.contains(&KINDS_EXCLUDE), "{found:?}");
+    }
+
+    #[test]
+    fn a_reentrant_acquire_beside_another_kind_is_found() {
+        let defect = Some(Defect::ReentrantIgnoresOtherKinds);
+        let found = found(
+            &[Kind::Write, Kind::Reentrant],
             defect,
             SMALL,
             Faults::default(),

@@ -629,7 +629,16 @@ async fn walk_waiters<'l, P: Protocol, S: Subject>(
 
 /// A backend of the single-node strategy on `server` through `client`.
 async fn connect(server: &RedisServer, client: ClientKind) -> distlock::LockManager {
-    let vars = lock_testkit::env::config_vars("single", [server], client, &[]);
+    connect_as("single", server, client).await
+}
+
+/// A backend of the `strategy` on `server` through `client`.
+async fn connect_as(
+    strategy: &str,
+    server: &RedisServer,
+    client: ClientKind,
+) -> distlock::LockManager {
+    let vars = lock_testkit::env::config_vars(strategy, [server], client, &[]);
     let config = distlock::Config::from_vars(vars).expect("config");
     distlock::connect(&config).await.expect("connect")
 }

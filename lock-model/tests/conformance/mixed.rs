@@ -1,12 +1,13 @@
 //! Kinds mixed on one name against [`Mixed`]'s model: a plain lock, a fair
-//! lock, a multi-key lock of the name and another, a permit, a read and a
-//! write, one client each, every kind through its own scripts on the one
-//! name.
+//! lock, a reentrant lock (through the reentrant strategy), a multi-key
+//! lock of the name and another, a permit, a read and a write, three kinds
+//! a walk, every kind through its own scripts on the one name.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use distlock::backend::{Claim, HoldKind, LockKey};
+use distlock::backend::{Claim, HoldKind, HoldToken, LockKey};
+use distlock::OwnerToken;
 use lock_core::strategy::KeyNames;
 use lock_core::AcquireOutcome;
 use lock_model::{Answer, Bounds, Grant, Kind, LeaseModel, Mixed, Op, OTHER_NAME, PERMIT_SLOTS};
@@ -25,6 +26,7 @@ struct MixedSubject<'a> {
     fair: FairSubject<'a>,
     permits: SemaphoreSubject<'a>,
     rw: RwSubject<'a>,
+    reentrant: ReentrantSubject<'a>,
     /// The multi-key lock's other name.
     other: LockKey,
     /// The kinds whose acquire found the name held by another kind, and
@@ -41,6 +43,8 @@ enum Storage {
     Lock,
     Permits,
     Rw,
+    /// A reentrant lock's hash.
+    Hash,
 }
 
 impl Storage {
@@ -48,6 +52,7 @@ impl Storage {
     fn of(kind: Kind) -> Storage {
         match kind {
             Kind::Lock | Kind::Fair | Kind::Multi => Storage::Lock,
+            Kind::Reentrant => Storage::Hash,
             Kind::Permit => Storage::Permits,
             Kind::Read | Kind::Write => Storage::Rw,
         }
@@ -62,6 +67,7 @@ impl MixedSubject<'_> {
         let real = &self.fair.lock.0;
         match real.admin(&["TYPE", real.key.redis_key()]).as_text() {
             Some("string") => Storage::Lock,
+            Some("hash") => Storage::Hash,
             Some("zset") => {
                 let live = lease_set::live(real);
                 let Some((id, _)) = live.first() else {
@@ -162,6 +168,7 @@ impl Subject for MixedSubject<'_> {
             Kind::Lock => self.fair.lock.run(client, op).await,
             Kind::Fair => self.fair.run(client, op).await,
             Kind::Multi => self.run_multi(client, op).await,
+            Kind::Reentrant => self.reentrant.run(client, op).await,
             Kind::Permit => match self.permits.run(client, op).await {
                 Answer::Granted(grant) => Answer::Granted(Grant {
                     slot: grant.slot + PERMIT_SLOTS,
@@ -196,6 +203,7 @@ impl Subject for MixedSubject<'_> {
                 holds
             }
             Storage::Rw => Subject::holds(&self.rw),
+            Storage::Hash => Subject::holds(&self.reentrant),
         }
     }
 
@@ -226,6 +234,7 @@ impl Subject for MixedSubject<'_> {
             Storage::Lock => self.fair.lock.mark(),
             Storage::Permits => self.permits.mark(),
             Storage::Rw => self.rw.mark(),
+            Storage::Hash => self.reentrant.mark(),
         }
         if self.pttl(self.other.redis_key()) > MARK {
             let key = self.other.redis_key();
@@ -239,6 +248,7 @@ impl Subject for MixedSubject<'_> {
             Storage::Lock => self.fair.lock.left(),
             Storage::Permits => self.permits.left(),
             Storage::Rw => self.rw.left(),
+            Storage::Hash => self.reentrant.left(),
         }
     }
 
@@ -247,7 +257,7 @@ impl Subject for MixedSubject<'_> {
     /// reads between).
     fn keys_outlive_holds(&self) -> Result<(), String> {
         match self.storage() {
-            Storage::Free | Storage::Lock => {}
+            Storage::Free | Storage::Lock | Storage::Hash => {}
             Storage::Permits => self.permits.keys_outlive_holds()?,
             Storage::Rw => self.rw.keys_outlive_holds()?,
         }
@@ -278,6 +288,7 @@ impl Subject for MixedSubject<'_> {
                         gone(real, key).await;
                     }
                 }
+                Kind::Reentrant => self.reentrant.expire(&[(client, attempt)]).await,
                 Kind::Permit => self.permits.expire(&[(client, attempt)]).await,
                 Kind::Read | Kind::Write => self.rw.expire(&[(client, attempt)]).await,
             }
@@ -290,10 +301,13 @@ impl Subject for MixedSubject<'_> {
 /// multi-key lock, a permit, a read and a write on one name.
 #[test]
 fn mixed_kinds_on_one_name_do_what_the_model_does() {
-    use Kind::{Fair, Lock, Multi, Permit, Read, Write};
+    use Kind::{Fair, Lock, Multi, Permit, Read, Reentrant, Write};
     // Three clients a walk, so that kinds meet often: every pair of kinds
     // is in one of these.
-    const TRIPLES: [[Kind; 3]; 7] = [
+    const TRIPLES: [[Kind; 3]; 10] = [
+        [Reentrant, Lock, Permit],
+        [Reentrant, Fair, Read],
+        [Reentrant, Multi, Write],
         [Lock, Fair, Permit],
         [Lock, Multi, Read],
         [Lock, Write, Fair],
@@ -302,10 +316,11 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
         [Multi, Permit, Write],
         [Read, Write, Multi],
     ];
-    // Twelve walks a triple: each pair of kinds meets in a few.
-    const MIXED_WALKS: u64 = 12 * TRIPLES.len() as u64;
+    // Ten walks a triple: each pair of kinds meets in a few.
+    const MIXED_WALKS: u64 = 10 * TRIPLES.len() as u64;
     lock_testkit::on_every_client(async |server, client| {
         let locks = connect(server, client).await;
+        let reentrant = super::connect_as("reentrant", server, client).await;
         // Hand-offs stay within a kind: each kind's own walks check them.
         let bounds = Bounds {
             hand_offs: false,
@@ -339,6 +354,10 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
                     lock: mixed.rw.clone(),
                     handed_over: 0,
                 },
+                reentrant: ReentrantSubject(Real {
+                    backend: reentrant.backend().as_ref(),
+                    ..real()
+                }),
                 other: LockKey::new("model:", &format!("{name}-other")).expect("key"),
                 crossed: Vec::new(),
                 stale: 0,
@@ -350,8 +369,8 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
         }
         seen.assert_everything(client, bounds);
         // Every kind found every other kind's storage in its way.
-        for kind in [Lock, Fair, Multi, Permit, Read, Write] {
-            for storage in [Storage::Lock, Storage::Permits, Storage::Rw] {
+        for kind in [Lock, Fair, Reentrant, Multi, Permit, Read, Write] {
+            for storage in [Storage::Lock, Storage::Hash, Storage::Permits, Storage::Rw] {
                 let met = crossed.contains(&(kind, storage));
                 assert!(
                     met || storage == Storage::of(kind),
@@ -365,4 +384,116 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
         );
         assert!(seen.lines > 0, "{client}: nobody waited in line");
     });
+}
+
+/// A reentrant lock's hash on the name, through the reentrant strategy's
+/// backend: each attempt by an owner of its own, as the engine's acquire
+/// makes one unless the caller names it.
+struct ReentrantSubject<'a>(Real<'a>);
+
+impl ReentrantSubject<'_> {
+    fn hold(&mut self, client: u8, attempt: u8) -> HoldToken {
+        let fresh = || {
+            let owner = OwnerToken::generate().expect("os rng");
+            HoldToken::new(owner).expect("os rng")
+        };
+        self.0
+            .holds
+            .entry((client, attempt))
+            .or_insert_with(fresh)
+            .clone()
+    }
+
+    fn is_hash(&self) -> bool {
+        let real = &self.0;
+        real.admin(&["TYPE", real.key.redis_key()]).as_text() == Some("hash")
+    }
+
+    fn pttl(&self) -> i64 {
+        let real = &self.0;
+        real.admin(&["PTTL", real.key.redis_key()])
+            .as_int()
+            .expect("PTTL")
+    }
+
+    /// The hash's one owner, as the walk's client and attempt.
+    fn holder(&self) -> Option<(u8, u8)> {
+        if !self.is_hash() {
+            return None;
+        }
+        let real = &self.0;
+        let fields = real.admin(&["HKEYS", real.key.redis_key()]).as_texts()?;
+        let [owner] = &fields[..] else {
+            panic!("a reentrant lock of one owner, not {fields:?}");
+        };
+        let (&found, _) = real
+            .holds
+            .iter()
+            .find(|(_, hold)| hold.expose_owner() == owner)
+            .expect("an owner of the walk's");
+        Some(found)
+    }
+}
+
+impl Subject for ReentrantSubject<'_> {
+    async fn run(&mut self, client: u8, op: Op) -> Answer {
+        let (backend, key) = (self.0.backend, self.0.key.clone());
+        let hold = self.hold(client, op.attempt());
+        match op {
+            Op::Acquire { attempt, .. } => {
+                match backend
+                    .try_acquire(&key, &hold, TTL, &Claim::LOCK, None)
+                    .await
+                {
+                    Ok(AcquireOutcome::Acquired(granted)) => {
+                        let token = granted.fencing_token.expect("a token");
+                        let held = hold.granted(Some(token));
+                        self.0.holds.insert((client, attempt), held);
+                        Answer::Granted(Grant::token(token.get()))
+                    }
+                    Ok(AcquireOutcome::Held { .. }) => Answer::Held,
+                    other => panic!("reentrant acquire: {other:?}"),
+                }
+            }
+            Op::Extend { .. } => super::renew(backend, &key, &hold, op).await,
+            Op::Release { .. } | Op::Cleanup { .. } => super::release(backend, &key, &hold).await,
+            other => panic!("the mix's model sends a reentrant lock no {other:?}"),
+        }
+    }
+
+    /// The hash's owner, with the name's counter: a first hold's token.
+    fn holds(&self) -> Vec<(u8, u8, Grant)> {
+        let Some((client, attempt)) = self.holder() else {
+            return Vec::new();
+        };
+        let counter = self.0.text(self.0.key.fence_key()).expect("a counter");
+        let token = counter.parse().expect("a token");
+        vec![(client, attempt, Grant::token(token))]
+    }
+
+    fn counters(&self) -> Vec<(u8, u64)> {
+        Vec::new()
+    }
+
+    fn mark(&self) {
+        if self.is_hash() && self.pttl() > MARK {
+            let real = &self.0;
+            real.admin(&["PEXPIRE", real.key.redis_key(), &MARK.to_string()]);
+        }
+    }
+
+    fn left(&self) -> Vec<(u8, u8, i64)> {
+        let left = self.pttl();
+        let holder = self.holder();
+        holder
+            .map(|(client, attempt)| (client, attempt, left))
+            .into_iter()
+            .collect()
+    }
+
+    async fn expire(&self, _: &[(u8, u8)]) {
+        let real = &self.0;
+        real.admin(&["PEXPIRE", real.key.redis_key(), "1"]);
+        gone(real, real.key.redis_key()).await;
+    }
 }
