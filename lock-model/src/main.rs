@@ -115,7 +115,7 @@ const RESTART: Faults = Faults {
     restarts: true,
 };
 
-const RUNS: [Run; 26] = [
+const RUNS: [Run; 27] = [
     Run {
         primitive: Primitive::Lock,
         name: "lost and delayed replies, pauses, crashes",
@@ -371,6 +371,16 @@ const RUNS: [Run; 26] = [
         hand_offs: false,
         renewals: Renewals::OfTheTtl,
         full_only: false,
+    },
+    Run {
+        primitive: Primitive::Mixed(&[Kind::FairPermit, Kind::Write]),
+        name: "lost and delayed replies, pauses, crashes, give-ups",
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: false,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+        full_only: true,
     },
     Run {
         primitive: Primitive::Mixed(&[Kind::Lock, Kind::Fair]),

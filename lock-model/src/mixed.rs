@@ -39,6 +39,10 @@ pub enum Kind {
     Multi,
     /// A permit of the name's semaphore.
     Permit,
+    /// A permit of the name's semaphore in fair mode, whose waiters share
+    /// the line with writers and fair locks (a mix has permits of one mode
+    /// or the other).
+    FairPermit,
     /// A read of the name's read-write lock.
     Read,
     /// A write of the name's read-write lock.
@@ -46,10 +50,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether holds of this kind are the semaphore's permits.
+    fn shares_permits(self) -> bool {
+        matches!(self, Kind::Permit | Kind::FairPermit)
+    }
+
     /// Whether two holds of this kind may be valid at once (within the
     /// kind's own rule: the semaphore's limit).
     fn shares(self) -> bool {
-        matches!(self, Kind::Permit | Kind::Read)
+        matches!(self, Kind::Permit | Kind::FairPermit | Kind::Read)
     }
 }
 
@@ -102,12 +111,24 @@ pub struct Mixed {
 
 impl Mixed {
     /// Clients taking `kinds` of one name, permits of weight 1 in a
-    /// semaphore of 2 (two of them may be held at once).
+    /// semaphore of 2 (two of them may be held at once), in fair mode if
+    /// `kinds` has [`Kind::FairPermit`] (then not [`Kind::Permit`]).
     pub fn new(kinds: &[Kind]) -> Self {
         let writers: Vec<bool> = kinds.iter().map(|&kind| kind == Kind::Write).collect();
+        let fair_permits = kinds.contains(&Kind::FairPermit);
+        assert!(
+            !(fair_permits && kinds.contains(&Kind::Permit)),
+            "permits of one mode a mix"
+        );
+        let semaphore = Semaphore::new(2, &[1]);
         Mixed {
             kinds: kinds.to_vec(),
-            semaphore: Semaphore::new(2, &[1]),
+            // Places a tick less than a lease, as the fair lock's.
+            semaphore: if fair_permits {
+                semaphore.in_fair_mode(2)
+            } else {
+                semaphore
+            },
             // Places last a lease: a write waiting behind another kind
             // keeps its place while it tries again.
             rw: RwLock::new(&writers, 3),
@@ -143,7 +164,7 @@ impl Mixed {
         match kind {
             Kind::Lock | Kind::Fair | Kind::Multi => hash || permits || rw,
             Kind::Reentrant => string || permits || rw,
-            Kind::Permit => string || hash || rw,
+            Kind::Permit | Kind::FairPermit => string || hash || rw,
             Kind::Read | Kind::Write => string || hash || permits,
         }
     }
@@ -322,20 +343,36 @@ impl Protocol for Mixed {
                 server.rw.line = keys.line;
                 answer
             }
-            Kind::Permit => {
+            Kind::Permit | Kind::FairPermit => {
                 // `sem_held_by_other`: nothing written, not even the
-                // expired permits dropped.
+                // expired permits dropped, but a fair waiter's place and
+                // offer, which no other kind's hand-off grants.
                 if acquire && Mixed::held_by_other(server, kind) {
+                    if let Some(lease) = self.semaphore.fair {
+                        let tag = Tag::Permits(self.semaphore.weight(client));
+                        let line = &mut server.rw.line;
+                        line.wait(client, op.attempt(), tag, now, lease, ttl);
+                    }
                     return Answer::Held;
+                }
+                // In fair mode on the line the kinds share.
+                let fair = self.semaphore.fair.is_some();
+                if fair {
+                    server.permits.line = std::mem::take(&mut server.rw.line);
                 }
                 let answer =
                     self.semaphore
                         .run(&mut server.permits, now, ttl, client, op, believed);
+                if fair {
+                    server.rw.line = std::mem::take(&mut server.permits.line);
+                }
+                let in_slots = |grant: Grant| Grant {
+                    slot: grant.slot + PERMIT_SLOTS,
+                    ..grant
+                };
                 match answer {
-                    Answer::Granted(grant) => Answer::Granted(Grant {
-                        slot: grant.slot + PERMIT_SLOTS,
-                        ..grant
-                    }),
+                    Answer::Granted(grant) => Answer::Granted(in_slots(grant)),
+                    Answer::TakenUp(grant) => Answer::TakenUp(in_slots(grant)),
                     other => other,
                 }
             }
@@ -402,7 +439,11 @@ impl Protocol for Mixed {
     /// A fair lock's waiters offer their attempts; writers here prefer
     /// readers, and make none.
     fn waiter_lease(&self, client: u8) -> Option<u64> {
-        (self.kind(client) == Kind::Fair).then_some(self.fair.waiter_lease)
+        match self.kind(client) {
+            Kind::Fair => Some(self.fair.waiter_lease),
+            Kind::FairPermit => self.semaphore.fair,
+            _ => None,
+        }
     }
 
     fn script(&self, client: u8, op: Op) -> String {
@@ -413,7 +454,7 @@ impl Protocol for Mixed {
                 .replace("lock/acquire_token.lua", "reentrant/acquire.lua")
                 .replace("lock/", "reentrant/"),
             Kind::Fair => self.fair.script(client, op),
-            Kind::Permit => self.semaphore.script(client, op),
+            Kind::Permit | Kind::FairPermit => self.semaphore.script(client, op),
             Kind::Read | Kind::Write => self.rw.script(client, op),
             Kind::Multi => match op {
                 Op::Acquire { attempt, .. } => format!("multi/acquire.lua (attempt {attempt})"),
@@ -450,7 +491,7 @@ impl Protocol for Mixed {
                 |model: &LeaseModel<Self>, state: &State<MixedKeys>| {
                     let permits = state
                         .believers()
-                        .filter(|&(client, _)| model.protocol.kind(client) == Kind::Permit);
+                        .filter(|&(client, _)| model.protocol.kind(client).shares_permits());
                     let weight: u8 = permits.map(|(_, lease)| lease.grant.weight).sum();
                     weight <= model.protocol.semaphore.limit
                 },
@@ -461,7 +502,7 @@ impl Protocol for Mixed {
                 |model: &LeaseModel<Self>, state: &State<MixedKeys>| {
                     let mut slots: Vec<u8> = state
                         .believers()
-                        .filter(|&(client, _)| model.protocol.kind(client) == Kind::Permit)
+                        .filter(|&(client, _)| model.protocol.kind(client).shares_permits())
                         .map(|(_, lease)| lease.grant.slot)
                         .collect();
                     let all = slots.len();

@@ -1,7 +1,8 @@
 //! Kinds mixed on one name against [`Mixed`]'s model: a plain lock, a fair
 //! lock, a reentrant lock (through the reentrant strategy), a multi-key
-//! lock of the name and another, a permit, a read and a write, three kinds
-//! a walk, every kind through its own scripts on the one name.
+//! lock of the name and another, a permit (of a semaphore in fair mode or
+//! not), a read and a write, three kinds a walk, every kind through its
+//! own scripts on the one name.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +54,7 @@ impl Storage {
         match kind {
             Kind::Lock | Kind::Fair | Kind::Multi => Storage::Lock,
             Kind::Reentrant => Storage::Hash,
-            Kind::Permit => Storage::Permits,
+            Kind::Permit | Kind::FairPermit => Storage::Permits,
             Kind::Read | Kind::Write => Storage::Rw,
         }
     }
@@ -169,13 +170,17 @@ impl Subject for MixedSubject<'_> {
             Kind::Fair => self.fair.run(client, op).await,
             Kind::Multi => self.run_multi(client, op).await,
             Kind::Reentrant => self.reentrant.run(client, op).await,
-            Kind::Permit => match self.permits.run(client, op).await {
-                Answer::Granted(grant) => Answer::Granted(Grant {
+            Kind::Permit | Kind::FairPermit => {
+                let in_slots = |grant: Grant| Grant {
                     slot: grant.slot + PERMIT_SLOTS,
                     ..grant
-                }),
-                other => other,
-            },
+                };
+                match self.permits.run(client, op).await {
+                    Answer::Granted(grant) => Answer::Granted(in_slots(grant)),
+                    Answer::TakenUp(grant) => Answer::TakenUp(in_slots(grant)),
+                    other => other,
+                }
+            }
             Kind::Read | Kind::Write => self.rw.run(client, op).await,
         };
         let other = ![Storage::Free, Storage::of(kind)].contains(&before);
@@ -289,7 +294,9 @@ impl Subject for MixedSubject<'_> {
                     }
                 }
                 Kind::Reentrant => self.reentrant.expire(&[(client, attempt)]).await,
-                Kind::Permit => self.permits.expire(&[(client, attempt)]).await,
+                Kind::Permit | Kind::FairPermit => {
+                    self.permits.expire(&[(client, attempt)]).await;
+                }
                 Kind::Read | Kind::Write => self.rw.expire(&[(client, attempt)]).await,
             }
         }
@@ -301,10 +308,13 @@ impl Subject for MixedSubject<'_> {
 /// multi-key lock, a permit, a read and a write on one name.
 #[test]
 fn mixed_kinds_on_one_name_do_what_the_model_does() {
-    use Kind::{Fair, Lock, Multi, Permit, Read, Reentrant, Write};
+    use Kind::{Fair, FairPermit, Lock, Multi, Permit, Read, Reentrant, Write};
     // Three clients a walk, so that kinds meet often: every pair of kinds
     // is in one of these.
-    const TRIPLES: [[Kind; 3]; 10] = [
+    const TRIPLES: [[Kind; 3]; 13] = [
+        [FairPermit, Lock, Write],
+        [FairPermit, Fair, Multi],
+        [FairPermit, Reentrant, Read],
         [Reentrant, Lock, Permit],
         [Reentrant, Fair, Read],
         [Reentrant, Multi, Write],
@@ -369,7 +379,9 @@ fn mixed_kinds_on_one_name_do_what_the_model_does() {
         }
         seen.assert_everything(client, bounds);
         // Every kind found every other kind's storage in its way.
-        for kind in [Lock, Fair, Reentrant, Multi, Permit, Read, Write] {
+        for kind in [
+            Lock, Fair, Reentrant, Multi, Permit, FairPermit, Read, Write,
+        ] {
             for storage in [Storage::Lock, Storage::Hash, Storage::Permits, Storage::Rw] {
                 let met = crossed.contains(&(kind, storage));
                 assert!(
