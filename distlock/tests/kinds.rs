@@ -406,6 +406,11 @@ fn a_token_of_a_lost_lease_beside_another_kind_is_not_the_owners() {
                 }
             }
         }
+        // Every kind hands off but the reentrant lock and the multi-key lock.
+        for kind in [Kind::Lock, Kind::Fair, Kind::Read, Kind::Write, Kind::Permit] {
+            let made = tokens.iter().any(|(first, ..)| *first == kind);
+            assert!(made, "{client}: no {kind:?} token");
+        }
         tokio::time::sleep(Duration::from_millis(400)).await;
         for (first, then, name, token) in tokens {
             let pair = format!("{client}: {first:?}, then {then:?}");

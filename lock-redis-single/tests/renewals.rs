@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use lock_core::strategy::clock_drift;
 use lock_core::{
-    AcquireOptions, ClientKind, LeaseStatus, LockConfig, LockError, LockGuard, LockManager,
-    LossReason,
+    AcquireOptions, ClientKind, ExtendOutcome, LeaseStatus, LockConfig, LockError, LockGuard,
+    LockKey, LockManager, LossReason, Renewal,
 };
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::taken;
@@ -223,9 +223,10 @@ async fn a_refused_batch_is_a_failure_not_a_loss(kind: ClientKind) {
     drop(guards);
 }
 
-/// In one batch, a lock key overwritten with foreign data (a hash) fails
-/// that lease's renewal alone: it is reported lost as not held, and the
-/// leases renewed beside it are kept.
+/// In one batch, a lock key overwritten with another kind's hold (a hash)
+/// or with foreign data (a list) fails that lease's renewal alone: each is
+/// reported lost as not held, and the leases renewed beside them are kept.
+/// Through the backend, the hash is not held and the list corrupted.
 async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
     const LEASES: usize = 8;
     let server = RedisServer::start().expect("start");
@@ -260,6 +261,29 @@ async fn foreign_data_fails_only_its_own_renewal(kind: ClientKind) {
         }
     }
     drop(guards);
+    // The batch's replies themselves, one per renewal.
+    let key = |name: &str| LockKey::new("lock:", name).expect("key");
+    let owner = lock_core::OwnerToken::generate().expect("os rng");
+    let hold = lock_core::HoldToken::new(owner).expect("os rng");
+    let (hash, list, free) = (key("foreign-3"), key("foreign-5"), key("foreign-free"));
+    let ttl = Duration::from_secs(5);
+    let renewals = [
+        Renewal::new(&hash, &hold, ttl),
+        Renewal::new(&list, &hold, ttl),
+        Renewal::new(&free, &hold, ttl),
+    ];
+    let outcomes = locks.backend().extend_many(&renewals).await;
+    assert!(
+        matches!(
+            &outcomes[..],
+            [
+                Ok(ExtendOutcome::NotHeld),
+                Err(LockError::Corrupted { .. }),
+                Ok(ExtendOutcome::NotHeld)
+            ]
+        ),
+        "{kind:?}: {outcomes:?}"
+    );
 }
 
 /// Takes and gives back one lease: the first acquire may start the

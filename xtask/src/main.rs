@@ -48,10 +48,10 @@ const USAGE: &str =
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   model  the primitives' protocol models (lock, semaphore, each also fair, read-write lock,
-         election) checked exhaustively to their bounds: every property the docs
-         promise, the states explored and the time (minutes) [--quick: seconds |
-         --bounded: about a minute] [PRIMITIVE: the runs whose primitive's name
-         contains it, such as fair]
+         election, kinds mixed on one name) checked exhaustively to their bounds:
+         every property the docs promise, the states explored and the time
+         (minutes) [--quick: seconds | --bounded: about a minute] [PRIMITIVE: the
+         runs whose primitive's name contains it, such as fair or mix]
   package  `cargo package` of the published crates (no upload), then a scratch crate
          with the README's examples and a program that takes a lock, built and run
          against them without the command's crates, and the packaged `distlock-cli`

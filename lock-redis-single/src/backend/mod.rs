@@ -156,7 +156,7 @@ impl SingleNodeBackend {
                 Reply::Int(0) => Ok(ExtendOutcome::NotHeld),
                 Reply::Int(-1) => Err(LockError::Corrupted {
                     key: renewal.key.redis_key().to_owned(),
-                    detail: "the lock key holds another type than a string".to_owned(),
+                    detail: "the lock key holds a type no kind of hold uses".to_owned(),
                 }),
                 _ => Err(self.node.unexpected(script, &reply)),
             })
