@@ -174,28 +174,36 @@ impl Subject for LockSubject<'_> {
     }
 }
 
-/// Every walk agrees with the model, on both clients.
+/// Every walk agrees with the model, on both clients: through the
+/// default grant (`lock/acquire_token.lua`), and with holder information
+/// through the grant with options (`lock/acquire.lua`, which also writes
+/// the holder's hash beside the lock).
 #[test]
 fn the_lock_scripts_do_what_the_model_does() {
     lock_testkit::on_every_client(async |server, client| {
-        let locks = connect(server, client).await;
-        let model = LeaseModel::new(Lock::default(), BOUNDS, FAULTS);
-        let mut seen = Seen::default();
-        for seed in 0..WALKS {
-            let name = format!("lock-{client}-{seed}");
-            let real = Real::new(server, locks.backend().as_ref(), &name);
-            let label = format!("the lock on {client}");
-            walk(
-                &model,
-                &mut LockSubject(real),
-                server,
-                &label,
-                seed,
-                &mut seen,
-            )
-            .await;
+        for (grant, extra) in [
+            ("default", &[][..]),
+            ("holder", &[("DISTLOCK_HOLDER_INFO", "true")][..]),
+        ] {
+            let locks = super::connect_with("single", server, client, extra).await;
+            let model = LeaseModel::new(Lock::default(), BOUNDS, FAULTS);
+            let mut seen = Seen::default();
+            for seed in 0..WALKS {
+                let name = format!("lock-{grant}-{client}-{seed}");
+                let real = Real::new(server, locks.backend().as_ref(), &name);
+                let label = format!("the lock ({grant} grant) on {client}");
+                walk(
+                    &model,
+                    &mut LockSubject(real),
+                    server,
+                    &label,
+                    seed,
+                    &mut seen,
+                )
+                .await;
+            }
+            seen.assert_everything(client, BOUNDS);
         }
-        seen.assert_everything(client, BOUNDS);
     });
 }
 

@@ -638,7 +638,18 @@ async fn connect_as(
     server: &RedisServer,
     client: ClientKind,
 ) -> distlock::LockManager {
-    let vars = lock_testkit::env::config_vars(strategy, [server], client, &[]);
+    connect_with(strategy, server, client, &[]).await
+}
+
+/// A backend of the `strategy` on `server` through `client`, with the
+/// config's `extra` variables.
+async fn connect_with(
+    strategy: &str,
+    server: &RedisServer,
+    client: ClientKind,
+    extra: &[(&str, &str)],
+) -> distlock::LockManager {
+    let vars = lock_testkit::env::config_vars(strategy, [server], client, extra);
     let config = distlock::Config::from_vars(vars).expect("config");
     distlock::connect(&config).await.expect("connect")
 }
