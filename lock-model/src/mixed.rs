@@ -271,6 +271,11 @@ impl Protocol for Mixed {
         let other = lock.expire(&mut server.other, now);
         let hash = lock.expire(&mut server.hash, now);
         let permits = self.semaphore.expire(&mut server.permits, now);
+        // The sorted set lives as long as its last live hold: with it gone,
+        // so are the expired permits a fair release would count as freed.
+        if server.permits.permits.is_empty() {
+            server.permits.expired = 0;
+        }
         let rw = self.rw.expire(&mut server.rw, now);
         name || other || hash || permits || rw
     }
@@ -347,13 +352,28 @@ impl Protocol for Mixed {
                 // `sem_held_by_other`: nothing written, not even the
                 // expired permits dropped, but a fair waiter's place and
                 // offer, which no other kind's hand-off grants.
-                if acquire && Mixed::held_by_other(server, kind) {
-                    if let Some(lease) = self.semaphore.fair {
-                        let tag = Tag::Permits(self.semaphore.weight(client));
-                        let line = &mut server.rw.line;
-                        line.wait(client, op.attempt(), tag, now, lease, ttl);
-                    }
-                    return Answer::Held;
+                if Mixed::held_by_other(server, kind) {
+                    let line = &mut server.rw.line;
+                    return match (op, self.semaphore.fair) {
+                        (Op::Acquire { attempt, .. }, Some(lease)) => {
+                            let tag = Tag::Permits(self.semaphore.weight(client));
+                            line.wait(client, attempt, tag, now, lease, ttl);
+                            Answer::Held
+                        }
+                        (Op::Acquire { .. }, None) => Answer::Held,
+                        // `sem_open`: not held, and nothing dropped or
+                        // handed off, but an offer naming the attempt.
+                        (Op::Release { attempt } | Op::Cleanup { attempt }, _) => {
+                            line.void(client, attempt, Tag::Permits(1));
+                            Answer::NotHeld
+                        }
+                        // `sem_leave_beside_other`: the place and its offer.
+                        (Op::GiveUp { .. }, _) => {
+                            line.take(client);
+                            Answer::Left
+                        }
+                        _ => Answer::NotHeld,
+                    };
                 }
                 // In fair mode on the line the kinds share.
                 let fair = self.semaphore.fair.is_some();
@@ -377,14 +397,25 @@ impl Protocol for Mixed {
                 }
             }
             Kind::Read | Kind::Write => {
-                let ignores = self.has(Defect::RwIgnoresOtherKinds);
-                if acquire && !ignores && Mixed::held_by_other(server, kind) {
-                    // In the way as a writer is: a write joins the line of
-                    // writers (without an offer), a read does not.
-                    if kind == Kind::Write {
-                        server.rw.line.join(client, now, self.rw.waiter_lease);
-                    }
-                    return Answer::Held;
+                let ignores = acquire && self.has(Defect::RwIgnoresOtherKinds);
+                if !ignores && Mixed::held_by_other(server, kind) {
+                    return match op {
+                        // In the way as a writer is: a write joins the line
+                        // of writers (without an offer), a read does not.
+                        Op::Acquire { .. } => {
+                            if kind == Kind::Write {
+                                server.rw.line.join(client, now, self.rw.waiter_lease);
+                            }
+                            Answer::Held
+                        }
+                        // Not held, nothing of it written; writers here
+                        // make no offers to drop.
+                        Op::GiveUp { .. } => {
+                            server.rw.line.take(client);
+                            Answer::Left
+                        }
+                        _ => Answer::NotHeld,
+                    };
                 }
                 let own_counter = self.has(Defect::WriteCounterOfItsOwn);
                 if !own_counter {
@@ -557,6 +588,27 @@ mod tests {
             let found = found(&pair, None, Bounds::QUICK, Faults::SURVIVABLE);
             assert_eq!(found, vec![CLEANUP, EVERY], "{pair:?}: only the examples");
         }
+    }
+
+    /// A fair permit's release whose reply was lost runs after a write
+    /// took the name and the waiter queued again: it finds another kind's
+    /// hold, so it hands nothing off (`sem_open`), nor counts the permits
+    /// that expired with their sorted set as freed. The model first did
+    /// both, and the checker found a permit granted beside the write.
+    #[test]
+    fn a_stale_fair_release_beside_a_write_hands_nothing_off() {
+        let bounds = Bounds {
+            failures: 1,
+            renewals: 0,
+            horizon: 3,
+            ..SMALL
+        };
+        let faults = Faults {
+            lost_replies: true,
+            ..Faults::default()
+        };
+        let found = found(&[Kind::FairPermit, Kind::Write], None, bounds, faults);
+        assert!(!found.contains(&KINDS_EXCLUDE), "{found:?}");
     }
 
     #[test]
