@@ -407,7 +407,13 @@ fn a_token_of_a_lost_lease_beside_another_kind_is_not_the_owners() {
             }
         }
         // Every kind hands off but the reentrant lock and the multi-key lock.
-        for kind in [Kind::Lock, Kind::Fair, Kind::Read, Kind::Write, Kind::Permit] {
+        for kind in [
+            Kind::Lock,
+            Kind::Fair,
+            Kind::Read,
+            Kind::Write,
+            Kind::Permit,
+        ] {
             let made = tokens.iter().any(|(first, ..)| *first == kind);
             assert!(made, "{client}: no {kind:?} token");
         }
