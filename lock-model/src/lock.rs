@@ -214,23 +214,8 @@ mod tests {
         discoveries, Bounds, ClientDefect, Faults, AGREES, CLEANUP, EVERY, RESUMED, TOKENS,
     };
 
-    /// Bounds where each defect shows without faults: two clients, two
-    /// acquires each, a TTL of two ticks, four ticks.
-    const SMALL: Bounds = Bounds {
-        clients: 2,
-        ttl: 2,
-        drift: 0,
-        horizon: 4,
-        attempts: 2,
-        failures: 0,
-        renewals: 1,
-        hand_offs: false,
-        short_extends: false,
-        long_extends: false,
-    };
-
     fn with(defect: Defect) -> LeaseModel<Lock> {
-        LeaseModel::new(Lock::with_defect(defect), SMALL, Faults::default())
+        LeaseModel::new(Lock::with_defect(defect), Bounds::SMALL, Faults::default())
     }
 
     #[test]
@@ -249,7 +234,7 @@ mod tests {
             restarts: true,
             ..Faults::default()
         };
-        let found = discoveries(LeaseModel::new(Lock::default(), SMALL, faults));
+        let found = discoveries(LeaseModel::new(Lock::default(), Bounds::SMALL, faults));
         for property in [MUTEX, AGREES, TOKENS] {
             assert!(found.contains(&property), "{property}: {found:?}");
         }
@@ -262,7 +247,7 @@ mod tests {
 
     #[test]
     fn a_deadline_from_the_reply_is_found() {
-        let model = LeaseModel::new(Lock::default(), SMALL, Faults::default());
+        let model = LeaseModel::new(Lock::default(), Bounds::SMALL, Faults::default());
         assert!(
             discoveries(model.with_client_defect(ClientDefect::DeadlineFromReply)).contains(&MUTEX)
         );
@@ -325,7 +310,7 @@ mod tests {
     fn a_take_over_that_ignores_the_claim_is_found() {
         let bounds = Bounds {
             hand_offs: true,
-            ..SMALL
+            ..Bounds::SMALL
         };
         let found = discoveries(LeaseModel::new(Lock::default(), bounds, Faults::default()));
         assert_eq!(found, vec![RESUMED, EVERY], "the take-over as it is");
@@ -338,7 +323,7 @@ mod tests {
 
     #[test]
     fn a_counterexample_prints_as_script_calls() {
-        let model = LeaseModel::new(Lock::default(), SMALL, Faults::default())
+        let model = LeaseModel::new(Lock::default(), Bounds::SMALL, Faults::default())
             .with_client_defect(ClientDefect::DeadlineFromReply);
         let checker = model.clone().checker().spawn_bfs().join();
         let path = checker.discovery(MUTEX).expect("a counterexample");

@@ -300,99 +300,44 @@ const RUNS: [Run; 27] = [
         renewals: Renewals::OfTheTtl,
         full_only: false,
     },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Write]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: false,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Multi, Kind::Read]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: false,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Permit, Kind::Write]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Read, Kind::Permit]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Multi]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Reentrant, Kind::Read]),
-        name: "lost and delayed replies, pauses, crashes",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: true,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
-    // A fair lock's waiter offers its attempt, but only a fair lock's
-    // release grants it, so the waiters' examples are not required.
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Fair, Kind::Write]),
-        name: "lost and delayed replies, pauses, crashes, give-ups",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: false,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: false,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::FairPermit, Kind::Write]),
-        name: "lost and delayed replies, pauses, crashes, give-ups",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: false,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
-    Run {
-        primitive: Primitive::Mixed(&[Kind::Lock, Kind::Fair]),
-        name: "lost and delayed replies, pauses, crashes, give-ups",
-        faults: Faults::SURVIVABLE,
-        must_break: &[],
-        must_reach: false,
-        hand_offs: false,
-        renewals: Renewals::OfTheTtl,
-        full_only: true,
-    },
+    // The kinds mixed on one name, two at a time (a fair lock's or a fair
+    // permit's waiter offers its attempt, but only a release of its own
+    // kind grants it, so the waiters' examples are not required there).
+    mix(&[Kind::Lock, Kind::Write], false),
+    mix(&[Kind::Multi, Kind::Read], false),
+    mix(&[Kind::Permit, Kind::Write], true),
+    mix(&[Kind::Read, Kind::Permit], true),
+    mix(&[Kind::Lock, Kind::Multi], true),
+    mix(&[Kind::Reentrant, Kind::Read], true),
+    mix(&[Kind::Fair, Kind::Write], false),
+    mix(&[Kind::FairPermit, Kind::Write], true),
+    mix(&[Kind::Lock, Kind::Fair], true),
 ];
+
+/// The run of `kinds` mixed on one name under every survivable fault,
+/// the full check's alone if `full_only`.
+const fn mix(kinds: &'static [Kind], full_only: bool) -> Run {
+    let mut waits = false;
+    let mut at = 0;
+    while at < kinds.len() {
+        waits |= matches!(kinds[at], Kind::Fair | Kind::FairPermit);
+        at += 1;
+    }
+    Run {
+        primitive: Primitive::Mixed(kinds),
+        name: if waits {
+            "lost and delayed replies, pauses, crashes, give-ups"
+        } else {
+            "lost and delayed replies, pauses, crashes"
+        },
+        faults: Faults::SURVIVABLE,
+        must_break: &[],
+        must_reach: !waits,
+        hand_offs: false,
+        renewals: Renewals::OfTheTtl,
+        full_only,
+    }
+}
 
 /// The bounds of `primitive` at `level`.
 fn bounds(primitive: Primitive, level: Level) -> Bounds {

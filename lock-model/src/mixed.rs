@@ -554,20 +554,6 @@ mod tests {
     use super::*;
     use crate::model::{discoveries, Bounds, Faults, CLEANUP, EVERY, TOKENS};
 
-    /// Two clients, two acquires each, a TTL of two ticks, four ticks.
-    const SMALL: Bounds = Bounds {
-        clients: 2,
-        ttl: 2,
-        drift: 0,
-        horizon: 4,
-        attempts: 2,
-        failures: 0,
-        renewals: 1,
-        hand_offs: false,
-        short_extends: false,
-        long_extends: false,
-    };
-
     fn found(
         kinds: &[Kind],
         defect: Option<Defect>,
@@ -601,7 +587,7 @@ mod tests {
             failures: 1,
             renewals: 0,
             horizon: 3,
-            ..SMALL
+            ..Bounds::SMALL
         };
         let faults = Faults {
             lost_replies: true,
@@ -614,7 +600,12 @@ mod tests {
     #[test]
     fn a_read_beside_another_kind_is_found() {
         let defect = Some(Defect::RwIgnoresOtherKinds);
-        let found = found(&[Kind::Lock, Kind::Read], defect, SMALL, Faults::default());
+        let found = found(
+            &[Kind::Lock, Kind::Read],
+            defect,
+            Bounds::SMALL,
+            Faults::default(),
+        );
         assert!(found.contains(&KINDS_EXCLUDE), "{found:?}");
     }
 
@@ -624,7 +615,7 @@ mod tests {
         let found = found(
             &[Kind::Permit, Kind::Fair],
             defect,
-            SMALL,
+            Bounds::SMALL,
             Faults::default(),
         );
         assert!(found.contains(&KINDS_EXCLUDE), "{found:?}");
@@ -636,7 +627,7 @@ mod tests {
         let found = found(
             &[Kind::Write, Kind::Reentrant],
             defect,
-            SMALL,
+            Bounds::SMALL,
             Faults::default(),
         );
         assert!(found.contains(&KINDS_EXCLUDE), "{found:?}");
@@ -645,14 +636,24 @@ mod tests {
     #[test]
     fn a_multi_key_token_from_one_member_is_found() {
         let defect = Some(Defect::MultiTokenFromFirstMember);
-        let found = found(&[Kind::Lock, Kind::Multi], defect, SMALL, Faults::default());
+        let found = found(
+            &[Kind::Lock, Kind::Multi],
+            defect,
+            Bounds::SMALL,
+            Faults::default(),
+        );
         assert!(found.contains(&TOKENS), "{found:?}");
     }
 
     #[test]
     fn a_write_counter_apart_from_the_locks_is_found() {
         let defect = Some(Defect::WriteCounterOfItsOwn);
-        let found = found(&[Kind::Lock, Kind::Write], defect, SMALL, Faults::default());
+        let found = found(
+            &[Kind::Lock, Kind::Write],
+            defect,
+            Bounds::SMALL,
+            Faults::default(),
+        );
         assert!(found.contains(&TOKENS), "{found:?}");
     }
 }

@@ -135,6 +135,22 @@ impl Bounds {
         long_extends: false,
     };
 
+    /// The bounds where the tests of reintroduced defects find each one
+    /// without faults: two clients, two acquires each, a TTL of two ticks,
+    /// four ticks, one renewal a lease.
+    pub const SMALL: Bounds = Bounds {
+        clients: 2,
+        ttl: 2,
+        drift: 0,
+        horizon: 4,
+        attempts: 2,
+        failures: 0,
+        renewals: 1,
+        hand_offs: false,
+        short_extends: false,
+        long_extends: false,
+    };
+
     /// Small bounds for a quick run and for the tests of reintroduced
     /// defects: two clients, a TTL of two ticks, four ticks, one acquire
     /// each, one failed call, one renewal a lease.

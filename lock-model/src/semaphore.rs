@@ -402,20 +402,6 @@ mod tests {
         TAKEN_UP, TOKENS,
     };
 
-    /// Two clients, two acquires each, a TTL of two ticks, four ticks.
-    const SMALL: Bounds = Bounds {
-        clients: 2,
-        ttl: 2,
-        drift: 0,
-        horizon: 4,
-        attempts: 2,
-        failures: 0,
-        renewals: 1,
-        hand_offs: false,
-        short_extends: false,
-        long_extends: false,
-    };
-
     #[test]
     fn the_semaphore_keeps_its_promises_under_every_survivable_fault() {
         let semaphore = Semaphore::new(2, &[1, 1]);
@@ -435,7 +421,7 @@ mod tests {
     fn weights_and_hand_offs_keep_the_promises() {
         let bounds = Bounds {
             hand_offs: true,
-            ..SMALL
+            ..Bounds::SMALL
         };
         let semaphore = Semaphore::new(2, &[1, 2]);
         let found = discoveries(LeaseModel::new(semaphore, bounds, Faults::default()));
@@ -454,7 +440,11 @@ mod tests {
             restarts: true,
             ..Faults::default()
         };
-        let found = discoveries(LeaseModel::new(Semaphore::new(1, &[1]), SMALL, faults));
+        let found = discoveries(LeaseModel::new(
+            Semaphore::new(1, &[1]),
+            Bounds::SMALL,
+            faults,
+        ));
         for property in [WITHIN_LIMIT, OWN_SLOTS, AGREES, TOKENS] {
             assert!(found.contains(&property), "{property}: {found:?}");
         }
@@ -463,14 +453,14 @@ mod tests {
     #[test]
     fn a_slot_by_count_is_found() {
         let semaphore = Semaphore::new(2, &[1, 1]).with_defect(Defect::SlotByCount);
-        let found = discoveries(LeaseModel::new(semaphore, SMALL, Faults::default()));
+        let found = discoveries(LeaseModel::new(semaphore, Bounds::SMALL, Faults::default()));
         assert!(found.contains(&OWN_SLOTS), "{found:?}");
     }
 
     #[test]
     fn counting_permits_for_weights_is_found() {
         let semaphore = Semaphore::new(2, &[1, 2]).with_defect(Defect::CountsPermits);
-        let found = discoveries(LeaseModel::new(semaphore, SMALL, Faults::default()));
+        let found = discoveries(LeaseModel::new(semaphore, Bounds::SMALL, Faults::default()));
         assert!(found.contains(&WITHIN_LIMIT), "{found:?}");
     }
 
@@ -482,7 +472,7 @@ mod tests {
             horizon: 3,
             failures: 1,
             renewals: 0,
-            ..SMALL
+            ..Bounds::SMALL
         };
         let semaphore = Semaphore::new(2, &[1, 2]).in_fair_mode(1);
         discoveries(LeaseModel::new(semaphore, bounds, faults))
@@ -512,7 +502,7 @@ mod tests {
             horizon: 2,
             attempts: 1,
             renewals: 0,
-            ..SMALL
+            ..Bounds::SMALL
         };
         let semaphore = Semaphore::new(2, &[1, 2, 1])
             .in_fair_mode(1)

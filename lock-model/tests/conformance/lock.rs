@@ -215,21 +215,6 @@ fn counterexample(model: &LeaseModel<Lock>) -> Vec<lock_model::Action> {
     path.into_actions()
 }
 
-/// Two clients, two acquires each, a TTL of two ticks, four ticks: where
-/// the lock model's tests find each defect.
-const SMALL: Bounds = Bounds {
-    clients: 2,
-    ttl: 2,
-    drift: 0,
-    horizon: 4,
-    attempts: 2,
-    failures: 0,
-    renewals: 1,
-    hand_offs: false,
-    short_extends: false,
-    long_extends: false,
-};
-
 /// A counterexample replays on a real server: one found with a client
 /// that counts its lease from the reply runs step by step through the
 /// real scripts, which answer as the model's (the defect is the client's,
@@ -241,7 +226,7 @@ fn a_counterexample_replays_on_the_real_scripts() {
     lock_testkit::on_every_client(async |server, client| {
         let locks = connect(server, client).await;
         let backend = locks.backend().as_ref();
-        let model = LeaseModel::new(Lock::default(), SMALL, Faults::default())
+        let model = LeaseModel::new(Lock::default(), Bounds::SMALL, Faults::default())
             .with_client_defect(ClientDefect::DeadlineFromReply);
         let real = Real::new(server, backend, &format!("replay-client-{client}"));
         let replayed = replay(
@@ -254,7 +239,7 @@ fn a_counterexample_replays_on_the_real_scripts() {
         assert_eq!(replayed, Ok(()), "{client}: the client's defect");
 
         let defect = Lock::with_defect(LockDefect::ReleaseWithoutCompare);
-        let model = LeaseModel::new(defect, SMALL, Faults::default());
+        let model = LeaseModel::new(defect, Bounds::SMALL, Faults::default());
         let real = Real::new(server, backend, &format!("replay-script-{client}"));
         let replayed = replay(
             &model,
