@@ -80,7 +80,8 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
     let base = "lock:{raw-rw}";
     let keys = [
         base.to_owned(),
-        format!("{base}:modes"),
+        format!("{base}:held"),
+        format!("{base}:slots"),
         format!("{base}:fence"),
         format!("{base}:queue"),
         format!("{base}:waiters"),

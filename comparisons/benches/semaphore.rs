@@ -123,6 +123,7 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
     let keys = [
         base.to_owned(),
         format!("{base}:held"),
+        format!("{base}:slots"),
         format!("{base}:limit"),
         format!("{base}:slot-fences"),
     ];

@@ -122,7 +122,7 @@ pub fn hold_ids(tasks: usize) -> Arc<[String]> {
 /// A primitive's acquire and release scripts sent raw, cycles per second:
 /// every task takes a hold of its own id ([`hold_ids`]) on the one primitive
 /// whose keys are `keys`, with `acquire` (ARGV: the id, then `argv`), and
-/// gives it back with `release` (the first two keys; ARGV: the id). Both
+/// gives it back with `release` (the lease set's three keys; ARGV: the id). Both
 /// must reply that they did (1).
 pub async fn script_cycles(
     node: Arc<dyn NodeClient>,
@@ -157,7 +157,7 @@ pub async fn script_cycles(
                 Some(1)
             );
             let released = release
-                .run(node.as_ref(), &all[..2], &[id])
+                .run(node.as_ref(), &all[..3], &[id])
                 .await
                 .expect("EVALSHA release");
             assert_eq!(released.as_int(), Some(1));

@@ -392,11 +392,11 @@ mod tests {
             key.waiters_key(),
             key.holder_key(),
             key.release_channel(),
-            key.permits_held_key(),
+            key.held_key(),
+            key.slots_key(),
             key.limit_key(),
             key.slot_fences_key(),
             key.leader_key(),
-            key.modes_key(),
         ]
     }
 

@@ -10,11 +10,12 @@ use lock_core::strategy::scripts::semaphore;
 use lock_core::strategy::Script;
 use lock_testkit::{AdminReply, RedisServer};
 
-/// The four keys of semaphore `name`, under one hash tag.
-fn keys(name: &str) -> [String; 4] {
+/// The five keys of semaphore `name`, under one hash tag.
+fn keys(name: &str) -> [String; 5] {
     [
         format!("lock:{{{name}}}"),
         format!("lock:{{{name}}}:held"),
+        format!("lock:{{{name}}}:slots"),
         format!("lock:{{{name}}}:limit"),
         format!("lock:{{{name}}}:slot-fences"),
     ]
@@ -65,7 +66,7 @@ fn renew(server: &RedisServer, name: &str, id: &str, ttl_ms: u64) -> i64 {
     ints(&eval(
         server,
         &semaphore::RENEW,
-        &keys(name)[..2],
+        &keys(name)[..3],
         &[id, &ttl_ms.to_string()],
     ))[0]
 }
@@ -245,13 +246,14 @@ fn foreign_data_is_refused_and_nothing_written() {
             &keys(&name),
             &["id", "1", "3", "30000"],
         );
-        // Another kind's hold (a lock's string, a live hold no `held`
-        // entry of this semaphore names) is held; foreign data is refused.
-        let another_kind = matches!(*what, "string" | "orphan");
+        // Another kind's hold (a lock's string) is held; foreign data (a
+        // live hold with no entry of any kind that keeps a lease set) is
+        // refused.
+        let another_kind = matches!(*what, "string");
         let expected = if another_kind { 0 } else { -2 };
         assert_eq!(ints_head(&reply), expected, "{what}: {reply:?}");
         assert_eq!(snapshot(&server, &name), before, "{what}: nothing written");
-        for (script, count) in [(&semaphore::RENEW, 2), (&semaphore::RELEASE, 3)] {
+        for (script, count) in [(&semaphore::RENEW, 3), (&semaphore::RELEASE, 3)] {
             let reply = eval(&server, script, &keys(&name)[..count], &["id", "30000"]);
             // Renew and release read their own permit's entry only, and
             // hold nothing of another kind's name.
@@ -298,7 +300,7 @@ fn bad_arguments_are_errors_that_write_nothing() {
     let reply = eval(
         &server,
         &semaphore::RENEW,
-        &keys("args")[..2],
+        &keys("args")[..3],
         &["a", "soon"],
     );
     assert!(matches!(reply, AdminReply::Error(_)), "{reply:?}");
@@ -347,7 +349,7 @@ fn ints_head(reply: &AdminReply) -> i64 {
     }
 }
 
-/// Fair mode (six keys): a permit that fits waits behind the queue's live
+/// Fair mode (seven keys): a permit that fits waits behind the queue's live
 /// head, a dead head is dropped, the head is granted and leaves the queue,
 /// and a queue key of another type is refused before anything is written.
 #[test]

@@ -9,11 +9,11 @@
 --          semaphore's permits or of a read-write lock's holds
 -- KEYS[2]  the fencing counter (a read-write lock's write epoch too)
 -- KEYS[3]  the holder information (a hash; shown as lock/state.lua says)
--- KEYS[4]  a semaphore's held entries (a hash)
+-- KEYS[4]  the lease set's entries: a semaphore's permits' or a
+--          read-write lock's holds' (a hash)
 -- KEYS[5]  a semaphore's limit (a string)
--- KEYS[6]  a read-write lock's modes (a hash)
--- KEYS[7]  a read-write lock's waiting writers (a sorted set)
--- KEYS[8]  an election's leader record (a string)
+-- KEYS[6]  a read-write lock's waiting writers (a sorted set)
+-- KEYS[7]  an election's leader record (a string)
 --
 -- Reply, by kind (the first field):
 --   {'lock', pttl, counter, holder, term, value}: lock_state's reply (a pttl
@@ -26,11 +26,11 @@
 --   {-1, detail} or {-2, key, detail}: a key holds something that is not
 --       the kind its main key says (the state functions' own replies), or
 --       the main key is of a type no primitive writes (a list, a set)
-if #KEYS < 8 then
-  return redis.error_reply('ERR name_inspect: eight keys expected')
+if #KEYS < 7 then
+  return redis.error_reply('ERR name_inspect: seven keys expected')
 end
-local main, counter, holder, held, limit, modes, waiters, record =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local main, counter, holder, held, limit, waiters, record =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 
 -- tagged(kind, reply): `reply` with `kind` in front; a state function's
 -- {-2, key, detail} as it is.
@@ -49,13 +49,13 @@ if found ~= 'none' and found ~= 'string' and found ~= 'hash' and found ~= 'zset'
   return {-2, main, found}
 end
 if found == 'zset' then
-  -- The hold with the latest deadline says whose sorted set it is: every
-  -- read-write hold has an entry in `modes`; anything else is read as a
+  -- The hold with the latest deadline says whose sorted set it is: a
+  -- read-write hold's entry is `r:` or `w:`; anything else is read as a
   -- semaphore's, whose own check reports a live permit without an entry.
   local last = redis.call('zrange', main, -1, -1)[1]
-  if last and redis.call('type', modes)['ok'] == 'hash'
-      and redis.call('hexists', modes, last) == 1 then
-    return tagged('rw', rw_state(main, modes, counter, waiters))
+  if last and redis.call('type', held)['ok'] == 'hash'
+      and ls_mode(redis.call('hget', held, last)) then
+    return tagged('rw', rw_state(main, held, counter, waiters))
   end
   return tagged('semaphore', sem_state(main, held, limit))
 end

@@ -1,15 +1,14 @@
--- Prepended to the read-write lock scripts, after shared/queue.lua (the writers'
--- line), semaphore/common.lua (whose
--- helpers they share: argument checks, the server's time, and the drop of
--- expired holds from a sorted set and its hash), shared/fencing_counter.lua and
--- shared/grant.lua (the counter's check and how a write token is issued, as a
--- lock's grant issues it).
+-- Prepended to the read-write lock scripts, after shared/queue.lua (the
+-- writers' line), lease_set/common.lua (the holds), semaphore/common.lua,
+-- shared/fencing_counter.lua and shared/grant.lua (the counter's check and
+-- how a write token is issued, as a lock's grant issues it).
 --
--- A read-write lock's keys share its hash tag:
---   holds    a sorted set: hold id (`<owner>:<nonce>`) -> its deadline, in
---            ms of the server's clock (never a client's)
---   modes    a hash: hold id -> `w:<token>` (exclusive, with its fencing
---            token) or `r:<epoch>` (shared, with the write epoch it read)
+-- A read-write lock's holds are holds of the name's lease set
+-- (lease_set/common.lua): `holds` its sorted set, `held` its hash, whose
+-- entries are `w:<token>` (exclusive, with its fencing token) or
+-- `r:<epoch>` (shared, with the write epoch it read), and whose tallies
+-- count the reads and writes in all and each owner's, so a grant reads
+-- no hold but its own. More keys share the hash tag:
 --   counter  a string: the last write token issued (shared with a plain
 --            lock of the name), raised as shared/grant.lua's next_token does: with
 --            `fencing_counter_ttl`, from the server's time in µs, so tokens
@@ -20,44 +19,79 @@
 --            clock; a writer that does not try again within its waiter
 --            lease leaves (the fair lock's queue keys, so leaving is the
 --            same script)
--- A hold is live while its deadline is after the server's time; each script
--- drops the holds that are not before it writes, so an expired reader never
--- counts however many live readers renew, and a renewal never revives one.
--- The keys must not be evicted (`maxmemory-policy noeviction`): a live hold
--- whose entry is lost is reported as foreign data.
+-- A hold is live while its deadline is after the server's time; expired
+-- holds are swept (lease_set/common.lua), so an expired reader never counts
+-- however many live readers renew, and a renewal never revives one. The
+-- keys must not be evicted (`maxmemory-policy noeviction`).
 
--- rw_entry(text): the mode (`r` or `w`) and token text of a `modes` entry,
--- or nil when it is not `r:<digits>` or `w:<digits>`.
-local function rw_entry(text)
-  local mode, token = string.match(text or '', '^([rw]):(%d+)$')
-  if not mode or #token > 19 then
-    return nil
-  end
-  return mode, token
-end
-
--- rw_live(holds, modes, now): the live holds, each {id, mode, token,
--- deadline}, or nil and a {-2, key, detail} reply. Reads only.
-local function rw_live(holds, modes, now)
+-- rw_live(holds, held, now): the live holds, each {id, mode, token,
+-- deadline}, or nil and a {-2, key, detail} reply. Reads only; the cost is
+-- in the live holds (for reading the state, never for a grant).
+local function rw_live(holds, held, now)
   local live = redis.call('zrangebyscore', holds, '(' .. now, '+inf', 'withscores')
   local found = {}
   for index = 1, #live, 2 do
-    local mode, token = rw_entry(redis.call('hget', modes, live[index]))
+    local mode, token = ls_mode(redis.call('hget', held, live[index]))
     if not mode then
-      return nil, {-2, modes, 'a live hold has no entry r:<epoch> or w:<token>'}
+      return nil, {-2, held, 'a live hold has no entry r:<epoch> or w:<token>'}
     end
     found[#found + 1] = {live[index], mode, token, tonumber(live[index + 1])}
   end
   return found
 end
 
--- rw_keep(holds, modes, counter, now): gives the holds and their entries the
--- expiry of the last live hold, and a counter that has a TTL at least as
--- much, so no live read's epoch or write's token outlives its counter.
-local function rw_keep(holds, modes, counter, now)
-  sem_keep(holds, modes, now)
-  local left = redis.call('pttl', holds)
-  if counter and left > 0 then
+-- rw_open(holds, held, slots, now, ids, extra): the lease set (ls_open,
+-- with the entries of `ids` and the fields `extra` read), and how long
+-- another kind's holds on the name last (ms; -1 for no expiry) when it has
+-- any: a lock's string or a reentrant lock's hash at `holds` (its PTTL;
+-- then no lease set), or a semaphore's live permits in the lease set.
+-- Or nil, nil and {-2, key, detail} for foreign data.
+local function rw_open(holds, held, slots, now, ids, extra)
+  local ls, problem = ls_open(holds, held, slots, now, ids, extra)
+  if not ls then
+    if ls_other(problem) then
+      return nil, redis.call('pttl', holds)
+    end
+    return nil, nil, problem
+  end
+  if ls.weight > 0 then
+    problem = ls_settle(ls)
+    if problem then
+      return nil, nil, problem
+    end
+    if ls.weight > 0 then
+      return ls, (ls_last(ls) or now) - now
+    end
+  end
+  return ls
+end
+
+-- rw_open_own(holds, held, slots, now, ids, extra): the lease set
+-- (ls_open) for a renewal, release or take-over: nil and 0 (not held;
+-- nothing written) when the name is another kind's: a lock's string or a
+-- reentrant lock's hash at `holds`, or a semaphore's permits in the lease
+-- set (live or not: a stale holder writes nothing of another kind's); or
+-- nil and {-2, key, detail} for foreign data.
+local function rw_open_own(holds, held, slots, now, ids, extra)
+  local ls, problem = ls_open(holds, held, slots, now, ids, extra)
+  if not ls then
+    if ls_other(problem) then
+      return nil, 0
+    end
+    return nil, problem
+  end
+  if ls.weight > 0 then
+    return nil, 0
+  end
+  return ls
+end
+
+-- rw_counter_outlives(ls, counter): a counter that has a TTL gets at least
+-- the last hold's time left, so no live read's epoch or write's token
+-- outlives its counter.
+local function rw_counter_outlives(ls, counter)
+  local left = ls.last - ls.now
+  if counter and ls.n > 0 and left > 0 then
     local counter_left = redis.call('pttl', counter)
     if counter_left > 0 and counter_left < left then
       redis.call('pexpire', counter, left)
@@ -82,8 +116,8 @@ local function rw_offer(offers, owner, id, now, lease, ttl)
   line_keep_offer(offers, owner, string.format('w%d %d ', math.min(lease, ttl), now + lease) .. id, lease)
 end
 
--- rw_hand_off(holds, modes, counter, queue, waiters, offers, now): when no
--- hold is live (the caller dropped the expired ones), drops the writers
+-- rw_hand_off(ls, counter, queue, waiters, offers): when no hold is live
+-- (of any kind: the lease set swept to its live holds), drops the writers
 -- whose place ran out from the head of the queue, and grants the write to
 -- the first live one's offer: the next token of `counter` (INCR, the
 -- counter kept without a TTL: offers are made only where grants issue
@@ -96,18 +130,21 @@ end
 -- last renewal), a key of another type or a counter INCR would refuse
 -- grant nothing, and are written to by nothing: that writer takes its own
 -- turn.
-local function rw_hand_off(holds, modes, counter, queue, waiters, offers, now)
-  if redis.call('zcard', holds) > 0 then
-    return false
+local function rw_hand_off(ls, counter, queue, waiters, offers)
+  if ls.n > 0 then
+    if ls_settle(ls) or ls.n > 0 then
+      return false
+    end
   end
   -- Nobody waits: two commands (shared/queue.lua).
-  if not line_waiting(queue, waiters, offers) or sem_foreign({counter}, {'string'}) then
+  if not line_waiting(queue, waiters, offers) or ls_foreign({counter}, {'string'}) then
     return false
   end
   local last = redis.call('get', counter)
   if counter_problem(last) then
     return false
   end
+  local now = ls.now
   local head, deadline = line_head(queue, waiters, offers, now)
   if not head then
     return false
@@ -116,11 +153,10 @@ local function rw_hand_off(holds, modes, counter, queue, waiters, offers, now)
   if not runs then
     return false
   end
+  ls_drop_swept(ls)
   local token = token_text(next_token(counter, last, runs, 0))
-  redis.call('zadd', holds, now + math.min(runs, deadline - now), id)
-  redis.call('hset', modes, id, 'w:' .. token)
-  rw_keep(holds, modes, counter, now)
+  ls_add(ls, id, now + math.min(runs, deadline - now), 'w:' .. token)
   line_take(queue, waiters, offers, head)
-  redis.pcall('publish', holds .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token)
+  redis.pcall('publish', ls.set .. ':released', 'g' .. redis.sha1hex(id) .. ':' .. token)
   return true
 end

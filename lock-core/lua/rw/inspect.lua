@@ -2,7 +2,7 @@
 -- rw_state says the reply.
 --
 -- KEYS[1]  the holds (a sorted set; see rw/common.lua)
--- KEYS[2]  the modes (a hash)
+-- KEYS[2]  the held entries and tallies (a hash)
 -- KEYS[3]  the write counter (a string)
 -- KEYS[4]  the waiting writers' deadlines (a sorted set)
 --

@@ -1,8 +1,9 @@
 -- Gives back one hold of a read-write lock, once.
 --
--- KEYS[1]  the holds (a sorted set; see rw/common.lua)
--- KEYS[2]  the modes (a hash)
--- KEYS[3..6]  (optional: the server-side hand-off, rw_hand_off in rw/common.lua)
+-- KEYS[1]  the holds (the lease set's sorted set; see rw/common.lua)
+-- KEYS[2]  the held entries and tallies (a hash)
+-- KEYS[3]  the lease set's slots (a semaphore's; swept permits free theirs)
+-- KEYS[4..7]  (optional: the server-side hand-off, rw_hand_off in rw/common.lua)
 --          the write counter, the waiting writers' queue, their deadlines
 --          and their offers
 -- ARGV[1]  the hold id
@@ -19,45 +20,52 @@
 -- release with other holds left lets nobody in, and wakes nobody. The
 -- publish is a `pcall`: without pub/sub rights, waiters find out by their
 -- timers.
-if #KEYS < 2 then
-  return redis.error_reply('ERR rw_release: two keys expected')
+if #KEYS < 3 then
+  return redis.error_reply('ERR rw_release: three keys expected')
 end
-local holds, modes = KEYS[1], KEYS[2]
+local holds, held, slots = KEYS[1], KEYS[2], KEYS[3]
 if not ARGV[1] then
   return redis.error_reply('ERR rw_release: the hold id expected')
 end
--- Another kind holds the name: no hold of ours there, and nothing of it
--- is written; an offer naming the id (an attempt whose reply was lost) is
--- still dropped, so no later hand-off grants it.
-if sem_held_by_other(holds, modes) then
-  if #KEYS >= 6 then
-    line_void_offer(KEYS[6], ARGV[1], 'w')
+local now = ls_now()
+local ls, problem = rw_open_own(holds, held, slots, now, {ARGV[1]})
+if not ls then
+  -- Another kind holds the name: no hold of ours there, and nothing of it
+  -- is written; an offer naming the id (an attempt whose reply was lost)
+  -- is still dropped, so no later hand-off grants it.
+  if problem == 0 and #KEYS >= 7 then
+    line_void_offer(KEYS[7], ARGV[1], 'w')
   end
-  return 0
+  return problem
 end
-local foreign = sem_foreign({holds, modes}, {'zset', 'hash'})
-if foreign then
-  return foreign
+-- With writers in line, the hand-off needs the live holds exact: every
+-- expired one swept and the tallies checked, before anything is written.
+local waiting = #KEYS >= 7 and redis.call('type', KEYS[5])['ok'] == 'list'
+if waiting then
+  problem = ls_settle(ls)
+  if problem then
+    return problem
+  end
 end
-local now = sem_now()
-local expired = redis.call('zrangebyscore', holds, '-inf', now)
-sem_drop(holds, modes, expired)
-local wake = #expired > 0
+local wake = #ls.expired > 0
 local released = 0
-if redis.call('zscore', holds, ARGV[1]) then
-  local mode = rw_entry(redis.call('hget', modes, ARGV[1]))
-  sem_drop(holds, modes, {ARGV[1]})
-  sem_keep(holds, modes, now)
+local deadline = ls_deadline(ls, ARGV[1])
+if deadline then
+  local entry = ls.entries[ARGV[1]]
+  local mode = ls_mode(entry)
+  ls_remove(ls, ARGV[1], entry, deadline)
   released = 1
-  wake = wake or mode ~= 'r' or redis.call('zcard', holds) == 0
+  wake = wake or mode ~= 'r' or ls.n == 0
 end
 -- Nobody waits in line: one command.
-if #KEYS >= 6 and redis.call('type', KEYS[4])['ok'] == 'list' then
-  line_void_offer(KEYS[6], ARGV[1], 'w')
-  if wake and rw_hand_off(holds, modes, KEYS[3], KEYS[4], KEYS[5], KEYS[6], now) then
+if waiting then
+  line_void_offer(KEYS[7], ARGV[1], 'w')
+  if wake and rw_hand_off(ls, KEYS[4], KEYS[5], KEYS[6], KEYS[7]) then
+    ls_close(ls)
     return released
   end
 end
+ls_close(ls)
 if wake then
   redis.pcall('publish', holds .. ':released', '1')
 end

@@ -1,14 +1,14 @@
 -- Prepended, after rw/common.lua, to the scripts that read a read-write
 -- lock's state.
 --
--- rw_state(holds, modes, counter, waiters): a read-write lock's state,
+-- rw_state(holds, held, counter, waiters): a read-write lock's state,
 -- without changing it, as {epoch, waiting, mode, left_ms, token, ...}: the
 -- counter's value (0 when none), how many writers wait with a live place,
 -- then each live hold's mode (`r` or `w`), lease left and token, by
 -- deadline; never an id. {-2, key, detail} when a key holds something that
 -- is not this lock's.
-local function rw_state(holds, modes, counter, waiters)
-  local foreign = sem_foreign({holds, modes, counter, waiters}, {'zset', 'hash', 'string', 'zset'})
+local function rw_state(holds, held, counter, waiters)
+  local foreign = ls_foreign({holds, held, counter, waiters}, {'zset', 'hash', 'string', 'zset'})
   if foreign then
     return foreign
   end
@@ -17,9 +17,9 @@ local function rw_state(holds, modes, counter, waiters)
   if problem then
     return {-2, counter, problem}
   end
-  local now = sem_now()
+  local now = ls_now()
   local live
-  live, problem = rw_live(holds, modes, now)
+  live, problem = rw_live(holds, held, now)
   if not live then
     return problem
   end

@@ -2,9 +2,10 @@
 -- keeping its mode and token, and renews it: only while the hold has the
 -- very entry the hand-off token claims.
 --
--- KEYS[1]  the holds (a sorted set; see rw/common.lua)
--- KEYS[2]  the modes (a hash)
--- KEYS[3]  (optional) the write counter: one with a TTL is kept at least
+-- KEYS[1]  the holds (the lease set's sorted set; see rw/common.lua)
+-- KEYS[2]  the held entries and tallies (a hash)
+-- KEYS[3]  the lease set's slots (a semaphore's; swept permits free theirs)
+-- KEYS[4]  (optional) the write counter: one with a TTL is kept at least
 --          as long as the last live hold
 -- ARGV[1]  the hold id handed off
 -- ARGV[2]  the new id
@@ -20,33 +21,45 @@
 -- owner has another live hold, one of them a write; {-2, key, type} a key
 -- holds another type. Nothing but expired holds is written unless the
 -- reply is 1.
-if #KEYS < 2 then
-  return redis.error_reply('ERR rw_take_over: two keys expected')
+if #KEYS < 3 then
+  return redis.error_reply('ERR rw_take_over: three keys expected')
 end
-local holds, modes = KEYS[1], KEYS[2]
-local from, to, ttl, claimed = ARGV[1], ARGV[2], sem_count(ARGV[3], 14), ARGV[4]
+local holds, held, slots = KEYS[1], KEYS[2], KEYS[3]
+local from, to, ttl, claimed = ARGV[1], ARGV[2], ls_count(ARGV[3], 14), ARGV[4]
 if not (from and to and ttl and claimed) then
   return redis.error_reply('ERR rw_take_over: two ids, a TTL from 1 and an entry expected')
 end
-local now, foreign = sem_open(holds, modes)
-if not now then
-  return foreign
-end
-if not redis.call('zscore', holds, from) or redis.call('hget', modes, from) ~= claimed then
-  return 0
-end
-local live, problem = rw_live(holds, modes, now)
-if not live then
+local now = ls_now()
+local ls, problem = rw_open_own(holds, held, slots, now, {from}, {line_owner(from) .. ':o'})
+if not ls then
   return problem
 end
-local owner, writes = line_owner(from), string.sub(claimed, 1, 1) == 'w'
-for _, hold in ipairs(live) do
-  if hold[1] ~= from and line_owner(hold[1]) == owner and (writes or hold[2] == 'w') then
+local deadline = ls_deadline(ls, from)
+if not deadline or ls.entries[from] ~= claimed then
+  ls_close(ls)
+  return 0
+end
+local mode = ls_mode(claimed)
+if not mode then
+  return {-2, held, 'a live hold has no entry r:<epoch> or w:<token>'}
+end
+-- The owner's other holds, by its tallies (this hold is counted in them),
+-- expired ones swept first.
+local function beside(own)
+  return mode == 'w' and own[1] + own[2] > 1 or mode == 'r' and own[2] > 0
+end
+if beside(ls_owner_tally(ls, line_owner(from))) then
+  problem = ls_settle(ls)
+  if problem then
+    return problem
+  end
+  if beside(ls_owner_tally(ls, line_owner(from))) then
+    ls_close(ls)
     return {-4}
   end
 end
-sem_drop(holds, modes, {from})
-redis.call('zadd', holds, now + ttl, to)
-redis.call('hset', modes, to, claimed)
-rw_keep(holds, modes, KEYS[3], now)
+ls_remove(ls, from, claimed, deadline)
+ls_add(ls, to, now + ttl, claimed)
+ls_close(ls)
+rw_counter_outlives(ls, KEYS[4])
 return 1

@@ -1,16 +1,18 @@
 -- Gives back one permit, if it is still live, and tells waiters how much
 -- weight that freed.
 --
--- KEYS[1]  the permits (a sorted set; see semaphore/common.lua)
--- KEYS[2]  the held entries (a hash)
--- KEYS[3..7]  (optional: the server-side hand-off of fair mode,
+-- KEYS[1]  the permits (the lease set's sorted set; see semaphore/common.lua)
+-- KEYS[2]  the held entries and tallies (a hash)
+-- KEYS[3]  the free slots (a sorted set; see lease_set/common.lua)
+-- KEYS[4..8]  (optional: the server-side hand-off of fair mode,
 --          sem_hand_off in semaphore/common.lua) the limit, the slots' fencing
 --          counters, the waiter queue, the waiters' deadlines and offers
 -- ARGV[1]  the permit id
 --
 -- Reply: 1 when released; 0 when the permit was not live (a second
 -- release, or one after it expired: nothing is credited); {-2, key,
--- detail} when KEYS[1] or KEYS[2] holds another type (nothing written).
+-- detail} when KEYS[1] or KEYS[2] holds another type or the tallies do not
+-- match the permits (nothing written).
 -- A hand-off key of another type, or an entry that does not parse, only
 -- stops the hand-off: the release publishes what it freed.
 -- A release publishes the weight it freed (its own, and that of the expired
@@ -21,40 +23,53 @@
 -- is published; an offer naming the released id (an attempt whose reply was
 -- lost) is dropped first, never granted. The publish is a `pcall`: a
 -- user without pub/sub channels still releases. Missing KEYS is an error
--- reply before anything is read. The cost is in the number of expired
--- permits, and with waiters in line in the number of live ones.
-if #KEYS < 2 then
-  return redis.error_reply('ERR semaphore_release: two keys expected')
+-- reply before anything is read. The cost is in the expired permits
+-- swept (lease_set/common.lua), not in the live ones.
+if #KEYS < 3 then
+  return redis.error_reply('ERR semaphore_release: three keys expected')
 end
-local permits, held = KEYS[1], KEYS[2]
+local permits, held, slots = KEYS[1], KEYS[2], KEYS[3]
 if not ARGV[1] then
   return redis.error_reply('ERR semaphore_release: the permit id expected')
 end
-local now, freed = sem_open(permits, held)
-if not now then
+local now = ls_now()
+local ls, problem = sem_open(permits, held, slots, now, {ARGV[1]})
+if not ls then
   -- Another kind holds the name (0), or foreign data: an offer naming the
   -- id (an attempt whose reply was lost) is still dropped, so no later
   -- hand-off grants it (line_void_offer writes nothing but a hash).
-  if freed == 0 and #KEYS >= 7 then
-    line_void_offer(KEYS[7], ARGV[1], 'p')
+  if problem == 0 and #KEYS >= 8 then
+    line_void_offer(KEYS[8], ARGV[1], 'p')
   end
-  return freed
+  return problem
+end
+-- With waiters in line, the hand-off needs the live permits exact: every
+-- expired one swept and the tallies checked, before anything is written.
+local waiting = #KEYS >= 8 and redis.call('type', KEYS[6])['ok'] == 'list'
+if waiting then
+  problem = ls_settle(ls)
+  if problem then
+    return problem
+  end
 end
 local released = 0
-if redis.call('zscore', permits, ARGV[1]) then
-  freed = freed + (sem_entry(redis.call('hget', held, ARGV[1])) or 0)
-  sem_drop(permits, held, {ARGV[1]})
-  sem_keep(permits, held, now)
+local deadline = ls_deadline(ls, ARGV[1])
+if deadline then
+  ls_remove(ls, ARGV[1], ls.entries[ARGV[1]], deadline)
   released = 1
 end
+local freed = ls.opened_weight - ls.weight
 local granted, stalled = 0, false
 -- Nobody waits in line (a semaphore outside fair mode): one command.
-if #KEYS >= 7 and redis.call('type', KEYS[5])['ok'] == 'list' then
-  line_void_offer(KEYS[7], ARGV[1], 'p')
+if waiting then
+  line_void_offer(KEYS[8], ARGV[1], 'p')
   if freed > 0 then
-    granted, stalled = sem_hand_off(permits, held, KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], now)
+    granted, stalled = sem_hand_off(ls, KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
   end
 end
+-- What the hand-off's own sweep freed counts too.
+freed = ls.opened_weight - ls.weight + granted
+ls_close(ls)
 if freed > granted or stalled then
   redis.pcall('publish', permits .. ':released', math.max(freed - granted, 0))
 end

@@ -15,16 +15,16 @@ if #KEYS < 2 then
   return redis.error_reply('ERR semaphore_set_limit: two keys expected')
 end
 local permits, limit_key = KEYS[1], KEYS[2]
-local limit = sem_count(ARGV[1], 9)
+local limit = ls_count(ARGV[1], 9)
 if not limit then
   return redis.error_reply('ERR semaphore_set_limit: the limit must be a whole number from 1')
 end
-local foreign = sem_foreign({permits, limit_key}, {'zset', 'string'})
+local foreign = ls_foreign({permits, limit_key}, {'zset', 'string'})
 if foreign then
   return foreign
 end
 local stored = redis.call('get', limit_key)
-if stored and not sem_count(stored, 9) then
+if stored and not ls_count(stored, 9) then
   return {-2, limit_key, 'the limit is not a whole number from 1'}
 end
 redis.call('set', limit_key, ARGV[1])

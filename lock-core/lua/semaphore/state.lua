@@ -9,19 +9,19 @@
 -- secret); {-2, key, detail} when a key holds something that is not this
 -- semaphore's. The cost is in the number of permits.
 local function sem_state(permits, held, limit_key)
-  local foreign = sem_foreign({permits, held, limit_key}, {'zset', 'hash', 'string'})
+  local foreign = ls_foreign({permits, held, limit_key}, {'zset', 'hash', 'string'})
   if foreign then
     return foreign
   end
   local stored = redis.call('get', limit_key)
-  if stored and not sem_count(stored, 9) then
+  if stored and not ls_count(stored, 9) then
     return {-2, limit_key, 'the limit is not a whole number from 1'}
   end
-  local now = sem_now()
+  local now = ls_now()
   local live = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores')
   local found = {}
   for index = 1, #live, 2 do
-    local weight, slot, token = sem_entry(redis.call('hget', held, live[index]))
+    local weight, slot, token = ls_permit(redis.call('hget', held, live[index]))
     if not weight then
       return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
     end

@@ -2,8 +2,9 @@
 -- same weight, slot and token under the new id, renewed to a TTL from now,
 -- in one step, so commands of the old id still in flight act on nothing.
 --
--- KEYS[1]  the permits (a sorted set; see semaphore/common.lua)
--- KEYS[2]  the held entries (a hash)
+-- KEYS[1]  the permits (the lease set's sorted set; see semaphore/common.lua)
+-- KEYS[2]  the held entries and tallies (a hash)
+-- KEYS[3]  the free slots (a sorted set; see lease_set/common.lua)
 -- ARGV[1]  the permit id handed off
 -- ARGV[2]  the new id
 -- ARGV[3]  the TTL in ms
@@ -16,31 +17,32 @@
 -- when a key holds another type or the entry does not parse (nothing
 -- written). Missing KEYS or a TTL that is not a whole number from 1 is an
 -- error reply before anything is read.
-if #KEYS < 2 then
-  return redis.error_reply('ERR semaphore_take_over: two keys expected')
+if #KEYS < 3 then
+  return redis.error_reply('ERR semaphore_take_over: three keys expected')
 end
-local permits, held = KEYS[1], KEYS[2]
-local ttl = sem_count(ARGV[3], 14)
+local ttl = ls_count(ARGV[3], 14)
 if not (ARGV[1] and ARGV[2] and ttl and ARGV[4]) then
   return redis.error_reply('ERR semaphore_take_over: two ids, a TTL and an entry expected')
 end
-local now, foreign = sem_open(permits, held)
-if not now then
-  return foreign
+local now = ls_now()
+local ls, problem = sem_open(KEYS[1], KEYS[2], KEYS[3], now, {ARGV[1]})
+if not ls then
+  return problem
 end
-if not redis.call('zscore', permits, ARGV[1]) then
+local deadline = ls_deadline(ls, ARGV[1])
+if not deadline then
+  ls_close(ls)
   return 0
 end
-local entry = redis.call('hget', held, ARGV[1])
-if not sem_entry(entry) then
-  return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
+local entry = ls.entries[ARGV[1]]
+if not ls_permit(entry) then
+  return {-2, KEYS[2], 'a live permit has no entry <weight>:<slot>:<token>'}
 end
 if entry ~= ARGV[4] then
+  ls_close(ls)
   return 0
 end
-redis.call('zrem', permits, ARGV[1])
-redis.call('hdel', held, ARGV[1])
-redis.call('zadd', permits, now + ttl, ARGV[2])
-redis.call('hset', held, ARGV[2], entry)
-sem_keep(permits, held, now)
+ls_remove(ls, ARGV[1], entry, deadline)
+ls_add(ls, ARGV[2], now + ttl, entry)
+ls_close(ls)
 return 1

@@ -30,10 +30,17 @@ pub trait KeyNames {
     /// `<prefix>{<name>}:released`.
     fn release_channel(&self) -> String;
 
-    /// A semaphore's hash of live permits (permit id to
-    /// `<weight>:<slot>:<token>`): `<prefix>{<name>}:held`. Its sorted set of
-    /// the permits' deadlines is [`redis_key`](LockKey::redis_key).
-    fn permits_held_key(&self) -> String;
+    /// The hash of a lease set's holds (a semaphore's permits, a read-write
+    /// lock's reads and writes): hold id to its entry (`<weight>:<slot>:<token>`,
+    /// `r:<epoch>` or `w:<token>`) and the tallies a grant reads instead of
+    /// the holds: `<prefix>{<name>}:held` (see `lua/lease_set/common.lua`).
+    /// Its sorted set of the holds' deadlines is
+    /// [`redis_key`](LockKey::redis_key).
+    fn held_key(&self) -> String;
+
+    /// A lease set's sorted set of the free semaphore slots below the
+    /// highest in use: `<prefix>{<name>}:slots`.
+    fn slots_key(&self) -> String;
 
     /// A semaphore's stored limit: `<prefix>{<name>}:limit`.
     fn limit_key(&self) -> String;
@@ -41,13 +48,6 @@ pub trait KeyNames {
     /// A semaphore's fencing counters, one per slot:
     /// `<prefix>{<name>}:slot-fences`.
     fn slot_fences_key(&self) -> String;
-
-    /// A read-write lock's hash of live holds (hold id to `r:<epoch>` or
-    /// `w:<token>`): `<prefix>{<name>}:modes`. Its sorted set of the holds'
-    /// deadlines is [`redis_key`](LockKey::redis_key), its write counter
-    /// [`fence_key`](LockKey::fence_key), its waiting writers the fair queue's
-    /// [`queue_key`](Self::queue_key) and [`waiters_key`](Self::waiters_key).
-    fn modes_key(&self) -> String;
 
     /// An election's leader record (`<term>:<value>`):
     /// `<prefix>{<name>}:leader`.
@@ -75,8 +75,12 @@ impl KeyNames for LockKey {
         format!("{}:released", self.redis_key())
     }
 
-    fn permits_held_key(&self) -> String {
+    fn held_key(&self) -> String {
         format!("{}:held", self.redis_key())
+    }
+
+    fn slots_key(&self) -> String {
+        format!("{}:slots", self.redis_key())
     }
 
     fn limit_key(&self) -> String {
@@ -85,10 +89,6 @@ impl KeyNames for LockKey {
 
     fn slot_fences_key(&self) -> String {
         format!("{}:slot-fences", self.redis_key())
-    }
-
-    fn modes_key(&self) -> String {
-        format!("{}:modes", self.redis_key())
     }
 
     fn leader_key(&self) -> String {

@@ -388,82 +388,47 @@ pub mod reentrant {
 
 /// The semaphore scripts: permits with their own leases in a sorted set
 /// scored by the server's clock, a stored limit, and a fencing counter per
-/// slot. Each is loaded after `lua/shared/queue.lua` (the fair mode's line) and
-/// `lua/semaphore/common.lua`, whose header describes the keys, and every one
-/// drops expired permits first.
+/// slot. Each is loaded after `lua/shared/queue.lua` (the fair mode's line),
+/// `lua/lease_set/common.lua` (the permits' storage, whose tallies make a
+/// grant's cost independent of the live permits) and
+/// `lua/semaphore/common.lua`, whose header describes the keys.
 pub mod semaphore {
     use super::Script;
 
+    macro_rules! semaphore_script {
+        ($name:literal, $($file:literal),+) => {
+            Script::new(
+                $name,
+                concat!(
+                    include_str!("../../lua/shared/queue.lua"),
+                    include_str!("../../lua/lease_set/common.lua"),
+                    include_str!("../../lua/semaphore/common.lua"),
+                    $(include_str!(concat!("../../lua/semaphore/", $file, ".lua"))),+
+                ),
+            )
+        };
+    }
+
     /// One permit of a weight, if it fits: `lua/semaphore/acquire.lua`.
-    pub static ACQUIRE: Script = Script::new(
-        "semaphore_acquire",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/acquire.lua")
-        ),
-    );
+    pub static ACQUIRE: Script = semaphore_script!("semaphore_acquire", "acquire");
     /// Renewal of a live permit, never of an ended one:
     /// `lua/semaphore/renew.lua`.
-    pub static RENEW: Script = Script::new(
-        "semaphore_renew",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/renew.lua")
-        ),
-    );
+    pub static RENEW: Script = semaphore_script!("semaphore_renew", "renew");
     /// A permit given back, once, publishing the free weight:
     /// `lua/semaphore/release.lua`.
-    pub static RELEASE: Script = Script::new(
-        "semaphore_release",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/release.lua")
-        ),
-    );
+    pub static RELEASE: Script = semaphore_script!("semaphore_release", "release");
     /// A live permit taken over for a new id (a resumed hand-off):
     /// `lua/semaphore/take_over.lua`.
-    pub static TAKE_OVER: Script = Script::new(
-        "semaphore_take_over",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/take_over.lua")
-        ),
-    );
+    pub static TAKE_OVER: Script = semaphore_script!("semaphore_take_over", "take_over");
     /// A fair waiter's departure, giving back a permit granted to its
     /// offer: `lua/semaphore/give_up.lua`.
-    pub static GIVE_UP: Script = Script::new(
-        "semaphore_give_up",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/give_up.lua")
-        ),
-    );
+    pub static GIVE_UP: Script = semaphore_script!("semaphore_give_up", "give_up");
     /// The stored limit and the live permits, read only:
     /// `lua/semaphore/inspect.lua`.
-    pub static INSPECT: Script = Script::new(
-        "semaphore_inspect",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/state.lua"),
-            include_str!("../../lua/semaphore/inspect.lua")
-        ),
-    );
+    pub static INSPECT: Script = semaphore_script!("semaphore_inspect", "state", "inspect");
     /// An explicit change of the stored limit, waking waiters:
     /// `lua/semaphore/set_limit.lua`.
-    pub static SET_LIMIT: Script = Script::new(
-        "semaphore_set_limit",
-        concat!(
-            include_str!("../../lua/shared/queue.lua"),
-            include_str!("../../lua/semaphore/common.lua"),
-            include_str!("../../lua/semaphore/set_limit.lua")
-        ),
-    );
+    pub static SET_LIMIT: Script = semaphore_script!("semaphore_set_limit", "set_limit");
 }
 
 /// The read-write lock scripts: shared and exclusive holds with their own
@@ -482,6 +447,7 @@ pub mod rw {
                 $name,
                 concat!(
                     include_str!("../../lua/shared/queue.lua"),
+                    include_str!("../../lua/lease_set/common.lua"),
                     include_str!("../../lua/semaphore/common.lua"),
                     include_str!("../../lua/shared/fencing_counter.lua"),
                     include_str!("../../lua/shared/grant.lua"),
@@ -599,6 +565,7 @@ pub mod name {
         "name_inspect",
         concat!(
             include_str!("../../lua/shared/queue.lua"),
+            include_str!("../../lua/lease_set/common.lua"),
             include_str!("../../lua/semaphore/common.lua"),
             include_str!("../../lua/shared/fencing_counter.lua"),
             include_str!("../../lua/shared/grant.lua"),

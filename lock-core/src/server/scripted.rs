@@ -211,12 +211,17 @@ impl ScriptedNode {
         script.unexpected(self.client.as_ref(), reply)
     }
 
-    /// Deletes `key` (and its holder information) whoever holds it and
-    /// publishes the release; returns 1 if it existed, 0 if not.
+    /// Deletes `key` (with its holder information, and a lease set's entries
+    /// and slots) whoever holds it and publishes the release; returns 1 if
+    /// it existed, 0 if not.
     pub async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        let holder = key.holder_key();
+        let (holder, held, slots) = (key.holder_key(), key.held_key(), key.slots_key());
         match self
-            .run(&FORCE_RELEASE, &[key.redis_key(), &holder], &[])
+            .run(
+                &FORCE_RELEASE,
+                &[key.redis_key(), &holder, &held, &slots],
+                &[],
+            )
             .await?
         {
             Reply::Int(deleted @ 0..=1) => Ok(deleted.unsigned_abs() as usize),

@@ -63,8 +63,8 @@ impl Storage {
 
 impl MixedSubject<'_> {
     /// The name's key's storage: a lock's string, or a sorted set of the
-    /// permits' or the read-write lock's live holds (the hash naming its
-    /// holds' entries tells them apart).
+    /// permits' or the read-write lock's live holds (a hold's entry in the
+    /// lease set's hash tells them apart: `r:` or `w:` for the latter).
     fn storage(&self) -> Storage {
         let real = &self.fair.lock.0;
         match real.admin(&["TYPE", real.key.redis_key()]).as_text() {
@@ -75,11 +75,12 @@ impl MixedSubject<'_> {
                 let Some((id, _)) = live.first() else {
                     return Storage::Free;
                 };
-                let held = real.admin(&["HEXISTS", &real.key.permits_held_key(), id]);
-                if held.as_int() == Some(1) {
-                    Storage::Permits
-                } else {
-                    Storage::Rw
+                let entry = real.admin(&["HGET", &real.key.held_key(), id]);
+                match entry.as_text() {
+                    Some(entry) if entry.starts_with("r:") || entry.starts_with("w:") => {
+                        Storage::Rw
+                    }
+                    _ => Storage::Permits,
                 }
             }
             _ => Storage::Free,
@@ -144,7 +145,7 @@ impl MixedSubject<'_> {
         {
             return;
         }
-        for key in [key, &real.key.permits_held_key(), &real.key.modes_key()] {
+        for key in [key, &real.key.held_key(), &real.key.slots_key()] {
             real.admin(&["PEXPIRE", key, "1"]);
         }
         gone(real, key).await;

@@ -116,7 +116,7 @@ impl Subject for RwSubject<'_> {
     }
 
     fn holds(&self) -> Vec<(u8, u8, Grant)> {
-        let modes = self.real.key.modes_key();
+        let modes = self.real.key.held_key();
         let mut holds: Vec<_> = lease_set::live(&self.real)
             .into_iter()
             .map(|(id, _)| {
@@ -162,7 +162,7 @@ impl Subject for RwSubject<'_> {
     }
 
     fn keys_outlive_holds(&self) -> Result<(), String> {
-        lease_set::keys_outlive_holds(&self.real, &self.real.key.modes_key())
+        lease_set::keys_outlive_holds(&self.real, &self.real.key.held_key())
     }
 
     async fn expire(&self, holds: &[(u8, u8)]) {

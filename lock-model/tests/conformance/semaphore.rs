@@ -125,7 +125,7 @@ impl Subject for SemaphoreSubject<'_> {
     }
 
     fn holds(&self) -> Vec<(u8, u8, Grant)> {
-        let held = self.real.key.permits_held_key();
+        let held = self.real.key.held_key();
         let mut holds: Vec<_> = lease_set::live(&self.real)
             .into_iter()
             .map(|(id, _)| {
@@ -187,7 +187,7 @@ impl Subject for SemaphoreSubject<'_> {
     }
 
     fn keys_outlive_holds(&self) -> Result<(), String> {
-        lease_set::keys_outlive_holds(&self.real, &self.real.key.permits_held_key())
+        lease_set::keys_outlive_holds(&self.real, &self.real.key.held_key())
     }
 
     async fn expire(&self, holds: &[(u8, u8)]) {

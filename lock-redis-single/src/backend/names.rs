@@ -11,15 +11,14 @@ impl SingleNodeBackend {
     /// script.
     pub(super) async fn inspect_name(&self, key: &LockKey) -> Result<NameState, LockError> {
         let script = &name::INSPECT;
-        let (holder, held, limit) = (key.holder_key(), key.permits_held_key(), key.limit_key());
-        let (modes, waiters, leader) = (key.modes_key(), key.waiters_key(), key.leader_key());
+        let (holder, held, limit) = (key.holder_key(), key.held_key(), key.limit_key());
+        let (waiters, leader) = (key.waiters_key(), key.leader_key());
         let keys = [
             key.redis_key(),
             key.fence_key(),
             &holder,
             &held,
             &limit,
-            &modes,
             &waiters,
             &leader,
         ];

@@ -12,8 +12,8 @@ impl SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let modes = key.modes_key();
-        let keys = [key.redis_key(), &modes, key.fence_key()];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let keys = [key.redis_key(), &held, &slots, key.fence_key()];
         self.renew_id_with(&rw::RENEW, &keys, rw_problem, hold, ttl)
             .await
     }
@@ -33,8 +33,8 @@ impl SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{}", access.letter(), token.get());
-        let modes = key.modes_key();
-        let keys = [key.redis_key(), &modes, key.fence_key()];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let keys = [key.redis_key(), &held, &slots, key.fence_key()];
         let taken = (from, to);
         let outcome =
             self.take_over_id_with(&rw::TAKE_OVER, &keys, take_over_problem, taken, &entry, ttl);
@@ -54,13 +54,9 @@ impl SingleNodeBackend {
         key: &LockKey,
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let (modes, queue, waiters, offers) = (
-            key.modes_key(),
-            key.queue_key(),
-            key.waiters_key(),
-            key.offers_key(),
-        );
-        let mut keys = vec![key.redis_key(), &modes];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
+        let mut keys = vec![key.redis_key(), &held, &slots];
         // The release that frees the lock grants the next writer's offer.
         if self.hands_over() {
             keys.extend([key.fence_key(), &queue, &waiters, &offers]);
@@ -77,15 +73,12 @@ impl SingleNodeBackend {
         owner: &OwnerToken,
         offered: &[HoldToken],
     ) -> Result<(), LockError> {
-        let (modes, queue, waiters, offers) = (
-            key.modes_key(),
-            key.queue_key(),
-            key.waiters_key(),
-            key.offers_key(),
-        );
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
         let keys = [
             key.redis_key(),
-            &modes,
+            &held,
+            &slots,
             key.fence_key(),
             &queue,
             &waiters,
@@ -105,9 +98,16 @@ impl SingleNodeBackend {
         earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
-        let (modes, queue, waiters) = (key.modes_key(), key.queue_key(), key.waiters_key());
-        let offers = key.offers_key();
-        let mut keys = vec![key.redis_key(), &modes, key.fence_key(), &queue, &waiters];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
+        let mut keys = vec![
+            key.redis_key(),
+            &held,
+            &slots,
+            key.fence_key(),
+            &queue,
+            &waiters,
+        ];
         let ttl_ms = MillisText::of_ttl(ttl);
         let lease_ms = MillisText::new(ttl_millis(request.waiter.waiter_lease).max(1));
         // Write tokens are issued as this backend's grants issue theirs.
@@ -145,13 +145,13 @@ impl SingleNodeBackend {
 
     /// [`RwLockBackend::rw_lock_state`] on one node.
     pub(super) async fn read_rw_lock(&self, key: &LockKey) -> Result<RwLockState, LockError> {
-        let (modes, waiters) = (key.modes_key(), key.waiters_key());
+        let (held, waiters) = (key.held_key(), key.waiters_key());
         let script = &rw::INSPECT;
         let reply = self
             .node
             .run(
                 script,
-                &[key.redis_key(), &modes, key.fence_key(), &waiters],
+                &[key.redis_key(), &held, key.fence_key(), &waiters],
                 &[],
             )
             .await?;

@@ -13,8 +13,8 @@ impl SingleNodeBackend {
         hold: &HoldToken,
         ttl: Duration,
     ) -> Result<ExtendOutcome, LockError> {
-        let held = key.permits_held_key();
-        let keys = [key.redis_key(), &held];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let keys = [key.redis_key(), &held, &slots];
         self.renew_id_with(&semaphore::RENEW, &keys, semaphore_problem, hold, ttl)
             .await
     }
@@ -37,8 +37,8 @@ impl SingleNodeBackend {
             return Ok(ExtendOutcome::NotHeld);
         };
         let entry = format!("{}:{slot}:{}", permit.weight(), token.get());
-        let held = key.permits_held_key();
-        let keys = [key.redis_key(), &held];
+        let (held, slots) = (key.held_key(), key.slots_key());
+        let keys = [key.redis_key(), &held, &slots];
         let script = &semaphore::TAKE_OVER;
         self.take_over_id_with(script, &keys, semaphore_problem, (from, to), &entry, ttl)
             .await
@@ -51,7 +51,7 @@ impl SingleNodeBackend {
         key: &LockKey,
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let held = key.permits_held_key();
+        let (held, slots) = (key.held_key(), key.slots_key());
         // What a fair permit's release frees goes to the waiters' offers
         // first; outside fair mode nobody waits in line.
         if hold.is_in_line() && self.hands_over() {
@@ -60,6 +60,7 @@ impl SingleNodeBackend {
             let keys = [
                 key.redis_key(),
                 &held,
+                &slots,
                 &limit_key,
                 &fences,
                 &queue,
@@ -70,7 +71,7 @@ impl SingleNodeBackend {
                 .release_hold_with(&semaphore::RELEASE, &keys, hold, semaphore_problem)
                 .await;
         }
-        let keys = [key.redis_key(), &held];
+        let keys = [key.redis_key(), &held, &slots];
         self.release_hold_with(&semaphore::RELEASE, &keys, hold, semaphore_problem)
             .await
     }
@@ -84,12 +85,13 @@ impl SingleNodeBackend {
         owner: &OwnerToken,
         offered: &[HoldToken],
     ) -> Result<(), LockError> {
-        let held = key.permits_held_key();
+        let (held, slots) = (key.held_key(), key.slots_key());
         let (limit_key, fences) = (key.limit_key(), key.slot_fences_key());
         let (queue, waiters, offers) = (key.queue_key(), key.waiters_key(), key.offers_key());
         let keys = [
             key.redis_key(),
             &held,
+            &slots,
             &limit_key,
             &fences,
             &queue,
@@ -116,8 +118,9 @@ impl SingleNodeBackend {
         earlier: Option<&HoldToken>,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
-        let (held, limit_key, fences) = (
-            key.permits_held_key(),
+        let (held, slots, limit_key, fences) = (
+            key.held_key(),
+            key.slots_key(),
             key.limit_key(),
             key.slot_fences_key(),
         );
@@ -125,7 +128,7 @@ impl SingleNodeBackend {
         let line = request
             .fair
             .map(|_| [key.queue_key(), key.waiters_key(), key.offers_key()]);
-        let mut keys = vec![key.redis_key(), &held, &limit_key, &fences];
+        let mut keys = vec![key.redis_key(), &held, &slots, &limit_key, &fences];
         let (weight, limit) = (request.weight.to_string(), request.limit.to_string());
         let ttl_ms = MillisText::of_ttl(ttl);
         let mut args = vec![
@@ -179,7 +182,7 @@ impl SingleNodeBackend {
 
     /// [`SemaphoreBackend::semaphore_state`] on one node.
     pub(super) async fn read_semaphore(&self, key: &LockKey) -> Result<SemaphoreState, LockError> {
-        let (held, limit_key) = (key.permits_held_key(), key.limit_key());
+        let (held, limit_key) = (key.held_key(), key.limit_key());
         let script = &semaphore::INSPECT;
         let reply = self
             .node

@@ -549,7 +549,7 @@ async fn queue_writer(locks: &LockManager, key: &LockKey) -> HoldToken {
 /// The mode entry and milliseconds left of `hold` on `key`, by the
 /// server's clock; `None` when it has no live entry.
 fn write_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
-    entry(server, key, &key.modes_key(), hold)
+    entry(server, key, &key.held_key(), hold)
 }
 
 /// Foreign data where the writers' offers live: a write refuses it with a
@@ -768,7 +768,7 @@ async fn no_grant_to_a_lost_attempt_or_past_preferred_readers(kind: ClientKind) 
     let lost = queue_writer(&locks, &key).await;
     // The keys outlive their last hold by a moment at most (each script
     // gives them that hold's expiry); here, for good.
-    for persisted in [key.redis_key(), &key.modes_key()] {
+    for persisted in [key.redis_key(), &key.held_key()] {
         server.admin(&["PERSIST", persisted]).expect("PERSIST");
     }
     tokio::time::sleep(Duration::from_millis(400)).await;

@@ -481,7 +481,7 @@ async fn an_expired_place_rejoins_at_the_back(kind: ClientKind) {
 /// The entry (`<weight>:<slot>:<token>`) and milliseconds left of the
 /// permit `hold` in `key`, by the server's clock; `None` when not live.
 fn permit_entry(server: &RedisServer, key: &LockKey, hold: &HoldToken) -> Option<(String, i64)> {
-    entry(server, key, &key.permits_held_key(), hold)
+    entry(server, key, &key.held_key(), hold)
 }
 
 /// In fair mode a release grants permits to the waiters at the head of

@@ -1,0 +1,349 @@
+//! The lease set (`lua/lease_set/common.lua`) under the semaphore and the
+//! read-write lock scripts, on a real server: a grant and a release run the
+//! same commands whatever the number of live holds beside them (the
+//! server's own count of the commands a script ran, `INFO commandstats`),
+//! and the tallies they keep instead of reading the holds stay exact
+//! through expiry, a deleted sorted set and a lost hash.
+
+use lock_core::strategy::scripts::{rw, semaphore};
+use lock_core::strategy::Script;
+use lock_testkit::{AdminReply, RedisServer};
+
+fn eval(server: &RedisServer, script: &Script, keys: &[String], args: &[&str]) -> AdminReply {
+    let count = keys.len().to_string();
+    let mut command = vec!["EVAL", script.source(), count.as_str()];
+    command.extend(keys.iter().map(String::as_str));
+    command.extend_from_slice(args);
+    server.admin(&command).expect("EVAL")
+}
+
+/// The semaphore's keys of `name`: the lease set's, the limit and fences.
+fn semaphore_keys(name: &str) -> Vec<String> {
+    ["", ":held", ":slots", ":limit", ":slot-fences"]
+        .iter()
+        .map(|suffix| format!("lock:{{{name}}}{suffix}"))
+        .collect()
+}
+
+/// The read-write lock's keys of `name`: the lease set's, the counter and
+/// the writers' line.
+fn rw_keys(name: &str) -> Vec<String> {
+    ["", ":held", ":slots", ":fence", ":queue", ":waiters"]
+        .iter()
+        .map(|suffix| format!("lock:{{{name}}}{suffix}"))
+        .collect()
+}
+
+fn id(owner: usize, nonce: usize) -> String {
+    format!("owner{owner}:{nonce:016x}")
+}
+
+fn code(reply: &AdminReply) -> i64 {
+    match reply {
+        AdminReply::Array(Some(items)) => items[0].as_int().expect("a code"),
+        AdminReply::Int(value) => *value,
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+fn permit(server: &RedisServer, name: &str, id: &str, ttl: &str) -> i64 {
+    let reply = eval(
+        server,
+        &semaphore::ACQUIRE,
+        &semaphore_keys(name),
+        &[id, "1", "100", ttl],
+    );
+    code(&reply)
+}
+
+fn read(server: &RedisServer, name: &str, id: &str, ttl: &str) -> i64 {
+    let reply = eval(
+        server,
+        &rw::ACQUIRE,
+        &rw_keys(name),
+        &[id, "r", ttl, "2000", "0", "w", "0"],
+    );
+    code(&reply)
+}
+
+/// How many commands the server ran, not counting the `EVAL`s and the
+/// `INFO` itself: with `CONFIG RESETSTAT` before, those the scripts ran.
+fn commands_run(server: &RedisServer) -> u64 {
+    let info = server.admin(&["INFO", "commandstats"]).expect("INFO");
+    let text = info.as_text().expect("INFO text").to_owned();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter(|line| !line.starts_with("eval") && !line.starts_with("info"))
+        .filter_map(|line| {
+            let calls = line.split_once("calls=")?.1;
+            calls.split(',').next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+/// The commands `run` makes the server run.
+fn cost(server: &RedisServer, run: impl FnOnce() -> i64) -> (u64, i64) {
+    server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    let reply = run();
+    (commands_run(server), reply)
+}
+
+#[test]
+fn a_permit_costs_the_same_beside_one_live_permit_or_sixty() {
+    let server = RedisServer::start().expect("start");
+    for (name, live) in [("one", 1), ("sixty", 60)] {
+        for index in 0..live {
+            assert_eq!(permit(&server, name, &id(index, index), "30000"), 1);
+        }
+    }
+    // A TTL past every other's: both grants extend the keys' expiry,
+    // whatever the ms they land in.
+    let grant = |name: &'static str| cost(&server, || permit(&server, name, &id(99, 99), "60000"));
+    let (one, granted) = grant("one");
+    assert_eq!(granted, 1);
+    let (sixty, granted) = grant("sixty");
+    assert_eq!(granted, 1);
+    assert_eq!(
+        one, sixty,
+        "a grant ran {one} commands beside one live permit, {sixty} beside sixty"
+    );
+    let release = |name: &'static str| {
+        cost(&server, || {
+            code(&eval(
+                &server,
+                &semaphore::RELEASE,
+                &semaphore_keys(name)[..3],
+                &[&id(0, 0)],
+            ))
+        })
+    };
+    let (one, released) = release("one");
+    assert_eq!(released, 1);
+    let (sixty, released) = release("sixty");
+    assert_eq!(released, 1);
+    assert_eq!(one, sixty, "a release: {one} and {sixty} commands");
+}
+
+#[test]
+fn a_read_costs_the_same_beside_one_live_read_or_sixty() {
+    let server = RedisServer::start().expect("start");
+    for (name, live) in [("one", 1), ("sixty", 60)] {
+        for index in 0..live {
+            assert_eq!(read(&server, name, &id(index, index), "30000"), 1);
+        }
+    }
+    // A TTL past every other's: both grants extend the keys' expiry,
+    // whatever the ms they land in.
+    let grant = |name: &'static str| cost(&server, || read(&server, name, &id(99, 99), "60000"));
+    let (one, granted) = grant("one");
+    assert_eq!(granted, 1);
+    let (sixty, granted) = grant("sixty");
+    assert_eq!(granted, 1);
+    assert_eq!(
+        one, sixty,
+        "a read ran {one} commands beside one live read, {sixty} beside sixty"
+    );
+}
+
+/// The tallies through what happens to the keys outside the scripts:
+/// holds that expire unreleased, more than a sweep reads at once; a sorted
+/// set deleted without its hash (an operator's `DEL`); a hash lost while
+/// holds live (foreign data: refused, never over-granted).
+#[test]
+fn the_tallies_stay_exact_through_expiry_and_deletes() {
+    let server = RedisServer::start().expect("start");
+    let limit = |name: &str, id: &str, ttl: &str| {
+        code(&eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &semaphore_keys(name),
+            &[id, "1", "70", ttl],
+        ))
+    };
+    // Seventy permits that expire at once, more than one sweep reads:
+    // a full semaphore's refusal sweeps them all first, so the next grant
+    // finds the whole limit free and takes the lowest slot.
+    for index in 0..70 {
+        assert_eq!(limit("swept", &id(index, index), "50"), 1);
+    }
+    assert_eq!(limit("swept", &id(70, 70), "30000"), 0, "full");
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    for index in 0..70 {
+        let reply = eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &semaphore_keys("swept"),
+            &[&id(100 + index, index), "1", "70", "30000"],
+        );
+        match reply {
+            AdminReply::Array(Some(items)) => {
+                assert_eq!(items[0].as_int(), Some(1), "grant {index}: {items:?}");
+                assert_eq!(
+                    items[1].as_int(),
+                    Some(index as i64),
+                    "slot of grant {index}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(limit("swept", &id(200, 200), "30000"), 0, "full again");
+    // The sorted set deleted by hand: the name is free, whatever the hash
+    // says.
+    server.admin(&["DEL", "lock:{swept}"]).expect("DEL");
+    assert_eq!(limit("swept", &id(201, 201), "30000"), 1);
+    // The hash lost while permits live: refused as foreign data, never a
+    // grant beside permits the tallies no longer count.
+    server.admin(&["DEL", "lock:{swept}:held"]).expect("DEL");
+    let reply = eval(
+        &server,
+        &semaphore::ACQUIRE,
+        &semaphore_keys("swept"),
+        &[&id(202, 202), "1", "70", "30000"],
+    );
+    assert_eq!(code(&reply), -2, "{reply:?}");
+}
+
+fn write(server: &RedisServer, name: &str, id: &str, ttl: &str) -> AdminReply {
+    eval(
+        server,
+        &rw::ACQUIRE,
+        &rw_keys(name),
+        &[id, "w", ttl, "2000", "0", "w", "0"],
+    )
+}
+
+/// An owner's holds that ended with the sorted set (its `held` outlives
+/// it) count for nothing: no write of theirs is taken for a live one, so
+/// its token is not reused and it is no write beside another's read.
+#[test]
+fn an_owners_ended_holds_count_for_nothing() {
+    let server = RedisServer::start().expect("start");
+    let token = |reply: &AdminReply| match reply {
+        AdminReply::Array(Some(items)) => items[1].as_text().map(str::to_owned),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        token(&write(&server, "ended", &id(1, 1), "200")).as_deref(),
+        Some("1")
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let again = write(&server, "ended", &id(1, 2), "30000");
+    assert_eq!(code(&again), 1, "{again:?}");
+    assert_eq!(token(&again).as_deref(), Some("2"), "a token of its own");
+    assert_eq!(
+        code(&eval(
+            &server,
+            &rw::RELEASE,
+            &rw_keys("ended")[..3],
+            &[&id(1, 2)]
+        )),
+        1
+    );
+    // Its write ended: a read of its own, then another owner's read, and
+    // its write is an upgrade (refused), not a re-entry beside B.
+    assert_eq!(code(&write(&server, "upgrade", &id(1, 1), "200")), 1);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(read(&server, "upgrade", &id(1, 2), "30000"), 1);
+    assert_eq!(read(&server, "upgrade", &id(2, 1), "30000"), 1);
+    let upgrade = write(&server, "upgrade", &id(1, 3), "30000");
+    assert_eq!(code(&upgrade), -4, "{upgrade:?}");
+}
+
+/// A permit id retried after its lease ran out, while more expired
+/// permits wait than a sweep reads, counts once, and keeps every live
+/// permit in a slot of its own.
+#[test]
+fn a_retried_permit_beside_unswept_ones_counts_once() {
+    let server = RedisServer::start().expect("start");
+    let take = |id: &str, weight: &str, ttl: &str| {
+        eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &semaphore_keys("retried"),
+            &[id, weight, "100", ttl],
+        )
+    };
+    for index in 0..64 {
+        assert_eq!(code(&take(&id(index, index), "1", "200")), 1);
+    }
+    assert_eq!(code(&take(&id(64, 64), "1", "250")), 1);
+    assert_eq!(code(&take(&id(65, 65), "1", "100000")), 1);
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    assert_eq!(code(&take(&id(64, 64), "1", "100000")), 1, "retried");
+    let count = |command: &[&str]| server.admin(command).expect("count");
+    let tallied = count(&["HGET", "lock:{retried}:held", ":n"]);
+    let held = count(&["ZCARD", "lock:{retried}"]);
+    assert_eq!(
+        tallied.as_text().and_then(|n| n.parse::<i64>().ok()),
+        held.as_int(),
+        "the tallies count the retried permit twice"
+    );
+    let heavy = take(&id(66, 66), "98", "100000");
+    assert_eq!(code(&heavy), 1, "{heavy:?}");
+    // Every live permit in a slot of its own.
+    let state = eval(
+        &server,
+        &semaphore::INSPECT,
+        &[
+            "lock:{retried}".to_owned(),
+            "lock:{retried}:held".to_owned(),
+            "lock:{retried}:limit".to_owned(),
+        ],
+        &[],
+    );
+    let AdminReply::Array(Some(items)) = &state else {
+        panic!("{state:?}");
+    };
+    let slots: Vec<i64> = items[1..]
+        .chunks(4)
+        .map(|permit| permit[0].as_int().expect("a slot"))
+        .collect();
+    let mut distinct = slots.clone();
+    distinct.dedup();
+    assert_eq!(slots.len(), 3, "{state:?}");
+    assert_eq!(distinct, slots, "two permits in one slot: {state:?}");
+}
+
+/// A fair release that finds foreign data in the lease set (a live permit
+/// without its entry) refuses it and writes nothing, rather than hand on
+/// or delete what it could not count.
+#[test]
+fn a_release_that_finds_foreign_data_writes_nothing() {
+    let server = RedisServer::start().expect("start");
+    let mut fair = semaphore_keys("broken");
+    fair.extend(
+        [
+            "lock:{broken}:queue",
+            "lock:{broken}:waiters",
+            "lock:{broken}:offers",
+        ]
+        .map(String::from),
+    );
+    let take = |id: &str, owner: &str, weight: &str| {
+        code(&eval(
+            &server,
+            &semaphore::ACQUIRE,
+            &fair,
+            &[id, weight, "3", "30000", owner, "2000", "1", "-"],
+        ))
+    };
+    assert_eq!(take(&id(1, 1), "owner1", "1"), 1);
+    assert_eq!(take(&id(2, 2), "owner2", "1"), 1);
+    assert_eq!(take(&id(3, 3), "owner3", "3"), 0, "queued");
+    server
+        .admin(&["HDEL", "lock:{broken}:held", &id(2, 2)])
+        .expect("HDEL");
+    server
+        .admin(&["HINCRBY", "lock:{broken}:held", ":n", "1"])
+        .expect("HINCRBY");
+    let snapshot = || {
+        fair.iter()
+            .map(|key| format!("{:?}", server.admin(&["DUMP", key]).expect("DUMP")))
+            .collect::<Vec<_>>()
+    };
+    let before = snapshot();
+    let reply = eval(&server, &semaphore::RELEASE, &fair, &[&id(1, 1)]);
+    assert_eq!(code(&reply), -2, "{reply:?}");
+    assert_eq!(snapshot(), before, "nothing written");
+}
