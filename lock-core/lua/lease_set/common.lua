@@ -10,10 +10,7 @@
 --            `:n`        how many holds
 --            `:weight`   the permits' weight
 --            `:reads`, `:writes`  the read and the write holds
---            `:last`     the last deadline, at which `set` expires
---            `:until`    when `held` and `slots` expire: at `:last` or
---                        later (up to twice the time left then), so a
---                        grant rarely pays for their expiry
+--            `:last`     the last deadline, at which the keys expire
 --            `:next`     the semaphore slots handed out: every slot in
 --                        use is below it
 --            `:free`     how many slots below `:next` are free (in `slots`)
@@ -33,10 +30,11 @@
 -- before it and no grant reads a live hold. Sweeping any kind's holds is
 -- exact, as the tallies of every kind are in the one hash (the scripts
 -- never let two kinds' live holds share the set). When `set` has no hold
--- left, the tallies and the slots go with it. `set` expires with the last
--- hold (ls_close), so another kind finds the name free when this kind's
--- last hold ends; a `held` left after it is read as nothing held. The keys
--- must not be evicted (`maxmemory-policy noeviction`).
+-- left, the tallies and the slots go with it. The keys expire with the
+-- last hold (ls_close), so another kind finds the name free when this
+-- kind's last hold ends; tallies whose last deadline has passed are read
+-- as nothing held. The keys must not be evicted (`maxmemory-policy
+-- noeviction`).
 
 local LS_SWEEP = 64
 
@@ -164,7 +162,7 @@ end
 -- ls_clear(ls): tallies of nothing: `held` and `slots` are deleted by
 -- ls_drop_swept, and anything read of them is forgotten.
 local function ls_clear(ls)
-  ls.n, ls.weight, ls.reads, ls.writes, ls.last, ls.until_ = 0, 0, 0, 0, 0, 0
+  ls.n, ls.weight, ls.reads, ls.writes, ls.last = 0, 0, 0, 0, 0
   ls.next, ls.free = 0, 0
   ls.owners, ls.extra, ls.expired, ls.gone, ls.freed = {}, {}, {}, {}, {}
   for id in pairs(ls.entries) do
@@ -302,7 +300,7 @@ end
 -- nothing is written before ls_drop_swept.
 local function ls_open(set, held, slots, now, ids, extra)
   ids, extra = ids or {}, extra or {}
-  local fields = {':n', ':weight', ':reads', ':writes', ':last', ':until', ':next', ':free'}
+  local fields = {':n', ':weight', ':reads', ':writes', ':last', ':next', ':free'}
   local first = #fields
   for _, field in ipairs(ids) do
     fields[#fields + 1] = field
@@ -318,8 +316,8 @@ local function ls_open(set, held, slots, now, ids, extra)
     set = set, held = held, slots = slots, now = now,
     n = tonumber(tallies[1]) or 0, weight = tonumber(tallies[2]) or 0,
     reads = tonumber(tallies[3]) or 0, writes = tonumber(tallies[4]) or 0,
-    last = tonumber(tallies[5]) or 0, until_ = tonumber(tallies[6]) or 0,
-    next = tonumber(tallies[7]) or 0, free = tonumber(tallies[8]) or 0,
+    last = tonumber(tallies[5]) or 0,
+    next = tonumber(tallies[6]) or 0, free = tonumber(tallies[7]) or 0,
     entries = {}, extra = {}, expired = {}, gone = {}, owners = {}, freed = {},
     swept = false, verified = false,
   }
@@ -481,12 +479,11 @@ end
 
 -- ls_close(ls): writes what is left of the script's changes: the sweep,
 -- the freed slots, the new entries and the tallies (one HSET), and the
--- keys' expiry: `set` at the last deadline (`:last`) when a deadline was
--- set past it, or a hold that may have had it was removed or renewed for
--- less (then the last one is read); `held` and `slots` at twice that
--- deadline's time left when it passes `:until`. A set left without holds
--- takes `held` and `slots` with it. A `broken` lease set (foreign data
--- found) writes nothing more.
+-- keys' expiry at the last deadline (`:last`), when a deadline was set
+-- past it, or a hold that may have had it was removed or renewed for less
+-- (then the last one is read). A set left without holds takes `held` and
+-- `slots` with it. A `broken` lease set (foreign data found) writes
+-- nothing more.
 local function ls_close(ls)
   if ls.broken or not ls.dirty then
     return
@@ -518,21 +515,15 @@ local function ls_close(ls)
     frees[#frees + 1] = slot
     frees[#frees + 1] = slot
   end
-  local long = ls.fresh or ls.last > ls.until_
+  -- `slots` made now has no expiry yet.
+  local new_slots = #frees > 0 and ls.free == 0
   if #frees > 0 then
-    if ls.free == 0 then
-      -- `slots` may be new, with no expiry yet.
-      long = true
-    end
     redis.call('zadd', ls.slots, unpack(frees))
     ls.free = ls.free + #frees / 2
   end
-  if long then
-    ls.until_ = ls.now + 2 * (ls.last - ls.now)
-  end
   local fields = ls.added or {}
   for _, field in ipairs({':n', ls.n, ':weight', ls.weight, ':reads', ls.reads, ':writes', ls.writes,
-      ':last', ls.last, ':until', ls.until_, ':next', ls.next, ':free', ls.free}) do
+      ':last', ls.last, ':next', ls.next, ':free', ls.free}) do
     fields[#fields + 1] = field
   end
   local emptied = {}
@@ -550,13 +541,12 @@ local function ls_close(ls)
   if #emptied > 0 then
     redis.call('hdel', ls.held, unpack(emptied))
   end
+  local left = ls.last - ls.now
   if expire then
-    redis.call('pexpire', ls.set, ls.last - ls.now)
+    redis.call('pexpire', ls.set, left)
+    redis.call('pexpire', ls.held, left)
   end
-  if long then
-    redis.call('pexpire', ls.held, ls.until_ - ls.now)
-    if ls.slots and ls.free > 0 then
-      redis.call('pexpire', ls.slots, ls.until_ - ls.now)
-    end
+  if ls.slots and ls.free > 0 and (expire or new_slots) then
+    redis.call('pexpire', ls.slots, left)
   end
 end
