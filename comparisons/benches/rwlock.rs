@@ -7,7 +7,9 @@
 //!    key: two round trips) and against our plain lock's cycle (per task
 //!    key) through the same engine. *scripts* is the read-write lock's
 //!    acquire and release scripts sent raw.
-//! 2. **Write handoff**: 6 writers of 20 to 60 ms each on one read-write
+//! 2. **Server time** per cycle of a read's scripts sent raw by one task,
+//!    with 1 and with 64 reads held beside (`INFO commandstats`).
+//! 3. **Write handoff**: 6 writers of 20 to 60 ms each on one read-write
 //!    lock; the gap from the start of a release to the next write's grant
 //!    (p50, p99), beside the same for our plain lock and a `PING` round
 //!    trip measured in the same run.
@@ -20,12 +22,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    handoff_gaps, print_gaps, script_cycles, single_node_manager, try_take_cycles, Bench,
+    handoff_gaps, print_gaps, script_cycles, server_us_per_cycle, single_node_manager,
+    try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, LockGuard, LockManager};
 use lock_testkit::bench::lock_floor;
+use lock_testkit::RedisServer;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -57,6 +61,23 @@ async fn main() {
         }
     }
     println!();
+    println!("| client | live reads beside | server µs per cycle | beside 64 / beside 1 |");
+    println!("|---|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind).await;
+        let server = &bench.server;
+        let [one, many] = bench
+            .medians(|| async move {
+                [
+                    scripts_server_time(server, Arc::clone(raw), 1, length).await,
+                    scripts_server_time(server, Arc::clone(raw), 64, length).await,
+                ]
+            })
+            .await;
+        println!("| {kind} | 1 | {one:.2} | |");
+        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
+    }
+    println!();
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
     for kind in ClientKind::compiled() {
@@ -72,6 +93,36 @@ async fn main() {
         let plain = handoffs(&locks, span, Hold::Plain).await;
         print_gaps(&format!("plain lock, {kind}"), plain);
     }
+}
+
+/// The server's time per cycle of the read-write lock's scripts sent raw
+/// (a read), with `live` reads held beside.
+async fn scripts_server_time(
+    server: &RedisServer,
+    node: Arc<dyn NodeClient>,
+    live: usize,
+    length: Duration,
+) -> f64 {
+    let base = "lock:{cost-rw}";
+    let keys = [
+        base.to_owned(),
+        format!("{base}:held"),
+        format!("{base}:slots"),
+        format!("{base}:fence"),
+        format!("{base}:queue"),
+        format!("{base}:waiters"),
+    ];
+    let argv = ["r", "30000", "2000", "0", "w", "0"];
+    server_us_per_cycle(
+        server,
+        node,
+        live,
+        length,
+        &keys,
+        (&ACQUIRE, &argv, 1),
+        &RELEASE,
+    )
+    .await
 }
 
 /// The read-write lock's acquire and release scripts sent raw, each task

@@ -7,11 +7,14 @@
 //!    redis-semaphore 5.8.0 (npm, on ioredis 5.9.3, one connection, the
 //!    same loop, driven by `comparisons/node/semaphore.js` on the same
 //!    server). *scripts* is our semaphore's two scripts sent raw.
-//! 2. **Handoff** of a semaphore of 2 among 6 holders of 20 to 60 ms each:
+//! 2. **Server time** per cycle of our scripts sent raw by one task, with
+//!    1 and with 64 permits held beside (`INFO commandstats`): a grant
+//!    costs the same however many hold.
+//! 3. **Handoff** of a semaphore of 2 among 6 holders of 20 to 60 ms each:
 //!    the gap from the start of a release to the next acquire (p50, p99),
 //!    ours (woken by the release's message) and redis-semaphore's
 //!    (polling, its default 10 ms retry).
-//! 3. **Election failover**: a leader in a process of its own (this binary,
+//! 4. **Election failover**: a leader in a process of its own (this binary,
 //!    `BENCH_ROLE=leader`) renewing a 1 s lease is killed with SIGKILL at a
 //!    random moment; the time until a waiting campaigner leads, against the
 //!    TTL.
@@ -27,8 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    fair_single_node_manager, handoff_gaps, print_gaps, script_cycles, single_node_manager,
-    single_node_manager_at, try_take_cycles, Bench,
+    fair_single_node_manager, handoff_gaps, print_gaps, script_cycles, server_us_per_cycle,
+    single_node_manager, single_node_manager_at, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -94,6 +97,22 @@ async fn measure() {
         }
     }
     println!();
+    println!("| client | live permits beside | server µs per cycle | beside 64 / beside 1 |");
+    println!("|---|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind).await;
+        let [one, many] = bench
+            .medians(|| async move {
+                [
+                    scripts_server_time(server, Arc::clone(raw), 1, length).await,
+                    scripts_server_time(server, Arc::clone(raw), 64, length).await,
+                ]
+            })
+            .await;
+        println!("| {kind} | 1 | {one:.2} | |");
+        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
+    }
+    println!();
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
     for kind in ClientKind::compiled() {
@@ -130,6 +149,35 @@ async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f
     let limit = LIMIT.to_string();
     let argv = ["1", &limit, "30000"];
     script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
+}
+
+/// The server's time per cycle of our semaphore's scripts sent raw, with
+/// `live` permits of a semaphore of 100 held beside.
+async fn scripts_server_time(
+    server: &RedisServer,
+    node: Arc<dyn NodeClient>,
+    live: usize,
+    length: Duration,
+) -> f64 {
+    let base = "lock:{cost-pool}";
+    let keys = [
+        base.to_owned(),
+        format!("{base}:held"),
+        format!("{base}:slots"),
+        format!("{base}:limit"),
+        format!("{base}:slot-fences"),
+    ];
+    let argv = ["1", "100", "30000"];
+    server_us_per_cycle(
+        server,
+        node,
+        live,
+        length,
+        &keys,
+        (&ACQUIRE, &argv, 2),
+        &RELEASE,
+    )
+    .await
 }
 
 /// `Semaphore::try_acquire` + `release` through the engine.

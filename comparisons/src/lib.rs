@@ -166,6 +166,61 @@ pub async fn script_cycles(
     .await
 }
 
+/// The server's time per acquire+release cycle of a primitive's scripts
+/// sent raw by one task (`INFO commandstats`, the `EVALSHA` calls' µs),
+/// with `live` holds of other ids already taken for an hour beside it:
+/// what a grant and its release cost the server as holders accumulate.
+/// `acquire`'s ARGV after the id is `argv`, its TTL at `ttl_arg`.
+pub async fn server_us_per_cycle(
+    server: &RedisServer,
+    node: Arc<dyn NodeClient>,
+    live: usize,
+    length: Duration,
+    keys: &[String],
+    (acquire, argv, ttl_arg): (&'static Script, &[&str], usize),
+    release: &'static Script,
+) -> f64 {
+    let all: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let mut held: Vec<&str> = argv.to_vec();
+    held[ttl_arg] = "3600000";
+    for index in 0..live {
+        let id = format!("ffffffffffffffffffffffffffffffff:{index:016x}");
+        let args: Vec<&[u8]> = std::iter::once(id.as_bytes())
+            .chain(held.iter().map(|arg| arg.as_bytes()))
+            .collect();
+        let granted = acquire
+            .run(node.as_ref(), &all, &args)
+            .await
+            .expect("EVALSHA acquire");
+        assert_eq!(
+            granted.as_array().and_then(|reply| reply[0].as_int()),
+            Some(1),
+            "a live hold beside the measured one"
+        );
+    }
+    server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    script_cycles(node, 1, length, keys, (acquire, argv), release).await;
+    let stats = server.admin(&["INFO", "commandstats"]).expect("INFO");
+    let stats = stats.as_text().expect("INFO text");
+    let field = |name: &str| -> f64 {
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+            .and_then(|line| {
+                line.split(',')
+                    .find_map(|pair| pair.strip_prefix(name))
+                    .and_then(|value| value.parse().ok())
+            })
+            .expect("cmdstat_evalsha")
+    };
+    let (calls, usec) = (field("calls="), field("usec="));
+    for key in keys {
+        server.admin(&["DEL", key]).expect("DEL");
+    }
+    // Two calls a cycle.
+    2.0 * usec / calls
+}
+
 /// Cycles per second of a hold of any role that is free at once (`free`
 /// says why it must be), taken through the engine with `try_take(task)`,
 /// then released.

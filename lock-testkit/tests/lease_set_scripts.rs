@@ -347,3 +347,78 @@ fn a_release_that_finds_foreign_data_writes_nothing() {
     assert_eq!(code(&reply), -2, "{reply:?}");
     assert_eq!(snapshot(), before, "nothing written");
 }
+
+/// A take-over of the only permit, for the same deadline, in the same ms
+/// (one transaction): the sorted set the take-over empties and fills
+/// again still expires with its hold, and never blocks the name for other
+/// kinds after it.
+#[test]
+fn a_set_emptied_and_filled_in_one_script_keeps_its_expiry() {
+    let server = RedisServer::start().expect("start");
+    for round in 0..5 {
+        let name = format!("taken{round}");
+        let keys = semaphore_keys(&name);
+        let count = keys.len().to_string();
+        let (from, to) = (id(1, 1), id(2, 2));
+        let acquire: Vec<&str> = ["EVAL", semaphore::ACQUIRE.source(), &count]
+            .into_iter()
+            .chain(keys.iter().map(String::as_str))
+            .chain([from.as_str(), "1", "3", "2000"])
+            .collect();
+        let take_over: Vec<&str> = ["EVAL", semaphore::TAKE_OVER.source(), "3"]
+            .into_iter()
+            .chain(keys[..3].iter().map(String::as_str))
+            .chain([from.as_str(), to.as_str(), "2000", "1:0:1"])
+            .collect();
+        let replies = server
+            .admin_session(&[&["MULTI"], &acquire, &take_over, &["EXEC"]])
+            .expect("session");
+        let exec = format!("{:?}", replies.last());
+        assert!(exec.contains("Int(1)"), "{exec}");
+        let pttl = server.admin(&["PTTL", &keys[0]]).expect("PTTL").as_int();
+        assert!(
+            matches!(pttl, Some(1..=2000)),
+            "round {round}: the set expires in {pttl:?} ms: {exec}"
+        );
+    }
+}
+
+/// A key of the lease set other than the name's own holding another type
+/// is foreign data, not another kind's hold, and nothing is written.
+#[test]
+fn a_companion_of_another_type_is_foreign_data() {
+    let server = RedisServer::start().expect("start");
+    server
+        .admin(&["SET", "lock:{companion}:held", "junk"])
+        .expect("SET");
+    let reply = eval(
+        &server,
+        &semaphore::ACQUIRE,
+        &semaphore_keys("companion"),
+        &[&id(1, 1), "1", "3", "30000"],
+    );
+    assert_eq!(code(&reply), -2, "{reply:?}");
+    let reply = eval(
+        &server,
+        &rw::ACQUIRE,
+        &rw_keys("companion"),
+        &[&id(1, 1), "r", "30000", "2000", "0", "w", "0"],
+    );
+    assert_eq!(code(&reply), -2, "{reply:?}");
+    // `slots` of another type: a release refuses it before it writes.
+    assert_eq!(permit(&server, "slotted", &id(1, 1), "30000"), 1);
+    assert_eq!(permit(&server, "slotted", &id(2, 2), "30000"), 1);
+    server
+        .admin(&["SET", "lock:{slotted}:slots", "junk"])
+        .expect("SET");
+    let before = server.admin(&["ZCARD", "lock:{slotted}"]).expect("ZCARD");
+    let reply = eval(
+        &server,
+        &semaphore::RELEASE,
+        &semaphore_keys("slotted")[..3],
+        &[&id(1, 1)],
+    );
+    assert_eq!(code(&reply), -2, "{reply:?}");
+    let after = server.admin(&["ZCARD", "lock:{slotted}"]).expect("ZCARD");
+    assert_eq!(before.as_int(), after.as_int(), "the release wrote");
+}

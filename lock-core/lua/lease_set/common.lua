@@ -81,10 +81,12 @@ local function ls_read(key, command, ...)
   return reply
 end
 
--- ls_other(problem): when `problem` (ls_open's) says the name's key is a
--- lock's string or a reentrant lock's hash, another kind's hold, true.
-local function ls_other(problem)
-  return problem and problem[1] == -2 and (problem[3] == 'string' or problem[3] == 'hash')
+-- ls_other(problem, set): when `problem` (ls_open's) says `set`, the
+-- name's key, is a lock's string or a reentrant lock's hash, another
+-- kind's hold, true (another key of the wrong type is foreign data).
+local function ls_other(problem, set)
+  return problem and problem[1] == -2 and problem[2] == set
+    and (problem[3] == 'string' or problem[3] == 'hash')
 end
 
 -- ls_permit(text): the weight, slot and token of a permit's entry, or nil.
@@ -339,6 +341,18 @@ local function ls_open(set, held, slots, now, ids, extra)
       ls_clear(ls)
     end
   end
+  -- `slots` is written only after the script's checks: its type, and its
+  -- size against `:free`, are checked here.
+  if slots and (ls.free > 0 or ls.weight > 0) and not ls.fresh then
+    local free
+    free, problem = ls_read(slots, 'zcard')
+    if not free then
+      return nil, problem
+    end
+    if free ~= ls.free then
+      return nil, {-2, slots, 'the tallies count ' .. ls.free .. ' free slots, the set has ' .. free}
+    end
+  end
   -- The permits' weight before the sweep: what a release frees with its own.
   ls.opened_weight = ls.weight
   if not ls.swept then
@@ -495,10 +509,10 @@ local function ls_close(ls)
   end
   local expire = ls.extended
   if ls.lowered then
-    local last = tonumber(redis.call('zrange', ls.set, -1, -1, 'withscores')[2])
-    if last ~= ls.last then
-      ls.last, expire = last, true
-    end
+    -- Set again even when the last deadline is the same: a remove that
+    -- emptied `set` and an add after it made it anew, with no expiry.
+    ls.last = tonumber(redis.call('zrange', ls.set, -1, -1, 'withscores')[2])
+    expire = true
   end
   if expire and ls.last <= ls.now then
     -- Every hold left has expired (more than a sweep reads): none is live.

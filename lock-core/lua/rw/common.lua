@@ -49,7 +49,7 @@ end
 local function rw_open(holds, held, slots, now, ids, extra)
   local ls, problem = ls_open(holds, held, slots, now, ids, extra)
   if not ls then
-    if ls_other(problem) then
+    if ls_other(problem, holds) then
       return nil, redis.call('pttl', holds)
     end
     return nil, nil, problem
@@ -75,7 +75,7 @@ end
 local function rw_open_own(holds, held, slots, now, ids, extra)
   local ls, problem = ls_open(holds, held, slots, now, ids, extra)
   if not ls then
-    if ls_other(problem) then
+    if ls_other(problem, holds) then
       return nil, 0
     end
     return nil, problem

@@ -83,7 +83,7 @@ local ls, problem = ls_open(permits, held, slots, now, ids)
 -- fences and the line are checked.
 local other = nil
 if not ls then
-  if not ls_other(problem) then
+  if not ls_other(problem, permits) then
     return problem
   end
   other = redis.call('pttl', permits)

@@ -45,7 +45,7 @@ end
 local function sem_open(permits, held, slots, now, ids)
   local ls, problem = ls_open(permits, held, slots, now, ids)
   if not ls then
-    if ls_other(problem) then
+    if ls_other(problem, permits) then
       return nil, 0
     end
     return nil, problem
