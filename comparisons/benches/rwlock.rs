@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    handoff_gaps, print_gaps, script_cycles, server_us_per_cycle, single_node_manager,
-    try_take_cycles, Bench,
+    handoff_gaps, peer_algorithm_cycles, print_gaps, script_cycles, server_us_per_cycle,
+    single_node_manager, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -36,27 +36,29 @@ async fn main() {
     let bench = Bench::start();
     let length = bench.length;
     println!(
-        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | reads (cycles/s) | plain lock (cycles/s) | reads / floor | reads / plain lock |"
+        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | reads (cycles/s) | plain lock (cycles/s) | redis-semaphore's algorithm, raw (cycles/s) | reads / floor | reads / plain lock | scripts / that algorithm |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
         let raw = &bench.raw(kind).await;
         let locks = &single_node_manager(kind, &bench.server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
-            let [floor, scripts, reads, plain] = bench
+            let [floor, scripts, reads, plain, algorithm] = bench
                 .medians(|| async move {
                     [
                         lock_floor(Arc::clone(raw), tasks, length).await,
                         scripts(Arc::clone(raw), tasks, length).await,
                         reads(locks, tasks, length).await,
                         plain(locks, tasks, length).await,
+                        peer_algorithm_cycles(Arc::clone(raw), tasks, length).await,
                     ]
                 })
                 .await;
             println!(
-                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {reads:.0} | {plain:.0} | {:.2} | {:.2} |",
+                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {reads:.0} | {plain:.0} | {algorithm:.0} | {:.2} | {:.2} | {:.2} |",
                 reads / floor,
                 reads / plain,
+                scripts / algorithm,
             );
         }
     }

@@ -6,7 +6,9 @@
 //!    compare-and-delete, per task key: two round trips) and against
 //!    redis-semaphore 5.8.0 (npm, on ioredis 5.9.3, one connection, the
 //!    same loop, driven by `comparisons/node/semaphore.js` on the same
-//!    server). *scripts* is our semaphore's two scripts sent raw.
+//!    server). *scripts* is our semaphore's two scripts sent raw; *its
+//!    algorithm, raw* is redis-semaphore's acquire script and `ZREM` sent
+//!    through the same Rust client.
 //! 2. **Server time** per cycle of our scripts sent raw by one task, with
 //!    1 and with 64 permits held beside (`INFO commandstats`): a grant
 //!    costs the same however many hold.
@@ -30,8 +32,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    fair_single_node_manager, handoff_gaps, print_gaps, script_cycles, server_us_per_cycle,
-    single_node_manager, single_node_manager_at, try_take_cycles, Bench,
+    fair_single_node_manager, handoff_gaps, peer_algorithm_cycles, print_gaps, script_cycles,
+    server_us_per_cycle, single_node_manager, single_node_manager_at, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -59,15 +61,15 @@ async fn measure() {
     let (server, length) = (&bench.server, bench.length);
     let node = &node_script();
     println!(
-        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | redis-semaphore (cycles/s) | ours / floor | redis-semaphore / floor | ours / redis-semaphore |"
+        "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | redis-semaphore (cycles/s) | its algorithm, raw (cycles/s) | ours / floor | redis-semaphore / floor | ours / redis-semaphore | scripts / its algorithm |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
         let raw = &bench.raw(kind).await;
         let locks = &single_node_manager(kind, server, Duration::from_secs(30)).await;
         for tasks in [1usize, 32] {
             // Without node, the peer's column is 0 and printed as `-`.
-            let [floor, scripts, ours, peer] = bench
+            let [floor, scripts, ours, peer, algorithm] = bench
                 .medians(|| async move {
                     [
                         lock_floor(Arc::clone(raw), tasks, length).await,
@@ -77,6 +79,7 @@ async fn measure() {
                             Some(node) => peer(node, server, tasks, length).await,
                             None => 0.0,
                         },
+                        peer_algorithm_cycles(Arc::clone(raw), tasks, length).await,
                     ]
                 })
                 .await;
@@ -88,11 +91,12 @@ async fn measure() {
                 }
             };
             println!(
-                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {} | {:.2} | {} | {} |",
+                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {} | {algorithm:.0} | {:.2} | {} | {} | {:.2} |",
                 if node.is_some() { format!("{peer:.0}") } else { "-".to_owned() },
                 ours / floor,
                 peer_text(peer / floor),
                 peer_text(ours / peer),
+                scripts / algorithm,
             );
         }
     }

@@ -166,6 +166,65 @@ pub async fn script_cycles(
     .await
 }
 
+/// redis-semaphore's acquire (5.8.0, `lib/semaphore/acquire/lua.js`): drop
+/// the entries older than the lease by the client's clock, count, add.
+static PEER_ACQUIRE: Script = Script::new(
+    "redis_semaphore_acquire",
+    "local key = KEYS[1]
+local limit = tonumber(ARGV[1])
+local identifier = ARGV[2]
+local lockTimeout = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local expiredTimestamp = now - lockTimeout
+redis.call('zremrangebyscore', key, '-inf', expiredTimestamp)
+if redis.call('zcard', key) < limit then
+  redis.call('zadd', key, now, identifier)
+  redis.call('pexpire', key, lockTimeout)
+  return 1
+else
+  return 0
+end",
+);
+
+/// redis-semaphore's algorithm sent raw through our client, cycles per
+/// second: its acquire script (a semaphore of 64, 30 s leases, the time
+/// from this process's clock) and its release, a `ZREM`, by `tasks` tasks
+/// on one key: the floor a semaphore without fencing tokens, slots,
+/// server-clock deadlines or checks of foreign data costs.
+pub async fn peer_algorithm_cycles(
+    node: Arc<dyn NodeClient>,
+    tasks: usize,
+    length: Duration,
+) -> f64 {
+    let ids = hold_ids(tasks);
+    cycles_per_second(tasks, length, move |task| {
+        let (node, ids) = (Arc::clone(&node), Arc::clone(&ids));
+        async move {
+            let key = "lock:{peer-pool}";
+            let id = ids[task].as_bytes();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_millis())
+                .to_string();
+            let granted = PEER_ACQUIRE
+                .run(
+                    node.as_ref(),
+                    &[key],
+                    &[b"64", id, b"30000", now.as_bytes()],
+                )
+                .await
+                .expect("EVALSHA acquire");
+            assert_eq!(granted.as_int(), Some(1));
+            let released = node
+                .command("ZREM", &[key.as_bytes(), id])
+                .await
+                .expect("ZREM");
+            assert_eq!(released.as_int(), Some(1));
+        }
+    })
+    .await
+}
+
 /// The server's time per acquire+release cycle of a primitive's scripts
 /// sent raw by one task (`INFO commandstats`, the `EVALSHA` calls' µs),
 /// with `live` holds of other ids already taken for an hour beside it:
