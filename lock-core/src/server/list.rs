@@ -226,7 +226,7 @@ fn scan_page(reply: &Reply) -> Option<(String, &[Reply])> {
 /// The `SCAN MATCH` pattern of the lock keys whose names start with
 /// `name_prefix`: `<prefix>{<name>}`, or `<prefix>{~}<name>~` for names that
 /// start with `}` (see [`LockKey`]). Every other key of a name ends in a
-/// suffix after its braces (`:fence`, `:queue`, `:modes`, ...), so the
+/// suffix after its braces (`:fence`, `:queue`, `:held`, ...), so the
 /// pattern leaves them out.
 fn scan_pattern(key_prefix: &str, name_prefix: &str) -> String {
     let key_prefix = glob_escape(key_prefix);
