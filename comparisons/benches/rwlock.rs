@@ -22,14 +22,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    handoff_gaps, peer_algorithm_cycles, print_gaps, script_cycles, server_us_per_cycle,
+    handoff_gaps, peer_algorithm_cycles, print_gaps, print_server_time, script_cycles,
     single_node_manager, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, LockGuard, LockManager};
 use lock_testkit::bench::lock_floor;
-use lock_testkit::RedisServer;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -63,22 +62,9 @@ async fn main() {
         }
     }
     println!();
-    println!("| client | live reads beside | server µs per cycle | beside 64 / beside 1 |");
-    println!("|---|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let server = &bench.server;
-        let [one, many] = bench
-            .medians(|| async move {
-                [
-                    scripts_server_time(server, Arc::clone(raw), 1, length).await,
-                    scripts_server_time(server, Arc::clone(raw), 64, length).await,
-                ]
-            })
-            .await;
-        println!("| {kind} | 1 | {one:.2} | |");
-        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
-    }
+    let argv = ["r", "30000", "2000", "0", "w", "0"];
+    let cost = (&ACQUIRE, &argv[..], 1);
+    print_server_time(&bench, "reads", &keys("lock:{cost-rw}"), cost, &RELEASE).await;
     println!();
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
@@ -97,48 +83,22 @@ async fn main() {
     }
 }
 
-/// The server's time per cycle of the read-write lock's scripts sent raw
-/// (a read), with `live` reads held beside.
-async fn scripts_server_time(
-    server: &RedisServer,
-    node: Arc<dyn NodeClient>,
-    live: usize,
-    length: Duration,
-) -> f64 {
-    let base = "lock:{cost-rw}";
-    let keys = [
+/// The read-write lock's keys at `base`, as its acquire takes them.
+fn keys(base: &str) -> [String; 6] {
+    [
         base.to_owned(),
         format!("{base}:held"),
         format!("{base}:slots"),
         format!("{base}:fence"),
         format!("{base}:queue"),
         format!("{base}:waiters"),
-    ];
-    let argv = ["r", "30000", "2000", "0", "w", "0"];
-    server_us_per_cycle(
-        server,
-        node,
-        live,
-        length,
-        &keys,
-        (&ACQUIRE, &argv, 1),
-        &RELEASE,
-    )
-    .await
+    ]
 }
 
 /// The read-write lock's acquire and release scripts sent raw, each task
 /// with its own hold id, all on one lock.
 async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let base = "lock:{raw-rw}";
-    let keys = [
-        base.to_owned(),
-        format!("{base}:held"),
-        format!("{base}:slots"),
-        format!("{base}:fence"),
-        format!("{base}:queue"),
-        format!("{base}:waiters"),
-    ];
+    let keys = keys("lock:{raw-rw}");
     let argv = ["r", "30000", "2000", "0", "w", "0"];
     script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }

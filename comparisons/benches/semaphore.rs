@@ -32,8 +32,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    fair_single_node_manager, handoff_gaps, peer_algorithm_cycles, print_gaps, script_cycles,
-    server_us_per_cycle, single_node_manager, single_node_manager_at, try_take_cycles, Bench,
+    fair_single_node_manager, handoff_gaps, peer_algorithm_cycles, print_gaps, print_server_time,
+    script_cycles, single_node_manager, single_node_manager_at, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -101,21 +101,9 @@ async fn measure() {
         }
     }
     println!();
-    println!("| client | live permits beside | server µs per cycle | beside 64 / beside 1 |");
-    println!("|---|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let [one, many] = bench
-            .medians(|| async move {
-                [
-                    scripts_server_time(server, Arc::clone(raw), 1, length).await,
-                    scripts_server_time(server, Arc::clone(raw), 64, length).await,
-                ]
-            })
-            .await;
-        println!("| {kind} | 1 | {one:.2} | |");
-        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
-    }
+    let argv = ["1", "100", "30000"];
+    let cost = (&ACQUIRE, &argv[..], 2);
+    print_server_time(&bench, "permits", &keys("lock:{cost-pool}"), cost, &RELEASE).await;
     println!();
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
@@ -142,46 +130,22 @@ async fn measure() {
 /// Our semaphore's acquire and release scripts sent raw, each task with its
 /// own permit id, all on one semaphore.
 async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
-    let base = "lock:{raw-pool}";
-    let keys = [
-        base.to_owned(),
-        format!("{base}:held"),
-        format!("{base}:slots"),
-        format!("{base}:limit"),
-        format!("{base}:slot-fences"),
-    ];
+    let keys = keys("lock:{raw-pool}");
     let limit = LIMIT.to_string();
     let argv = ["1", &limit, "30000"];
     script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }
 
-/// The server's time per cycle of our semaphore's scripts sent raw, with
-/// `live` permits of a semaphore of 100 held beside.
-async fn scripts_server_time(
-    server: &RedisServer,
-    node: Arc<dyn NodeClient>,
-    live: usize,
-    length: Duration,
-) -> f64 {
-    let base = "lock:{cost-pool}";
-    let keys = [
+/// The semaphore's keys at `base`, as its scripts take them (a semaphore of
+/// 100 beside 64 permits for the server time).
+fn keys(base: &str) -> [String; 5] {
+    [
         base.to_owned(),
         format!("{base}:held"),
         format!("{base}:slots"),
         format!("{base}:limit"),
         format!("{base}:slot-fences"),
-    ];
-    let argv = ["1", "100", "30000"];
-    server_us_per_cycle(
-        server,
-        node,
-        live,
-        length,
-        &keys,
-        (&ACQUIRE, &argv, 2),
-        &RELEASE,
-    )
-    .await
+    ]
 }
 
 /// `Semaphore::try_acquire` + `release` through the engine.

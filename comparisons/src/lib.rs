@@ -119,6 +119,29 @@ pub fn hold_ids(tasks: usize) -> Arc<[String]> {
         .collect()
 }
 
+/// Runs a primitive's `acquire` script raw for the hold `id` (ARGV: the id,
+/// then `argv`), which must grant it.
+async fn acquire_raw(
+    node: &dyn NodeClient,
+    acquire: &Script,
+    keys: &[&str],
+    id: &[u8],
+    argv: &[&str],
+) {
+    let args: Vec<&[u8]> = std::iter::once(id)
+        .chain(argv.iter().map(|arg| arg.as_bytes()))
+        .collect();
+    let granted = acquire
+        .run(node, keys, &args)
+        .await
+        .expect("EVALSHA acquire");
+    assert_eq!(
+        granted.as_array().and_then(|reply| reply[0].as_int()),
+        Some(1),
+        "an uncontended acquire must be granted"
+    );
+}
+
 /// A primitive's acquire and release scripts sent raw, cycles per second:
 /// every task takes a hold of its own id ([`hold_ids`]) on the one primitive
 /// whose keys are `keys`, with `acquire` (ARGV: the id, then `argv`), and
@@ -145,17 +168,8 @@ pub async fn script_cycles(
         async move {
             let id = ids[task].as_bytes();
             let all: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let args: Vec<&[u8]> = std::iter::once(id)
-                .chain(argv.iter().map(String::as_bytes))
-                .collect();
-            let granted = acquire
-                .run(node.as_ref(), &all, &args)
-                .await
-                .expect("EVALSHA acquire");
-            assert_eq!(
-                granted.as_array().and_then(|reply| reply[0].as_int()),
-                Some(1)
-            );
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            acquire_raw(node.as_ref(), acquire, &all, id, &argv).await;
             let released = release
                 .run(node.as_ref(), &all[..3], &[id])
                 .await
@@ -164,6 +178,42 @@ pub async fn script_cycles(
         }
     })
     .await
+}
+
+/// Prints, for each client, the server's time per cycle of a primitive's
+/// scripts ([`server_us_per_cycle`]) beside 1 and beside 64 `holds`, and
+/// the ratio of the two: what the grant's cost does as holders accumulate.
+pub async fn print_server_time(
+    bench: &Bench,
+    holds: &str,
+    keys: &[String],
+    acquire: (&'static Script, &[&str], usize),
+    release: &'static Script,
+) {
+    println!("| client | live {holds} beside | server µs per cycle | beside 64 / beside 1 |");
+    println!("|---|---:|---:|---:|");
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind).await;
+        let (server, length) = (&bench.server, bench.length);
+        let [one, many] = bench
+            .medians(|| async move {
+                let measure = |live| {
+                    server_us_per_cycle(
+                        server,
+                        Arc::clone(raw),
+                        live,
+                        length,
+                        keys,
+                        acquire,
+                        release,
+                    )
+                };
+                [measure(1).await, measure(64).await]
+            })
+            .await;
+        println!("| {kind} | 1 | {one:.2} | |");
+        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
+    }
 }
 
 /// redis-semaphore's acquire (5.8.0, `lib/semaphore/acquire/lua.js`): drop
@@ -230,7 +280,7 @@ pub async fn peer_algorithm_cycles(
 /// with `live` holds of other ids already taken for an hour beside it:
 /// what a grant and its release cost the server as holders accumulate.
 /// `acquire`'s ARGV after the id is `argv`, its TTL at `ttl_arg`.
-pub async fn server_us_per_cycle(
+async fn server_us_per_cycle(
     server: &RedisServer,
     node: Arc<dyn NodeClient>,
     live: usize,
@@ -244,18 +294,7 @@ pub async fn server_us_per_cycle(
     held[ttl_arg] = "3600000";
     for index in 0..live {
         let id = format!("ffffffffffffffffffffffffffffffff:{index:016x}");
-        let args: Vec<&[u8]> = std::iter::once(id.as_bytes())
-            .chain(held.iter().map(|arg| arg.as_bytes()))
-            .collect();
-        let granted = acquire
-            .run(node.as_ref(), &all, &args)
-            .await
-            .expect("EVALSHA acquire");
-        assert_eq!(
-            granted.as_array().and_then(|reply| reply[0].as_int()),
-            Some(1),
-            "a live hold beside the measured one"
-        );
+        acquire_raw(node.as_ref(), acquire, &all, id.as_bytes(), &held).await;
     }
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     script_cycles(node, 1, length, keys, (acquire, argv), release).await;

@@ -66,6 +66,16 @@ fn read(server: &RedisServer, name: &str, id: &str, ttl: &str) -> i64 {
     code(&reply)
 }
 
+/// Makes the hold `id` of lease set `name` expire: its deadline `at` ms
+/// after the epoch, long past (a hold is live while its deadline is after
+/// the server's time, whatever the keys' own TTL).
+fn expire(server: &RedisServer, name: &str, id: &str, at: u64) {
+    let key = format!("lock:{{{name}}}");
+    server
+        .admin(&["ZADD", &key, "XX", &at.to_string(), id])
+        .expect("ZADD");
+}
+
 /// How many commands the server ran, not counting the `EVAL`s and the
 /// `INFO` itself: with `CONFIG RESETSTAT` before, those the scripts ran.
 fn commands_run(server: &RedisServer) -> u64 {
@@ -88,60 +98,63 @@ fn cost(server: &RedisServer, run: impl FnOnce() -> i64) -> (u64, i64) {
     (commands_run(server), reply)
 }
 
-#[test]
-fn a_permit_costs_the_same_beside_one_live_permit_or_sixty() {
-    let server = RedisServer::start().expect("start");
+/// `take` (a grant of an id on a name, for a TTL) and `release` (of an id
+/// on a name) run the same commands beside one live hold of `what` and
+/// beside sixty.
+fn same_cost_beside_one_or_sixty(
+    server: &RedisServer,
+    what: &str,
+    take: impl Fn(&str, &str, &str) -> i64,
+    release: impl Fn(&str, &str) -> i64,
+) {
     for (name, live) in [("one", 1), ("sixty", 60)] {
         for index in 0..live {
-            assert_eq!(permit(&server, name, &id(index, index), "30000"), 1);
+            assert_eq!(take(name, &id(index, index), "30000"), 1);
         }
     }
     // A TTL past every other's: both grants extend the keys' expiry,
     // whatever the ms they land in.
-    let grant = |name: &'static str| cost(&server, || permit(&server, name, &id(99, 99), "60000"));
-    let (one, granted) = grant("one");
+    let (one, granted) = cost(server, || take("one", &id(99, 99), "60000"));
     assert_eq!(granted, 1);
-    let (sixty, granted) = grant("sixty");
+    let (sixty, granted) = cost(server, || take("sixty", &id(99, 99), "60000"));
     assert_eq!(granted, 1);
     assert_eq!(
         one, sixty,
-        "a grant ran {one} commands beside one live permit, {sixty} beside sixty"
+        "a grant ran {one} commands beside one live {what}, {sixty} beside sixty"
     );
-    let release = |name: &'static str| {
-        cost(&server, || {
-            code(&eval(
-                &server,
-                &semaphore::RELEASE,
-                &semaphore_keys(name)[..3],
-                &[&id(0, 0)],
-            ))
-        })
-    };
-    let (one, released) = release("one");
+    let (one, released) = cost(server, || release("one", &id(0, 0)));
     assert_eq!(released, 1);
-    let (sixty, released) = release("sixty");
+    let (sixty, released) = cost(server, || release("sixty", &id(0, 0)));
     assert_eq!(released, 1);
     assert_eq!(one, sixty, "a release: {one} and {sixty} commands");
 }
 
 #[test]
+fn a_permit_costs_the_same_beside_one_live_permit_or_sixty() {
+    let server = RedisServer::start().expect("start");
+    same_cost_beside_one_or_sixty(
+        &server,
+        "permit",
+        |name, id, ttl| permit(&server, name, id, ttl),
+        |name, id| {
+            code(&eval(
+                &server,
+                &semaphore::RELEASE,
+                &semaphore_keys(name)[..3],
+                &[id],
+            ))
+        },
+    );
+}
+
+#[test]
 fn a_read_costs_the_same_beside_one_live_read_or_sixty() {
     let server = RedisServer::start().expect("start");
-    for (name, live) in [("one", 1), ("sixty", 60)] {
-        for index in 0..live {
-            assert_eq!(read(&server, name, &id(index, index), "30000"), 1);
-        }
-    }
-    // A TTL past every other's: both grants extend the keys' expiry,
-    // whatever the ms they land in.
-    let grant = |name: &'static str| cost(&server, || read(&server, name, &id(99, 99), "60000"));
-    let (one, granted) = grant("one");
-    assert_eq!(granted, 1);
-    let (sixty, granted) = grant("sixty");
-    assert_eq!(granted, 1);
-    assert_eq!(
-        one, sixty,
-        "a read ran {one} commands beside one live read, {sixty} beside sixty"
+    same_cost_beside_one_or_sixty(
+        &server,
+        "read",
+        |name, id, ttl| read(&server, name, id, ttl),
+        |name, id| code(&eval(&server, &rw::RELEASE, &rw_keys(name)[..3], &[id])),
     );
 }
 
@@ -164,10 +177,12 @@ fn the_tallies_stay_exact_through_expiry_and_deletes() {
     // a full semaphore's refusal sweeps them all first, so the next grant
     // finds the whole limit free and takes the lowest slot.
     for index in 0..70 {
-        assert_eq!(limit("swept", &id(index, index), "50"), 1);
+        assert_eq!(limit("swept", &id(index, index), "30000"), 1);
     }
     assert_eq!(limit("swept", &id(70, 70), "30000"), 0, "full");
-    std::thread::sleep(std::time::Duration::from_millis(80));
+    for index in 0..70 {
+        expire(&server, "swept", &id(index, index), 1);
+    }
     for index in 0..70 {
         let reply = eval(
             &server,
@@ -264,12 +279,14 @@ fn a_retried_permit_beside_unswept_ones_counts_once() {
             &[id, weight, "100", ttl],
         )
     };
-    for index in 0..64 {
-        assert_eq!(code(&take(&id(index, index), "1", "200")), 1);
+    for index in 0..65 {
+        assert_eq!(code(&take(&id(index, index), "1", "100000")), 1);
     }
-    assert_eq!(code(&take(&id(64, 64), "1", "250")), 1);
     assert_eq!(code(&take(&id(65, 65), "1", "100000")), 1);
-    std::thread::sleep(std::time::Duration::from_millis(350));
+    // Sixty-five expired, the retried one last: one sweep leaves it.
+    for index in 0..65 {
+        expire(&server, "retried", &id(index, index), 1 + index as u64);
+    }
     assert_eq!(code(&take(&id(64, 64), "1", "100000")), 1, "retried");
     let count = |command: &[&str]| server.admin(command).expect("count");
     let tallied = count(&["HGET", "lock:{retried}:held", ":n"]);

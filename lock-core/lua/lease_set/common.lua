@@ -364,6 +364,96 @@ local function ls_open(set, held, slots, now, ids, extra)
   return ls
 end
 
+-- ls_others(ls, kind): the holds of the other kind that keeps a lease set,
+-- by the tallies: a read-write lock's reads and writes for a semaphore
+-- (`kind` 'p'), a semaphore's permits' weight for a read-write lock.
+local function ls_others(ls, kind)
+  if kind == 'p' then
+    return ls.reads + ls.writes
+  end
+  return ls.weight
+end
+
+-- ls_last(ls): the deadline of the last live hold, or nil.
+local function ls_last(ls)
+  local last = redis.call('zrange', ls.set, -1, -1, 'withscores')
+  local deadline = tonumber(last[2])
+  if not deadline or deadline <= ls.now then
+    return nil
+  end
+  return deadline
+end
+
+-- ls_in_way(ls, kind): how long (ms) the other kind's holds in the lease
+-- set last (ls_others), swept to the live ones first; nil when none is
+-- live; nil and {-2, key, detail} when the sweep finds foreign data.
+local function ls_in_way(ls, kind)
+  if ls_others(ls, kind) == 0 then
+    return nil
+  end
+  local problem = ls_settle(ls)
+  if problem then
+    return nil, problem
+  end
+  if ls_others(ls, kind) == 0 then
+    return nil
+  end
+  return (ls_last(ls) or ls.now) - ls.now
+end
+
+-- ls_open_as(kind, set, held, slots, now, ids, extra): the lease set
+-- (ls_open) for an acquire of `kind`, and how long another kind's hold of
+-- the name lasts (ms; -1 for no expiry) when there is one: a lock's string
+-- or a reentrant lock's hash at `set` (its PTTL; then no lease set), or the
+-- other kind's live holds in the lease set (ls_in_way). Or nil, nil and
+-- {-2, key, detail} for foreign data.
+local function ls_open_as(kind, set, held, slots, now, ids, extra)
+  local ls, problem = ls_open(set, held, slots, now, ids, extra)
+  if not ls then
+    if ls_other(problem, set) then
+      return nil, redis.call('pttl', set)
+    end
+    return nil, nil, problem
+  end
+  local other
+  other, problem = ls_in_way(ls, kind)
+  if problem then
+    return nil, nil, problem
+  end
+  return ls, other
+end
+
+-- ls_open_own(kind, set, held, slots, now, ids, extra): the lease set
+-- (ls_open) for a renewal, release, take-over or give-up of `kind`: nil
+-- and 0 (not held; nothing written) when the name is another kind's: a
+-- lock's string or a reentrant lock's hash at `set`, or the other kind's
+-- holds in the lease set (live or not: a stale holder writes nothing of
+-- another kind's); or nil and {-2, key, detail} for foreign data.
+local function ls_open_own(kind, set, held, slots, now, ids, extra)
+  local ls, problem = ls_open(set, held, slots, now, ids, extra)
+  if not ls then
+    if ls_other(problem, set) then
+      return nil, 0
+    end
+    return nil, problem
+  end
+  if ls_others(ls, kind) > 0 then
+    return nil, 0
+  end
+  return ls
+end
+
+-- ls_line(ls, queue): whether waiters keep a line at `queue` (a list), and
+-- then the live holds made exact for a hand-off (ls_settle: every expired
+-- hold swept and the tallies checked) before anything is written: true,
+-- and nil or the {-2, key, detail} that finds.
+local function ls_line(ls, queue)
+  if not queue or redis.call('type', queue)['ok'] ~= 'list' then
+    return false
+  end
+  return true, ls_settle(ls)
+end
+
 -- ls_deadline(ls, id): the deadline of the live hold `id`, or nil (absent,
 -- expired, or counted out by this script).
 local function ls_deadline(ls, id)
@@ -382,16 +472,6 @@ end
 local function ls_first(ls)
   local first = redis.call('zrangebyscore', ls.set, '(' .. ls.now, '+inf', 'withscores', 'limit', 0, 1)
   return tonumber(first[2])
-end
-
--- ls_last(ls): the deadline of the last live hold, or nil.
-local function ls_last(ls)
-  local last = redis.call('zrange', ls.set, -1, -1, 'withscores')
-  local deadline = tonumber(last[2])
-  if not deadline or deadline <= ls.now then
-    return nil
-  end
-  return deadline
 end
 
 -- ls_drop_swept(ls): writes the sweep: the tallies' keys deleted when they

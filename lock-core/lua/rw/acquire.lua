@@ -81,7 +81,7 @@ local ids = {id}
 if earlier ~= '-' then
   ids[2] = earlier
 end
-local ls, in_way, problem = rw_open(holds, held, slots, now, ids, {owner .. ':o'})
+local ls, in_way, problem = ls_open_as('rw', holds, held, slots, now, ids, {owner .. ':o'})
 if problem then
   return problem
 end

@@ -32,7 +32,7 @@ local ids = {}
 for index = 2, #ARGV do
   ids[#ids + 1] = ARGV[index]
 end
-local ls, in_way, problem = rw_open(holds, held, slots, now, ids)
+local ls, in_way, problem = ls_open_as('rw', holds, held, slots, now, ids)
 if problem then
   return problem
 end

@@ -28,7 +28,7 @@ if not ARGV[1] then
   return redis.error_reply('ERR rw_release: the hold id expected')
 end
 local now = ls_now()
-local ls, problem = rw_open_own(holds, held, slots, now, {ARGV[1]})
+local ls, problem = ls_open_own('rw', holds, held, slots, now, {ARGV[1]})
 if not ls then
   -- Another kind holds the name: no hold of ours there, and nothing of it
   -- is written; an offer naming the id (an attempt whose reply was lost)
@@ -38,14 +38,11 @@ if not ls then
   end
   return problem
 end
--- With writers in line, the hand-off needs the live holds exact: every
--- expired one swept and the tallies checked, before anything is written.
-local waiting = #KEYS >= 7 and redis.call('type', KEYS[5])['ok'] == 'list'
-if waiting then
-  problem = ls_settle(ls)
-  if problem then
-    return problem
-  end
+-- With writers in line, the hand-off's count comes first.
+local waiting
+waiting, problem = ls_line(ls, #KEYS >= 7 and KEYS[5])
+if problem then
+  return problem
 end
 local wake = #ls.expired > 0
 local released = 0

@@ -20,7 +20,7 @@ if not (ARGV[1] and ttl) then
   return redis.error_reply('ERR rw_renew: the TTL must be a whole number from 1')
 end
 local now = ls_now()
-local ls, problem = rw_open_own(KEYS[1], KEYS[2], KEYS[3], now, {ARGV[1]})
+local ls, problem = ls_open_own('rw', KEYS[1], KEYS[2], KEYS[3], now, {ARGV[1]})
 if not ls then
   return problem
 end

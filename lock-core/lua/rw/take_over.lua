@@ -30,7 +30,7 @@ if not (from and to and ttl and claimed) then
   return redis.error_reply('ERR rw_take_over: two ids, a TTL from 1 and an entry expected')
 end
 local now = ls_now()
-local ls, problem = rw_open_own(holds, held, slots, now, {from}, {line_owner(from) .. ':o'})
+local ls, problem = ls_open_own('rw', holds, held, slots, now, {from}, {line_owner(from) .. ':o'})
 if not ls then
   return problem
 end

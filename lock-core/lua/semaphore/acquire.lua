@@ -76,22 +76,13 @@ local ids = {id}
 if earlier ~= '-' then
   ids[2] = earlier
 end
-local ls, problem = ls_open(permits, held, slots, now, ids)
 -- Another kind's hold of the name: a lock's string or a reentrant lock's
 -- hash at `permits` (its PTTL), or a read-write lock's live holds in the
 -- lease set. Its keys are not this semaphore's, so only the limit, the
 -- fences and the line are checked.
-local other = nil
-if not ls then
-  if not ls_other(problem, permits) then
-    return problem
-  end
-  other = redis.call('pttl', permits)
-else
-  other, problem = sem_in_way(ls)
-  if problem then
-    return problem
-  end
+local ls, other, problem = ls_open_as('p', permits, held, slots, now, ids)
+if problem then
+  return problem
 end
 local stored, foreign = ls_read(limit_key, 'get')
 if foreign then
@@ -130,27 +121,28 @@ if other then
   -- Nothing of the other kind's is written, its expired holds neither.
   return {0, 0, other}
 end
--- A retried attempt: its own permit, renewed.
-if ls_deadline(ls, id) then
-  local _, slot, token = ls_permit(ls.entries[id])
+-- renewed(hold, code): the live permit `hold` of this waiter renewed for
+-- the TTL, as {code, slot, token}; nil when `hold` is not live.
+local function renewed(hold, code)
+  if not ls_deadline(ls, hold) then
+    return nil
+  end
+  local _, slot, token = ls_permit(ls.entries[hold])
   if not slot then
     return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
   end
-  ls_add(ls, id, now + ttl)
+  ls_add(ls, hold, now + ttl)
   ls_close(ls)
-  return {1, slot, token}
+  return {code, slot, token}
 end
-if queue and offers and earlier ~= '-' and owner and line_owner(earlier) == owner
-    and ls_deadline(ls, earlier) then
-  local _, slot, token = ls_permit(ls.entries[earlier])
-  if not slot then
-    return {-2, held, 'a live permit has no entry <weight>:<slot>:<token>'}
-  end
-  -- The grant ran for the waiter lease; this attempt takes it up for the
-  -- TTL, so the waiter's lease counts from this attempt.
-  ls_add(ls, earlier, now + ttl)
-  ls_close(ls)
-  return {3, slot, token}
+-- A retried attempt: its own permit, renewed. An attempt that takes up
+-- the grant a release made to its earlier one's offer: the grant ran for
+-- the waiter lease, and now runs for the TTL from this attempt.
+local again = renewed(id, 1)
+  or (queue and offers and earlier ~= '-' and owner and line_owner(earlier) == owner
+    and renewed(earlier, 3))
+if again then
+  return again
 end
 -- A refusal counts no expired permit, and in fair mode the reply's weight
 -- in use neither.

@@ -35,45 +35,6 @@ local function sem_leave_beside_other(main, queue, waiters, offers, owner)
   return {removed, 0}
 end
 
--- sem_open(permits, held, slots, now, ids): the lease set (ls_open, with
--- the entries of `ids`) for a renewal, release, take-over or give-up: nil
--- and 0 (not held; nothing written) when the name is another kind's: a
--- lock's string or a reentrant lock's hash at `permits`, or a read-write
--- lock's holds in the lease set (live or not: a stale holder writes
--- nothing of another kind's); or nil and {-2, key, detail} for foreign
--- data.
-local function sem_open(permits, held, slots, now, ids)
-  local ls, problem = ls_open(permits, held, slots, now, ids)
-  if not ls then
-    if ls_other(problem, permits) then
-      return nil, 0
-    end
-    return nil, problem
-  end
-  if ls.reads + ls.writes > 0 then
-    return nil, 0
-  end
-  return ls
-end
-
--- sem_in_way(ls): how long (ms) another kind's holds on the name last,
--- when a read-write lock's live holds are in the lease set; nil when none
--- is. Sweeps the rest first (ls_settle) when it finds any; nil and
--- {-2, key, detail} when that finds foreign data.
-local function sem_in_way(ls)
-  if ls.reads + ls.writes == 0 then
-    return nil
-  end
-  local problem = ls_settle(ls)
-  if problem then
-    return nil, problem
-  end
-  if ls.reads + ls.writes == 0 then
-    return nil
-  end
-  return (ls_last(ls) or ls.now) - ls.now
-end
-
 -- The server-side hand-off of permits in fair mode. A waiter that queues
 -- with the `offers` key passed (a hash shared with a fair lock's and a
 -- read-write lock's waiters, whose hand-offs never grant these entries, nor
@@ -113,7 +74,7 @@ local function sem_hand_off(ls, limit_key, fences, queue, waiters, offers)
     return 0
   end
   local limit = ls_count(redis.call('get', limit_key), 9)
-  local other, problem = sem_in_way(ls)
+  local other, problem = ls_in_way(ls, 'p')
   if not limit or other or problem then
     return 0
   end

@@ -33,7 +33,7 @@ local ids = {}
 for index = 2, #ARGV do
   ids[#ids + 1] = ARGV[index]
 end
-local ls, problem = sem_open(permits, held, slots, now, ids)
+local ls, problem = ls_open_own('p', permits, held, slots, now, ids)
 if not ls and problem == 0 then
   return sem_leave_beside_other(permits, queue, waiters, offers, owner)
 end

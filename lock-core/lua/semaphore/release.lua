@@ -33,7 +33,7 @@ if not ARGV[1] then
   return redis.error_reply('ERR semaphore_release: the permit id expected')
 end
 local now = ls_now()
-local ls, problem = sem_open(permits, held, slots, now, {ARGV[1]})
+local ls, problem = ls_open_own('p', permits, held, slots, now, {ARGV[1]})
 if not ls then
   -- Another kind holds the name (0), or foreign data: an offer naming the
   -- id (an attempt whose reply was lost) is still dropped, so no later
@@ -43,14 +43,11 @@ if not ls then
   end
   return problem
 end
--- With waiters in line, the hand-off needs the live permits exact: every
--- expired one swept and the tallies checked, before anything is written.
-local waiting = #KEYS >= 8 and redis.call('type', KEYS[6])['ok'] == 'list'
-if waiting then
-  problem = ls_settle(ls)
-  if problem then
-    return problem
-  end
+-- With waiters in line (fair mode), the hand-off's count comes first.
+local waiting
+waiting, problem = ls_line(ls, #KEYS >= 8 and KEYS[6])
+if problem then
+  return problem
 end
 local released = 0
 local deadline = ls_deadline(ls, ARGV[1])

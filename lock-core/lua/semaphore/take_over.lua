@@ -25,7 +25,7 @@ if not (ARGV[1] and ARGV[2] and ttl and ARGV[4]) then
   return redis.error_reply('ERR semaphore_take_over: two ids, a TTL and an entry expected')
 end
 local now = ls_now()
-local ls, problem = sem_open(KEYS[1], KEYS[2], KEYS[3], now, {ARGV[1]})
+local ls, problem = ls_open_own('p', KEYS[1], KEYS[2], KEYS[3], now, {ARGV[1]})
 if not ls then
   return problem
 end

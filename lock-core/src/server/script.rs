@@ -386,6 +386,26 @@ pub mod reentrant {
     );
 }
 
+/// A script of a primitive that keeps its holds in a lease set: loaded after
+/// `lua/shared/queue.lua` (the line of waiters), `lua/lease_set/common.lua`
+/// (the holds) and `lua/semaphore/common.lua` (what waiters of either kind
+/// share), then the `helpers` (paths under `lua/`), then the files of
+/// `lua/<dir>/`.
+macro_rules! lease_set_script {
+    ($name:literal, $dir:literal, [$($helper:literal),*], $($file:literal),+) => {
+        Script::new(
+            $name,
+            concat!(
+                include_str!("../../lua/shared/queue.lua"),
+                include_str!("../../lua/lease_set/common.lua"),
+                include_str!("../../lua/semaphore/common.lua"),
+                $(include_str!(concat!("../../lua/", $helper, ".lua")),)*
+                $(include_str!(concat!("../../lua/", $dir, "/", $file, ".lua"))),+
+            ),
+        )
+    };
+}
+
 /// The semaphore scripts: permits with their own leases in a sorted set
 /// scored by the server's clock, a stored limit, and a fencing counter per
 /// slot. Each is loaded after `lua/shared/queue.lua` (the fair mode's line),
@@ -397,15 +417,7 @@ pub mod semaphore {
 
     macro_rules! semaphore_script {
         ($name:literal, $($file:literal),+) => {
-            Script::new(
-                $name,
-                concat!(
-                    include_str!("../../lua/shared/queue.lua"),
-                    include_str!("../../lua/lease_set/common.lua"),
-                    include_str!("../../lua/semaphore/common.lua"),
-                    $(include_str!(concat!("../../lua/semaphore/", $file, ".lua"))),+
-                ),
-            )
+            lease_set_script!($name, "semaphore", [], $($file),+)
         };
     }
 
@@ -433,27 +445,20 @@ pub mod semaphore {
 
 /// The read-write lock scripts: shared and exclusive holds with their own
 /// leases in a sorted set scored by the server's clock, a write counter, and
-/// the fair lock's queue keys for the waiting writers. Each is loaded after
-/// `lua/shared/queue.lua`, `lua/semaphore/common.lua`, the grant helpers
-/// (`lua/shared/fencing_counter.lua`, `lua/shared/grant.lua`: write tokens
-/// are issued as a lock's are) and `lua/rw/common.lua` (whose header
-/// describes the keys), and every one that writes drops expired holds first.
+/// the fair lock's queue keys for the waiting writers. Each is a lease set's
+/// script, loaded with the grant helpers (`lua/shared/fencing_counter.lua`,
+/// `lua/shared/grant.lua`: write tokens are issued as a lock's are) and
+/// `lua/rw/common.lua` (whose header describes the keys).
 pub mod rw {
     use super::Script;
 
     macro_rules! rw_script {
         ($name:literal, $($file:literal),+) => {
-            Script::new(
+            lease_set_script!(
                 $name,
-                concat!(
-                    include_str!("../../lua/shared/queue.lua"),
-                    include_str!("../../lua/lease_set/common.lua"),
-                    include_str!("../../lua/semaphore/common.lua"),
-                    include_str!("../../lua/shared/fencing_counter.lua"),
-                    include_str!("../../lua/shared/grant.lua"),
-                    include_str!("../../lua/rw/common.lua"),
-                    $(include_str!(concat!("../../lua/rw/", $file, ".lua"))),+
-                ),
+                "rw",
+                ["shared/fencing_counter", "shared/grant", "rw/common"],
+                $($file),+
             )
         };
     }
