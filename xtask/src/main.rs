@@ -41,7 +41,9 @@ const USAGE: &str =
          docs and publishing checks, every test with both clients, the packaged
          crates used from outside, the protocol models to bounds of about a minute,
          and `chaos --quick`
-  demo   duplicate order prevention and stock deduction on a local redis-server
+  demo   duplicate orders, stock deduction, a cron job on every host, a pool of
+         limited resources and transfers, each without and with a lock, and a
+         holder paused past its lease, on a local redis-server
   bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA,
          100k held leases batched against one renewal command each, topologies,
          reentrant, and the comparisons with peer crates
