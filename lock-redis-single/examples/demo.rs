@@ -150,15 +150,11 @@ async fn duplicate_orders(pods: Option<&[LockManager]>) -> Row {
             }
         }));
     }
-    let mut refused = 0;
-    for task in tasks {
-        match task.await {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => refused += 1,
-            Ok(Err(err)) => eprintln!("submission failed: {err}"),
-            Err(err) => eprintln!("task failed: {err}"),
-        }
-    }
+    let refused = finished(tasks, "submission")
+        .await
+        .into_iter()
+        .filter(|created| !created)
+        .count();
     let created = db
         .orders
         .lock()
@@ -210,21 +206,10 @@ async fn stock_deduction(pods: Option<&[LockManager]>) -> Row {
             }
         }));
     }
-    let (mut sold, mut refused, mut failed) = (0u32, 0u32, 0u32);
-    for task in tasks {
-        match task.await {
-            Ok(Ok(true)) => sold += 1,
-            Ok(Ok(false)) => refused += 1,
-            Ok(Err(err)) => {
-                failed += 1;
-                eprintln!("buyer failed: {err:?}");
-            }
-            Err(err) => {
-                failed += 1;
-                eprintln!("task failed: {err}");
-            }
-        }
-    }
+    let bought = finished(tasks, "buyer").await;
+    let sold = bought.iter().filter(|bought| **bought).count() as u32;
+    let refused = bought.len() as u32 - sold;
+    let failed = BUYERS - bought.len();
     let left = *db.stock.lock().expect("table");
     let verdict = if sold > STOCK {
         format!("OVERSOLD by {}", sold - STOCK)
@@ -271,15 +256,7 @@ async fn cron_job(pods: Option<&[LockManager]>) -> Row {
             Ok::<_, LockError>(guard)
         }));
     }
-    let mut guards = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(Ok(guard)) => guards.extend(guard),
-            Ok(Err(err)) => eprintln!("host failed: {err}"),
-            Err(err) => eprintln!("task failed: {err}"),
-        }
-    }
-    for guard in guards {
+    for guard in finished(tasks, "host").await.into_iter().flatten() {
         if let Err(err) = guard.release().await {
             eprintln!("release failed: {err}");
         }
@@ -332,13 +309,7 @@ async fn limited_resources(pods: Option<&[LockManager]>) -> Row {
             Ok::<(), LockError>(())
         }));
     }
-    for task in tasks {
-        match task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => eprintln!("worker failed: {err}"),
-            Err(err) => eprintln!("task failed: {err}"),
-        }
-    }
+    finished(tasks, "worker").await;
     let most = in_use.lock().expect("pool").1;
     let verdict = if most > POOL {
         format!("OVER the limit by {}", most - POOL)
@@ -391,13 +362,7 @@ async fn transfers(pods: Option<&[LockManager]>) -> Row {
             Ok::<(), LockError>(())
         }));
     }
-    for task in tasks {
-        match task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => eprintln!("transfer failed: {err}"),
-            Err(err) => eprintln!("task failed: {err}"),
-        }
-    }
+    finished(tasks, "transfer").await;
     let [a, b] = *accounts.lock().expect("accounts");
     let sent = TRANSFERS as i64;
     let (debits_lost, credits_lost) = (a - (BALANCE - sent), BALANCE + sent - b);
@@ -478,6 +443,23 @@ async fn paused_holder(server: &RedisServer, fenced: bool) -> Row {
         outcome,
         elapsed: started.elapsed(),
     }
+}
+
+/// Waits for every task: the values of those that succeeded, each failure
+/// reported as `what`'s.
+async fn finished<T, E: std::fmt::Debug>(
+    tasks: Vec<tokio::task::JoinHandle<Result<T, E>>>,
+    what: &str,
+) -> Vec<T> {
+    let mut values = Vec::new();
+    for task in tasks {
+        match task.await {
+            Ok(Ok(value)) => values.push(value),
+            Ok(Err(err)) => eprintln!("{what} failed: {err:?}"),
+            Err(err) => eprintln!("task failed: {err}"),
+        }
+    }
+    values
 }
 
 /// The row of a scenario that could not start.

@@ -295,6 +295,22 @@ impl RedisServer {
         admin_command(self.port, self.options.password.as_deref(), args)
     }
 
+    /// Runs `script` by its source (`EVAL`) with `keys` and `args`, as
+    /// [`admin`](Self::admin) sends a command: a script's reply on a real
+    /// server, with no client in between.
+    pub fn eval(
+        &self,
+        script: &lock_core::strategy::Script,
+        keys: &[String],
+        args: &[&str],
+    ) -> io::Result<AdminReply> {
+        let count = keys.len().to_string();
+        let mut command = vec!["EVAL", script.source(), count.as_str()];
+        command.extend(keys.iter().map(String::as_str));
+        command.extend_from_slice(args);
+        self.admin(&command)
+    }
+
     /// Sets the slow log to keep every command (the last 1,000), and empties
     /// it: what a test then reads with [`scripts_logged`](Self::scripts_logged)
     /// is what the server ran since.

@@ -10,11 +10,7 @@ use lock_core::strategy::Script;
 use lock_testkit::{AdminReply, RedisServer};
 
 fn eval(server: &RedisServer, script: &Script, keys: &[String], args: &[&str]) -> AdminReply {
-    let count = keys.len().to_string();
-    let mut command = vec!["EVAL", script.source(), count.as_str()];
-    command.extend(keys.iter().map(String::as_str));
-    command.extend_from_slice(args);
-    server.admin(&command).expect("EVAL")
+    server.eval(script, keys, args).expect("EVAL")
 }
 
 /// The semaphore's keys of `name`: the lease set's, the limit and fences.

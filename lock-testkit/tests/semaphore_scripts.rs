@@ -22,11 +22,7 @@ fn keys(name: &str) -> [String; 5] {
 }
 
 fn eval(server: &RedisServer, script: &Script, keys: &[String], args: &[&str]) -> AdminReply {
-    let count = keys.len().to_string();
-    let mut command = vec!["EVAL", script.source(), count.as_str()];
-    command.extend(keys.iter().map(String::as_str));
-    command.extend_from_slice(args);
-    server.admin(&command).expect("EVAL")
+    server.eval(script, keys, args).expect("EVAL")
 }
 
 /// The reply as integers (a text entry, such as a token, parsed).
