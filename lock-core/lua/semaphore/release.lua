@@ -15,13 +15,15 @@
 -- match the permits (nothing written).
 -- A hand-off key of another type, or an entry that does not parse, only
 -- stops the hand-off: the release publishes what it freed.
--- A release publishes the weight it freed (its own, and that of the expired
--- permits it dropped) on `KEYS[1]:released`, in the same atomic step, so a
--- waiter for more than that can go on waiting. With the hand-off keys, what
--- it frees first goes to the offers of the waiters at the head of the line
--- while their weights fit (each grant published as such), and only the rest
--- is published; an offer naming the released id (an attempt whose reply was
--- lost) is dropped first, never granted. The publish is a `pcall`: a
+-- A release that frees weight (its own, or that of the expired permits it
+-- dropped) publishes `u<weight in use>` on `KEYS[1]:released`, in the same
+-- atomic step: each process wakes, in order, the waiters whose weight fits
+-- beside it, and no others. With the hand-off keys, what it frees first
+-- goes to the offers of the waiters at the head of the line while their
+-- weights fit (each grant published as such), and the weight in use is
+-- published only when some is left over (or a head must be woken to take
+-- its own turn); an offer naming the released id (an attempt whose reply
+-- was lost) is dropped first, never granted. The publish is a `pcall`: a
 -- user without pub/sub channels still releases. Missing KEYS is an error
 -- reply before anything is read. The cost is in the expired permits
 -- swept (lease_set/common.lua), not in the live ones.
@@ -68,6 +70,6 @@ end
 freed = ls.opened_weight - ls.weight + granted
 ls_close(ls)
 if freed > granted or stalled then
-  redis.pcall('publish', permits .. ':released', math.max(freed - granted, 0))
+  redis.pcall('publish', permits .. ':released', 'u' .. ls.weight)
 end
 return released

@@ -51,6 +51,16 @@ impl Claim {
         fair || !matches!(self, Claim::Lock { .. })
     }
 
+    /// The weight and limit of a semaphore's waiter outside fair mode: a
+    /// release that says how much weight is in use wakes it only when its
+    /// weight fits (in fair mode the queue decides).
+    pub(super) fn fits_when(&self, fair: bool) -> Option<(u32, u32)> {
+        match self {
+            Claim::Permit(request) if !fair => Some((request.weight, request.limit)),
+            _ => None,
+        }
+    }
+
     /// Whether a wait for this claim offers its attempts' holds for a
     /// release to grant on the server (where the backend hands over): a
     /// fair lock's or permit's, and a write's that does not prefer readers.
@@ -558,8 +568,10 @@ impl<'a, Q> Wait<'a, Q> {
                 let every_release = self
                     .claim
                     .wakes_on_every_release(self.manager.settings.fair);
-                if every_release {
-                    watch.wake_on_every_release();
+                match self.claim.fits_when(self.manager.settings.fair) {
+                    Some((weight, limit)) => watch.wake_when_fits(weight, limit),
+                    None if every_release => watch.wake_on_every_release(),
+                    None => {}
                 }
                 // A grant to the hold already on offer may come any time.
                 if let Some(hold) = self.offered.and_then(Offered::hold) {
@@ -813,6 +825,12 @@ impl Wakeups for AnyOf {
         self.0
             .iter()
             .for_each(|watch| watch.wake_on_every_release());
+    }
+
+    fn wake_when_fits(&self, weight: u32, limit: u32) {
+        self.0
+            .iter()
+            .for_each(|watch| watch.wake_when_fits(weight, limit));
     }
 
     fn joined_behind_others(&self) -> bool {

@@ -36,6 +36,16 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// waiting one (fair mode: the queue, not the wake-up, decides who wins).
     fn wake_on_every_release(&self);
 
+    /// Wakes this waiter, a semaphore's outside fair mode, only at a
+    /// release that leaves room for `weight` of `limit` permits beside the
+    /// weight in use and the waiters ahead of it woken by the same release,
+    /// or at one that does not say how much is in use. The default wakes
+    /// it at every release.
+    fn wake_when_fits(&self, weight: u32, limit: u32) {
+        let _ = (weight, limit);
+        self.wake_on_every_release();
+    }
+
     /// Names the holds this waiter has on offer for a grant on the server
     /// (fair mode; see [`Claim::Lock`]), in place of those
     /// named before: its answered attempt's, and the one about to be sent.

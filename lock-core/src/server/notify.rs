@@ -20,6 +20,12 @@
 //! leaves before then (dropped, or out of time after a failed attempt)
 //! passes it on to the next one.
 //!
+//! Where one release can let in several waiters, it wakes only those that
+//! can go: a semaphore's release publishes the weight left in use, and
+//! wakes the waiters whose weights fit beside it, in order; a write handed
+//! to the next writer on the server wakes that writer, and the readers
+//! only if the grant outlives its waiter's lease.
+//!
 //! On a cluster whose servers have sharded pub/sub (Redis 7), releases go
 //! out with `SPUBLISH` and the subscriber is a cluster connection that
 //! subscribes each channel on its slot's master. When the slot moves, that
@@ -71,6 +77,16 @@ const REFUSED_BACKOFF: Duration = Duration::from_secs(10);
 /// How often at most a waiter woken by its timer, not by a release, has its
 /// sharded channel subscribed again (to follow a slot move).
 const REFRESH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long after a grant to another waiter's offer the waiters that
+/// expect no grant try again if no release woke them: the longest a grant
+/// lasts unless its waiter takes it up ([`FAIR_WAITER_LEASE`], the lease
+/// of every offer the engine makes), and a little more for the message's
+/// way here.
+///
+/// [`FAIR_WAITER_LEASE`]: crate::FAIR_WAITER_LEASE
+const RECHECK_AFTER_GRANT: Duration =
+    Duration::from_millis(crate::engine::manager::FAIR_WAITER_LEASE.as_millis() as u64 + 50);
 
 /// How long after any other failed subscription (a node restarting, a
 /// time-out) waiters poll before one tries again. [`ReleaseNotifier::watch`]
@@ -233,6 +249,18 @@ struct Slot {
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is).
     every: AtomicBool,
+    /// A semaphore's waiter outside fair mode: its weight and the limit.
+    /// A release that says how much weight is in use wakes it only when
+    /// its weight fits beside that and beside the waiters ahead of it
+    /// that the same release woke.
+    fits: std::sync::OnceLock<(u64, u64)>,
+    /// When to try again though no release woke this waiter: a grant went
+    /// to another waiter's offer, which may have died, so the hold this
+    /// waiter waits on may end with the grant, long before the timer the
+    /// last attempt set. Woken now, it would find the grant in its way.
+    recheck_at: SyncMutex<Option<Instant>>,
+    /// Told when `recheck_at` is set, so a sleeping waiter sees it.
+    recheck_set: Notify,
     /// The holds this waiter has on offer for a grant on the server (the
     /// answered attempt's and the one in flight): the SHA-1 of the attempt
     /// value, as a grant message names it, and that value.
@@ -277,6 +305,12 @@ struct GrantMessage<'a> {
     slot: Option<u32>,
 }
 
+/// The weight in use a semaphore's release published (`u<weight>`,
+/// semaphore/release.lua); `None` for any other message.
+fn weight_in_use(payload: &str) -> Option<u64> {
+    payload.strip_prefix('u')?.parse().ok()
+}
+
 /// A grant message of the server-side hand-off (shared/handoff.lua, rw/common.lua):
 /// `g<SHA-1 of the hold>:<token>`, and `:<slot>` behind it for a
 /// semaphore's permit (semaphore/common.lua); `None` for a release's `1`, a
@@ -310,12 +344,21 @@ struct Watched {
 
 impl Watched {
     /// Wakes the longest-waiting live waiter, leaving it in place, and every
-    /// waiter that asked to be woken by every release.
-    fn wake_one(&mut self) {
+    /// waiter that asked to be woken by every release. With `in_use`, the
+    /// weight a semaphore's release left in use, its waiters outside fair
+    /// mode are woken in order only while their weights fit: the others
+    /// would find no room. Without it (a message that says nothing of the
+    /// weight, a wake-up passed on), all of them are.
+    fn wake_one(&mut self, mut in_use: Option<u64>) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
         let mut woke_first = false;
         for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
-            if waiter.every.load(Ordering::Acquire) {
+            if let (Some(&(weight, limit)), Some(used)) = (waiter.fits.get(), in_use.as_mut()) {
+                if used.saturating_add(weight) <= limit {
+                    *used += weight;
+                    waiter.wake();
+                }
+            } else if waiter.every.load(Ordering::Acquire) {
                 waiter.wake();
             } else if !woke_first {
                 waiter.wake();
@@ -328,12 +371,15 @@ impl Watched {
     /// it: the lock is that waiter's, and no one else in line has a turn.
     /// A grant for a waiter of another process wakes no one in line here.
     /// Waiters woken by every release that are in no line (they expect no
-    /// grant: a read-write lock's readers) are woken too: the hold they
-    /// waited on was released, and the grant, which may be to a waiter
-    /// that died, can end sooner than it would have.
+    /// grant: a read-write lock's readers) are not woken either, as the
+    /// grant is in their way; but the hold they waited on was released, and
+    /// the grant, which may be to a waiter that died, ends within a
+    /// waiter's lease, sooner than their timers may: they try again then
+    /// ([`RECHECK_AFTER_GRANT`]) unless a release wakes them first.
     fn grant(&mut self, message: &GrantMessage<'_>) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
         let mut handed = false;
+        let recheck_at = Instant::now() + RECHECK_AFTER_GRANT;
         for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
             if !handed && waiter.granted(message) {
                 // Not counted as a release's wake-up: this one is the
@@ -345,7 +391,11 @@ impl Watched {
             } else if waiter.every.load(Ordering::Acquire)
                 && lock_ignoring_poison(&waiter.expected).is_empty()
             {
-                waiter.wake();
+                let mut at = lock_ignoring_poison(&waiter.recheck_at);
+                if at.is_none_or(|at| recheck_at < at) {
+                    *at = Some(recheck_at);
+                    waiter.recheck_set.notify_one();
+                }
             }
         }
     }
@@ -418,7 +468,7 @@ impl Hub {
                 if let Some(watched) = channels.get_mut(&channel) {
                     match grant_message(&payload) {
                         Some(message) => watched.grant(&message),
-                        None => watched.wake_one(),
+                        None => watched.wake_one(weight_in_use(&payload)),
                     }
                 }
             }
@@ -516,7 +566,7 @@ impl Hub {
                 let Some(watched) = channels.get_mut(&channel) else {
                     return;
                 };
-                watched.wake_one();
+                watched.wake_one(None);
                 if watched.refreshing.replace(false) != Some(true) {
                     watched.refreshing = None;
                     return;
@@ -553,7 +603,7 @@ impl Hub {
                     watched.watchers -= 1;
                     watched.waiters.retain(|waiter| waiter.strong_count() > 0);
                     if pass_on {
-                        watched.wake_one();
+                        watched.wake_one(None);
                     }
                     false
                 }
@@ -617,6 +667,17 @@ impl Wakeups for ReleaseWatch {
         }
     }
 
+    /// Asks to be woken by a release that leaves room for `weight` of
+    /// `limit`, in order with this process's other such waiters, or by one
+    /// that does not say how much is in use.
+    fn wake_when_fits(&self, weight: u32, limit: u32) {
+        for slot in &self.slots {
+            // Set once, before the waiter sleeps; a second call changes nothing.
+            let _ = slot.fits.set((u64::from(weight), u64::from(limit)));
+            slot.every.store(true, Ordering::Release);
+        }
+    }
+
     fn expect_grants(&self, holds: &[&HoldToken]) {
         let expected: Vec<(String, String)> = holds
             .iter()
@@ -655,15 +716,47 @@ impl Wakeups for ReleaseWatch {
     /// before then (its future dropped, or its attempt failed as its wait
     /// ran out) passes it on to the next waiter of this process, which
     /// would otherwise sleep while the lock is free.
+    ///
+    /// Also completes, with no wake-up, when a grant to another waiter may
+    /// have ended ([`Watched::grant`]).
     async fn released(&mut self) {
         if self.slots.is_empty() {
             return pending().await;
         }
-        let notified = self
-            .slots
-            .iter()
-            .map(|slot| Box::pin(slot.notify.notified()));
-        select_all(notified).await;
+        loop {
+            let recheck_at = self
+                .slots
+                .iter()
+                .filter_map(|slot| *lock_ignoring_poison(&slot.recheck_at))
+                .min();
+            let notified = select_all(
+                self.slots
+                    .iter()
+                    .map(|slot| Box::pin(slot.notify.notified())),
+            );
+            let recheck_set = select_all(
+                self.slots
+                    .iter()
+                    .map(|slot| Box::pin(slot.recheck_set.notified())),
+            );
+            let recheck = async {
+                match recheck_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => pending().await,
+                }
+            };
+            tokio::select! {
+                _ = notified => return,
+                () = recheck => {
+                    for slot in &self.slots {
+                        lock_ignoring_poison(&slot.recheck_at).take_if(|at| *at <= Instant::now());
+                    }
+                    return;
+                }
+                // A recheck set or moved earlier: sleep again with it.
+                _ = recheck_set => {}
+            }
+        }
     }
 
     /// Call just before each acquire attempt: the wake-ups so far are the
@@ -671,6 +764,10 @@ impl Wakeups for ReleaseWatch {
     /// one before came from the timer: on a sharded channel, that has the
     /// channel subscribed again (see the module docs).
     fn attempt_starting(&mut self) {
+        // This attempt finds out whether a grant is still in the way.
+        for slot in &self.slots {
+            lock_ignoring_poison(&slot.recheck_at).take();
+        }
         let attempted = std::mem::replace(&mut self.attempted, true);
         for (index, (seen, slot)) in self.seen.iter_mut().zip(&self.slots).enumerate() {
             let wakes = slot.wakes.load(Ordering::Acquire);
@@ -717,5 +814,23 @@ impl Drop for ReleaseWatch {
                 subscription.hub.leave(&subscription.channel, pass_on).await;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_weight_in_use_is_told_from_other_messages() {
+        assert_eq!(weight_in_use("u0"), Some(0));
+        assert_eq!(weight_in_use("u17"), Some(17));
+        for other in ["1", "0", "u", "u-1", "u1.5", "g", ""] {
+            assert_eq!(weight_in_use(other), None, "{other:?}");
+        }
+        let digest = "0".repeat(40);
+        assert!(weight_in_use(&format!("g{digest}:3:1")).is_none());
+        assert!(grant_message(&format!("g{digest}:3:1")).is_some());
+        assert!(grant_message("u3").is_none());
     }
 }

@@ -189,6 +189,39 @@ async fn a_writers_release_wakes_every_reader(kind: ClientKind) {
     }
 }
 
+/// A write handed to the next writer wakes that writer alone: readers
+/// waiting on the write would find the next one in their way. They start
+/// at once when that one is released.
+async fn a_write_handed_on_wakes_no_reader(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lock = locks.rw_lock("relay").expect("rw lock");
+    let first = lock.try_write().await.expect("try").expect("free");
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let writer = spawn_writer(&lock);
+    let is_write = |script: &LoggedScript| is_attempt(script) && !is_read(script);
+    until_attempts(&server, 2, "the writer asleep", is_write).await;
+    let readers: Vec<_> = (0..3).map(|_| spawn_reader(&lock)).collect();
+    until_attempts(&server, 6, "three readers asleep", is_read).await;
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    first.release().await.expect("release");
+    let released = Instant::now();
+    let write = served_promptly(writer, released, "the next writer")
+        .await
+        .expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logged = server.scripts_logged().expect("the slow log");
+    let reads = logged.iter().filter(|script| is_read(script)).count();
+    assert_eq!(reads, 0, "a write handed on woke {reads} readers");
+    write.release().await.expect("release");
+    let released = Instant::now();
+    for reader in readers {
+        let read = served_promptly(reader, released, "a reader after the writes").await;
+        read.expect("read").release().await.expect("release");
+    }
+}
+
 /// An owner re-enters: a write again with its token, a read while writing
 /// (a downgrade, kept when the write is released); an owner with only
 /// reads is refused the write, with a typed error, waiting or not.
@@ -812,6 +845,7 @@ lock_testkit::client_tests!(
     preferring_readers_lets_reads_pass_a_waiting_writer,
     a_writer_that_gives_up_holds_readers_back_briefly,
     a_writers_release_wakes_every_reader,
+    a_write_handed_on_wakes_no_reader,
     reentry_downgrade_and_a_refused_upgrade,
     holds_hand_off_and_resume,
     a_plain_lock_of_the_name_is_exclusive,

@@ -163,6 +163,51 @@ async fn a_light_waiter_behind_a_heavy_one_is_woken(kind: ClientKind) {
     }
 }
 
+/// A release of one permit wakes one waiter for one, not every waiter of
+/// the process: the others would each try, find the permit taken and
+/// sleep again.
+async fn a_release_wakes_only_the_waiters_that_fit(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = locks.semaphore("herd", 2).expect("semaphore");
+    let first = semaphore.try_acquire().await.expect("try").expect("room");
+    let second = semaphore.try_acquire().await.expect("try").expect("room");
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let waiters: Vec<_> = (0..4).map(|_| spawn_waiter(&semaphore, 1)).collect();
+    until_attempts(&server, 8, "four waiters asleep", is_acquire).await;
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    first.release().await.expect("release");
+    let released = Instant::now();
+    lock_testkit::eventually(Duration::from_secs(5), "a waiter served", || async {
+        waiters
+            .iter()
+            .any(|waiter| waiter.is_finished())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        released.elapsed() < Duration::from_secs(1),
+        "served by a timer"
+    );
+    // Time for the attempts of any other waiter it woke.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logged = server.scripts_logged().expect("the slow log");
+    let attempts = logged.iter().filter(|script| is_acquire(script)).count();
+    assert_eq!(attempts, 1, "one permit freed, {attempts} attempts");
+    let served = waiters.iter().filter(|waiter| waiter.is_finished()).count();
+    assert_eq!(served, 1);
+    for waiter in waiters {
+        if waiter.is_finished() {
+            let permit = waiter.await.expect("task").1.expect("permit");
+            permit.release().await.expect("release");
+        } else {
+            waiter.abort();
+        }
+    }
+    second.release().await.expect("release");
+}
+
 /// The first acquire stores the limit; another limit is refused naming
 /// both, until it is changed on purpose, which wakes and refuses in turn.
 async fn the_stored_limit_refuses_another(kind: ClientKind) {
@@ -704,6 +749,7 @@ lock_testkit::client_tests!(
     the_watchdog_keeps_a_permit,
     a_heavy_waiter_is_woken_by_the_release_that_fits,
     a_light_waiter_behind_a_heavy_one_is_woken,
+    a_release_wakes_only_the_waiters_that_fit,
     the_stored_limit_refuses_another,
     a_changed_limit_wakes_waiters,
     a_permit_hands_off_and_resumes,
