@@ -19,9 +19,9 @@
 -- Reply: {removed, released}: the queue entries removed (0 or 1), and 1
 -- when a permit granted to one of the ids was given back, else 0;
 -- {-2, key, type} when a key holds another type (nothing was written).
--- What that frees goes to the next waiters' offers that fit; the rest is
--- published, as a release's is, and a waiter that only left publishes '0'
--- so the next in line tries at once.
+-- What that frees goes to the next waiters' offers that fit; the weight
+-- left over is published as a bare number, which wakes every waiter, and
+-- a waiter that only left publishes '0' so the next in line tries at once.
 if #KEYS < 8 or not ARGV[1] then
   return redis.error_reply('ERR semaphore_give_up: eight keys and an owner expected')
 end

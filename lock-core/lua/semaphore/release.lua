@@ -1,5 +1,5 @@
 -- Gives back one permit, if it is still live, and tells waiters how much
--- weight that freed.
+-- weight is left in use.
 --
 -- KEYS[1]  the permits (the lease set's sorted set; see semaphore/common.lua)
 -- KEYS[2]  the held entries and tallies (a hash)
@@ -14,19 +14,22 @@
 -- detail} when KEYS[1] or KEYS[2] holds another type or the tallies do not
 -- match the permits (nothing written).
 -- A hand-off key of another type, or an entry that does not parse, only
--- stops the hand-off: the release publishes what it freed.
+-- stops the hand-off: the release publishes as it would without it.
 -- A release that frees weight (its own, or that of the expired permits it
 -- dropped) publishes `u<weight in use>` on `KEYS[1]:released`, in the same
 -- atomic step: each process wakes, in order, the waiters whose weight fits
--- beside it, and no others. With the hand-off keys, what it frees first
--- goes to the offers of the waiters at the head of the line while their
--- weights fit (each grant published as such), and the weight in use is
--- published only when some is left over (or a head must be woken to take
--- its own turn); an offer naming the released id (an attempt whose reply
--- was lost) is dropped first, never granted. The publish is a `pcall`: a
--- user without pub/sub channels still releases. Missing KEYS is an error
--- reply before anything is read. The cost is in the expired permits
--- swept (lease_set/common.lua), not in the live ones.
+-- beside it, and no others. When more expired permits are left than one
+-- sweep reads (lease_set/common.lua), the weight in use is not known
+-- without reading them all: the release publishes the weight it freed
+-- instead, a bare number, which wakes every waiter. With the hand-off keys,
+-- what it frees first goes to the offers of the waiters at the head of the
+-- line while their weights fit (each grant published as such), and the
+-- weight in use is published only when some is left over (or a head must
+-- be woken to take its own turn); an offer naming the released id (an
+-- attempt whose reply was lost) is dropped first, never granted. The
+-- publish is a `pcall`: a user without pub/sub channels still releases.
+-- Missing KEYS is an error reply before anything is read. The cost is in
+-- the expired permits swept (lease_set/common.lua), not in the live ones.
 if #KEYS < 3 then
   return redis.error_reply('ERR semaphore_release: three keys expected')
 end
@@ -70,6 +73,13 @@ end
 freed = ls.opened_weight - ls.weight + granted
 ls_close(ls)
 if freed > granted or stalled then
-  redis.pcall('publish', permits .. ':released', 'u' .. ls.weight)
+  if ls.swept then
+    redis.pcall('publish', permits .. ':released', 'u' .. ls.weight)
+  else
+    -- More expired permits than one sweep reads are still counted in
+    -- `:weight`: published as in use, they would keep out a waiter that
+    -- fits. A bare number wakes every waiter instead.
+    redis.pcall('publish', permits .. ':released', math.max(freed - granted, 0))
+  end
 end
 return released

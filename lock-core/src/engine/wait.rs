@@ -468,6 +468,9 @@ impl<'a, Q> Wait<'a, Q> {
         if let (Some(watch), Ok(Attempt::Acquired(_) | Attempt::Held { .. })) =
             (self.releases.as_mut(), &result)
         {
+            if matches!(result, Ok(Attempt::Held { .. })) {
+                watch.attempt_refused();
+            }
             // The wake-ups before the attempt led to one that finished;
             // one that erred keeps them, to pass on if this wait ends.
             watch.attempt_finished();
@@ -819,6 +822,10 @@ impl Wakeups for AnyOf {
 
     fn attempt_finished(&mut self) {
         self.0.iter_mut().for_each(|watch| watch.attempt_finished());
+    }
+
+    fn attempt_refused(&mut self) {
+        self.0.iter_mut().for_each(|watch| watch.attempt_refused());
     }
 
     fn wake_on_every_release(&self) {

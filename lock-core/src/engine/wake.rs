@@ -22,7 +22,9 @@ use crate::key::FencingToken;
 /// same resource, so a release is never lost with the waiter it woke.
 #[async_trait]
 pub trait Wakeups: Send + Sync + fmt::Debug {
-    /// Completes at the next wake-up, or at once if one is stored.
+    /// Completes at the next wake-up, or at once if one is stored; also
+    /// when a hold it waits behind may have ended with no release to tell
+    /// (a grant to another waiter's offer, which may have died).
     async fn released(&mut self);
 
     /// Marks the wake-ups delivered so far: an attempt starts.
@@ -31,6 +33,13 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// Spends the wake-ups marked by [`attempt_starting`](Self::attempt_starting):
     /// the attempt took the hold or found it held.
     fn attempt_finished(&mut self);
+
+    /// Called before [`attempt_finished`](Self::attempt_finished) when the
+    /// attempt found the hold held. A waiter woken because its weight fit
+    /// ([`wake_when_fits`](Self::wake_when_fits)) that finds the room taken
+    /// passes the wake-up to lighter waiters behind it, which may still
+    /// fit. The default does nothing.
+    fn attempt_refused(&mut self) {}
 
     /// Wakes this waiter at every release, not only when it is the longest
     /// waiting one (fair mode: the queue, not the wake-up, decides who wins).

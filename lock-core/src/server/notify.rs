@@ -22,9 +22,12 @@
 //!
 //! Where one release can let in several waiters, it wakes only those that
 //! can go: a semaphore's release publishes the weight left in use, and
-//! wakes the waiters whose weights fit beside it, in order; a write handed
-//! to the next writer on the server wakes that writer, and the readers
-//! only if the grant outlives its waiter's lease.
+//! wakes the waiters whose weights fit beside it, in order (one that finds
+//! the room taken passes its wake-up to lighter ones behind it). A grant
+//! on the server to the next writer or a fair waiter wakes that waiter
+//! alone; those that expect no grant (readers, an election's observers)
+//! try again a waiter's lease later, when a grant to a waiter that died
+//! has ended, unless a release wakes them first.
 //!
 //! On a cluster whose servers have sharded pub/sub (Redis 7), releases go
 //! out with `SPUBLISH` and the subscriber is a cluster connection that
@@ -247,7 +250,8 @@ struct Slot {
     /// them its finished attempts used; the rest are passed on when it leaves.
     wakes: AtomicU64,
     /// Woken by every release, not only when first (fair-mode waiters: the
-    /// queue in Redis, not this process, decides whose turn it is).
+    /// queue in Redis, not this process, decides whose turn it is), unless
+    /// `fits` says when; a grant to another waiter wakes it later.
     every: AtomicBool,
     /// A semaphore's waiter outside fair mode: its weight and the limit.
     /// A release that says how much weight is in use wakes it only when
@@ -314,7 +318,7 @@ fn weight_in_use(payload: &str) -> Option<u64> {
 /// A grant message of the server-side hand-off (shared/handoff.lua, rw/common.lua):
 /// `g<SHA-1 of the hold>:<token>`, and `:<slot>` behind it for a
 /// semaphore's permit (semaphore/common.lua); `None` for a release's `1`, a
-/// semaphore's freed weight or a leaver's `0`.
+/// semaphore's weight in use (`u<n>`) or freed weight, or a leaver's `0`.
 fn grant_message(payload: &str) -> Option<GrantMessage<'_>> {
     let (digest, rest) = payload.strip_prefix('g')?.split_once(':')?;
     let (token, slot) = match rest.split_once(':') {
@@ -590,6 +594,28 @@ impl Hub {
         Some(behind_others)
     }
 
+    /// Wakes, in order, the waiters of `channel` lighter than `weight` (a
+    /// waiter woken for the room it fitted, that found less), while their
+    /// weights together stay below it: the most the room can be.
+    fn pass_on_lighter(&self, channel: &str, from: &Arc<Slot>, weight: u64) {
+        let mut channels = lock_ignoring_poison(&self.channels);
+        let Some(watched) = channels.get_mut(channel) else {
+            return;
+        };
+        let mut left = weight.saturating_sub(1);
+        for waiter in watched.waiters.iter().filter_map(Weak::upgrade) {
+            if Arc::ptr_eq(&waiter, from) {
+                continue;
+            }
+            if let Some(&(lighter, _)) = waiter.fits.get() {
+                if lighter <= left {
+                    left -= lighter;
+                    waiter.wake();
+                }
+            }
+        }
+    }
+
     /// A waiter left; `pass_on` if it held a wake-up it never used.
     async fn leave(&self, channel: &str, pass_on: bool) {
         let _change = self.changes.lock().await;
@@ -779,6 +805,25 @@ impl Wakeups for ReleaseWatch {
                 }
             }
             *seen = wakes;
+        }
+    }
+
+    /// Call when the attempt found the lock held, before
+    /// [`attempt_finished`](Self::attempt_finished): a waiter woken because
+    /// its weight fitted, that found the room taken by another process
+    /// first, passes the wake-up to the lighter waiters behind it, which
+    /// the same release did not wake (the room it counted on went to it).
+    fn attempt_refused(&mut self) {
+        for (index, slot) in self.slots.iter().enumerate() {
+            let Some(&(weight, _)) = slot.fits.get() else {
+                continue;
+            };
+            let answered = self.seen.get(index) > self.used.get(index);
+            if let (true, Some(subscription)) = (answered, self.subscriptions.get(index)) {
+                subscription
+                    .hub
+                    .pass_on_lighter(&subscription.channel, slot, weight);
+            }
         }
     }
 

@@ -45,7 +45,7 @@ impl SingleNodeBackend {
     }
 
     /// Gives back a semaphore permit (`semaphore/release.lua`), which
-    /// publishes the weight it freed.
+    /// publishes the weight left in use.
     pub(super) async fn release_permit(
         &self,
         key: &LockKey,

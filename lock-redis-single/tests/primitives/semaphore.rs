@@ -744,7 +744,176 @@ async fn a_leaving_waiter_gives_its_permit_back(kind: ClientKind) {
     grants_nothing(&server, &key, holder, &lost, granted, "the lost attempt").await;
 }
 
+/// The semaphore's five keys, for scripts sent by hand.
+fn raw_keys(key: &LockKey) -> Vec<String> {
+    vec![
+        key.redis_key().to_owned(),
+        key.held_key(),
+        key.slots_key(),
+        key.limit_key(),
+        key.slot_fences_key(),
+    ]
+}
+
+/// A permit of another process, acquired by hand with `id`, for `weight`
+/// of `limit` and `ttl_ms`.
+fn raw_acquire(
+    server: &RedisServer,
+    keys: &[String],
+    id: &str,
+    weight: u32,
+    limit: u32,
+    ttl_ms: u64,
+) {
+    let (weight, limit, ttl) = (weight.to_string(), limit.to_string(), ttl_ms.to_string());
+    let reply = server
+        .eval(
+            &lock_core::strategy::scripts::semaphore::ACQUIRE,
+            keys,
+            &[id, &weight, &limit, &ttl],
+        )
+        .expect("EVAL acquire");
+    let AdminReply::Array(Some(items)) = &reply else {
+        panic!("raw acquire {id}: {reply:?}");
+    };
+    assert_eq!(
+        items.first().and_then(AdminReply::as_int),
+        Some(1),
+        "raw acquire {id}: {reply:?}"
+    );
+}
+
+/// A release wakes, in this process, the heavy waiter at the head (its
+/// weight fits beside the weight published) and not the light one behind
+/// it; when another process takes part of the room first, the heavy waiter
+/// finds no room, and passes its wake-up to the light one, which fits,
+/// rather than leave it asleep until its timer (the permits' 30 s TTL).
+async fn a_light_waiter_is_woken_when_the_heavy_one_loses(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    server.log_every_command().expect("the slow log");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = locks.semaphore("gap", 3).expect("semaphore");
+    let key = locks.key("gap").expect("key");
+    let keys = raw_keys(&key);
+    // Another process holds 1 and 2 of 3, for 30 s.
+    raw_acquire(&server, &keys, "other-one:0000000000000001", 1, 3, 30_000);
+    raw_acquire(&server, &keys, "other-two:0000000000000002", 2, 3, 30_000);
+    server.admin(&["SLOWLOG", "RESET"]).expect("SLOWLOG RESET");
+    let heavy = spawn_waiter(&semaphore, 2);
+    until_attempts(&server, 2, "the heavy waiter asleep", is_acquire).await;
+    let light = spawn_waiter(&semaphore, 1);
+    until_attempts(&server, 4, "the light waiter asleep", is_acquire).await;
+    // The weight of 2 released, and 1 of it taken by a third process
+    // before this one's waiters try (here in one MULTI: the same order).
+    let release = lock_core::strategy::scripts::semaphore::RELEASE.source();
+    let acquire = lock_core::strategy::scripts::semaphore::ACQUIRE.source();
+    let replies = server
+        .admin_session(&[
+            &["MULTI"],
+            &[
+                "EVAL",
+                release,
+                "3",
+                &keys[0],
+                &keys[1],
+                &keys[2],
+                "other-two:0000000000000002",
+            ],
+            &[
+                "EVAL",
+                acquire,
+                "5",
+                &keys[0],
+                &keys[1],
+                &keys[2],
+                &keys[3],
+                &keys[4],
+                "third:0000000000000003",
+                "1",
+                "3",
+                "30000",
+            ],
+            &["EXEC"],
+        ])
+        .expect("MULTI");
+    let released = Instant::now();
+    assert!(
+        matches!(replies.last(), Some(AdminReply::Array(Some(items))) if items.len() == 2),
+        "MULTI: {replies:?}"
+    );
+    // 2 of 3 in use: the light waiter fits.
+    let permit = served_promptly(light, released, "the light waiter")
+        .await
+        .expect("acquired");
+    assert!(!heavy.is_finished(), "2 more with 3 in use");
+    heavy.abort();
+    permit.release().await.expect("release");
+}
+
+/// A release that leaves more than one sweep's worth (64) of expired
+/// permits unswept does not publish them as in use: a waiter that fits in
+/// the empty semaphore is woken.
+async fn expired_permits_unswept_are_not_in_use(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let semaphore = locks.semaphore("swept", 200).expect("semaphore");
+    let key = locks.key("swept").expect("key");
+    let keys = raw_keys(&key);
+    // Another process holds all 200, for 30 s.
+    for index in 0..200 {
+        raw_acquire(
+            &server,
+            &keys,
+            &format!("long:{index:016x}"),
+            1,
+            200,
+            30_000,
+        );
+    }
+    let heavy = spawn_waiter(&semaphore, 70);
+    until_subscribed(&server, &key, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // 199 of them handed, one by one, to permits of another process for
+    // 1 s (a burst that then crashed): no release lets the waiter in.
+    let release = lock_core::strategy::scripts::semaphore::RELEASE.source();
+    let acquire = lock_core::strategy::scripts::semaphore::ACQUIRE.source();
+    let mut ids = Vec::new();
+    for index in 1..200 {
+        ids.push((format!("long:{index:016x}"), format!("short:{index:016x}")));
+    }
+    let mut commands: Vec<Vec<&str>> = Vec::new();
+    for (long, short) in &ids {
+        commands.push(vec![
+            "EVAL", release, "3", &keys[0], &keys[1], &keys[2], long,
+        ]);
+        commands.push(vec![
+            "EVAL", acquire, "5", &keys[0], &keys[1], &keys[2], &keys[3], &keys[4], short, "1",
+            "200", "1000",
+        ]);
+    }
+    let commands: Vec<&[&str]> = commands.iter().map(Vec::as_slice).collect();
+    server.admin_session(&commands).expect("session");
+    assert!(!heavy.is_finished(), "70 of 200 with 200 in use");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Every short permit has ended; the last long one is released.
+    let reply = server
+        .eval(
+            &lock_core::strategy::scripts::semaphore::RELEASE,
+            &keys[..3],
+            &[&format!("long:{:016x}", 0)],
+        )
+        .expect("release");
+    let released = Instant::now();
+    assert_eq!(reply.as_int(), Some(1), "the last long permit released");
+    let permit = served_promptly(heavy, released, "the heavy waiter")
+        .await
+        .expect("acquired");
+    permit.release().await.expect("release");
+}
+
 lock_testkit::client_tests!(
+    a_light_waiter_is_woken_when_the_heavy_one_loses,
+    expired_permits_unswept_are_not_in_use,
     weights_slots_and_tokens,
     the_watchdog_keeps_a_permit,
     a_heavy_waiter_is_woken_by_the_release_that_fits,

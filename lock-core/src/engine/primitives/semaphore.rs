@@ -34,10 +34,12 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// that asks for another one gets [`LockError::LimitMismatch`], naming
 /// both. Change it on purpose with [`set_limit`](Self::set_limit).
 ///
-/// Waiting is as for a lock: a release publishes the weight it freed, and
-/// every waiter of the semaphore in this process tries again; a waiter
-/// whose weight still does not fit sleeps until the next release or until
-/// the first live permit's lease ends. In fair mode (the config's `fair`),
+/// Waiting is as for a lock: a release publishes the weight left in use,
+/// and the waiters of the semaphore in this process whose weights fit
+/// beside it, in order, try again (a woken waiter that finds the room taken
+/// passes its wake-up to lighter ones behind it); a waiter whose weight
+/// does not fit sleeps until the next release or until the first live
+/// permit's lease ends. In fair mode (the config's `fair`),
 /// permits go in arrival order: a waiter is granted only at the head of
 /// the semaphore's queue, so a large weight is not starved by small ones
 /// that keep fitting, and a one-shot try never jumps the queue. A release
