@@ -28,17 +28,22 @@
 //! row reports the busiest task's acquisitions against a fair share (the total
 //! over 8). Fair mode should keep it at most 1.5.
 //!
-//! `cargo xtask bench` runs it; `BENCH_SECONDS` (default 5) is the length of
-//! each measurement.
+//! `cargo xtask bench` runs it, or `cargo bench --bench handoff` in
+//! `comparisons/`: each row's gaps are a criterion benchmark
+//! (`handoff/<client>/<waiting>`, `handoff/peers/<peer>`) timing the sum of
+//! a number of gaps, sampled for `BENCH_SECONDS` (default 2) × 2 s of
+//! handoffs; the hog table runs `BENCH_SECONDS` × 2 s per row, outside
+//! criterion (a share of acquisitions, not a time).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use lock_comparisons::{latency_column, Bench};
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager, RetryPolicy, WaitMode};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::env_number;
+use lock_testkit::bench::{env_number, Row, Table};
 use lock_testkit::{AdminReply, RedisServer};
 use rand::Rng;
 
@@ -224,60 +229,117 @@ fn python_peers() -> Option<PathBuf> {
     Some(python)
 }
 
-/// Runs python-redis-lock's handoff (`comparisons/python/handoff.py`) on
-/// `server` and prints its row.
-async fn measure_python(python: &Path, server: &RedisServer, length: Duration) {
+/// What the runs of one row measured, summed over criterion's runs.
+#[derive(Default)]
+struct Measured {
+    gaps: Vec<Duration>,
+    acquisitions: u64,
+    elapsed: Duration,
+    commands: u64,
+}
+
+impl Measured {
+    fn add(&mut self, run: Measured) {
+        self.gaps.extend(run.gaps);
+        self.acquisitions += run.acquisitions;
+        self.elapsed += run.elapsed;
+        self.commands += run.commands;
+    }
+
+    /// The row: gap percentiles, against the floors, acquisitions per
+    /// second and commands per acquisition.
+    fn line(mut self, label: &str, Floors { ping, idle }: Floors) -> String {
+        if self.gaps.is_empty() {
+            return format!("| {label} | - | - | {ping:.3} | {idle:.3} | - | - | - | - |");
+        }
+        self.gaps.sort();
+        let p50 = percentile(&self.gaps, 0.5).as_secs_f64() * 1e3;
+        format!(
+            "| {label} | {p50:.2} | {:.2} | {ping:.3} | {idle:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            percentile(&self.gaps, 0.99).as_secs_f64() * 1e3,
+            p50 / ping,
+            p50 / idle,
+            self.acquisitions as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE),
+            self.commands as f64 / self.acquisitions.max(1) as f64,
+        )
+    }
+}
+
+/// `column` of `row`: handoff gaps, criterion timing the sum of `count`
+/// of them (`run(count)`); what all of its runs measured.
+fn gap_column<F, Fut>(row: &mut Row<'_>, column: &str, run: F) -> Measured
+where
+    F: FnMut(u64) -> Fut,
+    Fut: std::future::Future<Output = Measured>,
+{
+    let sum = |run: &Measured| run.gaps.iter().sum();
+    let mut all = Measured::default();
+    for run in latency_column(row, column, run, sum) {
+        all.add(run);
+    }
+    all
+}
+
+/// python-redis-lock's handoff (`comparisons/python/handoff.py`) on
+/// `server` until `count` gaps, and its floors when `floors` is `None`
+/// (measured by the first run, kept for the others).
+async fn python_run(
+    python: &Path,
+    server: &RedisServer,
+    count: u64,
+    floors: &std::cell::Cell<Option<Floors>>,
+) -> Measured {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/handoff.py");
     let top_level = ["set", "blpop", "evalsha", "eval", "script|load", "ping"];
     let commands_before = client_commands(server, &top_level);
-    let output = tokio::process::Command::new(python)
+    let mut command = tokio::process::Command::new(python);
+    command
         .arg(&script)
         .arg(server.port().to_string())
-        .arg(length.as_secs_f64().to_string())
-        .output()
-        .await
-        .expect("run python");
+        .arg(format!("x{count}"));
+    if floors.get().is_none() {
+        command.arg("floors");
+    }
+    let output = command.output().await.expect("run python");
     assert!(
         output.status.success(),
         "handoff.py failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let commands = client_commands(server, &top_level) - commands_before;
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("handoff.py prints JSON");
-    let mut gaps: Vec<Duration> = report["gaps_ms"]
-        .as_array()
-        .expect("gaps")
-        .iter()
-        .filter_map(serde_json::Value::as_f64)
-        .map(|ms| Duration::from_secs_f64(ms / 1e3))
-        .collect();
-    gaps.sort();
-    let acquisitions = report["acquisitions"].as_u64().unwrap_or(0);
-    let seconds = report["seconds"].as_f64().unwrap_or(1.0);
-    let ping = report["ping_p50_ms"].as_f64().unwrap_or(f64::NAN);
-    let idle = report["idle_ping_p50_ms"].as_f64().unwrap_or(f64::NAN);
-    let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
-    println!(
-        "| (d) python-redis-lock 4.0.1 | {p50:.2} | {:.2} | {ping:.3} | {idle:.3} | {:.1} | {:.1} \
-         | {:.1} | {:.1} |",
-        percentile(&gaps, 0.99).as_secs_f64() * 1e3,
-        p50 / ping,
-        p50 / idle,
-        acquisitions as f64 / seconds,
-        // The 500 PINGs are the script's own floor, not the lock's.
-        commands.saturating_sub(500) as f64 / acquisitions.max(1) as f64,
-    );
+    if let (None, Some(ping), Some(idle)) = (
+        floors.get(),
+        report["ping_p50_ms"].as_f64(),
+        report["idle_ping_p50_ms"].as_f64(),
+    ) {
+        floors.set(Some(Floors { ping, idle }));
+    }
+    let pings = report["pings"].as_u64().unwrap_or(0);
+    let commands = client_commands(server, &top_level) - commands_before;
+    Measured {
+        gaps: report["gaps_ms"]
+            .as_array()
+            .expect("gaps")
+            .iter()
+            .filter_map(serde_json::Value::as_f64)
+            .map(|ms| Duration::from_secs_f64(ms / 1e3))
+            .collect(),
+        acquisitions: report["acquisitions"].as_u64().unwrap_or(0),
+        elapsed: Duration::from_secs_f64(report["seconds"].as_f64().unwrap_or(1.0)),
+        // The floors' PINGs are the script's own, not the lock's.
+        commands: commands.saturating_sub(pings),
+    }
 }
 
-async fn measure(
-    label: &str,
-    contender: Contender,
+/// `contender`'s handoffs: `TASKS` tasks contend until `count` gaps were
+/// seen.
+async fn run(
+    contender: &Contender,
     server: &RedisServer,
     top_level: &[&str],
-    length: Duration,
-    floors: Floors,
-) {
+    count: u64,
+) -> Measured {
     let handoffs = Arc::new(Handoffs::default());
     let stop = Arc::new(AtomicBool::new(false));
     let commands_before = client_commands(server, top_level);
@@ -293,26 +355,24 @@ async fn measure(
             }
         }));
     }
-    tokio::time::sleep(length).await;
+    let wanted = usize::try_from(count).unwrap_or(usize::MAX);
+    while handoffs.state.lock().expect("state").gaps.len() < wanted {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for task in tasks {
         task.await.expect("contender");
     }
     let elapsed = started.elapsed();
     let commands = client_commands(server, top_level) - commands_before;
-    let acquisitions = handoffs.acquisitions.load(Ordering::SeqCst);
     let mut gaps = std::mem::take(&mut handoffs.state.lock().expect("state").gaps);
-    gaps.sort();
-    let p50 = percentile(&gaps, 0.5).as_secs_f64() * 1e3;
-    let Floors { ping, idle } = floors;
-    println!(
-        "| {label} | {p50:.2} | {:.2} | {ping:.3} | {idle:.3} | {:.1} | {:.1} | {:.1} | {:.1} |",
-        percentile(&gaps, 0.99).as_secs_f64() * 1e3,
-        p50 / ping,
-        p50 / idle,
-        acquisitions as f64 / elapsed.as_secs_f64(),
-        commands as f64 / acquisitions.max(1) as f64,
-    );
+    gaps.truncate(wanted);
+    Measured {
+        gaps,
+        acquisitions: handoffs.acquisitions.load(Ordering::SeqCst),
+        elapsed,
+        commands,
+    }
 }
 
 /// Every task re-acquires at once after each release; returns the busiest
@@ -372,20 +432,9 @@ async fn ours(
     LockManager::new(Arc::new(backend), config).expect("config")
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 5));
-    let server = RedisServer::start().expect("start redis-server");
-    println!(
-        "one redis-server on 127.0.0.1:{}, {TASKS} contenders, {length:?} per row",
-        server.port()
-    );
-    println!();
-    println!(
-        "| waiting | gap p50 (ms) | gap p99 (ms) | PING p50 (ms) | idle PING p50 (ms) \
-         | gap p50 / PING p50 | gap p50 / idle PING p50 | acquisitions/s | commands/acquisition |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+fn main() {
+    let mut bench = Bench::start();
+    let mut lines = Vec::new();
     // A transaction counts once (`EXEC`): one round trip, like a script.
     let ours_commands = [
         "evalsha",
@@ -399,38 +448,62 @@ async fn main() {
     ];
     let python = python_peers();
     for kind in ClientKind::compiled() {
-        let ping = Floors::of(kind, &server).await;
+        let server = &bench.server;
+        let floors = bench.run(Floors::of(kind, server));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "handoff");
+        let mut row = table.row(kind);
         for (label, wait_mode, fair) in [
             ("(a) ours, notify", WaitMode::Notify, false),
             ("(a') ours, fair", WaitMode::Notify, true),
             ("(b) ours, poll 100 ms", WaitMode::Poll, false),
         ] {
-            let locks = ours(kind, &server, wait_mode, fair).await;
-            measure(
-                &format!("{label}, {kind}"),
-                Contender::Ours(locks),
-                &server,
-                &ours_commands,
-                length,
-                ping,
-            )
-            .await;
+            let contender =
+                Contender::Ours(bench.runtime.block_on(ours(kind, server, wait_mode, fair)));
+            let measured = gap_column(&mut row, label, |count| {
+                run(&contender, server, &ours_commands, count)
+            });
+            lines.push(measured.line(&format!("{label}, {kind}"), floors));
         }
     }
-    let peer = rslock::LockManager::new(vec![server.url().expose().to_owned()]);
-    measure(
-        "(c) rslock 0.10.0 default",
-        Contender::Rslock(peer),
-        &server,
-        &["set", "eval", "evalsha", "script|load"],
-        length,
-        Floors::of(ClientKind::Redis, &server).await,
-    )
-    .await;
+    let server = &bench.server;
+    let floors = bench.run(Floors::of(ClientKind::Redis, server));
+    let mut table = Table::new(&mut bench.criterion, &bench.runtime, "handoff");
+    let mut row = table.row("peers");
+    let peer = Contender::Rslock(rslock::LockManager::new(vec![server
+        .url()
+        .expose()
+        .to_owned()]));
+    let rslock_commands = ["set", "eval", "evalsha", "script|load"];
+    let measured = gap_column(&mut row, "rslock 0.10.0 default", |count| {
+        run(&peer, server, &rslock_commands, count)
+    });
+    lines.push(measured.line("(c) rslock 0.10.0 default", floors));
     if let Some(python) = &python {
-        measure_python(python, &server, length).await;
+        let floors = std::cell::Cell::new(None);
+        let measured = gap_column(&mut row, "python-redis-lock 4.0.1", |count| {
+            python_run(python, server, count, &floors)
+        });
+        let floors = floors.get().unwrap_or(Floors {
+            ping: f64::NAN,
+            idle: f64::NAN,
+        });
+        lines.push(measured.line("(d) python-redis-lock 4.0.1", floors));
     }
+    drop(row);
+    drop(table);
+    println!(
+        "| waiting | gap p50 (ms) | gap p99 (ms) | PING p50 (ms) | idle PING p50 (ms) \
+         | gap p50 / PING p50 | gap p50 / idle PING p50 | acquisitions/s | commands/acquisition |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    lines.iter().for_each(|line| println!("{line}"));
+    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2).max(1) * 2);
+    bench.run(hogs(&bench.server, length));
+    bench.finish();
+}
 
+/// The hog table: every task re-contends at once, for `length` per row.
+async fn hogs(server: &RedisServer, length: Duration) {
     println!();
     println!("Hog: {TASKS} tasks, each with its own connections, re-contend at once; hold 2 ms.");
     println!();
@@ -444,7 +517,7 @@ async fn main() {
     ] {
         let mut contenders = Vec::new();
         for _ in 0..TASKS {
-            contenders.push(Contender::Ours(ours(kind, &server, wait_mode, fair).await));
+            contenders.push(Contender::Ours(ours(kind, server, wait_mode, fair).await));
         }
         let (ratio, rate) = hog(contenders, length).await;
         println!("| {label}, {kind} | {ratio:.2} | {rate:.1} |");

@@ -9,49 +9,59 @@
 //!   one after another and released after (what a caller without
 //!   multi-key locks does, 2 × N round trips).
 //!
-//! Run with `cargo xtask bench`; `BENCH_SECONDS` (default 2) is the length
-//! of one measurement, each figure the median of `BENCH_ROUNDS` (default 3).
+//! Run with `cargo xtask bench`, or `cargo bench --bench multi --features
+//! redis,fred` in `comparisons/`: each figure is a criterion benchmark
+//! (`multi/<client>/<names> names/<tasks> tasks/<column>`), sampled for
+//! `BENCH_SECONDS` (default 2); see `lock_testkit::bench::Table`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_comparisons::{hold_ids, single_node_manager, try_take_cycles, Bench};
+use lock_comparisons::{figure, hold_ids, ratio, single_node_manager, try_take_cycles, Bench};
 use lock_core::strategy::scripts::multi::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, LockManager, MultiLock};
-use lock_testkit::bench::{cycles_per_second, lock_floor};
+use lock_testkit::bench::{cycles_per_second, lock_floor, Span, Table};
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let bench = Bench::start();
-    let length = bench.length;
+fn main() {
+    let mut bench = Bench::start();
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind);
+        let locks = &bench.run(single_node_manager(
+            kind,
+            &bench.server,
+            Duration::from_secs(30),
+        ));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "multi");
+        for names in [2usize, 8] {
+            for tasks in [1usize, 32] {
+                let mut row = table.row(format_args!("{kind}/{names} names/{tasks} tasks"));
+                let floor = row.floor("floor", |span| lock_floor(Arc::clone(raw), tasks, span));
+                let scripts = row.rate("scripts", |span| {
+                    scripts(Arc::clone(raw), names, tasks, span)
+                });
+                let multi = row.rate("multi-key", |span| multi(locks, names, tasks, span));
+                let one_by_one =
+                    row.rate("one by one", |span| one_by_one(locks, names, tasks, span));
+                lines.push(format!(
+                    "| {kind} | {names} | {tasks} | {} | {} | {} | {} | {} | {} |",
+                    figure(floor, 0),
+                    figure(scripts, 0),
+                    figure(multi, 0),
+                    figure(one_by_one, 0),
+                    ratio(multi, floor),
+                    ratio(multi, one_by_one),
+                ));
+            }
+        }
+    }
     println!(
         "| client | names | tasks | floor (cycles/s) | scripts (cycles/s) | multi-key (cycles/s) | one by one (cycles/s) | multi-key / floor | multi-key / one by one |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let locks = &single_node_manager(kind, &bench.server, Duration::from_secs(30)).await;
-        for names in [2usize, 8] {
-            for tasks in [1usize, 32] {
-                let [floor, scripts, multi, one_by_one] = bench
-                    .medians(|| async move {
-                        [
-                            lock_floor(Arc::clone(raw), tasks, length).await,
-                            scripts(Arc::clone(raw), names, tasks, length).await,
-                            multi(locks, names, tasks, length).await,
-                            one_by_one(locks, names, tasks, length).await,
-                        ]
-                    })
-                    .await;
-                println!(
-                    "| {kind} | {names} | {tasks} | {floor:.0} | {scripts:.0} | {multi:.0} | {one_by_one:.0} | {:.2} | {:.2} |",
-                    multi / floor,
-                    multi / one_by_one,
-                );
-            }
-        }
-    }
+    lines.iter().for_each(|line| println!("{line}"));
+    bench.finish();
 }
 
 /// The names of `task`'s hold.
@@ -61,7 +71,7 @@ fn names_of(task: usize, names: usize) -> Vec<String> {
 
 /// The multi-key acquire and release scripts sent raw, a hold of its own
 /// per task.
-async fn scripts(node: Arc<dyn NodeClient>, names: usize, tasks: usize, length: Duration) -> f64 {
+async fn scripts(node: Arc<dyn NodeClient>, names: usize, tasks: usize, span: Span) -> f64 {
     let keys: Arc<[Vec<String>]> = (0..tasks)
         .map(|task| {
             names_of(task, names)
@@ -76,7 +86,7 @@ async fn scripts(node: Arc<dyn NodeClient>, names: usize, tasks: usize, length: 
         })
         .collect();
     let values = hold_ids(tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, keys, values) = (Arc::clone(&node), Arc::clone(&keys), Arc::clone(&values));
         async move {
             let all: Vec<&str> = keys[task].iter().map(String::as_str).collect();
@@ -104,11 +114,11 @@ async fn scripts(node: Arc<dyn NodeClient>, names: usize, tasks: usize, length: 
 }
 
 /// `MultiLock::try_acquire` + `release` through the engine.
-async fn multi(locks: &LockManager, names: usize, tasks: usize, length: Duration) -> f64 {
+async fn multi(locks: &LockManager, names: usize, tasks: usize, span: Span) -> f64 {
     let holds: Arc<[MultiLock]> = (0..tasks)
         .map(|task| locks.multi_lock(names_of(task, names)).expect("multi lock"))
         .collect();
-    try_take_cycles(tasks, length, "its own names", move |task| {
+    try_take_cycles(tasks, span, "its own names", move |task| {
         let holds = Arc::clone(&holds);
         async move { holds[task].try_acquire().await }
     })
@@ -116,10 +126,10 @@ async fn multi(locks: &LockManager, names: usize, tasks: usize, length: Duration
 }
 
 /// The same names as plain locks, taken one after another, then released.
-async fn one_by_one(locks: &LockManager, names: usize, tasks: usize, length: Duration) -> f64 {
+async fn one_by_one(locks: &LockManager, names: usize, tasks: usize, span: Span) -> f64 {
     let all: Arc<[Vec<String>]> = (0..tasks).map(|task| names_of(task, names)).collect();
     let locks = locks.clone();
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (locks, all) = (locks.clone(), Arc::clone(&all));
         async move {
             let mut guards = Vec::new();

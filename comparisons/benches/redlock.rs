@@ -11,31 +11,24 @@
 //! floors send keys and a value as long as Redlock's (`lock:{base:t<task>}`
 //! beside Redlock's `lock:{rdlk:t<task>}`, and a 49-byte value like a
 //! hold's), and every column's names are made before the measurement. The last
-//! column, "redlock / quorum floor", is the median of each round's ratio
-//! (Redlock against the floor measured in the same round, the mean of its
-//! two measurements when `quorum-again` is named), not a ratio of medians:
-//! this machine's speed drifts between rounds by more than the gap measured.
+//! column, "redlock / quorum floor", is the headline: Redlock against the
+//! floor measured in the same run.
 //!
 //! A second table repeats the 5-node figures with one node behind a
 //! [`DelayProxy`] that adds at least `BENCH_SLOW_MS` (default 1) milliseconds each
 //! way (the table header gives the measured round trip): a node that is slow
 //! but alive, as one in another zone would be.
 //!
-//! `cargo xtask bench` runs it. `BENCH_SECONDS` (default 2) is the length of one
-//! measurement; each figure is the median of `BENCH_ROUNDS` (default 3)
-//! interleaved measurements (`BENCH_VERBOSE=1` prints each on stderr, with
-//! its CPU per cycle;
-//! `BENCH_SLOW_MS=0` leaves out the second table, and the column name
-//! `quorum-again`, measured only when named, measures the quorum floor a
-//! second time each round, after Redlock, to show how far two measurements
-//! of one thing differ). Every task uses its own
-//! key. To profile one row, `BENCH_CLIENT` (`redis` or `fred`) and
-//! `BENCH_TASKS` (`1` or `16`) narrow the run, and `BENCH_ONLY` (a
-//! comma-separated list of `single`, `quorum`, `all`, `redlock` and
-//! `rslock`) measures only those columns (the others read 0).
+//! `cargo xtask bench` runs it, or `cargo bench --bench redlock --features
+//! redis,fred` in `comparisons/`: each figure is a criterion benchmark
+//! (`redlock/<client>/<tasks> tasks/<column>`, and `redlock/one slow
+//! node/...`), sampled for `BENCH_SECONDS` (default 2); a filter on the
+//! command line measures some of them (the others read `-`), and
+//! `--save-baseline NAME` / `--baseline NAME` compare a change. Every task
+//! uses its own key. `BENCH_SLOW_MS=0` leaves out the second table.
 //! `BENCH_PIN=1` pins the servers to the last CPU and the benchmark to the
 //! others (see `lock_testkit::bench::pin_apart_if_asked`): the figures then
-//! vary by a few percent between rounds instead of a fifth.
+//! vary by a few percent between samples instead of a fifth.
 //! `BENCH_FLOOR_SPIN_NS` makes every floor cycle first spin on the CPU for
 //! that long: a calibration of how much rate a little client work costs on
 //! the machine (on two cores shared with five servers, a client that spends
@@ -46,23 +39,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use lock_comparisons::{figure, ratio, runtime};
 use lock_core::strategy::scripts::single::RELEASE;
 use lock_core::strategy::{self, NodeClient};
 use lock_core::{ClientKind, ConnectOptions, LockBackend, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
 use lock_redlock::{RedlockBackend, RedlockOptions};
 use lock_testkit::bench::{
-    acquire_release_cycles, cycles_per_second, env_number, median, task_keys, task_names,
-    FLOOR_VALUE,
+    acquire_release_cycles, cycles_per_second, env_number, task_keys, task_names, Criterion, Span,
+    Table, FLOOR_VALUE,
 };
 use lock_testkit::{DelayProxy, RedisServer};
 
 const NODES: usize = 5;
 const TTL: Duration = Duration::from_secs(30);
 
-async fn rslock(locks: rslock::LockManager, tasks: usize, length: Duration) -> f64 {
+async fn rslock(locks: rslock::LockManager, tasks: usize, span: Span) -> f64 {
     let names = task_names("rslk", tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (locks, names) = (locks.clone(), Arc::clone(&names));
         async move {
             let lock = locks
@@ -77,12 +71,7 @@ async fn rslock(locks: rslock::LockManager, tasks: usize, length: Duration) -> f
 
 /// Raw acquire+release rounds over `nodes`, each round sent to every node at
 /// once and done after `replies` answers; see the module docs.
-async fn floor(
-    nodes: Vec<Arc<dyn NodeClient>>,
-    replies: usize,
-    tasks: usize,
-    length: Duration,
-) -> f64 {
+async fn floor(nodes: Vec<Arc<dyn NodeClient>>, replies: usize, tasks: usize, span: Span) -> f64 {
     for node in &nodes {
         RELEASE
             .load(node.as_ref())
@@ -92,7 +81,7 @@ async fn floor(
     let nodes = Arc::new(nodes);
     let spin = Duration::from_nanos(env_number("BENCH_FLOOR_SPIN_NS", 0));
     let keys = task_keys("base", tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (nodes, keys) = (Arc::clone(&nodes), Arc::clone(&keys));
         async move {
             if !spin.is_zero() {
@@ -147,175 +136,92 @@ async fn floor(
     .await
 }
 
-/// Which rows and columns to measure (`BENCH_CLIENT`, `BENCH_TASKS`,
-/// `BENCH_ONLY`), and for how long.
-struct Plan {
-    length: Duration,
-    rounds: u64,
-    only_client: Option<String>,
-    only_tasks: Option<String>,
-    only: Option<String>,
-}
-
-impl Plan {
-    fn from_env() -> Self {
-        Plan {
-            length: Duration::from_secs(env_number("BENCH_SECONDS", 2)),
-            rounds: env_number("BENCH_ROUNDS", 3).max(1),
-            only_client: std::env::var("BENCH_CLIENT").ok(),
-            only_tasks: std::env::var("BENCH_TASKS").ok(),
-            only: std::env::var("BENCH_ONLY").ok(),
+/// One table, `name`: every compiled client, 1 and 16 tasks, over `urls`;
+/// the single node column (on `urls[0]`) only when `with_single`.
+fn table(
+    criterion: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    urls: &[NodeUrl],
+    with_single: bool,
+) {
+    let peer = rslock::LockManager::new(urls.iter().map(|url| url.expose().to_owned()).collect());
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let (single, redlock, raw) = runtime.block_on(connect(kind, urls));
+        let mut table = Table::new(criterion, runtime, name);
+        for tasks in [1usize, 16] {
+            let mut row = table.row(format_args!("{kind}/{tasks} tasks"));
+            let quorum_floor = row.floor("quorum floor", |span| {
+                floor(raw.clone(), NODES / 2 + 1, tasks, span)
+            });
+            let single = with_single
+                .then(|| {
+                    row.rate("single", |span| {
+                        acquire_release_cycles(single.clone(), "sngl", tasks, span)
+                    })
+                })
+                .flatten();
+            let all_floor = row.rate("all-nodes floor", |span| {
+                floor(raw.clone(), NODES, tasks, span)
+            });
+            let redlock = row.rate("redlock", |span| {
+                let (redlock, raw) = (redlock.clone(), raw.clone());
+                async move {
+                    let rate = acquire_release_cycles(redlock, "rdlk", tasks, span).await;
+                    report_grants_left(&raw).await;
+                    rate
+                }
+            });
+            let rslock = row.rate("rslock", |span| rslock(peer.clone(), tasks, span));
+            lines.push(format!(
+                "| {kind} | {tasks} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                figure(single, 0),
+                figure(quorum_floor, 0),
+                figure(all_floor, 0),
+                figure(redlock, 0),
+                figure(rslock, 0),
+                ratio(redlock, single),
+                ratio(redlock, rslock),
+                ratio(quorum_floor, rslock),
+                ratio(redlock, quorum_floor),
+            ));
         }
     }
-
-    fn measures(&self, column: &str) -> bool {
-        self.only
-            .as_deref()
-            .is_none_or(|only| only.split(',').any(|name| name == column))
-    }
-
-    /// Whether `BENCH_ONLY` names `column` (for columns measured only on
-    /// request).
-    fn names(&self, column: &str) -> bool {
-        self.only
-            .as_deref()
-            .is_some_and(|only| only.split(',').any(|name| name == column))
-    }
-
-    fn kinds(&self) -> Vec<ClientKind> {
-        ClientKind::compiled()
-            .into_iter()
-            .filter(|kind| {
-                self.only_client
-                    .as_deref()
-                    .is_none_or(|only| only == kind.name())
-            })
-            .collect()
-    }
-
-    fn task_counts(&self) -> Vec<usize> {
-        [1, 16]
-            .into_iter()
-            .filter(|tasks| {
-                self.only_tasks
-                    .as_deref()
-                    .is_none_or(|only| only == tasks.to_string())
-            })
-            .collect()
-    }
-}
-
-/// One table: every compiled client, 1 and 16 tasks, over `urls`; the single
-/// node column (on `urls[0]`) only when `with_single`.
-async fn table(plan: &Plan, urls: &[NodeUrl], with_single: bool) {
     println!("| client | tasks | single | quorum floor | all-nodes floor | redlock | rslock | redlock / single | redlock / rslock | quorum floor / rslock | redlock / quorum floor |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let peer = rslock::LockManager::new(urls.iter().map(|url| url.expose().to_owned()).collect());
-    let (length, measures) = (plan.length, |column| plan.measures(column));
-    for kind in plan.kinds() {
-        let options = ConnectOptions::default();
-        let config = LockConfig::with_nodes(urls.iter().map(|url| url.expose().to_owned()));
-        let single: Arc<dyn LockBackend> = Arc::new(
-            SingleNodeBackend::connect(kind, &urls[0], options)
+    lines.iter().for_each(|line| println!("{line}"));
+}
+
+/// Managers over `urls` through `kind`: the single-node strategy on the
+/// first, Redlock over all; and a raw connection to each, for the floors.
+async fn connect(
+    kind: ClientKind,
+    urls: &[NodeUrl],
+) -> (LockManager, LockManager, Vec<Arc<dyn NodeClient>>) {
+    let options = ConnectOptions::default();
+    let config = LockConfig::with_nodes(urls.iter().map(|url| url.expose().to_owned()));
+    let single: Arc<dyn LockBackend> = Arc::new(
+        SingleNodeBackend::connect(kind, &urls[0], options)
+            .await
+            .expect("connect single"),
+    );
+    let redlock: Arc<dyn LockBackend> = Arc::new(
+        RedlockBackend::connect(kind, urls, options, RedlockOptions::default())
+            .await
+            .expect("connect redlock"),
+    );
+    let mut raw = Vec::new();
+    for url in urls {
+        raw.push(
+            strategy::connect(kind, url, options)
                 .await
-                .expect("connect single"),
+                .expect("connect a node"),
         );
-        let redlock: Arc<dyn LockBackend> = Arc::new(
-            RedlockBackend::connect(kind, urls, options, RedlockOptions::default())
-                .await
-                .expect("connect redlock"),
-        );
-        let mut raw = Vec::new();
-        for url in urls {
-            raw.push(
-                strategy::connect(kind, url, options)
-                    .await
-                    .expect("connect a node"),
-            );
-        }
-        let single = LockManager::new(single, config.clone()).expect("config");
-        let redlock = LockManager::new(redlock, config).expect("config");
-        for tasks in plan.task_counts() {
-            let (mut singles, mut redlocks, mut peers) = (Vec::new(), Vec::new(), Vec::new());
-            let (mut quorum_floors, mut all_floors) = (Vec::new(), Vec::new());
-            let mut floors_again = Vec::new();
-            for _ in 0..plan.rounds {
-                if with_single && measures("single") {
-                    singles
-                        .push(acquire_release_cycles(single.clone(), "sngl", tasks, length).await);
-                }
-                if measures("quorum") {
-                    quorum_floors.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
-                }
-                if measures("all") {
-                    all_floors.push(floor(raw.clone(), NODES, tasks, length).await);
-                }
-                if measures("redlock") {
-                    redlocks
-                        .push(acquire_release_cycles(redlock.clone(), "rdlk", tasks, length).await);
-                    report_grants_left(&raw).await;
-                }
-                // The floor a second time, where the lock ran: how far two
-                // measurements of the same thing differ on this machine.
-                if plan.names("quorum-again") {
-                    floors_again.push(floor(raw.clone(), NODES / 2 + 1, tasks, length).await);
-                }
-                if measures("rslock") {
-                    peers.push(rslock(peer.clone(), tasks, length).await);
-                }
-            }
-            // Each round's Redlock figure against that round's floor (the
-            // mean of the floor before and after it, when measured twice):
-            // the machine's speed drifts between rounds by more than the
-            // gap measured, and a ratio within one round cancels the drift.
-            let redlock_per_round: Vec<f64> = redlocks
-                .iter()
-                .enumerate()
-                .filter_map(|(round, redlock)| {
-                    let before = quorum_floors.get(round)?;
-                    let floor = floors_again
-                        .get(round)
-                        .map_or(*before, |after| (before + after) / 2.0);
-                    Some(redlock / floor)
-                })
-                .collect();
-            if std::env::var_os("BENCH_VERBOSE").is_some() {
-                let paired = |column: &[f64]| -> Vec<String> {
-                    quorum_floors
-                        .iter()
-                        .zip(column)
-                        .map(|(floor, other)| format!("{:.2}", other / floor))
-                        .collect()
-                };
-                eprintln!(
-                    "{kind} {tasks} tasks, each round: quorum floor {quorum_floors:.0?}, \
-                     redlock {redlocks:.0?}, redlock / quorum floor {:?}, \
-                     quorum floor again / quorum floor {:?}",
-                    paired(&redlocks),
-                    paired(&floors_again),
-                );
-            }
-            let redlock_ratio = median(redlock_per_round);
-            let (single, redlock, peer) = (median(singles), median(redlocks), median(peers));
-            let (quorum_floor, all_floor) = (median(quorum_floors), median(all_floors));
-            let single_column = if with_single {
-                format!("{single:.0}")
-            } else {
-                "-".to_owned()
-            };
-            let single_ratio = if with_single {
-                format!("{:.2}", redlock / single)
-            } else {
-                "-".to_owned()
-            };
-            println!(
-                "| {kind} | {tasks} | {single_column} | {quorum_floor:.0} | {all_floor:.0} | {redlock:.0} | {peer:.0} | {single_ratio} | {:.2} | {:.2} | {:.2} |",
-                redlock / peer,
-                quorum_floor / peer,
-                redlock_ratio,
-            );
-        }
     }
+    let single = LockManager::new(single, config.clone()).expect("config");
+    let redlock = LockManager::new(redlock, config).expect("config");
+    (single, redlock, raw)
 }
 
 /// Says on stderr how many Redlock keys the nodes still hold once every
@@ -353,36 +259,41 @@ async fn ping_time(url: &NodeUrl) -> Duration {
     times[times.len() / 2]
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let plan = Plan::from_env();
+fn main() {
     let slow = Duration::from_millis(env_number("BENCH_SLOW_MS", 1));
     let servers: Vec<RedisServer> = (0..NODES)
         .map(|_| RedisServer::start().expect("start redis-server"))
         .collect();
     let urls: Vec<NodeUrl> = servers.iter().map(RedisServer::url).collect();
     lock_testkit::bench::pin_apart_if_asked(&servers.iter().collect::<Vec<_>>());
-    println!(
-        "{NODES} redis-servers on 127.0.0.1, {:?} per measurement, median of {}",
-        plan.length, plan.rounds
-    );
+    let (runtime, mut criterion) = (runtime(), lock_testkit::bench::criterion());
+    println!("{NODES} redis-servers on 127.0.0.1, each figure measured by criterion");
     println!();
-    table(&plan, &urls, true).await;
-    if env_number("BENCH_SLOW_MS", 1) == 0 {
-        return;
+    table(&mut criterion, &runtime, "redlock", &urls, true);
+    if slow.is_zero() {
+        return criterion.final_summary();
     }
-
-    let proxy = DelayProxy::start(servers[NODES - 1].port(), slow)
-        .await
+    let proxy = runtime
+        .block_on(DelayProxy::start(servers[NODES - 1].port(), slow))
         .expect("start the delay proxy");
     let mut slow_urls = urls.clone();
     slow_urls[NODES - 1] = proxy.url();
-    let (fast_trip, slow_trip) = (ping_time(&urls[0]).await, ping_time(&proxy.url()).await);
+    let (fast_trip, slow_trip) = (
+        runtime.block_on(ping_time(&urls[0])),
+        runtime.block_on(ping_time(&proxy.url())),
+    );
     println!();
     println!(
         "The same 5 nodes, the last one behind a DelayProxy of {slow:?} each way \
          (PING round trip, median of 20: {fast_trip:?} direct, {slow_trip:?} through the proxy):"
     );
     println!();
-    table(&plan, &slow_urls, false).await;
+    table(
+        &mut criterion,
+        &runtime,
+        "redlock/one slow node",
+        &slow_urls,
+        false,
+    );
+    criterion.final_summary();
 }

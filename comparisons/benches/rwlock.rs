@@ -14,73 +14,105 @@
 //!    (p50, p99), beside the same for our plain lock and a `PING` round
 //!    trip measured in the same run.
 //!
-//! Run with `cargo xtask bench`; `BENCH_SECONDS` (default 2) is the length
-//! of one measurement, each throughput figure the median of `BENCH_ROUNDS`
-//! (default 3).
+//! Run with `cargo xtask bench`, or `cargo bench --bench rwlock` in
+//! `comparisons/`: each figure is a criterion benchmark (`rwlock/<client>/
+//! <tasks> tasks/<column>`, `rwlock/server time/...`, `rwlock/handoff/...`),
+//! sampled for `BENCH_SECONDS` (default 2); see `lock_testkit::bench::Table`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    handoff_gaps, peer_algorithm_cycles, print_gaps, print_server_time, script_cycles,
-    single_node_manager, try_take_cycles, Bench,
+    figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles, ratio, script_cycles,
+    server_time_table, single_node_manager, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, LockGuard, LockManager};
-use lock_testkit::bench::lock_floor;
+use lock_testkit::bench::{lock_floor, Span, Table};
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let bench = Bench::start();
-    let length = bench.length;
+fn main() {
+    let mut bench = Bench::start();
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind);
+        let locks = &bench.run(single_node_manager(
+            kind,
+            &bench.server,
+            Duration::from_secs(30),
+        ));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "rwlock");
+        for tasks in [1usize, 32] {
+            let mut row = table.row(format_args!("{kind}/{tasks} tasks"));
+            let floor = row.floor("floor", |span| lock_floor(Arc::clone(raw), tasks, span));
+            let scripts = row.rate("scripts", |span| scripts(Arc::clone(raw), tasks, span));
+            let reads = row.rate("reads", |span| reads(locks, tasks, span));
+            let plain = row.rate("plain lock", |span| plain(locks, tasks, span));
+            let algorithm = row.rate("redis-semaphore's algorithm, raw", |span| {
+                peer_algorithm_cycles(Arc::clone(raw), tasks, span)
+            });
+            lines.push(format!(
+                "| {kind} | {tasks} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                figure(floor, 0),
+                figure(scripts, 0),
+                figure(reads, 0),
+                figure(plain, 0),
+                figure(algorithm, 0),
+                ratio(reads, floor),
+                ratio(reads, plain),
+                ratio(scripts, algorithm),
+            ));
+        }
+    }
     println!(
         "| client | tasks | floor (cycles/s) | scripts (cycles/s) | reads (cycles/s) | plain lock (cycles/s) | redis-semaphore's algorithm, raw (cycles/s) | reads / floor | reads / plain lock | scripts / that algorithm |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let locks = &single_node_manager(kind, &bench.server, Duration::from_secs(30)).await;
-        for tasks in [1usize, 32] {
-            let [floor, scripts, reads, plain, algorithm] = bench
-                .medians(|| async move {
-                    [
-                        lock_floor(Arc::clone(raw), tasks, length).await,
-                        scripts(Arc::clone(raw), tasks, length).await,
-                        reads(locks, tasks, length).await,
-                        plain(locks, tasks, length).await,
-                        peer_algorithm_cycles(Arc::clone(raw), tasks, length).await,
-                    ]
-                })
-                .await;
-            println!(
-                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {reads:.0} | {plain:.0} | {algorithm:.0} | {:.2} | {:.2} | {:.2} |",
-                reads / floor,
-                reads / plain,
-                scripts / algorithm,
-            );
-        }
-    }
+    lines.iter().for_each(|line| println!("{line}"));
     println!();
     let argv = ["r", "30000", "2000", "0", "w", "0"];
     let cost = (&ACQUIRE, &argv[..], 1);
-    print_server_time(&bench, "reads", &keys("lock:{cost-rw}"), cost, &RELEASE).await;
-    println!();
+    let keys = keys("lock:{cost-rw}");
+    server_time_table(&mut bench, "rwlock", "reads", &keys, cost, &RELEASE);
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let raw = bench.raw(kind);
+        let locks = bench.run(single_node_manager(
+            kind,
+            &bench.server,
+            Duration::from_secs(10),
+        ));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "rwlock/handoff");
+        let mut row = table.row(kind);
+        let gaps = gap_column(&mut row, "PING round trip", |count| {
+            pings(raw.as_ref(), count)
+        });
+        lines.push(gap_line(&format!("PING round trip, {kind}"), gaps));
+        let mut writes = gap_column(&mut row, "writers", |count| {
+            handoffs(&locks, Span::Cycles(count), Hold::Write)
+        });
+        let mut plain = gap_column(&mut row, "plain lock", |count| {
+            handoffs(&locks, Span::Cycles(count), Hold::Plain)
+        });
+        let p50 = |gaps: &mut Vec<f64>| {
+            gaps.sort_by(f64::total_cmp);
+            gaps.get(gaps.len() / 2).copied()
+        };
+        let ratio_line = format!(
+            "| writers / plain lock, p50, {kind} | {} | | |",
+            ratio(p50(&mut writes), p50(&mut plain))
+        );
+        lines.push(gap_line(
+            &format!("read-write lock, writers, {kind}"),
+            writes,
+        ));
+        lines.push(gap_line(&format!("plain lock, {kind}"), plain));
+        lines.push(ratio_line);
+    }
     println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
     println!("|---|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = bench.raw(kind).await;
-        print_gaps(
-            &format!("PING round trip, {kind}"),
-            pings(raw.as_ref()).await,
-        );
-        let locks = single_node_manager(kind, &bench.server, Duration::from_secs(10)).await;
-        let span = length.max(Duration::from_secs(3));
-        let writes = handoffs(&locks, span, Hold::Write).await;
-        print_gaps(&format!("read-write lock, writers, {kind}"), writes);
-        let plain = handoffs(&locks, span, Hold::Plain).await;
-        print_gaps(&format!("plain lock, {kind}"), plain);
-    }
+    lines.iter().for_each(|line| println!("{line}"));
+    bench.finish();
 }
 
 /// The read-write lock's keys at `base`, as its acquire takes them.
@@ -97,17 +129,17 @@ fn keys(base: &str) -> [String; 6] {
 
 /// The read-write lock's acquire and release scripts sent raw, each task
 /// with its own hold id, all on one lock.
-async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, span: Span) -> f64 {
     let keys = keys("lock:{raw-rw}");
     let argv = ["r", "30000", "2000", "0", "w", "0"];
-    script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
+    script_cycles(node, tasks, span, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }
 
 /// `RwLock::try_read` + `release` through the engine, every task on one
 /// lock.
-async fn reads(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
+async fn reads(locks: &LockManager, tasks: usize, span: Span) -> f64 {
     let lock = locks.rw_lock("config").expect("rw lock");
-    try_take_cycles(tasks, length, "readers share", move |_| {
+    try_take_cycles(tasks, span, "readers share", move |_| {
         let lock = lock.clone();
         async move { lock.try_read().await }
     })
@@ -115,20 +147,20 @@ async fn reads(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
 }
 
 /// `LockManager::try_acquire` + `release`, each task on a lock of its own.
-async fn plain(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
+async fn plain(locks: &LockManager, tasks: usize, span: Span) -> f64 {
     let names: Arc<[String]> = (0..tasks).map(|task| format!("plain-{task}")).collect();
     let locks = locks.clone();
-    try_take_cycles(tasks, length, "its own lock", move |task| {
+    try_take_cycles(tasks, span, "its own lock", move |task| {
         let (locks, names) = (locks.clone(), Arc::clone(&names));
         async move { locks.try_acquire(&names[task]).await }
     })
     .await
 }
 
-/// 200 `PING` round trips, in ms.
-async fn pings(node: &dyn NodeClient) -> Vec<f64> {
+/// `count` `PING` round trips, in ms.
+async fn pings(node: &dyn NodeClient, count: u64) -> Vec<f64> {
     let mut times = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..count {
         let started = Instant::now();
         node.command("PING", &[]).await.expect("PING");
         times.push(started.elapsed().as_secs_f64() * 1000.0);
@@ -146,14 +178,14 @@ enum Hold {
 
 /// Six holders of 20 to 60 ms each: the gaps, in ms, from the start of a
 /// release to the next grant.
-async fn handoffs(locks: &LockManager, length: Duration, hold: Hold) -> Vec<f64> {
+async fn handoffs(locks: &LockManager, span: Span, hold: Hold) -> Vec<f64> {
     let name = match hold {
         Hold::Write => "handoff-rw",
         Hold::Plain => "handoff-plain",
     };
     let lock = locks.rw_lock(name).expect("rw lock");
     let locks = locks.clone();
-    handoff_gaps(length, move |options| {
+    handoff_gaps(span, move |options| {
         let (locks, lock) = (locks.clone(), lock.clone());
         async move {
             match hold {

@@ -21,10 +21,12 @@
 //!    random moment; the time until a waiting campaigner leads, against the
 //!    TTL.
 //!
-//! Run with `cargo xtask bench`; `BENCH_SECONDS` (default 2) is the length
-//! of one measurement, each throughput figure the median of `BENCH_ROUNDS`
-//! (default 3). The node comparison needs `node` and `npm` (it runs
-//! `npm ci` in `comparisons/node` once); without them its columns read `-`.
+//! Run with `cargo xtask bench`, or `cargo bench --bench semaphore` in
+//! `comparisons/`: each figure is a criterion benchmark (`semaphore/<client>/
+//! <tasks> tasks/<column>`, `semaphore/server time/...`, `semaphore/handoff/...`),
+//! sampled for `BENCH_SECONDS` (default 2); see `lock_testkit::bench::Table`.
+//! The node comparison needs `node` and `npm` (it runs `npm ci` in
+//! `comparisons/node` once); without them its columns read `-`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -32,13 +34,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    fair_single_node_manager, handoff_gaps, peer_algorithm_cycles, print_gaps, print_server_time,
-    script_cycles, single_node_manager, single_node_manager_at, try_take_cycles, Bench,
+    fair_single_node_manager, figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles,
+    ratio, script_cycles, server_time_table, single_node_manager, single_node_manager_at,
+    try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
 use lock_core::{ClientKind, LockManager, NodeUrl};
-use lock_testkit::bench::lock_floor;
+use lock_testkit::bench::{lock_floor, Span, Table};
 use lock_testkit::RedisServer;
 use rand::Rng;
 
@@ -48,92 +51,99 @@ fn main() {
     if std::env::var("BENCH_ROLE").as_deref() == Ok("leader") {
         return leader();
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(measure());
-}
-
-async fn measure() {
-    let bench = Bench::start();
-    let (server, length) = (&bench.server, bench.length);
+    let mut bench = Bench::start();
     let node = &node_script();
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let raw = &bench.raw(kind);
+        let server = &bench.server;
+        let locks = &bench.run(single_node_manager(kind, server, Duration::from_secs(30)));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore");
+        for tasks in [1usize, 32] {
+            let mut row = table.row(format_args!("{kind}/{tasks} tasks"));
+            let floor = row.floor("floor", |span| lock_floor(Arc::clone(raw), tasks, span));
+            let scripts = row.rate("scripts", |span| scripts(Arc::clone(raw), tasks, span));
+            let ours = row.rate("ours", |span| ours(locks, tasks, span));
+            // Without node, the peer's column is left out and printed as `-`.
+            let peer = node.as_ref().and_then(|node| {
+                row.rate("redis-semaphore", |span| peer(node, server, tasks, span))
+            });
+            let algorithm = row.rate("its algorithm, raw", |span| {
+                peer_algorithm_cycles(Arc::clone(raw), tasks, span)
+            });
+            lines.push(format!(
+                "| {kind} | {tasks} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                figure(floor, 0),
+                figure(scripts, 0),
+                figure(ours, 0),
+                figure(peer, 0),
+                figure(algorithm, 0),
+                ratio(ours, floor),
+                ratio(peer, floor),
+                ratio(ours, peer),
+                ratio(scripts, algorithm),
+            ));
+        }
+    }
     println!(
         "| client | tasks | floor (cycles/s) | scripts (cycles/s) | ours (cycles/s) | redis-semaphore (cycles/s) | its algorithm, raw (cycles/s) | ours / floor | redis-semaphore / floor | ours / redis-semaphore | scripts / its algorithm |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let locks = &single_node_manager(kind, server, Duration::from_secs(30)).await;
-        for tasks in [1usize, 32] {
-            // Without node, the peer's column is 0 and printed as `-`.
-            let [floor, scripts, ours, peer, algorithm] = bench
-                .medians(|| async move {
-                    [
-                        lock_floor(Arc::clone(raw), tasks, length).await,
-                        scripts(Arc::clone(raw), tasks, length).await,
-                        ours(locks, tasks, length).await,
-                        match node {
-                            Some(node) => peer(node, server, tasks, length).await,
-                            None => 0.0,
-                        },
-                        peer_algorithm_cycles(Arc::clone(raw), tasks, length).await,
-                    ]
-                })
-                .await;
-            let peer_text = |value: f64| {
-                if node.is_some() {
-                    format!("{value:.2}")
-                } else {
-                    "-".to_owned()
-                }
-            };
-            println!(
-                "| {kind} | {tasks} | {floor:.0} | {scripts:.0} | {ours:.0} | {} | {algorithm:.0} | {:.2} | {} | {} | {:.2} |",
-                if node.is_some() { format!("{peer:.0}") } else { "-".to_owned() },
-                ours / floor,
-                peer_text(peer / floor),
-                peer_text(ours / peer),
-                scripts / algorithm,
-            );
-        }
-    }
+    lines.iter().for_each(|line| println!("{line}"));
     println!();
     let argv = ["1", "100", "30000"];
     let cost = (&ACQUIRE, &argv[..], 2);
-    print_server_time(&bench, "permits", &keys("lock:{cost-pool}"), cost, &RELEASE).await;
-    println!();
-    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
-    println!("|---|---:|---:|---:|");
+    let keys = keys("lock:{cost-pool}");
+    server_time_table(&mut bench, "semaphore", "permits", &keys, cost, &RELEASE);
+    let mut lines = Vec::new();
     for kind in ClientKind::compiled() {
-        let locks = single_node_manager(kind, server, Duration::from_secs(10)).await;
-        let gaps = permit_handoffs(&locks, length.max(Duration::from_secs(3))).await;
-        print_gaps(&format!("ours, {kind}"), gaps);
-        let fair = fair_single_node_manager(kind, server, Duration::from_secs(10)).await;
-        let gaps = permit_handoffs(&fair, length.max(Duration::from_secs(3))).await;
-        print_gaps(&format!("ours, fair (granted on the server), {kind}"), gaps);
+        let server = &bench.server;
+        let plain = bench.run(single_node_manager(kind, server, Duration::from_secs(10)));
+        let fair = bench.run(fair_single_node_manager(
+            kind,
+            server,
+            Duration::from_secs(10),
+        ));
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore/handoff");
+        let mut row = table.row(kind);
+        for (column, locks) in [
+            ("ours", &plain),
+            ("ours, fair (granted on the server)", &fair),
+        ] {
+            let gaps = gap_column(&mut row, column, |count| {
+                permit_handoffs(locks, Span::Cycles(count))
+            });
+            lines.push(gap_line(&format!("{column}, {kind}"), gaps));
+        }
     }
     if let Some(node) = node {
-        let gaps = peer_handoff_gaps(node, server, length.max(Duration::from_secs(3))).await;
-        print_gaps("redis-semaphore 5.8.0 (polls every 10 ms)", gaps);
+        let server = &bench.server;
+        let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore/handoff");
+        let mut row = table.row("redis-semaphore");
+        let gaps = gap_column(&mut row, "polls every 10 ms", |count| {
+            peer_handoff_gaps(node, server, count)
+        });
+        lines.push(gap_line("redis-semaphore 5.8.0 (polls every 10 ms)", gaps));
     }
+    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
+    println!("|---|---:|---:|---:|");
+    lines.iter().for_each(|line| println!("{line}"));
     println!();
     println!("| client | TTL | kills | failover min | median | max | median / TTL |");
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for kind in ClientKind::compiled() {
-        failover(kind, server).await;
+        bench.run(failover(kind, &bench.server));
     }
+    bench.finish();
 }
 
 /// Our semaphore's acquire and release scripts sent raw, each task with its
 /// own permit id, all on one semaphore.
-async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, span: Span) -> f64 {
     let keys = keys("lock:{raw-pool}");
     let limit = LIMIT.to_string();
     let argv = ["1", &limit, "30000"];
-    script_cycles(node, tasks, length, &keys, (&ACQUIRE, &argv), &RELEASE).await
+    script_cycles(node, tasks, span, &keys, (&ACQUIRE, &argv), &RELEASE).await
 }
 
 /// The semaphore's keys at `base`, as its scripts take them (a semaphore of
@@ -149,9 +159,9 @@ fn keys(base: &str) -> [String; 5] {
 }
 
 /// `Semaphore::try_acquire` + `release` through the engine.
-async fn ours(locks: &LockManager, tasks: usize, length: Duration) -> f64 {
+async fn ours(locks: &LockManager, tasks: usize, span: Span) -> f64 {
     let semaphore = locks.semaphore("pool", LIMIT).expect("semaphore");
-    try_take_cycles(tasks, length, "never full", move |_| {
+    try_take_cycles(tasks, span, "never full", move |_| {
         let semaphore = semaphore.clone();
         async move { semaphore.try_acquire().await }
     })
@@ -188,12 +198,17 @@ async fn run_node(script: &Path, args: &[String]) -> serde_json::Value {
     serde_json::from_slice(&output.stdout).expect("the node script's JSON")
 }
 
-/// redis-semaphore's acquire+release cycles per second.
-async fn peer(script: &Path, server: &RedisServer, tasks: usize, length: Duration) -> f64 {
+/// redis-semaphore's acquire+release cycles per second, for a time or a
+/// number of cycles (`x<count>` to the node script).
+async fn peer(script: &Path, server: &RedisServer, tasks: usize, span: Span) -> f64 {
+    let span = match span {
+        Span::For(length) => length.as_secs().max(1).to_string(),
+        Span::Cycles(count) => format!("x{count}"),
+    };
     let args = [
         server.port().to_string(),
         tasks.to_string(),
-        length.as_secs().max(1).to_string(),
+        span,
         LIMIT.to_string(),
     ];
     let out = run_node(script, &args).await;
@@ -201,12 +216,12 @@ async fn peer(script: &Path, server: &RedisServer, tasks: usize, length: Duratio
     cycles / out["seconds"].as_f64().expect("seconds")
 }
 
-/// redis-semaphore's handoff gaps, in ms.
-async fn peer_handoff_gaps(script: &Path, server: &RedisServer, length: Duration) -> Vec<f64> {
+/// `count` of redis-semaphore's handoff gaps, in ms.
+async fn peer_handoff_gaps(script: &Path, server: &RedisServer, count: u64) -> Vec<f64> {
     let args = [
         server.port().to_string(),
         "6".to_owned(),
-        length.as_secs().max(1).to_string(),
+        format!("x{count}"),
         "2".to_owned(),
         "handoff".to_owned(),
     ];
@@ -221,9 +236,9 @@ async fn peer_handoff_gaps(script: &Path, server: &RedisServer, length: Duration
 
 /// Six holders of 20 to 60 ms each on a semaphore of 2: the gaps, in ms,
 /// from the start of a release to the next acquire.
-async fn permit_handoffs(locks: &LockManager, length: Duration) -> Vec<f64> {
+async fn permit_handoffs(locks: &LockManager, span: Span) -> Vec<f64> {
     let semaphore = locks.semaphore("handoff", 2).expect("semaphore");
-    handoff_gaps(length, move |options| {
+    handoff_gaps(span, move |options| {
         let semaphore = semaphore.clone();
         async move { semaphore.acquire_with(&options).await }
     })

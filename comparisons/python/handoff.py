@@ -4,9 +4,12 @@ comparisons/benches/handoff.rs, on the same server in the same run.
 8 threads contend for one lock; the holder keeps it 20 to 60 ms and does
 not compete again until another thread has acquired. Prints one JSON object:
 the gaps from the start of a release to the next acquire (ms), the
-acquisitions, the seconds measured and this client's PING round trip (p50), hot and after an idle 20 to 60 ms.
+acquisitions, the seconds measured, the PINGs sent for the floors, and
+this client's PING round trip (p50), hot and after an idle 20 to 60 ms.
 
-Usage: python3 handoff.py PORT SECONDS
+Usage: python3 handoff.py PORT SECONDS, or python3 handoff.py PORT x<N>
+[floors] for the first N gaps (a criterion sample), with the floors only
+when asked.
 """
 
 import json
@@ -22,7 +25,11 @@ TASKS = 8
 
 
 def main():
-    port, seconds = int(sys.argv[1]), float(sys.argv[2])
+    port, span = int(sys.argv[1]), sys.argv[2]
+    # `x<N>`: until N gaps (a criterion sample); else a number of seconds.
+    wanted = int(span[1:]) if span.startswith("x") else None
+    seconds = 3600.0 if wanted is not None else float(span)
+    with_floors = len(sys.argv) > 3 and sys.argv[3] == "floors"
     guard = threading.Lock()
     state = {"release_started": None, "gaps": [], "acquisitions": 0}
     stop = threading.Event()
@@ -55,15 +62,14 @@ def main():
 
     # The floor: one PING round trip on this client, p50 of 500.
     conn = redis.Redis(host="127.0.0.1", port=port)
-    pings = []
-    for _ in range(500):
+    pings, idle = [], []
+    for _ in range(500 if with_floors else 0):
         sent = time.perf_counter()
         conn.ping()
         pings.append((time.perf_counter() - sent) * 1e3)
     pings.sort()
     # The same after an idle 20 to 60 ms each, as a holder's release is.
-    idle = []
-    for _ in range(60):
+    for _ in range(60 if with_floors else 0):
         time.sleep(random.uniform(0.020, 0.060))
         sent = time.perf_counter()
         conn.ping()
@@ -74,18 +80,26 @@ def main():
     started = time.perf_counter()
     for thread in threads:
         thread.start()
-    time.sleep(seconds)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        with guard:
+            if wanted is not None and len(state["gaps"]) >= wanted:
+                break
+        time.sleep(0.005)
     stop.set()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    print(json.dumps({
-        "gaps_ms": state["gaps"],
+    report = {
+        "gaps_ms": state["gaps"][:wanted] if wanted is not None else state["gaps"],
         "acquisitions": state["acquisitions"],
         "seconds": elapsed,
-        "ping_p50_ms": pings[len(pings) // 2],
-        "idle_ping_p50_ms": idle[len(idle) // 2],
-    }))
+        "pings": len(pings) + len(idle),
+    }
+    if with_floors:
+        report["ping_p50_ms"] = pings[len(pings) // 2]
+        report["idle_ping_p50_ms"] = idle[len(idle) // 2]
+    print(json.dumps(report))
 
 
 if __name__ == "__main__":

@@ -13,64 +13,69 @@ use lock_core::{
     NodeUrl,
 };
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{cycles_per_second, env_number, median};
+pub use lock_testkit::bench::Criterion;
+use lock_testkit::bench::{cycles_per_second, Row, Span, Table};
+pub use lock_testkit::bench::{figure, ratio, runtime};
 use lock_testkit::RedisServer;
 use rand::Rng;
 
-/// One local redis-server and how long to measure on it: `BENCH_SECONDS`
-/// (default 2) per measurement, each throughput figure the median of
-/// `BENCH_ROUNDS` (default 3) rounds.
+/// One local redis-server, the runtime the measurements run on, and the
+/// criterion that measures them ([`lock_testkit::bench::criterion`]:
+/// `BENCH_SECONDS`, default 2, of samples per figure, and the command
+/// line's options).
 pub struct Bench {
     /// The server every figure is measured on.
     pub server: RedisServer,
-    /// The length of one measurement.
-    pub length: Duration,
-    /// How many rounds each throughput figure is the median of.
-    pub rounds: u64,
+    /// The runtime every measurement runs on (two worker threads).
+    pub runtime: tokio::runtime::Runtime,
+    /// What measures the figures.
+    pub criterion: Criterion,
 }
 
 impl Bench {
-    /// Starts the server and prints the output's first line (and a blank
-    /// one) saying what is measured.
+    /// Starts the server and the runtime, and prints the output's first line
+    /// (and a blank one) saying what is measured.
     pub fn start() -> Self {
-        let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-        let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+        let runtime = runtime();
         let server = RedisServer::start().expect("start redis-server");
         println!(
-            "one redis-server on 127.0.0.1:{}, {length:?} per measurement, median of {rounds}",
+            "one redis-server on 127.0.0.1:{}, each figure measured by criterion",
             server.port()
         );
         println!();
         Bench {
             server,
-            length,
-            rounds,
+            runtime,
+            criterion: lock_testkit::bench::criterion(),
         }
     }
 
     /// A raw connection to the server through `kind`, for the floors and
     /// the scripts sent raw.
-    pub async fn raw(&self, kind: ClientKind) -> Arc<dyn NodeClient> {
-        lock_core::strategy::connect(kind, &self.server.url(), ConnectOptions::default())
-            .await
-            .expect("connect")
+    pub fn raw(&self, kind: ClientKind) -> Arc<dyn NodeClient> {
+        self.runtime.block_on(async {
+            lock_core::strategy::connect(kind, &self.server.url(), ConnectOptions::default())
+                .await
+                .expect("connect")
+        })
     }
 
-    /// The median of each of `N` columns: `round()` measures every column
-    /// once, and is called `rounds` times, so that the columns take turns
-    /// and a drift of the machine's speed touches them alike.
-    pub async fn medians<const N: usize, F, Fut>(&self, mut round: F) -> [f64; N]
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = [f64; N]>,
-    {
-        let mut columns: [Vec<f64>; N] = std::array::from_fn(|_| Vec::new());
-        for _ in 0..self.rounds {
-            for (column, figure) in columns.iter_mut().zip(round().await) {
-                column.push(figure);
-            }
-        }
-        columns.map(median)
+    /// `future`'s output, run on the benchmark's runtime (for the set-up
+    /// between figures).
+    pub fn run<F: Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// The table called `name`: its figures are criterion benchmarks named
+    /// `<name>/<row>/<column>`.
+    pub fn table(&mut self, name: &str) -> Table<'_> {
+        Table::new(&mut self.criterion, &self.runtime, name)
+    }
+
+    /// Ends the run: criterion's summary (and its comparison with a
+    /// baseline, when one was named).
+    pub fn finish(self) {
+        self.criterion.final_summary();
     }
 }
 
@@ -150,7 +155,7 @@ async fn acquire_raw(
 pub async fn script_cycles(
     node: Arc<dyn NodeClient>,
     tasks: usize,
-    length: Duration,
+    span: impl Into<Span>,
     keys: &[String],
     (acquire, argv): (&'static Script, &[&str]),
     release: &'static Script,
@@ -158,7 +163,7 @@ pub async fn script_cycles(
     let keys: Arc<[String]> = keys.into();
     let argv: Arc<[String]> = argv.iter().map(|arg| (*arg).to_owned()).collect();
     let ids = hold_ids(tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, keys, argv, ids) = (
             Arc::clone(&node),
             Arc::clone(&keys),
@@ -180,40 +185,55 @@ pub async fn script_cycles(
     .await
 }
 
-/// Prints, for each client, the server's time per cycle of a primitive's
-/// scripts ([`server_us_per_cycle`]) beside 1 and beside 64 `holds`, and
-/// the ratio of the two: what the grant's cost does as holders accumulate.
-pub async fn print_server_time(
-    bench: &Bench,
+/// The table `<table>/server time`: for each client, the server's time
+/// per cycle of a primitive's scripts sent raw by one task (`INFO
+/// commandstats`, criterion timing the server's time rather than the
+/// wall's) beside 1 and beside 64 live `holds`, and the ratio of the two:
+/// what the grant's cost does as holders accumulate.
+pub fn server_time_table(
+    bench: &mut Bench,
+    table: &str,
     holds: &str,
     keys: &[String],
     acquire: (&'static Script, &[&str], usize),
     release: &'static Script,
 ) {
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let raw = bench.raw(kind);
+        let server = &bench.server;
+        let mut table = Table::new(
+            &mut bench.criterion,
+            &bench.runtime,
+            format!("{table}/server time"),
+        );
+        let mut row = table.row(kind);
+        let mut beside = |live: usize| {
+            row.timed(&format!("beside {live}"), |cycles| {
+                server_time(
+                    server,
+                    Arc::clone(&raw),
+                    live,
+                    cycles,
+                    keys,
+                    acquire,
+                    release,
+                )
+            })
+        };
+        let (one, many) = (beside(1), beside(64));
+        let micros = |seconds: Option<f64>| seconds.map(|seconds| seconds * 1e6);
+        lines.push(format!("| {kind} | 1 | {} | |", figure(micros(one), 2)));
+        lines.push(format!(
+            "| {kind} | 64 | {} | {} |",
+            figure(micros(many), 2),
+            ratio(many, one)
+        ));
+    }
     println!("| client | live {holds} beside | server µs per cycle | beside 64 / beside 1 |");
     println!("|---|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let raw = &bench.raw(kind).await;
-        let (server, length) = (&bench.server, bench.length);
-        let [one, many] = bench
-            .medians(|| async move {
-                let measure = |live| {
-                    server_us_per_cycle(
-                        server,
-                        Arc::clone(raw),
-                        live,
-                        length,
-                        keys,
-                        acquire,
-                        release,
-                    )
-                };
-                [measure(1).await, measure(64).await]
-            })
-            .await;
-        println!("| {kind} | 1 | {one:.2} | |");
-        println!("| {kind} | 64 | {many:.2} | {:.2} |", many / one);
-    }
+    lines.iter().for_each(|line| println!("{line}"));
+    println!();
 }
 
 /// redis-semaphore's acquire (5.8.0, `lib/semaphore/acquire/lua.js`): drop
@@ -244,10 +264,10 @@ end",
 pub async fn peer_algorithm_cycles(
     node: Arc<dyn NodeClient>,
     tasks: usize,
-    length: Duration,
+    span: impl Into<Span>,
 ) -> f64 {
     let ids = hold_ids(tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, ids) = (Arc::clone(&node), Arc::clone(&ids));
         async move {
             let key = "lock:{peer-pool}";
@@ -275,20 +295,20 @@ pub async fn peer_algorithm_cycles(
     .await
 }
 
-/// The server's time per acquire+release cycle of a primitive's scripts
-/// sent raw by one task (`INFO commandstats`, the `EVALSHA` calls' µs),
-/// with `live` holds of other ids already taken for an hour beside it:
-/// what a grant and its release cost the server as holders accumulate.
+/// The server's time for `cycles` acquire+release cycles of a primitive's
+/// scripts sent raw by one task (`INFO commandstats`, the `EVALSHA` calls'
+/// µs), with `live` holds of other ids already taken for an hour beside
+/// it: what a grant and its release cost the server as holders accumulate.
 /// `acquire`'s ARGV after the id is `argv`, its TTL at `ttl_arg`.
-async fn server_us_per_cycle(
+async fn server_time(
     server: &RedisServer,
     node: Arc<dyn NodeClient>,
     live: usize,
-    length: Duration,
+    cycles: u64,
     keys: &[String],
     (acquire, argv, ttl_arg): (&'static Script, &[&str], usize),
     release: &'static Script,
-) -> f64 {
+) -> Duration {
     let all: Vec<&str> = keys.iter().map(String::as_str).collect();
     let mut held: Vec<&str> = argv.to_vec();
     held[ttl_arg] = "3600000";
@@ -297,26 +317,30 @@ async fn server_us_per_cycle(
         acquire_raw(node.as_ref(), acquire, &all, id.as_bytes(), &held).await;
     }
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-    script_cycles(node, 1, length, keys, (acquire, argv), release).await;
+    script_cycles(
+        node,
+        1,
+        Span::Cycles(cycles),
+        keys,
+        (acquire, argv),
+        release,
+    )
+    .await;
     let stats = server.admin(&["INFO", "commandstats"]).expect("INFO");
     let stats = stats.as_text().expect("INFO text");
-    let field = |name: &str| -> f64 {
-        stats
-            .lines()
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
-            .and_then(|line| {
-                line.split(',')
-                    .find_map(|pair| pair.strip_prefix(name))
-                    .and_then(|value| value.parse().ok())
-            })
-            .expect("cmdstat_evalsha")
-    };
-    let (calls, usec) = (field("calls="), field("usec="));
+    let usec: f64 = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:"))
+        .and_then(|line| {
+            line.split(',')
+                .find_map(|pair| pair.strip_prefix("usec="))
+                .and_then(|value| value.parse().ok())
+        })
+        .expect("cmdstat_evalsha");
     for key in keys {
         server.admin(&["DEL", key]).expect("DEL");
     }
-    // Two calls a cycle.
-    2.0 * usec / calls
+    Duration::from_secs_f64(usec / 1e6)
 }
 
 /// Cycles per second of a hold of any role that is free at once (`free`
@@ -324,7 +348,7 @@ async fn server_us_per_cycle(
 /// then released.
 pub async fn try_take_cycles<F, Fut, G>(
     tasks: usize,
-    length: Duration,
+    span: impl Into<Span>,
     free: &'static str,
     try_take: F,
 ) -> f64
@@ -333,7 +357,7 @@ where
     Fut: Future<Output = Result<Option<G>, LockError>> + Send + 'static,
     G: LeaseGuard + 'static,
 {
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let taken = try_take(task);
         async move {
             let guard = taken.await.expect("try_acquire").expect(free);
@@ -343,22 +367,30 @@ where
     .await
 }
 
-/// Six holders for `length`, each looping: take a hold of any role with
-/// `take` (waiting up to 10 s), keep it 20 to 60 ms, release it. Returns
-/// the gaps, in ms, from the start of a release to the next grant.
-pub async fn handoff_gaps<F, Fut, G>(length: Duration, take: F) -> Vec<f64>
+/// Six holders, each looping: take a hold of any role with `take` (waiting
+/// up to 10 s), keep it 20 to 60 ms, release it; for a time, or until
+/// that many handoffs were seen ([`Span::Cycles`]). Returns the gaps, in
+/// ms, from the start of a release to the next grant.
+pub async fn handoff_gaps<F, Fut, G>(span: impl Into<Span>, take: F) -> Vec<f64>
 where
     F: Fn(AcquireOptions) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<G, LockError>> + Send,
     G: LeaseGuard + 'static,
 {
+    let (end, wanted) = match span.into() {
+        Span::For(length) => (Instant::now() + length, usize::MAX),
+        Span::Cycles(count) => (
+            Instant::now() + Duration::from_secs(3600),
+            usize::try_from(count).unwrap_or(usize::MAX),
+        ),
+    };
     let take = Arc::new(take);
     let released: Arc<Mutex<(Option<Instant>, Vec<f64>)>> = Arc::default();
-    let end = Instant::now() + length;
     let holders = (0..6).map(|_| {
         let (take, released) = (Arc::clone(&take), Arc::clone(&released));
         tokio::spawn(async move {
-            while Instant::now() < end {
+            let more = || Instant::now() < end && released.lock().expect("gaps").1.len() < wanted;
+            while more() {
                 let options = AcquireOptions::new().with_wait(Duration::from_secs(10));
                 let guard = take(options).await.expect("a hold");
                 {
@@ -378,23 +410,68 @@ where
     for holder in futures::future::join_all(holders).await {
         holder.expect("holder");
     }
-    let gaps = std::mem::take(&mut released.lock().expect("gaps").1);
+    let mut gaps = std::mem::take(&mut released.lock().expect("gaps").1);
+    gaps.truncate(wanted);
     gaps
+}
+
+/// Measures the column `column` of `row` as latencies: `run(n)` measures
+/// `n` of them, and criterion times their sum (`sum` of what the run
+/// returned); returns what every run returned. Criterion plans a column by
+/// the wall time its runs take, and a handoff takes a holder's 20 to 60 ms
+/// to come round: the row warms up for 0.5 s and samples for
+/// `BENCH_SECONDS` × 2 s of it (a few hundred gaps).
+pub fn latency_column<T, F, Fut>(
+    row: &mut Row<'_>,
+    column: &str,
+    mut run: F,
+    sum: impl Fn(&T) -> Duration,
+) -> Vec<T>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = T>,
+{
+    let seconds = lock_testkit::bench::env_number("BENCH_SECONDS", 2).max(1);
+    row.set_times(Duration::from_millis(500), Duration::from_secs(2 * seconds));
+    let runs = std::cell::RefCell::new(Vec::new());
+    row.timed(column, |count| {
+        let measured = run(count);
+        let (runs, sum) = (&runs, &sum);
+        async move {
+            let measured = measured.await;
+            let took = sum(&measured);
+            runs.borrow_mut().push(measured);
+            took
+        }
+    });
+    runs.into_inner()
+}
+
+/// [`latency_column`] of gaps in ms: every gap of every run.
+pub fn gap_column<F, Fut>(row: &mut Row<'_>, column: &str, gaps: F) -> Vec<f64>
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Vec<f64>>,
+{
+    let sum = |gaps: &Vec<f64>| Duration::from_secs_f64(gaps.iter().sum::<f64>() / 1000.0);
+    latency_column(row, column, gaps, sum)
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// One row of a handoff table: `label`, the p50 and p99 of `gaps` (ms)
 /// and how many there were.
-pub fn print_gaps(label: &str, mut gaps: Vec<f64>) {
+pub fn gap_line(label: &str, mut gaps: Vec<f64>) -> String {
     if gaps.is_empty() {
-        println!("| {label} | - | - | 0 |");
-        return;
+        return format!("| {label} | - | - | 0 |");
     }
     gaps.sort_by(f64::total_cmp);
     let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
-    println!(
+    format!(
         "| {label} | {:.2} | {:.2} | {} |",
         at(0.5),
         at(0.99),
         gaps.len()
-    );
+    )
 }

@@ -16,12 +16,16 @@
 //!
 //! Per column: the server's time per grant from `INFO commandstats` (the
 //! floor's `SET`; the script's `EVALSHA`) and its main thread's CPU per
-//! cycle from
-//! `INFO cpu` (`used_cpu_user_main_thread` + `used_cpu_sys_main_thread`,
-//! which also counts reading, parsing and replying), each as a ratio to the
-//! floor's. `BENCH_SECONDS` (default 2) sets each measurement's length;
-//! each figure is the median of `BENCH_ROUNDS` (default 3) rounds.
+//! cycle from `INFO cpu` (`used_cpu_user_main_thread` +
+//! `used_cpu_sys_main_thread`, which also counts reading, parsing and
+//! replying), each as a ratio to the floor's. Each column is a criterion
+//! benchmark (`server_cost/<client>/<column>`) timing the server's CPU, not
+//! the wall's, sampled for `BENCH_SECONDS` (default 2); the grant's µs
+//! come from the same runs. `cargo bench -p lock-redis-single --bench
+//! server_cost --features redis,fred -- --save-baseline before`, then
+//! `--baseline before`, compares a change.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +34,8 @@ use lock_core::strategy::scripts::single::{ACQUIRE, ACQUIRE_TOKEN};
 use lock_core::strategy::{self, NodeClient, Script};
 use lock_core::{ClientKind, ConnectOptions};
 use lock_testkit::bench::{
-    acquire_release_cycles, cycles_per_second, env_number, median, task_keys,
+    acquire_release_cycles, cycles_per_second, env_number, figure, ratio, runtime, task_keys, Span,
+    Table,
 };
 use lock_testkit::RedisServer;
 
@@ -48,79 +53,103 @@ const COLUMNS: [&str; 5] = [
     "ours, fencing off",
 ];
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let length = Duration::from_secs(env_number("BENCH_SECONDS", 2));
-    let rounds = env_number("BENCH_ROUNDS", 3).max(1);
+/// What one column's runs measured, summed.
+#[derive(Default)]
+struct Totals {
+    cycles: f64,
+    seconds: f64,
+    /// The grant command's (`SET` or `EVALSHA`) µs and calls.
+    grant_usec: f64,
+    grant_calls: f64,
+}
+
+fn main() {
     let tasks = usize::try_from(env_number("BENCH_TASKS", 32)).unwrap_or(32);
+    let runtime = runtime();
+    let mut criterion = lock_testkit::bench::criterion();
     let server = RedisServer::start().expect("start redis-server");
     let url = server.url();
     let options = ConnectOptions::default();
     println!(
-        "one redis-server on 127.0.0.1:{}, {tasks} tasks, {length:?} per measurement, \
-         median of {rounds}",
+        "one redis-server on 127.0.0.1:{}, {tasks} tasks, each figure measured by criterion",
         server.port()
     );
     println!();
+    let mut lines = Vec::new();
+    for kind in ClientKind::compiled() {
+        let (node, (fenced, unfenced)) = runtime.block_on(async {
+            let node = strategy::connect(kind, &url, options)
+                .await
+                .expect("connect");
+            (node, managers(kind, &url, options).await)
+        });
+        let mut table = Table::new(&mut criterion, &runtime, "server_cost");
+        let mut row = table.row(kind);
+        // Per column: the server's main-thread CPU per cycle (criterion's
+        // figure), and the totals the other figures come from.
+        let mut measured = Vec::new();
+        for (index, name) in COLUMNS.iter().enumerate() {
+            let totals = RefCell::new(Totals::default());
+            let cpu = row.timed(name, |cycles| {
+                let (node, fenced, unfenced) =
+                    (Arc::clone(&node), fenced.clone(), unfenced.clone());
+                let (server, totals) = (&server, &totals);
+                async move {
+                    admin(server, &["CONFIG", "RESETSTAT"]);
+                    let cpu_before = main_thread_cpu(server);
+                    let span = Span::Cycles(cycles);
+                    let rate = match index {
+                        0 => floor(node, tasks, span).await,
+                        1 => script_grants(node, &ACQUIRE, tasks, span).await,
+                        2 => script_grants(node, &ACQUIRE_TOKEN, tasks, span).await,
+                        3 => acquire_release_cycles(fenced, "fenced", tasks, span).await,
+                        _ => acquire_release_cycles(unfenced, "unfenced", tasks, span).await,
+                    };
+                    let cpu = main_thread_cpu(server) - cpu_before;
+                    let stats = command_stats(server);
+                    // Our fenced grant is `lock/acquire_token.lua`, whose
+                    // EVALSHA calls mix with the release's: see that row.
+                    let grant = match index {
+                        0 | 4 => stats.get("set"),
+                        1 | 2 => stats.get("evalsha"),
+                        _ => None,
+                    };
+                    let mut totals = totals.borrow_mut();
+                    totals.cycles += cycles as f64;
+                    totals.seconds += cycles as f64 / rate.max(f64::MIN_POSITIVE);
+                    if let Some((calls, usec)) = grant {
+                        totals.grant_calls += calls;
+                        totals.grant_usec += usec;
+                    }
+                    Duration::from_secs_f64(cpu.max(0.0))
+                }
+            });
+            measured.push((cpu.map(|seconds| seconds * 1e6), totals.into_inner()));
+        }
+        let grant_of = |totals: &Totals| {
+            (totals.grant_calls > 0.0).then(|| totals.grant_usec / totals.grant_calls)
+        };
+        let (floor_cpu, floor_grant) = (measured[0].0, grant_of(&measured[0].1));
+        for (name, (cpu, totals)) in COLUMNS.iter().zip(&measured) {
+            let rate = (totals.seconds > 0.0).then(|| totals.cycles / totals.seconds);
+            let grant = grant_of(totals);
+            lines.push(format!(
+                "| {kind} | {name} | {} | {} | {} | {} | {} |",
+                figure(rate, 0),
+                figure(grant, 2),
+                ratio(grant, floor_grant),
+                figure(*cpu, 2),
+                ratio(*cpu, floor_cpu),
+            ));
+        }
+    }
     println!(
         "| client | column | cycles/s | server µs per grant | grant / floor's SET \
          | server CPU µs per cycle | CPU per cycle / floor's |"
     );
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for kind in ClientKind::compiled() {
-        let node = strategy::connect(kind, &url, options)
-            .await
-            .expect("connect");
-        let (fenced, unfenced) = managers(kind, &url, options).await;
-        // Per column: (cycles/s, µs per grant, CPU µs per cycle), each round.
-        let mut runs: [Vec<(f64, f64, f64)>; 5] = Default::default();
-        for _ in 0..rounds {
-            for (index, run) in runs.iter_mut().enumerate() {
-                admin(&server, &["CONFIG", "RESETSTAT"]);
-                let cpu_before = main_thread_cpu(&server);
-                let rate = match index {
-                    0 => floor(Arc::clone(&node), tasks, length).await,
-                    1 => script_grants(Arc::clone(&node), &ACQUIRE, tasks, length).await,
-                    2 => script_grants(Arc::clone(&node), &ACQUIRE_TOKEN, tasks, length).await,
-                    3 => acquire_release_cycles(fenced.clone(), "fenced", tasks, length).await,
-                    _ => acquire_release_cycles(unfenced.clone(), "unfenced", tasks, length).await,
-                };
-                let cpu = main_thread_cpu(&server) - cpu_before;
-                let stats = command_stats(&server);
-                let grant = match index {
-                    0 | 4 => per_call(&stats, &["set"], "set"),
-                    1 | 2 => per_call(&stats, &["evalsha"], "evalsha"),
-                    // Our grant is `lock/acquire_token.lua`, whose EVALSHA calls
-                    // mix with the release's: see that row.
-                    _ => f64::NAN,
-                };
-                let cycles = rate * length.as_secs_f64();
-                run.push((rate, grant, cpu * 1e6 / cycles.max(1.0)));
-            }
-        }
-        let medians: Vec<(f64, f64, f64)> = runs
-            .iter()
-            .map(|run| {
-                (
-                    median(run.iter().map(|row| row.0).collect()),
-                    median(run.iter().map(|row| row.1).collect()),
-                    median(run.iter().map(|row| row.2).collect()),
-                )
-            })
-            .collect();
-        let (_, floor_grant, floor_cpu) = medians[0];
-        for (name, (rate, grant, cpu)) in COLUMNS.iter().zip(&medians) {
-            let grant = if grant.is_nan() {
-                "- | -".to_owned()
-            } else {
-                format!("{grant:.2} | {:.2}", grant / floor_grant)
-            };
-            println!(
-                "| {kind} | {name} | {rate:.0} | {grant} | {cpu:.2} | {:.2} |",
-                cpu / floor_cpu
-            );
-        }
-    }
+    lines.iter().for_each(|line| println!("{line}"));
+    criterion.final_summary();
 }
 
 /// A fenced acquire script (`lock/acquire.lua` with the default options, as a
@@ -130,10 +159,10 @@ async fn script_grants(
     node: Arc<dyn NodeClient>,
     script: &'static Script,
     tasks: usize,
-    length: Duration,
+    span: Span,
 ) -> f64 {
     let keys = task_keys(script.name(), tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
         async move {
             let key = &keys[task];
@@ -160,19 +189,4 @@ fn command_stats(server: &RedisServer) -> HashMap<String, (f64, f64)> {
             Some((name.to_owned(), (field("calls")?, field("usec")?)))
         })
         .collect()
-}
-
-/// The µs of `commands` together per call of `per`.
-fn per_call(stats: &HashMap<String, (f64, f64)>, commands: &[&str], per: &str) -> f64 {
-    let usec: f64 = commands
-        .iter()
-        .filter_map(|command| stats.get(*command))
-        .map(|(_, usec)| usec)
-        .sum();
-    let calls = stats.get(per).map_or(0.0, |(calls, _)| *calls);
-    if calls == 0.0 {
-        f64::NAN
-    } else {
-        usec / calls
-    }
 }

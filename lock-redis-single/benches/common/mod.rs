@@ -2,13 +2,12 @@
 //! `lock_testkit::bench`), our scripts sent raw, and the managers measured.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use lock_core::strategy::scripts::single::ACQUIRE;
 use lock_core::strategy::{NodeClient, Script};
 use lock_core::{ClientKind, ConnectOptions, GrantOptions, LockConfig, LockManager, NodeUrl};
 use lock_redis_single::SingleNodeBackend;
-use lock_testkit::bench::{cycles_per_second, release_floor, task_keys, FLOOR_VALUE};
+use lock_testkit::bench::{cycles_per_second, release_floor, task_keys, Span, FLOOR_VALUE};
 use lock_testkit::RedisServer;
 
 pub use lock_testkit::bench::lock_floor as floor;
@@ -61,9 +60,9 @@ pub async fn grant_by_script(node: &dyn NodeClient, script: &Script, key: &str) 
 /// second: the commands the lock sends with the default options (the
 /// holder key and the five grant arguments included), without the lock's
 /// client-side work.
-pub async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, length: Duration) -> f64 {
+pub async fn scripts(node: Arc<dyn NodeClient>, tasks: usize, span: Span) -> f64 {
     let keys = task_keys("evals", tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
         async move {
             let key = &keys[task];

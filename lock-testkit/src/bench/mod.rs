@@ -1,5 +1,14 @@
-//! Helpers for benchmark binaries: closed-loop throughput and medians. Speed is
-//! measured here and reported as ratios, never asserted in tests.
+//! Helpers for benchmark binaries: closed-loop throughput and medians, and
+//! (with the `criterion` feature) the tables they print, measured on
+//! criterion. Speed is measured here and reported as ratios, never asserted
+//! in tests.
+
+#[cfg(feature = "criterion")]
+mod table;
+#[cfg(feature = "criterion")]
+pub use criterion::Criterion;
+#[cfg(feature = "criterion")]
+pub use table::{criterion, figure, ratio, runtime, Rate, Row, Table};
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,35 +33,74 @@ impl CycleOutcome for bool {
     }
 }
 
-/// Runs `tasks` concurrent loops of `cycle(task)` for `length` and returns the
+/// How much one measurement runs: for a time, or a number of completed
+/// cycles (what a criterion iteration count asks for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// As many cycles as fit in this time.
+    For(Duration),
+    /// This many completed cycles, however long they take.
+    Cycles(u64),
+}
+
+impl From<Duration> for Span {
+    fn from(length: Duration) -> Self {
+        Span::For(length)
+    }
+}
+
+/// Runs `tasks` concurrent loops of `cycle(task)` for `span` and returns the
 /// completed cycles per second (a cycle returning `false` is not counted).
 /// Each task calls `cycle` with its index, so tasks can use distinct keys.
-pub async fn cycles_per_second<F, Fut>(tasks: usize, length: Duration, cycle: F) -> f64
+/// With [`Span::Cycles`] the tasks share the count, and the rate is that
+/// count over the time they took.
+pub async fn cycles_per_second<F, Fut>(tasks: usize, span: impl Into<Span>, cycle: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future + Send,
     Fut::Output: CycleOutcome,
 {
+    let span = span.into();
     let cycle = Arc::new(cycle);
     let cpu_before = CpuTimes::now();
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
+    // The cycles not yet claimed by a task, with `Span::Cycles`.
+    let left = Arc::new(AtomicU64::new(match span {
+        Span::For(_) => u64::MAX,
+        Span::Cycles(cycles) => cycles,
+    }));
     let started = Instant::now();
     let mut handles = Vec::new();
-    for task in 0..tasks {
-        let (cycle, stop, done) = (Arc::clone(&cycle), Arc::clone(&stop), Arc::clone(&done));
+    for task in 0..tasks.max(1) {
+        let (cycle, stop, done, left) = (
+            Arc::clone(&cycle),
+            Arc::clone(&stop),
+            Arc::clone(&done),
+            Arc::clone(&left),
+        );
         handles.push(tokio::spawn(async move {
             let mut count = 0u64;
             while !stop.load(Ordering::Relaxed) {
+                let claimed =
+                    left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+                if claimed.is_err() {
+                    break;
+                }
                 if cycle(task).await.completed() {
                     count += 1;
+                } else {
+                    // Not counted: another try takes its place.
+                    left.fetch_add(1, Ordering::AcqRel);
                 }
             }
             done.fetch_add(count, Ordering::Relaxed);
         }));
     }
-    tokio::time::sleep(length).await;
-    stop.store(true, Ordering::Relaxed);
+    if let Span::For(length) = span {
+        tokio::time::sleep(length).await;
+        stop.store(true, Ordering::Relaxed);
+    }
     for handle in handles {
         handle.await.expect("benchmark task");
     }
@@ -163,10 +211,10 @@ pub fn task_keys(column: &str, tasks: usize) -> Arc<[String]> {
 pub async fn lock_floor(
     node: Arc<dyn lock_core::strategy::NodeClient>,
     tasks: usize,
-    length: Duration,
+    span: impl Into<Span>,
 ) -> f64 {
     let keys = task_keys("floor", tasks);
-    cycles_per_second(tasks, length, move |task| {
+    cycles_per_second(tasks, span, move |task| {
         let (node, keys) = (Arc::clone(&node), Arc::clone(&keys));
         async move {
             let key = &keys[task];
@@ -210,12 +258,12 @@ pub async fn acquire_release_cycles(
     locks: lock_core::LockManager,
     prefix: &'static str,
     tasks: usize,
-    length: Duration,
+    span: impl Into<Span>,
 ) -> f64 {
     let failed = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&failed);
     let names = task_names(prefix, tasks);
-    let rate = cycles_per_second(tasks, length, move |task| {
+    let rate = cycles_per_second(tasks, span, move |task| {
         let (locks, failed, names) = (locks.clone(), Arc::clone(&counted), Arc::clone(&names));
         async move {
             let outcome = async {
