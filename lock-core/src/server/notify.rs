@@ -249,6 +249,10 @@ struct Slot {
     /// How many releases woke this waiter. A watch remembers how many of
     /// them its finished attempts used; the rest are passed on when it leaves.
     wakes: AtomicU64,
+    /// `wakes` when this waiter's last attempt started: while `wakes` is
+    /// above it, the waiter has a wake-up it will answer with an attempt, and
+    /// a wake-up passed on would be spent by that same attempt.
+    started: AtomicU64,
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is), unless
     /// `fits` says when; a grant to another waiter wakes it later.
@@ -277,6 +281,11 @@ impl Slot {
     fn wake(&self) {
         self.wakes.fetch_add(1, Ordering::AcqRel);
         self.notify.notify_one();
+    }
+
+    /// Whether this waiter has a wake-up its next attempt will answer.
+    fn will_try(&self) -> bool {
+        self.wakes.load(Ordering::Acquire) > self.started.load(Ordering::Acquire)
     }
 
     /// Keeps the grant of `digest` with `token` if it is this waiter's.
@@ -367,6 +376,22 @@ impl Watched {
             } else if !woke_first {
                 waiter.wake();
                 woke_first = true;
+            }
+        }
+    }
+
+    /// Wakes, in order, the semaphore waiters that weigh `budget` in all at
+    /// most, and that hold no wake-up their next attempt will answer (that
+    /// attempt would spend this one too): where a waiter woken for room it
+    /// did not take (it found the room taken, or it left) passes the room on.
+    fn wake_within(&mut self, mut budget: u64) {
+        self.waiters.retain(|waiter| waiter.strong_count() > 0);
+        for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
+            if let Some(&(weight, _)) = waiter.fits.get() {
+                if weight <= budget && !waiter.will_try() {
+                    budget -= weight;
+                    waiter.wake();
+                }
             }
         }
     }
@@ -594,30 +619,21 @@ impl Hub {
         Some(behind_others)
     }
 
-    /// Wakes, in order, the waiters of `channel` lighter than `weight` (a
-    /// waiter woken for the room it fitted, that found less), while their
-    /// weights together stay below it: the most the room can be.
-    fn pass_on_lighter(&self, channel: &str, from: &Arc<Slot>, weight: u64) {
-        let mut channels = lock_ignoring_poison(&self.channels);
-        let Some(watched) = channels.get_mut(channel) else {
-            return;
-        };
-        let mut left = weight.saturating_sub(1);
-        for waiter in watched.waiters.iter().filter_map(Weak::upgrade) {
-            if Arc::ptr_eq(&waiter, from) {
-                continue;
-            }
-            if let Some(&(lighter, _)) = waiter.fits.get() {
-                if lighter <= left {
-                    left -= lighter;
-                    waiter.wake();
-                }
-            }
+    /// Passes the room a semaphore waiter of `weight` was woken for, and
+    /// found taken, to the lighter waiters of `channel`
+    /// ([`Watched::wake_within`]): the room left is less than `weight`.
+    fn pass_on_lighter(&self, channel: &str, weight: u64) {
+        if let Some(watched) = lock_ignoring_poison(&self.channels).get_mut(channel) {
+            watched.wake_within(weight.saturating_sub(1));
         }
     }
 
-    /// A waiter left; `pass_on` if it held a wake-up it never used.
-    async fn leave(&self, channel: &str, pass_on: bool) {
+    /// The waiter `slot` left, having used `used` of its wake-ups. Out of
+    /// the queue first, under the channels' lock, so no wake-up can land on
+    /// it after it is counted: one it never used is passed on, a
+    /// semaphore waiter's as the room it was woken for
+    /// ([`Watched::wake_within`]), any other's to the next waiter.
+    async fn leave(&self, channel: &str, slot: &Arc<Slot>, used: u64) {
         let _change = self.changes.lock().await;
         let last = {
             let mut channels = self
@@ -627,9 +643,15 @@ impl Hub {
             match channels.get_mut(channel) {
                 Some(watched) if watched.watchers > 1 => {
                     watched.watchers -= 1;
-                    watched.waiters.retain(|waiter| waiter.strong_count() > 0);
-                    if pass_on {
-                        watched.wake_one(None);
+                    let leaving = Arc::as_ptr(slot);
+                    watched
+                        .waiters
+                        .retain(|waiter| waiter.strong_count() > 0 && waiter.as_ptr() != leaving);
+                    if slot.wakes.load(Ordering::Acquire) > used {
+                        match slot.fits.get() {
+                            Some(&(weight, _)) => watched.wake_within(weight),
+                            None => watched.wake_one(None),
+                        }
                     }
                     false
                 }
@@ -797,6 +819,7 @@ impl Wakeups for ReleaseWatch {
         let attempted = std::mem::replace(&mut self.attempted, true);
         for (index, (seen, slot)) in self.seen.iter_mut().zip(&self.slots).enumerate() {
             let wakes = slot.wakes.load(Ordering::Acquire);
+            slot.started.store(wakes, Ordering::Release);
             if attempted && wakes == *seen {
                 if let Some(subscription) = self.subscriptions.get(index) {
                     subscription
@@ -822,7 +845,7 @@ impl Wakeups for ReleaseWatch {
             if let (true, Some(subscription)) = (answered, self.subscriptions.get(index)) {
                 subscription
                     .hub
-                    .pass_on_lighter(&subscription.channel, slot, weight);
+                    .pass_on_lighter(&subscription.channel, weight);
             }
         }
     }
@@ -842,21 +865,20 @@ impl Drop for ReleaseWatch {
         if subscriptions.is_empty() {
             return;
         }
-        // A wake-up this waiter never used belongs to the next one.
-        let unused: Vec<bool> = self
-            .slots
-            .iter()
-            .zip(&self.used)
-            .map(|(slot, &used)| slot.wakes.load(Ordering::Acquire) > used)
-            .collect();
-        self.slots.clear();
+        // Whether a wake-up went unused is decided as each slot leaves its
+        // queue ([`Hub::leave`]): one read here could miss a wake-up that
+        // lands before the slot is out.
+        let slots = std::mem::take(&mut self.slots);
+        let used = std::mem::take(&mut self.used);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         runtime.spawn(async move {
-            for (index, subscription) in subscriptions.into_iter().enumerate() {
-                let pass_on = unused.get(index).copied().unwrap_or(false);
-                subscription.hub.leave(&subscription.channel, pass_on).await;
+            for ((subscription, slot), used) in subscriptions.into_iter().zip(slots).zip(used) {
+                subscription
+                    .hub
+                    .leave(&subscription.channel, &slot, used)
+                    .await;
             }
         });
     }
@@ -865,6 +887,176 @@ impl Drop for ReleaseWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::client::Delivery;
+
+    const CHANNEL: &str = "lock:{pool}:released";
+
+    /// A subscriber connection that confirms everything and receives what a
+    /// test sends.
+    #[derive(Debug)]
+    struct Confirming;
+
+    #[async_trait]
+    impl SubscriberClient for Confirming {
+        fn address(&self) -> &str {
+            "nowhere"
+        }
+
+        async fn subscribe(&self, _: &str) -> Result<(), LockError> {
+            Ok(())
+        }
+
+        async fn unsubscribe(&self, _: &str) -> Result<(), LockError> {
+            Ok(())
+        }
+    }
+
+    /// A hub fed by hand: its messages, and its semaphore waiters.
+    struct Rig {
+        hub: Arc<Hub>,
+        messages: tokio::sync::mpsc::UnboundedSender<Delivery>,
+    }
+
+    impl Rig {
+        fn new() -> Self {
+            let (messages, receiver) = tokio::sync::mpsc::unbounded_channel();
+            Rig {
+                hub: Hub::start(Arc::new(Confirming), receiver, false),
+                messages,
+            }
+        }
+
+        /// A semaphore waiter for `weight` of `limit`, queued behind the
+        /// others.
+        async fn waiter(&self, weight: u32, limit: u32) -> ReleaseWatch {
+            let (slot, behind_others) = self.hub.subscribe(CHANNEL).await.expect("subscribe");
+            let watch = ReleaseWatch {
+                slots: vec![slot],
+                seen: vec![0],
+                used: vec![0],
+                attempted: behind_others,
+                behind_others,
+                subscriptions: vec![Subscription {
+                    hub: Arc::clone(&self.hub),
+                    channel: CHANNEL.to_owned(),
+                }],
+            };
+            watch.wake_when_fits(weight, limit);
+            watch
+        }
+
+        /// Publishes `payload` and lets the listener hand it out.
+        async fn publish(&self, payload: &str) {
+            let message = Delivery::Message(CHANNEL.to_owned(), payload.to_owned());
+            self.messages.send(message).expect("the listener");
+            settle().await;
+        }
+    }
+
+    /// Time for the hub's tasks (the listener, a leaver) to run.
+    async fn settle() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    /// Whether `watch` has a wake-up it has not used.
+    fn woken(watch: &ReleaseWatch) -> bool {
+        watch.slots[0].wakes.load(Ordering::Acquire) > watch.used[0]
+    }
+
+    /// An attempt by `watch` that found the semaphore full.
+    fn refused(watch: &mut ReleaseWatch) {
+        watch.attempt_starting();
+        watch.attempt_refused();
+        watch.attempt_finished();
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_the_waiters_that_fit_in_order() {
+        let rig = Rig::new();
+        let heavy = rig.waiter(3, 4).await;
+        let light: Vec<_> = futures::future::join_all((0..3).map(|_| rig.waiter(1, 4))).await;
+        // Two of four in use: the heavy head does not fit, two light ones do.
+        rig.publish("u2").await;
+        assert!(!woken(&heavy));
+        let woken_light: Vec<bool> = light.iter().map(woken).collect();
+        assert_eq!(woken_light, [true, true, false]);
+    }
+
+    #[tokio::test]
+    async fn a_winner_woken_twice_passes_one_wake_up_on() {
+        let rig = Rig::new();
+        let mut first = rig.waiter(1, 2).await;
+        let others: Vec<_> = futures::future::join_all((0..4).map(|_| rig.waiter(1, 2))).await;
+        rig.publish("u1").await;
+        assert!(woken(&first));
+        first.attempt_starting();
+        // A second release while the first waiter's attempt takes the
+        // permit: it counts that permit as in use and the waiter as waiting.
+        rig.publish("u1").await;
+        first.attempt_finished();
+        drop(first);
+        settle().await;
+        let woken_others = others.iter().filter(|watch| woken(watch)).count();
+        assert_eq!(woken_others, 1, "one permit free, {woken_others} woken");
+    }
+
+    #[tokio::test]
+    async fn room_found_taken_goes_to_lighter_waiters_once() {
+        let rig = Rig::new();
+        let mut heavy = rig.waiter(2, 2).await;
+        let mut first = rig.waiter(1, 2).await;
+        let rest: Vec<_> = futures::future::join_all((0..3).map(|_| rig.waiter(1, 2))).await;
+        rig.publish("u1").await;
+        assert!(!woken(&heavy) && woken(&first));
+        first.attempt_starting();
+        rig.publish("u0").await;
+        assert!(woken(&heavy));
+        // The first light waiter took one permit: the heavy one is refused
+        // and passes the room on; the first one's second wake-up is spent
+        // when it leaves with its permit.
+        refused(&mut heavy);
+        first.attempt_finished();
+        drop(first);
+        settle().await;
+        let woken_rest = rest.iter().filter(|watch| woken(watch)).count();
+        assert_eq!(woken_rest, 1, "one permit free, {woken_rest} woken");
+        assert!(!woken(&heavy), "the refused waiter woke itself");
+    }
+
+    #[tokio::test]
+    async fn a_leaver_passes_its_room_past_waiters_about_to_try() {
+        let rig = Rig::new();
+        let leaving = rig.waiter(1, 2).await;
+        let next = rig.waiter(1, 2).await;
+        let last = rig.waiter(1, 2).await;
+        rig.publish("u0").await;
+        assert!(woken(&leaving) && woken(&next) && !woken(&last));
+        // Gone before its attempt: its permit's room goes to the last
+        // waiter, not to the next one, whose one attempt is already due.
+        drop(leaving);
+        settle().await;
+        assert!(woken(&last), "a free permit, and the last waiter asleep");
+        assert_eq!(next.slots[0].wakes.load(Ordering::Acquire), 1);
+    }
+
+    #[tokio::test]
+    async fn a_refused_light_waiter_wakes_no_one() {
+        let rig = Rig::new();
+        let mut first = rig.waiter(1, 2).await;
+        let rest: Vec<_> = futures::future::join_all((0..3).map(|_| rig.waiter(1, 2))).await;
+        rig.publish("u1").await;
+        refused(&mut first);
+        settle().await;
+        assert!(rest.iter().all(|watch| !woken(watch)));
+    }
+
+    #[tokio::test]
+    async fn a_message_without_the_weight_wakes_every_waiter() {
+        let rig = Rig::new();
+        let waiters: Vec<_> = futures::future::join_all((0..3).map(|_| rig.waiter(2, 2))).await;
+        rig.publish("0").await;
+        assert!(waiters.iter().all(woken));
+    }
 
     #[test]
     fn a_weight_in_use_is_told_from_other_messages() {
