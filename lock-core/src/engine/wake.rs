@@ -37,8 +37,8 @@ pub trait Wakeups: Send + Sync + fmt::Debug {
     /// Called before [`attempt_finished`](Self::attempt_finished) when the
     /// attempt found the hold held. A waiter woken because its weight fit
     /// ([`wake_when_fits`](Self::wake_when_fits)) that finds the room taken
-    /// passes the wake-up to lighter waiters behind it, which may still
-    /// fit. The default does nothing.
+    /// passes the wake-up to lighter waiters, which may still fit. The
+    /// default does nothing.
     fn attempt_refused(&mut self) {}
 
     /// Wakes this waiter at every release, not only when it is the longest

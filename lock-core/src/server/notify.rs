@@ -23,7 +23,8 @@
 //! Where one release can let in several waiters, it wakes only those that
 //! can go: a semaphore's release publishes the weight left in use, and
 //! wakes the waiters whose weights fit beside it, in order (one that finds
-//! the room taken passes its wake-up to lighter ones behind it). A grant
+//! the room taken passes it to lighter ones, and one that leaves without
+//! using its wake-up passes on the room it was for). A grant
 //! on the server to the next writer or a fair waiter wakes that waiter
 //! alone; those that expect no grant (readers, an election's observers)
 //! try again a waiter's lease later, when a grant to a waiter that died
@@ -247,12 +248,18 @@ struct Hub {
 struct Slot {
     notify: Notify,
     /// How many releases woke this waiter. A watch remembers how many of
-    /// them its finished attempts used; the rest are passed on when it leaves.
+    /// them its finished attempts used; what the rest were for is passed on
+    /// when it leaves ([`Hub::leave`]).
     wakes: AtomicU64,
     /// `wakes` when this waiter's last attempt started: while `wakes` is
-    /// above it, the waiter has a wake-up it will answer with an attempt, and
-    /// a wake-up passed on would be spent by that same attempt.
+    /// above it, the waiter has a wake-up it will answer with an attempt (or
+    /// pass on as it leaves), and another one would be spent by that same
+    /// attempt.
     started: AtomicU64,
+    /// The waiter is gone: its watch was dropped, and it leaves the queue
+    /// ([`Hub::leave`]) as soon as it can. Meanwhile no room is counted for
+    /// it.
+    leaving: AtomicBool,
     /// Woken by every release, not only when first (fair-mode waiters: the
     /// queue in Redis, not this process, decides whose turn it is), unless
     /// `fits` says when; a grant to another waiter wakes it later.
@@ -286,6 +293,13 @@ impl Slot {
     /// Whether this waiter has a wake-up its next attempt will answer.
     fn will_try(&self) -> bool {
         self.wakes.load(Ordering::Acquire) > self.started.load(Ordering::Acquire)
+    }
+
+    /// This waiter's weight and limit, if it is a semaphore's waiter
+    /// outside fair mode that has not left.
+    fn fitting(&self) -> Option<(u64, u64)> {
+        let fits = *self.fits.get()?;
+        (!self.leaving.load(Ordering::Acquire)).then_some(fits)
     }
 
     /// Keeps the grant of `digest` with `token` if it is this waiter's.
@@ -361,13 +375,15 @@ impl Watched {
     /// weight a semaphore's release left in use, its waiters outside fair
     /// mode are woken in order only while their weights fit: the others
     /// would find no room. Without it (a message that says nothing of the
-    /// weight, a wake-up passed on), all of them are.
+    /// weight, a resubscription, a plain waiter's wake-up passed on), all
+    /// of them are.
     fn wake_one(&mut self, mut in_use: Option<u64>) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
         let mut woke_first = false;
         for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
-            if let (Some(&(weight, limit)), Some(used)) = (waiter.fits.get(), in_use.as_mut()) {
-                if used.saturating_add(weight) <= limit {
+            if let (Some(fits), Some(used)) = (waiter.fits.get(), in_use.as_mut()) {
+                let (weight, limit) = *fits;
+                if waiter.fitting().is_some() && used.saturating_add(weight) <= limit {
                     *used += weight;
                     waiter.wake();
                 }
@@ -387,13 +403,23 @@ impl Watched {
     fn wake_within(&mut self, mut budget: u64) {
         self.waiters.retain(|waiter| waiter.strong_count() > 0);
         for waiter in self.waiters.iter().filter_map(Weak::upgrade) {
-            if let Some(&(weight, _)) = waiter.fits.get() {
+            if let Some((weight, _)) = waiter.fitting() {
                 if weight <= budget && !waiter.will_try() {
                     budget -= weight;
                     waiter.wake();
                 }
             }
         }
+    }
+
+    /// Whether every semaphore waiter queued outside fair mode asks for
+    /// `weight`.
+    fn one_weight(&self, weight: u64) -> bool {
+        self.waiters
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter_map(|waiter| waiter.fitting())
+            .all(|(other, _)| other == weight)
     }
 
     /// Hands a grant message to the waiter whose offer it names, and wakes
@@ -648,8 +674,16 @@ impl Hub {
                         .waiters
                         .retain(|waiter| waiter.strong_count() > 0 && waiter.as_ptr() != leaving);
                     if slot.wakes.load(Ordering::Acquire) > used {
-                        match slot.fits.get() {
-                            Some(&(weight, _)) => watched.wake_within(weight),
+                        // The room a semaphore waiter leaves is its own
+                        // weight and what the release left over, which no
+                        // other waiter fitted alone. With one weight on the
+                        // channel that is less than one more waiter's: the
+                        // next that fits in its weight can go. With several,
+                        // a heavier waiter may fit in the two together, and
+                        // every waiter is woken.
+                        let weight = slot.fits.get().map(|&(weight, _)| weight);
+                        match weight.filter(|&weight| watched.one_weight(weight)) {
+                            Some(weight) => watched.wake_within(weight),
                             None => watched.wake_one(None),
                         }
                     }
@@ -834,7 +868,7 @@ impl Wakeups for ReleaseWatch {
     /// Call when the attempt found the lock held, before
     /// [`attempt_finished`](Self::attempt_finished): a waiter woken because
     /// its weight fitted, that found the room taken by another process
-    /// first, passes the wake-up to the lighter waiters behind it, which
+    /// first, passes the wake-up to lighter waiters of this process, which
     /// the same release did not wake (the room it counted on went to it).
     fn attempt_refused(&mut self) {
         for (index, slot) in self.slots.iter().enumerate() {
@@ -870,6 +904,9 @@ impl Drop for ReleaseWatch {
         // lands before the slot is out.
         let slots = std::mem::take(&mut self.slots);
         let used = std::mem::take(&mut self.used);
+        for slot in &slots {
+            slot.leaving.store(true, Ordering::Release);
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -1001,22 +1038,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn room_found_taken_goes_to_lighter_waiters_once() {
+    async fn room_found_taken_goes_to_one_lighter_waiter() {
         let rig = Rig::new();
         let mut heavy = rig.waiter(2, 2).await;
-        let mut first = rig.waiter(1, 2).await;
         let rest: Vec<_> = futures::future::join_all((0..3).map(|_| rig.waiter(1, 2))).await;
-        rig.publish("u1").await;
-        assert!(!woken(&heavy) && woken(&first));
-        first.attempt_starting();
+        // Both permits free: the heavy head fits, and takes all the room.
         rig.publish("u0").await;
-        assert!(woken(&heavy));
-        // The first light waiter took one permit: the heavy one is refused
-        // and passes the room on; the first one's second wake-up is spent
-        // when it leaves with its permit.
+        assert!(woken(&heavy) && rest.iter().all(|watch| !woken(watch)));
+        // Another process took one first: the heavy waiter is refused, and
+        // the one permit left goes to one light waiter.
         refused(&mut heavy);
-        first.attempt_finished();
-        drop(first);
         settle().await;
         let woken_rest = rest.iter().filter(|watch| woken(watch)).count();
         assert_eq!(woken_rest, 1, "one permit free, {woken_rest} woken");
@@ -1037,6 +1068,41 @@ mod tests {
         settle().await;
         assert!(woken(&last), "a free permit, and the last waiter asleep");
         assert_eq!(next.slots[0].wakes.load(Ordering::Acquire), 1);
+    }
+
+    #[tokio::test]
+    async fn a_heavy_waiter_behind_a_light_leaver_is_woken() {
+        let rig = Rig::new();
+        let mut light = rig.waiter(1, 3).await;
+        let heavy = rig.waiter(2, 3).await;
+        // One of three in use: the light waiter fits, the heavy one not.
+        rig.publish("u1").await;
+        assert!(woken(&light) && !woken(&heavy));
+        light.attempt_starting();
+        // Another permit released while the light waiter's attempt takes
+        // one: it is counted again, and the heavy one still does not fit.
+        rig.publish("u1").await;
+        light.attempt_finished();
+        drop(light);
+        settle().await;
+        assert!(
+            woken(&heavy),
+            "two of three free, and the heavy waiter asleep"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiter_gone_takes_no_room() {
+        let rig = Rig::new();
+        let gone = rig.waiter(1, 2).await;
+        let next = rig.waiter(1, 2).await;
+        // Dropped, and not yet out of the queue (its leave waits for the
+        // hub's changes).
+        let changes = rig.hub.changes.lock().await;
+        drop(gone);
+        rig.publish("u1").await;
+        assert!(woken(&next), "the room went to a waiter that left");
+        drop(changes);
     }
 
     #[tokio::test]
