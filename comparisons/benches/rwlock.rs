@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles, ratio, script_cycles,
-    server_time_table, single_node_manager, try_take_cycles, Bench,
+    counting_commands, figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles, ratio,
+    script_cycles, server_time_table, single_node_manager, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -84,33 +84,46 @@ fn main() {
         ));
         let mut table = Table::new(&mut bench.criterion, &bench.runtime, "rwlock/handoff");
         let mut row = table.row(kind);
-        let gaps = gap_column(&mut row, "PING round trip", |count| {
-            pings(raw.as_ref(), count)
+        let server = &bench.server;
+        let (gaps, commands) = counting_commands(server, || {
+            gap_column(&mut row, "PING round trip", |count| {
+                pings(raw.as_ref(), count)
+            })
         });
-        lines.push(gap_line(&format!("PING round trip, {kind}"), gaps));
-        let mut writes = gap_column(&mut row, "writers", |count| {
-            handoffs(&locks, Span::Cycles(count), Hold::Write)
+        lines.push(gap_line(
+            &format!("PING round trip, {kind}"),
+            gaps,
+            commands,
+        ));
+        let (mut writes, write_commands) = counting_commands(server, || {
+            gap_column(&mut row, "writers", |count| {
+                handoffs(&locks, Span::Cycles(count), Hold::Write)
+            })
         });
-        let mut plain = gap_column(&mut row, "plain lock", |count| {
-            handoffs(&locks, Span::Cycles(count), Hold::Plain)
+        let (mut plain, plain_commands) = counting_commands(server, || {
+            gap_column(&mut row, "plain lock", |count| {
+                handoffs(&locks, Span::Cycles(count), Hold::Plain)
+            })
         });
         let p50 = |gaps: &mut Vec<f64>| {
             gaps.sort_by(f64::total_cmp);
             gaps.get(gaps.len() / 2).copied()
         };
         let ratio_line = format!(
-            "| writers / plain lock, p50, {kind} | {} | | |",
+            "| writers / plain lock, p50, {kind} | {} | | | |",
             ratio(p50(&mut writes), p50(&mut plain))
         );
+        let label = format!("read-write lock, writers, {kind}");
+        lines.push(gap_line(&label, writes, write_commands));
         lines.push(gap_line(
-            &format!("read-write lock, writers, {kind}"),
-            writes,
+            &format!("plain lock, {kind}"),
+            plain,
+            plain_commands,
         ));
-        lines.push(gap_line(&format!("plain lock, {kind}"), plain));
         lines.push(ratio_line);
     }
-    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
-    println!("|---|---:|---:|---:|");
+    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs | commands per handoff |");
+    println!("|---|---:|---:|---:|---:|");
     lines.iter().for_each(|line| println!("{line}"));
     bench.finish();
 }

@@ -34,9 +34,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    fair_single_node_manager, figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles,
-    ratio, script_cycles, server_time_table, single_node_manager, single_node_manager_at,
-    try_take_cycles, Bench,
+    counting_commands, fair_single_node_manager, figure, gap_column, gap_line, handoff_gaps,
+    peer_algorithm_cycles, ratio, script_cycles, server_time_table, single_node_manager,
+    single_node_manager_at, try_take_cycles, Bench,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -110,23 +110,28 @@ fn main() {
             ("ours", &plain),
             ("ours, fair (granted on the server)", &fair),
         ] {
-            let gaps = gap_column(&mut row, column, |count| {
-                permit_handoffs(locks, Span::Cycles(count))
+            let (gaps, commands) = counting_commands(server, || {
+                gap_column(&mut row, column, |count| {
+                    permit_handoffs(locks, Span::Cycles(count))
+                })
             });
-            lines.push(gap_line(&format!("{column}, {kind}"), gaps));
+            lines.push(gap_line(&format!("{column}, {kind}"), gaps, commands));
         }
     }
     if let Some(node) = node {
         let server = &bench.server;
         let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore/handoff");
         let mut row = table.row("redis-semaphore");
-        let gaps = gap_column(&mut row, "polls every 10 ms", |count| {
-            peer_handoff_gaps(node, server, count)
+        let (gaps, commands) = counting_commands(server, || {
+            gap_column(&mut row, "polls every 10 ms", |count| {
+                peer_handoff_gaps(node, server, count)
+            })
         });
-        lines.push(gap_line("redis-semaphore 5.8.0 (polls every 10 ms)", gaps));
+        let label = "redis-semaphore 5.8.0 (polls every 10 ms)";
+        lines.push(gap_line(label, gaps, commands));
     }
-    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs |");
-    println!("|---|---:|---:|---:|");
+    println!("| waiting | gap p50 (ms) | gap p99 (ms) | handoffs | commands per handoff |");
+    println!("|---|---:|---:|---:|---:|");
     lines.iter().for_each(|line| println!("{line}"));
     println!();
     println!("| client | TTL | kills | failover min | median | max | median / TTL |");

@@ -460,18 +460,48 @@ where
         .collect()
 }
 
-/// One row of a handoff table: `label`, the p50 and p99 of `gaps` (ms)
-/// and how many there were.
-pub fn gap_line(label: &str, mut gaps: Vec<f64>) -> String {
+/// The commands the server ran for clients since its last `CONFIG
+/// RESETSTAT` (`INFO commandstats`, every command but `INFO` and `CONFIG`
+/// themselves): a script counts once, however many commands it runs.
+pub fn client_commands(server: &RedisServer) -> f64 {
+    let stats = server.admin(&["INFO", "commandstats"]).expect("INFO");
+    let stats = stats.as_text().expect("INFO text").to_owned();
+    stats
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(':'))
+        .filter(|(name, _)| *name != "info" && !name.starts_with("config"))
+        .filter_map(|(_, fields)| {
+            fields
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// `measure()`'s output, and the commands clients sent the server while it
+/// ran ([`client_commands`]).
+pub fn counting_commands<T>(server: &RedisServer, measure: impl FnOnce() -> T) -> (T, f64) {
+    server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
+    let output = measure();
+    (output, client_commands(server))
+}
+
+/// One row of a handoff table: `label`, the p50 and p99 of `gaps` (ms),
+/// how many there were, and `commands` over them.
+pub fn gap_line(label: &str, mut gaps: Vec<f64>, commands: f64) -> String {
     if gaps.is_empty() {
-        return format!("| {label} | - | - | 0 |");
+        return format!("| {label} | - | - | 0 | - |");
     }
     gaps.sort_by(f64::total_cmp);
     let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
     format!(
-        "| {label} | {:.2} | {:.2} | {} |",
+        "| {label} | {:.2} | {:.2} | {} | {:.1} |",
         at(0.5),
         at(0.99),
-        gaps.len()
+        gaps.len(),
+        commands / gaps.len() as f64,
     )
 }
