@@ -229,7 +229,7 @@ fn python_peers() -> Option<PathBuf> {
     Some(python)
 }
 
-/// What the runs of one row measured, summed over criterion's runs.
+/// What a run of contenders measured.
 #[derive(Default)]
 struct Measured {
     gaps: Vec<Duration>,
@@ -239,13 +239,6 @@ struct Measured {
 }
 
 impl Measured {
-    fn add(&mut self, run: Measured) {
-        self.gaps.extend(run.gaps);
-        self.acquisitions += run.acquisitions;
-        self.elapsed += run.elapsed;
-        self.commands += run.commands;
-    }
-
     /// The row: gap percentiles, against the floors, acquisitions per
     /// second and commands per acquisition.
     fn line(mut self, label: &str, Floors { ping, idle }: Floors) -> String {
@@ -266,19 +259,32 @@ impl Measured {
 }
 
 /// `column` of `row`: handoff gaps, criterion timing the sum of `count`
-/// of them (`run(count)`); what all of its runs measured.
-fn gap_column<F, Fut>(row: &mut Row<'_>, column: &str, run: F) -> Measured
+/// of them (`run(count)`), then a steady run of [`STEADY_GAPS`] on
+/// `runtime` (each of criterion's runs starts and stops its contenders,
+/// which a rate or a count of commands would take for the lock's). Returns
+/// every gap, with the steady run's acquisitions, time and commands.
+fn gap_column<F, Fut>(
+    row: &mut Row<'_>,
+    runtime: &tokio::runtime::Runtime,
+    column: &str,
+    mut run: F,
+) -> Measured
 where
     F: FnMut(u64) -> Fut,
     Fut: std::future::Future<Output = Measured>,
 {
     let sum = |run: &Measured| run.gaps.iter().sum();
-    let mut all = Measured::default();
-    for run in latency_column(row, column, run, sum) {
-        all.add(run);
-    }
-    all
+    let gaps: Vec<Duration> = latency_column(row, column, &mut run, sum)
+        .into_iter()
+        .flat_map(|run| run.gaps)
+        .collect();
+    let mut steady = runtime.block_on(run(STEADY_GAPS));
+    steady.gaps.extend(gaps);
+    steady
 }
+
+/// How many gaps the steady run of a row measures.
+const STEADY_GAPS: u64 = 150;
 
 /// python-redis-lock's handoff (`comparisons/python/handoff.py`) on
 /// `server` until `count` gaps, and its floors when `floors` is `None`
@@ -459,7 +465,7 @@ fn main() {
         ] {
             let contender =
                 Contender::Ours(bench.runtime.block_on(ours(kind, server, wait_mode, fair)));
-            let measured = gap_column(&mut row, label, |count| {
+            let measured = gap_column(&mut row, &bench.runtime, label, |count| {
                 run(&contender, server, &ours_commands, count)
             });
             lines.push(measured.line(&format!("{label}, {kind}"), floors));
@@ -474,15 +480,18 @@ fn main() {
         .expose()
         .to_owned()]));
     let rslock_commands = ["set", "eval", "evalsha", "script|load"];
-    let measured = gap_column(&mut row, "rslock 0.10.0 default", |count| {
+    let measured = gap_column(&mut row, &bench.runtime, "rslock 0.10.0 default", |count| {
         run(&peer, server, &rslock_commands, count)
     });
     lines.push(measured.line("(c) rslock 0.10.0 default", floors));
     if let Some(python) = &python {
         let floors = std::cell::Cell::new(None);
-        let measured = gap_column(&mut row, "python-redis-lock 4.0.1", |count| {
-            python_run(python, server, count, &floors)
-        });
+        let measured = gap_column(
+            &mut row,
+            &bench.runtime,
+            "python-redis-lock 4.0.1",
+            |count| python_run(python, server, count, &floors),
+        );
         let floors = floors.get().unwrap_or(Floors {
             ping: f64::NAN,
             idle: f64::NAN,

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_comparisons::{
-    counting_commands, figure, gap_column, gap_line, handoff_gaps, peer_algorithm_cycles, ratio,
-    script_cycles, server_time_table, single_node_manager, try_take_cycles, Bench,
+    figure, gap_line, handoff_column, handoff_gaps, peer_algorithm_cycles, ratio, script_cycles,
+    server_time_table, single_node_manager, try_take_cycles, Bench, STEADY,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -85,26 +85,36 @@ fn main() {
         let mut table = Table::new(&mut bench.criterion, &bench.runtime, "rwlock/handoff");
         let mut row = table.row(kind);
         let server = &bench.server;
-        let (gaps, commands) = counting_commands(server, || {
-            gap_column(&mut row, "PING round trip", |count| {
-                pings(raw.as_ref(), count)
-            })
-        });
+        let runtime = &bench.runtime;
+        let (gaps, commands) = handoff_column(
+            &mut row,
+            runtime,
+            server,
+            "PING round trip",
+            |count| pings(raw.as_ref(), count),
+            pings(raw.as_ref(), 500),
+        );
         lines.push(gap_line(
             &format!("PING round trip, {kind}"),
             gaps,
             commands,
         ));
-        let (mut writes, write_commands) = counting_commands(server, || {
-            gap_column(&mut row, "writers", |count| {
-                handoffs(&locks, Span::Cycles(count), Hold::Write)
-            })
-        });
-        let (mut plain, plain_commands) = counting_commands(server, || {
-            gap_column(&mut row, "plain lock", |count| {
-                handoffs(&locks, Span::Cycles(count), Hold::Plain)
-            })
-        });
+        let (mut writes, write_commands) = handoff_column(
+            &mut row,
+            runtime,
+            server,
+            "writers",
+            |count| handoffs(&locks, Span::Cycles(count), Hold::Write),
+            handoffs(&locks, Span::For(STEADY), Hold::Write),
+        );
+        let (mut plain, plain_commands) = handoff_column(
+            &mut row,
+            runtime,
+            server,
+            "plain lock",
+            |count| handoffs(&locks, Span::Cycles(count), Hold::Plain),
+            handoffs(&locks, Span::For(STEADY), Hold::Plain),
+        );
         let p50 = |gaps: &mut Vec<f64>| {
             gaps.sort_by(f64::total_cmp);
             gaps.get(gaps.len() / 2).copied()

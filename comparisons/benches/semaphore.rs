@@ -28,15 +28,18 @@
 //! The node comparison needs `node` and `npm` (it runs `npm ci` in
 //! `comparisons/node` once); without them its columns read `-`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use lock_comparisons::{
-    counting_commands, fair_single_node_manager, figure, gap_column, gap_line, handoff_gaps,
+    fair_single_node_manager, figure, gap_line, handoff_column, handoff_gaps,
     peer_algorithm_cycles, ratio, script_cycles, server_time_table, single_node_manager,
-    single_node_manager_at, try_take_cycles, Bench,
+    single_node_manager_at, try_take_cycles, Bench, STEADY,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -52,7 +55,11 @@ fn main() {
         return leader();
     }
     let mut bench = Bench::start();
-    let node = &node_script();
+    let peer = &{
+        // The node process's pipes belong to the benchmark's runtime.
+        let _runtime = bench.runtime.enter();
+        Peer::start(&bench.server)
+    };
     let mut lines = Vec::new();
     for kind in ClientKind::compiled() {
         let raw = &bench.raw(kind);
@@ -65,9 +72,9 @@ fn main() {
             let scripts = row.rate("scripts", |span| scripts(Arc::clone(raw), tasks, span));
             let ours = row.rate("ours", |span| ours(locks, tasks, span));
             // Without node, the peer's column is left out and printed as `-`.
-            let peer = node.as_ref().and_then(|node| {
-                row.rate("redis-semaphore", |span| peer(node, server, tasks, span))
-            });
+            let peer = peer
+                .as_ref()
+                .and_then(|peer| row.rate("redis-semaphore", |span| peer.cycles(tasks, span)));
             let algorithm = row.rate("its algorithm, raw", |span| {
                 peer_algorithm_cycles(Arc::clone(raw), tasks, span)
             });
@@ -110,23 +117,29 @@ fn main() {
             ("ours", &plain),
             ("ours, fair (granted on the server)", &fair),
         ] {
-            let (gaps, commands) = counting_commands(server, || {
-                gap_column(&mut row, column, |count| {
-                    permit_handoffs(locks, Span::Cycles(count))
-                })
-            });
+            let (gaps, commands) = handoff_column(
+                &mut row,
+                &bench.runtime,
+                server,
+                column,
+                |count| permit_handoffs(locks, Span::Cycles(count)),
+                permit_handoffs(locks, Span::For(STEADY)),
+            );
             lines.push(gap_line(&format!("{column}, {kind}"), gaps, commands));
         }
     }
-    if let Some(node) = node {
+    if let Some(peer) = peer {
         let server = &bench.server;
         let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore/handoff");
         let mut row = table.row("redis-semaphore");
-        let (gaps, commands) = counting_commands(server, || {
-            gap_column(&mut row, "polls every 10 ms", |count| {
-                peer_handoff_gaps(node, server, count)
-            })
-        });
+        let (gaps, commands) = handoff_column(
+            &mut row,
+            &bench.runtime,
+            server,
+            "polls every 10 ms",
+            |count| peer.handoff_gaps(count),
+            peer.handoff_gaps(150),
+        );
         let label = "redis-semaphore 5.8.0 (polls every 10 ms)";
         lines.push(gap_line(label, gaps, commands));
     }
@@ -173,70 +186,85 @@ async fn ours(locks: &LockManager, tasks: usize, span: Span) -> f64 {
     .await
 }
 
-/// Where the node script is, once `npm ci` has installed its packages;
-/// `None` (and a note) without node or npm.
-fn node_script() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
-    if !dir.join("node_modules").exists() {
-        let installed = std::process::Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--silent"])
-            .current_dir(&dir)
-            .status();
-        if !installed.is_ok_and(|status| status.success()) {
-            eprintln!("semaphore: npm ci failed or npm is missing; the redis-semaphore columns are left out");
-            return None;
+/// redis-semaphore driven by `comparisons/node/semaphore.js`: one node
+/// process on the server for the whole run, asked one request at a time.
+struct Peer {
+    requests: tokio::sync::Mutex<(ChildStdin, Lines<BufReader<ChildStdout>>)>,
+    _node: Child,
+}
+
+impl Peer {
+    /// The node process on `server`, once `npm ci` has installed its
+    /// packages; `None` (and a note) without node or npm.
+    fn start(server: &RedisServer) -> Option<Peer> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("node");
+        if !dir.join("node_modules").exists() {
+            let installed = std::process::Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--silent"])
+                .current_dir(&dir)
+                .status();
+            if !installed.is_ok_and(|status| status.success()) {
+                eprintln!("semaphore: npm ci failed or npm is missing; the redis-semaphore columns are left out");
+                return None;
+            }
         }
+        let mut node = tokio::process::Command::new("node")
+            .arg(dir.join("semaphore.js"))
+            .arg(server.port().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| eprintln!("semaphore: node did not start ({err}); the redis-semaphore columns are left out"))
+            .ok()?;
+        let stdin = node.stdin.take()?;
+        let stdout = BufReader::new(node.stdout.take()?).lines();
+        Some(Peer {
+            requests: tokio::sync::Mutex::new((stdin, stdout)),
+            _node: node,
+        })
     }
-    Some(dir.join("semaphore.js"))
-}
 
-/// The node script's output for `args`.
-async fn run_node(script: &Path, args: &[String]) -> serde_json::Value {
-    let output = tokio::process::Command::new("node")
-        .arg(script)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .await
-        .expect("run node");
-    assert!(output.status.success(), "node failed");
-    serde_json::from_slice(&output.stdout).expect("the node script's JSON")
-}
+    /// The answer to `request` (see the script).
+    async fn ask(&self, request: String) -> serde_json::Value {
+        let mut pipes = self.requests.lock().await;
+        let (stdin, stdout) = &mut *pipes;
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .expect("a request to node");
+        let line = stdout
+            .next_line()
+            .await
+            .expect("node's answer")
+            .expect("node ended");
+        serde_json::from_str(&line).expect("the node script's JSON")
+    }
 
-/// redis-semaphore's acquire+release cycles per second, for a time or a
-/// number of cycles (`x<count>` to the node script).
-async fn peer(script: &Path, server: &RedisServer, tasks: usize, span: Span) -> f64 {
-    let span = match span {
-        Span::For(length) => length.as_secs().max(1).to_string(),
-        Span::Cycles(count) => format!("x{count}"),
-    };
-    let args = [
-        server.port().to_string(),
-        tasks.to_string(),
-        span,
-        LIMIT.to_string(),
-    ];
-    let out = run_node(script, &args).await;
-    let cycles = out["cycles"].as_f64().expect("cycles");
-    cycles / out["seconds"].as_f64().expect("seconds")
-}
+    /// redis-semaphore's acquire+release cycles per second, `tasks` at
+    /// once on a semaphore of [`LIMIT`], for as many cycles as `span` says
+    /// (a time is not asked of it).
+    async fn cycles(&self, tasks: usize, span: Span) -> f64 {
+        let Span::Cycles(count) = span else {
+            unreachable!("criterion asks for cycles")
+        };
+        let out = self.ask(format!("cycles {tasks} {LIMIT} {count}")).await;
+        let cycles = out["cycles"].as_f64().expect("cycles");
+        cycles / out["seconds"].as_f64().expect("seconds")
+    }
 
-/// `count` of redis-semaphore's handoff gaps, in ms.
-async fn peer_handoff_gaps(script: &Path, server: &RedisServer, count: u64) -> Vec<f64> {
-    let args = [
-        server.port().to_string(),
-        "6".to_owned(),
-        format!("x{count}"),
-        "2".to_owned(),
-        "handoff".to_owned(),
-    ];
-    let out = run_node(script, &args).await;
-    out["gaps"]
-        .as_array()
-        .expect("gaps")
-        .iter()
-        .filter_map(serde_json::Value::as_f64)
-        .collect()
+    /// `count` of redis-semaphore's handoff gaps among 6 holders of a
+    /// semaphore of 2, in ms.
+    async fn handoff_gaps(&self, count: u64) -> Vec<f64> {
+        let out = self.ask(format!("handoff 6 2 {count}")).await;
+        out["gaps"]
+            .as_array()
+            .expect("gaps")
+            .iter()
+            .filter_map(serde_json::Value::as_f64)
+            .collect()
+    }
 }
 
 /// Six holders of 20 to 60 ms each on a semaphore of 2: the gaps, in ms,

@@ -481,27 +481,58 @@ pub fn client_commands(server: &RedisServer) -> f64 {
         .sum()
 }
 
-/// `measure()`'s output, and the commands clients sent the server while it
+/// `measure`'s output, and the commands clients sent the server while it
 /// ran ([`client_commands`]).
-pub fn counting_commands<T>(server: &RedisServer, measure: impl FnOnce() -> T) -> (T, f64) {
+pub async fn counting_commands<T>(
+    server: &RedisServer,
+    measure: impl Future<Output = T>,
+) -> (T, f64) {
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
-    let output = measure();
+    let output = measure.await;
     (output, client_commands(server))
 }
 
+/// How long a steady run of handoffs lasts, beside criterion's runs (each
+/// of which starts and stops its holders): what the commands per handoff
+/// are counted over.
+pub const STEADY: Duration = Duration::from_secs(3);
+
 /// One row of a handoff table: `label`, the p50 and p99 of `gaps` (ms),
-/// how many there were, and `commands` over them.
-pub fn gap_line(label: &str, mut gaps: Vec<f64>, commands: f64) -> String {
+/// how many there were, and the commands per handoff of a steady run.
+pub fn gap_line(label: &str, mut gaps: Vec<f64>, commands_per_handoff: Option<f64>) -> String {
+    let commands = figure(commands_per_handoff, 1);
     if gaps.is_empty() {
-        return format!("| {label} | - | - | 0 | - |");
+        return format!("| {label} | - | - | 0 | {commands} |");
     }
     gaps.sort_by(f64::total_cmp);
     let at = |fraction: f64| gaps[((gaps.len() - 1) as f64 * fraction).round() as usize];
     format!(
-        "| {label} | {:.2} | {:.2} | {} | {:.1} |",
+        "| {label} | {:.2} | {:.2} | {} | {commands} |",
         at(0.5),
         at(0.99),
         gaps.len(),
-        commands / gaps.len() as f64,
     )
+}
+
+/// A column of a handoff table: the gaps criterion measured (`gaps(n)`,
+/// its runs), then a steady run (`gaps` of as many as [`STEADY`] gives)
+/// with the commands it sent counted. Returns every gap and the commands
+/// per handoff of the steady run.
+pub fn handoff_column<F, Fut>(
+    row: &mut Row<'_>,
+    runtime: &tokio::runtime::Runtime,
+    server: &RedisServer,
+    column: &str,
+    mut gaps: F,
+    steady: impl Future<Output = Vec<f64>>,
+) -> (Vec<f64>, Option<f64>)
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = Vec<f64>>,
+{
+    let mut all = gap_column(row, column, &mut gaps);
+    let (steady, commands) = runtime.block_on(counting_commands(server, steady));
+    let per_handoff = (!steady.is_empty()).then(|| commands / steady.len() as f64);
+    all.extend(steady);
+    (all, per_handoff)
 }
