@@ -435,3 +435,73 @@ fn a_companion_of_another_type_is_foreign_data() {
     let after = server.admin(&["ZCARD", "lock:{slotted}"]).expect("ZCARD");
     assert_eq!(before.as_int(), after.as_int(), "the release wrote");
 }
+
+/// The next message on a raw `SUBSCRIBE` connection: its payload.
+fn next_message(reader: &mut std::io::BufReader<std::net::TcpStream>) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    let mut lines = Vec::new();
+    // `*3`, `$7 message`, `$<n> channel`, `$<n> payload`: seven lines.
+    while lines.len() < 7 {
+        line.clear();
+        reader.read_line(&mut line).expect("a reply line");
+        lines.push(line.trim_end().to_owned());
+    }
+    assert_eq!(lines[2], "message", "{lines:?}");
+    lines[6].clone()
+}
+
+/// A subscriber to `channel`, once the server confirmed it.
+fn subscriber(server: &RedisServer, channel: &str) -> std::io::BufReader<std::net::TcpStream> {
+    use std::io::{BufRead, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port())).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("a read timeout");
+    let command = format!(
+        "*2\r\n$9\r\nSUBSCRIBE\r\n${}\r\n{channel}\r\n",
+        channel.len()
+    );
+    stream.write_all(command.as_bytes()).expect("SUBSCRIBE");
+    let mut reader = std::io::BufReader::new(stream);
+    // The confirmation: `*3`, `$9 subscribe`, `$<n> channel`, `:1`.
+    let mut line = String::new();
+    for _ in 0..6 {
+        line.clear();
+        reader.read_line(&mut line).expect("the confirmation");
+    }
+    reader
+}
+
+/// A semaphore's release publishes the weight left in use when its sweep
+/// read every expired permit, also when there were exactly as many as one
+/// sweep reads (64); with more left unread, the bare weight it freed (its
+/// own and the 64 it swept), which wakes every waiter.
+#[test]
+fn a_release_publishes_the_weight_in_use_when_it_read_every_expired_permit() {
+    let server = RedisServer::start().expect("start");
+    let name = "published";
+    let keys = semaphore_keys(name);
+    let mut messages = subscriber(&server, "lock:{published}:released");
+    for (expired, published) in [(64, "u1"), (65, "65")] {
+        // All taken first: an acquire sweeps what has expired.
+        for index in 0..expired {
+            assert_eq!(permit(&server, name, &id(1, index), "100000"), 1);
+        }
+        assert_eq!(permit(&server, name, &id(2, 0), "100000"), 1);
+        assert_eq!(permit(&server, name, &id(3, 0), "100000"), 1);
+        for index in 0..expired {
+            expire(&server, name, &id(1, index), 1 + index as u64);
+        }
+        let released = eval(&server, &semaphore::RELEASE, &keys[..3], &[&id(2, 0)]);
+        assert_eq!(code(&released), 1);
+        assert_eq!(
+            next_message(&mut messages),
+            published,
+            "{expired} expired permits before the release"
+        );
+        for key in &keys {
+            server.admin(&["DEL", key]).expect("DEL");
+        }
+    }
+}

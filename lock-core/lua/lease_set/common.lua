@@ -178,11 +178,16 @@ end
 -- drops them. Reads only. Returns nil, or {-2, key, type} when `set` holds
 -- another type (ls_other: another kind's hold).
 local function ls_read_expired(ls, limit)
-  local ids, problem = ls_read(ls.set, 'zrangebyscore', '-inf', ls.now, 'limit', #ls.expired, limit or -1)
+  -- One more than `limit`: whether any is left after them.
+  local ids, problem = ls_read(ls.set, 'zrangebyscore', '-inf', ls.now, 'limit', #ls.expired,
+    limit and limit + 1 or -1)
   if not ids then
     return problem
   end
-  ls.swept = limit == nil or #ids < limit
+  ls.swept = limit == nil or #ids <= limit
+  if not ls.swept then
+    ids[#ids] = nil
+  end
   if #ids == 0 then
     return nil
   end
