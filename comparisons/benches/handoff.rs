@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_comparisons::{latency_column, Bench};
+use lock_comparisons::{latency_column, Bench, OUR_COMMANDS};
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager, RetryPolicy, WaitMode};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{env_number, Row, Table};
@@ -441,17 +441,7 @@ async fn ours(
 fn main() {
     let mut bench = Bench::start();
     let mut lines = Vec::new();
-    // A transaction counts once (`EXEC`): one round trip, like a script.
-    let ours_commands = [
-        "evalsha",
-        "eval",
-        "script|load",
-        "exec",
-        "pttl",
-        "subscribe",
-        "unsubscribe",
-        "ping",
-    ];
+    let ours_commands = OUR_COMMANDS;
     let python = python_peers();
     for kind in ClientKind::compiled() {
         let server = &bench.server;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use lock_comparisons::{
     figure, gap_line, handoff_column, handoff_gaps, peer_algorithm_cycles, ratio, script_cycles,
-    server_time_table, single_node_manager, try_take_cycles, Bench, STEADY,
+    server_time_table, single_node_manager, try_take_cycles, Bench, OUR_COMMANDS, STEADY,
 };
 use lock_core::strategy::scripts::rw::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -88,8 +88,7 @@ fn main() {
         let runtime = &bench.runtime;
         let (gaps, commands) = handoff_column(
             &mut row,
-            runtime,
-            server,
+            (runtime, server, &OUR_COMMANDS),
             "PING round trip",
             |count| pings(raw.as_ref(), count),
             pings(raw.as_ref(), 500),
@@ -101,16 +100,14 @@ fn main() {
         ));
         let (mut writes, write_commands) = handoff_column(
             &mut row,
-            runtime,
-            server,
+            (runtime, server, &OUR_COMMANDS),
             "writers",
             |count| handoffs(&locks, Span::Cycles(count), Hold::Write),
             handoffs(&locks, Span::For(STEADY), Hold::Write),
         );
         let (mut plain, plain_commands) = handoff_column(
             &mut row,
-            runtime,
-            server,
+            (runtime, server, &OUR_COMMANDS),
             "plain lock",
             |count| handoffs(&locks, Span::Cycles(count), Hold::Plain),
             handoffs(&locks, Span::For(STEADY), Hold::Plain),

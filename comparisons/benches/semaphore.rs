@@ -39,7 +39,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use lock_comparisons::{
     fair_single_node_manager, figure, gap_line, handoff_column, handoff_gaps,
     peer_algorithm_cycles, ratio, script_cycles, server_time_table, single_node_manager,
-    single_node_manager_at, try_take_cycles, Bench, STEADY,
+    single_node_manager_at, try_take_cycles, Bench, OUR_COMMANDS, STEADY,
 };
 use lock_core::strategy::scripts::semaphore::{ACQUIRE, RELEASE};
 use lock_core::strategy::NodeClient;
@@ -119,8 +119,7 @@ fn main() {
         ] {
             let (gaps, commands) = handoff_column(
                 &mut row,
-                &bench.runtime,
-                server,
+                (&bench.runtime, server, &OUR_COMMANDS),
                 column,
                 |count| permit_handoffs(locks, Span::Cycles(count)),
                 permit_handoffs(locks, Span::For(STEADY)),
@@ -132,10 +131,12 @@ fn main() {
         let server = &bench.server;
         let mut table = Table::new(&mut bench.criterion, &bench.runtime, "semaphore/handoff");
         let mut row = table.row("redis-semaphore");
+        // Its acquire is a script, its release a `ZREM` (no script of ours
+        // runs meanwhile).
+        let peer_commands = ["evalsha", "eval", "script|load", "zrem", "ping"];
         let (gaps, commands) = handoff_column(
             &mut row,
-            &bench.runtime,
-            server,
+            (&bench.runtime, server, &peer_commands),
             "polls every 10 ms",
             |count| peer.handoff_gaps(count),
             peer.handoff_gaps(150),

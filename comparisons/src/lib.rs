@@ -460,16 +460,30 @@ where
         .collect()
 }
 
-/// The commands the server ran for clients since its last `CONFIG
-/// RESETSTAT` (`INFO commandstats`, every command but `INFO` and `CONFIG`
-/// themselves): a script counts once, however many commands it runs.
-pub fn client_commands(server: &RedisServer) -> f64 {
+/// The commands a client of ours sends (`INFO commandstats` counts those a
+/// script runs too, so only these are counted): scripts, subscriptions,
+/// `PING`.
+pub const OUR_COMMANDS: [&str; 8] = [
+    "evalsha",
+    "eval",
+    "script|load",
+    "subscribe",
+    "unsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "ping",
+];
+
+/// How many times the server ran the commands `top_level` since its last
+/// `CONFIG RESETSTAT` (`INFO commandstats`): the commands clients sent,
+/// when no script runs any of them.
+pub fn client_commands(server: &RedisServer, top_level: &[&str]) -> f64 {
     let stats = server.admin(&["INFO", "commandstats"]).expect("INFO");
     let stats = stats.as_text().expect("INFO text").to_owned();
     stats
         .lines()
         .filter_map(|line| line.strip_prefix("cmdstat_")?.split_once(':'))
-        .filter(|(name, _)| *name != "info" && !name.starts_with("config"))
+        .filter(|(name, _)| top_level.contains(name))
         .filter_map(|(_, fields)| {
             fields
                 .strip_prefix("calls=")?
@@ -481,15 +495,16 @@ pub fn client_commands(server: &RedisServer) -> f64 {
         .sum()
 }
 
-/// `measure`'s output, and the commands clients sent the server while it
-/// ran ([`client_commands`]).
+/// `measure`'s output, and how many of the commands `top_level` clients
+/// sent the server while it ran ([`client_commands`]).
 pub async fn counting_commands<T>(
     server: &RedisServer,
+    top_level: &[&str],
     measure: impl Future<Output = T>,
 ) -> (T, f64) {
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     let output = measure.await;
-    (output, client_commands(server))
+    (output, client_commands(server, top_level))
 }
 
 /// How long a steady run of handoffs lasts, beside criterion's runs (each
@@ -516,12 +531,11 @@ pub fn gap_line(label: &str, mut gaps: Vec<f64>, commands_per_handoff: Option<f6
 
 /// A column of a handoff table: the gaps criterion measured (`gaps(n)`,
 /// its runs), then a steady run (`gaps` of as many as [`STEADY`] gives)
-/// with the commands it sent counted. Returns every gap and the commands
-/// per handoff of the steady run.
+/// with the commands `top_level` it sent counted. Returns every gap and
+/// the commands per handoff of the steady run.
 pub fn handoff_column<F, Fut>(
     row: &mut Row<'_>,
-    runtime: &tokio::runtime::Runtime,
-    server: &RedisServer,
+    (runtime, server, top_level): (&tokio::runtime::Runtime, &RedisServer, &[&str]),
     column: &str,
     mut gaps: F,
     steady: impl Future<Output = Vec<f64>>,
@@ -531,7 +545,7 @@ where
     Fut: Future<Output = Vec<f64>>,
 {
     let mut all = gap_column(row, column, &mut gaps);
-    let (steady, commands) = runtime.block_on(counting_commands(server, steady));
+    let (steady, commands) = runtime.block_on(counting_commands(server, top_level, steady));
     let per_handoff = (!steady.is_empty()).then(|| commands / steady.len() as f64);
     all.extend(steady);
     (all, per_handoff)
