@@ -7,10 +7,10 @@
 //!   test with both clients (`test_binaries.rs`: three binaries at a time);
 //!   the packaged crates used from outside; the protocol models checked to
 //!   the bounds of about a minute (`model --bounded`); and `chaos --quick`.
-//! - `demo`: the duplicate-order and stock-deduction scenarios on a local
-//!   redis-server that the demo starts and stops itself.
-//! - `bench`: every benchmark (`BENCHES`, then the peer comparisons), each
-//!   figure a ratio against a baseline measured in the same run.
+//! - `demo`: the source articles' scenarios, each without and with a lock,
+//!   on a local redis-server that the demo starts and stops itself.
+//! - `bench`: every benchmark (`BENCHES`, then the peer comparisons) on
+//!   criterion, each figure a ratio against a floor measured beside it.
 //! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
 //!   every scenario briefly, on one client each, and is part of `test`.
@@ -44,9 +44,10 @@ const USAGE: &str =
   demo   duplicate orders, stock deduction, a cron job on every host, a pool of
          limited resources and transfers, each without and with a lock, and a
          holder paused past its lease, on a local redis-server
-  bench  uncontended acquire+release per second against raw SET NX PX + EVALSHA,
-         100k held leases batched against one renewal command each, topologies,
-         reentrant, and the comparisons with peer crates
+  bench  every benchmark on criterion (each figure against a floor measured
+         beside it; HTML reports in target/criterion/report): acquire+release
+         against raw SET NX PX + EVALSHA, the server's cost, 100k held leases,
+         topologies, reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   model  the primitives' protocol models (lock, semaphore, each also fair, read-write lock,
