@@ -799,8 +799,8 @@ impl Wakeups for ReleaseWatch {
     /// ran out) passes it on to the next waiter of this process, which
     /// would otherwise sleep while the lock is free.
     ///
-    /// Also completes, with no wake-up, when a grant to another waiter may
-    /// have ended ([`Watched::grant`]).
+    /// Also completes, with no wake-up, when a grant to another waiter's
+    /// offer may have ended (a waiter's lease after it was published).
     async fn released(&mut self) {
         if self.slots.is_empty() {
             return pending().await;
