@@ -6,6 +6,7 @@
 #[cfg(feature = "criterion")]
 mod table;
 #[cfg(feature = "criterion")]
+#[doc(no_inline)]
 pub use criterion::Criterion;
 #[cfg(feature = "criterion")]
 pub use table::{criterion, figure, ratio, runtime, Rate, Row, Table};
