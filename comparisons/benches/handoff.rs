@@ -40,11 +40,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_comparisons::{latency_column, Bench, OUR_COMMANDS};
+use lock_comparisons::{client_commands, latency_column, Bench, OUR_COMMANDS};
 use lock_core::{ClientKind, ConnectOptions, LockConfig, LockManager, RetryPolicy, WaitMode};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::bench::{env_number, Row, Table};
-use lock_testkit::{AdminReply, RedisServer};
+use lock_testkit::RedisServer;
 use rand::Rng;
 
 const TASKS: usize = 8;
@@ -124,25 +124,6 @@ impl Contender {
             }
         }
     }
-}
-
-fn client_commands(server: &RedisServer, top_level: &[&str]) -> u64 {
-    let Ok(AdminReply::Bulk(Some(text))) = server.admin(&["INFO", "commandstats"]) else {
-        panic!("INFO commandstats failed");
-    };
-    String::from_utf8_lossy(&text)
-        .lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()?;
-            top_level.contains(&name).then_some(calls)
-        })
-        .sum()
 }
 
 fn percentile(sorted: &[Duration], fraction: f64) -> Duration {

@@ -477,7 +477,7 @@ pub const OUR_COMMANDS: [&str; 8] = [
 /// How many times the server ran the commands `top_level` since its last
 /// `CONFIG RESETSTAT` (`INFO commandstats`): the commands clients sent,
 /// when no script runs any of them.
-pub fn client_commands(server: &RedisServer, top_level: &[&str]) -> f64 {
+pub fn client_commands(server: &RedisServer, top_level: &[&str]) -> u64 {
     let stats = server.admin(&["INFO", "commandstats"]).expect("INFO");
     let stats = stats.as_text().expect("INFO text").to_owned();
     stats
@@ -489,7 +489,7 @@ pub fn client_commands(server: &RedisServer, top_level: &[&str]) -> f64 {
                 .strip_prefix("calls=")?
                 .split(',')
                 .next()?
-                .parse::<f64>()
+                .parse::<u64>()
                 .ok()
         })
         .sum()
@@ -501,7 +501,7 @@ pub async fn counting_commands<T>(
     server: &RedisServer,
     top_level: &[&str],
     measure: impl Future<Output = T>,
-) -> (T, f64) {
+) -> (T, u64) {
     server.admin(&["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     let output = measure.await;
     (output, client_commands(server, top_level))
@@ -546,7 +546,7 @@ where
 {
     let mut all = gap_column(row, column, &mut gaps);
     let (steady, commands) = runtime.block_on(counting_commands(server, top_level, steady));
-    let per_handoff = (!steady.is_empty()).then(|| commands / steady.len() as f64);
+    let per_handoff = (!steady.is_empty()).then(|| commands as f64 / steady.len() as f64);
     all.extend(steady);
     (all, per_handoff)
 }
