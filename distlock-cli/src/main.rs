@@ -1273,9 +1273,10 @@ fn fail(err: &LockError) -> u8 {
     match err {
         // The library's message names its Rust method; a shell user gets
         // the verb that does the same.
-        LockError::LimitMismatch {
+        LockError::CountMismatch {
             key,
-            limit,
+            what: "semaphore limit",
+            stored: limit,
             requested,
         } => eprintln!(
             "distlock: semaphore `{}` has a limit of {limit}, not the {requested} asked for: \
@@ -1301,7 +1302,7 @@ fn fail(err: &LockError) -> u8 {
     match err {
         LockError::InvalidConfig { .. }
         | LockError::Unsupported { .. }
-        | LockError::LimitMismatch { .. }
+        | LockError::CountMismatch { .. }
         | LockError::InvalidPermits { .. }
         | LockError::HandOffUnsupported { .. }
         | LockError::InvalidKey { .. }

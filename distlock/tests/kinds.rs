@@ -459,7 +459,7 @@ fn a_mismatched_limit_is_refused_behind_another_kind() {
         let read = rw.try_read().await.expect("read").expect("free");
         let other = managers.fair.semaphore(&name, 3).expect("semaphore");
         match other.acquire().await {
-            Err(LockError::LimitMismatch { limit: 2, .. }) => {}
+            Err(LockError::CountMismatch { stored: 2, .. }) => {}
             other => panic!("{client}: {other:?}"),
         }
         read.release().await.expect("release");

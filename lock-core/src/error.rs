@@ -128,6 +128,8 @@ pub enum Capability {
     HandOff,
     /// Listing the held locks ([`LockManager::list`](crate::LockManager::list)).
     Listing,
+    /// Count-down latches ([`LockManager::latch`](crate::LockManager::latch)).
+    Latches,
 }
 
 impl Capability {
@@ -140,6 +142,7 @@ impl Capability {
         Capability::Elections,
         Capability::HandOff,
         Capability::Listing,
+        Capability::Latches,
     ];
 
     /// What it is called in messages: `"semaphores"`, `"read-write locks"`,
@@ -153,6 +156,7 @@ impl Capability {
             Capability::Elections => "elections",
             Capability::HandOff => "hand-off",
             Capability::Listing => "listing",
+            Capability::Latches => "latches",
         }
     }
 
@@ -165,6 +169,7 @@ impl Capability {
             Capability::Elections => 16,
             Capability::HandOff => 32,
             Capability::Listing => 64,
+            Capability::Latches => 128,
         }
     }
 }
@@ -386,21 +391,31 @@ pub enum LockError {
         /// How long they were waited for.
         timeout: Duration,
     },
-    /// A semaphore is stored with another limit than the one this process
-    /// asked for, as `consul lock -n` refuses a conflicting count: every
-    /// process must agree on it. Nothing was written. Change it on purpose
-    /// with [`Semaphore::set_limit`](crate::Semaphore::set_limit).
-    #[error(
-        "semaphore `{key}` has a limit of {limit}, not the {requested} asked for (change it \
-         on purpose with set_limit)"
-    )]
-    LimitMismatch {
-        /// The semaphore's name.
+    /// A primitive is stored with another count than the one this process
+    /// asked for: a semaphore's limit, a latch's count. Every process must
+    /// agree on it, as `consul lock -n` refuses a conflicting count. Nothing
+    /// was written. A semaphore's limit is changed on purpose with
+    /// [`Semaphore::set_limit`](crate::Semaphore::set_limit); a latch keeps
+    /// its count until it is deleted or its TTL ends.
+    #[error("`{key}` has a {what} of {stored}, not the {requested} asked for")]
+    CountMismatch {
+        /// The primitive's name.
         key: String,
-        /// The limit stored with it.
-        limit: u32,
-        /// The limit this process asked for.
+        /// Which count: `"semaphore limit"` or `"latch count"`.
+        what: &'static str,
+        /// The count stored with it.
+        stored: u32,
+        /// The count this process asked for.
         requested: u32,
+    },
+    /// A latch was counted down, or its state asked for, before any
+    /// process set its count (or after its TTL ended): nothing was written.
+    /// Set it first with [`Latch::set_count`](crate::Latch::set_count), or
+    /// count down once it is set.
+    #[error("latch `{key}` has no count set (set it first, or its TTL ended)")]
+    LatchNotSet {
+        /// The latch's name.
+        key: String,
     },
     /// An owner that has only shared (read) holds of a read-write lock asked
     /// for its exclusive (write) hold: it would wait for its own reads, and
@@ -487,7 +502,8 @@ impl LockError {
             | LockError::InvalidOwner { .. }
             | LockError::InvalidConfig { .. }
             | LockError::Unsupported { .. }
-            | LockError::LimitMismatch { .. }
+            | LockError::CountMismatch { .. }
+            | LockError::LatchNotSet { .. }
             | LockError::UpgradeRefused { .. }
             | LockError::InvalidPermits { .. }
             | LockError::LeaseLost { .. }

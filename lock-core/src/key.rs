@@ -384,7 +384,7 @@ mod tests {
         hash_slot(key.as_bytes())
     }
 
-    fn all_keys(key: &LockKey) -> [String; 11] {
+    fn all_keys(key: &LockKey) -> [String; 12] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
@@ -397,6 +397,7 @@ mod tests {
             key.limit_key(),
             key.slot_fences_key(),
             key.leader_key(),
+            key.latch_downs_key(),
         ]
     }
 

@@ -69,8 +69,8 @@ mod ttl;
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
     AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend, ExtendOutcome,
-    FairPlace, HandOffBackend, ListBackend, LockBackend, PermitRequest, ReleaseOutcome, Renewal,
-    RwLockBackend, SemaphoreBackend,
+    FairPlace, HandOffBackend, LatchBackend, ListBackend, LockBackend, PermitRequest,
+    ReleaseOutcome, Renewal, RwLockBackend, SemaphoreBackend,
 };
 pub use engine::lease::background::settle_background_releases;
 pub use engine::lease::guard::{LeaseHandle, LockGuard};
@@ -79,14 +79,15 @@ pub use engine::lease::status::LeaseStatus;
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::options::AcquireOptions;
 pub use engine::primitives::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
+pub use engine::primitives::latch::{Latch, DEFAULT_LATCH_TTL, MAX_LATCH_COUNT};
 pub use engine::primitives::lock::Lock;
 pub use engine::primitives::multi::{MultiLock, MAX_MULTI_KEYS};
 pub use engine::primitives::rwlock::RwLock;
 pub use engine::primitives::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{
-    HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, NameState, PermitState,
-    RwHoldState, RwLockState, SemaphoreState,
+    HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, LockState, NameState,
+    PermitState, RwHoldState, RwLockState, SemaphoreState,
 };
 pub use engine::wake::{Grant, Wakeups};
 pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};

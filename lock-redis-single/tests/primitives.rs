@@ -1,12 +1,14 @@
-//! The primitives built on the lease engine, on the single-node strategy:
-//! semaphores, read-write locks, multi-key locks and leader election, in one
-//! test binary (each binary links the whole stack, so fewer of them keep the
-//! suite within its time).
+//! The primitives beside the plain lock, on the single-node strategy:
+//! semaphores, read-write locks, multi-key locks, leader election and
+//! count-down latches, in one test binary (each binary links the whole
+//! stack, so fewer of them keep the suite within its time).
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
 #[path = "primitives/election.rs"]
 mod election;
+#[path = "primitives/latch.rs"]
+mod latch;
 #[path = "primitives/multi.rs"]
 mod multi;
 #[path = "primitives/rwlock.rs"]

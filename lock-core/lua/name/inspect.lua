@@ -1,12 +1,14 @@
 -- Reads what a name is, in one script, without changing anything: a lock
--- (or an election's), a semaphore, a read-write lock, or nothing. Loaded
--- after the files whose state functions it calls (lock/state.lua,
--- semaphore/state.lua, rw/state.lua, election/state.lua) and their helpers.
+-- (or an election's), a semaphore, a read-write lock, a latch, or nothing.
+-- Loaded after the files whose state functions it calls (lock/state.lua,
+-- semaphore/state.lua, rw/state.lua, election/state.lua, latch/state.lua)
+-- and their helpers.
 -- A name is held by one kind at a time (every kind's grant refuses beside
 -- another's), so the type of its main key says which kind to read.
 --
--- KEYS[1]  the name's main key: a lock's string, or the sorted set of a
---          semaphore's permits or of a read-write lock's holds
+-- KEYS[1]  the name's main key: a lock's or a latch's string, or the
+--          sorted set of a semaphore's permits or of a read-write lock's
+--          holds
 -- KEYS[2]  the fencing counter (a read-write lock's write epoch too)
 -- KEYS[3]  the holder information (a hash; shown as lock/state.lua says)
 -- KEYS[4]  the lease set's entries: a semaphore's permits' or a
@@ -23,6 +25,7 @@
 --       there is none and a limit is stored
 --   {'rw', ...rw_state's reply}: the main key's holds are a read-write
 --       lock's
+--   {'latch', count, initial, pttl}: latch_state's reply
 --   {-1, detail} or {-2, key, detail}: a key holds something that is not
 --       the kind its main key says (the state functions' own replies), or
 --       the main key is of a type no primitive writes (a list, a set)
@@ -61,6 +64,9 @@ if found == 'zset' then
 end
 if found == 'none' and redis.call('exists', limit) == 1 then
   return tagged('semaphore', sem_state(main, held, limit))
+end
+if found == 'string' and latch_parse(redis.call('get', main)) then
+  return tagged('latch', latch_state(main))
 end
 local lock = lock_state(main, counter, holder)
 local term, value = '', false

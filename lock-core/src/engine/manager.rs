@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    unsupported, Claim, ElectionBackend, ExtendOutcome, LockBackend, ReleaseOutcome, RwLockBackend,
-    SemaphoreBackend,
+    unsupported, Claim, ElectionBackend, ExtendOutcome, LatchBackend, LockBackend, ReleaseOutcome,
+    RwLockBackend, SemaphoreBackend,
 };
 use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
 use crate::engine::lease::renewal::RenewalDriver;
@@ -136,6 +136,13 @@ impl LockManager {
         let has = self.backend.capabilities();
         has.elections()
             .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Elections))
+    }
+
+    /// The backend's latch operations, or [`LockError::Unsupported`].
+    pub(crate) fn latches(&self) -> Result<&dyn LatchBackend, LockError> {
+        let has = self.backend.capabilities();
+        has.latches()
+            .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Latches))
     }
 
     /// Whether this manager's guards can be handed off

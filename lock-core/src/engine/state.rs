@@ -118,17 +118,21 @@ pub enum NameState {
     Semaphore(SemaphoreState),
     /// A read-write lock with live holds.
     RwLock(RwLockState),
+    /// A count-down latch, open or not, until its TTL ends.
+    Latch(LatchState),
 }
 
 impl NameState {
     /// Whether anything holds the name: a lock, a live permit, a live read
-    /// or write.
+    /// or write, a latch (until its TTL ends, open or not).
     pub fn is_held(&self) -> bool {
         match self {
             NameState::Free { .. } => false,
             NameState::Lock(lock) | NameState::Election { lock, .. } => lock.is_held(),
             NameState::Semaphore(semaphore) => !semaphore.permits.is_empty(),
             NameState::RwLock(rw_lock) => rw_lock.is_held(),
+            // Every other primitive waits beside a latch until its TTL ends.
+            NameState::Latch(_) => true,
         }
     }
 }
@@ -159,6 +163,14 @@ impl From<NameState> for LockState {
                 .map(|permit| permit.remaining)
                 .max(),
             NameState::RwLock(rw_lock) => rw_lock.holds.iter().map(|hold| hold.remaining).max(),
+            NameState::Latch(latch) => {
+                return LockState::Held {
+                    remaining: latch.remaining,
+                    token: None,
+                    hold_count: None,
+                    holder: None,
+                }
+            }
         };
         match remaining {
             Some(remaining) => LockState::Held {
@@ -242,6 +254,39 @@ pub struct SemaphoreState {
     /// The live permits, by slot. Their ids (secrets, like owner tokens)
     /// are not shown.
     pub permits: Vec<PermitState>,
+}
+
+/// A snapshot of one count-down latch; see
+/// [`Latch::state`](crate::Latch::state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LatchState {
+    /// What is left to count down: the latch is open at 0.
+    pub count: u32,
+    /// The count it was set with.
+    pub initial: u32,
+    /// How long until the server deletes it (its TTL, by the server's
+    /// clock); `None` if its key has no expiry (written by something other
+    /// than this library).
+    pub remaining: Option<Duration>,
+}
+
+impl LatchState {
+    /// A latch set with `initial` that has `count` left and lives for
+    /// `remaining`. For a strategy's
+    /// [`latch_state`](crate::LatchBackend::latch_state).
+    pub fn new(count: u32, initial: u32, remaining: Option<Duration>) -> Self {
+        LatchState {
+            count,
+            initial,
+            remaining,
+        }
+    }
+
+    /// Whether the latch is open: counted down to 0.
+    pub fn is_open(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// One live permit of a [`SemaphoreState`].

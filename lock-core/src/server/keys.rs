@@ -1,6 +1,7 @@
 //! The Redis keys of a name beside its lock key and counter: the holder
 //! information, the fair queue, the release channel, a semaphore's and a
-//! read-write lock's companions, an election's leader record. The Redis
+//! read-write lock's companions, an election's leader record, a latch's
+//! counted-down ids. The Redis
 //! layer's, not the name's: [`LockKey`] names the lock key and counter only.
 
 use crate::key::LockKey;
@@ -52,6 +53,10 @@ pub trait KeyNames {
     /// An election's leader record (`<term>:<value>`):
     /// `<prefix>{<name>}:leader`.
     fn leader_key(&self) -> String;
+
+    /// The ids that counted a latch down, each once (a hash of id to `1`,
+    /// with the latch's TTL): `<prefix>{<name>}:downs`.
+    fn latch_downs_key(&self) -> String;
 }
 
 impl KeyNames for LockKey {
@@ -93,5 +98,9 @@ impl KeyNames for LockKey {
 
     fn leader_key(&self) -> String {
         format!("{}:leader", self.redis_key())
+    }
+
+    fn latch_downs_key(&self) -> String {
+        format!("{}:downs", self.redis_key())
     }
 }

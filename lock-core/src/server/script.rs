@@ -558,13 +558,40 @@ pub mod election {
     );
 }
 
+/// The latch scripts: a count set once, counted down once per id, and
+/// read (`lua/latch/`, after `latch/state.lua`).
+pub mod latch {
+    use super::Script;
+
+    macro_rules! latch_script {
+        ($name:literal, $file:literal) => {
+            Script::new(
+                $name,
+                concat!(
+                    include_str!("../../lua/latch/state.lua"),
+                    include_str!(concat!("../../lua/latch/", $file, ".lua"))
+                ),
+            )
+        };
+    }
+
+    /// A latch's count, set once: `lua/latch/set.lua`.
+    pub static SET: Script = latch_script!("latch_set", "set");
+    /// One count down, once per id: `lua/latch/count_down.lua`.
+    pub static COUNT_DOWN: Script = latch_script!("latch_count_down", "count_down");
+    /// The count, read only: `lua/latch/read.lua`.
+    pub static READ: Script = latch_script!("latch_read", "read");
+    /// The latch deleted, and only a latch: `lua/latch/delete.lua`.
+    pub static DELETE: Script = latch_script!("latch_delete", "delete");
+}
+
 /// The script that reads a whole name: what holds it, whichever primitive
 /// that is, in one round trip.
 pub mod name {
     use super::Script;
 
-    /// A lock's (or an election's), a semaphore's or a read-write lock's
-    /// state, by the type of the name's main key: `lua/name/inspect.lua`,
+    /// A lock's (or an election's), a semaphore's, a read-write lock's or
+    /// a latch's state, by the type of the name's main key: `lua/name/inspect.lua`,
     /// after each primitive's state function and its helpers.
     pub static INSPECT: Script = Script::new(
         "name_inspect",
@@ -579,6 +606,7 @@ pub mod name {
             include_str!("../../lua/semaphore/state.lua"),
             include_str!("../../lua/rw/state.lua"),
             include_str!("../../lua/election/state.lua"),
+            include_str!("../../lua/latch/state.lua"),
             include_str!("../../lua/name/inspect.lua")
         ),
     );
@@ -785,6 +813,13 @@ mod tests {
                 include_str!("../../lua/election/leader.lua"),
             ),
             ("name_inspect", include_str!("../../lua/name/inspect.lua")),
+            ("latch_set", include_str!("../../lua/latch/set.lua")),
+            (
+                "latch_count_down",
+                include_str!("../../lua/latch/count_down.lua"),
+            ),
+            ("latch_read", include_str!("../../lua/latch/read.lua")),
+            ("latch_delete", include_str!("../../lua/latch/delete.lua")),
         ] {
             let header = source
                 .lines()

@@ -211,15 +211,16 @@ impl ScriptedNode {
         script.unexpected(self.client.as_ref(), reply)
     }
 
-    /// Deletes `key` (with its holder information, and a lease set's entries
-    /// and slots) whoever holds it and publishes the release; returns 1 if
-    /// it existed, 0 if not.
+    /// Deletes `key` (with its holder information, a lease set's entries
+    /// and slots, and a latch's counted-down ids) whoever holds it and
+    /// publishes the release; returns 1 if it existed, 0 if not.
     pub async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
         let (holder, held, slots) = (key.holder_key(), key.held_key(), key.slots_key());
+        let downs = key.latch_downs_key();
         match self
             .run(
                 &FORCE_RELEASE,
-                &[key.redis_key(), &holder, &held, &slots],
+                &[key.redis_key(), &holder, &held, &slots, &downs],
                 &[],
             )
             .await?

@@ -3,6 +3,7 @@
 
 mod elections;
 mod fair;
+mod latches;
 mod multi_keys;
 mod names;
 mod rw_locks;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{election, multi, name, rw, semaphore, single};
+use lock_core::strategy::scripts::{election, latch, multi, name, rw, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, KeyNames, MillisText, NodeClient, Reply, Script,
     ScriptedNode,
@@ -20,10 +21,10 @@ use lock_core::strategy::{
 use lock_core::{
     Access, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind,
     ConnectOptions, ElectionBackend, Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig,
-    GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo, Leader, ListBackend,
-    ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing, LockState, NameState,
-    OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockBackend,
-    RwLockState, SemaphoreBackend, SemaphoreState, Wakeups,
+    GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo, LatchBackend, LatchState,
+    Leader, ListBackend, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
+    LockState, NameState, OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal,
+    RwHoldState, RwLockBackend, RwLockState, SemaphoreBackend, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `lock/extend_many.lua` call carries: a script blocks the
@@ -486,6 +487,7 @@ impl LockBackend for SingleNodeBackend {
             .with_hand_off(self)
             .with_listing(self)
             .with_elections(self)
+            .with_latches(self)
     }
 
     async fn try_acquire(
@@ -744,6 +746,25 @@ impl ElectionBackend for SingleNodeBackend {
 
     async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
         self.leader_of(key).await
+    }
+}
+
+#[async_trait]
+impl LatchBackend for SingleNodeBackend {
+    async fn set_latch(&self, key: &LockKey, count: u32, ttl: Duration) -> Result<bool, LockError> {
+        self.set_latch_count(key, count, ttl).await
+    }
+
+    async fn count_down_latch(&self, key: &LockKey, id: Option<&str>) -> Result<u32, LockError> {
+        self.count_down(key, id).await
+    }
+
+    async fn latch_state(&self, key: &LockKey) -> Result<Option<LatchState>, LockError> {
+        self.read_latch(key).await
+    }
+
+    async fn delete_latch(&self, key: &LockKey) -> Result<bool, LockError> {
+        self.delete_latch_keys(key).await
     }
 }
 

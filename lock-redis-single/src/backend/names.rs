@@ -2,6 +2,7 @@
 //! primitive holds it, and its reply becomes a [`NameState`].
 
 use super::elections::election_problem;
+use super::latches::latch_state;
 use super::rw_locks::rw_state;
 use super::semaphores::semaphore_state;
 use super::*;
@@ -47,6 +48,7 @@ impl SingleNodeBackend {
                         }
                     }
                 }),
+                Some("latch") => latch_state(fields).map(NameState::Latch),
                 _ => None,
             },
             _ => None,

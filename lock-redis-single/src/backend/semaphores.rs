@@ -258,9 +258,10 @@ pub(super) fn permit_outcome(
         [Reply::Int(0), Reply::Int(_used), Reply::Int(wait_ms)] => Some(Ok(AcquireOutcome::Held {
             remaining: remaining_from_pttl(*wait_ms),
         })),
-        [Reply::Int(-1), Reply::Int(limit)] => Some(Err(LockError::LimitMismatch {
+        [Reply::Int(-1), Reply::Int(limit)] => Some(Err(LockError::CountMismatch {
             key: key.name().to_owned(),
-            limit: u32::try_from(*limit).ok()?,
+            what: "semaphore limit",
+            stored: u32::try_from(*limit).ok()?,
             requested: request.limit,
         })),
         [Reply::Int(-3), Reply::Int(limit)] => Some(Err(LockError::InvalidPermits {

@@ -217,9 +217,10 @@ async fn the_stored_limit_refuses_another(kind: ClientKind) {
     let mut three = locks.semaphore("limit", 3).expect("semaphore");
     let permit = five.try_acquire().await.expect("try").expect("room");
     match three.try_acquire().await {
-        Err(LockError::LimitMismatch {
+        Err(LockError::CountMismatch {
             key,
-            limit: 5,
+            what: "semaphore limit",
+            stored: 5,
             requested: 3,
         }) => assert_eq!(key, "limit"),
         other => panic!("3 against a stored 5: {other:?}"),
@@ -230,8 +231,8 @@ async fn the_stored_limit_refuses_another(kind: ClientKind) {
     assert_eq!(three.limit(), 3);
     assert!(matches!(
         five.try_acquire().await,
-        Err(LockError::LimitMismatch {
-            limit: 3,
+        Err(LockError::CountMismatch {
+            stored: 3,
             requested: 5,
             ..
         })
@@ -260,8 +261,8 @@ async fn a_changed_limit_wakes_waiters(kind: ClientKind) {
     assert!(
         matches!(
             outcome,
-            Err(LockError::LimitMismatch {
-                limit: 2,
+            Err(LockError::CountMismatch {
+                stored: 2,
                 requested: 1,
                 ..
             })

@@ -8,7 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::engine::backend::outcome::ExtendOutcome;
-use crate::engine::state::{Leader, ListOptions, LockListing, RwLockState, SemaphoreState};
+use crate::engine::state::{
+    LatchState, Leader, ListOptions, LockListing, RwLockState, SemaphoreState,
+};
 use crate::error::{Capability, LockError};
 use crate::hold::HoldToken;
 use crate::key::LockKey;
@@ -48,6 +50,7 @@ pub struct Capabilities<'a> {
     elections: Option<&'a dyn ElectionBackend>,
     hand_off: Option<&'a dyn HandOffBackend>,
     listing: Option<&'a dyn ListBackend>,
+    latches: Option<&'a dyn LatchBackend>,
 }
 
 impl<'a> Capabilities<'a> {
@@ -91,6 +94,13 @@ impl<'a> Capabilities<'a> {
         self
     }
 
+    /// These capabilities with count-down latches, whose operations
+    /// `backend` has.
+    pub fn with_latches(mut self, backend: &'a dyn LatchBackend) -> Self {
+        self.latches = Some(backend);
+        self
+    }
+
     /// These capabilities with hand-off ([`LockManager::resume`](crate::LockManager::resume)).
     pub fn with_hand_off(mut self, backend: &'a dyn HandOffBackend) -> Self {
         self.hand_off = Some(backend);
@@ -114,6 +124,7 @@ impl<'a> Capabilities<'a> {
             Capability::Elections => self.elections = None,
             Capability::HandOff => self.hand_off = None,
             Capability::Listing => self.listing = None,
+            Capability::Latches => self.latches = None,
         }
         self
     }
@@ -139,6 +150,7 @@ impl<'a> Capabilities<'a> {
             Capability::Elections => self.elections.is_some(),
             Capability::HandOff => self.hand_off.is_some(),
             Capability::Listing => self.listing.is_some(),
+            Capability::Latches => self.latches.is_some(),
         }
     }
 
@@ -165,6 +177,11 @@ impl<'a> Capabilities<'a> {
     /// The elections' operations, if the backend has elections.
     pub fn elections(&self) -> Option<&'a dyn ElectionBackend> {
         self.elections
+    }
+
+    /// The latches' operations, if the backend has latches.
+    pub fn latches(&self) -> Option<&'a dyn LatchBackend> {
+        self.latches
     }
 
     /// The hand-off operation, if the backend can replace a hold in one
@@ -275,6 +292,32 @@ pub trait ElectionBackend: Send + Sync {
     async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError>;
 }
 
+/// A count-down latch's operations: what a backend with
+/// [`Capability::Latches`] has ([`Capabilities::with_latches`]). A latch
+/// holds its name as a lock does: every grant on the name waits beside it
+/// until its TTL ends.
+#[async_trait]
+pub trait LatchBackend: Send + Sync {
+    /// Sets the latch `key`'s count to `count` for `ttl`, unless it is set:
+    /// `Ok(true)` when this call set it, `Ok(false)` when it was set with
+    /// the same count already (nothing written);
+    /// [`LockError::CountMismatch`] when it was set with another.
+    async fn set_latch(&self, key: &LockKey, count: u32, ttl: Duration) -> Result<bool, LockError>;
+
+    /// Counts the latch `key` down by one, at most once per `id` when one is
+    /// given; returns what is left. Nothing is counted at 0, nor for an id
+    /// that counted before. [`LockError::LatchNotSet`] when no count is
+    /// set.
+    async fn count_down_latch(&self, key: &LockKey, id: Option<&str>) -> Result<u32, LockError>;
+
+    /// Reads the latch `key`; `None` when no count is set.
+    async fn latch_state(&self, key: &LockKey) -> Result<Option<LatchState>, LockError>;
+
+    /// Deletes the latch `key` and the ids that counted it down, and only a
+    /// latch: `Ok(false)` when none was set.
+    async fn delete_latch(&self, key: &LockKey) -> Result<bool, LockError>;
+}
+
 /// Hand-off: what a backend with [`Capability::HandOff`] has
 /// ([`Capabilities::with_hand_off`]). A strategy must replace the hold on
 /// every node in one step to offer it.
@@ -356,6 +399,22 @@ mod capability_tests {
     }
 
     #[async_trait]
+    impl LatchBackend for Everything {
+        async fn set_latch(&self, _: &LockKey, _: u32, _: Duration) -> Result<bool, LockError> {
+            unreachable!("never called")
+        }
+        async fn count_down_latch(&self, _: &LockKey, _: Option<&str>) -> Result<u32, LockError> {
+            unreachable!("never called")
+        }
+        async fn latch_state(&self, _: &LockKey) -> Result<Option<LatchState>, LockError> {
+            unreachable!("never called")
+        }
+        async fn delete_latch(&self, _: &LockKey) -> Result<bool, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
     impl HandOffBackend for Everything {
         async fn take_over(
             &self,
@@ -385,7 +444,8 @@ mod capability_tests {
             .with_rw_locks(&backend)
             .with_elections(&backend)
             .with_hand_off(&backend)
-            .with_listing(&backend);
+            .with_listing(&backend)
+            .with_latches(&backend);
         for &capability in Capability::ALL {
             assert!(all.has(capability), "{capability}");
             assert!(!Capabilities::unknown().has(capability), "{capability}");

@@ -11,7 +11,8 @@ use async_trait::async_trait;
 
 pub(crate) use crate::engine::backend::capabilities::unsupported;
 pub use crate::engine::backend::capabilities::{
-    Capabilities, ElectionBackend, HandOffBackend, ListBackend, RwLockBackend, SemaphoreBackend,
+    Capabilities, ElectionBackend, HandOffBackend, LatchBackend, ListBackend, RwLockBackend,
+    SemaphoreBackend,
 };
 pub use crate::engine::backend::outcome::{ExtendOutcome, ReleaseOutcome};
 use crate::engine::state::NameState;
@@ -292,7 +293,7 @@ impl<'a> Renewal<'a> {
 /// watchdog and guards on top of any backend; backends only implement
 /// single attempts. What only some primitives need lives on optional traits
 /// ([`SemaphoreBackend`], [`RwLockBackend`], [`ElectionBackend`],
-/// [`HandOffBackend`], [`ListBackend`]) that a backend opts into through its
+/// [`LatchBackend`], [`HandOffBackend`], [`ListBackend`]) that a backend opts into through its
 /// [`Capabilities`]; no method here exists only to refuse.
 ///
 /// # Contract
@@ -371,7 +372,7 @@ pub trait LockBackend: Send + Sync + fmt::Debug {
     /// [`AcquireOutcome::Acquired`] or `Held` with the time until the first
     /// hold in the way ends. For [`Claim::Multi`], `key` is the first
     /// member. A semaphore stored with another limit is
-    /// [`LockError::LimitMismatch`].
+    /// [`LockError::CountMismatch`].
     ///
     /// From then on this backend's `extend`, `extend_many`, `release` and
     /// `take_over` of `hold` act on what its kind took: a permit, a

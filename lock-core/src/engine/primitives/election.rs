@@ -8,19 +8,14 @@ use std::time::Duration;
 use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::manager::LockManager;
 use crate::engine::options::AcquireOptions;
-use crate::engine::settings::WaitMode;
+use crate::engine::primitives::watch::{NameWatch, RECHECK};
 use crate::engine::state::Leader;
-use crate::engine::wake::Wakeups;
 use crate::error::{Capability, LockError, LossReason};
 use crate::key::{FencingToken, LockKey};
 
 /// The longest value a leader may proclaim, in bytes: an address or a host
 /// name fits many times over, and observers read it on every change.
 pub const MAX_LEADER_VALUE_LEN: usize = 4096;
-
-/// How long an observer sleeps at most between reads: what a lost pub/sub
-/// message (a proclamation, a resignation) can cost it.
-const OBSERVE_RECHECK: Duration = Duration::from_secs(1);
 
 /// An election among processes that share a name, from
 /// [`LockManager::election`].
@@ -164,23 +159,9 @@ impl Election {
     /// no channels, a subscriber connection that fails), the observer reads
     /// once a second instead.
     pub async fn observe(&self) -> Result<Observer, LockError> {
-        let wakeups = if self.manager.settings().wait_mode == WaitMode::Notify {
-            match self.manager.backend().watch_releases(&self.key).await {
-                Ok(wakeups) => wakeups,
-                Err(err) => {
-                    tracing::debug!(election = self.name(), error = %err, "cannot subscribe; observing by reading every second");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        if let Some(wakeups) = wakeups.as_ref() {
-            wakeups.wake_on_every_release();
-        }
         Ok(Observer {
+            watch: NameWatch::open(&self.manager, &self.key, "election observer").await,
             election: self.clone(),
-            wakeups,
             last: None,
         })
     }
@@ -360,7 +341,7 @@ impl Leadership {
 #[derive(Debug)]
 pub struct Observer {
     election: Election,
-    wakeups: Option<Box<dyn Wakeups>>,
+    watch: NameWatch,
     /// The state last answered; `None` before the first.
     last: Option<Option<Leader>>,
 }
@@ -376,9 +357,7 @@ impl Observer {
     /// restarting server's, are retried).
     pub async fn changed(&mut self) -> Result<Option<Leader>, LockError> {
         loop {
-            if let Some(wakeups) = self.wakeups.as_mut() {
-                wakeups.attempt_starting();
-            }
+            self.watch.reading();
             let read = self.election.leader().await;
             let state = match read {
                 Ok(state) => state,
@@ -389,9 +368,7 @@ impl Observer {
                 }
                 Err(err) => return Err(err),
             };
-            if let Some(wakeups) = self.wakeups.as_mut() {
-                wakeups.attempt_finished();
-            }
+            self.watch.read();
             // The remaining TTL changes with every read: a change is a new
             // term, a new value, or a leader coming or going.
             let same = self.last.as_ref().is_some_and(|last| {
@@ -405,19 +382,10 @@ impl Observer {
             let expiry = state
                 .as_ref()
                 .and_then(|leader| leader.remaining)
-                .map_or(OBSERVE_RECHECK, |left| {
+                .map_or(RECHECK, |left| {
                     left.saturating_add(Duration::from_millis(1))
-                })
-                .min(OBSERVE_RECHECK);
-            match self.wakeups.as_mut() {
-                Some(wakeups) => {
-                    tokio::select! {
-                        () = wakeups.released() => {}
-                        () = tokio::time::sleep(expiry) => {}
-                    }
-                }
-                None => tokio::time::sleep(expiry).await,
-            }
+                });
+            self.watch.sleep(expiry).await;
         }
     }
 

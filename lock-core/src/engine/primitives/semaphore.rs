@@ -31,7 +31,7 @@ pub const MAX_SEMAPHORE_LIMIT: u32 = 999_999_999;
 /// permit, once.
 ///
 /// The limit is stored with the semaphore by its first acquire; a process
-/// that asks for another one gets [`LockError::LimitMismatch`], naming
+/// that asks for another one gets [`LockError::CountMismatch`], naming
 /// both. Change it on purpose with [`set_limit`](Self::set_limit).
 ///
 /// Waiting is as for a lock: a release publishes the weight left in use,
@@ -205,7 +205,7 @@ impl Semaphore {
     ///
     /// [`LockError::NotAcquired`] when the weight did not fit for the whole
     /// wait; [`LockError::InvalidPermits`] for a weight of 0 or above the
-    /// limit; [`LockError::LimitMismatch`] when the semaphore is stored with
+    /// limit; [`LockError::CountMismatch`] when the semaphore is stored with
     /// another limit; [`LockError::Corrupted`] when one of its keys holds
     /// foreign data; otherwise as [`LockManager::acquire_with`]. A name
     /// another kind holds (a lock, a read-write lock) is held: the wait
@@ -240,7 +240,7 @@ impl Semaphore {
     /// limit, acquires wait until the live weight fits under it.
     ///
     /// Every process must then ask for the new limit: one that still asks
-    /// for the old one gets [`LockError::LimitMismatch`], and so do the
+    /// for the old one gets [`LockError::CountMismatch`], and so do the
     /// waits in progress with the old one, which are woken to learn it at
     /// once rather than at their timers. Change the limit where every
     /// process reads it (their config) first, as with `consul lock -n`.

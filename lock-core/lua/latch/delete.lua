@@ -1,0 +1,23 @@
+-- Deletes a latch, whatever its count, and the ids that counted it down;
+-- only a latch: a name another primitive holds is left as it is.
+--
+-- KEYS[1]  the latch: `L<count>/<initial>` at the name's main key
+--          (latch/state.lua)
+-- KEYS[2]  the ids that counted down (a hash)
+--
+-- Reply: 1 when a latch was deleted, 0 when none was set; {-2, key,
+-- detail} when a key holds another primitive or type (nothing written).
+-- Its waiters are not told: they wait for a latch set on the name again.
+if #KEYS < 2 then
+  return redis.error_reply('ERR latch_delete: two keys expected')
+end
+local count, _, problem = latch_open(KEYS[1], KEYS[2])
+if problem then
+  return problem
+end
+redis.call('del', KEYS[2])
+if not count then
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1

@@ -1,0 +1,135 @@
+//! Count-down latches on one node: a count set once, counted down once per
+//! id, read and deleted (`lua/latch/`).
+
+use super::*;
+
+impl SingleNodeBackend {
+    /// [`LatchBackend::set_latch`] on one node.
+    pub(super) async fn set_latch_count(
+        &self,
+        key: &LockKey,
+        count: u32,
+        ttl: Duration,
+    ) -> Result<bool, LockError> {
+        self.node.validate_ttl(ttl)?;
+        let script = &latch::SET;
+        let (count_text, ttl_ms) = (count.to_string(), MillisText::of_ttl(ttl));
+        let downs = key.latch_downs_key();
+        // Acknowledged as grants are: a count a failover loses leaves the
+        // waiters waiting for a latch no one sets again.
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(
+                script,
+                &[key.redis_key(), &downs],
+                &[count_text.as_bytes(), ttl_ms.as_bytes()],
+            )
+            .await?;
+        if let Some(problem) = foreign_data(&reply, "a latch") {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([Reply::Int(1), Reply::Int(set)]) if *set == i64::from(count) => {
+                acknowledged.map(|()| true)
+            }
+            Some([Reply::Int(0), Reply::Int(left)]) if (0..=i64::from(count)).contains(left) => {
+                Ok(false)
+            }
+            Some([Reply::Int(-1), Reply::Int(stored)]) => match u32::try_from(*stored) {
+                Ok(stored) => Err(LockError::CountMismatch {
+                    key: key.name().to_owned(),
+                    what: "latch count",
+                    stored,
+                    requested: count,
+                }),
+                Err(_) => Err(self.node.unexpected(script, &reply)),
+            },
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
+    /// [`LatchBackend::count_down_latch`] on one node.
+    pub(super) async fn count_down(
+        &self,
+        key: &LockKey,
+        id: Option<&str>,
+    ) -> Result<u32, LockError> {
+        let script = &latch::COUNT_DOWN;
+        let downs = key.latch_downs_key();
+        let (reply, acknowledged) = self
+            .node
+            .run_acknowledged(
+                script,
+                &[key.redis_key(), &downs],
+                &[id.unwrap_or("").as_bytes()],
+            )
+            .await?;
+        if let Some(problem) = foreign_data(&reply, "a latch") {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([]) => Err(LockError::LatchNotSet {
+                key: key.name().to_owned(),
+            }),
+            Some([Reply::Int(left), Reply::Int(counted @ 0..=1)]) => {
+                let left =
+                    u32::try_from(*left).map_err(|_| self.node.unexpected(script, &reply))?;
+                if *counted == 1 {
+                    acknowledged?;
+                }
+                Ok(left)
+            }
+            _ => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
+    /// [`LatchBackend::latch_state`] on one node.
+    pub(super) async fn read_latch(&self, key: &LockKey) -> Result<Option<LatchState>, LockError> {
+        let script = &latch::READ;
+        let downs = key.latch_downs_key();
+        let reply = self
+            .node
+            .run(script, &[key.redis_key(), &downs], &[])
+            .await?;
+        if let Some(problem) = foreign_data(&reply, "a latch") {
+            return Err(problem);
+        }
+        match reply.as_array() {
+            Some([]) => Ok(None),
+            Some(fields) => latch_state(fields)
+                .map(Some)
+                .ok_or_else(|| self.node.unexpected(script, &reply)),
+            None => Err(self.node.unexpected(script, &reply)),
+        }
+    }
+
+    /// [`LatchBackend::delete_latch`] on one node.
+    pub(super) async fn delete_latch_keys(&self, key: &LockKey) -> Result<bool, LockError> {
+        let script = &latch::DELETE;
+        let downs = key.latch_downs_key();
+        let reply = self
+            .node
+            .run(script, &[key.redis_key(), &downs], &[])
+            .await?;
+        if let Some(problem) = foreign_data(&reply, "a latch") {
+            return Err(problem);
+        }
+        match reply {
+            Reply::Int(deleted @ 0..=1) => Ok(deleted == 1),
+            other => Err(self.node.unexpected(script, &other)),
+        }
+    }
+}
+
+/// A latch from `latch/state.lua`'s `{count, initial, pttl}`; `None` for a
+/// shape it never gives.
+pub(super) fn latch_state(fields: &[Reply]) -> Option<LatchState> {
+    let [Reply::Int(count), Reply::Int(initial), Reply::Int(pttl)] = fields else {
+        return None;
+    };
+    let (count, initial) = (u32::try_from(*count).ok()?, u32::try_from(*initial).ok()?);
+    if count > initial || *pttl == -2 {
+        return None;
+    }
+    Some(LatchState::new(count, initial, remaining_from_pttl(*pttl)))
+}
