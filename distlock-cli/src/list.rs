@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use distlock::state::{
-    HolderInfo, Leader, ListOptions, ListedLock, LockListing, RwLockState, SemaphoreState,
+    HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, RwLockState,
+    SemaphoreState,
 };
 use distlock::{LockManager, LockState, NameState};
 
@@ -59,6 +60,7 @@ struct Row<'a> {
     semaphore: Option<&'a SemaphoreState>,
     leader: Option<&'a Leader>,
     rw_lock: Option<&'a RwLockState>,
+    latch: Option<&'a LatchState>,
 }
 
 /// The HOLDS cell of a semaphore: the weight in use of its limit.
@@ -67,6 +69,15 @@ fn permits_cell(semaphore: &SemaphoreState) -> String {
         .limit
         .map_or("?".to_owned(), |limit| limit.to_string());
     format!("{}/{limit} permits", semaphore.used)
+}
+
+/// The HOLDS cell of a latch: what is left of its count.
+fn latch_cell(latch: &LatchState) -> String {
+    if latch.is_open() {
+        format!("latch open (0/{})", latch.initial)
+    } else {
+        format!("latch {}/{} left", latch.count, latch.initial)
+    }
 }
 
 /// The HOLDS cell of a read-write lock: its writers and readers.
@@ -95,6 +106,7 @@ fn row(lock: &ListedLock) -> Row<'_> {
         semaphore: None,
         leader: None,
         rw_lock: None,
+        latch: None,
     };
     let state = match &lock.state {
         Ok(state) => state,
@@ -122,6 +134,11 @@ fn row(lock: &ListedLock) -> Row<'_> {
             row.rw_lock = Some(rw_lock);
             row.remaining = rw_lock.holds.iter().map(|hold| hold.remaining).max();
             row.token = Some(rw_lock.epoch.get()).filter(|epoch| *epoch > 0);
+            return row;
+        }
+        NameState::Latch(latch) => {
+            row.latch = Some(latch);
+            row.remaining = latch.remaining;
             return row;
         }
         _ => return row,
@@ -171,6 +188,10 @@ fn print_json(listing: &LockListing) {
                     "readers": state.readers().count(),
                     "waiting_writers": state.waiting_writers,
                 })),
+                "latch": row.latch.map(|latch| serde_json::json!({
+                    "count": latch.count,
+                    "initial": latch.initial,
+                })),
             })
         })
         .collect();
@@ -210,6 +231,7 @@ fn print_table(listing: &LockListing) {
                 row.semaphore
                     .map(permits_cell)
                     .or_else(|| row.rw_lock.map(rw_cell))
+                    .or_else(|| row.latch.map(latch_cell))
                     .or_else(|| row.holds.map(|holds| holds.to_string()))
                     .unwrap_or_else(dash),
                 row.queued.map_or_else(dash, |queued| queued.to_string()),

@@ -32,7 +32,7 @@
 //! distlock run -n -q -E 0 nightly -c './report.sh'
 //! ```
 //!
-//! # Several names, semaphores and elections
+//! # Several names, semaphores, elections and latches
 //!
 //! `distlock run --key A --key B -- CMD` holds A and B as one hold, all or
 //! none, with one `DISTLOCK_FENCING_TOKEN` (greater than every earlier token
@@ -46,7 +46,11 @@
 //! `DISTLOCK_FENCING_TOKEN`. `distlock elect NAME [--value V] -- CMD` runs
 //! CMD while this process leads, stops it when the leadership is lost and
 //! campaigns again (`--once`: exit 76); `distlock elect NAME --observe`
-//! prints the leader on every change. `status` and `list` show both.
+//! prints the leader on every change. `distlock latch NAME --count N` sets
+//! a count-down latch once (another N exits 78), `--down [--id ID]` counts
+//! it down (once per id) and prints what is left, and `--wait [-w TIME]`
+//! waits until it reaches zero (75 when the wait runs out). `status` and
+//! `list` show each of them.
 //!
 //! # Environment
 //!
@@ -192,6 +196,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 mod elect;
+mod latch;
 mod list;
 #[cfg(target_os = "linux")]
 mod supervise;
@@ -263,6 +268,23 @@ Without --once, a lost leadership stops the command and campaigns again. The com
 sees DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN (the term: pass it with every write).
   distlock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
   distlock elect scheduler -l --json";
+
+/// The exit codes of `latch`, for `--help`.
+const LATCH_EXIT_CODES: &str = "\
+Exit codes:
+  0    --count: set (or set to that count already); --down: counted (or open already, or
+       that --id counted before); --wait: the latch is open
+  75   --wait: not open within the wait (-w; -n: not open now)
+  69   Redis could not be reached, refused the user, failed otherwise, or the name holds a
+       lock, not a latch
+  78   bad config or arguments; --count N where the latch was set with another N; --down
+       before any host set the count; a strategy without latches (reentrant, redlock)
+  130  interrupted while waiting
+
+--count and --down print what is left to count down. Start the reindex once the five
+workers are drained, each worker counting down once even if it retries:
+  distlock latch reindex --count 5 && distlock latch reindex --wait -w 1h && ./reindex.sh
+  distlock latch reindex --down --id \"$(hostname)\"";
 
 /// The exit codes of `acquire`, for `--help`.
 const ACQUIRE_EXIT_CODES: &str = "\
@@ -541,6 +563,58 @@ enum Task {
         #[arg(last = true, value_name = "CMD")]
         argv: Vec<String>,
     },
+    /// Set the count-down latch NAME (--count N, once: every host may pass
+    /// the same N), count it down (--down), or wait until it is counted
+    /// down to zero (--wait), as Java's CountDownLatch across hosts.
+    #[command(
+        after_help = LATCH_EXIT_CODES,
+        group = clap::ArgGroup::new("action").required(true).args(["count", "down", "wait"])
+    )]
+    Latch {
+        #[command(flatten)]
+        lock: LockName,
+        /// Set the count to N (0 to 999999999) unless the latch is set:
+        /// the same N again changes nothing, another N exits 78.
+        #[arg(long, value_name = "N", value_parser = latch_count)]
+        count: Option<u32>,
+        /// With --count: how long the latch lives, counted down or not
+        /// ("24h", "30m"). Default: 24h.
+        #[arg(
+            long,
+            requires = "count",
+            value_parser = cli_duration,
+            allow_hyphen_values = true
+        )]
+        ttl: Option<Duration>,
+        /// Count the latch down by one (nothing once it is open).
+        #[arg(long)]
+        down: bool,
+        /// With --down: count once for ID (a host name, a job id), so a
+        /// retried count-down does not count twice.
+        #[arg(long, value_name = "ID", requires = "down")]
+        id: Option<String>,
+        /// Wait until the latch is open: set and counted down to zero.
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: how long to wait, as `run -w` takes it ("30s",
+        /// "1h", "forever"). Default: the config's wait_timeout (10s unless
+        /// set).
+        #[arg(
+            short = 'w',
+            long = "timeout",
+            value_name = "TIME",
+            requires = "wait",
+            value_parser = wait_time,
+            allow_hyphen_values = true
+        )]
+        timeout: Option<Duration>,
+        /// With --wait: do not wait; exit 75 unless it is open now.
+        #[arg(short = 'n', long, requires = "wait", conflicts_with = "timeout")]
+        nonblock: bool,
+        /// With --wait: print nothing when it does not open in time.
+        #[arg(short = 'q', long, requires = "wait")]
+        quiet: bool,
+    },
     /// Show whether a lock is held, its remaining TTL and fencing token.
     #[command(after_help = STATUS_EXIT_CODES)]
     Status {
@@ -742,6 +816,7 @@ fn lock_names(task: &Task) -> Vec<&str> {
         | Task::Extend { lock, .. }
         | Task::Status { lock, .. }
         | Task::Limit { lock, .. }
+        | Task::Latch { lock, .. }
         | Task::Release { lock, .. } => vec![lock.get()],
         Task::Supervise { .. } | Task::List { .. } => Vec::new(),
     }
@@ -915,6 +990,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
             match &state {
                 NameState::Semaphore(semaphore) => print_semaphore(name, semaphore, json),
                 NameState::RwLock(rw_lock) => print_rw_lock(name, rw_lock, json),
+                NameState::Latch(latch) => latch::print_state(name, latch, json),
                 NameState::Election { lock, leader } => {
                     print_status(name, strategy, lock, Some(leader), json)
                 }
@@ -922,6 +998,34 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 _ => print_status(name, strategy, &LockState::from(state.clone()), None, json),
             }
             0
+        }
+        Task::Latch {
+            lock,
+            count,
+            ttl,
+            down,
+            id,
+            wait,
+            timeout,
+            nonblock,
+            quiet,
+        } => {
+            let action = match (count, down, wait) {
+                (Some(count), _, _) => latch::Action::Set {
+                    count,
+                    ttl: ttl.unwrap_or(distlock::limits::DEFAULT_LATCH_TTL),
+                },
+                (None, true, _) => latch::Action::Down { id },
+                _ => latch::Action::Wait {
+                    wait: (!nonblock).then(|| timeout.unwrap_or(config.lock.wait_timeout)),
+                    quiet,
+                },
+            };
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            latch::latch(&locks, lock.get(), action).await
         }
         Task::Limit { lock, permits } => {
             let locks = match connect(&config).await {
@@ -1253,6 +1357,17 @@ fn permit_count(text: &str) -> Result<u32, String> {
         .ok()
         .filter(|count| (1..=max).contains(count))
         .ok_or_else(out_of_range)
+}
+
+/// A latch's `--count`: a whole number from 0 to
+/// [`MAX_LATCH_COUNT`](distlock::limits::MAX_LATCH_COUNT).
+fn latch_count(text: &str) -> Result<u32, String> {
+    let max = distlock::limits::MAX_LATCH_COUNT;
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|count| *count <= max)
+        .ok_or_else(|| format!("must be a whole number from 0 to {max}"))
 }
 
 /// A `--limit`: a whole number of at least 1.

@@ -1,6 +1,6 @@
-//! `distlock run --permits`, `run -s`/`-x`, `run --key A --key B` and
-//! `distlock elect` with the real binary, in
-//! one test binary (each binary links the whole stack, so fewer of them
+//! `distlock run --permits`, `run -s`/`-x`, `run --key A --key B`,
+//! `distlock elect` and `distlock latch` with the real binary, in one test
+//! binary (each binary links the whole stack, so fewer of them
 //! keep the suite within its time).
 
 #![cfg(any(feature = "redis", feature = "fred"))]
@@ -35,6 +35,8 @@ macro_rules! file_helpers {
 
 #[path = "primitives/elect.rs"]
 mod elect;
+#[path = "primitives/latch.rs"]
+mod latch;
 #[path = "primitives/multi.rs"]
 mod multi;
 #[path = "primitives/permits.rs"]

@@ -82,9 +82,9 @@ pub use config::Config;
 // guards, tokens and errors. The rest is in modules by reader.
 pub use lock_core::{
     settle_background_releases, AcquireOptions, ClientKind, Election, FencingToken, HandoffToken,
-    Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig, LockError, LockGuard,
-    LockManager, LockState, LossReason, MultiLock, NameState, Observer, OwnerToken, PermitGuard,
-    ReadGuard, RwLock, Semaphore, WriteGuard,
+    Latch, Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig, LockError,
+    LockGuard, LockManager, LockState, LossReason, MultiLock, NameState, Observer, OwnerToken,
+    PermitGuard, ReadGuard, RwLock, Semaphore, WriteGuard,
 };
 
 pub mod error {
@@ -97,12 +97,12 @@ pub mod error {
 pub mod state {
     //! What a name's state reads as ([`NameState`], from
     //! [`LockManager::inspect`](crate::LockManager::inspect)): a semaphore's
-    //! permits, a read-write lock's holds, an election's leader, holder
-    //! information, and the listing of held locks
+    //! permits, a read-write lock's holds, an election's leader, a latch's
+    //! count, holder information, and the listing of held locks
     //! ([`LockManager::list`](crate::LockManager::list)).
     pub use lock_core::{
-        Access, HolderInfo, Leader, ListOptions, ListedLock, LockListing, LockState, NameState,
-        PermitState, RwHoldState, RwLockState, SemaphoreState,
+        Access, HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, LockState,
+        NameState, PermitState, RwHoldState, RwLockState, SemaphoreState,
     };
 }
 
@@ -121,12 +121,12 @@ pub mod topology {
 }
 
 pub mod limits {
-    //! The bounds the library checks its input against, and the fair
-    //! waiter's lease.
+    //! The bounds the library checks its input against, the fair waiter's
+    //! lease, and a latch's default TTL.
     pub use lock_core::{
-        FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LEADER_VALUE_LEN,
-        MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT,
-        MAX_TTL, MIN_TTL,
+        DEFAULT_LATCH_TTL, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LATCH_COUNT,
+        MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN,
+        MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
     };
 }
 
@@ -140,8 +140,8 @@ pub mod backend {
     pub use lock_core::{
         async_trait, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend,
         ExtendOutcome, FairPlace, FromConfig, Grant, HandOffBackend, HoldKind, HoldToken,
-        ListBackend, LockBackend, LockKey, Permit, PermitRequest, ReleaseOutcome, Renewal,
-        RwLockBackend, SemaphoreBackend, Wakeups,
+        LatchBackend, ListBackend, LockBackend, LockKey, Permit, PermitRequest, ReleaseOutcome,
+        Renewal, RwLockBackend, SemaphoreBackend, Wakeups,
     };
     pub use lock_redis_single::SingleNodeBackend;
     pub use lock_redlock::{RedlockBackend, RedlockOptions, ReleaseReport};
@@ -177,6 +177,8 @@ mod lock_core_examples {
     struct Semaphore;
     #[doc = include_str!("../../lock-core/src/doc/election.md")]
     struct Election;
+    #[doc = include_str!("../../lock-core/src/doc/latch.md")]
+    struct Latch;
     #[doc = include_str!("../../lock-core/src/doc/rw_lock.md")]
     struct RwLock;
     #[doc = include_str!("../../lock-core/src/doc/lock.md")]

@@ -58,6 +58,7 @@ impl BackendFactory for SingleNode {
             Capability::Elections,
             Capability::HandOff,
             Capability::Listing,
+            Capability::Latches,
         ])
     }
 

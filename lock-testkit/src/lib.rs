@@ -234,6 +234,7 @@ macro_rules! contract_suite {
                     rw_lock_excludes_writers_and_frees_dead_readers,
                     multi_lock_is_all_or_nothing,
                     election_has_one_leader_at_a_time,
+                    latch_opens_exactly_at_zero,
                 }
             }
             // Checks of the client, config and hand-off paths, which no

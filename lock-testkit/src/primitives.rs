@@ -1,5 +1,6 @@
-//! The contract of the primitives built on the lease engine, semaphores,
-//! read-write locks and elections, for every strategy on every site: where
+//! The contract of the primitives beside the plain lock, semaphores,
+//! read-write locks, elections and latches, for every strategy on every
+//! site: where
 //! the backend declares them
 //! ([`LockBackend::capabilities`](lock_core::LockBackend::capabilities),
 //! which [`capabilities_are_declared`](crate::contract::capabilities_are_declared)
@@ -9,7 +10,8 @@
 //! another holder with growing write tokens and reads that carry the last
 //! one, a dead reader's share freed at its own deadline among renewing
 //! readers, multi-key holds all or nothing, one leader at a time in growing
-//! terms; where it has none, a clear refusal.
+//! terms, a latch that opens at zero and not before; where it has none, a
+//! clear refusal.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -452,4 +454,39 @@ pub async fn election_has_one_leader_at_a_time(factory: &dyn BackendFactory) {
         "terms {terms:?}"
     );
     assert_eq!(election.leader().await.expect("leader"), None);
+}
+
+/// A latch of three, counted down by three parties with ids (one of them
+/// twice, as a retry), lets its waiter go on at the third id and not
+/// before, on every site (its keys share the name's slot on a cluster).
+pub async fn latch_opens_exactly_at_zero(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let declared = deployment.backend.capabilities();
+    let made = locks.latch("contract-latch");
+    let Some(latch) = supported(
+        declared.has(Capability::Latches),
+        "a latch",
+        Capability::Latches,
+        made,
+    ) else {
+        return;
+    };
+    assert!(latch.set_count(3).await.expect("set"));
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    for (id, left) in [("a", 2), ("a", 2), ("b", 1)] {
+        assert_eq!(latch.count_down_as(id).await.expect("count down"), left);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiter.is_finished(), "the latch opened above zero");
+    assert_eq!(latch.count_down_as("c").await.expect("count down"), 0);
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("the waiter went on")
+        .expect("the waiter's task")
+        .expect("wait");
+    assert!(latch.delete().await.expect("delete"));
 }
