@@ -122,6 +122,14 @@ macro_rules! on_client {
                     24,
                 );
             }
+
+            #[test]
+            fn latch_matches_the_model() {
+                lock_testkit::latch_model::check_latch_against_model(
+                    &SingleNode::fenced(ClientKind::$client),
+                    64,
+                );
+            }
         }
 
         mod $fencing_off {

@@ -21,6 +21,7 @@
 //! - [`model`] runs random operation sequences against a reference model.
 //! - [`semaphore_model`] does the same for a strategy's semaphores.
 //! - [`rw_model`] does the same for a strategy's read-write locks.
+//! - [`latch_model`] does the same for a strategy's count-down latches.
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
@@ -41,6 +42,7 @@ mod cluster;
 pub mod contract;
 pub mod env;
 pub mod faulty;
+pub mod latch_model;
 pub mod model;
 pub mod peek;
 pub mod primitives;
