@@ -275,10 +275,10 @@ Exit codes:
   0    --count: set (or set to that count already); --down: counted (or open already, or
        that --id counted before); --wait: the latch is open
   75   --wait: not open within the wait (-w; -n: not open now)
-  69   Redis could not be reached, refused the user, failed otherwise, or the name holds a
-       lock, not a latch
+  69   Redis could not be reached, refused the user, or failed otherwise
   78   bad config or arguments; --count N where the latch was set with another N; --down
-       before any host set the count; a strategy without latches (reentrant, redlock)
+       before any host set the count; a name a lock or semaphore holds; a strategy
+       without latches (reentrant, redlock)
   130  interrupted while waiting
 
 --count and --down print what is left to count down. Start the reindex once the five
@@ -1418,6 +1418,7 @@ fn fail(err: &LockError) -> u8 {
         LockError::InvalidConfig { .. }
         | LockError::Unsupported { .. }
         | LockError::CountMismatch { .. }
+        | LockError::WrongKind { .. }
         | LockError::InvalidPermits { .. }
         | LockError::HandOffUnsupported { .. }
         | LockError::InvalidKey { .. }

@@ -408,6 +408,18 @@ pub enum LockError {
         /// The count this process asked for.
         requested: u32,
     },
+    /// A primitive's call met another kind of primitive on its name: a
+    /// latch's on a name a lock, semaphore or read-write lock holds. A name
+    /// is one primitive at a time; nothing was written.
+    #[error("`{key}` is held by a {found}, not a {wanted}: a name is one primitive at a time")]
+    WrongKind {
+        /// The name.
+        key: String,
+        /// What holds it: `"lock"` or `"semaphore or read-write lock"`.
+        found: &'static str,
+        /// What the call was for: `"latch"`.
+        wanted: &'static str,
+    },
     /// A latch was counted down, or its state asked for, before any
     /// process set its count (or after its TTL ended): nothing was written.
     /// Set it first with [`Latch::set_count`](crate::Latch::set_count), or
@@ -504,6 +516,7 @@ impl LockError {
             | LockError::Unsupported { .. }
             | LockError::CountMismatch { .. }
             | LockError::LatchNotSet { .. }
+            | LockError::WrongKind { .. }
             | LockError::UpgradeRefused { .. }
             | LockError::InvalidPermits { .. }
             | LockError::LeaseLost { .. }

@@ -323,6 +323,48 @@ fn cluster_waits_on_the_slots_master() {
     });
 }
 
+/// A latch's set, count-down and delete wait for the replicas as a grant
+/// does; a retry after a refusal, which finds its work done, is refused
+/// again while the replicas still have not acknowledged it (it is not told
+/// all is well).
+#[test]
+fn unacknowledged_latch_writes_are_refused_on_retry() {
+    lock_testkit::run(async {
+        // No replica at all: nothing is ever acknowledged.
+        let master = RedisServer::start().expect("master");
+        let replicas = ReplicasConfig::new(1, Duration::from_millis(100));
+        for kind in [ClientKind::Redis, ClientKind::Fred] {
+            let locks = manager(
+                kind,
+                Endpoint::standalone(master.url()).with_replicas(replicas),
+                true,
+            )
+            .await;
+            let latch = locks.latch(&format!("gate-{kind}")).expect("latch");
+            for attempt in ["first", "retried"] {
+                let set = latch.set_count(2).await;
+                assert!(
+                    matches!(set, Err(LockError::ReplicasNotAcknowledged { .. })),
+                    "{kind}: the {attempt} set: {set:?}"
+                );
+            }
+            for attempt in ["first", "retried"] {
+                let down = latch.count_down_as("a").await;
+                assert!(
+                    matches!(down, Err(LockError::ReplicasNotAcknowledged { .. })),
+                    "{kind}: the {attempt} count-down: {down:?}"
+                );
+            }
+            assert_eq!(latch.count().await.expect("count"), Some(1), "{kind}");
+            let deleted = latch.delete().await;
+            assert!(
+                matches!(deleted, Err(LockError::ReplicasNotAcknowledged { .. })),
+                "{kind}: the delete: {deleted:?}"
+            );
+        }
+    });
+}
+
 #[test]
 fn replica_settings_are_checked() {
     let mut config = fast_config(Duration::from_secs(5))

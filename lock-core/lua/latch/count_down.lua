@@ -11,9 +11,12 @@
 --
 -- Reply: {left, 1} when counted (`left` the count after it; at 0 the
 -- opening is published); {left, 0} when nothing was counted: the latch was
--- open already, or this id counted before; {} when no latch is set
--- (nothing written); {-2, key, detail} when a key holds another primitive
--- or type (nothing written).
+-- open already, or this id counted before (its value is written again as
+-- it is, so a WAIT after a retry covers what the first call wrote); {}
+-- when no latch is set
+-- (nothing written); {-3, kind} when another primitive holds the name,
+-- {-2, key, detail} when a key holds another type (latch/state.lua's
+-- latch_open; nothing written).
 if #KEYS < 2 or type(ARGV[1]) ~= 'string' then
   return redis.error_reply('ERR latch_count_down: two keys and an id expected')
 end
@@ -26,6 +29,7 @@ if not count then
   return {}
 end
 if count == 0 or (id ~= '' and redis.call('hexists', downs, id) == 1) then
+  redis.call('set', main, 'L' .. count .. '/' .. initial, 'KEEPTTL')
   return {count, 0}
 end
 count = count - 1

@@ -5,9 +5,12 @@
 --          (latch/state.lua)
 -- KEYS[2]  the ids that counted down (a hash)
 --
--- Reply: 1 when a latch was deleted, 0 when none was set; {-2, key,
--- detail} when a key holds another primitive or type (nothing written).
--- Its waiters are not told: they wait for a latch set on the name again.
+-- Reply: 1 when a latch was deleted (and published on `KEYS[1]:released`,
+-- where every other kind's waiters listen: the name is free), 0 when none
+-- was set; {-3, kind} when another primitive holds the name, {-2, key,
+-- detail} when a key holds another type (latch/state.lua's latch_open;
+-- nothing written).
+-- The latch's own waiters read no latch, and wait for one set again.
 if #KEYS < 2 then
   return redis.error_reply('ERR latch_delete: two keys expected')
 end
@@ -20,4 +23,5 @@ if not count then
   return 0
 end
 redis.call('del', KEYS[1])
+redis.pcall('publish', KEYS[1] .. ':released', '1')
 return 1

@@ -5,8 +5,9 @@
 -- KEYS[2]  the ids that counted down (a hash)
 --
 -- Reply: {count, initial, pttl} (pttl in ms, -1 when the key has no
--- expiry); {} when no latch is set; {-2, key, detail} when a key holds
--- another primitive or type.
+-- expiry); {} when no latch is set; {-3, kind} when another primitive
+-- holds the name, {-2, key, detail} when a key holds another type
+-- (latch/state.lua's latch_open).
 if #KEYS < 2 then
   return redis.error_reply('ERR latch_read: two keys expected')
 end

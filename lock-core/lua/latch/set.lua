@@ -12,9 +12,11 @@
 --
 -- Reply: {1, count} when set (a count of 0 is published as open at once);
 -- {0, count} when a latch of this initial count was set already (`count`
--- is what is left of it; nothing written); {-1, initial} when the latch
--- was set with another initial count (nothing written); {-2, key, detail}
--- when a key holds another primitive or type (nothing written). An ARGV
+-- is what is left of it; its value is written again as it is, so a WAIT
+-- after a retry covers what the first call wrote); {-1, initial} when the latch
+-- was set with another initial count (nothing written); {-3, kind} when
+-- another primitive holds the name, {-2, key, detail} when a key holds
+-- another type (latch/state.lua's latch_open; nothing written). An ARGV
 -- out of range is an error reply before anything is read.
 if #KEYS < 2 then
   return redis.error_reply('ERR latch_set: two keys expected')
@@ -37,6 +39,7 @@ if count then
   if initial ~= wanted then
     return {-1, initial}
   end
+  redis.call('set', main, 'L' .. count .. '/' .. initial, 'KEEPTTL')
   return {0, count}
 end
 redis.call('del', downs)

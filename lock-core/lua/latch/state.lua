@@ -22,10 +22,18 @@ end
 
 -- latch_open(main, downs): the latch at `main`, read before anything is
 -- written: its count and initial count, or nil when there is none; or nil,
--- nil and {-2, key, detail} when `main` holds another primitive or `downs`
--- (the counted-down ids) is not a hash.
+-- nil and the reply to give: {-3, 'lock'} when `main` holds a lock's
+-- string or a reentrant lock's hash, {-3, 'zset'} when it holds a
+-- semaphore's or read-write lock's holds, {-2, key, detail} when it holds
+-- another type or `downs` (the counted-down ids) is not a hash.
 local function latch_open(main, downs)
   local found = redis.call('type', main)['ok']
+  if found == 'hash' then
+    return nil, nil, {-3, 'lock'}
+  end
+  if found == 'zset' then
+    return nil, nil, {-3, 'zset'}
+  end
   if found ~= 'none' and found ~= 'string' then
     return nil, nil, {-2, main, found}
   end
@@ -39,7 +47,7 @@ local function latch_open(main, downs)
   end
   local count, initial = latch_parse(stored)
   if not count then
-    return nil, nil, {-2, main, 'it holds a lock, not a latch'}
+    return nil, nil, {-3, 'lock'}
   end
   return count, initial
 end

@@ -25,15 +25,17 @@ impl SingleNodeBackend {
                 &[count_text.as_bytes(), ttl_ms.as_bytes()],
             )
             .await?;
-        if let Some(problem) = foreign_data(&reply, "a latch") {
+        if let Some(problem) = latch_problem(key, &reply) {
             return Err(problem);
         }
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(set)]) if *set == i64::from(count) => {
                 acknowledged.map(|()| true)
             }
+            // Set before, perhaps by this process's unacknowledged call: the
+            // script wrote the value again, so the acknowledgement covers it.
             Some([Reply::Int(0), Reply::Int(left)]) if (0..=i64::from(count)).contains(left) => {
-                Ok(false)
+                acknowledged.map(|()| false)
             }
             Some([Reply::Int(-1), Reply::Int(stored)]) => match u32::try_from(*stored) {
                 Ok(stored) => Err(LockError::CountMismatch {
@@ -64,20 +66,20 @@ impl SingleNodeBackend {
                 &[id.unwrap_or("").as_bytes()],
             )
             .await?;
-        if let Some(problem) = foreign_data(&reply, "a latch") {
+        if let Some(problem) = latch_problem(key, &reply) {
             return Err(problem);
         }
         match reply.as_array() {
             Some([]) => Err(LockError::LatchNotSet {
                 key: key.name().to_owned(),
             }),
-            Some([Reply::Int(left), Reply::Int(counted @ 0..=1)]) => {
+            // Counted now, or before (perhaps by this id's unacknowledged
+            // call, whose value the script wrote again): acknowledged either
+            // way.
+            Some([Reply::Int(left), Reply::Int(0..=1)]) => {
                 let left =
                     u32::try_from(*left).map_err(|_| self.node.unexpected(script, &reply))?;
-                if *counted == 1 {
-                    acknowledged?;
-                }
-                Ok(left)
+                acknowledged.map(|()| left)
             }
             _ => Err(self.node.unexpected(script, &reply)),
         }
@@ -91,7 +93,7 @@ impl SingleNodeBackend {
             .node
             .run(script, &[key.redis_key(), &downs], &[])
             .await?;
-        if let Some(problem) = foreign_data(&reply, "a latch") {
+        if let Some(problem) = latch_problem(key, &reply) {
             return Err(problem);
         }
         match reply.as_array() {
@@ -107,18 +109,39 @@ impl SingleNodeBackend {
     pub(super) async fn delete_latch_keys(&self, key: &LockKey) -> Result<bool, LockError> {
         let script = &latch::DELETE;
         let downs = key.latch_downs_key();
-        let reply = self
+        // Acknowledged: a delete a failover loses brings the latch back,
+        // holding the name against every other kind for the rest of its TTL.
+        let (reply, acknowledged) = self
             .node
-            .run(script, &[key.redis_key(), &downs], &[])
+            .run_acknowledged(script, &[key.redis_key(), &downs], &[])
             .await?;
-        if let Some(problem) = foreign_data(&reply, "a latch") {
+        if let Some(problem) = latch_problem(key, &reply) {
             return Err(problem);
         }
         match reply {
-            Reply::Int(deleted @ 0..=1) => Ok(deleted == 1),
+            Reply::Int(deleted @ 0..=1) => acknowledged.map(|()| deleted == 1),
             other => Err(self.node.unexpected(script, &other)),
         }
     }
+}
+
+/// The replies every latch script gives for a name it cannot act on:
+/// `{-3, kind}` as [`LockError::WrongKind`], `{-2, key, detail}` as
+/// [`LockError::Corrupted`]; `None` for any other reply.
+fn latch_problem(key: &LockKey, reply: &Reply) -> Option<LockError> {
+    if let Some([Reply::Int(-3), kind]) = reply.as_array() {
+        let found = match kind.as_text()? {
+            "lock" => "lock",
+            "zset" => "semaphore or read-write lock",
+            _ => return None,
+        };
+        return Some(LockError::WrongKind {
+            key: key.name().to_owned(),
+            found,
+            wanted: "latch",
+        });
+    }
+    foreign_data(reply, "a latch")
 }
 
 /// A latch from `latch/state.lua`'s `{count, initial, pttl}`; `None` for a

@@ -9,7 +9,7 @@ use lock_core::strategy::KeyNames as _;
 use lock_core::{
     ClientKind, ListOptions, LockError, NameState, WaitMode, MAX_LATCH_COUNT, MAX_OWNER_LEN,
 };
-use lock_testkit::contract::fast_config;
+use lock_testkit::contract::{fast_config, waiting_up_to};
 use lock_testkit::waiters::{served_within, spawn_timed, until_subscribed};
 use lock_testkit::RedisServer;
 
@@ -238,14 +238,59 @@ async fn a_latch_holds_its_name_against_other_kinds(kind: ClientKind) {
         ),
     ] {
         match result {
-            Err(LockError::Corrupted { detail, .. }) => {
-                assert!(detail.contains("not a latch"), "{what}: {detail}");
-            }
+            Err(LockError::WrongKind {
+                key,
+                found: "lock",
+                wanted: "latch",
+            }) => assert_eq!(key, "held", "{what}"),
             other => panic!("{what} on a lock's name: {other:?}"),
         }
     }
     assert!(guard.is_valid());
     guard.release().await.expect("the lock is still held");
+    let permit = semaphore.try_acquire().await.expect("try");
+    assert!(permit.is_none(), "a permit beside the latch");
+    let on_permits = locks.latch("permits").expect("latch");
+    let pool = locks.semaphore("permits", 2).expect("semaphore");
+    let held = pool.acquire().await.expect("a permit");
+    match on_permits.set_count(1).await {
+        Err(LockError::WrongKind { found, .. }) => {
+            assert_eq!(found, "semaphore or read-write lock");
+        }
+        other => panic!("a latch on a semaphore's name: {other:?}"),
+    }
+    held.release().await.expect("release");
+}
+
+/// Deleting a latch frees its name at once for the other kinds' waiters:
+/// a lock's and a semaphore's, each woken by the delete's message rather
+/// than at the latch's TTL.
+async fn a_deleted_latch_wakes_the_other_kinds_waiters(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    for (round, name) in ["gate-lock", "gate-permits"].into_iter().enumerate() {
+        let latch = locks.latch(name).expect("latch");
+        latch.set_count(1).await.expect("set");
+        let waiter = {
+            let locks = locks.clone();
+            let name = name.to_owned();
+            let wait = waiting_up_to(Duration::from_secs(8));
+            spawn_timed(async move {
+                if round == 0 {
+                    locks.acquire_with(&name, &wait).await.map(drop)
+                } else {
+                    let pool = locks.semaphore(&name, 2).expect("semaphore");
+                    pool.acquire_with(&wait).await.map(drop)
+                }
+            })
+        };
+        until_subscribed(&server, &locks.key(name).expect("key"), 1).await;
+        let freed = Instant::now();
+        assert!(latch.delete().await.expect("delete"));
+        served_within(waiter, freed, WOKEN, name)
+            .await
+            .expect("served");
+    }
 }
 
 /// Without a subscription (`wait_mode = "poll"`), a waiter reads once a
@@ -317,6 +362,7 @@ lock_testkit::client_tests!(
     a_count_down_counts_once_per_id,
     a_latch_lives_for_its_ttl,
     a_latch_holds_its_name_against_other_kinds,
+    a_deleted_latch_wakes_the_other_kinds_waiters,
     a_poll_waiter_goes_on_at_its_next_read,
     bad_input_is_refused,
 );

@@ -108,7 +108,7 @@ impl Latch {
     ///
     /// [`LockError::CountMismatch`] when the latch is set with another
     /// count (nothing written); [`LockError::InvalidConfig`] on `count`
-    /// above [`MAX_LATCH_COUNT`]; [`LockError::Corrupted`] when another
+    /// above [`MAX_LATCH_COUNT`]; [`LockError::WrongKind`] when another
     /// primitive holds the name; [`LockError::ReplicasNotAcknowledged`]
     /// when `replicas` are asked for and too few acknowledged it (set again
     /// to be sure: the same count is accepted).
@@ -151,7 +151,7 @@ impl Latch {
     /// [`LockError::LatchNotSet`] when no count is set (nothing written);
     /// [`LockError::InvalidConfig`] on `id` for an empty id or one over
     /// [`MAX_OWNER_LEN`](crate::MAX_OWNER_LEN) bytes;
-    /// [`LockError::Corrupted`] when another primitive holds the name;
+    /// [`LockError::WrongKind`] when another primitive holds the name;
     /// [`LockError::ReplicasNotAcknowledged`] when `replicas` are asked for
     /// and too few acknowledged it (count down again with the same id).
     pub async fn count_down_as(&self, id: &str) -> Result<u32, LockError> {
@@ -192,7 +192,7 @@ impl Latch {
     /// # Errors
     ///
     /// Those of a read that are not retryable (retryable ones, a restarting
-    /// server's, are retried): [`LockError::Corrupted`] when another
+    /// server's, are retried): [`LockError::WrongKind`] when another
     /// primitive holds the name.
     ///
     /// # Cancel safety
@@ -203,8 +203,15 @@ impl Latch {
         loop {
             watch.reading();
             match self.state().await {
-                Ok(Some(state)) if state.is_open() => return Ok(()),
-                Ok(_) => watch.read(),
+                Ok(Some(state)) if state.is_open() => {
+                    tracing::debug!(latch = self.name(), "the latch is open");
+                    return Ok(());
+                }
+                Ok(state) => {
+                    watch.read();
+                    let left = state.map(|state| state.count);
+                    tracing::debug!(latch = self.name(), left = ?left, "the latch is shut; waiting");
+                }
                 Err(err) if err.is_retryable() => {
                     tracing::debug!(latch = self.name(), error = %err, "cannot read the latch yet");
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -218,12 +225,14 @@ impl Latch {
 
     /// Deletes the latch, whatever its count, and the ids that counted it
     /// down: `true` when there was one. Its waiters keep waiting, for a
-    /// latch set on the name again.
+    /// latch set on the name again; waiters of other kinds on the name (a
+    /// lock, a semaphore) are woken, as by a release.
     ///
     /// # Errors
     ///
-    /// [`LockError::Corrupted`] when another primitive holds the name
-    /// (nothing deleted).
+    /// [`LockError::WrongKind`] when another primitive holds the name
+    /// (nothing deleted); [`LockError::ReplicasNotAcknowledged`] when
+    /// `replicas` are asked for and too few acknowledged it.
     pub async fn delete(&self) -> Result<bool, LockError> {
         self.manager.latches()?.delete_latch(&self.key).await
     }
