@@ -16,11 +16,16 @@
 //! always accepted), and every write is appended to the resource's log in the
 //! order the resource saw it.
 //!
+//! A latch's workers write no resource: they count down rounds of a latch
+//! and wait for each, and [`latch`] checks that no wait went on before every
+//! party had counted down.
+//!
 //! The faults that reach into processes (a starved worker, a paused or killed
 //! `distlock run`) find them and set their scheduling through [`procs`], which
 //! reads `/proc`: the binaries run on Linux only.
 
 pub mod check;
+pub mod latch;
 #[cfg(target_os = "linux")]
 pub mod procs;
 mod record;

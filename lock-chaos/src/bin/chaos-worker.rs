@@ -2,7 +2,7 @@
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
 //! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
-//! [--permits N] [--rw] [--multi]`, with the lock
+//! [--permits N] [--rw] [--multi] [--latch N]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
 //! same owner if `--nested` (reentrant strategy), hold for a random time
@@ -19,7 +19,10 @@
 //! exclusive hold of the read-write lock K, whose write carries its token;
 //! with `--multi`, K and `K-2` as one multi-key hold (in either order) two
 //! times in three, and the plain lock K otherwise, every write carrying its
-//! token: every section shares K.
+//! token: every section shares K. With `--latch N`, no lock and no write:
+//! rounds of a latch of N parties (`lock_chaos::latch`), each round the
+//! latch `K-r<round>`, set, counted down once with the worker's id (retried
+//! after errors) and waited for.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -63,6 +66,8 @@ struct Args {
     rw: bool,
     /// Take `key` and `key-2` as one hold, or `key` alone.
     multi: bool,
+    /// Count down rounds of a latch of this many parties instead.
+    latch: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -83,6 +88,7 @@ fn parse_args() -> Result<Args, String> {
         permits: None,
         rw: false,
         multi: false,
+        latch: None,
     };
     while let Some(flag) = args.next() {
         // The flags that take no value.
@@ -114,6 +120,9 @@ fn parse_args() -> Result<Args, String> {
             "--hog" => parsed.hog = Some(number(&value)?),
             "--permits" => {
                 parsed.permits = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
+            }
+            "--latch" => {
+                parsed.latch = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
             }
             "--via-cli" => parsed.via_cli = Some(value),
             "--job" => {
@@ -193,6 +202,9 @@ async fn work(args: Args) -> Result<(), String> {
     // harness see in Redis which worker holds the lock.
     let owner = OwnerToken::from_string(format!("chaos-worker-{}", args.worker))
         .map_err(|err| err.to_string())?;
+    if let Some(parties) = args.latch {
+        return latch_rounds(&locks, &args, parties, &mut log, ends_at).await;
+    }
     if args.elect {
         return lead_in_turns(
             &locks,
@@ -421,6 +433,84 @@ async fn lead_in_turns(
         index += 1;
     }
     Ok(())
+}
+
+/// How long a party waits for a round's latch before it gives the round
+/// up (a party that was killed or lost its count holds the round shut).
+const LATCH_ROUND_WAIT: Duration = Duration::from_secs(2);
+
+/// The loop of a party of a latch of `parties`: in round after round, set
+/// the round's latch (every party sets the same count), log `down`, count
+/// it down with this worker's id (retried after an error: a retry counts
+/// nothing more), then wait for it, logging `open` or `shut`.
+async fn latch_rounds(
+    locks: &LockManager,
+    args: &Args,
+    parties: u32,
+    log: &mut std::fs::File,
+    ends_at: Instant,
+) -> Result<(), String> {
+    use lock_chaos::latch::{LatchEvent, LatchStep};
+    let id = format!("worker-{}", args.worker);
+    let note = |log: &mut std::fs::File, round: u32, step: LatchStep| {
+        let event = LatchEvent {
+            worker: args.worker,
+            round,
+            step,
+            at_ns: monotonic_ns(),
+        };
+        writeln!(log, "{event}").map_err(|err| format!("log: {err}"))
+    };
+    let mut round = 0;
+    while Instant::now() < ends_at {
+        let latch = locks
+            .latch(&format!("{}-r{round}", args.key))
+            .and_then(|latch| latch.with_ttl(Duration::from_secs(60)))
+            .map_err(|err| err.to_string())?;
+        if !retried(args.worker, "set", ends_at, || latch.set_count(parties)).await {
+            break;
+        }
+        note(log, round, LatchStep::Down)?;
+        if !retried(args.worker, "count down", ends_at, || {
+            latch.count_down_as(&id)
+        })
+        .await
+        {
+            break;
+        }
+        let step = match tokio::time::timeout(LATCH_ROUND_WAIT, latch.wait()).await {
+            Ok(Ok(())) => LatchStep::Open,
+            Ok(Err(err)) => {
+                eprintln!("chaos-worker {}: wait: {err}", args.worker);
+                LatchStep::Shut
+            }
+            Err(_) => LatchStep::Shut,
+        };
+        note(log, round, step)?;
+        round += 1;
+    }
+    Ok(())
+}
+
+/// Tries `call` until it succeeds (`true`) or `ends_at` passes (`false`),
+/// saying each error on stderr.
+async fn retried<T, F, Fut>(worker: u32, what: &str, ends_at: Instant, mut call: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, LockError>>,
+{
+    loop {
+        match call().await {
+            Ok(_) => return true,
+            Err(err) => {
+                eprintln!("chaos-worker {worker}: {what}: {err}");
+                if Instant::now() >= ends_at {
+                    return false;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
 }
 
 /// The hold an acquire or a campaign (`what`) returned, or `None` for the

@@ -17,6 +17,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use lock_chaos::check::{check, check_permits, check_rw, Findings, LoggedWrite};
+use lock_chaos::latch::{check_latch, LatchEvent};
 use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
 use nix::sched::CpuSet;
@@ -79,6 +80,8 @@ enum Fault {
     /// Starve the worker that holds the lock of CPU for twice the TTL: its
     /// threads in `SCHED_IDLE`, pinned to one CPU beside a busy loop.
     StarveWorker,
+    /// kill -9 a worker, for good.
+    KillWorker,
 }
 
 /// What the algorithm promises under the fault.
@@ -119,6 +122,11 @@ enum Primitive {
     /// `chaos` and `chaos-2` as one multi-key hold, or `chaos` alone: every
     /// section shares `chaos`.
     Multi,
+    /// Rounds of a latch of as many parties as workers, each round the
+    /// latch `chaos-r<round>`: an acquisition is a wait that found its
+    /// latch open, an overlap one that went on before every party had
+    /// counted down.
+    Latch,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -415,6 +423,39 @@ fn scenarios() -> Vec<Scenario> {
             primitive: Primitive::Semaphore(2),
             fair: true,
             ..scenario("semaphore-fair-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        // Latches: rounds of a latch of four parties. An acquisition is a
+        // wait that found its latch open; an overlap, one that went on
+        // before every party had counted down (it opened above zero).
+        Scenario {
+            primitive: Primitive::Latch,
+            note: "rounds of a latch of 4 parties, each counting down once by its id",
+            ..scenario("latch", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Latch,
+            note: "a paused party holds its round shut until it counts down",
+            ..scenario("latch-worker-pause", "single", 1, Fault::PauseWorker, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Latch,
+            note: "a killed party's rounds never open",
+            ..scenario("latch-worker-kill", "single", 1, Fault::KillWorker, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Latch,
+            ..scenario("latch-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Latch,
+            proxied: true,
+            note: "count-downs whose replies were lost are retried by id and count once",
+            ..scenario("latch-partition", "single", 1, Fault::Partition, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Latch,
+            note: "a lost latch stalls its round; it never opens early",
+            ..scenario("latch-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Safe)
         },
     ]
 }
@@ -763,6 +804,9 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             Primitive::Multi => {
                 command.arg("--multi");
             }
+            Primitive::Latch => {
+                command.args(["--latch", &WORKERS.to_string()]);
+            }
         }
         if scenario.via_cli {
             let distlock = worker_binary.with_file_name("distlock");
@@ -802,7 +846,7 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         if inject(scenario, &mut nodes, &rig, &mut rng, at).await? {
             injected += 1;
         }
-        if scenario.fault == Fault::KillMinority {
+        if matches!(scenario.fault, Fault::KillMinority | Fault::KillWorker) {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
         } else {
@@ -833,13 +877,22 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         }
     }
     let mut acquisitions = Vec::new();
+    let mut latch_events = Vec::new();
     for log in &logs {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         for line in text.lines() {
-            acquisitions.push(line.parse::<Acquisition>()?);
+            if scenario.primitive == Primitive::Latch {
+                latch_events.push(line.parse::<LatchEvent>()?);
+            } else {
+                acquisitions.push(line.parse::<Acquisition>()?);
+            }
         }
     }
     let findings = match scenario.primitive {
+        Primitive::Latch => {
+            let counted = latch_ids_counted(&nodes[0], &latch_events)?;
+            check_latch(&latch_events, WORKERS, &counted)
+        }
         Primitive::Semaphore(limit) => {
             let slots = (0..limit)
                 .map(|slot| {
@@ -904,6 +957,15 @@ async fn inject(
             let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
             drop(stopped);
+        }
+        Fault::KillWorker => {
+            let worker = rng.random_range(0..workers.len());
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 worker {worker}, for good"),
+            );
+            let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
         }
         Fault::PauseServer => {
             say(
@@ -1280,6 +1342,38 @@ fn holder_or_any(
     holder(nodes, key)
         .filter(|worker| *worker < workers)
         .unwrap_or_else(|| rng.random_range(0..workers))
+}
+
+/// For each round of `events` whose wait found its latch open and whose
+/// latch node 0 still stores at zero: how many ids counted it down.
+fn latch_ids_counted(
+    node: &RedisServer,
+    events: &[LatchEvent],
+) -> Result<std::collections::BTreeMap<u32, usize>, String> {
+    let opened: std::collections::BTreeSet<u32> = events
+        .iter()
+        .filter(|event| event.step == lock_chaos::latch::LatchStep::Open)
+        .map(|event| event.round)
+        .collect();
+    let read = |args: &[&str]| {
+        node.admin(args)
+            .map_err(|err| format!("read a latch: {err}"))
+    };
+    let mut counted = std::collections::BTreeMap::new();
+    for round in opened {
+        let key = format!("lock:{{chaos-r{round}}}");
+        let stored = read(&["GET", &key])?;
+        if !stored.as_text().is_some_and(|text| text.starts_with("L0/")) {
+            // Lost with a restart, or never stored: nothing to judge by.
+            continue;
+        }
+        let ids = read(&["HLEN", &format!("{key}:downs")])?
+            .as_int()
+            .and_then(|ids| usize::try_from(ids).ok())
+            .ok_or_else(|| format!("{key}:downs is not a hash"))?;
+        counted.insert(round, ids);
+    }
+    Ok(counted)
 }
 
 /// The log of the fenced resource `key`, in the order it saw the writes.
