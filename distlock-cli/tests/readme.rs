@@ -551,6 +551,20 @@ mod acl {
             // Its limit changed on purpose, then used.
             cli.ok(&["limit", &permits, "--permits", "3"]);
             cli.ok(&["run", "--permits", "3", &permits, "--", "true"]);
+
+            // A latch of 2: a waiter woken through its channel once both
+            // count down, one by id; shown by status and list.
+            let latch = name("latch");
+            cli.ok(&["latch", &latch, "--count", "2"]);
+            let waiter_args = ["latch", latch.as_str(), "--wait", "-w", "10"];
+            let waiter = cli.spawn(&waiter_args);
+            eventually("the latch's waiter subscribes", || cli.subscribed(&latch));
+            cli.ok(&["latch", &latch, "--down", "--id", "readme-user"]);
+            cli.ok(&["status", &latch]);
+            cli.ok(&["list", "--prefix", prefix]);
+            cli.ok(&["latch", &latch, "--down"]);
+            waiter.finish(&waiter_args);
+            cli.ok(&["latch", &latch, "--wait", "-n"]);
         }
 
         if mode.has_elections() {

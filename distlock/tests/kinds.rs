@@ -162,6 +162,51 @@ fn a_name_held_by_one_kind_is_held_for_every_other() {
     });
 }
 
+/// A latch holds its name for every kind, whose attempts write nothing;
+/// and a latch's calls on a name any kind holds are refused as
+/// `WrongKind`, writing nothing, the holder keeping its lease. On both
+/// clients, through the front door.
+#[test]
+fn a_latch_and_every_kind_exclude_each_other() {
+    lock_testkit::on_every_client(async |server, client| {
+        let managers = Managers::connect(server, client, &[]).await;
+        for kind in KINDS {
+            let pair = format!("{client}: a latch, then {kind:?}");
+            let name = format!("latch-{client}-{kind:?}");
+            let latch = managers.single.latch(&name).expect("latch");
+            latch.set_count(2).await.expect("set");
+            let before = snapshot(server);
+            match managers.try_take(kind, &name).await {
+                Ok(None) => {}
+                Ok(Some(_)) => panic!("{pair}: a hold beside the latch"),
+                Err(err) => panic!("{pair}: the attempt failed: {err}"),
+            }
+            assert_eq!(before, snapshot(server), "{pair}: the attempt wrote");
+            assert!(latch.delete().await.expect("delete"), "{pair}");
+
+            let pair = format!("{client}: {kind:?}, then a latch");
+            let held = managers.taken(kind, &name).await;
+            let before = snapshot(server);
+            for (call, result) in [
+                ("set", latch.set_count(1).await.map(drop)),
+                ("count down", latch.count_down_as("a").await.map(drop)),
+                ("delete", latch.delete().await.map(drop)),
+            ] {
+                match result {
+                    Err(LockError::WrongKind {
+                        wanted: "latch", ..
+                    }) => {}
+                    other => panic!("{pair}: {call}: {other:?}"),
+                }
+            }
+            assert_eq!(before, snapshot(server), "{pair}: the latch wrote");
+            held.release()
+                .await
+                .unwrap_or_else(|err| panic!("{pair}: the holder's release: {err}"));
+        }
+    });
+}
+
 /// A waiter of one kind behind a holder of another gets the name once the
 /// holder releases it (fair locks behind readers included), on both clients.
 #[test]
