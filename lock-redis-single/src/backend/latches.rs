@@ -4,6 +4,30 @@
 use super::*;
 
 impl SingleNodeBackend {
+    /// Runs a latch script on the latch's keys, and with `writes`, waits
+    /// for the replicas asked for (a write a failover loses would bring an
+    /// old count back, or lose one); its reply, once it is none of those
+    /// for a name the script cannot act on, and the acknowledgement.
+    async fn run_latch(
+        &self,
+        script: &Script,
+        key: &LockKey,
+        args: &[&[u8]],
+        writes: bool,
+    ) -> Result<(Reply, Result<(), LockError>), LockError> {
+        let downs = key.latch_downs_key();
+        let keys = [key.redis_key(), downs.as_str()];
+        let (reply, acknowledged) = if writes {
+            self.node.run_acknowledged(script, &keys, args).await?
+        } else {
+            (self.node.run(script, &keys, args).await?, Ok(()))
+        };
+        match latch_problem(key, &reply) {
+            Some(problem) => Err(problem),
+            None => Ok((reply, acknowledged)),
+        }
+    }
+
     /// [`LatchBackend::set_latch`] on one node.
     pub(super) async fn set_latch_count(
         &self,
@@ -14,20 +38,8 @@ impl SingleNodeBackend {
         self.node.validate_ttl(ttl)?;
         let script = &latch::SET;
         let (count_text, ttl_ms) = (count.to_string(), MillisText::of_ttl(ttl));
-        let downs = key.latch_downs_key();
-        // Acknowledged as grants are: a count a failover loses leaves the
-        // waiters waiting for a latch no one sets again.
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(
-                script,
-                &[key.redis_key(), &downs],
-                &[count_text.as_bytes(), ttl_ms.as_bytes()],
-            )
-            .await?;
-        if let Some(problem) = latch_problem(key, &reply) {
-            return Err(problem);
-        }
+        let args = [count_text.as_bytes(), ttl_ms.as_bytes()];
+        let (reply, acknowledged) = self.run_latch(script, key, &args, true).await?;
         match reply.as_array() {
             Some([Reply::Int(1), Reply::Int(set)]) if *set == i64::from(count) => {
                 acknowledged.map(|()| true)
@@ -57,18 +69,8 @@ impl SingleNodeBackend {
         id: Option<&str>,
     ) -> Result<u32, LockError> {
         let script = &latch::COUNT_DOWN;
-        let downs = key.latch_downs_key();
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(
-                script,
-                &[key.redis_key(), &downs],
-                &[id.unwrap_or("").as_bytes()],
-            )
-            .await?;
-        if let Some(problem) = latch_problem(key, &reply) {
-            return Err(problem);
-        }
+        let args = [id.unwrap_or("").as_bytes()];
+        let (reply, acknowledged) = self.run_latch(script, key, &args, true).await?;
         match reply.as_array() {
             Some([]) => Err(LockError::LatchNotSet {
                 key: key.name().to_owned(),
@@ -88,14 +90,7 @@ impl SingleNodeBackend {
     /// [`LatchBackend::latch_state`] on one node.
     pub(super) async fn read_latch(&self, key: &LockKey) -> Result<Option<LatchState>, LockError> {
         let script = &latch::READ;
-        let downs = key.latch_downs_key();
-        let reply = self
-            .node
-            .run(script, &[key.redis_key(), &downs], &[])
-            .await?;
-        if let Some(problem) = latch_problem(key, &reply) {
-            return Err(problem);
-        }
+        let (reply, _) = self.run_latch(script, key, &[], false).await?;
         match reply.as_array() {
             Some([]) => Ok(None),
             Some(fields) => latch_state(fields)
@@ -108,16 +103,9 @@ impl SingleNodeBackend {
     /// [`LatchBackend::delete_latch`] on one node.
     pub(super) async fn delete_latch_keys(&self, key: &LockKey) -> Result<bool, LockError> {
         let script = &latch::DELETE;
-        let downs = key.latch_downs_key();
-        // Acknowledged: a delete a failover loses brings the latch back,
-        // holding the name against every other kind for the rest of its TTL.
-        let (reply, acknowledged) = self
-            .node
-            .run_acknowledged(script, &[key.redis_key(), &downs], &[])
-            .await?;
-        if let Some(problem) = latch_problem(key, &reply) {
-            return Err(problem);
-        }
+        // A delete a failover loses brings the latch back, holding the name
+        // against every other kind for the rest of its TTL.
+        let (reply, acknowledged) = self.run_latch(script, key, &[], true).await?;
         match reply {
             Reply::Int(deleted @ 0..=1) => acknowledged.map(|()| deleted == 1),
             other => Err(self.node.unexpected(script, &other)),
