@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use distlock::state::{
-    HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, RwLockState,
-    SemaphoreState,
+    BarrierState, HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing,
+    RwLockState, SemaphoreState,
 };
-use distlock::{LockManager, LockState, NameState};
+use distlock::state::{LockState, NameState};
+use distlock::LockManager;
 
 use crate::{fail, holder_json, holder_text, EXIT_UNAVAILABLE};
 
@@ -61,6 +62,7 @@ struct Row<'a> {
     leader: Option<&'a Leader>,
     rw_lock: Option<&'a RwLockState>,
     latch: Option<&'a LatchState>,
+    barrier: Option<&'a BarrierState>,
 }
 
 /// The HOLDS cell of a semaphore: the weight in use of its limit.
@@ -78,6 +80,12 @@ fn latch_cell(latch: &LatchState) -> String {
     } else {
         format!("latch {}/{} left", latch.count, latch.initial)
     }
+}
+
+/// The HOLDS cell of a barrier: its parties in, and its round.
+fn barrier_cell(barrier: &BarrierState) -> String {
+    let round = if barrier.open { "open" } else { "filling" };
+    format!("{}/{} parties, {round}", barrier.entered, barrier.parties)
 }
 
 /// The HOLDS cell of a read-write lock: its writers and readers.
@@ -107,6 +115,7 @@ fn row(lock: &ListedLock) -> Row<'_> {
         leader: None,
         rw_lock: None,
         latch: None,
+        barrier: None,
     };
     let state = match &lock.state {
         Ok(state) => state,
@@ -139,6 +148,11 @@ fn row(lock: &ListedLock) -> Row<'_> {
         NameState::Latch(latch) => {
             row.latch = Some(latch);
             row.remaining = latch.remaining;
+            return row;
+        }
+        NameState::Barrier(barrier) => {
+            row.barrier = Some(barrier);
+            row.remaining = barrier.remaining;
             return row;
         }
         _ => return row,
@@ -188,6 +202,11 @@ fn print_json(listing: &LockListing) {
                     "readers": state.readers().count(),
                     "waiting_writers": state.waiting_writers,
                 })),
+                "barrier": row.barrier.map(|barrier| serde_json::json!({
+                    "parties": barrier.parties,
+                    "entered": barrier.entered,
+                    "open": barrier.open,
+                })),
                 "latch": row.latch.map(|latch| serde_json::json!({
                     "count": latch.count,
                     "initial": latch.initial,
@@ -232,6 +251,7 @@ fn print_table(listing: &LockListing) {
                     .map(permits_cell)
                     .or_else(|| row.rw_lock.map(rw_cell))
                     .or_else(|| row.latch.map(latch_cell))
+                    .or_else(|| row.barrier.map(barrier_cell))
                     .or_else(|| row.holds.map(|holds| holds.to_string()))
                     .unwrap_or_else(dash),
                 row.queued.map_or_else(dash, |queued| queued.to_string()),

@@ -49,8 +49,10 @@
 //! prints the leader on every change. `distlock latch NAME --count N` sets
 //! a count-down latch once (another N exits 78), `--down [--id ID]` counts
 //! it down (once per id) and prints what is left, and `--wait [-w TIME]`
-//! waits until it reaches zero (75 when the wait runs out). `status` and
-//! `list` show each of them.
+//! waits until it reaches zero (75 when the wait runs out). `distlock
+//! barrier NAME --parties N -- CMD` runs CMD once all N parties have
+//! entered, then leaves and waits until every party has left (75 when they
+//! did not all enter within `-w`). `status` and `list` show each of them.
 //!
 //! # Environment
 //!
@@ -190,11 +192,13 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use distlock::error::AclNeed;
 use distlock::state::HolderInfo;
-use distlock::{Config, HandoffToken, LockError, LockGuard, LockManager, LockState, NameState};
+use distlock::state::{LockState, NameState};
+use distlock::{Config, HandoffToken, LockError, LockGuard, LockManager};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
+mod barrier;
 mod elect;
 mod latch;
 mod list;
@@ -268,6 +272,23 @@ Without --once, a lost leadership stops the command and campaigns again. The com
 sees DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN (the term: pass it with every write).
   distlock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
   distlock elect scheduler -l --json";
+
+/// The exit codes of `barrier`, for `--help`.
+const BARRIER_EXIT_CODES: &str = "\
+Exit codes:
+  the command's  the command ended by itself, after every party entered; distlock then
+                 left and waited for every party to leave
+  75             the parties did not all enter within the wait (-w; -n: not all in now), or a
+                 round was under way (full, or not every party had left yet)
+  76             this party's lease was lost while the command ran; the command was stopped
+  69             Redis could not be reached, refused the user, or failed otherwise
+  78             bad config or arguments; --parties N where the barrier's parties entered with
+                 another N; a strategy without barriers (reentrant, redlock)
+  127            the command could not be started
+  130            interrupted: the wait ended, or the command was stopped and the party left
+
+Every shard starts the migration together, and none goes on until all are done:
+  distlock barrier migration --parties 5 -w 10m -- ./migrate-shard.sh";
 
 /// The exit codes of `latch`, for `--help`.
 const LATCH_EXIT_CODES: &str = "\
@@ -563,6 +584,68 @@ enum Task {
         #[arg(last = true, value_name = "CMD")]
         argv: Vec<String>,
     },
+    /// Run a command as one of the N parties of the barrier NAME: once all
+    /// N have entered, then leave and wait until every party has left, as
+    /// Curator's double barrier across hosts. Each party is a lease: a
+    /// party whose host dies is not counted once its lease ends.
+    #[command(
+        after_help = BARRIER_EXIT_CODES,
+        group = clap::ArgGroup::new("job").required(true).args(["shell", "argv"])
+    )]
+    Barrier {
+        #[command(flatten)]
+        lock: LockName,
+        /// How many parties the barrier has (1 to 10000); every host must
+        /// pass the same N.
+        #[arg(
+            long,
+            value_name = "N",
+            required = true,
+            value_parser = party_count,
+            allow_hyphen_values = true
+        )]
+        parties: u32,
+        /// How long to wait for every party to enter, as `run -w` takes it.
+        /// Default: the config's wait_timeout (10s unless set).
+        #[arg(
+            short = 'w',
+            long,
+            value_name = "TIME",
+            value_parser = wait_time,
+            allow_hyphen_values = true
+        )]
+        wait: Option<Duration>,
+        /// Do not wait for the parties: exit 75 unless this one completes the count.
+        #[arg(short = 'n', long = "nonblock", conflicts_with = "wait")]
+        nonblock: bool,
+        /// Print nothing when the parties did not all enter in time.
+        #[arg(short = 'q', long)]
+        quiet: bool,
+        /// The party's lease TTL, renewed every TTL/3. Default: the
+        /// config's ttl (30s unless set).
+        #[arg(long, value_parser = cli_duration, allow_hyphen_values = true)]
+        ttl: Option<Duration>,
+        /// How long the command's process group gets between SIGTERM and
+        /// SIGKILL when the party is lost or distlock is interrupted.
+        #[arg(
+            long,
+            value_parser = cli_duration,
+            allow_hyphen_values = true,
+            default_value = "10s"
+        )]
+        grace: Duration,
+        /// Run this through `/bin/sh -c` once every party is in.
+        #[arg(
+            short = 'c',
+            long = "command",
+            value_name = "COMMAND",
+            conflicts_with = "argv"
+        )]
+        shell: Option<String>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, value_name = "CMD")]
+        argv: Vec<String>,
+    },
     /// Set the count-down latch NAME (--count N, once: every host may pass
     /// the same N), count it down (--down), or wait until it is counted
     /// down to zero (--wait), as Java's CountDownLatch across hosts.
@@ -817,6 +900,7 @@ fn lock_names(task: &Task) -> Vec<&str> {
         | Task::Status { lock, .. }
         | Task::Limit { lock, .. }
         | Task::Latch { lock, .. }
+        | Task::Barrier { lock, .. }
         | Task::Release { lock, .. } => vec![lock.get()],
         Task::Supervise { .. } | Task::List { .. } => Vec::new(),
     }
@@ -991,6 +1075,7 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 NameState::Semaphore(semaphore) => print_semaphore(name, semaphore, json),
                 NameState::RwLock(rw_lock) => print_rw_lock(name, rw_lock, json),
                 NameState::Latch(latch) => latch::print_state(name, latch, json),
+                NameState::Barrier(barrier) => barrier::print_state(name, barrier, json),
                 NameState::Election { lock, leader } => {
                     print_status(name, strategy, lock, Some(leader), json)
                 }
@@ -998,6 +1083,43 @@ async fn perform(command: Task, mut config: Config) -> u8 {
                 _ => print_status(name, strategy, &LockState::from(state.clone()), None, json),
             }
             0
+        }
+        Task::Barrier {
+            lock,
+            parties,
+            wait,
+            nonblock,
+            quiet,
+            ttl,
+            grace,
+            shell,
+            argv,
+        } => {
+            let command = match shell {
+                Some(line) => vec!["/bin/sh".to_owned(), "-c".to_owned(), line],
+                None => argv,
+            };
+            if let Some(ttl) = ttl {
+                config.lock.ttl = ttl;
+            }
+            let wait = if nonblock {
+                Duration::ZERO
+            } else {
+                wait.unwrap_or(config.lock.wait_timeout)
+            };
+            let locks = match connect(&config).await {
+                Ok(locks) => locks,
+                Err(code) => return code,
+            };
+            let gathering = barrier::Gathering {
+                name: lock.get(),
+                parties,
+                wait,
+                quiet,
+                grace,
+                command: &command,
+            };
+            barrier::gather(&locks, &gathering).await
         }
         Task::Latch {
             lock,
@@ -1357,6 +1479,17 @@ fn permit_count(text: &str) -> Result<u32, String> {
         .ok()
         .filter(|count| (1..=max).contains(count))
         .ok_or_else(out_of_range)
+}
+
+/// A barrier's `--parties`: a whole number from 1 to
+/// [`MAX_BARRIER_PARTIES`](distlock::limits::MAX_BARRIER_PARTIES).
+fn party_count(text: &str) -> Result<u32, String> {
+    let max = distlock::limits::MAX_BARRIER_PARTIES;
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|count| (1..=max).contains(count))
+        .ok_or_else(|| format!("must be a whole number from 1 to {max}"))
 }
 
 /// A latch's `--count`: a whole number from 0 to

@@ -1,5 +1,6 @@
 //! `distlock run --permits`, `run -s`/`-x`, `run --key A --key B`,
-//! `distlock elect` and `distlock latch` with the real binary, in one test
+//! `distlock elect`, `distlock latch` and `distlock barrier` with the real
+//! binary, in one test
 //! binary (each binary links the whole stack, so fewer of them
 //! keep the suite within its time).
 
@@ -33,6 +34,8 @@ macro_rules! file_helpers {
     };
 }
 
+#[path = "primitives/barrier.rs"]
+mod barrier;
 #[path = "primitives/elect.rs"]
 mod elect;
 #[path = "primitives/latch.rs"]

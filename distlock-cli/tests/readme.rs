@@ -565,6 +565,34 @@ mod acl {
             cli.ok(&["latch", &latch, "--down"]);
             waiter.finish(&waiter_args);
             cli.ok(&["latch", &latch, "--wait", "-n"]);
+
+            // A barrier of two: one party waits for the other; both run
+            // their jobs and leave.
+            let barrier = name("barrier");
+            let first_args = [
+                "barrier",
+                barrier.as_str(),
+                "--parties",
+                "2",
+                "-w",
+                "10",
+                "--",
+                "true",
+            ];
+            let first = cli.spawn(&first_args);
+            eventually("the first party subscribes", || cli.subscribed(&barrier));
+            cli.ok(&["status", &barrier]);
+            cli.ok(&[
+                "barrier",
+                &barrier,
+                "--parties",
+                "2",
+                "-w",
+                "10",
+                "--",
+                "true",
+            ]);
+            first.finish(&first_args);
         }
 
         if mode.has_elections() {

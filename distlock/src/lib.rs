@@ -81,9 +81,9 @@ pub use config::Config;
 // What a user of the locks needs: the manager, its config, the handles and
 // guards, tokens and errors. The rest is in modules by reader.
 pub use lock_core::{
-    settle_background_releases, AcquireOptions, ClientKind, Election, FencingToken, HandoffToken,
-    Latch, Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig, LockError,
-    LockGuard, LockManager, LockState, LossReason, MultiLock, NameState, Observer, OwnerToken,
+    settle_background_releases, AcquireOptions, Barrier, ClientKind, Election, FencingToken,
+    HandoffToken, Latch, Leadership, LeaseGuard, LeaseHandle, LeaseStatus, Lock, LockConfig,
+    LockError, LockGuard, LockManager, LossReason, MultiLock, Observer, OwnerToken, PartyGuard,
     PermitGuard, ReadGuard, RwLock, Semaphore, WriteGuard,
 };
 
@@ -96,13 +96,14 @@ pub mod error {
 
 pub mod state {
     //! What a name's state reads as ([`NameState`], from
-    //! [`LockManager::inspect`](crate::LockManager::inspect)): a semaphore's
-    //! permits, a read-write lock's holds, an election's leader, a latch's
-    //! count, holder information, and the listing of held locks
+    //! [`LockManager::inspect`](crate::LockManager::inspect)), and a
+    //! lock's ([`LockState`]): a semaphore's permits, a read-write lock's
+    //! holds, an election's leader, a latch's count, a barrier's parties,
+    //! holder information, and the listing of held locks
     //! ([`LockManager::list`](crate::LockManager::list)).
     pub use lock_core::{
-        Access, HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, LockState,
-        NameState, PermitState, RwHoldState, RwLockState, SemaphoreState,
+        Access, BarrierState, HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing,
+        LockState, NameState, PermitState, RwHoldState, RwLockState, SemaphoreState,
     };
 }
 
@@ -124,9 +125,9 @@ pub mod limits {
     //! The bounds the library checks its input against, the fair waiter's
     //! lease, and a latch's default TTL.
     pub use lock_core::{
-        DEFAULT_LATCH_TTL, FAIR_WAITER_LEASE, MAX_HOLDER_LABEL_LEN, MAX_KEY_LEN, MAX_LATCH_COUNT,
-        MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS, MAX_OWNER_LEN,
-        MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
+        DEFAULT_LATCH_TTL, FAIR_WAITER_LEASE, MAX_BARRIER_PARTIES, MAX_HOLDER_LABEL_LEN,
+        MAX_KEY_LEN, MAX_LATCH_COUNT, MAX_LEADER_VALUE_LEN, MAX_METRICS_LOCK_NAMES, MAX_MULTI_KEYS,
+        MAX_OWNER_LEN, MAX_PREFIX_LEN, MAX_SEMAPHORE_LIMIT, MAX_TTL, MIN_TTL,
     };
 }
 
@@ -138,10 +139,10 @@ pub mod backend {
     pub use crate::build::backend as from_config;
     pub use lock_core::strategy;
     pub use lock_core::{
-        async_trait, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend,
-        ExtendOutcome, FairPlace, FromConfig, Grant, HandOffBackend, HoldKind, HoldToken,
-        LatchBackend, ListBackend, LockBackend, LockKey, Permit, PermitRequest, ReleaseOutcome,
-        Renewal, RwLockBackend, SemaphoreBackend, Wakeups,
+        async_trait, AccessRequest, AcquireOutcome, Acquired, BarrierBackend, Capabilities, Claim,
+        ElectionBackend, ExtendOutcome, FairPlace, FromConfig, Grant, HandOffBackend, HoldKind,
+        HoldToken, LatchBackend, ListBackend, LockBackend, LockKey, PartyRequest, Permit,
+        PermitRequest, ReleaseOutcome, Renewal, RwLockBackend, SemaphoreBackend, Wakeups,
     };
     pub use lock_redis_single::SingleNodeBackend;
     pub use lock_redlock::{RedlockBackend, RedlockOptions, ReleaseReport};
@@ -179,6 +180,8 @@ mod lock_core_examples {
     struct Election;
     #[doc = include_str!("../../lock-core/src/doc/latch.md")]
     struct Latch;
+    #[doc = include_str!("../../lock-core/src/doc/barrier.md")]
+    struct Barrier;
     #[doc = include_str!("../../lock-core/src/doc/rw_lock.md")]
     struct RwLock;
     #[doc = include_str!("../../lock-core/src/doc/lock.md")]

@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use distlock::{LockError, LockManager, LockState, NameState};
+use distlock::state::{LockState, NameState};
+use distlock::{LockError, LockManager};
 
 mod common;
 

@@ -8,7 +8,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use distlock::{ClientKind, Config, LockError, LockManager, LockState, OwnerToken};
+use distlock::state::LockState;
+use distlock::{ClientKind, Config, LockError, LockManager, OwnerToken};
 use lock_testkit::contract::taken;
 use lock_testkit::contract::taken_as;
 use lock_testkit::{AdminReply, RedisServer};
@@ -155,7 +156,7 @@ fn holder_information_follows_the_lock() {
                     );
                 }
                 assert_same_ttl(&server, "invoice", &format!("{context}, granted"));
-                match distlock::LockState::from(locks.inspect("invoice").await.expect("inspect")) {
+                match LockState::from(locks.inspect("invoice").await.expect("inspect")) {
                     LockState::Held {
                         holder: Some(holder),
                         ..
@@ -210,7 +211,7 @@ fn holder_information_follows_the_lock() {
                 assert_no_holder(&server, "invoice", &format!("{context}, option off"));
                 assert!(
                     matches!(
-                        distlock::LockState::from(off.inspect("invoice").await.expect("inspect")),
+                        LockState::from(off.inspect("invoice").await.expect("inspect")),
                         LockState::Held { holder: None, .. }
                     ),
                     "{context}"
@@ -262,7 +263,7 @@ fn a_stale_holder_is_replaced_and_a_foreign_one_refused() {
                 .expect("HSET");
             let guard = taken(&off, "stale").await;
             if mode == "single" {
-                match distlock::LockState::from(off.inspect("stale").await.expect("inspect")) {
+                match LockState::from(off.inspect("stale").await.expect("inspect")) {
                     LockState::Held { holder, .. } => {
                         assert_eq!(holder, None, "{context}: an unbound holder is shown")
                     }
@@ -467,8 +468,7 @@ fn no_stale_holder_information() {
                         "{context}: the holder information lives {left} ms"
                     );
                     let next = taken(&other, "handed").await;
-                    match distlock::LockState::from(other.inspect("handed").await.expect("inspect"))
-                    {
+                    match LockState::from(other.inspect("handed").await.expect("inspect")) {
                         LockState::Held { holder, .. } => {
                             assert_eq!(holder, None, "{context}: an earlier holder is shown")
                         }
@@ -493,7 +493,7 @@ fn no_stale_holder_information() {
             let lost = taken(&writer, "deleted").await;
             server.admin(&["DEL", "lock:{deleted}"]).expect("DEL");
             let taken = taken(&plain, "deleted").await;
-            match distlock::LockState::from(plain.inspect("deleted").await.expect("inspect")) {
+            match LockState::from(plain.inspect("deleted").await.expect("inspect")) {
                 LockState::Held { holder, .. } => {
                     assert_eq!(holder, None, "{context}: an earlier holder is shown")
                 }
@@ -513,8 +513,7 @@ fn no_stale_holder_information() {
                 .resume("deleted", &token)
                 .await
                 .expect("resume");
-            match distlock::LockState::from(plain_writer.inspect("deleted").await.expect("inspect"))
-            {
+            match LockState::from(plain_writer.inspect("deleted").await.expect("inspect")) {
                 LockState::Held { holder, .. } => assert_eq!(
                     holder, None,
                     "{context}: a resume took up an earlier holder's information"

@@ -10,7 +10,8 @@
 
 use std::time::{Duration, Instant};
 
-use distlock::{ClientKind, Config, LockError, LockManager, LockState};
+use distlock::state::LockState;
+use distlock::{ClientKind, Config, LockError, LockManager};
 use lock_testkit::contract::taken;
 use lock_testkit::contract::taken_as;
 use lock_testkit::{AdminReply, RedisServer};
@@ -256,7 +257,7 @@ fn a_counter_outlives_the_lease_it_fences() {
                 "{client} {mode}: the counter expired under its lease"
             );
             assert!(guard.is_valid(), "{client} {mode}: the lease was lost");
-            match distlock::LockState::from(locks.inspect("long").await.expect("inspect")) {
+            match LockState::from(locks.inspect("long").await.expect("inspect")) {
                 LockState::Held { token: held, .. } => {
                     assert_eq!(held, token, "{client} {mode}: the holder's token")
                 }

@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use distlock::{ClientKind, LockError, LockGuard, LockManager, LockState};
+use distlock::state::LockState;
+use distlock::{ClientKind, LockError, LockGuard, LockManager};
 use lock_testkit::{AdminReply, RedisServer};
 
 mod common;
@@ -259,7 +260,7 @@ fn failed_attempts_issue_no_tokens() {
             let attempt = managers.single.try_acquire(&name).await.expect("attempt");
             assert!(attempt.is_none(), "{client}: two holders");
         }
-        match distlock::LockState::from(managers.single.inspect(&name).await.expect("inspect")) {
+        match LockState::from(managers.single.inspect(&name).await.expect("inspect")) {
             LockState::Held { token: shown, .. } => {
                 assert_eq!(shown, Some(token), "{client}: status shows another token")
             }

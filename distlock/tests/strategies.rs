@@ -103,7 +103,7 @@ fn a_primitive_a_strategy_lacks_is_refused_when_its_handle_is_made() {
             ] {
                 let config = common::config(strategy, servers, client, &[]);
                 let locks = distlock::connect(&config).await.expect("connect");
-                let made: [(Capability, Result<(), LockError>); 5] = [
+                let made: [(Capability, Result<(), LockError>); 6] = [
                     (Capability::Semaphores, locks.semaphore("p", 2).map(drop)),
                     (Capability::RwLocks, locks.rw_lock("p").map(drop)),
                     (
@@ -112,6 +112,7 @@ fn a_primitive_a_strategy_lacks_is_refused_when_its_handle_is_made() {
                     ),
                     (Capability::Elections, locks.election("p").map(drop)),
                     (Capability::Latches, locks.latch("p").map(drop)),
+                    (Capability::Barriers, locks.barrier("p", 2).map(drop)),
                 ];
                 for (capability, result) in made {
                     let what = format!("{client} {strategy}: {capability}");

@@ -130,6 +130,9 @@ pub enum Capability {
     Listing,
     /// Count-down latches ([`LockManager::latch`](crate::LockManager::latch)).
     Latches,
+    /// Double barriers of leased parties
+    /// ([`LockManager::barrier`](crate::LockManager::barrier)).
+    Barriers,
 }
 
 impl Capability {
@@ -143,6 +146,7 @@ impl Capability {
         Capability::HandOff,
         Capability::Listing,
         Capability::Latches,
+        Capability::Barriers,
     ];
 
     /// What it is called in messages: `"semaphores"`, `"read-write locks"`,
@@ -157,10 +161,11 @@ impl Capability {
             Capability::HandOff => "hand-off",
             Capability::Listing => "listing",
             Capability::Latches => "latches",
+            Capability::Barriers => "barriers",
         }
     }
 
-    pub(crate) fn bit(self) -> u8 {
+    pub(crate) fn bit(self) -> u16 {
         match self {
             Capability::FairQueue => 1,
             Capability::Semaphores => 2,
@@ -170,6 +175,7 @@ impl Capability {
             Capability::HandOff => 32,
             Capability::Listing => 64,
             Capability::Latches => 128,
+            Capability::Barriers => 256,
         }
     }
 }
@@ -392,7 +398,8 @@ pub enum LockError {
         timeout: Duration,
     },
     /// A primitive is stored with another count than the one this process
-    /// asked for: a semaphore's limit, a latch's count. Every process must
+    /// asked for: a semaphore's limit, a latch's count, a barrier's party
+    /// count (while it has live parties). Every process must
     /// agree on it, as `consul lock -n` refuses a conflicting count. Nothing
     /// was written. A semaphore's limit is changed on purpose with
     /// [`Semaphore::set_limit`](crate::Semaphore::set_limit); a latch keeps
@@ -401,7 +408,8 @@ pub enum LockError {
     CountMismatch {
         /// The primitive's name.
         key: String,
-        /// Which count: `"semaphore limit"` or `"latch count"`.
+        /// Which count: `"semaphore limit"`, `"latch count"` or
+        /// `"barrier parties"`.
         what: &'static str,
         /// The count stored with it.
         stored: u32,
@@ -409,16 +417,34 @@ pub enum LockError {
         requested: u32,
     },
     /// A primitive's call met another kind of primitive on its name: a
-    /// latch's on a name a lock, semaphore or read-write lock holds. A name
+    /// latch's on a name a lock, semaphore, read-write lock or barrier
+    /// holds, or a barrier's read of a name a lock holds. A name
     /// is one primitive at a time; nothing was written.
     #[error("`{key}` is held by a {found}, not a {wanted}: a name is one primitive at a time")]
     WrongKind {
         /// The name.
         key: String,
-        /// What holds it: `"lock"` or `"semaphore or read-write lock"`.
+        /// What holds it: `"lock"`, `"semaphore, read-write lock or
+        /// barrier"` (a latch's view) or `"semaphore or read-write lock"` (a
+        /// barrier's).
         found: &'static str,
-        /// What the call was for: `"latch"`.
+        /// What the call was for: `"latch"` or `"barrier"`.
         wanted: &'static str,
+    },
+    /// A party asked to enter a barrier whose round is under way: full, or
+    /// open until every party of it has left. Nothing was written; enter
+    /// again once the round is over.
+    #[error(
+        "barrier `{key}` is full ({entered} of {parties} parties in, or its round not over): \
+         enter again once every party has left"
+    )]
+    BarrierFull {
+        /// The barrier's name.
+        key: String,
+        /// How many live parties it has.
+        entered: u32,
+        /// Its party count.
+        parties: u32,
     },
     /// A latch was counted down, or its state asked for, before any
     /// process set its count (or after its TTL ended): nothing was written.
@@ -517,6 +543,7 @@ impl LockError {
             | LockError::CountMismatch { .. }
             | LockError::LatchNotSet { .. }
             | LockError::WrongKind { .. }
+            | LockError::BarrierFull { .. }
             | LockError::UpgradeRefused { .. }
             | LockError::InvalidPermits { .. }
             | LockError::LeaseLost { .. }

@@ -71,6 +71,8 @@ pub enum HoldKind {
     /// A multi-key lock's hold: its member keys in the order they are
     /// taken, the first being the lease's key.
     Multi(Arc<[LockKey]>),
+    /// A barrier's party.
+    Party,
 }
 
 /// What a hold of a read-write lock takes: a shared (read) hold, beside
@@ -349,7 +351,8 @@ const HANDOFF_FORMAT: &str = "dl1";
 
 impl HandoffToken {
     /// The token for a granted `hold` whose holder last asked for `ttl`.
-    /// `None` for a multi-key hold, whose members one token cannot name.
+    /// `None` for a multi-key hold, whose members one token cannot name, and
+    /// for a barrier's party, which is one process's place.
     pub(crate) fn new(hold: HoldToken, ttl: Duration) -> Option<Self> {
         // `dl1.<kind>.<fencing token or ->.<ttl ms>.<nonce>.<owner>`: the
         // owner, which a caller may choose freely, goes last, so it may
@@ -360,7 +363,7 @@ impl HandoffToken {
             HoldKind::Access(Access::Shared) => "read".to_owned(),
             HoldKind::Access(Access::Exclusive) => "write".to_owned(),
             HoldKind::Permit(permit) => format!("permit-{}-{}", permit.weight, permit.slot?),
-            HoldKind::Multi(_) => return None,
+            HoldKind::Multi(_) | HoldKind::Party => return None,
         };
         let fence = hold
             .fencing_token

@@ -384,7 +384,7 @@ mod tests {
         hash_slot(key.as_bytes())
     }
 
-    fn all_keys(key: &LockKey) -> [String; 12] {
+    fn all_keys(key: &LockKey) -> [String; 13] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
@@ -398,6 +398,7 @@ mod tests {
             key.slot_fences_key(),
             key.leader_key(),
             key.latch_downs_key(),
+            key.barrier_key(),
         ]
     }
 

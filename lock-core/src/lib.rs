@@ -68,9 +68,9 @@ mod ttl;
 
 pub use config::{FromConfig, LockConfig, MAX_METRICS_LOCK_NAMES};
 pub use engine::backend::{
-    AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ElectionBackend, ExtendOutcome,
-    FairPlace, HandOffBackend, LatchBackend, ListBackend, LockBackend, PermitRequest,
-    ReleaseOutcome, Renewal, RwLockBackend, SemaphoreBackend,
+    AccessRequest, AcquireOutcome, Acquired, BarrierBackend, Capabilities, Claim, ElectionBackend,
+    ExtendOutcome, FairPlace, HandOffBackend, LatchBackend, ListBackend, LockBackend, PartyRequest,
+    PermitRequest, ReleaseOutcome, Renewal, RwLockBackend, SemaphoreBackend,
 };
 pub use engine::lease::background::settle_background_releases;
 pub use engine::lease::guard::{LeaseHandle, LockGuard};
@@ -78,6 +78,7 @@ pub use engine::lease::roles::{LeaseGuard, PermitGuard, ReadGuard, WriteGuard};
 pub use engine::lease::status::LeaseStatus;
 pub use engine::manager::{LockManager, FAIR_WAITER_LEASE};
 pub use engine::options::AcquireOptions;
+pub use engine::primitives::barrier::{Barrier, PartyGuard, MAX_BARRIER_PARTIES};
 pub use engine::primitives::election::{Election, Leadership, Observer, MAX_LEADER_VALUE_LEN};
 pub use engine::primitives::latch::{Latch, DEFAULT_LATCH_TTL, MAX_LATCH_COUNT};
 pub use engine::primitives::lock::Lock;
@@ -86,8 +87,8 @@ pub use engine::primitives::rwlock::RwLock;
 pub use engine::primitives::semaphore::{Semaphore, MAX_SEMAPHORE_LIMIT};
 pub use engine::settings::{RetryPolicy, WaitMode, WatchdogConfig};
 pub use engine::state::{
-    HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, LockState, NameState,
-    PermitState, RwHoldState, RwLockState, SemaphoreState,
+    BarrierState, HolderInfo, LatchState, Leader, ListOptions, ListedLock, LockListing, LockState,
+    NameState, PermitState, RwHoldState, RwLockState, SemaphoreState,
 };
 pub use engine::wake::{Grant, Wakeups};
 pub use error::{AclNeed, Capability, LockError, LossReason, SourceError};

@@ -210,13 +210,14 @@ pub mod scripts {
     //! read-write lock's shared and exclusive holds, [`multi`] for several
     //! lock keys held as one, [`election`] for
     //! a leader's value bound to its term, [`latch`] for a count-down
-    //! latch, [`name`] for what holds a name
+    //! latch, [`barrier`] for a double barrier's parties, [`name`] for what
+    //! holds a name
     //! whichever primitive it is, and
     //! [`FORCE_RELEASE`] for any layout. Each script's source documents its
     //! `KEYS`, `ARGV` and reply; read it with
     //! [`Script::source`](super::Script::source).
 
     pub use crate::server::script::{
-        election, latch, multi, name, reentrant, rw, semaphore, single, FORCE_RELEASE,
+        barrier, election, latch, multi, name, reentrant, rw, semaphore, single, FORCE_RELEASE,
     };
 }

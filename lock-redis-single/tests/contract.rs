@@ -59,6 +59,7 @@ impl BackendFactory for SingleNode {
             Capability::HandOff,
             Capability::Listing,
             Capability::Latches,
+            Capability::Barriers,
         ])
     }
 

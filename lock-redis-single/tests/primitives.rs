@@ -1,10 +1,12 @@
 //! The primitives beside the plain lock, on the single-node strategy:
-//! semaphores, read-write locks, multi-key locks, leader election and
-//! count-down latches, in one test binary (each binary links the whole
+//! semaphores, read-write locks, multi-key locks, leader election,
+//! count-down latches and barriers, in one test binary (each binary links the whole
 //! stack, so fewer of them keep the suite within its time).
 
 #![cfg(any(feature = "redis", feature = "fred"))]
 
+#[path = "primitives/barrier.rs"]
+mod barrier;
 #[path = "primitives/election.rs"]
 mod election;
 #[path = "primitives/latch.rs"]

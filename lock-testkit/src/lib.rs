@@ -237,6 +237,7 @@ macro_rules! contract_suite {
                     multi_lock_is_all_or_nothing,
                     election_has_one_leader_at_a_time,
                     latch_opens_exactly_at_zero,
+                    barrier_opens_with_every_party_in,
                 }
             }
             // Checks of the client, config and hand-off paths, which no

@@ -10,8 +10,9 @@
 //! another holder with growing write tokens and reads that carry the last
 //! one, a dead reader's share freed at its own deadline among renewing
 //! readers, multi-key holds all or nothing, one leader at a time in growing
-//! terms, a latch that opens at zero and not before; where it has none, a
-//! clear refusal.
+//! terms, a latch that opens at zero and not before, a barrier's parties
+//! going on together only with every one in; where it has none, a clear
+//! refusal.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -489,4 +490,55 @@ pub async fn latch_opens_exactly_at_zero(factory: &dyn BackendFactory) {
         .expect("the waiter's task")
         .expect("wait");
     assert!(latch.delete().await.expect("delete"));
+}
+
+/// A barrier of three lets its parties go on only once all three are in,
+/// refuses a fourth while the round is under way, and lets them leave
+/// together, on every site (its keys share the name's slot on a cluster).
+pub async fn barrier_opens_with_every_party_in(factory: &dyn BackendFactory) {
+    let deployment = Deployment::start(factory).await;
+    let locks = deployment.manager(fast_config(Duration::from_secs(5)));
+    let declared = deployment.backend.capabilities();
+    let made = locks.barrier("contract-barrier", 3);
+    let Some(barrier) = supported(
+        declared.has(Capability::Barriers),
+        "a barrier",
+        Capability::Barriers,
+        made,
+    ) else {
+        return;
+    };
+    let early: Vec<_> = (0..2)
+        .map(|_| {
+            let barrier = barrier.clone();
+            tokio::spawn(async move { barrier.enter().await })
+        })
+        .collect();
+    crate::eventually(Duration::from_secs(5), "two parties in", || async {
+        (barrier.state().await.ok()?.entered == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        early.iter().all(|party| !party.is_finished()),
+        "a party went on with two of three in"
+    );
+    let last = barrier.enter().await.expect("the last party");
+    let mut parties = vec![last];
+    for party in early {
+        let party = tokio::time::timeout(Duration::from_secs(5), party)
+            .await
+            .expect("the round opened for every party")
+            .expect("a party's task");
+        parties.push(party.expect("entered"));
+    }
+    match barrier.enter().await {
+        Err(LockError::BarrierFull { entered: 3, .. }) => {}
+        other => panic!("a fourth party: {:?}", other.map(drop)),
+    }
+    let leaves = parties.into_iter().map(|party| party.leave());
+    for left in futures::future::join_all(leaves).await {
+        left.expect("leave");
+    }
+    assert_eq!(barrier.state().await.expect("state").entered, 0);
 }

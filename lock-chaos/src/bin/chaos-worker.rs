@@ -22,7 +22,7 @@
 //! token: every section shares K. With `--latch N`, no lock and no write:
 //! rounds of a latch of N parties (`lock_chaos::latch`), each round the
 //! latch `K-r<round>`, set, counted down once with the worker's id (retried
-//! after errors) and waited for.
+//! after errors, set again when a restart lost it) and waited for.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -459,7 +459,9 @@ async fn latch_rounds(
             step,
             at_ns: monotonic_ns(),
         };
-        writeln!(log, "{event}").map_err(|err| format!("log: {err}"))
+        // One write a line: a worker killed mid-line leaves none half done.
+        log.write_all(format!("{event}\n").as_bytes())
+            .map_err(|err| format!("log: {err}"))
     };
     let mut round = 0;
     while Instant::now() < ends_at {
@@ -471,11 +473,19 @@ async fn latch_rounds(
             break;
         }
         note(log, round, LatchStep::Down)?;
-        if !retried(args.worker, "count down", ends_at, || {
-            latch.count_down_as(&id)
+        // A latch lost with a restart is set again, so the party still
+        // counts down this round (in a latch the others counted in or not).
+        let counted = retried(args.worker, "count down", ends_at, || async {
+            match latch.count_down_as(&id).await {
+                Err(LockError::LatchNotSet { .. }) => {
+                    latch.set_count(parties).await?;
+                    latch.count_down_as(&id).await
+                }
+                other => other,
+            }
         })
-        .await
-        {
+        .await;
+        if !counted {
             break;
         }
         let step = match tokio::time::timeout(LATCH_ROUND_WAIT, latch.wait()).await {

@@ -831,6 +831,11 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
     let run_for = Duration::from_secs(seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut fault_at = started + Duration::from_millis(rng.random_range(300..800));
+    if scenario.fault == Fault::KillWorker {
+        // Once, for good: after a third of the run, so the rows show rounds
+        // opening before it and none after.
+        fault_at = started + run_for / 3;
+    }
     while started.elapsed() < run_for {
         tokio::time::sleep(Duration::from_millis(20)).await;
         if Instant::now() < fault_at || scenario.fault == Fault::None {
@@ -1355,22 +1360,30 @@ fn latch_ids_counted(
         .filter(|event| event.step == lock_chaos::latch::LatchStep::Open)
         .map(|event| event.round)
         .collect();
-    let read = |args: &[&str]| {
-        node.admin(args)
-            .map_err(|err| format!("read a latch: {err}"))
-    };
+    // The count and its ids in one read: they expire together.
+    let both = "return {redis.call('get', KEYS[1]), redis.call('hlen', KEYS[2])}";
     let mut counted = std::collections::BTreeMap::new();
     for round in opened {
         let key = format!("lock:{{chaos-r{round}}}");
-        let stored = read(&["GET", &key])?;
+        let downs = format!("{key}:downs");
+        let reply = node
+            .admin(&["EVAL", both, "2", &key, &downs])
+            .map_err(|err| format!("read a latch: {err}"))?;
+        let AdminReply::Array(Some(fields)) = reply else {
+            return Err(format!("reading {key}: {reply:?}"));
+        };
+        let [stored, ids] = fields.as_slice() else {
+            return Err(format!("reading {key}: {fields:?}"));
+        };
         if !stored.as_text().is_some_and(|text| text.starts_with("L0/")) {
-            // Lost with a restart, or never stored: nothing to judge by.
+            // Lost with a restart, expired, or never stored: nothing to
+            // judge by.
             continue;
         }
-        let ids = read(&["HLEN", &format!("{key}:downs")])?
+        let ids = ids
             .as_int()
             .and_then(|ids| usize::try_from(ids).ok())
-            .ok_or_else(|| format!("{key}:downs is not a hash"))?;
+            .ok_or_else(|| format!("{downs} is not a hash"))?;
         counted.insert(round, ids);
     }
     Ok(counted)

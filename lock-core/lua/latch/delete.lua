@@ -5,7 +5,8 @@
 --          (latch/state.lua)
 -- KEYS[2]  the ids that counted down (a hash)
 --
--- Reply: 1 when a latch was deleted (and published on `KEYS[1]:released`,
+-- Reply (the 0 path writes and deletes the ids' key, so that a WAIT after
+-- a retried delete covers the first call's): 1 when a latch was deleted (and published on `KEYS[1]:released`,
 -- where every other kind's waiters listen: the name is free), 0 when none
 -- was set; {-3, kind} when another primitive holds the name, {-2, key,
 -- detail} when a key holds another type (latch/state.lua's latch_open;
@@ -20,6 +21,10 @@ if problem then
 end
 redis.call('del', KEYS[2])
 if not count then
+  -- A write all the same (of nothing that stays), so a WAIT after a retry
+  -- covers the first call's delete.
+  redis.call('hset', KEYS[2], '', '1')
+  redis.call('del', KEYS[2])
   return 0
 end
 redis.call('del', KEYS[1])

@@ -1,15 +1,17 @@
 -- Prepended, after shared/queue.lua, to the scripts of the primitives with
--- many holders: a semaphore's permits and a read-write lock's reads and
--- writes are holds of one lease set a name, in keys that share its hash tag:
+-- many holders: a semaphore's permits, a read-write lock's reads and
+-- writes, and a barrier's parties are holds of one lease set a name, in
+-- keys that share its hash tag:
 --   set    a sorted set: hold id (`<owner>:<nonce>`) -> its deadline, in
 --          ms of the server's clock (never a client's)
 --   held   a hash: hold id -> its entry (`<weight>:<slot>:<token>` for a
---          permit, `r:<epoch>` for a read, `w:<token>` for a write), and the
---          tallies of the holds in `set`, which a grant reads instead of
---          the holds themselves:
+--          permit, `r:<epoch>` for a read, `w:<token>` for a write, `b`
+--          for a barrier's party), and the tallies of the holds in `set`,
+--          which a grant reads instead of the holds themselves:
 --            `:n`        how many holds
 --            `:weight`   the permits' weight
 --            `:reads`, `:writes`  the read and the write holds
+--            `:parties`  a barrier's parties
 --            `:last`     the last deadline, at which the keys expire
 --            `:next`     the semaphore slots handed out: every slot in
 --                        use is below it
@@ -108,6 +110,11 @@ local function ls_mode(text)
   return mode, token
 end
 
+-- ls_party(text): whether `text` is a barrier party's entry.
+local function ls_party(text)
+  return text == 'b'
+end
+
 -- ls_owner_tally(ls, owner): an owner's reads, writes and writes' token,
 -- {reads, writes, token}, read once a script (none while the tallies are
 -- being made anew: an owner's field may be left from before).
@@ -143,6 +150,10 @@ local function ls_count_hold(ls, id, entry, sign)
     end
     return
   end
+  if ls_party(entry) then
+    ls.parties = ls.parties + sign
+    return
+  end
   local mode, token = ls_mode(entry)
   if not mode then
     return
@@ -164,7 +175,7 @@ end
 -- ls_clear(ls): tallies of nothing: `held` and `slots` are deleted by
 -- ls_drop_swept, and anything read of them is forgotten.
 local function ls_clear(ls)
-  ls.n, ls.weight, ls.reads, ls.writes, ls.last = 0, 0, 0, 0, 0
+  ls.n, ls.weight, ls.reads, ls.writes, ls.parties, ls.last = 0, 0, 0, 0, 0, 0
   ls.next, ls.free = 0, 0
   ls.owners, ls.extra, ls.expired, ls.gone, ls.freed = {}, {}, {}, {}, {}
   for id in pairs(ls.entries) do
@@ -219,9 +230,9 @@ local function ls_rebuild(ls)
     else
       -- An entry this script added is not written yet.
       local entry = ls.entries[id] or redis.call('hget', ls.held, id)
-      if not (ls_permit(entry) or ls_mode(entry)) then
+      if not (ls_permit(entry) or ls_mode(entry) or ls_party(entry)) then
         ls.broken = true
-        return {-2, ls.held, 'a live hold has no entry of a permit, a read or a write'}
+        return {-2, ls.held, 'a live hold has no entry of a permit, a read, a write or a party'}
       end
       live[#live + 1] = {id, entry}
       last = math.max(last, deadline)
@@ -297,7 +308,8 @@ local function ls_settle(ls)
 end
 
 -- ls_open(set, held, slots, now, ids, extra): the lease set of the keys,
--- as a table (the tallies `n`, `weight`, `reads`, `writes`, `last`, the
+-- as a table (the tallies `n`, `weight`, `reads`, `writes`, `parties`,
+-- `last`, the
 -- weight before the sweep `opened_weight`, the `entries` of the hold ids
 -- `ids` (false for none), the values of the `extra` fields of `held` (an
 -- owner's tally), all read in one call, and what the script has changed,
@@ -307,7 +319,7 @@ end
 -- nothing is written before ls_drop_swept.
 local function ls_open(set, held, slots, now, ids, extra)
   ids, extra = ids or {}, extra or {}
-  local fields = {':n', ':weight', ':reads', ':writes', ':last', ':next', ':free'}
+  local fields = {':n', ':weight', ':reads', ':writes', ':last', ':next', ':free', ':parties'}
   local first = #fields
   for _, field in ipairs(ids) do
     fields[#fields + 1] = field
@@ -325,6 +337,7 @@ local function ls_open(set, held, slots, now, ids, extra)
     reads = tonumber(tallies[3]) or 0, writes = tonumber(tallies[4]) or 0,
     last = tonumber(tallies[5]) or 0,
     next = tonumber(tallies[6]) or 0, free = tonumber(tallies[7]) or 0,
+    parties = tonumber(tallies[8]) or 0,
     entries = {}, extra = {}, expired = {}, gone = {}, owners = {}, freed = {},
     swept = false, verified = false,
   }
@@ -369,14 +382,19 @@ local function ls_open(set, held, slots, now, ids, extra)
   return ls
 end
 
--- ls_others(ls, kind): the holds of the other kind that keeps a lease set,
--- by the tallies: a read-write lock's reads and writes for a semaphore
--- (`kind` 'p'), a semaphore's permits' weight for a read-write lock.
+-- ls_others(ls, kind): the holds of the other kinds that keep a lease set,
+-- by the tallies: for a semaphore (`kind` 'p'), a read-write lock's reads
+-- and writes and a barrier's parties; for a barrier ('b'), the permits'
+-- weight and the reads and writes; for a read-write lock (any other
+-- `kind`), the permits' weight and the parties.
 local function ls_others(ls, kind)
   if kind == 'p' then
-    return ls.reads + ls.writes
+    return ls.reads + ls.writes + ls.parties
   end
-  return ls.weight
+  if kind == 'b' then
+    return ls.weight + ls.reads + ls.writes
+  end
+  return ls.weight + ls.parties
 end
 
 -- ls_last(ls): the deadline of the last live hold, or nil.
@@ -622,7 +640,7 @@ local function ls_close(ls)
   end
   local fields = ls.added or {}
   for _, field in ipairs({':n', ls.n, ':weight', ls.weight, ':reads', ls.reads, ':writes', ls.writes,
-      ':last', ls.last, ':next', ls.next, ':free', ls.free}) do
+      ':parties', ls.parties, ':last', ls.last, ':next', ls.next, ':free', ls.free}) do
     fields[#fields + 1] = field
   end
   local emptied = {}

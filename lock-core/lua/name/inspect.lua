@@ -1,8 +1,8 @@
 -- Reads what a name is, in one script, without changing anything: a lock
 -- (or an election's), a semaphore, a read-write lock, a latch, or nothing.
 -- Loaded after the files whose state functions it calls (lock/state.lua,
--- semaphore/state.lua, rw/state.lua, election/state.lua, latch/state.lua)
--- and their helpers.
+-- semaphore/state.lua, rw/state.lua, election/state.lua, latch/state.lua,
+-- barrier/state.lua) and their helpers.
 -- A name is held by one kind at a time (every kind's grant refuses beside
 -- another's), so the type of its main key says which kind to read.
 --
@@ -16,6 +16,7 @@
 -- KEYS[5]  a semaphore's limit (a string)
 -- KEYS[6]  a read-write lock's waiting writers (a sorted set)
 -- KEYS[7]  an election's leader record (a string)
+-- KEYS[8]  a barrier's record (a string)
 --
 -- Reply, by kind (the first field):
 --   {'lock', pttl, counter, holder, term, value}: lock_state's reply (a pttl
@@ -26,14 +27,16 @@
 --   {'rw', ...rw_state's reply}: the main key's holds are a read-write
 --       lock's
 --   {'latch', count, initial, pttl}: latch_state's reply
+--   {'barrier', ...barrier_state's reply}: the main key's holds are a
+--       barrier's parties
 --   {-1, detail} or {-2, key, detail}: a key holds something that is not
 --       the kind its main key says (the state functions' own replies), or
 --       the main key is of a type no primitive writes (a list, a set)
-if #KEYS < 7 then
-  return redis.error_reply('ERR name_inspect: seven keys expected')
+if #KEYS < 8 then
+  return redis.error_reply('ERR name_inspect: eight keys expected')
 end
-local main, counter, holder, held, limit, waiters, record =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local main, counter, holder, held, limit, waiters, record, barrier =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
 -- tagged(kind, reply): `reply` with `kind` in front; a state function's
 -- {-2, key, detail} as it is.
@@ -56,9 +59,13 @@ if found == 'zset' then
   -- read-write hold's entry is `r:` or `w:`; anything else is read as a
   -- semaphore's, whose own check reports a live permit without an entry.
   local last = redis.call('zrange', main, -1, -1)[1]
-  if last and redis.call('type', held)['ok'] == 'hash'
-      and ls_mode(redis.call('hget', held, last)) then
+  local entry = last and redis.call('type', held)['ok'] == 'hash'
+    and redis.call('hget', held, last)
+  if entry and ls_mode(entry) then
     return tagged('rw', rw_state(main, held, counter, waiters))
+  end
+  if entry and ls_party(entry) then
+    return tagged('barrier', barrier_state(main, held, barrier, '', ls_now()))
   end
   return tagged('semaphore', sem_state(main, held, limit))
 end

@@ -4,8 +4,8 @@
 -- KEYS[1]  the lock key (a string, a hash or a lease set's sorted set,
 --          whatever the strategy and the kind of hold)
 -- KEYS[2..]  (optional) the keys that go with it: the holder information,
---          a lease set's entries and slots, a latch's counted-down ids,
---          deleted with it (a lease set's tallies must not outlive its
+--          a lease set's entries and slots, a latch's counted-down ids, a
+--          barrier's record, deleted with it (a lease set's tallies must not outlive its
 --          holds, nor a latch's ids its count)
 --
 -- Reply: 1 when KEYS[1] was deleted, 0 when there was none.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::engine::backend::{
-    unsupported, Claim, ElectionBackend, ExtendOutcome, LatchBackend, LockBackend, ReleaseOutcome,
-    RwLockBackend, SemaphoreBackend,
+    unsupported, BarrierBackend, Claim, ElectionBackend, ExtendOutcome, LatchBackend, LockBackend,
+    ReleaseOutcome, RwLockBackend, SemaphoreBackend,
 };
 use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
 use crate::engine::lease::renewal::RenewalDriver;
@@ -136,6 +136,13 @@ impl LockManager {
         let has = self.backend.capabilities();
         has.elections()
             .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Elections))
+    }
+
+    /// The backend's barrier operations, or [`LockError::Unsupported`].
+    pub(crate) fn barriers(&self) -> Result<&dyn BarrierBackend, LockError> {
+        let has = self.backend.capabilities();
+        has.barriers()
+            .ok_or_else(|| unsupported(self.backend.strategy(), Capability::Barriers))
     }
 
     /// The backend's latch operations, or [`LockError::Unsupported`].

@@ -120,11 +120,14 @@ pub enum NameState {
     RwLock(RwLockState),
     /// A count-down latch, open or not, until its TTL ends.
     Latch(LatchState),
+    /// A barrier with live parties.
+    Barrier(BarrierState),
 }
 
 impl NameState {
     /// Whether anything holds the name: a lock, a live permit, a live read
-    /// or write, a latch (until its TTL ends, open or not).
+    /// or write, a latch (until its TTL ends, open or not), a barrier's live
+    /// party.
     pub fn is_held(&self) -> bool {
         match self {
             NameState::Free { .. } => false,
@@ -133,6 +136,7 @@ impl NameState {
             NameState::RwLock(rw_lock) => rw_lock.is_held(),
             // Every other primitive waits beside a latch until its TTL ends.
             NameState::Latch(_) => true,
+            NameState::Barrier(barrier) => barrier.entered > 0,
         }
     }
 }
@@ -171,6 +175,7 @@ impl From<NameState> for LockState {
                     holder: None,
                 }
             }
+            NameState::Barrier(barrier) => barrier.remaining.filter(|_| barrier.entered > 0),
         };
         match remaining {
             Some(remaining) => LockState::Held {
@@ -286,6 +291,57 @@ impl LatchState {
     /// Whether the latch is open: counted down to 0.
     pub fn is_open(&self) -> bool {
         self.count == 0
+    }
+}
+
+/// A snapshot of one barrier; see [`Barrier::state`](crate::Barrier::state).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BarrierState {
+    /// The party count its live parties entered with; 0 without one.
+    pub parties: u32,
+    /// Whether its round is open: every party entered, and not all have
+    /// left yet.
+    pub open: bool,
+    /// How many live parties it has.
+    pub entered: u32,
+    /// Whether the party asked about is one of them
+    /// ([`BarrierBackend::barrier_state`](crate::BarrierBackend::barrier_state)).
+    pub is_party: bool,
+    /// How long until the last live party's lease ends, by the server's
+    /// clock; `None` without one.
+    pub remaining: Option<Duration>,
+    /// The round's id (the server's time in µs when its first party
+    /// entered); empty without a live party.
+    pub round: String,
+}
+
+impl BarrierState {
+    /// A barrier of `parties` with `entered` live parties in the round
+    /// `round`, open or not, for a strategy's
+    /// [`barrier_state`](crate::BarrierBackend::barrier_state); `is_party`
+    /// and `remaining` are as their fields say.
+    pub fn new(parties: u32, open: bool, entered: u32, round: String) -> Self {
+        BarrierState {
+            parties,
+            open,
+            entered,
+            is_party: false,
+            remaining: None,
+            round,
+        }
+    }
+
+    /// This state, saying whether the party asked about is live.
+    pub fn with_party(mut self, is_party: bool) -> Self {
+        self.is_party = is_party;
+        self
+    }
+
+    /// This state with the last party's lease ending in `remaining`.
+    pub fn with_remaining(mut self, remaining: Option<Duration>) -> Self {
+        self.remaining = remaining;
+        self
     }
 }
 

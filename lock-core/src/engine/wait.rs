@@ -36,7 +36,7 @@ impl Claim {
         match self {
             Claim::Lock { .. } | Claim::Permit(_) => fair,
             Claim::Access(request) => request.access == Access::Exclusive,
-            Claim::Multi(_) => false,
+            Claim::Multi(_) | Claim::Party(_) => false,
         }
     }
 
@@ -70,7 +70,7 @@ impl Claim {
             Claim::Access(request) => {
                 request.access == Access::Exclusive && !request.prefer_readers
             }
-            Claim::Multi(_) => false,
+            Claim::Multi(_) | Claim::Party(_) => false,
         }
     }
 
@@ -93,6 +93,7 @@ impl Claim {
                 Claim::Access(request)
             }
             Claim::Multi(keys) => Claim::Multi(Arc::clone(keys)),
+            Claim::Party(request) => Claim::Party(*request),
         }
     }
 }

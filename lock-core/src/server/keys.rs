@@ -57,6 +57,10 @@ pub trait KeyNames {
     /// The ids that counted a latch down, each once (a hash of id to `1`,
     /// with the latch's TTL): `<prefix>{<name>}:downs`.
     fn latch_downs_key(&self) -> String;
+
+    /// A barrier's record of its round (`<parties>:<round>[:open]`, expiring
+    /// with its last party): `<prefix>{<name>}:barrier`.
+    fn barrier_key(&self) -> String;
 }
 
 impl KeyNames for LockKey {
@@ -102,5 +106,9 @@ impl KeyNames for LockKey {
 
     fn latch_downs_key(&self) -> String {
         format!("{}:downs", self.redis_key())
+    }
+
+    fn barrier_key(&self) -> String {
+        format!("{}:barrier", self.redis_key())
     }
 }

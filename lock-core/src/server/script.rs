@@ -558,6 +558,37 @@ pub mod election {
     );
 }
 
+/// The barrier scripts: its parties, holds of the name's lease set, and
+/// its round (`lua/barrier/`, after `shared/queue.lua`,
+/// `lease_set/common.lua` and `barrier/state.lua`).
+pub mod barrier {
+    use super::Script;
+
+    macro_rules! barrier_script {
+        ($name:literal, $file:literal) => {
+            Script::new(
+                $name,
+                concat!(
+                    include_str!("../../lua/shared/queue.lua"),
+                    include_str!("../../lua/lease_set/common.lua"),
+                    include_str!("../../lua/barrier/state.lua"),
+                    include_str!(concat!("../../lua/barrier/", $file, ".lua"))
+                ),
+            )
+        };
+    }
+
+    /// A party's entry, which opens the round when it makes the count:
+    /// `lua/barrier/enter.lua`.
+    pub static ENTER: Script = barrier_script!("barrier_enter", "enter");
+    /// A party's renewal: `lua/barrier/renew.lua`.
+    pub static RENEW: Script = barrier_script!("barrier_renew", "renew");
+    /// A party's leave: `lua/barrier/leave.lua`.
+    pub static LEAVE: Script = barrier_script!("barrier_leave", "leave");
+    /// The barrier's state, read only: `lua/barrier/read.lua`.
+    pub static READ: Script = barrier_script!("barrier_read", "read");
+}
+
 /// The latch scripts: a count set once, counted down once per id, and
 /// read (`lua/latch/`, after `latch/state.lua`).
 pub mod latch {
@@ -590,8 +621,8 @@ pub mod latch {
 pub mod name {
     use super::Script;
 
-    /// A lock's (or an election's), a semaphore's, a read-write lock's or
-    /// a latch's state, by the type of the name's main key: `lua/name/inspect.lua`,
+    /// A lock's (or an election's), a semaphore's, a read-write lock's, a
+    /// latch's or a barrier's state, by the type of the name's main key: `lua/name/inspect.lua`,
     /// after each primitive's state function and its helpers.
     pub static INSPECT: Script = Script::new(
         "name_inspect",
@@ -607,6 +638,7 @@ pub mod name {
             include_str!("../../lua/rw/state.lua"),
             include_str!("../../lua/election/state.lua"),
             include_str!("../../lua/latch/state.lua"),
+            include_str!("../../lua/barrier/state.lua"),
             include_str!("../../lua/name/inspect.lua")
         ),
     );
@@ -820,6 +852,10 @@ mod tests {
             ),
             ("latch_read", include_str!("../../lua/latch/read.lua")),
             ("latch_delete", include_str!("../../lua/latch/delete.lua")),
+            ("barrier_enter", include_str!("../../lua/barrier/enter.lua")),
+            ("barrier_renew", include_str!("../../lua/barrier/renew.lua")),
+            ("barrier_leave", include_str!("../../lua/barrier/leave.lua")),
+            ("barrier_read", include_str!("../../lua/barrier/read.lua")),
         ] {
             let header = source
                 .lines()

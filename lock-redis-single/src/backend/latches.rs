@@ -120,7 +120,7 @@ fn latch_problem(key: &LockKey, reply: &Reply) -> Option<LockError> {
     if let Some([Reply::Int(-3), kind]) = reply.as_array() {
         let found = match kind.as_text()? {
             "lock" => "lock",
-            "zset" => "semaphore or read-write lock",
+            "zset" => "semaphore, read-write lock or barrier",
             _ => return None,
         };
         return Some(LockError::WrongKind {

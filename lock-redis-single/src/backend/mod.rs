@@ -1,6 +1,7 @@
 //! The single-node [`LockBackend`]: the plain lock, its renewal and release
 //! here, and each other primitive's paths in a file of its own.
 
+mod barriers;
 mod elections;
 mod fair;
 mod latches;
@@ -13,18 +14,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_core::strategy::scripts::{election, latch, multi, name, rw, semaphore, single};
+use lock_core::strategy::scripts::{barrier, election, latch, multi, name, rw, semaphore, single};
 use lock_core::strategy::{
     list_held, remaining_from_pttl, ttl_millis, KeyNames, MillisText, NodeClient, Reply, Script,
     ScriptedNode,
 };
 use lock_core::{
-    Access, AccessRequest, AcquireOutcome, Acquired, Capabilities, Claim, ClientKind,
-    ConnectOptions, ElectionBackend, Endpoint, ExtendOutcome, FairPlace, FencingToken, FromConfig,
-    GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo, LatchBackend, LatchState,
-    Leader, ListBackend, ListOptions, LockBackend, LockConfig, LockError, LockKey, LockListing,
-    LockState, NameState, OwnerToken, PermitRequest, PermitState, ReleaseOutcome, Renewal,
-    RwHoldState, RwLockBackend, RwLockState, SemaphoreBackend, SemaphoreState, Wakeups,
+    Access, AccessRequest, AcquireOutcome, Acquired, BarrierBackend, BarrierState, Capabilities,
+    Claim, ClientKind, ConnectOptions, ElectionBackend, Endpoint, ExtendOutcome, FairPlace,
+    FencingToken, FromConfig, GrantOptions, HandOffBackend, HoldKind, HoldToken, HolderInfo,
+    LatchBackend, LatchState, Leader, ListBackend, ListOptions, LockBackend, LockConfig, LockError,
+    LockKey, LockListing, LockState, NameState, OwnerToken, PartyRequest, PermitRequest,
+    PermitState, ReleaseOutcome, Renewal, RwHoldState, RwLockBackend, RwLockState,
+    SemaphoreBackend, SemaphoreState, Wakeups,
 };
 
 /// The most renewals one `lock/extend_many.lua` call carries: a script blocks the
@@ -488,6 +490,7 @@ impl LockBackend for SingleNodeBackend {
             .with_listing(self)
             .with_elections(self)
             .with_latches(self)
+            .with_barriers(self)
     }
 
     async fn try_acquire(
@@ -506,6 +509,7 @@ impl LockBackend for SingleNodeBackend {
             Claim::Permit(request) => self.permit_attempt(key, hold, ttl, *request, earlier).await,
             Claim::Access(request) => self.access_attempt(key, hold, ttl, *request, earlier).await,
             Claim::Multi(keys) => self.multi_attempt(keys, hold, ttl).await,
+            Claim::Party(request) => self.party_attempt(key, hold, ttl, *request).await,
             _ => Err(claim.unsupported(self.strategy())),
         }
     }
@@ -520,6 +524,7 @@ impl LockBackend for SingleNodeBackend {
         match hold.kind() {
             HoldKind::Permit(_) => self.renew_permit(key, hold, ttl).await,
             HoldKind::Access(_) => self.renew_access(key, hold, ttl).await,
+            HoldKind::Party => self.renew_party(key, hold, ttl).await,
             HoldKind::Multi(members) => self.renew_members(members, hold, ttl).await,
             _ => {
                 let ttl_ms = MillisText::of_ttl(ttl);
@@ -610,6 +615,7 @@ impl LockBackend for SingleNodeBackend {
         match hold.kind() {
             HoldKind::Permit(_) => return self.release_permit(key, hold).await,
             HoldKind::Access(_) => return self.release_access(key, hold).await,
+            HoldKind::Party => return self.leave_party(key, hold).await,
             HoldKind::Multi(members) => return self.release_members(members, hold).await,
             _ => {}
         }
@@ -678,7 +684,7 @@ impl HandOffBackend for SingleNodeBackend {
             HoldKind::Permit(_) => return self.take_over_permit(key, from, to, ttl).await,
             HoldKind::Access(_) => return self.take_over_access(key, from, to, ttl).await,
             // A hand-off token never names one.
-            HoldKind::Multi(_) => return Ok(ExtendOutcome::NotHeld),
+            HoldKind::Multi(_) | HoldKind::Party => return Ok(ExtendOutcome::NotHeld),
             _ => {}
         }
         // With fencing on, every grant of this strategy is taken to have a
@@ -746,6 +752,17 @@ impl ElectionBackend for SingleNodeBackend {
 
     async fn read_leader(&self, key: &LockKey) -> Result<Option<Leader>, LockError> {
         self.leader_of(key).await
+    }
+}
+
+#[async_trait]
+impl BarrierBackend for SingleNodeBackend {
+    async fn barrier_state(
+        &self,
+        key: &LockKey,
+        party: Option<&HoldToken>,
+    ) -> Result<BarrierState, LockError> {
+        self.read_barrier(key, party).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! What a name is: one script (`lua/name/inspect.lua`) reads whichever
 //! primitive holds it, and its reply becomes a [`NameState`].
 
+use super::barriers::barrier_state;
 use super::elections::election_problem;
 use super::latches::latch_state;
 use super::rw_locks::rw_state;
@@ -13,7 +14,7 @@ impl SingleNodeBackend {
     pub(super) async fn inspect_name(&self, key: &LockKey) -> Result<NameState, LockError> {
         let script = &name::INSPECT;
         let (holder, held, limit) = (key.holder_key(), key.held_key(), key.limit_key());
-        let (waiters, leader) = (key.waiters_key(), key.leader_key());
+        let (waiters, leader, barrier) = (key.waiters_key(), key.leader_key(), key.barrier_key());
         let keys = [
             key.redis_key(),
             key.fence_key(),
@@ -22,6 +23,7 @@ impl SingleNodeBackend {
             &limit,
             &waiters,
             &leader,
+            &barrier,
         ];
         let reply = self.node.run(script, &keys, &[]).await?;
         if let Some(problem) =
@@ -49,6 +51,13 @@ impl SingleNodeBackend {
                     }
                 }),
                 Some("latch") => latch_state(fields).map(NameState::Latch),
+                Some("barrier") => barrier_state(fields).map(|barrier| {
+                    if barrier.entered > 0 {
+                        NameState::Barrier(barrier)
+                    } else {
+                        NameState::Free { last_token: None }
+                    }
+                }),
                 _ => None,
             },
             _ => None,

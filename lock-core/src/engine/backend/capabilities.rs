@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::engine::backend::outcome::ExtendOutcome;
 use crate::engine::state::{
-    LatchState, Leader, ListOptions, LockListing, RwLockState, SemaphoreState,
+    BarrierState, LatchState, Leader, ListOptions, LockListing, RwLockState, SemaphoreState,
 };
 use crate::error::{Capability, LockError};
 use crate::hold::HoldToken;
@@ -44,13 +44,14 @@ pub struct Capabilities<'a> {
     /// caller's own owner only when this is true.
     pub releases_only_its_attempt: bool,
     /// The capabilities without operations of their own.
-    has: u8,
+    has: u16,
     semaphores: Option<&'a dyn SemaphoreBackend>,
     rw_locks: Option<&'a dyn RwLockBackend>,
     elections: Option<&'a dyn ElectionBackend>,
     hand_off: Option<&'a dyn HandOffBackend>,
     listing: Option<&'a dyn ListBackend>,
     latches: Option<&'a dyn LatchBackend>,
+    barriers: Option<&'a dyn BarrierBackend>,
 }
 
 impl<'a> Capabilities<'a> {
@@ -101,6 +102,13 @@ impl<'a> Capabilities<'a> {
         self
     }
 
+    /// These capabilities with barriers ([`Claim::Party`](crate::Claim::Party)),
+    /// whose own operations `backend` has.
+    pub fn with_barriers(mut self, backend: &'a dyn BarrierBackend) -> Self {
+        self.barriers = Some(backend);
+        self
+    }
+
     /// These capabilities with hand-off ([`LockManager::resume`](crate::LockManager::resume)).
     pub fn with_hand_off(mut self, backend: &'a dyn HandOffBackend) -> Self {
         self.hand_off = Some(backend);
@@ -125,6 +133,7 @@ impl<'a> Capabilities<'a> {
             Capability::HandOff => self.hand_off = None,
             Capability::Listing => self.listing = None,
             Capability::Latches => self.latches = None,
+            Capability::Barriers => self.barriers = None,
         }
         self
     }
@@ -151,6 +160,7 @@ impl<'a> Capabilities<'a> {
             Capability::HandOff => self.hand_off.is_some(),
             Capability::Listing => self.listing.is_some(),
             Capability::Latches => self.latches.is_some(),
+            Capability::Barriers => self.barriers.is_some(),
         }
     }
 
@@ -182,6 +192,11 @@ impl<'a> Capabilities<'a> {
     /// The latches' operations, if the backend has latches.
     pub fn latches(&self) -> Option<&'a dyn LatchBackend> {
         self.latches
+    }
+
+    /// The barriers' own operations, if the backend has barriers.
+    pub fn barriers(&self) -> Option<&'a dyn BarrierBackend> {
+        self.barriers
     }
 
     /// The hand-off operation, if the backend can replace a hold in one
@@ -318,6 +333,20 @@ pub trait LatchBackend: Send + Sync {
     async fn delete_latch(&self, key: &LockKey) -> Result<bool, LockError>;
 }
 
+/// A barrier's own operations, beside [`Claim::Party`](crate::Claim::Party):
+/// what a backend with [`Capability::Barriers`] has
+/// ([`Capabilities::with_barriers`]).
+#[async_trait]
+pub trait BarrierBackend: Send + Sync {
+    /// Reads the barrier `key` without changing it, and whether `party`
+    /// (when given) is one of its live parties.
+    async fn barrier_state(
+        &self,
+        key: &LockKey,
+        party: Option<&HoldToken>,
+    ) -> Result<BarrierState, LockError>;
+}
+
 /// Hand-off: what a backend with [`Capability::HandOff`] has
 /// ([`Capabilities::with_hand_off`]). A strategy must replace the hold on
 /// every node in one step to offer it.
@@ -415,6 +444,17 @@ mod capability_tests {
     }
 
     #[async_trait]
+    impl BarrierBackend for Everything {
+        async fn barrier_state(
+            &self,
+            _: &LockKey,
+            _: Option<&HoldToken>,
+        ) -> Result<BarrierState, LockError> {
+            unreachable!("never called")
+        }
+    }
+
+    #[async_trait]
     impl HandOffBackend for Everything {
         async fn take_over(
             &self,
@@ -445,7 +485,8 @@ mod capability_tests {
             .with_elections(&backend)
             .with_hand_off(&backend)
             .with_listing(&backend)
-            .with_latches(&backend);
+            .with_latches(&backend)
+            .with_barriers(&backend);
         for &capability in Capability::ALL {
             assert!(all.has(capability), "{capability}");
             assert!(!Capabilities::unknown().has(capability), "{capability}");

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 
 pub(crate) use crate::engine::backend::capabilities::unsupported;
 pub use crate::engine::backend::capabilities::{
-    Capabilities, ElectionBackend, HandOffBackend, LatchBackend, ListBackend, RwLockBackend,
-    SemaphoreBackend,
+    BarrierBackend, Capabilities, ElectionBackend, HandOffBackend, LatchBackend, ListBackend,
+    RwLockBackend, SemaphoreBackend,
 };
 pub use crate::engine::backend::outcome::{ExtendOutcome, ReleaseOutcome};
 use crate::engine::state::NameState;
@@ -50,6 +50,11 @@ pub enum Claim {
     /// take them, the first being the lease's key) as one hold, all or
     /// nothing ([`Capability::MultiKeys`]).
     Multi(Arc<[LockKey]>),
+    /// A place among a barrier's parties ([`Capability::Barriers`]):
+    /// granted while the barrier fills, refused with
+    /// [`LockError::BarrierFull`] while its round is under way, and
+    /// answered `Held` only while another kind holds the name.
+    Party(PartyRequest),
 }
 
 impl Claim {
@@ -63,6 +68,7 @@ impl Claim {
             Claim::Permit(request) => HoldKind::Permit(Permit::new(request.weight)),
             Claim::Access(request) => HoldKind::Access(request.access),
             Claim::Multi(keys) => HoldKind::Multi(Arc::clone(keys)),
+            Claim::Party(_) => HoldKind::Party,
         }
     }
 
@@ -75,6 +81,7 @@ impl Claim {
             Claim::Permit(_) => Some(Capability::Semaphores),
             Claim::Access(_) => Some(Capability::RwLocks),
             Claim::Multi(_) => Some(Capability::MultiKeys),
+            Claim::Party(_) => Some(Capability::Barriers),
         }
     }
 
@@ -100,7 +107,7 @@ impl Claim {
             Claim::Access(request) => {
                 (request.access == Access::Exclusive).then_some(request.waiter)
             }
-            Claim::Multi(_) => None,
+            Claim::Multi(_) | Claim::Party(_) => None,
         }
     }
 }
@@ -218,6 +225,24 @@ impl PermitRequest {
     }
 }
 
+/// What a barrier's party asks for ([`Claim::Party`]): a place among
+/// `parties`, the count every party must agree on while the barrier has
+/// live parties. The engine checks it (`1 <= parties <=
+/// MAX_BARRIER_PARTIES`) before a backend sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartyRequest {
+    /// How many parties the barrier has, as this process expects it.
+    pub parties: u32,
+}
+
+impl PartyRequest {
+    /// A place in a barrier of `parties`.
+    pub fn new(parties: u32) -> Self {
+        PartyRequest { parties }
+    }
+}
+
 /// What a read-write lock acquire asks for ([`Claim::Access`]). An owner
 /// that has only shared holds and asks for the exclusive one gets
 /// [`LockError::UpgradeRefused`]. A backend that hands writes over on the
@@ -293,7 +318,7 @@ impl<'a> Renewal<'a> {
 /// watchdog and guards on top of any backend; backends only implement
 /// single attempts. What only some primitives need lives on optional traits
 /// ([`SemaphoreBackend`], [`RwLockBackend`], [`ElectionBackend`],
-/// [`LatchBackend`], [`HandOffBackend`], [`ListBackend`]) that a backend opts into through its
+/// [`LatchBackend`], [`BarrierBackend`], [`HandOffBackend`], [`ListBackend`]) that a backend opts into through its
 /// [`Capabilities`]; no method here exists only to refuse.
 ///
 /// # Contract

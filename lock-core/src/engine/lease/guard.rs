@@ -11,7 +11,7 @@ use crate::engine::lease::status::LeaseStatus;
 use crate::engine::lease::{lease_lost, LeaseShared};
 use crate::engine::telemetry::in_span;
 use crate::error::{LockError, LossReason};
-use crate::hold::{HandoffToken, HoldToken};
+use crate::hold::{HandoffToken, HoldKind, HoldToken};
 use crate::key::{FencingToken, LockKey, OwnerToken};
 use crate::ttl::validate_ttl;
 
@@ -409,7 +409,10 @@ impl LockGuard {
         let Some(token) = HandoffToken::new(shared.hold.clone(), shared.ttl()) else {
             return Err(LockError::HandOffUnsupported {
                 strategy: shared.backend.strategy(),
-                operation: "hand off a multi-key hold",
+                operation: match shared.hold.kind() {
+                    HoldKind::Party => "hand off a barrier's party",
+                    _ => "hand off a multi-key hold",
+                },
             });
         };
         shared.stop_watchdog();

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::lease::status::LeaseStatus;
+use crate::engine::primitives::barrier::PartyGuard;
 use crate::engine::primitives::election::Leadership;
 use crate::error::{LockError, LossReason};
 use crate::hold::{Access, HandoffToken, HoldKind};
@@ -35,8 +36,8 @@ use sealed::Private;
 
 /// What every guard is: a lease on a name, with its fencing token, its
 /// deadline, a signal for its loss, and the ways it ends. Implemented by
-/// [`LockGuard`], [`PermitGuard`], [`ReadGuard`], [`WriteGuard`] and
-/// [`Leadership`]; sealed, so that code written against it (`fn
+/// [`LockGuard`], [`PermitGuard`], [`ReadGuard`], [`WriteGuard`],
+/// [`Leadership`] and [`PartyGuard`]; sealed, so that code written against it (`fn
 /// supervise(guard: impl LeaseGuard)`) sees every guard the library hands
 /// out, and no other. The lock, permit, read and write guards also have
 /// these as methods of their own, so calling them needs no import;
@@ -146,6 +147,31 @@ impl LeaseGuard for Leadership {
         Err(LockError::HandOffUnsupported {
             strategy,
             operation: "hand off a leadership",
+        })
+    }
+}
+
+impl sealed::Sealed for PartyGuard {
+    fn lease(&self, _: Private) -> &LockGuard {
+        self.guard()
+    }
+
+    fn into_lease(self, _: Private) -> LockGuard {
+        self.into_guard()
+    }
+}
+
+/// A party's place is one process's: handed off, it would be taken over
+/// by another, which the barrier's other parties did not count. Refused,
+/// and the party leaves, as any refused hand-off is released.
+impl LeaseGuard for PartyGuard {
+    fn hand_off(self) -> Result<HandoffToken, LockError> {
+        let guard = self.into_guard();
+        let strategy = guard.strategy();
+        drop(guard);
+        Err(LockError::HandOffUnsupported {
+            strategy,
+            operation: "hand off a barrier's party",
         })
     }
 }

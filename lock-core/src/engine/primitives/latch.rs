@@ -111,7 +111,10 @@ impl Latch {
     /// above [`MAX_LATCH_COUNT`]; [`LockError::WrongKind`] when another
     /// primitive holds the name; [`LockError::ReplicasNotAcknowledged`]
     /// when `replicas` are asked for and too few acknowledged it (set again
-    /// to be sure: the same count is accepted).
+    /// to be sure: the same count is accepted). A latch set already is
+    /// written again as it is (so that a retry's acknowledgement covers
+    /// the first call's write): a server that refuses writes (`OOM`,
+    /// `NOREPLICAS`) refuses this too, as [`LockError::Server`].
     pub async fn set_count(&self, count: u32) -> Result<bool, LockError> {
         if count > MAX_LATCH_COUNT {
             return Err(LockError::config(
@@ -182,7 +185,8 @@ impl Latch {
     }
 
     /// Waits until the latch is open: set and counted down to 0. A latch
-    /// that is not set yet is waited for too. Woken by the latch's message
+    /// that is not set yet is waited for too, and so is one whose name
+    /// another primitive holds (it may be set there once it is free). Woken by the latch's message
     /// when it opens, and reads at least once a second should a message be
     /// lost (or without a subscription: `wait_mode = "poll"`, a user whose
     /// ACL grants no channels).
@@ -192,8 +196,8 @@ impl Latch {
     /// # Errors
     ///
     /// Those of a read that are not retryable (retryable ones, a restarting
-    /// server's, are retried): [`LockError::WrongKind`] when another
-    /// primitive holds the name.
+    /// server's, are retried): [`LockError::Corrupted`] for foreign data
+    /// in the latch's keys.
     ///
     /// # Cancel safety
     ///
@@ -211,6 +215,12 @@ impl Latch {
                     watch.read();
                     let left = state.map(|state| state.count);
                     tracing::debug!(latch = self.name(), left = ?left, "the latch is shut; waiting");
+                }
+                // Another kind holds the name: a latch deleted and the name
+                // taken before this read. No latch is set, so wait for one.
+                Err(err @ LockError::WrongKind { .. }) => {
+                    watch.read();
+                    tracing::debug!(latch = self.name(), error = %err, "no latch on the name; waiting");
                 }
                 Err(err) if err.is_retryable() => {
                     tracing::debug!(latch = self.name(), error = %err, "cannot read the latch yet");

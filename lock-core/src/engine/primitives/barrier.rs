@@ -1,0 +1,297 @@
+//! A double barrier of leased parties, after Apache Curator's
+//! `DistributedDoubleBarrier`: `parties` processes enter, all go on
+//! together once the last has entered, and each leaves waiting until every
+//! one has left. Each party is a lease, as a permit is.
+
+use std::time::{Duration, Instant};
+
+use crate::engine::backend::{BarrierBackend, Claim, PartyRequest};
+use crate::engine::lease::guard::{LeaseHandle, LockGuard};
+use crate::engine::manager::LockManager;
+use crate::engine::options::AcquireOptions;
+use crate::engine::primitives::watch::NameWatch;
+use crate::engine::state::BarrierState;
+use crate::error::{Capability, LockError, LossReason};
+use crate::key::LockKey;
+
+/// The most parties a barrier may have: each entry and leave reads every
+/// party's lease.
+pub const MAX_BARRIER_PARTIES: u32 = 10_000;
+
+/// A double barrier on a name, from [`LockManager::barrier`]: `parties`
+/// processes [`enter`](Self::enter), all go on together once the last has
+/// entered, and each [`leave`](PartyGuard::leave)s waiting until every
+/// one has left; then the barrier is ready for its next round.
+///
+/// Each party is a lease, as a permit is: renewed by the watchdog, ended
+/// by the server's clock when its process stops renewing (a crash, a
+/// pause, a partition), and reported through [`PartyGuard::lost`]. A
+/// barrier never counts a dead party as present: the round opens only when
+/// `parties` live parties are in, and a party that dies while the others
+/// wait to leave is no longer waited for once its lease ends.
+///
+/// Every party must pass the same count (another is
+/// [`LockError::CountMismatch`] while the barrier has live parties), and a
+/// party that arrives while a round is under way (full, or open until its
+/// last party has left) gets [`LockError::BarrierFull`]: it enters the next
+/// round by trying again once the round is over.
+///
+/// A barrier holds its name as a lock does: a lock, semaphore or latch on
+/// the same name waits until its parties have left.
+///
+/// # Examples
+///
+#[cfg_attr(not(doctest), doc = include_str!("../../doc/barrier.md"))]
+#[derive(Debug, Clone)]
+pub struct Barrier {
+    manager: LockManager,
+    key: LockKey,
+    parties: u32,
+}
+
+impl LockManager {
+    /// The barrier `name` of `parties` parties, through this manager's
+    /// backend and config. Nothing is sent until a call.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::InvalidKey`] for a bad name; [`LockError::InvalidConfig`]
+    /// on `parties` for 0 or more than [`MAX_BARRIER_PARTIES`];
+    /// [`LockError::Unsupported`] on a strategy without barriers
+    /// (reentrant, Redlock), before anything is sent.
+    pub fn barrier(&self, name: &str, parties: u32) -> Result<Barrier, LockError> {
+        self.require(Capability::Barriers)?;
+        if parties == 0 || parties > MAX_BARRIER_PARTIES {
+            return Err(LockError::config(
+                "parties",
+                format!("a barrier has 1 to {MAX_BARRIER_PARTIES} parties, not {parties}"),
+            ));
+        }
+        Ok(Barrier {
+            key: self.key(name)?,
+            manager: self.clone(),
+            parties,
+        })
+    }
+}
+
+impl Barrier {
+    /// The barrier's name.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+
+    /// How many parties it has.
+    pub fn parties(&self) -> u32 {
+        self.parties
+    }
+
+    /// Enters as a party and waits, without a time limit, until every party
+    /// has entered. As [`enter_with`](Self::enter_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`enter_with`](Self::enter_with).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`enter_with`](Self::enter_with).
+    pub async fn enter(&self) -> Result<PartyGuard, LockError> {
+        self.enter_with(&AcquireOptions::new()).await
+    }
+
+    /// Enters as a party, with the TTL and owner of `options`, and waits
+    /// until every party has entered: the round is then open, and every
+    /// party goes on. Waits at most `options`' wait in all (without one,
+    /// without a time limit), including while another kind holds the name.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::BarrierFull`] when a round is under way (nothing
+    /// written); [`LockError::CountMismatch`] when its live parties entered
+    /// with another count; [`LockError::NotAcquired`] when the wait ran out
+    /// before every party was in (this party has left again);
+    /// [`LockError::LeaseLost`] when this party's lease ended while it
+    /// waited (it is no longer counted); otherwise as
+    /// [`LockManager::acquire_with`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Drop the future to give up: a party already in leaves in the
+    /// background, as a dropped guard does.
+    pub async fn enter_with(&self, options: &AcquireOptions) -> Result<PartyGuard, LockError> {
+        let started = Instant::now();
+        let wait = options.wait.unwrap_or(Duration::MAX);
+        let mut options = options.clone();
+        options.wait = Some(wait);
+        let claim = Claim::Party(PartyRequest::new(self.parties));
+        let guard = self
+            .manager
+            .acquire_claim(self.name(), &options, claim)
+            .await?;
+        let left = wait.saturating_sub(started.elapsed());
+        let party = PartyGuard {
+            guard,
+            barrier: self.clone(),
+            round: String::new(),
+        };
+        match tokio::time::timeout(left, party.until_open()).await {
+            Ok(Ok(round)) => Ok(PartyGuard { round, ..party }),
+            Ok(Err(err)) => Err(err),
+            Err(_) => {
+                let entered = self.state().await.map(|state| state.entered).unwrap_or(0);
+                tracing::debug!(
+                    barrier = self.name(),
+                    entered,
+                    "the parties did not all enter in time"
+                );
+                // Best effort: the lease ends by its TTL otherwise.
+                let _ = party.guard.release().await;
+                Err(LockError::NotAcquired {
+                    key: self.name().to_owned(),
+                    waited: started.elapsed(),
+                    attempts: 1,
+                })
+            }
+        }
+    }
+
+    /// The barrier's parties and round, read without changing anything.
+    pub async fn state(&self) -> Result<BarrierState, LockError> {
+        self.barriers()?.barrier_state(&self.key, None).await
+    }
+
+    fn barriers(&self) -> Result<&dyn BarrierBackend, LockError> {
+        self.manager.barriers()
+    }
+}
+
+/// A party's place in a [`Barrier`]'s round, from [`Barrier::enter`]: a
+/// lease, renewed until [`leave`](Self::leave) or a drop.
+///
+/// Dropped without `leave`, the party leaves in the background, without
+/// waiting for the others.
+#[derive(Debug)]
+pub struct PartyGuard {
+    guard: LockGuard,
+    barrier: Barrier,
+    /// The round this party is in, once it opened.
+    round: String,
+}
+
+impl PartyGuard {
+    /// The barrier's name.
+    pub fn barrier(&self) -> &str {
+        self.barrier.name()
+    }
+
+    /// Completes when this party's lease is lost (see [`LockGuard::lost`]);
+    /// `None` once it has left.
+    pub async fn lost(&self) -> Option<LossReason> {
+        self.guard.lost().await
+    }
+
+    /// Whether this party's lease is still valid by its deadline.
+    pub fn is_valid(&self) -> bool {
+        self.guard.is_valid()
+    }
+
+    /// A cloneable view of the lease.
+    pub fn handle(&self) -> LeaseHandle {
+        self.guard.handle()
+    }
+
+    /// Leaves the barrier, and waits, without a time limit, until every
+    /// party of this round has left (or its lease has ended): then the
+    /// round is over. Bound it with `tokio::time::timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::LeaseLost`] when this party's lease had ended before it
+    /// left (it no longer counted; nothing waited); otherwise those of a
+    /// read that are not retryable.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe once the party has left: the wait only reads.
+    pub async fn leave(self) -> Result<(), LockError> {
+        let PartyGuard {
+            guard,
+            barrier,
+            round,
+        } = self;
+        guard.release().await?;
+        let mut watch = NameWatch::open(&barrier.manager, &barrier.key, "barrier party").await;
+        loop {
+            watch.reading();
+            match barrier.state().await {
+                Ok(state) if state.entered == 0 || state.round != round => return Ok(()),
+                Ok(state) => {
+                    watch.read();
+                    tracing::debug!(
+                        barrier = barrier.name(),
+                        left = state.entered,
+                        "waiting for the others to leave"
+                    );
+                    watch.sleep(state.remaining.unwrap_or(Duration::MAX)).await;
+                }
+                Err(err) if err.is_retryable() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// Waits until this party's round is open; its id.
+    async fn until_open(&self) -> Result<String, LockError> {
+        let barriers = self.barrier.barriers()?;
+        let mut watch =
+            NameWatch::open(&self.barrier.manager, &self.barrier.key, "barrier party").await;
+        loop {
+            watch.reading();
+            let read = barriers
+                .barrier_state(&self.barrier.key, Some(self.guard.hold()))
+                .await;
+            let state = match read {
+                Ok(state) => state,
+                Err(err) if err.is_retryable() => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Err(err) => return Err(err),
+            };
+            watch.read();
+            if !state.is_party || !self.guard.is_valid() {
+                // Its lease ended on the server, or by its own deadline:
+                // the round would open without it.
+                return Err(self.guard.lose_hold());
+            }
+            if state.open {
+                return Ok(state.round);
+            }
+            tracing::debug!(
+                barrier = self.barrier.name(),
+                entered = state.entered,
+                parties = self.barrier.parties,
+                "waiting for the other parties"
+            );
+            tokio::select! {
+                () = watch.sleep(Duration::MAX) => {}
+                reason = self.guard.lost() => {
+                    tracing::debug!(barrier = self.barrier.name(), ?reason, "the party's lease was lost");
+                }
+            }
+        }
+    }
+
+    /// The lease this party is.
+    pub(crate) fn guard(&self) -> &LockGuard {
+        &self.guard
+    }
+
+    /// This party as its lease.
+    pub(crate) fn into_guard(self) -> LockGuard {
+        self.guard
+    }
+}
