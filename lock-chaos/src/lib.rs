@@ -18,12 +18,14 @@
 //!
 //! A latch's workers write no resource: they count down rounds of a latch
 //! and wait for each, and [`latch`] checks that no wait went on before every
-//! party had counted down.
+//! party had counted down. A barrier's workers neither: they are its
+//! parties, and [`barrier`] checks how many went on in each round.
 //!
 //! The faults that reach into processes (a starved worker, a paused or killed
 //! `distlock run`) find them and set their scheduling through [`procs`], which
 //! reads `/proc`: the binaries run on Linux only.
 
+pub mod barrier;
 pub mod check;
 pub mod latch;
 #[cfg(target_os = "linux")]

@@ -2,7 +2,7 @@
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
 //! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
-//! [--permits N] [--rw] [--multi] [--latch N]`, with the lock
+//! [--permits N] [--rw] [--multi] [--latch N] [--barrier N]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
 //! same owner if `--nested` (reentrant strategy), hold for a random time
@@ -22,7 +22,10 @@
 //! token: every section shares K. With `--latch N`, no lock and no write:
 //! rounds of a latch of N parties (`lock_chaos::latch`), each round the
 //! latch `K-r<round>`, set, counted down once with the worker's id (retried
-//! after errors, set again when a restart lost it) and waited for.
+//! after errors, set again when a restart lost it) and waited for. With
+//! `--barrier N`, no lock and no write: the worker is a party of the
+//! barrier K of N, entering (waiting up to 2 s), logging the round it went
+//! on in (`lock_chaos::barrier`), holding, and leaving.
 //!
 //! `chaos-worker --hog S` is the busy loop `chaos` runs beside a worker it
 //! starves of CPU: it spins until killed, or for `S` seconds at most.
@@ -68,6 +71,8 @@ struct Args {
     multi: bool,
     /// Count down rounds of a latch of this many parties instead.
     latch: Option<u32>,
+    /// Be a party of a barrier of this many instead.
+    barrier: Option<u32>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -89,6 +94,7 @@ fn parse_args() -> Result<Args, String> {
         rw: false,
         multi: false,
         latch: None,
+        barrier: None,
     };
     while let Some(flag) = args.next() {
         // The flags that take no value.
@@ -123,6 +129,9 @@ fn parse_args() -> Result<Args, String> {
             }
             "--latch" => {
                 parsed.latch = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
+            }
+            "--barrier" => {
+                parsed.barrier = Some(u32::try_from(number(&value)?).map_err(|e| e.to_string())?)
             }
             "--via-cli" => parsed.via_cli = Some(value),
             "--job" => {
@@ -204,6 +213,9 @@ async fn work(args: Args) -> Result<(), String> {
         .map_err(|err| err.to_string())?;
     if let Some(parties) = args.latch {
         return latch_rounds(&locks, &args, parties, &mut log, ends_at).await;
+    }
+    if let Some(parties) = args.barrier {
+        return barrier_rounds(&locks, &args, parties, &mut log, &mut rng, ends_at).await;
     }
     if args.elect {
         return lead_in_turns(
@@ -498,6 +510,65 @@ async fn latch_rounds(
         };
         note(log, round, step)?;
         round += 1;
+    }
+    Ok(())
+}
+
+/// The loop of a party of a barrier of `parties`: enter (waiting up to
+/// [`LATCH_ROUND_WAIT`]), and once in, read the round's id and log it, hold
+/// for a hold time while watching for the party's loss, and leave, waiting
+/// for the others (as long again at most).
+async fn barrier_rounds(
+    locks: &LockManager,
+    args: &Args,
+    parties: u32,
+    log: &mut std::fs::File,
+    rng: &mut rand::rngs::StdRng,
+    ends_at: Instant,
+) -> Result<(), String> {
+    use lock_chaos::barrier::PartyEvent;
+    let barrier = locks
+        .barrier(&args.key, parties)
+        .map_err(|err| err.to_string())?;
+    let options = lock_core::AcquireOptions::new().with_wait(LATCH_ROUND_WAIT);
+    while Instant::now() < ends_at {
+        let party = match barrier.enter_with(&options).await {
+            Ok(party) => party,
+            Err(LockError::NotAcquired { .. } | LockError::BarrierFull { .. }) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            Err(err) => {
+                eprintln!("chaos-worker {}: enter: {err}", args.worker);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let at_ns = monotonic_ns();
+        // The round's id, read while this party is in (its round lasts
+        // until this party has left).
+        match barrier.state().await {
+            Ok(state) if state.open && !state.round.is_empty() => {
+                let event = PartyEvent {
+                    worker: args.worker,
+                    round: state.round,
+                    at_ns,
+                };
+                log.write_all(format!("{event}\n").as_bytes())
+                    .map_err(|err| format!("log: {err}"))?;
+            }
+            Ok(state) => eprintln!(
+                "chaos-worker {}: went on in no open round: {state:?}",
+                args.worker
+            ),
+            Err(err) => eprintln!("chaos-worker {}: state: {err}", args.worker),
+        }
+        let hold = hold_time(rng, &args.hold_ms);
+        let _ = lost_within(hold, party.lost()).await;
+        match tokio::time::timeout(LATCH_ROUND_WAIT, party.leave()).await {
+            Ok(Ok(())) | Err(_) => {}
+            Ok(Err(err)) => eprintln!("chaos-worker {}: leave: {err}", args.worker),
+        }
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use lock_chaos::barrier::{check_barrier, PartyEvent};
 use lock_chaos::check::{check, check_permits, check_rw, Findings, LoggedWrite};
 use lock_chaos::latch::{check_latch, LatchEvent};
 use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
@@ -122,6 +123,11 @@ enum Primitive {
     /// `chaos` and `chaos-2` as one multi-key hold, or `chaos` alone: every
     /// section shares `chaos`.
     Multi,
+    /// The parties of a barrier of as many parties as workers: an
+    /// acquisition is a party that went on, an overlap a round in which
+    /// more went on than the barrier has (or, without faults on the
+    /// parties, fewer).
+    Barrier,
     /// Rounds of a latch of as many parties as workers, each round the
     /// latch `chaos-r<round>`: an acquisition is a wait that found its
     /// latch open, an overlap one that went on before every party had
@@ -456,6 +462,34 @@ fn scenarios() -> Vec<Scenario> {
             primitive: Primitive::Latch,
             note: "a lost latch stalls its round; it never opens early",
             ..scenario("latch-restart-no-persistence", "single", 1, Fault::KillRestart, Expect::Safe)
+        },
+        // Barriers: the four workers are the parties of a barrier of four.
+        // An acquisition is a party that went on; an overlap, a round in
+        // which more went on than four (or, without faults on the parties,
+        // fewer).
+        Scenario {
+            primitive: Primitive::Barrier,
+            note: "rounds of a barrier of 4: every round, all four go on",
+            ..scenario("barrier", "single", 1, Fault::None, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Barrier,
+            note: "a paused party's place ends with its lease; no round opens without four in",
+            ..scenario("barrier-worker-pause", "single", 1, Fault::PauseWorker, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Barrier,
+            note: "a killed party's rounds never open again",
+            ..scenario("barrier-worker-kill", "single", 1, Fault::KillWorker, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Barrier,
+            ..scenario("barrier-server-pause", "single", 1, Fault::PauseServer, Expect::Safe)
+        },
+        Scenario {
+            primitive: Primitive::Barrier,
+            proxied: true,
+            ..scenario("barrier-partition", "single", 1, Fault::Partition, Expect::Safe)
         },
     ]
 }
@@ -807,6 +841,9 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             Primitive::Latch => {
                 command.args(["--latch", &WORKERS.to_string()]);
             }
+            Primitive::Barrier => {
+                command.args(["--barrier", &WORKERS.to_string()]);
+            }
         }
         if scenario.via_cli {
             let distlock = worker_binary.with_file_name("distlock");
@@ -883,13 +920,14 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
     }
     let mut acquisitions = Vec::new();
     let mut latch_events = Vec::new();
+    let mut party_events = Vec::new();
     for log in &logs {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         for line in text.lines() {
-            if scenario.primitive == Primitive::Latch {
-                latch_events.push(line.parse::<LatchEvent>()?);
-            } else {
-                acquisitions.push(line.parse::<Acquisition>()?);
+            match scenario.primitive {
+                Primitive::Latch => latch_events.push(line.parse::<LatchEvent>()?),
+                Primitive::Barrier => party_events.push(line.parse::<PartyEvent>()?),
+                _ => acquisitions.push(line.parse::<Acquisition>()?),
             }
         }
     }
@@ -897,6 +935,11 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         Primitive::Latch => {
             let counted = latch_ids_counted(&nodes[0], &latch_events)?;
             check_latch(&latch_events, WORKERS, &counted)
+        }
+        Primitive::Barrier => {
+            // Every party counted goes on unless a fault stops its process.
+            let exact = !matches!(scenario.fault, Fault::PauseWorker | Fault::KillWorker);
+            check_barrier(&party_events, WORKERS, exact)
         }
         Primitive::Semaphore(limit) => {
             let slots = (0..limit)

@@ -139,12 +139,25 @@ impl Barrier {
             Ok(Ok(round)) => Ok(PartyGuard { round, ..party }),
             Ok(Err(err)) => Err(err),
             Err(_) => {
-                let entered = self.state().await.map(|state| state.entered).unwrap_or(0);
-                tracing::debug!(
-                    barrier = self.name(),
-                    entered,
-                    "the parties did not all enter in time"
-                );
+                // The round may have opened as the wait ran out: counted in
+                // it, this party goes on rather than leave an open round.
+                let last = self
+                    .barriers()?
+                    .barrier_state(&self.key, Some(party.guard.hold()))
+                    .await;
+                if let Ok(state) = last {
+                    if state.open && state.is_party && party.guard.is_valid() {
+                        return Ok(PartyGuard {
+                            round: state.round,
+                            ..party
+                        });
+                    }
+                    tracing::debug!(
+                        barrier = self.name(),
+                        entered = state.entered,
+                        "the parties did not all enter in time"
+                    );
+                }
                 // Best effort: the lease ends by its TTL otherwise.
                 let _ = party.guard.release().await;
                 Err(LockError::NotAcquired {
