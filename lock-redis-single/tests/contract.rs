@@ -125,6 +125,14 @@ macro_rules! on_client {
             }
 
             #[test]
+            fn barrier_matches_the_model() {
+                lock_testkit::barrier_model::check_barrier_against_model(
+                    &SingleNode::fenced(ClientKind::$client),
+                    64,
+                );
+            }
+
+            #[test]
             fn latch_matches_the_model() {
                 lock_testkit::latch_model::check_latch_against_model(
                     &SingleNode::fenced(ClientKind::$client),

@@ -7,6 +7,8 @@
 
 #[path = "primitives/barrier.rs"]
 mod barrier;
+#[path = "primitives/barrier_faults.rs"]
+mod barrier_faults;
 #[path = "primitives/election.rs"]
 mod election;
 #[path = "primitives/latch.rs"]

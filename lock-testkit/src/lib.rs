@@ -22,6 +22,7 @@
 //! - [`semaphore_model`] does the same for a strategy's semaphores.
 //! - [`rw_model`] does the same for a strategy's read-write locks.
 //! - [`latch_model`] does the same for a strategy's count-down latches.
+//! - [`barrier_model`] does the same for a strategy's barriers.
 //! - [`DelayProxy`] puts a fixed delay between a client and a server: a slow
 //!   node rather than a dead one; or, partitioned, a node that accepts and
 //!   never answers.
@@ -37,6 +38,7 @@
 // marks each item that needs a cargo feature with that feature.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod barrier_model;
 pub mod bench;
 mod cluster;
 pub mod contract;

@@ -52,6 +52,9 @@ if other then
 end
 -- A retried attempt: its own party, renewed.
 if ls_deadline(ls, id) and stored then
+  if stored ~= parties then
+    return {-1, stored}
+  end
   ls_add(ls, id, now + ttl)
   ls_close(ls)
   barrier_keep(ls, record, stored, open, round)

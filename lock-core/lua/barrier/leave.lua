@@ -5,8 +5,11 @@
 -- KEYS[2]  the lease set's entries and tallies (a hash)
 -- KEYS[3]  the barrier's record, `<parties>:<round>[:open]`
 -- ARGV[1]  the party's hold id
+-- ARGV[2]  (optional) 'w' to withdraw: leave only while the round fills;
+--          a party in an open round stays (it was counted: it goes on)
 --
--- Reply: 1 when the party was live and has left (published on
+-- Reply: 2 (withdrawing) when the party is in an open round: nothing
+-- written; 1 when the party was live and has left (published on
 -- `KEYS[1]:released`, for the parties waiting for the others to leave and
 -- other kinds' waiters); 0 when it was not live or another kind holds the
 -- name; {-2, key, detail} for foreign data (nothing written).
@@ -30,6 +33,10 @@ local deadline = ls_deadline(ls, ARGV[1])
 if not deadline then
   ls_close(ls)
   return 0
+end
+if ARGV[2] == 'w' and open and parties then
+  ls_close(ls)
+  return 2
 end
 ls_remove(ls, ARGV[1], ls.entries[ARGV[1]], deadline)
 ls_close(ls)

@@ -60,8 +60,10 @@ impl SingleNodeBackend {
             }
             _ => return Err(self.node.unexpected(script, &reply)),
         };
+        // Not undone: the party may have completed the count, and the
+        // engine tries again with the same hold, which renews it.
         if let Some(err) = unacknowledged_grant(&outcome, acknowledged) {
-            return Err(self.undo_unacknowledged(key, hold, err).await);
+            return Err(err);
         }
         Ok(outcome)
     }
@@ -90,6 +92,32 @@ impl SingleNodeBackend {
         let keys = [key.redis_key(), &held, &record];
         self.release_hold_with(&barrier::LEAVE, &keys, hold, barrier_problem)
             .await
+    }
+
+    /// [`BarrierBackend::withdraw_party`] on one node: `barrier/leave.lua`
+    /// with its withdraw flag.
+    pub(super) async fn withdraw(
+        &self,
+        key: &LockKey,
+        hold: &HoldToken,
+    ) -> Result<bool, LockError> {
+        let (held, record) = (key.held_key(), key.barrier_key());
+        let script = &barrier::LEAVE;
+        let reply = self
+            .node
+            .run(
+                script,
+                &[key.redis_key(), &held, &record],
+                &[hold.attempt_value().as_bytes(), b"w"],
+            )
+            .await?;
+        match reply {
+            Reply::Int(2) => Ok(true),
+            Reply::Int(0..=1) => Ok(false),
+            other => {
+                Err(barrier_problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other)))
+            }
+        }
     }
 
     /// [`BarrierBackend::barrier_state`] on one node.

@@ -764,6 +764,10 @@ impl BarrierBackend for SingleNodeBackend {
     ) -> Result<BarrierState, LockError> {
         self.read_barrier(key, party).await
     }
+
+    async fn withdraw_party(&self, key: &LockKey, party: &HoldToken) -> Result<bool, LockError> {
+        self.withdraw(key, party).await
+    }
 }
 
 #[async_trait]

@@ -345,6 +345,11 @@ pub trait BarrierBackend: Send + Sync {
         key: &LockKey,
         party: Option<&HoldToken>,
     ) -> Result<BarrierState, LockError>;
+
+    /// Takes `party` out of the barrier `key` only while its round fills:
+    /// `Ok(true)` when it is in an open round (it was counted, and stays:
+    /// nothing written), `Ok(false)` when it withdrew or was not in.
+    async fn withdraw_party(&self, key: &LockKey, party: &HoldToken) -> Result<bool, LockError>;
 }
 
 /// Hand-off: what a backend with [`Capability::HandOff`] has
@@ -450,6 +455,9 @@ mod capability_tests {
             _: &LockKey,
             _: Option<&HoldToken>,
         ) -> Result<BarrierState, LockError> {
+            unreachable!("never called")
+        }
+        async fn withdraw_party(&self, _: &LockKey, _: &HoldToken) -> Result<bool, LockError> {
             unreachable!("never called")
         }
     }

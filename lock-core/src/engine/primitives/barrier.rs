@@ -3,16 +3,21 @@
 //! together once the last has entered, and each leaves waiting until every
 //! one has left. Each party is a lease, as a permit is.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::backend::{BarrierBackend, Claim, PartyRequest};
-use crate::engine::lease::guard::{LeaseHandle, LockGuard};
-use crate::engine::manager::LockManager;
+use crate::engine::backend::{AcquireOutcome, BarrierBackend, Claim, PartyRequest};
+use crate::engine::lease::drop_guard::DropGuard;
+use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
+use crate::engine::manager::{Granted, LockManager};
 use crate::engine::options::AcquireOptions;
-use crate::engine::primitives::watch::NameWatch;
+use crate::engine::primitives::watch::{NameWatch, RECHECK};
 use crate::engine::state::BarrierState;
+use crate::engine::wait::grant_to;
 use crate::error::{Capability, LockError, LossReason};
-use crate::key::LockKey;
+use crate::hold::{HoldKind, HoldToken};
+use crate::key::{LockKey, OwnerToken};
+use crate::ttl::validate_ttl;
 
 /// The most parties a barrier may have: each entry and leave reads every
 /// party's lease.
@@ -110,9 +115,12 @@ impl Barrier {
     /// [`LockError::BarrierFull`] when a round is under way (nothing
     /// written); [`LockError::CountMismatch`] when its live parties entered
     /// with another count; [`LockError::NotAcquired`] when the wait ran out
-    /// before every party was in (this party has left again);
+    /// before every party was in (this party withdrew; one counted in a
+    /// round that opened as the wait ran out goes on instead);
     /// [`LockError::LeaseLost`] when this party's lease ended while it
-    /// waited (it is no longer counted); otherwise as
+    /// waited (it is no longer counted); a retryable error (a connection's,
+    /// too few replicas) when attempts failed until the wait ran out, each
+    /// retried as the same party; otherwise as
     /// [`LockManager::acquire_with`].
     ///
     /// # Cancel safety
@@ -121,51 +129,154 @@ impl Barrier {
     /// background, as a dropped guard does.
     pub async fn enter_with(&self, options: &AcquireOptions) -> Result<PartyGuard, LockError> {
         let started = Instant::now();
-        let wait = options.wait.unwrap_or(Duration::MAX);
-        let mut options = options.clone();
-        options.wait = Some(wait);
-        let claim = Claim::Party(PartyRequest::new(self.parties));
+        let deadline = options.wait.and_then(|wait| started.checked_add(wait));
+        let ttl = options.ttl.unwrap_or(self.manager.settings().ttl);
+        validate_ttl(ttl)?;
         let guard = self
-            .manager
-            .acquire_claim(self.name(), &options, claim)
+            .take_place(options.owner.as_ref(), ttl, started, deadline)
             .await?;
-        let left = wait.saturating_sub(started.elapsed());
         let party = PartyGuard {
             guard,
             barrier: self.clone(),
             round: String::new(),
         };
-        match tokio::time::timeout(left, party.until_open()).await {
+        let opened = match deadline {
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::timeout(left, party.until_open()).await
+            }
+            None => Ok(party.until_open().await),
+        };
+        match opened {
             Ok(Ok(round)) => Ok(PartyGuard { round, ..party }),
             Ok(Err(err)) => Err(err),
-            Err(_) => {
-                // The round may have opened as the wait ran out: counted in
-                // it, this party goes on rather than leave an open round.
-                let last = self
-                    .barriers()?
-                    .barrier_state(&self.key, Some(party.guard.hold()))
-                    .await;
-                if let Ok(state) = last {
-                    if state.open && state.is_party && party.guard.is_valid() {
-                        return Ok(PartyGuard {
-                            round: state.round,
-                            ..party
-                        });
-                    }
-                    tracing::debug!(
-                        barrier = self.name(),
-                        entered = state.entered,
-                        "the parties did not all enter in time"
-                    );
-                }
-                // Best effort: the lease ends by its TTL otherwise.
-                let _ = party.guard.release().await;
-                Err(LockError::NotAcquired {
+            Err(_) => match self.withdraw(&party.guard).await? {
+                // Counted in a round that opened as the wait ran out: this
+                // party goes on with the others rather than leave it short.
+                Some(round) => Ok(PartyGuard { round, ..party }),
+                None => Err(LockError::NotAcquired {
                     key: self.name().to_owned(),
                     waited: started.elapsed(),
                     attempts: 1,
-                })
+                }),
+            },
+        }
+    }
+
+    /// Takes this process's place among the parties, with one hold for
+    /// every attempt: an attempt whose reply was lost (or that too few
+    /// replicas acknowledged) is retried as itself, which the enter script
+    /// renews, so a process never has two parties, and a party that
+    /// completed the count is never taken out again. Waits while another
+    /// kind holds the name, until `deadline`.
+    async fn take_place(
+        &self,
+        owner: Option<&OwnerToken>,
+        ttl: Duration,
+        started: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<LockGuard, LockError> {
+        let backend = Arc::clone(self.manager.backend());
+        let hold = match owner {
+            Some(owner) => HoldToken::new(owner.clone())?,
+            None => HoldToken::fresh()?,
+        }
+        .with_kind(HoldKind::Party);
+        let claim = Claim::Party(PartyRequest::new(self.parties));
+        // When the first attempt whose reply was lost was sent: it may
+        // still land, and renew the party for the TTL from then.
+        let mut stray: Option<Instant> = None;
+        let mut watch: Option<NameWatch> = None;
+        let mut attempts: u32 = 0;
+        loop {
+            attempts = attempts.saturating_add(1);
+            let sent_at = Instant::now();
+            // Dropped mid-request, the entry may have run: the party
+            // leaves in the background, as a dropped guard's does.
+            let pending = DropGuard::new(|| {
+                spawn_release(Arc::clone(&backend), self.key.clone(), hold.clone());
+            });
+            let outcome = backend
+                .try_acquire(&self.key, &hold, ttl, &claim, None)
+                .await;
+            pending.disarm();
+            let sleep = match outcome {
+                Ok(AcquireOutcome::Acquired(_)) => {
+                    let granted =
+                        grant_to(hold, None, None).map_err(|reply| LockError::UnexpectedReply {
+                            node: backend.strategy().to_owned(),
+                            script: "try_acquire",
+                            reply: reply.to_owned(),
+                        })?;
+                    let granted = Granted {
+                        hold: granted,
+                        sent_at,
+                        ttl,
+                        ttl_set: ttl,
+                    };
+                    return Ok(self.manager.keep_past(self.key.clone(), granted, stray));
+                }
+                // Another kind holds the name.
+                Ok(AcquireOutcome::Held { remaining }) => remaining.unwrap_or(RECHECK),
+                Err(err) if err.is_retryable() => {
+                    tracing::debug!(barrier = self.name(), error = %err, "cannot enter yet; trying again as the same party");
+                    stray.get_or_insert(sent_at);
+                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                        self.give_up(&hold).await;
+                        return Err(err);
+                    }
+                    Duration::from_millis(50)
+                }
+                Err(err) => return Err(err),
+            };
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                return Err(LockError::NotAcquired {
+                    key: self.name().to_owned(),
+                    waited: started.elapsed(),
+                    attempts,
+                });
             }
+            if watch.is_none() {
+                watch = Some(NameWatch::open(&self.manager, &self.key, "barrier party").await);
+            }
+            if let Some(watch) = watch.as_mut() {
+                let left = deadline.map_or(sleep, |deadline| {
+                    sleep.min(deadline.saturating_duration_since(Instant::now()))
+                });
+                watch.sleep(left).await;
+            }
+        }
+    }
+
+    /// After attempts whose replies were lost, at the end of the wait:
+    /// their party, if one of them entered, withdraws while the round
+    /// fills (one that completed the count stays, and expires by its TTL,
+    /// which nobody renews: the round lost a party after it opened).
+    async fn give_up(&self, hold: &HoldToken) {
+        match self.barriers() {
+            Ok(barriers) => {
+                if let Err(err) = barriers.withdraw_party(&self.key, hold).await {
+                    tracing::debug!(barrier = self.name(), error = %err, "cannot withdraw a party whose entry was not answered; it ends by its TTL");
+                }
+            }
+            Err(err) => tracing::debug!(barrier = self.name(), error = %err, "no barriers"),
+        }
+    }
+
+    /// This party out of the barrier while its round fills; `Some(round)`
+    /// when the round is open with it in (it stays, and goes on).
+    async fn withdraw(&self, guard: &LockGuard) -> Result<Option<String>, LockError> {
+        let barriers = self.barriers()?;
+        if !barriers.withdraw_party(&self.key, guard.hold()).await? {
+            return Ok(None);
+        }
+        let state = barriers
+            .barrier_state(&self.key, Some(guard.hold()))
+            .await?;
+        if state.open && state.is_party && guard.is_valid() {
+            Ok(Some(state.round))
+        } else {
+            Err(guard.lose_hold())
         }
     }
 
@@ -239,6 +350,8 @@ impl PartyGuard {
             watch.reading();
             match barrier.state().await {
                 Ok(state) if state.entered == 0 || state.round != round => return Ok(()),
+                // Another kind has the name: every party has left.
+                Err(LockError::WrongKind { .. }) => return Ok(()),
                 Ok(state) => {
                     watch.read();
                     tracing::debug!(
