@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use distlock::state::BarrierState;
-use distlock::{LockError, LockManager, PartyGuard};
-use nix::unistd::Pid;
+use distlock::{LockError, LockManager};
 
 use crate::{
-    exit_code_of, fail, job, list, stop, Interrupts, EXIT_CANNOT_RUN, EXIT_INTERRUPTED,
+    fail, list, run_while_held, Interrupts, JobEnd, EXIT_CANNOT_RUN, EXIT_INTERRUPTED,
     EXIT_LEASE_LOST, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE,
 };
 
@@ -71,14 +70,35 @@ pub(crate) async fn gather(locks: &LockManager, gathering: &Gathering<'_>) -> u8
             return EXIT_INTERRUPTED;
         }
     };
-    let code = match run_as_party(&party, gathering, &mut interrupts).await {
-        Ran::Ended(code) => code,
-        Ran::Lost => return EXIT_LEASE_LOST,
-        Ran::Interrupted => {
-            // Leaves without waiting for the others (the guard's drop).
+    let env = [
+        ("DISTLOCK_KEY", gathering.name.to_owned()),
+        ("DISTLOCK_PARTIES", gathering.parties.to_string()),
+    ];
+    let ran = run_while_held(
+        gathering.command,
+        &env,
+        party.lost(),
+        gathering.grace,
+        &mut interrupts,
+    )
+    .await;
+    let code = match ran {
+        JobEnd::Ended(code) => code,
+        JobEnd::Lost(reason) => {
+            eprintln!(
+                "distlock: this party of `{name}` was lost ({}); the command was stopped",
+                reason.map_or("left".to_owned(), |reason| reason.to_string())
+            );
+            return EXIT_LEASE_LOST;
+        }
+        // The party leaves without waiting for the others (the guard's drop).
+        JobEnd::Interrupted(signal) => {
+            eprintln!(
+                "distlock: interrupted ({signal}); the command was stopped and `{name}` left"
+            );
             return EXIT_INTERRUPTED;
         }
-        Ran::CannotRun => return EXIT_CANNOT_RUN,
+        JobEnd::CannotRun => return EXIT_CANNOT_RUN,
     };
     tokio::select! {
         left = party.leave() => match left {
@@ -92,65 +112,6 @@ pub(crate) async fn gather(locks: &LockManager, gathering: &Gathering<'_>) -> u8
         signal = interrupts.recv() => {
             eprintln!("distlock: interrupted ({signal}) while waiting for the parties of `{name}` to leave");
             EXIT_INTERRUPTED
-        }
-    }
-}
-
-/// How the command ran.
-enum Ran {
-    Ended(u8),
-    Lost,
-    Interrupted,
-    CannotRun,
-}
-
-/// Runs the command in its own process group while `party` holds, until it
-/// ends, the party's lease is lost, or a signal comes.
-async fn run_as_party(
-    party: &PartyGuard,
-    gathering: &Gathering<'_>,
-    interrupts: &mut Interrupts,
-) -> Ran {
-    let mut child = job(gathering.command);
-    child
-        .env("DISTLOCK_KEY", gathering.name)
-        .env("DISTLOCK_PARTIES", gathering.parties.to_string())
-        .process_group(0);
-    let mut child = match child.spawn() {
-        Ok(child) => child,
-        Err(err) => {
-            eprintln!(
-                "distlock: cannot run {}: {err}",
-                child.as_std().get_program().to_string_lossy()
-            );
-            return Ran::CannotRun;
-        }
-    };
-    let group = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .map(Pid::from_raw);
-    tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => Ran::Ended(exit_code_of(status)),
-            Err(err) => {
-                eprintln!("distlock: lost track of the command: {err}");
-                Ran::Ended(EXIT_UNAVAILABLE)
-            }
-        },
-        reason = party.lost() => {
-            eprintln!(
-                "distlock: this party of `{}` was lost ({}); stopping the command",
-                list::printable(gathering.name),
-                reason.map_or("left".to_owned(), |reason| reason.to_string())
-            );
-            stop(&mut child, group, gathering.grace).await;
-            Ran::Lost
-        }
-        signal = interrupts.recv() => {
-            eprintln!("distlock: interrupted ({signal}); stopping the command and leaving `{}`", list::printable(gathering.name));
-            stop(&mut child, group, gathering.grace).await;
-            Ran::Interrupted
         }
     }
 }

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use distlock::state::Leader;
 use distlock::{Election, Leadership, LockError, LockManager};
-use nix::unistd::Pid;
 
 use crate::{
-    exit_code_of, fail, job, stop, Interrupts, EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_LEASE_LOST,
+    fail, run_while_held, Interrupts, JobEnd, EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_LEASE_LOST,
     EXIT_UNAVAILABLE,
 };
 
@@ -118,47 +117,36 @@ async fn lead(
         campaign.name,
         leadership.value()
     );
-    let mut child = job(campaign.command);
-    child
-        .env("DISTLOCK_KEY", campaign.name)
-        .env("DISTLOCK_FENCING_TOKEN", term.to_string())
-        .process_group(0);
-    let mut child = match child.spawn() {
-        Ok(child) => child,
-        Err(err) => {
+    let env = [
+        ("DISTLOCK_KEY", campaign.name.to_owned()),
+        ("DISTLOCK_FENCING_TOKEN", term.to_string()),
+    ];
+    let ran = run_while_held(
+        campaign.command,
+        &env,
+        leadership.lost(),
+        campaign.grace,
+        interrupts,
+    )
+    .await;
+    match ran {
+        JobEnd::Ended(code) => Led::Ended(code),
+        JobEnd::Lost(reason) => {
             eprintln!(
-                "distlock: cannot run {}: {err}",
-                child.as_std().get_program().to_string_lossy()
-            );
-            return Led::CannotRun;
-        }
-    };
-    let group = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .map(Pid::from_raw);
-    tokio::select! {
-        status = child.wait() => match status {
-            Ok(status) => Led::Ended(exit_code_of(status)),
-            Err(err) => {
-                eprintln!("distlock: lost track of the command: {err}");
-                Led::Ended(EXIT_UNAVAILABLE)
-            }
-        },
-        reason = leadership.lost() => {
-            eprintln!(
-                "distlock: the leadership of `{}` (term {term}) was lost ({}); stopping the command",
+                "distlock: the leadership of `{}` (term {term}) was lost ({}); the command was stopped",
                 campaign.name,
                 reason.map_or("resigned".to_owned(), |reason| reason.to_string())
             );
-            stop(&mut child, group, campaign.grace).await;
             Led::Lost
         }
-        signal = interrupts.recv() => {
-            eprintln!("distlock: interrupted ({signal}); stopping the command and resigning `{}`", campaign.name);
-            stop(&mut child, group, campaign.grace).await;
+        JobEnd::Interrupted(signal) => {
+            eprintln!(
+                "distlock: interrupted ({signal}); the command was stopped, resigning `{}`",
+                campaign.name
+            );
             Led::Interrupted
         }
+        JobEnd::CannotRun => Led::CannotRun,
     }
 }
 

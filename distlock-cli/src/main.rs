@@ -273,6 +273,66 @@ sees DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN (the term: pass it with every write
   distlock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
   distlock elect scheduler -l --json";
 
+/// How a job run while a lease holds ([`run_while_held`]) ended.
+enum JobEnd {
+    /// It ended by itself, with this exit code.
+    Ended(u8),
+    /// The lease was lost (`None`: it was given back); the job was stopped.
+    Lost(Option<distlock::LossReason>),
+    /// A signal came; the job was stopped.
+    Interrupted(&'static str),
+    /// It could not be started.
+    CannotRun,
+}
+
+/// Runs `command` in its own process group with `env`, until it ends,
+/// `lost` completes (the lease it runs under ended), or a signal comes;
+/// the last two stop its group (SIGTERM, then SIGKILL after `grace`).
+async fn run_while_held(
+    command: &[String],
+    env: &[(&str, String)],
+    lost: impl std::future::Future<Output = Option<distlock::LossReason>>,
+    grace: Duration,
+    interrupts: &mut Interrupts,
+) -> JobEnd {
+    let mut child = job(command);
+    for (name, value) in env {
+        child.env(name, value);
+    }
+    child.process_group(0);
+    let mut child = match child.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            eprintln!(
+                "distlock: cannot run {}: {err}",
+                child.as_std().get_program().to_string_lossy()
+            );
+            return JobEnd::CannotRun;
+        }
+    };
+    let group = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+    tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => JobEnd::Ended(exit_code_of(status)),
+            Err(err) => {
+                eprintln!("distlock: lost track of the command: {err}");
+                JobEnd::Ended(EXIT_UNAVAILABLE)
+            }
+        },
+        reason = lost => {
+            stop(&mut child, group, grace).await;
+            JobEnd::Lost(reason)
+        }
+        signal = interrupts.recv() => {
+            stop(&mut child, group, grace).await;
+            JobEnd::Interrupted(signal)
+        }
+    }
+}
+
 /// The exit codes of `barrier`, for `--help`.
 const BARRIER_EXIT_CODES: &str = "\
 Exit codes:

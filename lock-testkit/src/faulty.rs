@@ -40,8 +40,8 @@ const RELEASE: usize = 2;
 
 /// A backend over a real one whose next acquire, extend and release each
 /// suffer the fault armed for them, once. It passes on the plain lock's
-/// calls only (in fair mode too, where the inner backend has it): none of
-/// the primitives.
+/// calls only (in fair mode too, where the inner backend has it), and a
+/// barrier's parties: none of the other primitives.
 #[derive(Debug)]
 pub struct Faulty {
     inner: Arc<dyn LockBackend>,
@@ -153,12 +153,16 @@ impl LockBackend for Faulty {
     fn capabilities(&self) -> lock_core::Capabilities<'_> {
         let inner = self.inner.capabilities();
         let fair = inner.has(Capability::FairQueue);
-        let plain = inner.plain_lock_only();
+        let mut passed = inner.plain_lock_only();
         if fair {
-            plain.with_fair_queue()
-        } else {
-            plain
+            passed = passed.with_fair_queue();
         }
+        // A barrier's parties are acquired, renewed and released as holds
+        // are, so the faults reach them; its own read passes untouched.
+        if let Some(barriers) = inner.barriers() {
+            passed = passed.with_barriers(barriers);
+        }
+        passed
     }
 
     async fn try_acquire(

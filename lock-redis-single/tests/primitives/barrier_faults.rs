@@ -3,17 +3,13 @@
 //! a lost reply or a failed clean-up; a leave ends once its round is over
 //! even when another kind takes the name at once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{
-    AcquireOptions, AcquireOutcome, Capabilities, Claim, ClientKind, ExtendOutcome, HoldToken,
-    LockBackend, LockError, LockKey, LockManager, NameState, OwnerToken, ReleaseOutcome, WaitMode,
-    Wakeups,
-};
+use lock_core::{AcquireOptions, ClientKind, LockBackend, LockManager, WaitMode};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
+use lock_testkit::faulty::{Fault, Faulty};
 use lock_testkit::RedisServer;
 
 use super::manager;
@@ -46,88 +42,22 @@ async fn zero_wait_opener_is_refused_and_the_other_goes_alone(kind: ClientKind) 
     );
 }
 
-/// A wrapper whose next party acquire lands, then loses its reply; and
-/// whose next release (the cleanup) may fail.
-#[derive(Debug)]
-struct LosesReply {
-    inner: Arc<dyn LockBackend>,
-    lose_acquire: AtomicBool,
-    fail_release: AtomicBool,
-}
-
-#[lock_core::async_trait]
-impl LockBackend for LosesReply {
-    fn strategy(&self) -> &'static str {
-        self.inner.strategy()
-    }
-    fn capabilities(&self) -> Capabilities<'_> {
-        self.inner.capabilities()
-    }
-    async fn try_acquire(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-        claim: &Claim,
-        earlier: Option<&HoldToken>,
-    ) -> Result<AcquireOutcome, LockError> {
-        let out = self.inner.try_acquire(key, hold, ttl, claim, earlier).await;
-        if self.lose_acquire.swap(false, Ordering::SeqCst) {
-            out?;
-            return Err(LockError::Timeout {
-                node: "lost-reply".to_owned(),
-                after: Duration::from_millis(1),
-            });
-        }
-        out
-    }
-    async fn extend(
-        &self,
-        key: &LockKey,
-        hold: &HoldToken,
-        ttl: Duration,
-    ) -> Result<ExtendOutcome, LockError> {
-        self.inner.extend(key, hold, ttl).await
-    }
-    async fn release(&self, key: &LockKey, hold: &HoldToken) -> Result<ReleaseOutcome, LockError> {
-        if self.fail_release.swap(false, Ordering::SeqCst) {
-            return Err(LockError::Timeout {
-                node: "lost-release".to_owned(),
-                after: Duration::from_millis(1),
-            });
-        }
-        self.inner.release(key, hold).await
-    }
-    async fn leave_queue(
-        &self,
-        key: &LockKey,
-        owner: &OwnerToken,
-        offered: Option<&[HoldToken]>,
-    ) -> Result<(), LockError> {
-        self.inner.leave_queue(key, owner, offered).await
-    }
-    async fn inspect(&self, key: &LockKey) -> Result<NameState, LockError> {
-        self.inner.inspect(key).await
-    }
-    async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
-        self.inner.force_release(key).await
-    }
-    async fn watch_releases(&self, key: &LockKey) -> Result<Option<Box<dyn Wakeups>>, LockError> {
-        self.inner.watch_releases(key).await
-    }
-}
-
-async fn losing(kind: ClientKind, server: &RedisServer, fail_release: bool) -> LockManager {
+/// A manager whose backend loses the reply of its first entry, after it
+/// ran; with `failed_release`, the reply of its first release too, which
+/// does not run.
+async fn losing(kind: ClientKind, server: &RedisServer, failed_release: bool) -> LockManager {
     let inner: Arc<dyn LockBackend> = Arc::new(
         SingleNodeBackend::connect(kind, &server.url(), fast_options())
             .await
             .expect("connect"),
     );
-    let backend: Arc<dyn LockBackend> = Arc::new(LosesReply {
-        inner,
-        lose_acquire: AtomicBool::new(true),
-        fail_release: AtomicBool::new(fail_release),
-    });
+    let release = if failed_release {
+        Fault::Lost { lands: false }
+    } else {
+        Fault::Pass
+    };
+    let backend: Arc<dyn LockBackend> =
+        Faulty::new(&inner, Fault::Lost { lands: true }, Fault::Pass, release);
     LockManager::new(backend, fast_config(Duration::from_secs(30))).expect("config")
 }
 
