@@ -384,7 +384,7 @@ mod tests {
         hash_slot(key.as_bytes())
     }
 
-    fn all_keys(key: &LockKey) -> [String; 13] {
+    fn all_keys(key: &LockKey) -> [String; 14] {
         [
             key.redis_key().to_owned(),
             key.fence_key().to_owned(),
@@ -399,6 +399,7 @@ mod tests {
             key.leader_key(),
             key.latch_downs_key(),
             key.barrier_key(),
+            key.barrier_left_key(),
         ]
     }
 

@@ -6,6 +6,8 @@
 --          where parties and other kinds' waiters listen)
 -- KEYS[2]  the lease set's entries and tallies (a hash)
 -- KEYS[3]  the barrier's record, `<parties>:<round>[:open]`
+-- KEYS[4]  the parties that left (a sorted set, barrier/state.lua's
+--          barrier_bury): an id among them is kept out
 -- ARGV[1]  the party's hold id, `<owner>:<nonce>`
 -- ARGV[2]  the party count, from 1 to 999,999,999
 -- ARGV[3]  the TTL in ms
@@ -23,15 +25,17 @@
 --   {-3, entered}       the round is open, or full: a party of the next
 --                       round enters once every party has left; nothing
 --                       written
+--   {-4}                this id left or withdrew: an attempt that landed
+--                       late enters nothing; nothing written
 --   {-2, key, detail}   a key holds something that is not this barrier's;
 --                       nothing written
 -- Missing KEYS, or an ARGV that is not a whole number from 1, is an error
 -- reply before anything is read. Every check comes before the first write.
 -- An entry that opens the round publishes on `KEYS[1]:released`.
-if #KEYS < 3 then
-  return redis.error_reply('ERR barrier_enter: three keys expected')
+if #KEYS < 4 then
+  return redis.error_reply('ERR barrier_enter: four keys expected')
 end
-local set, held, record = KEYS[1], KEYS[2], KEYS[3]
+local set, held, record, left = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id = ARGV[1]
 local parties, ttl = ls_count(ARGV[2], 9), ls_count(ARGV[3], 14)
 if not (id and parties and ttl) then
@@ -39,6 +43,10 @@ if not (id and parties and ttl) then
 end
 local now = ls_now()
 local stored, open, round, problem = barrier_record(record)
+if problem then
+  return problem
+end
+problem = ls_foreign({left}, {'zset'})
 if problem then
   return problem
 end
@@ -60,6 +68,9 @@ if ls_deadline(ls, id) and stored then
   barrier_keep(ls, record, stored, open, round)
   return {1, ls.parties, open and 1 or 0, round}
 end
+if barrier_buried(left, id, now) then
+  return {-4}
+end
 -- Every party counted is live: a dead one is never counted as present.
 problem = ls_settle(ls)
 if problem then
@@ -75,7 +86,7 @@ end
 if open or ls.parties >= parties then
   return {-3, ls.parties}
 end
-ls_add(ls, id, now + ttl, 'b')
+ls_add(ls, id, now + ttl, 'b' .. ttl)
 open = ls.parties >= parties
 ls_close(ls)
 barrier_keep(ls, record, parties, open, round)

@@ -1,6 +1,6 @@
 -- Prepended, after shared/queue.lua and lease_set/common.lua, to the
 -- barrier scripts and name/inspect.lua. A barrier's parties are holds of
--- the name's lease set (entry `b`, tally `:parties`), each with its own
+-- the name's lease set (entry `b<ttl ms>`, tally `:parties`), each with its own
 -- deadline by the server's clock, so a party that stops renewing is no
 -- longer counted once its lease ends. Beside them, the barrier's record,
 -- a string of its round: `<parties>:<round>` while it fills,
@@ -9,6 +9,8 @@
 -- time in µs when the round's first party entered: a party waiting for
 -- the others to leave knows its round is over when the record names
 -- another. A record whose lease set has no live party is no round's.
+-- And the parties that left, kept out for twice their TTL (barrier_bury),
+-- so an attempt of one that lands late enters nothing.
 
 -- barrier_record(record): the party count, whether the round is open and
 -- the round, of the record, or nil when there is none; or nil, nil, nil
@@ -45,6 +47,23 @@ local function barrier_keep(ls, record, parties, open, round)
   end
   redis.call('set', record, parties .. ':' .. round .. (open and ':open' or ''), 'PX',
     ls.last - ls.now)
+end
+
+-- barrier_bury(left, id, until_ms, now): keeps the party `id` out until
+-- `until_ms`. `left` is a sorted set of id -> until, pruned here and
+-- expiring with its last entry.
+local function barrier_bury(left, id, until_ms, now)
+  redis.call('zremrangebyscore', left, '-inf', now)
+  redis.call('zadd', left, until_ms, id)
+  local last = tonumber(redis.call('zrange', left, -1, -1, 'withscores')[2])
+  redis.call('pexpire', left, math.max(last - now, 1))
+end
+
+-- barrier_buried(left, id, now): whether the party `id` left or withdrew
+-- and is kept out. Reads only.
+local function barrier_buried(left, id, now)
+  local until_ms = tonumber(redis.call('zscore', left, id) or nil)
+  return until_ms ~= nil and until_ms > now
 end
 
 -- barrier_state(set, held, record, id, now): the barrier's state, read

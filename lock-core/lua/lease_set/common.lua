@@ -5,8 +5,8 @@
 --   set    a sorted set: hold id (`<owner>:<nonce>`) -> its deadline, in
 --          ms of the server's clock (never a client's)
 --   held   a hash: hold id -> its entry (`<weight>:<slot>:<token>` for a
---          permit, `r:<epoch>` for a read, `w:<token>` for a write, `b`
---          for a barrier's party), and the tallies of the holds in `set`,
+--          permit, `r:<epoch>` for a read, `w:<token>` for a write,
+--          `b<ttl ms>` for a barrier's party), and the tallies of the holds in `set`,
 --          which a grant reads instead of the holds themselves:
 --            `:n`        how many holds
 --            `:weight`   the permits' weight
@@ -110,9 +110,9 @@ local function ls_mode(text)
   return mode, token
 end
 
--- ls_party(text): whether `text` is a barrier party's entry.
+-- ls_party(text): whether `text` is a barrier party's entry, `b<ttl ms>`.
 local function ls_party(text)
-  return text == 'b'
+  return type(text) == 'string' and string.match(text, '^b%d*$') ~= nil
 end
 
 -- ls_owner_tally(ls, owner): an owner's reads, writes and writes' token,

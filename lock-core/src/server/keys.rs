@@ -61,6 +61,11 @@ pub trait KeyNames {
     /// A barrier's record of its round (`<parties>:<round>[:open]`, expiring
     /// with its last party): `<prefix>{<name>}:barrier`.
     fn barrier_key(&self) -> String;
+
+    /// The parties that left a barrier, each kept out for twice its TTL (a
+    /// sorted set of id to the server's ms until then):
+    /// `<prefix>{<name>}:left`.
+    fn barrier_left_key(&self) -> String;
 }
 
 impl KeyNames for LockKey {
@@ -110,5 +115,9 @@ impl KeyNames for LockKey {
 
     fn barrier_key(&self) -> String {
         format!("{}:barrier", self.redis_key())
+    }
+
+    fn barrier_left_key(&self) -> String {
+        format!("{}:left", self.redis_key())
     }
 }

@@ -212,16 +212,26 @@ impl ScriptedNode {
     }
 
     /// Deletes `key` (with its holder information, a lease set's entries
-    /// and slots, a latch's counted-down ids and a barrier's record)
+    /// and slots, a latch's counted-down ids, a barrier's record and the
+    /// parties it keeps out)
     /// whoever holds it and publishes the release; returns 1 if it existed,
     /// 0 if not.
     pub async fn force_release(&self, key: &LockKey) -> Result<usize, LockError> {
         let (holder, held, slots) = (key.holder_key(), key.held_key(), key.slots_key());
         let (downs, barrier) = (key.latch_downs_key(), key.barrier_key());
+        let left = key.barrier_left_key();
         match self
             .run(
                 &FORCE_RELEASE,
-                &[key.redis_key(), &holder, &held, &slots, &downs, &barrier],
+                &[
+                    key.redis_key(),
+                    &holder,
+                    &held,
+                    &slots,
+                    &downs,
+                    &barrier,
+                    &left,
+                ],
                 &[],
             )
             .await?

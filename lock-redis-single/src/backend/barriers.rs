@@ -13,7 +13,7 @@ impl SingleNodeBackend {
         request: PartyRequest,
     ) -> Result<AcquireOutcome, LockError> {
         self.node.validate_ttl(ttl)?;
-        let (held, record) = (key.held_key(), key.barrier_key());
+        let (held, record, left) = (key.held_key(), key.barrier_key(), key.barrier_left_key());
         let (parties, ttl_ms) = (request.parties.to_string(), MillisText::of_ttl(ttl));
         let args = [
             hold.attempt_value().as_bytes(),
@@ -23,7 +23,7 @@ impl SingleNodeBackend {
         let script = &barrier::ENTER;
         let (reply, acknowledged) = self
             .node
-            .run_acknowledged(script, &[key.redis_key(), &held, &record], &args)
+            .run_acknowledged(script, &[key.redis_key(), &held, &record, &left], &args)
             .await?;
         if let Some(problem) = barrier_problem(&reply) {
             return Err(problem);
@@ -47,6 +47,13 @@ impl SingleNodeBackend {
                     }),
                     Err(_) => Err(self.node.unexpected(script, &reply)),
                 };
+            }
+            // This party left or withdrew before: an attempt of it that
+            // arrives now enters nothing.
+            Some([Reply::Int(-4)]) => {
+                return Err(LockError::NotHeld {
+                    key: key.name().to_owned(),
+                })
             }
             Some([Reply::Int(-3), Reply::Int(entered)]) => {
                 return match u32::try_from(*entered) {
@@ -82,41 +89,52 @@ impl SingleNodeBackend {
             .await
     }
 
-    /// A party's leave (`barrier/leave.lua`).
+    /// A party's leave (`barrier/leave.lua`): its entry says for how long
+    /// its id is kept out.
     pub(super) async fn leave_party(
         &self,
         key: &LockKey,
         hold: &HoldToken,
     ) -> Result<ReleaseOutcome, LockError> {
-        let (held, record) = (key.held_key(), key.barrier_key());
-        let keys = [key.redis_key(), &held, &record];
+        let (held, record, left) = (key.held_key(), key.barrier_key(), key.barrier_left_key());
+        let keys = [key.redis_key(), &held, &record, &left];
         self.release_hold_with(&barrier::LEAVE, &keys, hold, barrier_problem)
             .await
     }
 
-    /// [`BarrierBackend::withdraw_party`] on one node: `barrier/leave.lua`
-    /// with its withdraw flag.
-    pub(super) async fn withdraw(
+    /// [`BarrierBackend::leave_barrier`] on one node: `barrier/leave.lua`
+    /// with the party's TTL, and its withdraw flag when `while_filling`.
+    pub(super) async fn leave_with(
         &self,
         key: &LockKey,
         hold: &HoldToken,
-    ) -> Result<bool, LockError> {
-        let (held, record) = (key.held_key(), key.barrier_key());
+        ttl: Duration,
+        while_filling: bool,
+    ) -> Result<Option<String>, LockError> {
+        let (held, record, left) = (key.held_key(), key.barrier_key(), key.barrier_left_key());
+        let ttl_ms = MillisText::of_ttl(ttl);
+        let mode: &[u8] = if while_filling { b"w" } else { b"" };
         let script = &barrier::LEAVE;
         let reply = self
             .node
             .run(
                 script,
-                &[key.redis_key(), &held, &record],
-                &[hold.attempt_value().as_bytes(), b"w"],
+                &[key.redis_key(), &held, &record, &left],
+                &[hold.attempt_value().as_bytes(), mode, ttl_ms.as_bytes()],
             )
             .await?;
-        match reply {
-            Reply::Int(2) => Ok(true),
-            Reply::Int(0..=1) => Ok(false),
-            other => {
-                Err(barrier_problem(&other).unwrap_or_else(|| self.node.unexpected(script, &other)))
-            }
+        if let Some(problem) = barrier_problem(&reply) {
+            return Err(problem);
+        }
+        match &reply {
+            Reply::Int(0..=1) => Ok(None),
+            _ => match reply.as_array() {
+                Some([Reply::Int(2), round]) if while_filling => match round.as_text() {
+                    Some(round) if !round.is_empty() => Ok(Some(round.to_owned())),
+                    _ => Err(self.node.unexpected(script, &reply)),
+                },
+                _ => Err(self.node.unexpected(script, &reply)),
+            },
         }
     }
 

@@ -765,8 +765,14 @@ impl BarrierBackend for SingleNodeBackend {
         self.read_barrier(key, party).await
     }
 
-    async fn withdraw_party(&self, key: &LockKey, party: &HoldToken) -> Result<bool, LockError> {
-        self.withdraw(key, party).await
+    async fn leave_barrier(
+        &self,
+        key: &LockKey,
+        party: &HoldToken,
+        ttl: Duration,
+        while_filling: bool,
+    ) -> Result<Option<String>, LockError> {
+        self.leave_with(key, party, ttl, while_filling).await
     }
 }
 

@@ -1,7 +1,9 @@
 //! Barriers under lost replies and races, on both clients: the party whose
 //! entry completes the count goes on with the others, whatever its wait,
-//! a lost reply or a failed clean-up; a leave ends once its round is over
-//! even when another kind takes the name at once.
+//! a lost reply or a failed clean-up; an attempt that lands after its
+//! party withdrew, or after its enter was dropped, enters nothing; a leave
+//! ends once its round is over even when another kind takes the name at
+//! once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,9 +135,64 @@ async fn leave_fails_when_another_kind_takes_the_name(kind: ClientKind) {
     }
 }
 
+async fn faulty(kind: ClientKind, server: &RedisServer, acquire: Fault) -> LockManager {
+    let inner: Arc<dyn LockBackend> = Arc::new(
+        SingleNodeBackend::connect(kind, &server.url(), fast_options())
+            .await
+            .expect("connect"),
+    );
+    let backend: Arc<dyn LockBackend> = Faulty::new(&inner, acquire, Fault::Pass, Fault::Pass);
+    LockManager::new(backend, fast_config(Duration::from_secs(30))).expect("config")
+}
+
+/// A first attempt that lands late (after the retry entered, the wait ran
+/// out and the party withdrew): it enters as a fresh party nobody renews
+/// or owns, and the same process's next enter completes a barrier of two
+/// alone.
+async fn stray_lands_after_withdraw(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = faulty(kind, &server, Fault::Stray(Duration::from_millis(800))).await;
+    let barrier = locks.barrier("stray", 2).expect("barrier");
+    let first = barrier
+        .enter_with(&AcquireOptions::new().with_wait(Duration::from_millis(300)))
+        .await;
+    assert!(first.is_err(), "alone through a barrier of two");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let state = barrier.state().await.expect("state");
+    let again = barrier
+        .enter_with(&AcquireOptions::new().with_wait(Duration::from_secs(2)))
+        .await;
+    assert!(
+        again.is_err(),
+        "one process went through a barrier of two (state after the stray: {state:?})"
+    );
+}
+
+/// `timeout(enter())` dropped while take_place sleeps after an attempt
+/// that ran but whose reply was lost: nobody releases the party, and the
+/// same process's next enter completes a barrier of two alone.
+async fn dropped_enter_after_lost_reply(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = faulty(kind, &server, Fault::Lost { lands: true }).await;
+    let barrier = locks.barrier("dropped", 2).expect("barrier");
+    let first = tokio::time::timeout(Duration::from_millis(20), barrier.enter()).await;
+    assert!(first.is_err(), "the enter was not cut short");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let state = barrier.state().await.expect("state");
+    let again = barrier
+        .enter_with(&AcquireOptions::new().with_wait(Duration::from_secs(2)))
+        .await;
+    assert!(
+        again.is_err(),
+        "one process went through a barrier of two (state after the drop: {state:?})"
+    );
+}
+
 lock_testkit::client_tests!(
     zero_wait_opener_is_refused_and_the_other_goes_alone,
     lost_reply_of_the_opener,
     ghost_party_completes_the_count,
     leave_fails_when_another_kind_takes_the_name,
+    stray_lands_after_withdraw,
+    dropped_enter_after_lost_reply,
 );

@@ -346,10 +346,19 @@ pub trait BarrierBackend: Send + Sync {
         party: Option<&HoldToken>,
     ) -> Result<BarrierState, LockError>;
 
-    /// Takes `party` out of the barrier `key` only while its round fills:
-    /// `Ok(true)` when it is in an open round (it was counted, and stays:
-    /// nothing written), `Ok(false)` when it withdrew or was not in.
-    async fn withdraw_party(&self, key: &LockKey, party: &HoldToken) -> Result<bool, LockError>;
+    /// Takes `party`, whose TTL is `ttl`, out of the barrier `key`, and
+    /// keeps its id out for twice `ttl`, so that an attempt of it that
+    /// lands later enters nothing. With `while_filling`, only while its
+    /// round fills: `Ok(Some(round))` when it is in the open round `round`
+    /// (it was counted, and stays: nothing written). `Ok(None)` when it
+    /// left, or was not in.
+    async fn leave_barrier(
+        &self,
+        key: &LockKey,
+        party: &HoldToken,
+        ttl: Duration,
+        while_filling: bool,
+    ) -> Result<Option<String>, LockError>;
 }
 
 /// Hand-off: what a backend with [`Capability::HandOff`] has
@@ -457,7 +466,13 @@ mod capability_tests {
         ) -> Result<BarrierState, LockError> {
             unreachable!("never called")
         }
-        async fn withdraw_party(&self, _: &LockKey, _: &HoldToken) -> Result<bool, LockError> {
+        async fn leave_barrier(
+            &self,
+            _: &LockKey,
+            _: &HoldToken,
+            _: Duration,
+            _: bool,
+        ) -> Result<Option<String>, LockError> {
             unreachable!("never called")
         }
     }

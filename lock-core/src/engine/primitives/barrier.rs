@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::backend::{AcquireOutcome, BarrierBackend, Claim, PartyRequest};
+use crate::engine::backend::{AcquireOutcome, BarrierBackend, Claim, LockBackend, PartyRequest};
 use crate::engine::lease::drop_guard::DropGuard;
-use crate::engine::lease::guard::{spawn_release, LeaseHandle, LockGuard};
+use crate::engine::lease::guard::{LeaseHandle, LockGuard};
 use crate::engine::manager::{Granted, LockManager};
 use crate::engine::options::AcquireOptions;
 use crate::engine::primitives::watch::{NameWatch, RECHECK};
@@ -132,14 +132,17 @@ impl Barrier {
         let deadline = options.wait.and_then(|wait| started.checked_add(wait));
         let ttl = options.ttl.unwrap_or(self.manager.settings().ttl);
         validate_ttl(ttl)?;
-        let guard = self
+        let (guard, round) = self
             .take_place(options.owner.as_ref(), ttl, started, deadline)
             .await?;
         let party = PartyGuard {
             guard,
             barrier: self.clone(),
-            round: String::new(),
+            round: round.unwrap_or_default(),
         };
+        if !party.round.is_empty() {
+            return Ok(party);
+        }
         let opened = match deadline {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -150,16 +153,24 @@ impl Barrier {
         match opened {
             Ok(Ok(round)) => Ok(PartyGuard { round, ..party }),
             Ok(Err(err)) => Err(err),
-            Err(_) => match self.withdraw(&party.guard).await? {
-                // Counted in a round that opened as the wait ran out: this
-                // party goes on with the others rather than leave it short.
-                Some(round) => Ok(PartyGuard { round, ..party }),
-                None => Err(LockError::NotAcquired {
-                    key: self.name().to_owned(),
-                    waited: started.elapsed(),
-                    attempts: 1,
-                }),
-            },
+            Err(_) => {
+                let left = self
+                    .barriers()?
+                    .leave_barrier(&self.key, party.guard.hold(), ttl, true)
+                    .await?;
+                match left {
+                    // Counted in a round that opened as the wait ran out:
+                    // this party goes on with the others rather than leave
+                    // it short.
+                    Some(round) if party.guard.is_valid() => Ok(PartyGuard { round, ..party }),
+                    Some(_) => Err(party.guard.lose_hold()),
+                    None => Err(LockError::NotAcquired {
+                        key: self.name().to_owned(),
+                        waited: started.elapsed(),
+                        attempts: 1,
+                    }),
+                }
+            }
         }
     }
 
@@ -168,14 +179,20 @@ impl Barrier {
     /// replicas acknowledged) is retried as itself, which the enter script
     /// renews, so a process never has two parties, and a party that
     /// completed the count is never taken out again. Waits while another
-    /// kind holds the name, until `deadline`.
+    /// kind holds the name, until `deadline`. With the guard, the round's
+    /// id when a give-up at the deadline found this party in an open round.
+    ///
+    /// Once an attempt has gone unanswered, the party may be in: whatever
+    /// ends this call without a guard (an error, the deadline, a drop)
+    /// takes it out and keeps its id out, so one that lands later enters
+    /// nothing.
     async fn take_place(
         &self,
         owner: Option<&OwnerToken>,
         ttl: Duration,
         started: Instant,
         deadline: Option<Instant>,
-    ) -> Result<LockGuard, LockError> {
+    ) -> Result<(LockGuard, Option<String>), LockError> {
         let backend = Arc::clone(self.manager.backend());
         let hold = match owner {
             Some(owner) => HoldToken::new(owner.clone())?,
@@ -188,53 +205,73 @@ impl Barrier {
         let mut stray: Option<Instant> = None;
         let mut watch: Option<NameWatch> = None;
         let mut attempts: u32 = 0;
+        // Armed from the first attempt on: taken out of the barrier in the
+        // background unless this call hands the hold to a guard or takes
+        // it out itself.
+        let unresolved = DropGuard::new(|| {
+            spawn_leave(Arc::clone(&backend), self.key.clone(), hold.clone(), ttl);
+        });
         loop {
             attempts = attempts.saturating_add(1);
             let sent_at = Instant::now();
-            // Dropped mid-request, the entry may have run: the party
-            // leaves in the background, as a dropped guard's does.
-            let pending = DropGuard::new(|| {
-                spawn_release(Arc::clone(&backend), self.key.clone(), hold.clone());
-            });
             let outcome = backend
                 .try_acquire(&self.key, &hold, ttl, &claim, None)
                 .await;
-            pending.disarm();
             let sleep = match outcome {
                 Ok(AcquireOutcome::Acquired(_)) => {
-                    let granted =
-                        grant_to(hold, None, None).map_err(|reply| LockError::UnexpectedReply {
-                            node: backend.strategy().to_owned(),
-                            script: "try_acquire",
-                            reply: reply.to_owned(),
-                        })?;
-                    let granted = Granted {
-                        hold: granted,
-                        sent_at,
-                        ttl,
-                        ttl_set: ttl,
-                    };
-                    return Ok(self.manager.keep_past(self.key.clone(), granted, stray));
+                    unresolved.disarm();
+                    let granted = self.granted(&hold, sent_at, ttl, backend.strategy())?;
+                    let guard = self.manager.keep_past(self.key.clone(), granted, stray);
+                    return Ok((guard, None));
                 }
                 // Another kind holds the name.
                 Ok(AcquireOutcome::Held { remaining }) => remaining.unwrap_or(RECHECK),
                 Err(err) if err.is_retryable() => {
                     tracing::debug!(barrier = self.name(), error = %err, "cannot enter yet; trying again as the same party");
                     stray.get_or_insert(sent_at);
-                    if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                        self.give_up(&hold).await;
-                        return Err(err);
-                    }
                     Duration::from_millis(50)
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    if stray.is_none() {
+                        unresolved.disarm();
+                    }
+                    return Err(err);
+                }
             };
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                return Err(LockError::NotAcquired {
-                    key: self.name().to_owned(),
-                    waited: started.elapsed(),
-                    attempts,
-                });
+                if stray.is_none() {
+                    unresolved.disarm();
+                    return Err(LockError::NotAcquired {
+                        key: self.name().to_owned(),
+                        waited: started.elapsed(),
+                        attempts,
+                    });
+                }
+                // An unanswered attempt may have entered: out, unless its
+                // round is open (then this party goes on).
+                let left = self
+                    .barriers()?
+                    .leave_barrier(&self.key, &hold, ttl, true)
+                    .await;
+                return match left {
+                    Ok(Some(round)) => {
+                        unresolved.disarm();
+                        let at = stray.unwrap_or(started);
+                        let granted = self.granted(&hold, at, ttl, backend.strategy())?;
+                        let guard = self.manager.keep_past(self.key.clone(), granted, stray);
+                        Ok((guard, Some(round)))
+                    }
+                    Ok(None) => {
+                        unresolved.disarm();
+                        Err(LockError::NotAcquired {
+                            key: self.name().to_owned(),
+                            waited: started.elapsed(),
+                            attempts,
+                        })
+                    }
+                    // Left to the background, which tries again.
+                    Err(err) => Err(err),
+                };
             }
             if watch.is_none() {
                 watch = Some(NameWatch::open(&self.manager, &self.key, "barrier party").await);
@@ -248,36 +285,26 @@ impl Barrier {
         }
     }
 
-    /// After attempts whose replies were lost, at the end of the wait:
-    /// their party, if one of them entered, withdraws while the round
-    /// fills (one that completed the count stays, and expires by its TTL,
-    /// which nobody renews: the round lost a party after it opened).
-    async fn give_up(&self, hold: &HoldToken) {
-        match self.barriers() {
-            Ok(barriers) => {
-                if let Err(err) = barriers.withdraw_party(&self.key, hold).await {
-                    tracing::debug!(barrier = self.name(), error = %err, "cannot withdraw a party whose entry was not answered; it ends by its TTL");
-                }
-            }
-            Err(err) => tracing::debug!(barrier = self.name(), error = %err, "no barriers"),
-        }
-    }
-
-    /// This party out of the barrier while its round fills; `Some(round)`
-    /// when the round is open with it in (it stays, and goes on).
-    async fn withdraw(&self, guard: &LockGuard) -> Result<Option<String>, LockError> {
-        let barriers = self.barriers()?;
-        if !barriers.withdraw_party(&self.key, guard.hold()).await? {
-            return Ok(None);
-        }
-        let state = barriers
-            .barrier_state(&self.key, Some(guard.hold()))
-            .await?;
-        if state.open && state.is_party && guard.is_valid() {
-            Ok(Some(state.round))
-        } else {
-            Err(guard.lose_hold())
-        }
+    /// `hold` as granted by an attempt sent at `sent_at`, for the lease.
+    fn granted(
+        &self,
+        hold: &HoldToken,
+        sent_at: Instant,
+        ttl: Duration,
+        strategy: &'static str,
+    ) -> Result<Granted, LockError> {
+        let hold =
+            grant_to(hold.clone(), None, None).map_err(|reply| LockError::UnexpectedReply {
+                node: strategy.to_owned(),
+                script: "try_acquire",
+                reply: reply.to_owned(),
+            })?;
+        Ok(Granted {
+            hold,
+            sent_at,
+            ttl,
+            ttl_set: ttl,
+        })
     }
 
     /// The barrier's parties and round, read without changing anything.
@@ -420,4 +447,32 @@ impl PartyGuard {
     pub(crate) fn into_guard(self) -> LockGuard {
         self.guard
     }
+}
+
+/// Takes `hold` out of the barrier `key` in the background, keeping its id
+/// out for twice `ttl`: for a party whose entry may have run, and whose
+/// call ended without a guard. Tried a few times, a second apart at most;
+/// after that the party ends by its TTL.
+fn spawn_leave(backend: Arc<dyn LockBackend>, key: LockKey, hold: HoldToken, ttl: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        for attempt in 0..5u64 {
+            let Some(barriers) = backend.capabilities().barriers() else {
+                return;
+            };
+            match barriers.leave_barrier(&key, &hold, ttl, false).await {
+                Ok(_) => return,
+                Err(err) if err.is_retryable() => {
+                    tracing::debug!(barrier = key.name(), error = %err, "cannot take out a party whose entry went unanswered yet");
+                    tokio::time::sleep(Duration::from_millis(200 * (attempt + 1))).await;
+                }
+                Err(err) => {
+                    tracing::warn!(barrier = key.name(), error = %err, "cannot take out a party whose entry went unanswered; it ends by its TTL");
+                    return;
+                }
+            }
+        }
+    });
 }
