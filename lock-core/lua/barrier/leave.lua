@@ -46,6 +46,11 @@ end
 local ls
 ls, problem = ls_open_own('b', KEYS[1], KEYS[2], nil, now, {id})
 if not ls then
+  -- Another kind holds the name: this party is not in, and an attempt of
+  -- it may still land once the name is free.
+  if problem == 0 and ttl then
+    barrier_bury(left, id, now + 2 * ttl, now)
+  end
   return problem
 end
 local deadline = ls_deadline(ls, id)

@@ -141,6 +141,11 @@ impl Barrier {
             round: round.unwrap_or_default(),
         };
         if !party.round.is_empty() {
+            // In an open round found by a give-up: its lease counts from
+            // the first unanswered attempt, which may be long ago.
+            if !party.guard.is_valid() {
+                return Err(party.guard.lose_hold());
+            }
             return Ok(party);
         }
         let opened = match deadline {
@@ -178,7 +183,8 @@ impl Barrier {
     /// every attempt: an attempt whose reply was lost (or that too few
     /// replicas acknowledged) is retried as itself, which the enter script
     /// renews, so a process never has two parties, and a party that
-    /// completed the count is never taken out again. Waits while another
+    /// completed the count is taken out again only when this call ends
+    /// without it (dropped, or failing at its deadline). Waits while another
     /// kind holds the name, until `deadline`. With the guard, the round's
     /// id when a give-up at the deadline found this party in an open round.
     ///
