@@ -2,7 +2,7 @@
 //! random sequences of entries (with a party count of 2 or 3), leaves and
 //! expiries by four holders of one barrier, run on a real server through
 //! [`LockBackend::try_acquire`] with a
-//! [`Claim::Party`](lock_core::Claim::Party) and compared step by step,
+//! [`Claim::Party`] and compared step by step,
 //! with the server's own view
 //! ([`BarrierBackend::barrier_state`](lock_core::BarrierBackend::barrier_state))
 //! after each step.
