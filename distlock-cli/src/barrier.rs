@@ -8,8 +8,8 @@ use distlock::state::BarrierState;
 use distlock::{LockError, LockManager};
 
 use crate::{
-    fail, list, run_while_held, Interrupts, JobEnd, EXIT_CANNOT_RUN, EXIT_INTERRUPTED,
-    EXIT_LEASE_LOST, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE,
+    fail, list, run_while_held, whole_millis, Interrupts, JobEnd, EXIT_CANNOT_RUN,
+    EXIT_INTERRUPTED, EXIT_LEASE_LOST, EXIT_NOT_ACQUIRED, EXIT_UNAVAILABLE,
 };
 
 /// How `barrier` runs its command.
@@ -118,9 +118,7 @@ pub(crate) async fn gather(locks: &LockManager, gathering: &Gathering<'_>) -> u8
 
 /// `status` of a barrier: its parties, and whether its round is open.
 pub(crate) fn print_state(name: &str, state: &BarrierState, json: bool) {
-    let millis = state
-        .remaining
-        .map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let millis = state.remaining.map(whole_millis);
     if json {
         let value = serde_json::json!({
             "key": name,

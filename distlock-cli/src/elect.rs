@@ -8,8 +8,8 @@ use distlock::state::Leader;
 use distlock::{Election, Leadership, LockError, LockManager};
 
 use crate::{
-    fail, run_while_held, Interrupts, JobEnd, EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_LEASE_LOST,
-    EXIT_UNAVAILABLE,
+    fail, run_while_held, whole_millis, Interrupts, JobEnd, EXIT_CANNOT_RUN, EXIT_INTERRUPTED,
+    EXIT_LEASE_LOST, EXIT_UNAVAILABLE,
 };
 
 /// How `elect` runs its command.
@@ -193,7 +193,7 @@ fn print_leader(name: &str, leader: Option<&Leader>, json: bool) {
                 "key": name,
                 "leader": leader.value,
                 "term": leader.term.get(),
-                "remaining_ms": leader.remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+                "remaining_ms": leader.remaining.map(whole_millis),
             }),
             None => serde_json::json!({ "key": name, "leader": null }),
         };

@@ -6,7 +6,9 @@ use std::time::Duration;
 use distlock::state::LatchState;
 use distlock::{LockError, LockManager};
 
-use crate::{fail, list, Interrupts, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NOT_ACQUIRED};
+use crate::{
+    fail, list, whole_millis, Interrupts, EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_NOT_ACQUIRED,
+};
 
 /// What `latch` does to the latch.
 pub(crate) enum Action {
@@ -128,9 +130,7 @@ pub(crate) async fn latch(locks: &LockManager, name: &str, action: Action) -> u8
 
 /// `status` of a latch: its count, the count it was set with, its TTL.
 pub(crate) fn print_state(name: &str, state: &LatchState, json: bool) {
-    let millis = state
-        .remaining
-        .map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX));
+    let millis = state.remaining.map(whole_millis);
     if json {
         let value = serde_json::json!({
             "key": name,

@@ -9,7 +9,7 @@ use distlock::state::{
 use distlock::state::{LockState, NameState};
 use distlock::LockManager;
 
-use crate::{fail, holder_json, holder_text, EXIT_UNAVAILABLE};
+use crate::{fail, holder_json, holder_text, whole_millis, EXIT_UNAVAILABLE};
 
 /// Lists the held locks whose names start with `prefix`, examining at most
 /// `limit` keys. Exit code: 0; 69 when a node could not be scanned (what the
@@ -181,7 +181,7 @@ fn print_json(listing: &LockListing) {
             let row = row(lock);
             serde_json::json!({
                 "key": row.name,
-                "remaining_ms": row.remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+                "remaining_ms": row.remaining.map(whole_millis),
                 "fencing_token": row.token,
                 "hold_count": row.holds,
                 "queued": row.queued,
@@ -298,5 +298,5 @@ pub(crate) fn printable(name: &str) -> String {
 }
 
 fn round_to_millis(duration: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+    Duration::from_millis(whole_millis(duration))
 }

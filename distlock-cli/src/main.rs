@@ -273,6 +273,11 @@ sees DISTLOCK_KEY and DISTLOCK_FENCING_TOKEN (the term: pass it with every write
   distlock elect scheduler --value \"$(hostname):8080\" -- ./scheduler
   distlock elect scheduler -l --json";
 
+/// `duration` in whole milliseconds, as JSON and the tables show it.
+fn whole_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// How a job run while a lease holds ([`run_while_held`]) ended.
 enum JobEnd {
     /// It ended by itself, with this exit code.
@@ -1414,7 +1419,7 @@ fn print_acquired(
     let fencing_token = handoff.fencing_token().map(|token| token.get());
     let mut out = std::io::stdout().lock();
     if json {
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        let ttl_ms = whole_millis(ttl);
         let value = serde_json::json!({
             "key": key,
             "owner": handoff.expose(),
@@ -2008,7 +2013,7 @@ fn print_status(
             "key": name,
             "strategy": strategy,
             "held": held,
-            "remaining_ms": remaining.map(|left| u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+            "remaining_ms": remaining.map(whole_millis),
             "fencing_token": token.map(|token| token.get()),
             "hold_count": holds,
             "holder": holder.map(holder_json),
@@ -2052,7 +2057,7 @@ fn print_status(
 /// `status` of a semaphore: its limit, the weight in use and each live
 /// permit (slot, weight, lease left, token), as text or JSON.
 fn print_semaphore(name: &str, state: &distlock::state::SemaphoreState, json: bool) {
-    let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    let millis = whole_millis;
     if json {
         let permits: Vec<serde_json::Value> = state
             .permits
@@ -2099,7 +2104,7 @@ fn print_semaphore(name: &str, state: &distlock::state::SemaphoreState, json: bo
 /// `status` of a read-write lock: its epoch, waiting writers and each live
 /// hold (mode, lease left, token), as text or JSON.
 fn print_rw_lock(name: &str, state: &distlock::state::RwLockState, json: bool) {
-    let millis = |left: Duration| u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+    let millis = whole_millis;
     if json {
         let holds: Vec<serde_json::Value> = state
             .holds

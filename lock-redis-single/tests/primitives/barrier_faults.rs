@@ -8,18 +8,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_core::{AcquireOptions, ClientKind, LockBackend, LockManager, WaitMode};
+use lock_core::{
+    AcquireOptions, Barrier, ClientKind, LockBackend, LockError, LockManager, PartyGuard, WaitMode,
+};
 use lock_redis_single::SingleNodeBackend;
 use lock_testkit::contract::{fast_config, fast_options};
 use lock_testkit::faulty::{Fault, Faulty};
 use lock_testkit::RedisServer;
+use tokio::task::JoinHandle;
 
 use super::manager;
 
-/// A zero wait (`distlock barrier -n`): the party whose entry completes the
-/// count opens the round, then is told NotAcquired and leaves, while the
-/// party already waiting goes through alone.
-async fn zero_wait_opener_is_refused_and_the_other_goes_alone(kind: ClientKind) {
+/// A zero wait (`distlock barrier -n`) whose entry completes the count:
+/// that party goes on with the one already waiting, or neither does.
+async fn a_zero_wait_that_completes_the_count_goes_on(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
     let barrier = locks.barrier("zero", 2).expect("barrier");
@@ -44,33 +46,25 @@ async fn zero_wait_opener_is_refused_and_the_other_goes_alone(kind: ClientKind) 
     );
 }
 
-/// A manager whose backend loses the reply of its first entry, after it
-/// ran; with `failed_release`, the reply of its first release too, which
-/// does not run.
-async fn losing(kind: ClientKind, server: &RedisServer, failed_release: bool) -> LockManager {
+/// A manager whose backend's first entry suffers `acquire` and first
+/// release `release` ([`Faulty`]).
+async fn faulty(
+    kind: ClientKind,
+    server: &RedisServer,
+    acquire: Fault,
+    release: Fault,
+) -> LockManager {
     let inner: Arc<dyn LockBackend> = Arc::new(
         SingleNodeBackend::connect(kind, &server.url(), fast_options())
             .await
             .expect("connect"),
     );
-    let release = if failed_release {
-        Fault::Lost { lands: false }
-    } else {
-        Fault::Pass
-    };
-    let backend: Arc<dyn LockBackend> =
-        Faulty::new(&inner, Fault::Lost { lands: true }, Fault::Pass, release);
+    let backend: Arc<dyn LockBackend> = Faulty::new(&inner, acquire, Fault::Pass, release);
     LockManager::new(backend, fast_config(Duration::from_secs(30))).expect("config")
 }
 
-/// The opening party's enter reply is lost: the engine leaves its attempt
-/// (the record stays `:open`), the waiting party goes through with one of
-/// two, and the opener's retry is BarrierFull.
-async fn lost_reply_of_the_opener(kind: ClientKind) {
-    let server = RedisServer::start().expect("start");
-    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
-    let lossy = losing(kind, &server, false).await;
-    let barrier = locks.barrier("lost", 2).expect("barrier");
+/// A party of `barrier` entering on a task of its own, once it is in.
+async fn first_party_in(barrier: &Barrier) -> JoinHandle<Result<PartyGuard, LockError>> {
     let first = tokio::spawn({
         let barrier = barrier.clone();
         async move { barrier.enter().await }
@@ -79,6 +73,17 @@ async fn lost_reply_of_the_opener(kind: ClientKind) {
         (barrier.state().await.ok()?.entered == 1).then_some(())
     })
     .await;
+    first
+}
+
+/// The opening party's enter reply is lost after it ran: its retry is the
+/// same party, and both go on (or neither).
+async fn an_opener_whose_reply_was_lost_goes_on(kind: ClientKind) {
+    let server = RedisServer::start().expect("start");
+    let locks = manager(kind, &server, fast_config(Duration::from_secs(30))).await;
+    let lossy = faulty(kind, &server, Fault::Lost { lands: true }, Fault::Pass).await;
+    let barrier = locks.barrier("lost", 2).expect("barrier");
+    let first = first_party_in(&barrier).await;
     let second = lossy.barrier("lost", 2).expect("barrier").enter().await;
     let first = tokio::time::timeout(Duration::from_secs(3), first).await;
     let first_ok = matches!(first, Ok(Ok(Ok(_))));
@@ -90,11 +95,18 @@ async fn lost_reply_of_the_opener(kind: ClientKind) {
     );
 }
 
-/// A lost enter whose cleanup fails: the ghost party stays counted, and the
-/// same process's next attempt completes a barrier of two alone.
-async fn ghost_party_completes_the_count(kind: ClientKind) {
+/// An entry whose reply was lost, with a release that would fail: the
+/// process still has one party, and never goes through a barrier of two
+/// alone.
+async fn a_lost_entry_leaves_no_second_party(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let lossy = losing(kind, &server, true).await;
+    let lossy = faulty(
+        kind,
+        &server,
+        Fault::Lost { lands: true },
+        Fault::Lost { lands: false },
+    )
+    .await;
     let barrier = lossy.barrier("ghost", 2).expect("barrier");
     let alone = tokio::time::timeout(Duration::from_secs(3), barrier.enter()).await;
     let state = barrier.state().await.expect("state");
@@ -104,10 +116,10 @@ async fn ghost_party_completes_the_count(kind: ClientKind) {
     );
 }
 
-/// Every party has left, and a lock takes the name at once: the last
-/// leaver's wait reads WrongKind and its leave fails, though its round is
-/// over.
-async fn leave_fails_when_another_kind_takes_the_name(kind: ClientKind) {
+/// Every party has left, and a lock takes the name at once: a leaver still
+/// waiting (reading by its timer) reads another kind, and its leave ends
+/// well, its round being over.
+async fn a_leave_ends_when_another_kind_takes_the_name(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
     let mut polling = fast_config(Duration::from_secs(30));
     polling.wait_mode = WaitMode::Poll;
@@ -135,23 +147,18 @@ async fn leave_fails_when_another_kind_takes_the_name(kind: ClientKind) {
     }
 }
 
-async fn faulty(kind: ClientKind, server: &RedisServer, acquire: Fault) -> LockManager {
-    let inner: Arc<dyn LockBackend> = Arc::new(
-        SingleNodeBackend::connect(kind, &server.url(), fast_options())
-            .await
-            .expect("connect"),
-    );
-    let backend: Arc<dyn LockBackend> = Faulty::new(&inner, acquire, Fault::Pass, Fault::Pass);
-    LockManager::new(backend, fast_config(Duration::from_secs(30))).expect("config")
-}
-
-/// A first attempt that lands late (after the retry entered, the wait ran
-/// out and the party withdrew): it enters as a fresh party nobody renews
-/// or owns, and the same process's next enter completes a barrier of two
-/// alone.
-async fn stray_lands_after_withdraw(kind: ClientKind) {
+/// A first attempt that lands late, after the retry entered, the wait ran
+/// out and the party withdrew, enters nothing: the same process's next
+/// enter does not complete a barrier of two alone.
+async fn a_late_entry_after_a_withdraw_enters_nothing(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let locks = faulty(kind, &server, Fault::Stray(Duration::from_millis(800))).await;
+    let locks = faulty(
+        kind,
+        &server,
+        Fault::Stray(Duration::from_millis(800)),
+        Fault::Pass,
+    )
+    .await;
     let barrier = locks.barrier("stray", 2).expect("barrier");
     let first = barrier
         .enter_with(&AcquireOptions::new().with_wait(Duration::from_millis(300)))
@@ -168,12 +175,12 @@ async fn stray_lands_after_withdraw(kind: ClientKind) {
     );
 }
 
-/// `timeout(enter())` dropped while take_place sleeps after an attempt
-/// that ran but whose reply was lost: nobody releases the party, and the
-/// same process's next enter completes a barrier of two alone.
-async fn dropped_enter_after_lost_reply(kind: ClientKind) {
+/// `timeout(enter())` dropped while it sleeps after an attempt that ran but
+/// whose reply was lost: the party is taken out in the background, and the
+/// same process's next enter does not complete a barrier of two alone.
+async fn a_dropped_enter_leaves_no_party(kind: ClientKind) {
     let server = RedisServer::start().expect("start");
-    let locks = faulty(kind, &server, Fault::Lost { lands: true }).await;
+    let locks = faulty(kind, &server, Fault::Lost { lands: true }, Fault::Pass).await;
     let barrier = locks.barrier("dropped", 2).expect("barrier");
     let first = tokio::time::timeout(Duration::from_millis(20), barrier.enter()).await;
     assert!(first.is_err(), "the enter was not cut short");
@@ -189,10 +196,10 @@ async fn dropped_enter_after_lost_reply(kind: ClientKind) {
 }
 
 lock_testkit::client_tests!(
-    zero_wait_opener_is_refused_and_the_other_goes_alone,
-    lost_reply_of_the_opener,
-    ghost_party_completes_the_count,
-    leave_fails_when_another_kind_takes_the_name,
-    stray_lands_after_withdraw,
-    dropped_enter_after_lost_reply,
+    a_zero_wait_that_completes_the_count_goes_on,
+    an_opener_whose_reply_was_lost_goes_on,
+    a_lost_entry_leaves_no_second_party,
+    a_leave_ends_when_another_kind_takes_the_name,
+    a_late_entry_after_a_withdraw_enters_nothing,
+    a_dropped_enter_leaves_no_party,
 );

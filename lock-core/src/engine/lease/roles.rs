@@ -126,55 +126,43 @@ impl sealed::Sealed for LockGuard {
 
 impl LeaseGuard for LockGuard {}
 
-impl sealed::Sealed for Leadership {
-    fn lease(&self, _: Private) -> &LockGuard {
-        self.guard()
-    }
+/// A guard over a lease that must not be handed off: its `hand_off`
+/// refuses with `operation`, and gives the hold back as any refused
+/// hand-off does.
+macro_rules! unhandable_guard {
+    ($guard:ty, $operation:literal) => {
+        impl sealed::Sealed for $guard {
+            fn lease(&self, _: Private) -> &LockGuard {
+                self.guard()
+            }
 
-    fn into_lease(self, _: Private) -> LockGuard {
-        self.into_guard()
-    }
+            fn into_lease(self, _: Private) -> LockGuard {
+                self.into_guard()
+            }
+        }
+
+        impl LeaseGuard for $guard {
+            fn hand_off(self) -> Result<HandoffToken, LockError> {
+                let guard = self.into_guard();
+                let strategy = guard.strategy();
+                drop(guard);
+                Err(LockError::HandOffUnsupported {
+                    strategy,
+                    operation: $operation,
+                })
+            }
+        }
+    };
 }
 
-/// A handed-off leadership would come back as a plain lock that can no
-/// longer proclaim: refused, and resigned as any refused hand-off is
-/// released.
-impl LeaseGuard for Leadership {
-    fn hand_off(self) -> Result<HandoffToken, LockError> {
-        let guard = self.into_guard();
-        let strategy = guard.strategy();
-        drop(guard);
-        Err(LockError::HandOffUnsupported {
-            strategy,
-            operation: "hand off a leadership",
-        })
-    }
-}
+// A handed-off leadership would come back as a plain lock that can no
+// longer proclaim: refused, and resigned.
+unhandable_guard!(Leadership, "hand off a leadership");
 
-impl sealed::Sealed for PartyGuard {
-    fn lease(&self, _: Private) -> &LockGuard {
-        self.guard()
-    }
-
-    fn into_lease(self, _: Private) -> LockGuard {
-        self.into_guard()
-    }
-}
-
-/// A party's place is one process's: handed off, it would be taken over
-/// by another, which the barrier's other parties did not count. Refused,
-/// and the party leaves, as any refused hand-off is released.
-impl LeaseGuard for PartyGuard {
-    fn hand_off(self) -> Result<HandoffToken, LockError> {
-        let guard = self.into_guard();
-        let strategy = guard.strategy();
-        drop(guard);
-        Err(LockError::HandOffUnsupported {
-            strategy,
-            operation: "hand off a barrier's party",
-        })
-    }
-}
+// A party's place is one process's: handed off, it would be taken over by
+// another, which the barrier's other parties did not count. Refused, and
+// the party leaves.
+unhandable_guard!(PartyGuard, "hand off a barrier's party");
 
 /// A guard of one role: a lease guard whose hold has the kind `matches`
 /// says, with [`LeaseGuard`]'s methods as its own.
