@@ -21,6 +21,9 @@
 //! party had counted down. A barrier's workers neither: they are its
 //! parties, and [`barrier`] checks how many went on in each round.
 //!
+//! Other libraries run the same scenarios through [`peers`]: workers in
+//! their own languages that log what ours log, judged by the same checker.
+//!
 //! The faults that reach into processes (a starved worker, a paused or killed
 //! `distlock run`) find them and set their scheduling through [`procs`], which
 //! reads `/proc`: the binaries run on Linux only.
@@ -28,6 +31,7 @@
 pub mod barrier;
 pub mod check;
 pub mod latch;
+pub mod peers;
 #[cfg(target_os = "linux")]
 pub mod procs;
 mod record;

@@ -6,14 +6,16 @@
 //!   the `fred` client alone; the publishing checks (`publish.rs`); every
 //!   test with both clients (`test_binaries.rs`: three binaries at a time);
 //!   the packaged crates used from outside; the protocol models checked to
-//!   the bounds of about a minute (`model --bounded`); and `chaos --quick`.
+//!   the bounds of about a minute (`model --bounded`); `chaos --quick`; and
+//!   the peers' workers on a baseline of 3 s, where their runtimes are here.
 //! - `demo`: the source articles' scenarios, each without and with a lock,
 //!   on a local redis-server that the demo starts and stops itself.
 //! - `bench`: every benchmark (`BENCHES`, then the peer comparisons) on
 //!   criterion, each figure a ratio against a floor measured beside it.
 //! - `chaos`: the safety harness (`lock-chaos`): lock workers as
 //!   processes under faults, a fenced resource, and a checker; `--quick` runs
-//!   every scenario briefly, on one client each, and is part of `test`.
+//!   every scenario briefly, on one client each, and is part of `test`;
+//!   `--peers` runs other libraries' locks under the same faults.
 //! - `doc`: the API docs with warnings denied, and no intra-doc link left
 //!   as literal text (`rendered_docs.rs`; part of `test`).
 //! - `model`: the protocols' stateright models (`lock-model`) checked
@@ -40,7 +42,7 @@ const USAGE: &str =
   test   fmt check, clippy -D warnings (all features, no client, each client alone),
          docs and publishing checks, every test with both clients, the packaged
          crates used from outside, the protocol models to bounds of about a minute,
-         and `chaos --quick`
+         `chaos --quick`, and the peers' workers on a baseline
   demo   duplicate orders, stock deduction, a cron job on every host, a pool of
          limited resources and transfers, each without and with a lock, and a
          holder paused past its lease, on a local redis-server
@@ -49,6 +51,7 @@ const USAGE: &str =
          against raw SET NX PX + EVALSHA, the server's cost, 100k held leases,
          topologies, reentrant, and the comparisons with peer crates
   chaos  the safety scenarios under faults, as a markdown table
+         [--peers: other libraries beside ours, installed into target/peers]
          [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]
   model  the primitives' protocol models (lock, semaphore, each also fair, read-write lock,
          election, kinds mixed on one name) checked exhaustively to their bounds:
@@ -254,6 +257,19 @@ fn test() -> Result<(), String> {
     // on TTLs and pauses: three side by side.
     chaos(&[
         "--quick".to_owned(),
+        "--jobs".to_owned(),
+        test_binaries::LANES.to_string(),
+    ])?;
+    // The peers' workers keep their protocol (lock-chaos/peers/README.md):
+    // installed, run without faults, and judged by the checker, for every
+    // peer whose runtime is here. Their faulted runs are `chaos --peers`.
+    println!("xtask: the peers' workers, on a baseline");
+    chaos(&[
+        "--peers".to_owned(),
+        "--scenario".to_owned(),
+        "baseline".to_owned(),
+        "--seconds".to_owned(),
+        "3".to_owned(),
         "--jobs".to_owned(),
         test_binaries::LANES.to_string(),
     ])?;

@@ -11,6 +11,13 @@
 //! `--quick` runs each scenario for 3 s on one client, not both: the client
 //! alternates down the list and the seed picks where it starts, so runs
 //! with other seeds cover the other half (`--client` pins one for all).
+//!
+//! `--peers` runs the peers' scenarios instead: each scenario once with our
+//! workers (on the `redis` client, or `--client`'s) and once with each peer
+//! library's (`lock_chaos::peers`) that implements the same thing, under
+//! the same fault schedule (the seed is the scenario's, not the subject's),
+//! and prints the peers' table. It installs the peers first, into
+//! `target/peers`, and skips those whose runtime is missing here.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -19,7 +26,8 @@ use std::time::{Duration, Instant};
 use lock_chaos::barrier::{check_barrier, PartyEvent};
 use lock_chaos::check::{check, check_permits, check_rw, Findings, LoggedWrite};
 use lock_chaos::latch::{check_latch, LatchEvent};
-use lock_chaos::{procs, Acquisition, RESOURCE_KEY};
+use lock_chaos::peers::{Algorithm, Peer, Runtime};
+use lock_chaos::{procs, Acquisition, FENCED_WRITE, RESOURCE_KEY};
 use lock_testkit::{AdminReply, DelayProxy, RedisServer};
 use nix::sched::CpuSet;
 use nix::sys::signal::{kill, Signal};
@@ -83,6 +91,8 @@ enum Fault {
     StarveWorker,
     /// kill -9 a worker, for good.
     KillWorker,
+    /// kill -9 the worker that holds the lock, for good.
+    KillHolder,
 }
 
 /// What the algorithm promises under the fault.
@@ -494,8 +504,124 @@ fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// Whose workers take the locks in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subject {
+    /// Ours (`chaos-worker`), on this client.
+    Ours(&'static str),
+    /// A peer library's worker (`lock_chaos::peers`).
+    Peer(Peer),
+}
+
+/// The scenarios of `--peers`: the faults of the issue that asked for them
+/// (baseline, a paused worker, a paused server, a partition, a restart
+/// without persistence, a killed holder; for Redlock, nodes down and slow),
+/// for each thing the peers implement. `expect` is what ours promise; every
+/// peer is expected safe without faults and shown as it is under them.
+fn peer_scenarios() -> Vec<Scenario> {
+    let families = [
+        (Primitive::Lock, "single", 1),
+        (Primitive::Semaphore(2), "single", 1),
+        (Primitive::Lock, "redlock", 3),
+    ];
+    let mut scenarios = Vec::new();
+    for (primitive, strategy, nodes) in families {
+        let redlock = strategy == "redlock";
+        let at = |name, fault, expect| Scenario {
+            primitive,
+            ..scenario(name, strategy, nodes, fault, expect)
+        };
+        scenarios.extend([
+            at("baseline", Fault::None, Expect::Safe),
+            Scenario {
+                note: "no tokens: a paused holder's late write is accepted",
+                ..at(
+                    "worker-pause",
+                    Fault::PauseWorker,
+                    if redlock {
+                        Expect::Unsafe
+                    } else {
+                        Expect::Fenced
+                    },
+                )
+            },
+            at("server-pause", Fault::PauseServer, Expect::Safe),
+            Scenario {
+                proxied: true,
+                ..at("partition", Fault::Partition, Expect::Safe)
+            },
+            Scenario {
+                note: "a restarted node forgets the holds it granted",
+                ..at("restart-no-persistence", Fault::KillRestart, Expect::Unsafe)
+            },
+            at("holder-kill", Fault::KillHolder, Expect::Safe),
+        ]);
+        if redlock {
+            scenarios.extend([
+                Scenario {
+                    nodes: 5,
+                    ..at("minority-killed", Fault::KillMinority, Expect::Safe)
+                },
+                Scenario {
+                    slow_node_ms: 30,
+                    ..at("slow-node", Fault::None, Expect::Safe)
+                },
+            ]);
+        }
+    }
+    scenarios
+}
+
+/// What a scenario of `--peers` is of.
+fn algorithm_of(scenario: &Scenario) -> Algorithm {
+    match (scenario.primitive, scenario.strategy) {
+        (Primitive::Semaphore(_), _) => Algorithm::Semaphore,
+        (_, "redlock") => Algorithm::Redlock,
+        _ => Algorithm::Single,
+    }
+}
+
+/// Where `--peers` installs the peers: `target/peers`, beside the
+/// directory of this binary (`target/debug`).
+fn peers_home() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|err| format!("own path: {err}"))?;
+    exe.parent()
+        .and_then(Path::parent)
+        .map(|target| target.join("peers"))
+        .ok_or_else(|| format!("no target directory above {}", exe.display()))
+}
+
+/// Installs every runtime's peers, and returns those ready to run; says on
+/// stderr which are skipped, and why.
+fn install_peers() -> Result<Vec<Peer>, String> {
+    let home = peers_home()?;
+    let mut ready = Vec::new();
+    for runtime in Runtime::ALL {
+        let peers: Vec<Peer> = Peer::ALL
+            .into_iter()
+            .filter(|peer| peer.runtime() == runtime)
+            .collect();
+        let names: Vec<&str> = peers.iter().map(|peer| peer.name()).collect();
+        eprintln!(
+            "chaos: installing {} into {}",
+            names.join(", "),
+            home.display()
+        );
+        match lock_chaos::peers::install(runtime, &home) {
+            Ok(()) => ready.extend(peers),
+            Err(reason) => eprintln!("chaos: skipping {}: {reason}", names.join(", ")),
+        }
+    }
+    Ok(Peer::ALL
+        .into_iter()
+        .filter(|peer| ready.contains(peer))
+        .collect())
+}
+
 struct Options {
     only: Option<String>,
+    /// Run the peers' scenarios (`--peers`).
+    peers: bool,
     seconds: u64,
     jobs: usize,
     seed: u64,
@@ -507,6 +633,7 @@ struct Options {
 fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         only: None,
+        peers: false,
         seconds: 20,
         jobs: 1,
         seed: seed_from_time(),
@@ -522,6 +649,7 @@ fn parse_args() -> Result<Options, String> {
                 options.one_client_each = true;
             }
             "--scenario" => options.only = Some(args.next().ok_or("--scenario needs a name")?),
+            "--peers" => options.peers = true,
             "--seconds" => {
                 options.seconds = args
                     .next()
@@ -550,12 +678,17 @@ fn parse_args() -> Result<Options, String> {
                 }
             }
             "--help" | "-h" => {
-                return Err("usage: chaos [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]".to_owned())
+                return Err("usage: chaos [--peers] [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]".to_owned())
             }
             other => return Err(format!("unknown argument {other}")),
         }
     }
     options.one_client_each &= !client_chosen;
+    if options.peers && !client_chosen {
+        // Ours beside the peers on one client: the full runs show both.
+        options.clients = vec!["redis"];
+    }
+    options.one_client_each &= !options.peers;
     Ok(options)
 }
 
@@ -575,8 +708,14 @@ fn main() -> ExitCode {
     };
     // Each run's seed comes from the scenario's place in the full list and the
     // client, so `--scenario` and `--client` replay the same schedule.
-    let chosen: Vec<(usize, Scenario)> = scenarios()
-        .into_iter()
+    let list = if options.peers {
+        peer_scenarios()
+    } else {
+        scenarios()
+    };
+    let chosen: Vec<(usize, Scenario)> = list
+        .iter()
+        .copied()
         .enumerate()
         .filter(|(_, scenario)| {
             options.only.as_deref().is_none_or(|only| {
@@ -586,7 +725,7 @@ fn main() -> ExitCode {
         .collect();
     if chosen.is_empty() {
         eprintln!("chaos: no scenario matches; the names are:");
-        for scenario in scenarios() {
+        for scenario in &list {
             eprintln!("  {}/{}", scenario.name, scenario.strategy);
         }
         return ExitCode::from(2);
@@ -595,26 +734,55 @@ fn main() -> ExitCode {
         "chaos: seed {} ({} s per run; replay with --seed {})",
         options.seed, options.seconds, options.seed
     );
+    let peers = if options.peers {
+        match install_peers() {
+            Ok(peers) => peers,
+            Err(err) => {
+                eprintln!("chaos: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        Vec::new()
+    };
     // Every run, in the table's order; `--jobs` of them at a time.
-    let runs: Vec<(Scenario, &'static str, u64)> = chosen
-        .iter()
-        .flat_map(|(number, scenario)| {
-            // Quick: the client of this scenario's turn, from the seed.
-            let turn = (options.seed as usize).wrapping_add(*number) % options.clients.len();
-            let clients = match options.one_client_each {
-                true => &options.clients[turn..=turn],
-                false => &options.clients[..],
-            };
-            clients.iter().map(move |client| {
-                let client_number = u64::from(*client == "fred");
-                let seed = options
-                    .seed
-                    .wrapping_add(*number as u64 * 2)
-                    .wrapping_add(client_number);
-                (*scenario, *client, seed)
+    let runs: Vec<(Scenario, Subject, u64)> = if options.peers {
+        // One fault schedule per scenario, whoever's workers run it.
+        chosen
+            .iter()
+            .flat_map(|(number, scenario)| {
+                let seed = options.seed.wrapping_add(*number as u64 * 2);
+                let ours = options.clients.iter().map(|client| Subject::Ours(client));
+                let theirs = peers
+                    .iter()
+                    .filter(|peer| peer.algorithm() == algorithm_of(scenario))
+                    .map(|peer| Subject::Peer(*peer));
+                ours.chain(theirs)
+                    .map(move |subject| (*scenario, subject, seed))
+                    .collect::<Vec<_>>()
             })
-        })
-        .collect();
+            .collect()
+    } else {
+        chosen
+            .iter()
+            .flat_map(|(number, scenario)| {
+                // Quick: the client of this scenario's turn, from the seed.
+                let turn = (options.seed as usize).wrapping_add(*number) % options.clients.len();
+                let clients = match options.one_client_each {
+                    true => &options.clients[turn..=turn],
+                    false => &options.clients[..],
+                };
+                clients.iter().map(move |client| {
+                    let client_number = u64::from(*client == "fred");
+                    let seed = options
+                        .seed
+                        .wrapping_add(*number as u64 * 2)
+                        .wrapping_add(client_number);
+                    (*scenario, Subject::Ours(client), seed)
+                })
+            })
+            .collect()
+    };
     let seconds = options.seconds;
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<RunResult>>> =
@@ -633,14 +801,16 @@ fn main() -> ExitCode {
                     .expect("tokio runtime");
                 loop {
                     let index = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    let Some((scenario, client, seed)) = runs.get(index) else {
+                    let Some((scenario, subject, seed)) = runs.get(index) else {
                         break;
                     };
                     eprintln!(
-                        "chaos: {}/{} on {client}, seed {seed}",
-                        scenario.name, scenario.strategy
+                        "chaos: {}/{} {}, seed {seed}",
+                        scenario.name,
+                        scenario.strategy,
+                        subject_label(*subject)
                     );
-                    let result = runtime.block_on(run(scenario, client, seconds, *seed));
+                    let result = runtime.block_on(run(scenario, *subject, seconds, *seed));
                     if let Ok(mut slot) = results[index].lock() {
                         *slot = Some(result);
                     }
@@ -650,7 +820,7 @@ fn main() -> ExitCode {
     });
     let mut rows = Vec::new();
     let mut failed = false;
-    for ((scenario, client, _), result) in runs.iter().zip(results) {
+    for ((scenario, subject, _), result) in runs.iter().zip(results) {
         let result = result
             .into_inner()
             .ok()
@@ -662,7 +832,7 @@ fn main() -> ExitCode {
                 Err("harness error: the fault was never injected".to_owned()),
             ),
             Ok((findings, _)) => {
-                let verdict = verdict(scenario.expect, &findings);
+                let verdict = verdict(expected_of(scenario, *subject), &findings);
                 (Some(findings), verdict)
             }
             Err(err) => (None, Err(format!("harness error: {err}"))),
@@ -670,10 +840,20 @@ fn main() -> ExitCode {
         if verdict.is_err() {
             failed = true;
         }
-        rows.push(row(scenario, client, findings.as_ref(), &verdict));
+        rows.push(match subject {
+            Subject::Ours(client) if !options.peers => {
+                row(scenario, client, findings.as_ref(), &verdict)
+            }
+            _ => peer_row(scenario, *subject, findings.as_ref(), &verdict),
+        });
     }
-    println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
+    if options.peers {
+        println!("| scenario | nodes | library | acquisitions | overlaps | stale writes accepted | stale writes refused | longest overrun (ms) | verdict |");
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
+    } else {
+        println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
+    }
     for row in rows {
         println!("{row}");
     }
@@ -682,6 +862,74 @@ fn main() -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// What `subject` is expected to do in `scenario`: ours what the scenario
+/// says; a peer, to be safe without faults, and shown as it is under them.
+fn expected_of(scenario: &Scenario, subject: Subject) -> Expect {
+    match subject {
+        Subject::Ours(_) => scenario.expect,
+        Subject::Peer(_) if scenario.fault == Fault::None => Expect::Safe,
+        Subject::Peer(_) => Expect::Unsafe,
+    }
+}
+
+/// `on redis`, or `with rslock`, for the log lines.
+fn subject_label(subject: Subject) -> String {
+    match subject {
+        Subject::Ours(client) => format!("on {client}"),
+        Subject::Peer(peer) => format!("with {}", peer.name()),
+    }
+}
+
+/// A row of the peers' table. A peer that renews does not know when its
+/// lease ended, so its overrun is `n/a`; a peer's semaphore has no slots
+/// to fence, so its stale writes are `n/a` (its overlaps count the
+/// sections beyond the limit).
+fn peer_row(
+    scenario: &Scenario,
+    subject: Subject,
+    findings: Option<&Findings>,
+    verdict: &Result<&str, String>,
+) -> String {
+    let verdict = match verdict {
+        Ok(text) => (*text).to_owned(),
+        Err(text) => format!("**{text}**"),
+    };
+    let what = match algorithm_of(scenario) {
+        Algorithm::Single => "lock",
+        Algorithm::Semaphore => "semaphore",
+        Algorithm::Redlock => "Redlock",
+    };
+    let library = match subject {
+        Subject::Ours(client) => format!("**distlock** {what} ({client} client)"),
+        Subject::Peer(peer) => peer.package().to_owned(),
+    };
+    let known = |yes: bool, figure: String| if yes { figure } else { "n/a".to_owned() };
+    let (stale_known, overrun_known) = match subject {
+        Subject::Ours(_) => (true, true),
+        Subject::Peer(peer) => (
+            peer.algorithm() != Algorithm::Semaphore,
+            peer.knows_lease_end(),
+        ),
+    };
+    let figures = findings.map_or_else(
+        || "| - | - | - | - | - ".to_owned(),
+        |f| {
+            format!(
+                "| {} | {} | {} | {} | {} ",
+                f.acquisitions,
+                f.overlaps,
+                known(stale_known, f.stale_accepted.to_string()),
+                known(stale_known, f.stale_refused.to_string()),
+                known(overrun_known, f.max_overrun_ms.to_string()),
+            )
+        },
+    );
+    format!(
+        "| {what}: {} | {} | {library} {figures}| {verdict} |",
+        scenario.name, scenario.nodes
+    )
 }
 
 fn verdict(expect: Expect, findings: &Findings) -> Result<&'static str, String> {
@@ -749,7 +997,7 @@ fn row(
 }
 
 /// One scenario on one client: servers, workers, faults, then the check.
-async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunResult {
+async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> RunResult {
     fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
         move |err| format!("{what}: {err}")
     }
@@ -785,15 +1033,52 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             _ => node.url().expose().to_owned(),
         })
         .collect();
-    let scratch = std::env::temp_dir().join(format!("lock-chaos-{}-{seed}", std::process::id()));
+    let client = match subject {
+        Subject::Ours(client) => client,
+        Subject::Peer(peer) => peer.name(),
+    };
+    // The runs of `--peers` share their scenario's seed.
+    let scratch =
+        std::env::temp_dir().join(format!("lock-chaos-{}-{seed}-{client}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(io("scratch directory"))?;
     let worker_binary = std::env::current_exe()
         .map_err(io("own path"))?
         .with_file_name("chaos-worker");
     let mut workers = Workers(Vec::new());
     let mut logs: Vec<PathBuf> = Vec::new();
+    // A peer's worker reads the fenced write from a file.
+    let script = scratch.join("fenced_write.lua");
+    std::fs::write(&script, FENCED_WRITE.source()).map_err(io("write the fenced write"))?;
     for worker in 0..WORKERS {
         let log = scratch.join(format!("worker-{worker}.log"));
+        let worker_seed = seed.wrapping_mul(31).wrapping_add(u64::from(worker));
+        if let Subject::Peer(peer) = subject {
+            let home = peers_home()?;
+            let mut command = peer.command(&home);
+            command
+                .args(["--worker", &worker.to_string()])
+                .args(["--nodes", &urls.join(",")])
+                .args(["--resource", resource.url().expose()])
+                .arg("--log")
+                .arg(&log)
+                .args(["--seconds", &seconds.to_string()])
+                .args(["--seed", &worker_seed.to_string()])
+                .args(["--hold-ms", scenario.hold_ms])
+                .args(["--ttl-ms", &TTL.as_millis().to_string()])
+                .args(["--wait-ms", "1000"])
+                .arg("--script")
+                .arg(&script);
+            if let Primitive::Semaphore(limit) = scenario.primitive {
+                command.args(["--permits", &limit.to_string()]);
+            }
+            workers.0.push(
+                command
+                    .spawn()
+                    .map_err(|err| format!("start {}'s worker: {err}", peer.name()))?,
+            );
+            logs.push(log);
+            continue;
+        }
         let mut command = Command::new(&worker_binary);
         command
             .args(["--worker", &worker.to_string()])
@@ -802,13 +1087,7 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             .arg("--log")
             .arg(&log)
             .args(["--seconds", &seconds.to_string()])
-            .args([
-                "--seed",
-                &seed
-                    .wrapping_mul(31)
-                    .wrapping_add(u64::from(worker))
-                    .to_string(),
-            ])
+            .args(["--seed", &worker_seed.to_string()])
             .args(["--hold-ms", scenario.hold_ms])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -862,13 +1141,18 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
         );
         logs.push(log);
     }
-    let label = format!("{}/{} on {client}", scenario.name, scenario.strategy);
+    let label = format!(
+        "{}/{} {}",
+        scenario.name,
+        scenario.strategy,
+        subject_label(subject)
+    );
     let mut injected = 0usize;
     let started = Instant::now();
     let run_for = Duration::from_secs(seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut fault_at = started + Duration::from_millis(rng.random_range(300..800));
-    if scenario.fault == Fault::KillWorker {
+    if matches!(scenario.fault, Fault::KillWorker | Fault::KillHolder) {
         // Once, for good: after a third of the run, so the rows show rounds
         // opening before it and none after.
         fault_at = started + run_for / 3;
@@ -884,11 +1168,16 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             workers: &workers.0,
             worker_binary: &worker_binary,
             label: &label,
+            resource: &resource,
+            peer: matches!(subject, Subject::Peer(_)),
         };
         if inject(scenario, &mut nodes, &rig, &mut rng, at).await? {
             injected += 1;
         }
-        if matches!(scenario.fault, Fault::KillMinority | Fault::KillWorker) {
+        if matches!(
+            scenario.fault,
+            Fault::KillMinority | Fault::KillWorker | Fault::KillHolder
+        ) {
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
         } else {
@@ -942,6 +1231,11 @@ async fn run(scenario: &Scenario, client: &str, seconds: u64, seed: u64) -> RunR
             let exact = scenario.fault == Fault::None;
             check_barrier(&party_events, WORKERS, exact)
         }
+        // A peer's permits have no slots, so no slot fences their writes:
+        // only how many were held at once is checked.
+        Primitive::Semaphore(limit) if matches!(subject, Subject::Peer(_)) => {
+            check_permits(&acquisitions, &[], limit)
+        }
         Primitive::Semaphore(limit) => {
             let slots = (0..limit)
                 .map(|slot| {
@@ -978,6 +1272,10 @@ struct Rig<'a> {
     /// `<scenario>/<strategy> on <client>`, for the fault's log lines: runs
     /// side by side share scenario names.
     label: &'a str,
+    /// The fenced resource, where a peer's worker marks itself the holder.
+    resource: &'a RedisServer,
+    /// Whether the workers are a peer's, whose holder the keys cannot name.
+    peer: bool,
 }
 
 /// Applies the scenario's fault once, and says so on stderr; `false` when
@@ -990,6 +1288,19 @@ async fn inject(
     at_ms: u128,
 ) -> Result<bool, String> {
     let (proxy, workers, label) = (rig.proxy, rig.workers, rig.label);
+    // The worker that holds `key`, when one can be seen, else one of the
+    // `workers` at random: a fault on a waiting worker tests nothing. (Which
+    // one holds is timing, not the seed: a replay hits at the same moments,
+    // perhaps another worker.)
+    let holder_or_any =
+        |nodes: &[RedisServer], key: &str, workers: usize, rng: &mut rand::rngs::StdRng| {
+            let seen = match rig.peer {
+                true => peer_holder(rig.resource),
+                false => holder(nodes, key),
+            };
+            seen.filter(|worker| *worker < workers)
+                .unwrap_or_else(|| rng.random_range(0..workers))
+        };
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
     let long = TTL * 2;
@@ -1013,6 +1324,15 @@ async fn inject(
                 at_ms,
                 label,
                 format_args!("kill -9 worker {worker}, for good"),
+            );
+            let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
+        }
+        Fault::KillHolder => {
+            let worker = holder_or_any(nodes, key, workers.len(), rng);
+            say(
+                at_ms,
+                label,
+                format_args!("kill -9 worker {worker}, the holder, for good"),
             );
             let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
         }
@@ -1378,19 +1698,13 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
     owner.strip_prefix("chaos-worker-")?.parse().ok()
 }
 
-/// The worker that holds `key`, when one can be seen, else one of the
-/// `workers` at random: a fault on a waiting worker tests nothing. (Which one
-/// holds is timing, not the seed: a replay hits at the same moments, perhaps
-/// another worker.)
-fn holder_or_any(
-    nodes: &[RedisServer],
-    key: &str,
-    workers: usize,
-    rng: &mut rand::rngs::StdRng,
-) -> usize {
-    holder(nodes, key)
-        .filter(|worker| *worker < workers)
-        .unwrap_or_else(|| rng.random_range(0..workers))
+/// The peer's worker that last took the lock, from the mark it leaves on
+/// the resource (`SET chaos:holder N`): a peer's key holds a random value.
+fn peer_holder(resource: &RedisServer) -> Option<usize> {
+    match resource.admin(&["GET", "chaos:holder"]).ok()? {
+        AdminReply::Bulk(Some(value)) => String::from_utf8(value).ok()?.parse().ok(),
+        _ => None,
+    }
 }
 
 /// For each round of `events` whose wait found its latch open and whose
