@@ -128,6 +128,18 @@ impl Peer {
         self.algorithm() == Algorithm::Redlock
     }
 
+    /// The lease it takes when asked for `ttl`: python-redis-lock's expiry
+    /// is whole seconds, so its worker rounds up; the others take `ttl`.
+    pub fn lease(self, ttl: std::time::Duration) -> std::time::Duration {
+        match self {
+            Peer::PythonRedisLock => {
+                let whole = ttl.as_millis().div_ceil(1000).max(1);
+                std::time::Duration::from_secs(u64::try_from(whole).unwrap_or(u64::MAX))
+            }
+            _ => ttl,
+        }
+    }
+
     /// The command that starts its worker, installed under `installed` by
     /// [`install`], with the protocol's flags still to add.
     pub fn command(self, installed: &Path) -> Command {
@@ -282,6 +294,19 @@ mod tests {
             };
             assert!(locked, "{peer:?}: {name} {version} is not what is locked");
         }
+    }
+
+    #[test]
+    fn python_redis_lock_rounds_its_lease_up_to_whole_seconds() {
+        use std::time::Duration;
+        let lease = |ms| Peer::PythonRedisLock.lease(Duration::from_millis(ms));
+        assert_eq!(lease(600), Duration::from_secs(1));
+        assert_eq!(lease(1000), Duration::from_secs(1));
+        assert_eq!(lease(1001), Duration::from_secs(2));
+        assert_eq!(
+            Peer::Rslock.lease(Duration::from_millis(600)),
+            Duration::from_millis(600)
+        );
     }
 
     #[test]

@@ -270,8 +270,11 @@ fn test() -> Result<(), String> {
         "baseline".to_owned(),
         "--seconds".to_owned(),
         "3".to_owned(),
+        // Two at a time, not three: a peer that does not renew overlaps if
+        // its process stalls for its whole lease, and up to twelve
+        // interpreters start at once at three.
         "--jobs".to_owned(),
-        test_binaries::LANES.to_string(),
+        "2".to_owned(),
     ])?;
     println!("xtask: all checks passed");
     Ok(())

@@ -40,6 +40,8 @@ const LOCK_KEY = 'chaos';
 const RESOURCE_KEY = 'chaos:resource';
 const RESOURCE_LOG_KEY = 'chaos:resource:log';
 const HOLDER_KEY = 'chaos:holder';
+/** Deletes the holder mark if it is still this worker's (before a release). */
+const UNMARK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 /** The pause after a refusal or an error, before going round again. */
 const PAUSE_MS = 20;
@@ -504,8 +506,13 @@ async function run(args) {
         write = 'failed';
       }
     }
-    // 6. end, then release.
+    // 6. end, then release (the mark first: it names a holder).
     const end = monotonicNs();
+    try {
+      await resource.eval(UNMARK, 1, HOLDER_KEY, String(args.worker));
+    } catch (err) {
+      say(`unmark: ${describe(err)}`);
+    }
     const outcome = await held.release();
     const leaseEnd = held.leaseEndNs !== 0n && held.leaseEndNs < end ? held.leaseEndNs : 0n;
     // 7. One line, one write().

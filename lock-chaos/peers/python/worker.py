@@ -51,6 +51,8 @@ RESOURCE_TIMEOUT_S = 2.0
 RESOURCE_KEY = "chaos:resource"
 RESOURCE_LOG_KEY = "chaos:resource:log"
 HOLDER_KEY = "chaos:holder"
+# Deletes the holder mark if it is still this worker's (before a release).
+UNMARK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 LOCK_NAME = "chaos"
 
 
@@ -288,8 +290,11 @@ class Pottery:
         # The lease: auto_release_time from the start of the attempt that won
         # it (the keys were set after that moment). Without the hook, from the
         # start of the acquire call, which is earlier and so still safe.
+        # Less pottery's allowance for clock drift (1% of the TTL and 2 ms),
+        # as the validity it computes and every other Redlock's is.
         began_ns = self.lock.attempt_ns or self.began_ns
-        section.lease_end_ns = began_ns + self.ttl_ns
+        drift_ns = self.ttl_ns // 100 + 2_000_000
+        section.lease_end_ns = began_ns + self.ttl_ns - drift_ns
         time.sleep(seconds)
 
     def may_write(self, section):
@@ -394,8 +399,12 @@ def main(argv):
             except Exception as error:
                 say(worker, f"fenced write: {describe(error)}")
                 write = "failed"
-        # 6. End, then release.
+        # 6. End, then release (the mark first: it names a holder).
         end_ns = time.monotonic_ns()
+        try:
+            resource.eval(UNMARK, 1, HOLDER_KEY, worker)
+        except Exception as error:
+            say(worker, f"unmark: {describe(error)}")
         outcome = peer.release()
         lease_end_ns = section.lease_end_ns if 0 < section.lease_end_ns < end_ns else 0
         # 7. One line, one write.

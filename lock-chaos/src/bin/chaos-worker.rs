@@ -1,7 +1,7 @@
 //! One lock worker of the safety harness, run as its own process by `chaos`.
 //!
 //! `chaos-worker --worker N --key K --resource URL --log FILE --seconds S
-//! --seed X --hold-ms RANGES [--nested] [--via-cli DISTLOCK] [--elect]
+//! --seed X --hold-ms RANGES [--nested] [--deadline] [--via-cli DISTLOCK] [--elect]
 //! [--permits N] [--rw] [--multi] [--latch N] [--barrier N]`, with the lock
 //! config in `DISTLOCK_*` variables. Loops until `S` seconds have passed:
 //! acquire (waiting up to the config's `wait_timeout`), enter again as the
@@ -9,7 +9,8 @@
 //! (`--hold-ms 5-40`, or `50-150,700-1150` for a range drawn at random first)
 //! while watching for a loss, commit one write to the fenced
 //! resource carrying the fencing token (skipped if the loss was reported
-//! first, as a careful job would), release, and log the acquisition (see
+//! first, as a careful job would, or with `--deadline` if the lease's
+//! deadline has passed by this process's clock), release, and log the acquisition (see
 //! `lock_chaos::Acquisition`). With `--via-cli`, each acquisition is one
 //! `distlock run` whose job is this binary with `--job I`. With `--elect`,
 //! each section is a term of leadership of the election K (campaign, lead,
@@ -52,6 +53,10 @@ struct Args {
     /// Hold times in ms: one range is drawn, then a time in it.
     hold_ms: Vec<(u64, u64)>,
     nested: bool,
+    /// Skip the write also when the lease's deadline has passed by this
+    /// process's clock, reported lost or not: what the peers' workers do
+    /// (`chaos --peers`).
+    deadline: bool,
     /// Take the lock through this `distlock` binary (`distlock run`) instead
     /// of the library: each acquisition is one `distlock run` whose job is
     /// this binary with `--job`.
@@ -86,6 +91,7 @@ fn parse_args() -> Result<Args, String> {
         seed: 0,
         hold_ms: vec![(5, 30)],
         nested: false,
+        deadline: false,
         via_cli: None,
         job: None,
         hog: None,
@@ -100,6 +106,7 @@ fn parse_args() -> Result<Args, String> {
         // The flags that take no value.
         let switch = match flag.as_str() {
             "--nested" => Some(&mut parsed.nested),
+            "--deadline" => Some(&mut parsed.deadline),
             "--elect" => Some(&mut parsed.elect),
             "--rw" => Some(&mut parsed.rw),
             "--multi" => Some(&mut parsed.multi),
@@ -370,7 +377,8 @@ async fn critical_section(
         access,
     } = role;
     // A reader writes nothing: only its section is checked.
-    let write = if lost || access == Some(lock_core::Access::Shared) {
+    let late = args.deadline && !guard.is_valid();
+    let write = if lost || late || access == Some(lock_core::Access::Shared) {
         Write::Skipped
     } else {
         fenced_write(resource, token, &format!("{}:{index}", args.worker), slot).await

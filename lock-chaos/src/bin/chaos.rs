@@ -810,7 +810,8 @@ fn main() -> ExitCode {
                         scenario.strategy,
                         subject_label(*subject)
                     );
-                    let result = runtime.block_on(run(scenario, *subject, seconds, *seed));
+                    let result =
+                        runtime.block_on(run(scenario, *subject, options.peers, seconds, *seed));
                     if let Ok(mut slot) = results[index].lock() {
                         *slot = Some(result);
                     }
@@ -848,8 +849,8 @@ fn main() -> ExitCode {
         });
     }
     if options.peers {
-        println!("| scenario | nodes | library | acquisitions | overlaps | stale writes accepted | stale writes refused | longest overrun (ms) | verdict |");
-        println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
+        println!("| scenario | nodes | library | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | verdict |");
+        println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
     } else {
         println!("| scenario | strategy | client | acquisitions | overlaps | stale writes accepted | stale writes refused | newest holder refused | longest overrun (ms) | expected | verdict |");
         println!("|---|---|---|---:|---:|---:|---:|---:|---:|---|---|");
@@ -914,14 +915,15 @@ fn peer_row(
         ),
     };
     let figures = findings.map_or_else(
-        || "| - | - | - | - | - ".to_owned(),
+        || "| - | - | - | - | - | - ".to_owned(),
         |f| {
             format!(
-                "| {} | {} | {} | {} | {} ",
+                "| {} | {} | {} | {} | {} | {} ",
                 f.acquisitions,
                 f.overlaps,
                 known(stale_known, f.stale_accepted.to_string()),
                 known(stale_known, f.stale_refused.to_string()),
+                known(stale_known, f.fresh_refused.to_string()),
                 known(overrun_known, f.max_overrun_ms.to_string()),
             )
         },
@@ -996,8 +998,16 @@ fn row(
     )
 }
 
-/// One scenario on one client: servers, workers, faults, then the check.
-async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> RunResult {
+/// One scenario run by `subject`'s workers: servers, workers, faults, then
+/// the check. `beside_peers` for a run of `--peers`, whose rows compare ours
+/// with the peers' ([`peer_scenarios`]).
+async fn run(
+    scenario: &Scenario,
+    subject: Subject,
+    beside_peers: bool,
+    seconds: u64,
+    seed: u64,
+) -> RunResult {
     fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
         move |err| format!("{what}: {err}")
     }
@@ -1103,6 +1113,11 @@ async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> 
         if scenario.nested {
             command.arg("--nested");
         }
+        if beside_peers {
+            // As the peers' workers do: no write once the lease's deadline
+            // has passed by the worker's own clock.
+            command.arg("--deadline");
+        }
         match scenario.primitive {
             Primitive::Lock => {}
             Primitive::Election => {
@@ -1152,6 +1167,15 @@ async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> 
     let run_for = Duration::from_secs(seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut fault_at = started + Duration::from_millis(rng.random_range(300..800));
+    // A peer's interpreter takes a moment to start on a busy machine: every
+    // subject beside the peers gets that moment before the first fault.
+    let lease = match subject {
+        Subject::Peer(peer) => peer.lease(TTL),
+        Subject::Ours(_) => TTL,
+    };
+    if beside_peers {
+        fault_at += Duration::from_secs(1);
+    }
     if matches!(scenario.fault, Fault::KillWorker | Fault::KillHolder) {
         // Once, for good: after a third of the run, so the rows show rounds
         // opening before it and none after.
@@ -1169,7 +1193,9 @@ async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> 
             worker_binary: &worker_binary,
             label: &label,
             resource: &resource,
-            peer: matches!(subject, Subject::Peer(_)),
+            holder_mark: matches!(subject, Subject::Peer(_)),
+            beside_peers,
+            lease,
         };
         if inject(scenario, &mut nodes, &rig, &mut rng, at).await? {
             injected += 1;
@@ -1243,7 +1269,15 @@ async fn run(scenario: &Scenario, subject: Subject, seconds: u64, seed: u64) -> 
                     Ok((slot, read_resource_log(&resource, &key)?))
                 })
                 .collect::<Result<Vec<_>, String>>()?;
-            check_permits(&acquisitions, &slots, limit)
+            let mut findings = check_permits(&acquisitions, &slots, limit);
+            if beside_peers {
+                // Beside a peer's, whose permits have no slots: the
+                // overlaps are the sections beyond the limit alone, as
+                // the peer's are counted (two holders of one slot within
+                // the limit are a finding of ours only).
+                findings.overlaps = check_permits(&acquisitions, &[], limit).overlaps;
+            }
+            findings
         }
         Primitive::RwLock => check_rw(&acquisitions, &read_resource_log(&resource, RESOURCE_KEY)?),
         _ => check(&acquisitions, &read_resource_log(&resource, RESOURCE_KEY)?),
@@ -1274,8 +1308,14 @@ struct Rig<'a> {
     label: &'a str,
     /// The fenced resource, where a peer's worker marks itself the holder.
     resource: &'a RedisServer,
-    /// Whether the workers are a peer's, whose holder the keys cannot name.
-    peer: bool,
+    /// Whether the workers are a peer's, whose holder the keys cannot name
+    /// but the mark on the resource does.
+    holder_mark: bool,
+    /// Whether this is a run of `--peers`, whose faults look harder for
+    /// the holder ([`holder_or_any`]).
+    beside_peers: bool,
+    /// The lease the workers take: the faults last twice as long.
+    lease: Duration,
 }
 
 /// Applies the scenario's fault once, and says so on stderr; `false` when
@@ -1288,27 +1328,14 @@ async fn inject(
     at_ms: u128,
 ) -> Result<bool, String> {
     let (proxy, workers, label) = (rig.proxy, rig.workers, rig.label);
-    // The worker that holds `key`, when one can be seen, else one of the
-    // `workers` at random: a fault on a waiting worker tests nothing. (Which
-    // one holds is timing, not the seed: a replay hits at the same moments,
-    // perhaps another worker.)
-    let holder_or_any =
-        |nodes: &[RedisServer], key: &str, workers: usize, rng: &mut rand::rngs::StdRng| {
-            let seen = match rig.peer {
-                true => peer_holder(rig.resource),
-                false => holder(nodes, key),
-            };
-            seen.filter(|worker| *worker < workers)
-                .unwrap_or_else(|| rng.random_range(0..workers))
-        };
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
-    let long = TTL * 2;
+    let long = rig.lease * 2;
     let node = rng.random_range(0..nodes.len());
     match scenario.fault {
         Fault::None => {}
         Fault::PauseWorker => {
-            let worker = holder_or_any(nodes, key, workers.len(), rng);
+            let worker = holder_or_any(rig, nodes, key, rng).await;
             say(
                 at_ms,
                 label,
@@ -1328,7 +1355,7 @@ async fn inject(
             let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
         }
         Fault::KillHolder => {
-            let worker = holder_or_any(nodes, key, workers.len(), rng);
+            let worker = holder_or_any(rig, nodes, key, rng).await;
             say(
                 at_ms,
                 label,
@@ -1477,7 +1504,7 @@ async fn inject(
             );
         }
         Fault::StarveWorker => {
-            let worker = holder_or_any(nodes, key, workers.len(), rng);
+            let worker = holder_or_any(rig, nodes, key, rng).await;
             let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
             say(at_ms, label, format_args!("worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}", starved.cpu));
             tokio::time::sleep(long).await;
@@ -1698,8 +1725,48 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
     owner.strip_prefix("chaos-worker-")?.parse().ok()
 }
 
-/// The peer's worker that last took the lock, from the mark it leaves on
-/// the resource (`SET chaos:holder N`): a peer's key holds a random value.
+/// The worker that holds `key`, when one can be seen, else one of the
+/// workers at random: a fault on a waiting worker tests nothing. (Which one
+/// holds is timing, not the seed: a replay hits at the same moments, perhaps
+/// another worker.)
+///
+/// Beside the peers, it looks again every few ms for up to the lease's
+/// time before it picks at random (a Redlock peer's waiters leave the lock
+/// free most of the time), and always draws the random pick, so that the
+/// schedule that follows is the same for every subject.
+async fn holder_or_any(
+    rig: &Rig<'_>,
+    nodes: &[RedisServer],
+    key: &str,
+    rng: &mut rand::rngs::StdRng,
+) -> usize {
+    let workers = rig.workers.len();
+    let seen = || {
+        match rig.holder_mark {
+            true => peer_holder(rig.resource),
+            false => holder(nodes, key),
+        }
+        .filter(|worker| *worker < workers)
+    };
+    if !rig.beside_peers {
+        return seen().unwrap_or_else(|| rng.random_range(0..workers));
+    }
+    let any = rng.random_range(0..workers);
+    let looking = Instant::now();
+    loop {
+        if let Some(worker) = seen() {
+            return worker;
+        }
+        if looking.elapsed() >= rig.lease {
+            return any;
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+}
+
+/// The peer's worker that holds the lock, from the mark it leaves on the
+/// resource (`SET chaos:holder N`, deleted before its release): a peer's
+/// key holds a random value.
 fn peer_holder(resource: &RedisServer) -> Option<usize> {
     match resource.admin(&["GET", "chaos:holder"]).ok()? {
         AdminReply::Bulk(Some(value)) => String::from_utf8(value).ok()?.parse().ok(),

@@ -6,7 +6,8 @@
 //! drift of 1% + 2 ms), `lock(resource, ttl)` for one bounded attempt, and
 //! `unlock`. rslock does not renew a lock by itself (its `using` renews, but
 //! the README does not show it), so a careful job checks the validity that
-//! `lock` returned, by its own clock, before it writes. `unlock` returns
+//! `lock` returned (what is left of the lease when it returns), by its own
+//! clock, before it writes. `unlock` returns
 //! nothing, so every release is logged `released`.
 
 use std::io::Write as _;
@@ -104,6 +105,20 @@ fn monotonic_ns() -> u64 {
     seconds.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
+/// Deletes the holder mark if it is still this worker's.
+const UNMARK: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+
+/// When a lock whose `lock` call returned at `returned_ns` with
+/// `validity_ms` left stops being valid, on `CLOCK_MONOTONIC`. rslock's
+/// validity is what is left when the call returns: the TTL from the start
+/// of the try that won, less that try's time and a clock-drift allowance
+/// (1% + 2 ms), whatever tries came before it.
+fn valid_until(returned_ns: u64, validity_ms: usize) -> u64 {
+    let validity_ms = u64::try_from(validity_ms).unwrap_or(u64::MAX);
+    returned_ns.saturating_add(validity_ms.saturating_mul(1_000_000))
+}
+
 fn main() -> std::process::ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
@@ -128,17 +143,21 @@ fn main() -> std::process::ExitCode {
 async fn work(args: &Args) -> Result<(), String> {
     let ends_at = tokio::time::Instant::now() + Duration::from_secs(args.seconds);
     let mut log = std::fs::File::create(&args.log).map_err(|err| format!("log: {err}"))?;
+    // The resource is never faulted: the 2 s the other workers give it, so
+    // a slow moment of this machine's is not a failed write.
     let resource = redis::Client::open(args.resource.as_str())
         .map_err(|err| format!("resource: {err}"))?
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(2))),
+        )
         .await
         .map_err(|err| format!("resource: {err}"))?;
     let fenced_write = redis::Script::new(&args.script);
+    let unmark = redis::Script::new(UNMARK);
     let locks = rslock::LockManager::new(args.nodes.clone());
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let mut index = 0u32;
     while tokio::time::Instant::now() < ends_at {
-        let began_ns = monotonic_ns();
         let lock = match locks.lock("chaos", args.ttl).await {
             Ok(lock) => lock,
             // Every try failed: rslock has waited between them already.
@@ -150,8 +169,7 @@ async fn work(args: &Args) -> Result<(), String> {
             }
         };
         let start_ns = monotonic_ns();
-        let valid_ms = u64::try_from(lock.validity_time).unwrap_or(u64::MAX);
-        let valid_until_ns = began_ns.saturating_add(valid_ms.saturating_mul(1_000_000));
+        let valid_until_ns = valid_until(start_ns, lock.validity_time);
         let mut con = resource.clone();
         let marked: redis::RedisResult<()> = redis::cmd("SET")
             .arg("chaos:holder")
@@ -183,6 +201,15 @@ async fn work(args: &Args) -> Result<(), String> {
             }
         };
         let end_ns = monotonic_ns();
+        // The mark first: it names a holder.
+        let unmarked: redis::RedisResult<i64> = unmark
+            .key("chaos:holder")
+            .arg(args.worker)
+            .invoke_async(&mut con)
+            .await;
+        if let Err(err) = unmarked {
+            eprintln!("chaos-peer-rslock {}: unmark: {err}", args.worker);
+        }
         locks.unlock(&lock).await;
         let lease_end_ns = if valid_until_ns < end_ns {
             valid_until_ns
