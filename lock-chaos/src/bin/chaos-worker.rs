@@ -10,7 +10,8 @@
 //! while watching for a loss, commit one write to the fenced
 //! resource carrying the fencing token (skipped if the loss was reported
 //! first, as a careful job would, or with `--deadline` if the lease's
-//! deadline has passed by this process's clock), release, and log the acquisition (see
+//! deadline has passed by this process's clock), release, and log the
+//! acquisition (see
 //! `lock_chaos::Acquisition`). With `--via-cli`, each acquisition is one
 //! `distlock run` whose job is this binary with `--job I`. With `--elect`,
 //! each section is a term of leadership of the election K (campaign, lead,
@@ -157,6 +158,16 @@ fn parse_args() -> Result<Args, String> {
             }
             other => return Err(format!("unknown flag {other}")),
         }
+    }
+    let not_a_lock = parsed.elect
+        || parsed.latch.is_some()
+        || parsed.barrier.is_some()
+        || parsed.via_cli.is_some();
+    if parsed.deadline && not_a_lock {
+        return Err(
+            "--deadline is for the holds the library takes: not with --elect, --latch, --barrier or --via-cli"
+                .to_owned(),
+        );
     }
     if parsed.hog.is_none() && (parsed.resource.is_empty() || parsed.log.is_empty()) {
         return Err("--resource and --log are required".to_owned());

@@ -1167,14 +1167,24 @@ async fn run(
     let run_for = Duration::from_secs(seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut fault_at = started + Duration::from_millis(rng.random_range(300..800));
-    // A peer's interpreter takes a moment to start on a busy machine: every
-    // subject beside the peers gets that moment before the first fault.
     let lease = match subject {
         Subject::Peer(peer) => peer.lease(TTL),
         Subject::Ours(_) => TTL,
     };
+    // Twice the lease; beside the peers, twice the longest lease of any
+    // subject of the scenario, so that every subject gets the same faults.
+    let mut fault_length = TTL * 2;
     if beside_peers {
+        // A peer's interpreter takes a moment to start on a busy machine:
+        // every subject beside the peers gets that moment before the first
+        // fault.
         fault_at += Duration::from_secs(1);
+        fault_length = Peer::ALL
+            .into_iter()
+            .filter(|peer| peer.algorithm() == algorithm_of(scenario))
+            .map(|peer| peer.lease(TTL))
+            .fold(TTL, Duration::max)
+            * 2;
     }
     if matches!(scenario.fault, Fault::KillWorker | Fault::KillHolder) {
         // Once, for good: after a third of the run, so the rows show rounds
@@ -1186,7 +1196,7 @@ async fn run(
         if Instant::now() < fault_at || scenario.fault == Fault::None {
             continue;
         }
-        let at = started.elapsed().as_millis();
+        let due = fault_at;
         let rig = Rig {
             proxy: proxy.as_ref(),
             workers: &workers.0,
@@ -1196,8 +1206,10 @@ async fn run(
             holder_mark: matches!(subject, Subject::Peer(_)),
             beside_peers,
             lease,
+            fault_length,
+            started,
         };
-        if inject(scenario, &mut nodes, &rig, &mut rng, at).await? {
+        if inject(scenario, &mut nodes, &rig, &mut rng).await? {
             injected += 1;
         }
         if matches!(
@@ -1207,7 +1219,14 @@ async fn run(
             // Once is the fault: the minority stays down.
             fault_at = started + run_for * 2;
         } else {
-            fault_at = Instant::now() + Duration::from_millis(rng.random_range(600..1500));
+            let gap = Duration::from_millis(rng.random_range(600..1500));
+            fault_at = match beside_peers {
+                // From when the fault was due, not when it ended: a search
+                // for the holder or a slow restart of one subject's does
+                // not push its later faults back.
+                true => due + fault_length + gap,
+                false => Instant::now() + gap,
+            };
         }
     }
     // Wake any paused worker or node so everyone can finish and be checked.
@@ -1314,8 +1333,12 @@ struct Rig<'a> {
     /// Whether this is a run of `--peers`, whose faults look harder for
     /// the holder ([`holder_or_any`]).
     beside_peers: bool,
-    /// The lease the workers take: the faults last twice as long.
+    /// The lease the workers take: how long to look for a holder.
     lease: Duration,
+    /// How long a fault lasts.
+    fault_length: Duration,
+    /// When the run began, for the fault's log line.
+    started: Instant,
 }
 
 /// Applies the scenario's fault once, and says so on stderr; `false` when
@@ -1325,21 +1348,21 @@ async fn inject(
     nodes: &mut [RedisServer],
     rig: &Rig<'_>,
     rng: &mut rand::rngs::StdRng,
-    at_ms: u128,
 ) -> Result<bool, String> {
+    let at_ms = rig.started.elapsed().as_millis();
     let (proxy, workers, label) = (rig.proxy, rig.workers, rig.label);
     let io = |err: std::io::Error| err.to_string();
     let key = "lock:{chaos}";
-    let long = rig.lease * 2;
+    let long = rig.fault_length;
     let node = rng.random_range(0..nodes.len());
     match scenario.fault {
         Fault::None => {}
         Fault::PauseWorker => {
-            let worker = holder_or_any(rig, nodes, key, rng).await;
+            let (worker, which) = holder_or_any(rig, nodes, key, rng).await;
             say(
-                at_ms,
+                rig.started.elapsed().as_millis(),
                 label,
-                format_args!("SIGSTOP worker {worker} for {long:?}"),
+                format_args!("SIGSTOP worker {worker} ({which}) for {long:?}"),
             );
             let stopped = Stopped::new(workers[worker].id())?;
             tokio::time::sleep(long).await;
@@ -1355,11 +1378,11 @@ async fn inject(
             let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
         }
         Fault::KillHolder => {
-            let worker = holder_or_any(rig, nodes, key, rng).await;
+            let (worker, which) = holder_or_any(rig, nodes, key, rng).await;
             say(
-                at_ms,
+                rig.started.elapsed().as_millis(),
                 label,
-                format_args!("kill -9 worker {worker}, the holder, for good"),
+                format_args!("kill -9 worker {worker} ({which}), for good"),
             );
             let _ = kill(pid_from(workers[worker].id()), Signal::SIGKILL);
         }
@@ -1504,9 +1527,10 @@ async fn inject(
             );
         }
         Fault::StarveWorker => {
-            let worker = holder_or_any(rig, nodes, key, rng).await;
+            let (worker, which) = holder_or_any(rig, nodes, key, rng).await;
             let starved = Starved::start(workers[worker].id(), rig.worker_binary, long)?;
-            say(at_ms, label, format_args!("worker {worker}'s threads in SCHED_IDLE on CPU {} beside a busy loop for {long:?}", starved.cpu));
+            let at_ms = rig.started.elapsed().as_millis();
+            say(at_ms, label, format_args!("worker {worker}'s threads ({which}) in SCHED_IDLE on CPU {} beside a busy loop for {long:?}", starved.cpu));
             tokio::time::sleep(long).await;
             drop(starved);
         }
@@ -1734,12 +1758,13 @@ fn holder(nodes: &[RedisServer], key: &str) -> Option<usize> {
 /// time before it picks at random (a Redlock peer's waiters leave the lock
 /// free most of the time), and always draws the random pick, so that the
 /// schedule that follows is the same for every subject.
+/// Returns the worker and `"the holder"` or `"at random"`.
 async fn holder_or_any(
     rig: &Rig<'_>,
     nodes: &[RedisServer],
     key: &str,
     rng: &mut rand::rngs::StdRng,
-) -> usize {
+) -> (usize, &'static str) {
     let workers = rig.workers.len();
     let seen = || {
         match rig.holder_mark {
@@ -1748,17 +1773,22 @@ async fn holder_or_any(
         }
         .filter(|worker| *worker < workers)
     };
+    const HOLDER: &str = "the holder";
+    const ANY: &str = "at random";
     if !rig.beside_peers {
-        return seen().unwrap_or_else(|| rng.random_range(0..workers));
+        return match seen() {
+            Some(worker) => (worker, HOLDER),
+            None => (rng.random_range(0..workers), ANY),
+        };
     }
     let any = rng.random_range(0..workers);
     let looking = Instant::now();
     loop {
         if let Some(worker) = seen() {
-            return worker;
+            return (worker, HOLDER);
         }
         if looking.elapsed() >= rig.lease {
-            return any;
+            return (any, ANY);
         }
         tokio::time::sleep(Duration::from_millis(3)).await;
     }
