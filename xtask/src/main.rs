@@ -34,6 +34,7 @@ mod publish;
 mod rendered_docs;
 mod test_binaries;
 
+use std::os::unix::process::CommandExt as _;
 use std::process::{Command, ExitCode};
 
 const USAGE: &str =
@@ -244,6 +245,10 @@ fn test() -> Result<(), String> {
     // sentinels, timing against proxies) keep the default of one per core.
     let binaries = test_binaries::build(&features, CONTRACT_TESTS, 6)?;
     test_binaries::run(binaries, &redis_server)?;
+    // The peers' packages install (the rslock worker's build, mostly) at
+    // the lowest priority beside the steps below, which leave a core idle
+    // (the model checker runs on one thread; the chaos workers mostly wait).
+    let installing = install_peers_in_background()?;
     cargo_with_redis(
         &["test", "--workspace", "--features", &features, "--doc"],
         &redis_server,
@@ -260,6 +265,7 @@ fn test() -> Result<(), String> {
         "--jobs".to_owned(),
         test_binaries::LANES.to_string(),
     ])?;
+    installing.finish();
     // The peers' workers keep their protocol (lock-chaos/peers/README.md):
     // installed, run without faults, and judged by the checker, for every
     // peer whose runtime is here. Their faulted runs are `chaos --peers`.
@@ -292,11 +298,77 @@ fn model(args: &[String]) -> Result<(), String> {
 /// The integration test file every strategy crate has: the contract suite.
 const CONTRACT_TESTS: &str = "contract";
 
+/// `chaos --install-peers` at the lowest CPU priority, its output in
+/// `target/peers/install.log`.
+fn install_peers_in_background() -> Result<Background, String> {
+    build_harness()?;
+    let home = target_dir().join("peers");
+    std::fs::create_dir_all(&home).map_err(|err| format!("{}: {err}", home.display()))?;
+    let log_path = home.join("install.log");
+    let log =
+        std::fs::File::create(&log_path).map_err(|err| format!("{}: {err}", log_path.display()))?;
+    let harness = target_dir().join("debug").join("chaos");
+    let child = Command::new("nice")
+        .args(["-n", "19"])
+        // Its own process group, so that an early end of `test` stops the
+        // builds and installs it started too (`Drop for Background`).
+        .process_group(0)
+        .arg(&harness)
+        .arg("--install-peers")
+        .stdout(
+            log.try_clone()
+                .map_err(|err| format!("{}: {err}", log_path.display()))?,
+        )
+        .stderr(log)
+        .spawn()
+        .map_err(|err| format!("could not start {}: {err}", harness.display()))?;
+    println!(
+        "xtask: installing the peers in the background (log: {})",
+        log_path.display()
+    );
+    Ok(Background {
+        child: Some(child),
+        log_path,
+    })
+}
+
+/// The peers' install started by [`install_peers_in_background`]: waited
+/// for by `finish`, or stopped with its process group when dropped before.
+struct Background {
+    child: Option<std::process::Child>,
+    log_path: std::path::PathBuf,
+}
+
+impl Background {
+    /// Waits for it. Its failures are not this step's: the baseline after
+    /// it installs again what is missing and says why it cannot.
+    fn finish(mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        match child.wait() {
+            Ok(status) if status.success() => {}
+            _ => println!(
+                "xtask: the background install of the peers failed (see {})",
+                self.log_path.display()
+            ),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Builds the harness's two binaries and the `distlock` command (the
-/// command-line scenario runs it, found next to the harness's own), then
-/// runs `chaos` with `args`.
-fn chaos(args: &[String]) -> Result<(), String> {
-    let redis_server = programs::redis_server()?;
+/// command-line scenario runs it, found next to the harness's own).
+fn build_harness() -> Result<(), String> {
     // `--tests` makes cargo resolve features as `cargo test` does (with the
     // dev-dependencies), so the artifacts of the test pass are reused.
     cargo(
@@ -310,7 +382,13 @@ fn chaos(args: &[String]) -> Result<(), String> {
             &both_clients_features(),
         ],
         "building the safety harness",
-    )?;
+    )
+}
+
+/// Builds the harness ([`build_harness`]), then runs `chaos` with `args`.
+fn chaos(args: &[String]) -> Result<(), String> {
+    let redis_server = programs::redis_server()?;
+    build_harness()?;
     let harness = target_dir().join("debug").join("chaos");
     println!("xtask: {} {}", harness.display(), args.join(" "));
     let status = Command::new(&harness)

@@ -17,7 +17,8 @@
 //! library's (`lock_chaos::peers`) that implements the same thing, under
 //! the same fault schedule (the seed is the scenario's, not the subject's),
 //! and prints the peers' table. It installs the peers first, into
-//! `target/peers`, and skips those whose runtime is missing here.
+//! `target/peers`, and skips those whose runtime is missing here;
+//! `--install-peers` only installs them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -622,6 +623,8 @@ struct Options {
     only: Option<String>,
     /// Run the peers' scenarios (`--peers`).
     peers: bool,
+    /// Only install the peers (`--install-peers`).
+    install_only: bool,
     seconds: u64,
     jobs: usize,
     seed: u64,
@@ -634,6 +637,7 @@ fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         only: None,
         peers: false,
+        install_only: false,
         seconds: 20,
         jobs: 1,
         seed: seed_from_time(),
@@ -650,6 +654,7 @@ fn parse_args() -> Result<Options, String> {
             }
             "--scenario" => options.only = Some(args.next().ok_or("--scenario needs a name")?),
             "--peers" => options.peers = true,
+            "--install-peers" => options.install_only = true,
             "--seconds" => {
                 options.seconds = args
                     .next()
@@ -678,7 +683,7 @@ fn parse_args() -> Result<Options, String> {
                 }
             }
             "--help" | "-h" => {
-                return Err("usage: chaos [--peers] [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]".to_owned())
+                return Err("usage: chaos [--peers | --install-peers] [--scenario NAME] [--seconds N] [--quick] [--seed N] [--client redis|fred] [--jobs N]".to_owned())
             }
             other => return Err(format!("unknown argument {other}")),
         }
@@ -706,6 +711,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if options.install_only {
+        return match install_peers() {
+            Ok(peers) => {
+                let names: Vec<&str> = peers.iter().map(|peer| peer.name()).collect();
+                eprintln!("chaos: ready: {}", names.join(", "));
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("chaos: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // Each run's seed comes from the scenario's place in the full list and the
     // client, so `--scenario` and `--client` replay the same schedule.
     let list = if options.peers {
