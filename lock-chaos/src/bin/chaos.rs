@@ -911,10 +911,7 @@ fn peer_row(
     findings: Option<&Findings>,
     verdict: &Result<&str, String>,
 ) -> String {
-    let verdict = match verdict {
-        Ok(text) => (*text).to_owned(),
-        Err(text) => format!("**{text}**"),
-    };
+    let verdict = verdict_cell(verdict);
     let what = match algorithm_of(scenario) {
         Algorithm::Single => "lock",
         Algorithm::Semaphore => "semaphore",
@@ -924,7 +921,6 @@ fn peer_row(
         Subject::Ours(client) => format!("**distlock** {what} ({client} client)"),
         Subject::Peer(peer) => peer.package().to_owned(),
     };
-    let known = |yes: bool, figure: String| if yes { figure } else { "n/a".to_owned() };
     let (stale_known, overrun_known) = match subject {
         Subject::Ours(_) => (true, true),
         Subject::Peer(peer) => (
@@ -932,24 +928,44 @@ fn peer_row(
             peer.knows_lease_end(),
         ),
     };
-    let figures = findings.map_or_else(
-        || "| - | - | - | - | - | - ".to_owned(),
-        |f| {
-            format!(
-                "| {} | {} | {} | {} | {} | {} ",
-                f.acquisitions,
-                f.overlaps,
-                known(stale_known, f.stale_accepted.to_string()),
-                known(stale_known, f.stale_refused.to_string()),
-                known(stale_known, f.fresh_refused.to_string()),
-                known(overrun_known, f.max_overrun_ms.to_string()),
-            )
-        },
-    );
+    let figures = figures(findings, stale_known, overrun_known);
     format!(
         "| {what}: {} | {} | {library} {figures}| {verdict} |",
         scenario.name, scenario.nodes
     )
+}
+
+/// The figures' cells of a row, each followed by `| `: `-` for a run that
+/// did not finish, `n/a` for what the run cannot know (stale writes, or
+/// the overrun, when `false`).
+fn figures(findings: Option<&Findings>, stale_known: bool, overrun_known: bool) -> String {
+    let Some(f) = findings else {
+        return "| - | - | - | - | - | - ".to_owned();
+    };
+    let known = |yes: bool, figure: usize| match yes {
+        true => figure.to_string(),
+        false => "n/a".to_owned(),
+    };
+    format!(
+        "| {} | {} | {} | {} | {} | {} ",
+        f.acquisitions,
+        f.overlaps,
+        known(stale_known, f.stale_accepted),
+        known(stale_known, f.stale_refused),
+        known(stale_known, f.fresh_refused),
+        match overrun_known {
+            true => f.max_overrun_ms.to_string(),
+            false => "n/a".to_owned(),
+        },
+    )
+}
+
+/// A verdict's cell: its text, or its failure in bold.
+fn verdict_cell(verdict: &Result<&str, String>) -> String {
+    match verdict {
+        Ok(text) => (*text).to_owned(),
+        Err(text) => format!("**{text}**"),
+    }
 }
 
 fn verdict(expect: Expect, findings: &Findings) -> Result<&'static str, String> {
@@ -977,24 +993,8 @@ fn row(
     findings: Option<&Findings>,
     verdict: &Result<&str, String>,
 ) -> String {
-    let verdict = match verdict {
-        Ok(text) => (*text).to_owned(),
-        Err(text) => format!("**{text}**"),
-    };
-    let figures = findings.map_or_else(
-        || "| - | - | - | - | - | - ".to_owned(),
-        |f| {
-            format!(
-                "| {} | {} | {} | {} | {} | {} ",
-                f.acquisitions,
-                f.overlaps,
-                f.stale_accepted,
-                f.stale_refused,
-                f.fresh_refused,
-                f.max_overrun_ms
-            )
-        },
-    );
+    let verdict = verdict_cell(verdict);
+    let figures = figures(findings, true, true);
     let expected = if scenario.note.is_empty() {
         scenario.expect.describe().to_owned()
     } else {
